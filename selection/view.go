@@ -1,0 +1,184 @@
+package selection
+
+import (
+	"sort"
+	"time"
+)
+
+// DecayParams say how an error-like counter decays: halved once per whole
+// elapsed HalfLife, capped at Cap (ClickHouse error_half_life, error_cap).
+type DecayParams struct {
+	HalfLife time.Duration // 0 = never decays
+	Cap      uint32        // 0 = uncapped
+}
+
+// DefaultDecay is ClickHouse's default: 60 s half-life, cap 1000.
+var DefaultDecay = DecayParams{HalfLife: 60 * time.Second, Cap: 1000}
+
+// DecayedCount is a ClickHouse-style error counter: halving is applied
+// lazily, by whole periods since Origin, as a right shift. The zero value is
+// an empty counter. Methods are pure; a DecayedCount is a value.
+type DecayedCount struct {
+	Count  uint32
+	Origin time.Time // start of the current half-life period
+}
+
+// Value returns the count as of now.
+func (d DecayedCount) Value(now time.Time, p DecayParams) uint32 {
+	return d.decayed(now, p).Count
+}
+
+// Add returns the counter with n added at now (after decaying to now).
+func (d DecayedCount) Add(now time.Time, p DecayParams, n uint32) DecayedCount {
+	d = d.decayed(now, p)
+	c := uint64(d.Count) + uint64(n)
+	if p.Cap > 0 && c > uint64(p.Cap) {
+		c = uint64(p.Cap)
+	}
+	if c > uint64(^uint32(0)) {
+		c = uint64(^uint32(0))
+	}
+	d.Count = uint32(c)
+	return d
+}
+
+// Reset returns an empty counter whose period starts at now.
+func (d DecayedCount) Reset(now time.Time) DecayedCount { return DecayedCount{Origin: now} }
+
+func (d DecayedCount) decayed(now time.Time, p DecayParams) DecayedCount {
+	if d.Origin.IsZero() {
+		d.Origin = now
+		return d
+	}
+	if p.HalfLife <= 0 || !now.After(d.Origin) {
+		return d
+	}
+	periods := int64(now.Sub(d.Origin) / p.HalfLife)
+	if periods <= 0 {
+		return d
+	}
+	if periods >= 32 {
+		d.Count = 0
+	} else {
+		d.Count >>= uint(periods)
+	}
+	d.Origin = d.Origin.Add(time.Duration(periods) * p.HalfLife)
+	return d
+}
+
+// ServerLoad is what the coordinator knows of one scan server. It is part
+// of an immutable LoadView: never modify one reachable from a view.
+type ServerLoad struct {
+	ID    ServerID
+	Host  string
+	Zone  string
+	Group string
+	// Address and ActorID locate the scan-server actor (protoactor PID).
+	Address string
+	ActorID string
+	// Incarnation changes when the server process restarts.
+	Incarnation string
+	Alive       bool
+	// InFlight: scans this coordinator dispatched and not yet finished.
+	InFlight int
+	// QueueLen and Active: last reported by the server (heartbeat, busy).
+	QueueLen int
+	Active   int
+	Workers  int
+	// Errors and Slowdowns per decay parameters in use (see
+	// LoadView.ErrorsOf). Indexed like LoadView.Decays.
+	Errors    []DecayedCount
+	Slowdowns []DecayedCount
+	// Busy: busy answers and busy timeouts, decayed with DefaultDecay.
+	Busy DecayedCount
+	// ConsecutiveFailures and LastFailure drive circuit breakers; any
+	// success resets ConsecutiveFailures.
+	ConsecutiveFailures int
+	LastFailure         time.Time
+	// RecentFailures holds the times of the most recent failures, newest
+	// last (at most 32).
+	RecentFailures []time.Time
+	// StartLatency is an EWMA of dispatch → first data for this server.
+	StartLatency time.Duration
+	LastHeartbeat time.Time
+	CacheHitRatio float64
+}
+
+// FailuresSince counts recent failures at or after t.
+func (s *ServerLoad) FailuresSince(t time.Time) int {
+	n := 0
+	for i := len(s.RecentFailures) - 1; i >= 0; i-- {
+		if s.RecentFailures[i].Before(t) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// LoadView is an immutable snapshot of every known scan server.
+type LoadView struct {
+	// Servers sorted by ID.
+	Servers []*ServerLoad
+	// Decays lists the decay parameters whose counters ServerLoad.Errors
+	// and Slowdowns hold, in the same order.
+	Decays []DecayParams
+	// At is when the snapshot was taken.
+	At time.Time
+	// StartLatencyP95 is the recent 95th percentile of dispatch → first
+	// data over all servers (0 = unknown).
+	StartLatencyP95 time.Duration
+	// RecentDispatches and RecentHedges count this coordinator's primary
+	// dispatches and hedges over a recent window (hedge budgets).
+	RecentDispatches uint64
+	RecentHedges     uint64
+
+	byID map[ServerID]*ServerLoad
+}
+
+// NewLoadView builds a view; it takes ownership of servers (sorts them).
+func NewLoadView(servers []*ServerLoad, decays []DecayParams, at time.Time) *LoadView {
+	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
+	v := &LoadView{Servers: servers, Decays: decays, At: at, byID: make(map[ServerID]*ServerLoad, len(servers))}
+	for _, s := range servers {
+		v.byID[s.ID] = s
+	}
+	return v
+}
+
+// Server returns the server with that id, or nil.
+func (v *LoadView) Server(id ServerID) *ServerLoad {
+	if v == nil {
+		return nil
+	}
+	return v.byID[id]
+}
+
+// decayIndex returns the index of p in v.Decays, or -1.
+func (v *LoadView) decayIndex(p DecayParams) int {
+	for i, d := range v.Decays {
+		if d == p {
+			return i
+		}
+	}
+	return -1
+}
+
+// ErrorsOf returns s's error count under p as of now (0 if p is not
+// tracked by this view).
+func (v *LoadView) ErrorsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
+	i := v.decayIndex(p)
+	if i < 0 || i >= len(s.Errors) {
+		return 0
+	}
+	return s.Errors[i].Value(now, p)
+}
+
+// SlowdownsOf returns s's slowdown count under p as of now.
+func (v *LoadView) SlowdownsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
+	i := v.decayIndex(p)
+	if i < 0 || i >= len(s.Slowdowns) {
+		return 0
+	}
+	return s.Slowdowns[i].Value(now, p)
+}
