@@ -1696,6 +1696,7 @@ type ScanDone struct {
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	WinnerAttempt uint32                 `protobuf:"varint,2,opt,name=winner_attempt,json=winnerAttempt,proto3" json:"winner_attempt,omitempty"`
 	Abandoned     bool                   `protobuf:"varint,3,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	Tablet        *TabletRef             `protobuf:"bytes,4,opt,name=tablet,proto3" json:"tablet,omitempty"` // routes the message to the tablet actor
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1749,6 +1750,13 @@ func (x *ScanDone) GetAbandoned() bool {
 		return x.Abandoned
 	}
 	return false
+}
+
+func (x *ScanDone) GetTablet() *TabletRef {
+	if x != nil {
+		return x.Tablet
+	}
+	return nil
 }
 
 // Heartbeat: scan server -> NATS scanplane.v1.hb.<host>.<server>.
@@ -2786,12 +2794,13 @@ const file_scanplane_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"n\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x9f\x01\n" +
 	"\bScanDone\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12%\n" +
 	"\x0ewinner_attempt\x18\x02 \x01(\rR\rwinnerAttempt\x12\x1c\n" +
-	"\tabandoned\x18\x03 \x01(\bR\tabandoned\"\xc8\x04\n" +
+	"\tabandoned\x18\x03 \x01(\bR\tabandoned\x12/\n" +
+	"\x06tablet\x18\x04 \x01(\v2\x17.scanplane.v1.TabletRefR\x06tablet\"\xc8\x04\n" +
 	"\tHeartbeat\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
@@ -2989,16 +2998,17 @@ var file_scanplane_proto_depIdxs = []int32{
 	9,  // 15: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
 	2,  // 16: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
 	0,  // 17: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	2,  // 18: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	24, // 19: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	31, // 20: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 21: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 22: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	4,  // 18: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 19: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	24, // 20: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	31, // 21: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 22: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 23: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
