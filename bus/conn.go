@@ -1,0 +1,165 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config configures a connection to NATS and the JetStream buckets used.
+type Config struct {
+	// URL is the server to connect to; a comma-separated list names the
+	// members of a cluster. Default "nats://127.0.0.1:4222".
+	URL string
+	// Name is the client connection name shown by the server (e.g.
+	// "scanserver host-a"). Default "scanplane".
+	Name string
+	// ConnectTimeout bounds the initial connection attempt to each server.
+	// Default 5s.
+	ConnectTimeout time.Duration
+	// BlocksBucket is the JetStream KV bucket holding tablet-file blocks.
+	// Default "scanplane-blocks".
+	BlocksBucket string
+	// MetaBucket is the JetStream KV bucket holding table metadata and
+	// cluster info. Default "scanplane-meta".
+	MetaBucket string
+	// Replicas is the JetStream replication factor used when a bucket is
+	// created (1..5; must not exceed the cluster size). Default 1.
+	Replicas int
+	// Logger receives connection events and decode failures; nil = discard.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		URL:            "nats://127.0.0.1:4222",
+		Name:           "scanplane",
+		ConnectTimeout: 5 * time.Second,
+		BlocksBucket:   "scanplane-blocks",
+		MetaBucket:     "scanplane-meta",
+		Replicas:       1,
+	}
+}
+
+// Validate reports the first invalid field by name.
+func (c Config) Validate() error {
+	switch {
+	case strings.TrimSpace(c.URL) == "":
+		return errors.New("bus: Config.URL is empty")
+	case c.ConnectTimeout <= 0:
+		return fmt.Errorf("bus: Config.ConnectTimeout %s: must be positive", c.ConnectTimeout)
+	case !validBucket(c.BlocksBucket):
+		return fmt.Errorf("bus: Config.BlocksBucket %q: want 1+ characters of [A-Za-z0-9_-]", c.BlocksBucket)
+	case !validBucket(c.MetaBucket):
+		return fmt.Errorf("bus: Config.MetaBucket %q: want 1+ characters of [A-Za-z0-9_-]", c.MetaBucket)
+	case c.BlocksBucket == c.MetaBucket:
+		return fmt.Errorf("bus: Config.BlocksBucket and Config.MetaBucket are both %q", c.MetaBucket)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("bus: Config.Replicas %d: want 1..5", c.Replicas)
+	}
+	for _, u := range strings.Split(c.URL, ",") {
+		if strings.TrimSpace(u) == "" {
+			return fmt.Errorf("bus: Config.URL %q has an empty entry", c.URL)
+		}
+	}
+	return nil
+}
+
+func validBucket(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !isTokenRune(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// Conn is a NATS connection with JetStream. It reconnects forever after
+// the initial connection succeeds. Safe for concurrent use.
+type Conn struct {
+	cfg          Config
+	log          *slog.Logger
+	nc           *nats.Conn
+	js           jetstream.JetStream
+	decodeErrors atomic.Uint64
+}
+
+// Connect dials NATS (failing if no server answers within ConnectTimeout or
+// before ctx ends) and sets up JetStream.
+func Connect(ctx context.Context, cfg Config) (*Conn, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bus: connect %s: %w", cfg.URL, err)
+	}
+	timeout := cfg.ConnectTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl); left < timeout {
+			timeout = max(left, time.Millisecond)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("component", "bus")
+	name := cfg.Name
+	if name == "" {
+		name = "scanplane"
+	}
+	nc, err := nats.Connect(cfg.URL,
+		nats.Name(name),
+		nats.Timeout(timeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("nats async error", "subject", subj, "err", err)
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("bus: connect %s: %w", cfg.URL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	return &Conn{cfg: cfg, log: log, nc: nc, js: js}, nil
+}
+
+// NATS returns the underlying connection.
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// JetStream returns the JetStream context of this connection.
+func (c *Conn) JetStream() jetstream.JetStream { return c.js }
+
+// Close flushes what was published and closes the connection; its
+// subscriptions and watches end. Safe to call more than once.
+func (c *Conn) Close() { c.nc.Close() }
+
+// DecodeErrors counts received payloads that failed to decode.
+func (c *Conn) DecodeErrors() uint64 { return c.decodeErrors.Load() }

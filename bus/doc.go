@@ -1,0 +1,19 @@
+// Package bus owns everything scanplane does over NATS: starting the
+// embedded server (with JetStream), connecting to it or to an external
+// cluster, the versioned subject names, publishing and subscribing the
+// protobuf signals of messages/ (heartbeats, busy and timeout events,
+// metadata changes), and the two JetStream key-value stores: BlockStore for
+// tablet-file blocks and MetaStore for table metadata and cluster info.
+//
+// Concurrency contract: a Conn, a BlockStore and a MetaStore are safe for
+// concurrent use by any number of goroutines. Subscription callbacks run on
+// NATS goroutines (one per subscription, so calls of one callback are
+// serialised) and must not block for long: hand the message to an actor or
+// a channel and return. A payload that fails to decode is counted
+// (Conn.DecodeErrors) and logged, and never reaches the callback.
+// MetaStore.Watch calls its callback from one goroutine of its own.
+//
+// Sizes: NATS's default max payload is 1 MiB (the embedded server is started
+// with 8 MiB). Blocks and metadata values must stay well under 1 MiB; the
+// stores reject larger values with ErrTooLarge before sending them.
+package bus

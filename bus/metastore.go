@@ -1,0 +1,379 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// ErrConflict is wrapped when a compare-and-set on metadata fails: the
+// table's current generation is not the one the caller expected, or the
+// generation it wants to publish exists already.
+var ErrConflict = errors.New("bus: conflict")
+
+// abandonedAfter is how old an existing, never-switched-to generation entry
+// must be before Publish replaces it: a writer that died between writing a
+// generation and switching the pointer leaves one behind, while a live
+// competing writer switches within milliseconds.
+const abandonedAfter = 30 * time.Second
+
+// watchSetupTimeout bounds how long Watch waits for the initial values.
+const watchSetupTimeout = 10 * time.Second
+
+const (
+	tablesPrefix      = "tables."
+	currentSuffix     = ".current"
+	clusterCoordKey   = "cluster.coordinator"
+	currentWatchKeys  = tablesPrefix + "*" + currentSuffix
+	metaBucketHistory = 8
+)
+
+// MetaStore keeps table metadata in a JetStream KV bucket:
+//
+//	tables.<name>.g<gen>    TableMeta (protobuf) of one generation
+//	tables.<name>.current   the current generation, in decimal
+//	cluster.coordinator     ClusterInfo (protobuf)
+//
+// <name> is the table name with characters outside [A-Za-z0-9_-] escaped as
+// "=XX". A generation is written first and then made current by a
+// compare-and-set on the pointer, so readers never see a pointer to a
+// missing generation. Safe for concurrent use.
+type MetaStore struct {
+	conn *Conn
+	kv   jetstream.KeyValue
+}
+
+// MetaStore binds the metadata bucket, creating it if missing (file
+// storage, Config.Replicas).
+func (c *Conn) MetaStore(ctx context.Context) (*MetaStore, error) {
+	kv, err := c.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket:      c.cfg.MetaBucket,
+		Description: "scanplane table metadata and cluster info",
+		History:     metaBucketHistory,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &MetaStore{conn: c, kv: kv}, nil
+}
+
+func currentKey(table string) string {
+	return tablesPrefix + escapeKey(table, false) + currentSuffix
+}
+
+func genKey(table string, gen uint64) string {
+	return tablesPrefix + escapeKey(table, false) + ".g" + strconv.FormatUint(gen, 10)
+}
+
+// tableOfCurrentKey returns the table of a tables.<name>.current key.
+func tableOfCurrentKey(key string) (string, bool) {
+	esc, ok := strings.CutPrefix(key, tablesPrefix)
+	if !ok {
+		return "", false
+	}
+	esc, ok = strings.CutSuffix(esc, currentSuffix)
+	if !ok || esc == "" || strings.Contains(esc, ".") {
+		return "", false
+	}
+	return unescapeKey(esc)
+}
+
+func parseGen(v []byte) (uint64, error) {
+	g, err := strconv.ParseUint(string(v), 10, 64)
+	if err != nil || g == 0 {
+		return 0, fmt.Errorf("bus: bad current-generation value %q", v)
+	}
+	return g, nil
+}
+
+// current returns the table's current generation and the pointer's
+// revision; 0, 0 if the table has none.
+func (m *MetaStore) current(ctx context.Context, table string) (gen, rev uint64, err error) {
+	e, err := m.kv.Get(ctx, currentKey(table))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("bus: current generation of %q: %w", table, err)
+	}
+	gen, err = parseGen(e.Value())
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w (table %q)", err, table)
+	}
+	return gen, e.Revision(), nil
+}
+
+// Current returns the table's current generation, or 0 if there is no such
+// table.
+func (m *MetaStore) Current(ctx context.Context, table string) (uint64, error) {
+	gen, _, err := m.current(ctx, table)
+	return gen, err
+}
+
+// Get returns one generation of a table; a missing one gives an error
+// wrapping ErrNotFound.
+func (m *MetaStore) Get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	e, err := m.kv.Get(ctx, genKey(table, gen))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("bus: table %q generation %d: %w", table, gen, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: get table %q generation %d: %w", table, gen, err)
+	}
+	meta := new(messages.TableMeta)
+	if err := proto.Unmarshal(e.Value(), meta); err != nil {
+		return nil, fmt.Errorf("bus: decode table %q generation %d: %w", table, gen, err)
+	}
+	return meta, nil
+}
+
+// Publish stores meta as generation meta.Generation of table meta.Name and
+// makes it current, provided the current generation is still prev (0 = the
+// table must not exist yet). Otherwise — or if that generation number was
+// already published by someone else — it returns an error wrapping
+// ErrConflict and leaves no trace. Repeating a Publish that succeeded (same
+// meta, same prev) succeeds again.
+func (m *MetaStore) Publish(ctx context.Context, meta *messages.TableMeta, prev uint64) error {
+	name, gen := meta.GetName(), meta.GetGeneration()
+	switch {
+	case name == "":
+		return errors.New("bus: publish table meta: empty name")
+	case gen == 0 || gen <= prev:
+		return fmt.Errorf("bus: publish table %q: generation %d must be > previous %d", name, gen, prev)
+	}
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(meta)
+	if err != nil {
+		return fmt.Errorf("bus: encode table %q generation %d: %w", name, gen, err)
+	}
+	if err := m.conn.checkSize(fmt.Sprintf("table %q generation %d", name, gen), len(data), math.MaxInt); err != nil {
+		return err
+	}
+	key := genKey(name, gen)
+	rev, err := m.kv.Create(ctx, key, data)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		rev, err = m.reuseGeneration(ctx, name, gen, key, data)
+	}
+	if err != nil {
+		return err
+	}
+	if err := m.switchCurrent(ctx, name, gen, prev); err != nil {
+		if errors.Is(err, ErrConflict) {
+			// Remove what we wrote, unless someone replaced it since.
+			_ = m.kv.Purge(ctx, key, jetstream.LastRevision(rev))
+		}
+		return err
+	}
+	return nil
+}
+
+// reuseGeneration handles a generation key that already exists: the same
+// bytes (our own earlier attempt) are kept; an abandoned entry is replaced;
+// anything else is a conflict. It returns the entry's revision.
+func (m *MetaStore) reuseGeneration(ctx context.Context, name string, gen uint64, key string, data []byte) (uint64, error) {
+	e, err := m.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		// Purged since our Create failed: try once more.
+		rev, err := m.kv.Create(ctx, key, data)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, fmt.Errorf("%w: table %q generation %d is being published concurrently", ErrConflict, name, gen)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("bus: publish table %q generation %d: %w", name, gen, err)
+		}
+		return rev, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bus: publish table %q generation %d: %w", name, gen, err)
+	}
+	if bytes.Equal(e.Value(), data) {
+		return e.Revision(), nil
+	}
+	cur, _, err := m.current(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if cur >= gen {
+		return 0, fmt.Errorf("%w: table %q generation %d already published (current %d)", ErrConflict, name, gen, cur)
+	}
+	if time.Since(e.Created()) < abandonedAfter {
+		return 0, fmt.Errorf("%w: table %q generation %d is being published concurrently", ErrConflict, name, gen)
+	}
+	rev, err := m.kv.Update(ctx, key, data, e.Revision())
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, fmt.Errorf("%w: table %q generation %d is being published concurrently", ErrConflict, name, gen)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("bus: publish table %q generation %d: %w", name, gen, err)
+	}
+	return rev, nil
+}
+
+// switchCurrent moves the pointer from prev to gen by compare-and-set. A
+// pointer already at gen counts as success: the caller has checked that
+// generation gen holds its bytes.
+func (m *MetaStore) switchCurrent(ctx context.Context, name string, gen, prev uint64) error {
+	key := currentKey(name)
+	value := []byte(strconv.FormatUint(gen, 10))
+	cur, rev, err := m.current(ctx, name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cur == gen:
+		return nil
+	case cur != prev:
+		return fmt.Errorf("%w: table %q is at generation %d, not %d", ErrConflict, name, cur, prev)
+	}
+	if prev == 0 {
+		_, err = m.kv.Create(ctx, key, value)
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("%w: table %q was created concurrently", ErrConflict, name)
+		}
+	} else {
+		_, err = m.kv.Update(ctx, key, value, rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return fmt.Errorf("%w: table %q moved from generation %d concurrently", ErrConflict, name, prev)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("bus: switch table %q to generation %d: %w", name, gen, err)
+	}
+	return nil
+}
+
+// DeleteGeneration removes one generation of a table (a KV purge). It
+// refuses, with an error wrapping ErrConflict, to remove the current one.
+// Removing a missing generation is not an error.
+func (m *MetaStore) DeleteGeneration(ctx context.Context, table string, gen uint64) error {
+	cur, err := m.Current(ctx, table)
+	if err != nil {
+		return err
+	}
+	if cur == gen && gen != 0 {
+		return fmt.Errorf("%w: generation %d of table %q is current", ErrConflict, gen, table)
+	}
+	if err := m.kv.Purge(ctx, genKey(table, gen)); err != nil {
+		return fmt.Errorf("bus: delete table %q generation %d: %w", table, gen, err)
+	}
+	return nil
+}
+
+// Tables lists the tables that have a current generation, sorted.
+func (m *MetaStore) Tables(ctx context.Context) ([]string, error) {
+	lister, err := m.kv.ListKeysFiltered(ctx, currentWatchKeys)
+	if err != nil {
+		return nil, fmt.Errorf("bus: list tables: %w", err)
+	}
+	var tables []string
+	for key := range lister.Keys() {
+		if t, ok := tableOfCurrentKey(key); ok {
+			tables = append(tables, t)
+		}
+	}
+	slices.Sort(tables)
+	return slices.Compact(tables), nil
+}
+
+// Watch calls fn(table, gen) for the current generation of every table and
+// then for every change, until ctx is done (or the connection closes).
+// gen 0 means the table's pointer was removed. fn is called from one
+// goroutine, one call at a time. Watch returns once the watcher is set up
+// and the initial values have been passed to fn (it stops waiting for
+// them after ctx ends or 10s).
+func (m *MetaStore) Watch(ctx context.Context, fn func(table string, gen uint64)) error {
+	w, err := m.kv.Watch(ctx, currentWatchKeys)
+	if err != nil {
+		return fmt.Errorf("bus: watch tables: %w", err)
+	}
+	initial := make(chan struct{})
+	go func() {
+		defer func() {
+			// Stop, then drain so a delivery blocked on the full channel
+			// returns and the library closes the channel.
+			_ = w.Stop()
+			for range w.Updates() {
+			}
+		}()
+		initDone := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					if !initDone {
+						initDone = true
+						close(initial)
+					}
+					continue
+				}
+				table, ok := tableOfCurrentKey(e.Key())
+				if !ok {
+					continue
+				}
+				var gen uint64
+				if e.Operation() == jetstream.KeyValuePut {
+					g, err := parseGen(e.Value())
+					if err != nil {
+						m.conn.log.Warn("ignoring bad table pointer", "key", e.Key(), "err", err)
+						continue
+					}
+					gen = g
+				}
+				fn(table, gen)
+			}
+		}
+	}()
+	select {
+	case <-initial:
+	case <-ctx.Done():
+	case <-time.After(watchSetupTimeout):
+		m.conn.log.Warn("table watch: initial values not complete, continuing")
+	}
+	return nil
+}
+
+// PutClusterInfo stores ci under cluster.coordinator.
+func (m *MetaStore) PutClusterInfo(ctx context.Context, ci *messages.ClusterInfo) error {
+	data, err := proto.Marshal(ci)
+	if err != nil {
+		return fmt.Errorf("bus: encode cluster info: %w", err)
+	}
+	if _, err := m.kv.Put(ctx, clusterCoordKey, data); err != nil {
+		return fmt.Errorf("bus: put cluster info: %w", err)
+	}
+	return nil
+}
+
+// ClusterInfo returns what the coordinator stored; missing gives an error
+// wrapping ErrNotFound.
+func (m *MetaStore) ClusterInfo(ctx context.Context) (*messages.ClusterInfo, error) {
+	e, err := m.kv.Get(ctx, clusterCoordKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("bus: cluster info: %w", ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bus: get cluster info: %w", err)
+	}
+	ci := new(messages.ClusterInfo)
+	if err := proto.Unmarshal(e.Value(), ci); err != nil {
+		return nil, fmt.Errorf("bus: decode cluster info: %w", err)
+	}
+	return ci, nil
+}

@@ -1,0 +1,375 @@
+package bus
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func TestBlockStore(t *testing.T) {
+	srv := startServer(t)
+	c := connect(t, srv)
+	ctx := testCtx(t)
+	bs, err := c.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second binding (another process) sees the same bucket.
+	bs2, err := connect(t, srv).BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := bs.Get(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get missing: %v", err)
+	}
+	block := randomBytes(64<<10, 1)
+	keys := []string{"f0001/b000000", "f0001/index", "odd key:1=2", ".lead", "a..b"}
+	for i, k := range keys {
+		data := append([]byte{byte(i)}, block...)
+		if err := bs.Put(ctx, k, data); err != nil {
+			t.Fatalf("Put %q: %v", k, err)
+		}
+	}
+	for i, k := range keys {
+		got, err := bs2.Get(ctx, k)
+		if err != nil {
+			t.Fatalf("Get %q: %v", k, err)
+		}
+		if want := append([]byte{byte(i)}, block...); !bytes.Equal(got, want) {
+			t.Fatalf("Get %q: %d bytes, differs from the %d put", k, len(got), len(want))
+		}
+	}
+	// Overwrite, empty value.
+	if err := bs.Put(ctx, keys[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bs.Get(ctx, keys[0]); err != nil || len(got) != 0 {
+		t.Fatalf("Get after empty put: %d bytes, %v", len(got), err)
+	}
+	// Delete, twice, and a missing key.
+	for _, k := range []string{keys[1], keys[1], "never-there"} {
+		if err := bs.Delete(ctx, k); err != nil {
+			t.Fatalf("Delete %q: %v", k, err)
+		}
+	}
+	if _, err := bs.Get(ctx, keys[1]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get deleted: %v", err)
+	}
+	// Put after delete works.
+	if err := bs.Put(ctx, keys[1], []byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bs.Get(ctx, keys[1]); err != nil || string(got) != "again" {
+		t.Fatalf("Get after re-put: %q, %v", got, err)
+	}
+	// Too large is refused before sending.
+	if err := bs.Put(ctx, "big", make([]byte, MaxBlockBytes+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Put too large: %v", err)
+	}
+	if err := bs.Put(ctx, "", []byte("x")); err == nil {
+		t.Fatal("Put with empty key succeeded")
+	}
+}
+
+func tableMeta(name string, gen uint64, tag string) *messages.TableMeta {
+	return &messages.TableMeta{
+		Name:        name,
+		Generation:  gen,
+		SplitPoints: [][]byte{[]byte("g"), []byte("p")},
+		Tablets: []*messages.TabletMeta{
+			{Ref: &messages.TabletRef{Table: name, Generation: gen, Index: 0}, Files: []*messages.FileRef{{Id: tag + "-f0", Blocks: 3}}},
+			{Ref: &messages.TabletRef{Table: name, Generation: gen, Index: 1}},
+			{Ref: &messages.TabletRef{Table: name, Generation: gen, Index: 2}},
+		},
+		Rows: 42,
+	}
+}
+
+func metaStore(t *testing.T, c *Conn) *MetaStore {
+	t.Helper()
+	ms, err := c.MetaStore(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func TestMetaStore(t *testing.T) {
+	srv := startServer(t)
+	ms := metaStore(t, connect(t, srv))
+	ctx := testCtx(t)
+
+	if g, err := ms.Current(ctx, "users"); err != nil || g != 0 {
+		t.Fatalf("Current of missing table = %d, %v", g, err)
+	}
+	if _, err := ms.Get(ctx, "users", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get missing: %v", err)
+	}
+	if ts, err := ms.Tables(ctx); err != nil || len(ts) != 0 {
+		t.Fatalf("Tables of empty store = %v, %v", ts, err)
+	}
+
+	m1 := tableMeta("users", 1, "a")
+	if err := ms.Publish(ctx, m1, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Retrying a publish that succeeded succeeds.
+	if err := ms.Publish(ctx, m1, 0); err != nil {
+		t.Fatalf("repeated publish: %v", err)
+	}
+	if g, err := ms.Current(ctx, "users"); err != nil || g != 1 {
+		t.Fatalf("Current = %d, %v; want 1", g, err)
+	}
+	got, err := ms.Get(ctx, "users", 1)
+	if err != nil || !proto.Equal(got, m1) {
+		t.Fatalf("Get = %v, %v; want %v", got, err, m1)
+	}
+
+	// A table name with characters a KV key cannot hold.
+	odd := tableMeta("odd.name/x y", 5, "o")
+	if err := ms.Publish(ctx, odd, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms.Publish(ctx, tableMeta("apps", 1, "b"), 0); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := ms.Tables(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"apps", "odd.name/x y", "users"}; fmt.Sprint(ts) != fmt.Sprint(want) {
+		t.Fatalf("Tables = %q, want %q", ts, want)
+	}
+
+	// Next generation with the right prev; a stale prev conflicts.
+	m2 := tableMeta("users", 2, "c")
+	if err := ms.Publish(ctx, m2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms.Publish(ctx, tableMeta("users", 3, "d"), 1); !errors.Is(err, ErrConflict) {
+		t.Fatalf("publish with stale prev: %v", err)
+	}
+	if _, err := ms.Get(ctx, "users", 3); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a conflicting publish left its generation behind: %v", err)
+	}
+	if err := ms.Publish(ctx, tableMeta("users", 4, "e"), 0); !errors.Is(err, ErrConflict) {
+		t.Fatalf("publish prev 0 over an existing table: %v", err)
+	}
+	if err := ms.Publish(ctx, tableMeta("users", 2, "x"), 1); !errors.Is(err, ErrConflict) {
+		t.Fatalf("publish different bytes as an existing generation: %v", err)
+	}
+	if err := ms.Publish(ctx, tableMeta("users", 2, "x"), 2); err == nil {
+		t.Fatal("publish with generation <= prev succeeded")
+	}
+	if g, _ := ms.Current(ctx, "users"); g != 2 {
+		t.Fatalf("Current = %d, want 2", g)
+	}
+
+	// DeleteGeneration: old yes, current no, missing fine.
+	if err := ms.DeleteGeneration(ctx, "users", 2); !errors.Is(err, ErrConflict) {
+		t.Fatalf("DeleteGeneration of current: %v", err)
+	}
+	for _, g := range []uint64{1, 1, 9} {
+		if err := ms.DeleteGeneration(ctx, "users", g); err != nil {
+			t.Fatalf("DeleteGeneration %d: %v", g, err)
+		}
+	}
+	if _, err := ms.Get(ctx, "users", 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get deleted generation: %v", err)
+	}
+	if got, err := ms.Get(ctx, "users", 2); err != nil || !proto.Equal(got, m2) {
+		t.Fatalf("Get current after delete = %v, %v", got, err)
+	}
+}
+
+// Publishers racing from the same prev: exactly one wins, the rest get
+// ErrConflict, and what is current is the winner's.
+func TestMetaStoreConcurrentPublish(t *testing.T) {
+	srv := startServer(t)
+	for _, sameGen := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sameGen=%v", sameGen), func(t *testing.T) {
+			ctx := testCtx(t)
+			table := fmt.Sprintf("race-%v", sameGen)
+			ms0 := metaStore(t, connect(t, srv))
+			if err := ms0.Publish(ctx, tableMeta(table, 1, "base"), 0); err != nil {
+				t.Fatal(err)
+			}
+			const n = 8
+			stores := make([]*MetaStore, n)
+			for i := range stores {
+				stores[i] = metaStore(t, connect(t, srv))
+			}
+			errs := make([]error, n)
+			metas := make([]*messages.TableMeta, n)
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range n {
+				gen := uint64(2)
+				if !sameGen {
+					gen = uint64(2 + i)
+				}
+				metas[i] = tableMeta(table, gen, fmt.Sprint("w", i))
+				wg.Go(func() {
+					<-start
+					errs[i] = stores[i].Publish(ctx, metas[i], 1)
+				})
+			}
+			close(start)
+			wg.Wait()
+			winner := -1
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					if winner >= 0 {
+						t.Fatalf("publishers %d and %d both won", winner, i)
+					}
+					winner = i
+				case !errors.Is(err, ErrConflict):
+					t.Fatalf("publisher %d: %v", i, err)
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("nobody won: %v", errs)
+			}
+			cur, err := ms0.Current(ctx, table)
+			if err != nil || cur != metas[winner].Generation {
+				t.Fatalf("Current = %d, %v; want the winner's %d", cur, err, metas[winner].Generation)
+			}
+			got, err := ms0.Get(ctx, table, cur)
+			if err != nil || !proto.Equal(got, metas[winner]) {
+				t.Fatalf("current generation holds %v, want the winner's %v", got, metas[winner])
+			}
+		})
+	}
+}
+
+func TestMetaStoreWatch(t *testing.T) {
+	srv := startServer(t)
+	ms := metaStore(t, connect(t, srv))
+	ctx := testCtx(t)
+	if err := ms.Publish(ctx, tableMeta("a", 1, "x"), 0); err != nil {
+		t.Fatal(err)
+	}
+	type change struct {
+		table string
+		gen   uint64
+	}
+	var mu sync.Mutex
+	var seen []change
+	wctx, cancel := context.WithCancel(ctx)
+	if err := metaStore(t, connect(t, srv)).Watch(wctx, func(table string, gen uint64) {
+		mu.Lock()
+		seen = append(seen, change{table, gen})
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() []change {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]change(nil), seen...)
+	}
+	// Initial values have been delivered when Watch returns.
+	if s := snapshot(); len(s) != 1 || s[0] != (change{"a", 1}) {
+		t.Fatalf("initial values = %v", s)
+	}
+	if err := ms.Publish(ctx, tableMeta("a", 2, "y"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms.Publish(ctx, tableMeta("b.c", 7, "z"), 0); err != nil {
+		t.Fatal(err)
+	}
+	// Writing generations and cluster info is not a pointer change.
+	if err := ms.PutClusterInfo(ctx, &messages.ClusterInfo{CoordinatorAddress: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []change{{"a", 1}, {"a", 2}, {"b.c", 7}}
+	eventually(t, "watch sees the switches", func() bool { return len(snapshot()) >= len(want) })
+	if s := snapshot(); fmt.Sprint(s) != fmt.Sprint(want) {
+		t.Fatalf("watch saw %v, want %v", s, want)
+	}
+	cancel()
+	// After the context ends no more calls arrive: publish, then prove the
+	// watch goroutine would have had time by round-tripping through the
+	// server with another watch.
+	if err := ms.Publish(ctx, tableMeta("a", 3, "w"), 2); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	wctx2, cancel2 := context.WithCancel(ctx)
+	defer cancel2()
+	if err := ms.Watch(wctx2, func(table string, gen uint64) {
+		if table == "a" && gen == 3 {
+			once.Do(func() { close(done) })
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, done)
+	if s := snapshot(); len(s) != len(want) {
+		t.Fatalf("watch called after its context ended: %v", s)
+	}
+}
+
+func TestClusterInfo(t *testing.T) {
+	srv := startServer(t)
+	ms := metaStore(t, connect(t, srv))
+	ctx := testCtx(t)
+	if _, err := ms.ClusterInfo(ctx); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ClusterInfo before put: %v", err)
+	}
+	ci := &messages.ClusterInfo{CoordinatorAddress: "127.0.0.1:8090", RouterId: "router", HttpAddress: "127.0.0.1:8080",
+		StartedUnixMs: time.Now().UnixMilli(), Version: "dev"}
+	if err := ms.PutClusterInfo(ctx, ci); err != nil {
+		t.Fatal(err)
+	}
+	got, err := metaStore(t, connect(t, srv)).ClusterInfo(ctx)
+	if err != nil || !proto.Equal(got, ci) {
+		t.Fatalf("ClusterInfo = %v, %v; want %v", got, err, ci)
+	}
+}
+
+// Reading a 64 KiB block from JetStream KV over a loopback connection.
+func BenchmarkBlockStoreGet64K(b *testing.B) {
+	srv := startServer(b)
+	c := connect(b, srv)
+	ctx := context.Background()
+	bs, err := c.BlockStore(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const nKeys = 64
+	block := randomBytes(64<<10, 7)
+	for i := range nKeys {
+		if err := bs.Put(ctx, fmt.Sprintf("bench/f0/b%06d", i), block); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(block)))
+	for i := 0; b.Loop(); i++ {
+		data, err := bs.Get(ctx, fmt.Sprintf("bench/f0/b%06d", i%nKeys))
+		if err != nil || len(data) != len(block) {
+			b.Fatalf("Get: %d bytes, %v", len(data), err)
+		}
+	}
+}
