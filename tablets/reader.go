@@ -1,0 +1,333 @@
+package tablets
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// ReadStats counts what a scan fetched.
+type ReadStats struct {
+	BlocksRead uint64 // data blocks fetched (hits included)
+	CacheHits  uint64 // of BlocksRead, fetches the fetcher served from its cache
+	IndexReads uint64 // index objects fetched (hits included); not in BlocksRead
+	IndexHits  uint64 // of IndexReads, served from the cache
+}
+
+// TabletReader reads one tablet: a k-way merge over its files. It holds no
+// state besides its arguments and is safe for concurrent use; each Scan
+// returns an independent Iterator.
+type TabletReader struct {
+	files []*messages.FileRef
+	f     BlockFetcher
+}
+
+// NewTabletReader returns a reader over files (oldest first: on equal keys
+// the later file in the list wins) fetching through f. It does no IO.
+func NewTabletReader(files []*messages.FileRef, f BlockFetcher) *TabletReader {
+	return &TabletReader{files: append([]*messages.FileRef(nil), files...), f: f}
+}
+
+// Scan returns an iterator over the tablet's rows in rng that are strictly
+// greater than after (nil after = no such bound), in key order. Nothing is
+// fetched until the first Next. An invalid rng (start > end) makes Err
+// return ErrBadRange; an empty one yields no rows.
+func (r *TabletReader) Scan(ctx context.Context, rng Range, after []byte) *Iterator {
+	it := &Iterator{ctx: ctx, f: r.f, rng: rng.After(after)}
+	if err := rng.Validate(); err != nil {
+		it.err, it.done = err, true
+		return it
+	}
+	if it.rng.Empty() {
+		it.done = true
+		return it
+	}
+	it.srcs = make([]*source, len(r.files))
+	for i, ref := range r.files {
+		it.srcs[i] = &source{it: it, ord: i, ref: ref}
+	}
+	return it
+}
+
+// ctxCheckEvery is how many rows an iterator returns between context
+// checks when it does not fetch (it always checks before a fetch).
+const ctxCheckEvery = 256
+
+// Iterator is a pull iterator over a tablet scan. It fetches blocks
+// lazily, one at a time per file, and checks its context before every
+// fetch and every ctxCheckEvery rows. An Iterator belongs to one goroutine.
+type Iterator struct {
+	ctx  context.Context
+	f    BlockFetcher
+	rng  Range
+	srcs []*source
+
+	started bool
+	done    bool
+	heap    []*source // live sources, min key first, later file first on ties
+	winner  *source   // source of cur, to advance on the next Next
+	cur     Entry
+	err     error
+	stats   ReadStats
+	rows    int
+}
+
+// Next advances to the next row and reports whether there is one. When it
+// returns false, Err tells whether the scan ended or failed.
+func (it *Iterator) Next() bool {
+	if it.done {
+		return false
+	}
+	if !it.started {
+		it.started = true
+		for _, s := range it.srcs {
+			if !s.init() {
+				if it.err != nil {
+					return it.fail()
+				}
+				continue
+			}
+			it.heap = append(it.heap, s)
+		}
+		it.srcs = nil
+		for i := len(it.heap)/2 - 1; i >= 0; i-- {
+			it.down(i)
+		}
+	} else if w := it.winner; w != nil {
+		it.winner = nil
+		if it.rows++; it.rows%ctxCheckEvery == 0 {
+			if err := it.ctx.Err(); err != nil {
+				it.err = fmt.Errorf("tablets: scan: %w", err)
+				return it.fail()
+			}
+		}
+		if !w.next() {
+			if it.err != nil {
+				return it.fail()
+			}
+		} else {
+			it.push(w)
+		}
+	}
+	if len(it.heap) == 0 {
+		return it.fail()
+	}
+	w := it.pop()
+	key := w.entry().Key
+	// Older files holding the same key lose: move them past it.
+	for len(it.heap) > 0 && bytes.Equal(it.heap[0].entry().Key, key) {
+		s := it.heap[0]
+		if s.next() {
+			it.down(0)
+			continue
+		}
+		if it.err != nil {
+			return it.fail()
+		}
+		it.pop()
+	}
+	it.winner = w
+	it.cur = w.entry()
+	return true
+}
+
+// fail ends the iteration (with it.err, possibly nil) and drops references.
+func (it *Iterator) fail() bool {
+	it.done = true
+	it.heap, it.winner, it.srcs, it.cur = nil, nil, nil, Entry{}
+	return false
+}
+
+// Entry returns the current row. Key and Value alias fetched block data,
+// which may be shared with other readers through a cache: never modify
+// them. They are valid until the next call of Next; copy them to keep them.
+func (it *Iterator) Entry() Entry { return it.cur }
+
+// Err returns the error that ended the iteration, nil at a normal end: a
+// context error, ErrBadRange, or a storage error or ErrCorrupt wrapped with
+// the key of the object that failed.
+func (it *Iterator) Err() error { return it.err }
+
+// Stats returns what the scan fetched so far.
+func (it *Iterator) Stats() ReadStats { return it.stats }
+
+func (it *Iterator) less(a, b *source) bool {
+	c := bytes.Compare(a.entry().Key, b.entry().Key)
+	return c < 0 || (c == 0 && a.ord > b.ord)
+}
+
+func (it *Iterator) down(i int) {
+	h := it.heap
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(h) && it.less(h[r], h[l]) {
+			m = r
+		}
+		if !it.less(h[m], h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+func (it *Iterator) push(s *source) {
+	it.heap = append(it.heap, s)
+	h := it.heap
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !it.less(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+}
+
+func (it *Iterator) pop() *source {
+	h := it.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = nil
+	it.heap = h[:last]
+	if last > 0 {
+		it.down(0)
+	}
+	return top
+}
+
+
+// source walks one file of the tablet within the iterator's range.
+type source struct {
+	it      *Iterator
+	ord     int // position in the file list; a later file wins ties
+	ref     *messages.FileRef
+	ix      *FileIndex
+	block   int
+	entries []Entry
+	pos     int
+}
+
+func (s *source) entry() Entry { return s.entries[s.pos] }
+
+// fetch gets one object, checking the context first and counting it.
+func (s *source) fetch(key string, index bool) ([]byte, error) {
+	it := s.it
+	if err := it.ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tablets: scan: %w", err)
+	}
+	data, cached, err := it.f.FetchBlock(it.ctx, key)
+	if index {
+		it.stats.IndexReads++
+		if cached {
+			it.stats.IndexHits++
+		}
+	} else {
+		it.stats.BlocksRead++
+		if cached {
+			it.stats.CacheHits++
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tablets: fetch %s: %w", key, err)
+	}
+	return data, nil
+}
+
+// init loads the index and the first block with keys in range and
+// positions on the first such key. It returns false when the file has no
+// rows in range or on error (then it.err is set).
+func (s *source) init() bool {
+	it := s.it
+	key := IndexKey(s.ref.GetId())
+	data, err := s.fetch(key, true)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	ix, err := DecodeIndex(data)
+	if err == nil {
+		err = checkIndex(ix, s.ref)
+	}
+	if err != nil {
+		it.err = fmt.Errorf("tablets: index %s: %w", key, err)
+		return false
+	}
+	s.ix = ix
+	s.block = ix.Seek(it.rng.Start) - 1
+	if !s.nextBlock() {
+		return false
+	}
+	if len(it.rng.Start) > 0 {
+		s.pos = sort.Search(len(s.entries), func(i int) bool {
+			return bytes.Compare(s.entries[i].Key, it.rng.Start) >= 0
+		})
+		if s.pos == len(s.entries) { // cannot happen with a verified index
+			it.err = fmt.Errorf("%w: block %s has no key >= its index's last key", ErrCorrupt, BlockKey(s.ref.GetId(), s.block))
+			return false
+		}
+	}
+	return s.inRange()
+}
+
+func checkIndex(ix *FileIndex, ref *messages.FileRef) error {
+	if ix.FileID != ref.GetId() {
+		return fmt.Errorf("%w: index belongs to file %q", ErrCorrupt, ix.FileID)
+	}
+	if (ref.GetBlocks() != 0 && uint64(len(ix.Blocks)) != uint64(ref.GetBlocks())) ||
+		(ref.GetEntries() != 0 && ix.Entries != ref.GetEntries()) {
+		return fmt.Errorf("%w: index has %d blocks and %d entries, metadata says %d and %d",
+			ErrCorrupt, len(ix.Blocks), ix.Entries, ref.GetBlocks(), ref.GetEntries())
+	}
+	return nil
+}
+
+// nextBlock loads block s.block+1 if it may hold keys in range.
+func (s *source) nextBlock() bool {
+	it := s.it
+	s.block++
+	s.entries, s.pos = nil, 0
+	if s.block >= len(s.ix.Blocks) {
+		return false
+	}
+	h := s.ix.Blocks[s.block]
+	if len(it.rng.End) > 0 && bytes.Compare(h.FirstKey, it.rng.End) >= 0 {
+		return false
+	}
+	key := BlockKey(s.ref.GetId(), s.block)
+	data, err := s.fetch(key, false)
+	if err != nil {
+		it.err = err
+		return false
+	}
+	entries, err := DecodeBlock(data, h)
+	if err != nil {
+		it.err = fmt.Errorf("tablets: block %s: %w", key, err)
+		return false
+	}
+	s.entries = entries
+	return true
+}
+
+func (s *source) inRange() bool {
+	end := s.it.rng.End
+	return len(end) == 0 || bytes.Compare(s.entries[s.pos].Key, end) < 0
+}
+
+// next moves to the next key in range; false when exhausted or on error.
+func (s *source) next() bool {
+	s.pos++
+	if s.pos >= len(s.entries) && !s.nextBlock() {
+		return false
+	}
+	return s.inRange()
+}
