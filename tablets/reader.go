@@ -205,7 +205,6 @@ func (it *Iterator) pop() *source {
 	return top
 }
 
-
 // source walks one file of the tablet within the iterator's range.
 type source struct {
 	it      *Iterator
