@@ -1,13 +1,15 @@
 package selection
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Profile is one entry of the profiles JSON (Accumulo's
-// ConfigurableScanServerSelector format, extended with "policy" and
-// per-policy options). See REFERENCE.md §A and the README.
-//
-// TODO(selection owner): complete fields and parsing; the coordinator uses
-// only what is declared in this file.
+// ConfigurableScanServerSelector format, extended with "name", "policy" and
+// per-policy options). See REFERENCE.md §A and doc.go for every field and
+// option with its default. Profiles returned by ParseProfiles and
+// DefaultProfiles are immutable: never modify one.
 type Profile struct {
 	// Name is the profile's display name: the "name" field if given, else
 	// "default" for the default profile, else its first scan type.
@@ -21,12 +23,60 @@ type Profile struct {
 	AttemptPlans             []AttemptPlan
 	// Policy names the selection policy; default "accumulo".
 	Policy string
+	// Options are the policy's options, defaults filled in (see
+	// DefaultOptions). A hand-built profile should start from
+	// DefaultOptions(policy).
+	Options Options
+	// Explicit lists the option names the JSON set explicitly, in the
+	// order of the options table (Summary prints them).
+	Explicit []string
+}
+
+// Decay returns the decay parameters of the profile's error and slowdown
+// counters (errorHalfLife, errorCap). Profiles whose policy reads no
+// counters return DefaultDecay.
+func (p *Profile) Decay() DecayParams {
+	if p == nil || !usesDecay(p.Policy) {
+		return DefaultDecay
+	}
+	return DecayParams{HalfLife: p.Options.ErrorHalfLife, Cap: p.Options.ErrorCap}
 }
 
 // ServerCount is an attemptPlans[].servers value: N or P%.
 type ServerCount struct {
 	N       int // > 0 when absolute
 	Percent int // 1..100 when a percentage
+}
+
+// Count returns how many of total members the plan uses: min(total, N) for
+// "N", max(1, round(P/100·total)) for "P%" (Java Math.round: halves up);
+// 0 when total is 0.
+func (c ServerCount) Count(total int) int {
+	if total <= 0 {
+		return 0
+	}
+	if c.Percent > 0 {
+		n := (c.Percent*total*2 + 100) / 200
+		if n < 1 {
+			n = 1
+		}
+		if n > total {
+			n = total
+		}
+		return n
+	}
+	if c.N <= 0 || c.N > total {
+		return total
+	}
+	return c.N
+}
+
+// String returns the JSON form: "N" or "P%".
+func (c ServerCount) String() string {
+	if c.Percent > 0 {
+		return strconv.Itoa(c.Percent) + "%"
+	}
+	return strconv.Itoa(c.N)
 }
 
 // AttemptPlan is one attemptPlans[] entry.
@@ -36,7 +86,13 @@ type AttemptPlan struct {
 	Salt        string
 }
 
-// Profiles is a validated, immutable set of profiles.
+// Profiles is a validated, immutable set of profiles, safe for concurrent
+// use. Build one with ParseProfiles or DefaultProfiles.
 type Profiles struct {
 	List []*Profile
+
+	def      *Profile
+	byType   map[string]*Profile
+	policies map[*Profile]Policy
+	decays   []DecayParams
 }

@@ -1,12 +1,3 @@
-// Package selection is the pure heart of scanplane: given a tablet, a
-// profile, this scan's attempt history, a load view, the time and a random
-// source, a Policy decides which scan server runs the next attempt, with
-// what busy timeout, after what delay, and when to hedge.
-//
-// Concurrency contract: everything here is pure. No goroutines, no clocks,
-// no global randomness, no IO. A Policy value may be shared by many
-// goroutines as long as each call gets its own Input (its Rand and State are
-// owned by the caller). LoadView values are immutable once built.
 package selection
 
 import (

@@ -99,7 +99,7 @@ type ServerLoad struct {
 	// last (at most 32).
 	RecentFailures []time.Time
 	// StartLatency is an EWMA of dispatch → first data for this server.
-	StartLatency time.Duration
+	StartLatency  time.Duration
 	LastHeartbeat time.Time
 	CacheHitRatio float64
 }
@@ -133,7 +133,8 @@ type LoadView struct {
 	RecentDispatches uint64
 	RecentHedges     uint64
 
-	byID map[ServerID]*ServerLoad
+	byID   map[ServerID]*ServerLoad
+	groups map[string]*groupIndex
 }
 
 // NewLoadView builds a view; it takes ownership of servers (sorts them).
@@ -143,6 +144,7 @@ func NewLoadView(servers []*ServerLoad, decays []DecayParams, at time.Time) *Loa
 	for _, s := range servers {
 		v.byID[s.ID] = s
 	}
+	v.groups = buildGroups(servers, at)
 	return v
 }
 

@@ -1,0 +1,332 @@
+package selection
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseDuration(t *testing.T) {
+	good := map[string]time.Duration{
+		"33ms": 33 * time.Millisecond, "5m": 5 * time.Minute, "2h": 2 * time.Hour, "36500d": 36500 * 24 * time.Hour,
+		"10": 10 * time.Second, "10s": 10 * time.Second, "0": 0, "0ms": 0,
+	}
+	for in, want := range good {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "ms", "1.5s", "1.5", "-1s", "+1s", "1 s", "1S", "1us", "1w", "abc", "99999999999999999999d", "300000d"} {
+		if _, err := ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", in)
+		}
+	}
+	if _, err := ParseDuration("1.5s"); err == nil || !strings.Contains(err.Error(), "decimals") {
+		t.Errorf("decimal error should say so: %v", err)
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0s", 33 * time.Millisecond: "33ms", 5 * time.Minute: "5m",
+		36500 * 24 * time.Hour: "36500d", 90 * time.Second: "90s", 1500 * time.Microsecond: "1.5ms"} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestServerCount(t *testing.T) {
+	cases := []struct {
+		in    string
+		total int
+		want  int
+	}{
+		{"3", 10, 3}, {"3", 2, 2}, {"13", 13, 13}, {"100%", 7, 7}, {"50%", 7, 4}, {"50%", 5, 3},
+		{"1%", 10, 1}, {"10%", 4, 1}, {"25%", 10, 3}, {"3", 0, 0}, {"100%", 0, 0}, {"33%", 1000, 330},
+	}
+	for _, c := range cases {
+		sc, err := ParseServerCount(c.in)
+		if err != nil {
+			t.Fatalf("%q: %v", c.in, err)
+		}
+		if got := sc.Count(c.total); got != c.want {
+			t.Errorf("%q of %d = %d, want %d", c.in, c.total, got, c.want)
+		}
+		if sc.String() != c.in {
+			t.Errorf("String %q != %q", sc.String(), c.in)
+		}
+	}
+	for _, in := range []string{"0", "-1", "0%", "101%", "1.5", "12.5%", "", "%", "a", " 3", "3 "} {
+		if _, err := ParseServerCount(in); err == nil {
+			t.Errorf("ParseServerCount(%q) accepted", in)
+		}
+	}
+}
+
+func TestParseAccumuloDefaultUnchanged(t *testing.T) {
+	ps, err := ParseProfiles([]byte(DefaultProfilesJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.List) != 1 {
+		t.Fatalf("profiles %d", len(ps.List))
+	}
+	p := ps.List[0]
+	if p.Name != "default" || !p.IsDefault || p.Group != "default" || p.Policy != "accumulo" ||
+		p.MaxBusyTimeout != 5*time.Minute || p.BusyTimeoutMultiplier != 8 ||
+		p.TimeToWaitForScanServers != 36500*24*time.Hour || len(p.AttemptPlans) != 3 {
+		t.Fatalf("bad profile %+v", p)
+	}
+	for i, want := range defaultPlans {
+		if p.AttemptPlans[i] != want {
+			t.Errorf("plan %d = %+v want %+v", i, p.AttemptPlans[i], want)
+		}
+	}
+	if _, ok := ps.Policy(p).(accumuloPolicy); !ok {
+		t.Errorf("policy %T", ps.Policy(p))
+	}
+	// DefaultProfiles is the same document with policy accumulo-host.
+	d := DefaultProfiles().List[0]
+	if d.Policy != PolicyAccumuloHost || d.MaxBusyTimeout != p.MaxBusyTimeout || d.BusyTimeoutMultiplier != 8 ||
+		d.TimeToWaitForScanServers != p.TimeToWaitForScanServers || d.Name != "default" || d.Group != "default" {
+		t.Errorf("DefaultProfiles %+v", d)
+	}
+	for i := range defaultPlans {
+		if d.AttemptPlans[i] != p.AttemptPlans[i] {
+			t.Errorf("plan %d differs", i)
+		}
+	}
+	if _, ok := DefaultProfiles().Policy(d).(accumuloHostPolicy); !ok {
+		t.Errorf("default policy %T", DefaultProfiles().Policy(d))
+	}
+}
+
+func TestParseProfilesFull(t *testing.T) {
+	doc := `{"profiles": [
+	 {"isDefault": true, "attemptPlans": [{"servers": "100%", "busyTimeout": "1s"}]},
+	 {"name": "fast", "scanTypeActivations": ["quick", "tiny"], "group": "g1", "policy": "accumulo-host",
+	  "timeToWaitForScanServers": 0, "maxBusyTimeout": "10m", "busyTimeoutMultiplier": "4",
+	  "attemptPlans": [{"servers": 2, "busyTimeout": 33, "salt": "a"}, {"servers": "50%", "busyTimeout": "100ms"}]},
+	 {"scanTypeActivations": ["big"], "policy": "accumulo", "attemptPlans": [{"servers": "3", "busyTimeout": "33ms"}]}
+	]}`
+	ps, err := ParseProfiles([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := ps.List[1]
+	if fast.Name != "fast" || fast.Group != "g1" || fast.TimeToWaitForScanServers != 0 || fast.MaxBusyTimeout != 10*time.Minute ||
+		fast.BusyTimeoutMultiplier != 4 || fast.AttemptPlans[0] != (AttemptPlan{ServerCount{N: 2}, 33 * time.Second, "a"}) ||
+		fast.AttemptPlans[1] != (AttemptPlan{ServerCount{Percent: 50}, 100 * time.Millisecond, ""}) {
+		t.Errorf("fast = %+v", fast)
+	}
+	if ps.List[2].Name != "big" || ps.List[0].Name != "default" {
+		t.Errorf("derived names %q %q", ps.List[0].Name, ps.List[2].Name)
+	}
+	if ps.List[0].MaxBusyTimeout != 0 || ps.List[0].BusyTimeoutMultiplier != 0 {
+		t.Errorf("absent multiplier/max must be 0: %+v", ps.List[0])
+	}
+	for hint, want := range map[string]string{"quick": "fast", "tiny": "fast", "big": "big", "other": "default", "": "default"} {
+		if got := ps.ForHints(map[string]string{"scan_type": hint}).Name; got != want {
+			t.Errorf("ForHints(%q) = %q, want %q", hint, got, want)
+		}
+	}
+	if ps.ForHints(nil).Name != "default" || ps.ForHints(map[string]string{"x": "quick"}).Name != "default" {
+		t.Error("no hint must give the default profile")
+	}
+	if got := ps.Summary(); len(got) != 3 || !strings.HasPrefix(got[1], "fast: policy=accumulo-host group=g1") ||
+		!strings.Contains(got[1], "plans=[2/33s/a 50%/100ms]") || !strings.Contains(got[0], " default ") {
+		t.Errorf("summary %q", got)
+	}
+}
+
+func TestParseProfilesOptions(t *testing.T) {
+	doc := `[
+	 {"isDefault": true, "policy": "clickhouse-first_or_random", "hedge": true, "hedgedConnectionTimeout": "20ms",
+	  "errorHalfLife": "30s", "errorCap": 50, "maxIgnoredErrors": 2, "firstOffset": 1},
+	 {"name": "bk", "scanTypeActivations": ["bk"], "policy": "bookkeeper", "reorderThresholdPendingRequests": 5,
+	  "speculativeReadTimeout": "100ms", "maxSpeculativeReadTimeout": "1s", "speculativeBackoffMultiplier": 1.5, "writeSetSize": 0},
+	 {"name": "rz", "scanTypeActivations": ["rz"], "policy": "ribbon-zone", "zoneTriggerLoad": 0.5, "zoneBlackoutPercent": 0.9,
+	  "activeConnectionsLimit": 8, "subsetSize": 5, "breakerFailureThreshold": 4},
+	 {"name": "ad", "scanTypeActivations": ["ad"], "policy": "adaptive", "hedgeBudget": 0.1, "hedgeDelayMin": "2ms",
+	  "errorHalfLife": "30s", "errorCap": 50},
+	 {"name": "ad2", "scanTypeActivations": ["ad2"], "policy": "adaptive", "hedge": false}
+	]`
+	ps, err := ParseProfiles([]byte(doc))
+	if errors.Is(err, ErrUnknownPolicy) && strings.Contains(err.Error(), "not implemented yet") {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := ps.List[0].Options
+	if !ch.Hedge || ch.HedgedConnectionTimeout != 20*time.Millisecond || ch.ReceiveDataTimeout != 2*time.Second ||
+		ch.ErrorHalfLife != 30*time.Second || ch.ErrorCap != 50 || ch.MaxIgnoredErrors != 2 || ch.FirstOffset != 1 {
+		t.Errorf("clickhouse options %+v", ch)
+	}
+	bk := ps.List[1].Options
+	if bk.ReorderThresholdPendingRequests != 5 || bk.SpeculativeReadTimeout != 100*time.Millisecond ||
+		bk.MaxSpeculativeReadTimeout != time.Second || bk.SpeculativeBackoffMultiplier != 1.5 || bk.WriteSetSize != 0 {
+		t.Errorf("bookkeeper options %+v", bk)
+	}
+	rz := ps.List[2].Options
+	if rz.ZoneTriggerLoad != 0.5 || rz.ZoneBlackoutPercent != 0.9 || rz.ActiveConnectionsLimit != 8 || rz.SubsetSize != 5 || rz.BreakerFailureThreshold != 4 {
+		t.Errorf("ribbon options %+v", rz)
+	}
+	ad := ps.List[3].Options
+	if !ad.Hedge || ad.HedgeBudget != 0.1 || ad.HedgeDelayMin != 2*time.Millisecond || ad.ZoneBlackoutPercent != 0.5 {
+		t.Errorf("adaptive options %+v", ad)
+	}
+	if ps.List[4].Options.Hedge {
+		t.Error("hedge false ignored")
+	}
+	want := []DecayParams{DefaultDecay, {HalfLife: 30 * time.Second, Cap: 50}}
+	got := ps.Decays()
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("Decays = %v, want %v", got, want)
+	}
+	if s := ps.Summary()[0]; !strings.Contains(s, "hedge=true") || !strings.Contains(s, "firstOffset=1") || !strings.Contains(s, "errorHalfLife=30s") {
+		t.Errorf("summary %q", s)
+	}
+}
+
+func TestParseProfilesErrors(t *testing.T) {
+	plans := `"attemptPlans":[{"servers":"3","busyTimeout":"33ms"}]`
+	cases := []struct {
+		name, doc string
+		want      []string // substrings of the error
+		unknown   bool     // wraps ErrUnknownPolicy
+	}{
+		{"empty", ``, []string{"empty"}, false},
+		{"not json", `[{`, []string{"want a JSON array"}, false},
+		{"not array", `"x"`, []string{"want a JSON array"}, false},
+		{"no profiles", `[]`, []string{"no default profile"}, false},
+		{"no default", `[{` + plans + `}]`, []string{"no default profile"}, false},
+		{"two defaults", `[{"isDefault":true,` + plans + `},{"isDefault":true,"name":"b",` + plans + `}]`,
+			[]string{`profile 1 ("b")`, `"isDefault"`, "multiple default profiles"}, false},
+		{"dup scan type", `[{"isDefault":true,"scanTypeActivations":["x"],` + plans + `},{"name":"b","scanTypeActivations":["y","x"],` + plans + `}]`,
+			[]string{`profile 1 ("b")`, `"scanTypeActivations"`, `"x"`, `profile "default"`}, false},
+		{"dup scan type same profile", `[{"isDefault":true,"scanTypeActivations":["x","x"],` + plans + `}]`,
+			[]string{`profile 0 ("default")`, `"x" listed twice`}, false},
+		{"unknown field", `[{"isDefault":true,"bogus":1,` + plans + `}]`,
+			[]string{`profile 0 ("default")`, `field "bogus"`, "unknown field"}, false},
+		{"unknown plan field", `[{"isDefault":true,"attemptPlans":[{"servers":"3","busyTimeout":"1s","x":1}]}]`,
+			[]string{`field "attemptPlans[0].x"`, "unknown field"}, false},
+		{"bad duration", `[{"isDefault":true,"name":"p","attemptPlans":[{"servers":"3","busyTimeout":"1.5s"}]}]`,
+			[]string{`profile 0 ("p")`, `field "attemptPlans[0].busyTimeout"`, "decimals"}, false},
+		{"bad max duration", `[{"isDefault":true,"maxBusyTimeout":"5x",` + plans + `}]`,
+			[]string{`field "maxBusyTimeout"`, `"5x"`}, false},
+		{"bad wait", `[{"isDefault":true,"timeToWaitForScanServers":"-1",` + plans + `}]`,
+			[]string{`field "timeToWaitForScanServers"`}, false},
+		{"decimal number duration", `[{"isDefault":true,"maxBusyTimeout":1.5,` + plans + `}]`,
+			[]string{`field "maxBusyTimeout"`, "decimals"}, false},
+		{"bad servers", `[{"isDefault":true,"attemptPlans":[{"servers":"0","busyTimeout":"1s"}]}]`,
+			[]string{`field "attemptPlans[0].servers"`, `"0"`}, false},
+		{"bad percent", `[{"isDefault":true,"attemptPlans":[{"servers":"150%","busyTimeout":"1s"}]}]`,
+			[]string{`field "attemptPlans[0].servers"`, "150%"}, false},
+		{"missing servers", `[{"isDefault":true,"attemptPlans":[{"busyTimeout":"1s"}]}]`,
+			[]string{`field "attemptPlans[0].servers"`, "missing"}, false},
+		{"missing busy", `[{"isDefault":true,"attemptPlans":[{"servers":"1"}]}]`,
+			[]string{`field "attemptPlans[0].busyTimeout"`, "missing"}, false},
+		{"missing plans", `[{"isDefault":true}]`, []string{`field "attemptPlans"`, "missing"}, false},
+		{"empty plans", `[{"isDefault":true,"attemptPlans":[]}]`, []string{`field "attemptPlans"`, "at least one"}, false},
+		{"bad multiplier", `[{"isDefault":true,"busyTimeoutMultiplier":2.5,` + plans + `}]`,
+			[]string{`field "busyTimeoutMultiplier"`}, false},
+		{"negative multiplier", `[{"isDefault":true,"busyTimeoutMultiplier":-1,` + plans + `}]`,
+			[]string{`field "busyTimeoutMultiplier"`}, false},
+		{"bad isDefault", `[{"isDefault":"yes",` + plans + `}]`, []string{`field "isDefault"`}, false},
+		{"unknown policy", `[{"isDefault":true,"policy":"fastest",` + plans + `}]`,
+			[]string{`profile 0 ("default")`, `field "policy"`, `"fastest"`, "accumulo-host"}, true},
+		{"option of other policy", `[{"isDefault":true,"hedge":true,` + plans + `}]`,
+			[]string{`profile 0 ("default")`, `field "hedge"`, `not an option of policy "accumulo"`}, false},
+		{"option of other policy 2", `[{"isDefault":true,"policy":"accumulo-host","subsetSize":3,` + plans + `}]`,
+			[]string{`field "subsetSize"`, `policy "accumulo-host"`}, false},
+		{"duplicate key", `[{"isDefault":true,"group":"a","group":"b",` + plans + `}]`,
+			[]string{"profile 0", `"group" appears twice`}, false},
+		{"duplicate name", `[{"isDefault":true,"name":"a",` + plans + `},{"name":"a",` + plans + `}]`,
+			[]string{`profile 1 ("a")`, "duplicate profile name"}, false},
+		{"empty group", `[{"isDefault":true,"group":"",` + plans + `}]`, []string{`field "group"`}, false},
+		{"top level unknown", `{"profiles":[],"x":1}`, []string{`unknown field "x"`}, false},
+		{"trailing", `[{"isDefault":true,` + plans + `}] x`, []string{"want a JSON array"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseProfiles([]byte(c.doc))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrBadConfig) {
+				t.Errorf("%v does not wrap ErrBadConfig", err)
+			}
+			if c.unknown != errors.Is(err, ErrUnknownPolicy) {
+				t.Errorf("%v: ErrUnknownPolicy = %v, want %v", err, errors.Is(err, ErrUnknownPolicy), c.unknown)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestOptionValidation(t *testing.T) {
+	cases := []struct{ policy, opt, val, want string }{
+		{"bookkeeper", "speculativeBackoffMultiplier", "0.5", "out of range"},
+		{"ribbon-zone", "zoneBlackoutPercent", "0", "out of range"},
+		{"ribbon-zone", "zoneBlackoutPercent", "1.5", "out of range"},
+		{"adaptive", "hedgeBudget", "2", "out of range"},
+		{"adaptive", "hedge", `"yes"`, "true or false"},
+		{"clickhouse-random", "errorCap", "-1", "out of range"},
+		{"clickhouse-random", "errorHalfLife", `"1.5m"`, "decimals"},
+		{"clickhouse-random", "firstOffset", "1", "not an option"},
+		{"ribbon-zone", "subsetSize", "2.5", "integer"},
+		{"bookkeeper", "maxSpeculativeReadTimeout", `"1s"`, "less than speculativeReadTimeout"},
+	}
+	for _, c := range cases {
+		doc := `[{"isDefault":true,"policy":"` + c.policy + `","` + c.opt + `":` + c.val + `}]`
+		_, err := ParseProfiles([]byte(doc))
+		if err != nil && strings.Contains(err.Error(), "not implemented yet") {
+			continue
+		}
+		if err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), c.want) ||
+			!strings.Contains(err.Error(), `"`+c.opt+`"`) || !strings.Contains(err.Error(), `profile 0 ("default")`) {
+			t.Errorf("%s %s=%s: %v (want %q)", c.policy, c.opt, c.val, err, c.want)
+		}
+	}
+}
+
+// Every option of the table is documented in doc.go with its default.
+func TestOptionsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range optionSpecs {
+		if !strings.Contains(string(doc), "| "+s.name+" ") {
+			t.Errorf("option %q missing from the table in doc.go", s.name)
+		}
+	}
+	for _, n := range PolicyNames() {
+		if !strings.Contains(string(doc), n) {
+			t.Errorf("policy %q not documented in doc.go", n)
+		}
+	}
+}
+
+func TestPolicyNames(t *testing.T) {
+	names := PolicyNames()
+	if len(names) != 13 {
+		t.Errorf("names %v", names)
+	}
+	for _, n := range names {
+		if _, err := NewPolicy(&Profile{Policy: n}); err != nil && !strings.Contains(err.Error(), "not implemented") {
+			t.Errorf("%s: %v", n, err)
+		}
+	}
+	if _, err := NewPolicy(&Profile{Policy: "nope"}); !errors.Is(err, ErrUnknownPolicy) {
+		t.Errorf("unknown: %v", err)
+	}
+}

@@ -1,0 +1,178 @@
+// Package selection is the pure heart of scanplane: given a tablet, a
+// profile, this scan's attempt history, a load view, the time and a random
+// source, a Policy decides which scan server runs the next attempt, with
+// what busy timeout, after what delay, and when to hedge. It also owns the
+// profiles configuration (Accumulo's JSON, extended) and the LoadView type.
+//
+// # Concurrency contract
+//
+// Everything here is pure: no goroutines, no clocks, no global randomness,
+// no IO. A Policy value and a Profiles value may be shared by any number of
+// goroutines. Each call gets its own Input; Input.Rand and Input.State are
+// owned by the caller (one TabletState per tablet actor, never shared).
+// LoadView values are immutable once built by NewLoadView (which also
+// precomputes the per-group server, host and zone indexes the policies
+// read); never modify a ServerLoad reachable from a view.
+//
+// # How a call works
+//
+//   - Candidates are the view's servers with Alive == true and Group ==
+//     profile.Group (an empty group means "default" on both sides). None →
+//     ErrNoServer.
+//   - Input.Attempts is this scan's history, oldest first. Results for which
+//     Failed() is true (busy, error, timeout, stalled) count as attempts for
+//     plan escalation (Accumulo's "attempts"); IsError() results count for the
+//     error delay (§A.6). Every policy avoids servers that already failed in
+//     this scan while another candidate remains.
+//   - Input.Hedge asks for an additional, parallel dispatch while earlier
+//     attempts are pending, started-without-data or slow. The policy then
+//     never returns a server with such an in-flight attempt; it returns
+//     ErrNoHedge when it does not hedge (the policy never hedges, hedging is
+//     off, the budget is spent, an answer already arrived, or no other
+//     server is left). A hedge decision has Delay 0.
+//   - Decision.HedgeDelay (not accepted by then → ask for a hedge) and
+//     Decision.DataTimeout (no first data by then → ask for a hedge) are set
+//     only by policies that hedge; 0 means "do not". Ask for at most one
+//     hedge per attempt (whichever timer fires first) and mark that attempt
+//     Slow in the history of the hedge call.
+//   - Busy timeout and delay: plan-based policies per REFERENCE §A.5/§A.6
+//     (accumulo-host: the reached plan's timeout, §B). Policies without plans
+//     use the same §A.5 escalation by number of failed attempts over the
+//     profile's attemptPlans (Accumulo's default plans when absent), so that
+//     policies differ only in where scans go; Decision.PlanIndex is the plan
+//     whose timeout was used.
+//   - Decision.Candidates is filled only when Input.Explain is set.
+//
+// # Policies
+//
+//	accumulo                 REFERENCE §A: salted rendezvous subset of N servers per plan, exclude tried, random pick
+//	accumulo-host            REFERENCE §B: plan counts hosts; random non-exhausted host, random untried server on it
+//	clickhouse-random        REFERENCE §C, load_balancing=random
+//	clickhouse-nearest_hostname
+//	clickhouse-hostname_levenshtein_distance
+//	clickhouse-in_order
+//	clickhouse-first_or_random
+//	clickhouse-round_robin
+//	bookkeeper               REFERENCE §D: affinity order, pending-threshold move-to-front, speculative re-dispatch
+//	ribbon-zone              REFERENCE §E: subset filter, zone avoidance, availability filtering, round robin
+//	random, round-robin      baselines
+//	adaptive                 scanplane's own (below)
+//
+// Rendezvous hashing (hash.go) is Accumulo's: murmur3 x64 128 over (end
+// row, prev end row, table, member, salt if non-empty), smallest first.
+// ClickHouse's "configuration order" of a tablet's replicas is the tablet's
+// unsalted rendezvous order of the group's servers, so in_order,
+// first_or_random and round_robin keep per-tablet affinity instead of
+// sending every tablet to the same first server; config_priority is 0 for
+// every server (scan servers have no weights).
+//
+// Load ("pending") for bookkeeper, ribbon-zone and adaptive is
+// max(InFlight, Active+QueueLen): this coordinator's own in-flight scans
+// (fresh) or the server's last report of running plus queued scans (sees
+// all coordinators), whichever is larger; see pending().
+//
+// # Profiles JSON
+//
+// Accumulo's profiles array loads unchanged (an object {"profiles": [...]}
+// is accepted too). Per profile:
+//
+//	| field                    | default                      | meaning |
+//	|--------------------------|------------------------------|---------|
+//	| isDefault                | false                        | exactly one profile must be true |
+//	| scanTypeActivations      | []                           | scan_type hint values; a value in two profiles is an error |
+//	| group                    | "default"                    | resource group of the servers to use |
+//	| timeToWaitForScanServers | 36500d                       | how long the coordinator waits when the group has no servers (0 = fail at once) |
+//	| maxBusyTimeout           | absent = no cap              | cap of escalated busy timeouts |
+//	| busyTimeoutMultiplier    | 0                            | integer; 0 → timeout 0 (wait forever) after the plans |
+//	| attemptPlans             | required (accumulo, accumulo-host); else Accumulo's default plans | [{servers, busyTimeout, salt}] |
+//	| servers                  | required                     | "N" (N > 0) or "P%" (0 < P ≤ 100, integer); accumulo-host counts hosts |
+//	| busyTimeout              | required                     | duration |
+//	| salt                     | ""                           | rendezvous salt |
+//	| name                     | "default" / first scan type / "profile<i>" | display name (extension) |
+//	| policy                   | "accumulo"                   | one of PolicyNames() (extension) |
+//
+// Durations are an unsigned integer followed by d, h, m, s or ms (no suffix
+// = seconds; decimals rejected); a JSON integer means seconds. Server
+// counts and integers may be JSON numbers or strings. null means absent.
+// Unknown fields, options of another policy, duplicate keys, bad values,
+// a missing or duplicate default profile, duplicate scan types and unknown
+// policies are rejected with an error that wraps ErrBadConfig (and
+// ErrUnknownPolicy) and names the profile and the field.
+//
+// Policy options (Options; "clickhouse-*" = every ClickHouse mode):
+//
+//	| option                          | default        | policies                 | meaning |
+//	|---------------------------------|----------------|--------------------------|---------|
+//	| hedge                           | false; adaptive: true | clickhouse-*, adaptive | hedged requests (ClickHouse's use_hedged_requests defaults to 1; scanplane's clickhouse-* default off so the modes compare like for like) |
+//	| hedgedConnectionTimeout         | 50ms           | clickhouse-*             | HedgeDelay when hedging |
+//	| receiveDataTimeout              | 2s             | clickhouse-*             | DataTimeout when hedging |
+//	| errorHalfLife                   | 60s            | clickhouse-*, adaptive   | error/slowdown counters halve per whole half-life (0 = never) |
+//	| errorCap                        | 1000           | clickhouse-*, adaptive   | counter cap (0 = none) |
+//	| maxIgnoredErrors                | 0              | clickhouse-*             | errors − this (≥ 0) in the sort tuple |
+//	| firstOffset                     | 0              | clickhouse-first_or_random | preferred replica index (mod N) |
+//	| reorderThresholdPendingRequests | 10             | bookkeeper               | T; 0 = no reordering (BookKeeper's own default is 0) |
+//	| writeSetSize                    | 3              | bookkeeper               | replicas: first N of the rendezvous order on distinct hosts; 0 = all servers |
+//	| speculativeReadTimeout          | 2s             | bookkeeper               | first speculative re-dispatch; 0 = off |
+//	| maxSpeculativeReadTimeout       | 10s            | bookkeeper               | cap of the backed-off timeout |
+//	| speculativeBackoffMultiplier    | 2.0            | bookkeeper               | backoff per speculative dispatch made (≥ 1) |
+//	| zoneTriggerLoad                 | 0.2            | ribbon-zone              | triggeringLoadPerServerThreshold |
+//	| zoneBlackoutPercent             | 0.99999; adaptive: 0.5 | ribbon-zone, adaptive | avoid a zone whose tripped (adaptive: unhealthy) fraction reaches this |
+//	| activeConnectionsLimit          | 0 (unlimited)  | ribbon-zone              | availability filter: skip servers with pending ≥ this |
+//	| subsetSize                      | 20             | ribbon-zone              | ServerListSubsetFilter size; 0 = all servers |
+//	| subsetRefresh                   | 30s            | ribbon-zone              | subset refresh interval (membership changes refresh at once) |
+//	| subsetEvictPercent              | 0.1            | ribbon-zone              | forceEliminatePercent |
+//	| eliminationConnectionThreshold  | 0              | ribbon-zone              | drop members with pending above this at refresh |
+//	| eliminationFailureThreshold     | 0              | ribbon-zone              | drop members with more failures in the last 1 s |
+//	| breakerFailureThreshold         | 3              | ribbon-zone, adaptive    | consecutive failures that trip the circuit breaker (0 = none) |
+//	| breakerTimeoutFactor            | 10s            | ribbon-zone, adaptive    | blackout = min(2^min(f−threshold,16) × factor, max) |
+//	| breakerMaxTimeout               | 30s            | ribbon-zone, adaptive    | blackout cap |
+//	| hedgeBudget                     | 0.05           | adaptive                 | decline hedges while RecentHedges/RecentDispatches ≥ this (0 = never hedge) |
+//	| hedgeDelayMin                   | 5ms            | adaptive                 | floor of the learned hedge delay |
+//	| hedgeDelayMax                   | 1s             | adaptive                 | ceiling of the learned hedge delay |
+//	| hedgeDelayDefault               | 50ms           | adaptive                 | hedge delay while StartLatencyP95 is unknown |
+//	| spillCost                       | 2              | adaptive                 | score per host rank away from home (queued scans per worker) |
+//	| spillHosts                      | 2              | adaptive                 | hosts after home scored before falling back to all servers |
+//	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long is not a sibling-hedge target (0 = ignore) |
+//
+// # The adaptive policy
+//
+// adaptive combines host affinity (the cache) with queue awareness, error
+// avoidance and budgeted hedging:
+//
+//  1. Home: the tablet's hosts are ordered by rendezvous hash of the host
+//     name (HostOrder; every host equally likely whatever its server count).
+//     The first is the home host, whose block cache holds the tablet.
+//  2. Score every live server of the home host and of the next spillHosts
+//     hosts:
+//     score = pending/workers (queue wait in scans per worker)
+//     + spillCost × host rank (0 at home: leaving home costs cache misses)
+//     + 2 × decayed errors (errorHalfLife/errorCap, at most 8 counted)
+//     + 0.5 × decayed busy answers (at most 8)
+//     + 1 × decayed slowdowns (at most 8)
+//     + min(8, StartLatency/StartLatencyP95 − 1) when the server is slower
+//     than the fleet's p95 (Peak-EWMA-like)
+//     + 4 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
+//     whose fraction of tripped or erroring servers reaches
+//     zoneBlackoutPercent)
+//     Tripped servers (circuit breaker as ribbon-zone) and servers that
+//     already failed or are in flight in this scan are skipped. The pick is
+//     uniform among the servers scoring within 0.5 of the best ("cold"
+//     servers, as Prequal): ties spread across a host's siblings instead of
+//     herding onto one while the view is stale. A busy home server is thus
+//     retried on a sibling first, and the scan leaves home only when the
+//     home host's queues exceed the next hosts' by more than spillCost; it
+//     comes back when they drain.
+//  3. If every scored server is skipped, all live servers are scored the
+//     same way (host rank = spillHosts+1), so a live server is always found;
+//     if all are tripped or tried, the least bad one is used.
+//  4. Hedging (hedge = true): HedgeDelay = DataTimeout =
+//     clamp(StartLatencyP95, hedgeDelayMin, hedgeDelayMax), or
+//     hedgeDelayDefault while the p95 is unknown. A hedge is declined
+//     (ErrNoHedge) while RecentHedges ≥ hedgeBudget × RecentDispatches (with
+//     at least one hedge counted). The hedge goes first to a sibling of the
+//     slow attempt's server on the same host (keeps the cache), if one is
+//     healthy (not tripped, no decayed errors or slowdowns, not in flight)
+//     and the host is not suspect (its newest heartbeat not older than
+//     staleHeartbeat, no other attempt of this scan in flight on it);
+//     otherwise it is scored as in 2–3 with the slow host excluded.
+package selection

@@ -1,0 +1,94 @@
+package selection
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func rng(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
+
+// srv builds a live server of the default group.
+func srv(id, host string, mods ...func(*ServerLoad)) *ServerLoad {
+	s := &ServerLoad{ID: ServerID(id), Host: host, Group: DefaultGroup, Alive: true, Workers: 1, LastHeartbeat: t0}
+	for _, m := range mods {
+		m(s)
+	}
+	return s
+}
+
+func withZone(z string) func(*ServerLoad)  { return func(s *ServerLoad) { s.Zone = z } }
+func withGroup(g string) func(*ServerLoad) { return func(s *ServerLoad) { s.Group = g } }
+func withLoad(n int) func(*ServerLoad)     { return func(s *ServerLoad) { s.InFlight = n } }
+func withQueue(n int) func(*ServerLoad)    { return func(s *ServerLoad) { s.QueueLen = n } }
+func dead() func(*ServerLoad)              { return func(s *ServerLoad) { s.Alive = false } }
+func withWorkers(n int) func(*ServerLoad)  { return func(s *ServerLoad) { s.Workers = n } }
+func withFailures(n int, last time.Time) func(*ServerLoad) {
+	return func(s *ServerLoad) { s.ConsecutiveFailures, s.LastFailure = n, last }
+}
+
+// errorsOf sets the server's error counter (for DefaultDecay, index 0).
+func withErrors(n uint32) func(*ServerLoad) {
+	return func(s *ServerLoad) { s.Errors = []DecayedCount{{Count: n, Origin: t0}} }
+}
+func withSlowdowns(n uint32) func(*ServerLoad) {
+	return func(s *ServerLoad) { s.Slowdowns = []DecayedCount{{Count: n, Origin: t0}} }
+}
+
+func view(servers ...*ServerLoad) *LoadView {
+	return NewLoadView(servers, []DecayParams{DefaultDecay}, t0)
+}
+
+// hostsView: nHosts hosts "hNN" with perHost servers "hNN:1000/i" each.
+func hostsView(nHosts, perHost int, mods ...func(*ServerLoad)) *LoadView {
+	var ss []*ServerLoad
+	for h := 0; h < nHosts; h++ {
+		for i := 0; i < perHost; i++ {
+			host := fmt.Sprintf("h%03d", h)
+			ss = append(ss, srv(fmt.Sprintf("%s:1000/%d", host, i), host, mods...))
+		}
+	}
+	return view(ss...)
+}
+
+func tablet(i int) Tablet {
+	return Tablet{Table: "t1", PrevEndRow: []byte(fmt.Sprintf("row%06d", i)), EndRow: []byte(fmt.Sprintf("row%06d", i+1))}
+}
+
+// profileFor returns a profile of policy with Accumulo's default plans and
+// options.
+func profileFor(policy string) *Profile {
+	return &Profile{Name: policy, IsDefault: true, Group: DefaultGroup, Policy: policy,
+		MaxBusyTimeout: 5 * time.Minute, BusyTimeoutMultiplier: 8,
+		AttemptPlans: append([]AttemptPlan(nil), defaultPlans...), Options: DefaultOptions(policy)}
+}
+
+func mustPolicy(t testing.TB, p *Profile) Policy {
+	t.Helper()
+	pol, err := NewPolicy(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+func att(id ServerID, host string, r AttemptResult) Attempt {
+	return Attempt{Server: id, Host: host, Result: r, Start: t0}
+}
+
+// hist builds an attempt history from "id=result" pairs of view v.
+func hist(v *LoadView, pairs ...any) []Attempt {
+	var out []Attempt
+	for i := 0; i < len(pairs); i += 2 {
+		id := ServerID(pairs[i].(string))
+		host := ""
+		if s := v.Server(id); s != nil {
+			host = s.Host
+		}
+		out = append(out, att(id, host, pairs[i+1].(AttemptResult)))
+	}
+	return out
+}

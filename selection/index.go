@@ -1,0 +1,215 @@
+package selection
+
+import (
+	"sort"
+	"time"
+
+	"github.com/spaolacci/murmur3"
+)
+
+// groupIndex is the per-group data every policy needs, built once per view
+// (at NewLoadView) so that decisions do not regroup the servers per call.
+// It is immutable after construction and shared by concurrent readers.
+type groupIndex struct {
+	name string
+	// alive: the group's live servers, sorted by ID. Policy indices ("server
+	// index" below) are positions in this slice.
+	alive []*ServerLoad
+	pos   map[ServerID]int32
+	// hosts: distinct hosts of alive, sorted by name; hostOf[i] is the host
+	// index of alive[i]; hosts[h].servers lists server indices (ID order).
+	hosts  []hostEntry
+	hostOf []int32
+	// zones: distinct zones of alive, sorted by name; zoneOf like hostOf.
+	zones  []zoneEntry
+	zoneOf []int32
+	// fp fingerprints the membership (IDs and hosts of alive, in order):
+	// two views whose group has the same fp have the same indices, so
+	// per-tablet caches of rendezvous orders survive a new view.
+	fp [2]uint64
+}
+
+type hostEntry struct {
+	name    string
+	zone    string
+	servers []int32
+	// lastHeartbeat: the newest heartbeat of any of its servers.
+	lastHeartbeat time.Time
+}
+
+type zoneEntry struct {
+	name string
+	n    int
+	// tripped counts servers whose default circuit breaker (3 failures,
+	// 10 s factor, 30 s cap) is open at the view's time.
+	tripped int
+	// load sums pending() over the zone's servers.
+	load int
+}
+
+var emptyGroup = &groupIndex{pos: map[ServerID]int32{}}
+
+// groupName normalises a group name: empty means "default".
+func groupName(g string) string {
+	if g == "" {
+		return DefaultGroup
+	}
+	return g
+}
+
+// DefaultGroup is the resource group of profiles and servers that name none.
+const DefaultGroup = "default"
+
+// group returns the index of group name (never nil). Views built by
+// NewLoadView have it precomputed; a view built as a struct literal gets a
+// fresh index per call (correct, slower).
+func (v *LoadView) group(name string) *groupIndex {
+	name = groupName(name)
+	if v.groups != nil {
+		if g, ok := v.groups[name]; ok {
+			return g
+		}
+		return emptyGroup
+	}
+	var mine []*ServerLoad
+	for _, s := range v.Servers {
+		if s != nil && s.Alive && groupName(s.Group) == name {
+			mine = append(mine, s)
+		}
+	}
+	if len(mine) == 0 {
+		return emptyGroup
+	}
+	if !sort.SliceIsSorted(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID }) {
+		sort.Slice(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID })
+	}
+	return newGroupIndex(name, mine, v.At)
+}
+
+// buildGroups indexes the alive servers of every group.
+func buildGroups(servers []*ServerLoad, at time.Time) map[string]*groupIndex {
+	by := map[string][]*ServerLoad{}
+	for _, s := range servers {
+		if s == nil || !s.Alive {
+			continue
+		}
+		g := groupName(s.Group)
+		by[g] = append(by[g], s)
+	}
+	out := make(map[string]*groupIndex, len(by))
+	for name, list := range by {
+		out[name] = newGroupIndex(name, list, at)
+	}
+	return out
+}
+
+// newGroupIndex indexes alive (sorted by ID, all alive, all of group name).
+func newGroupIndex(name string, alive []*ServerLoad, at time.Time) *groupIndex {
+	g := &groupIndex{name: name, alive: alive, pos: make(map[ServerID]int32, len(alive)),
+		hostOf: make([]int32, len(alive)), zoneOf: make([]int32, len(alive))}
+	hostIdx := map[string]int32{}
+	zoneIdx := map[string]int32{}
+	var hostNames, zoneNames []string
+	for _, s := range alive {
+		if _, ok := hostIdx[s.Host]; !ok {
+			hostIdx[s.Host] = 0
+			hostNames = append(hostNames, s.Host)
+		}
+		if _, ok := zoneIdx[s.Zone]; !ok {
+			zoneIdx[s.Zone] = 0
+			zoneNames = append(zoneNames, s.Zone)
+		}
+	}
+	sort.Strings(hostNames)
+	sort.Strings(zoneNames)
+	g.hosts = make([]hostEntry, len(hostNames))
+	for i, h := range hostNames {
+		hostIdx[h] = int32(i)
+		g.hosts[i].name = h
+	}
+	g.zones = make([]zoneEntry, len(zoneNames))
+	for i, z := range zoneNames {
+		zoneIdx[z] = int32(i)
+		g.zones[i].name = z
+	}
+	var buf []byte
+	for i, s := range alive {
+		g.pos[s.ID] = int32(i)
+		h := hostIdx[s.Host]
+		z := zoneIdx[s.Zone]
+		g.hostOf[i] = h
+		g.zoneOf[i] = z
+		he := &g.hosts[h]
+		he.servers = append(he.servers, int32(i))
+		he.zone = s.Zone
+		if s.LastHeartbeat.After(he.lastHeartbeat) {
+			he.lastHeartbeat = s.LastHeartbeat
+		}
+		ze := &g.zones[z]
+		ze.n++
+		ze.load += pending(s)
+		if tripped(s, at, defaultBreaker) {
+			ze.tripped++
+		}
+		buf = append(buf, s.ID...)
+		buf = append(buf, 0)
+		buf = append(buf, s.Host...)
+		buf = append(buf, 0)
+	}
+	g.fp[0], g.fp[1] = murmur3.Sum128(buf)
+	return g
+}
+
+// pending is the load measure of queue-aware policies (bookkeeper,
+// ribbon-zone, adaptive): the larger of this coordinator's in-flight scans
+// on the server and the server's own last report of running + queued
+// scans. InFlight is fresh but sees only this coordinator; Active+QueueLen
+// sees every coordinator but is as old as the last heartbeat or busy
+// answer. Taking the maximum never double-counts our own scans (they are
+// part of the server's report) and reacts to whichever is more recent.
+func pending(s *ServerLoad) int {
+	p := s.Active + s.QueueLen
+	if s.InFlight > p {
+		p = s.InFlight
+	}
+	if p < 0 {
+		p = 0
+	}
+	return p
+}
+
+// breaker holds circuit-breaker parameters (Ribbon's ServerStats).
+type breaker struct {
+	threshold int           // successive failures to trip (3)
+	factor    time.Duration // blackout per doubling (10 s)
+	max       time.Duration // blackout cap (30 s)
+}
+
+var defaultBreaker = breaker{threshold: 3, factor: 10 * time.Second, max: 30 * time.Second}
+
+// blackout is how long a server with f consecutive failures stays tripped
+// after its last failure: min(2^min(f−threshold,16) × factor, max), 0 below
+// the threshold.
+func (b breaker) blackout(f int) time.Duration {
+	if b.threshold <= 0 || f < b.threshold {
+		return 0
+	}
+	d := f - b.threshold
+	if d > 16 {
+		d = 16
+	}
+	t := b.factor * time.Duration(int64(1)<<uint(d))
+	if t > b.max || t < 0 {
+		t = b.max
+	}
+	return t
+}
+
+// tripped reports whether s's circuit breaker is open at now.
+func tripped(s *ServerLoad, now time.Time, b breaker) bool {
+	bo := b.blackout(s.ConsecutiveFailures)
+	if bo <= 0 || s.LastFailure.IsZero() {
+		return false
+	}
+	return now.Before(s.LastFailure.Add(bo))
+}

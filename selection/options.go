@@ -1,0 +1,365 @@
+package selection
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options are the per-policy options of a profile (the extensions to
+// Accumulo's JSON). Each field says its JSON name, unit and default; doc.go
+// has the same table with the policies each option applies to. Setting an
+// option in JSON for a policy it does not apply to is an error.
+type Options struct {
+	// Hedge ("hedge"): hedged requests / hedged dispatch. Default false for
+	// clickhouse-* (set true for ClickHouse's use_hedged_requests), true
+	// for adaptive.
+	Hedge bool
+	// HedgedConnectionTimeout ("hedgedConnectionTimeout"): ClickHouse's
+	// hedged_connection_timeout; Decision.HedgeDelay when hedging. 50ms.
+	HedgedConnectionTimeout time.Duration
+	// ReceiveDataTimeout ("receiveDataTimeout"): ClickHouse's
+	// receive_data_timeout; Decision.DataTimeout when hedging. 2s.
+	ReceiveDataTimeout time.Duration
+
+	// ErrorHalfLife ("errorHalfLife"): error/slowdown counters halve once
+	// per whole elapsed half-life; 0 = never. 60s.
+	ErrorHalfLife time.Duration
+	// ErrorCap ("errorCap"): counters are capped; 0 = uncapped. 1000.
+	ErrorCap uint32
+	// MaxIgnoredErrors ("maxIgnoredErrors"): errors below this do not
+	// count in the sort tuple. 0.
+	MaxIgnoredErrors uint32
+	// FirstOffset ("firstOffset"): first_or_random's preferred replica
+	// index (load_balancing_first_offset). 0.
+	FirstOffset int
+
+	// ReorderThresholdPendingRequests ("reorderThresholdPendingRequests"):
+	// BookKeeper's T; 0 = no reordering. 10 (BookKeeper's own default is
+	// 0; scanplane reorders out of the box).
+	ReorderThresholdPendingRequests int
+	// WriteSetSize ("writeSetSize"): the tablet's replicas: the first N
+	// servers of its rendezvous order on distinct hosts (rack-aware like
+	// BookKeeper's ensemble); 0 = every server of the group, in plain
+	// rendezvous order. 3.
+	WriteSetSize int
+	// SpeculativeReadTimeout ("speculativeReadTimeout"): first
+	// speculative re-dispatch after this; 0 = off. 2s.
+	SpeculativeReadTimeout time.Duration
+	// MaxSpeculativeReadTimeout ("maxSpeculativeReadTimeout"): cap of the
+	// backed-off speculative timeout. 10s.
+	MaxSpeculativeReadTimeout time.Duration
+	// SpeculativeBackoffMultiplier ("speculativeBackoffMultiplier"):
+	// each further speculative dispatch waits prev × this (≥ 1). 2.0.
+	SpeculativeBackoffMultiplier float64
+
+	// ZoneTriggerLoad ("zoneTriggerLoad"): Ribbon's
+	// triggeringLoadPerServerThreshold. 0.2.
+	ZoneTriggerLoad float64
+	// ZoneBlackoutPercent ("zoneBlackoutPercent"): a zone whose tripped
+	// (adaptive: tripped or erroring) fraction reaches this is avoided.
+	// 0.99999 (ribbon-zone), 0.5 (adaptive).
+	ZoneBlackoutPercent float64
+	// ActiveConnectionsLimit ("activeConnectionsLimit"): availability
+	// filter skips servers with pending ≥ this; 0 = unlimited. 0.
+	ActiveConnectionsLimit int
+	// SubsetSize ("subsetSize"): ServerListSubsetFilter size; 0 = no
+	// subset (all servers). 20.
+	SubsetSize int
+	// SubsetRefresh ("subsetRefresh"): how often the subset is refreshed
+	// (Ribbon's server-list refresh interval); membership changes and an
+	// empty live subset refresh at once. 30s.
+	SubsetRefresh time.Duration
+	// SubsetEvictPercent ("subsetEvictPercent"): forceEliminatePercent.
+	// 0.1.
+	SubsetEvictPercent float64
+	// EliminationConnectionThreshold ("eliminationConnectionThreshold"):
+	// subset members with pending above this are dropped at refresh. 0.
+	EliminationConnectionThreshold int
+	// EliminationFailureThreshold ("eliminationFailureThreshold"): subset
+	// members with more failures in the last second are dropped. 0.
+	EliminationFailureThreshold int
+	// BreakerFailureThreshold ("breakerFailureThreshold"): consecutive
+	// failures that trip a server's circuit breaker; 0 = no breaker. 3.
+	BreakerFailureThreshold int
+	// BreakerTimeoutFactor ("breakerTimeoutFactor"): blackout =
+	// min(2^min(failures−threshold,16) × this, max). 10s.
+	BreakerTimeoutFactor time.Duration
+	// BreakerMaxTimeout ("breakerMaxTimeout"): blackout cap. 30s.
+	BreakerMaxTimeout time.Duration
+
+	// HedgeBudget ("hedgeBudget"): hedges are declined (ErrNoHedge) while
+	// LoadView.RecentHedges/RecentDispatches ≥ this; 0 = never hedge. 0.05.
+	HedgeBudget float64
+	// HedgeDelayMin ("hedgeDelayMin"): floor of the learned hedge delay.
+	// 5ms.
+	HedgeDelayMin time.Duration
+	// HedgeDelayMax ("hedgeDelayMax"): ceiling of the learned hedge delay.
+	// 1s.
+	HedgeDelayMax time.Duration
+	// HedgeDelayDefault ("hedgeDelayDefault"): hedge delay while
+	// LoadView.StartLatencyP95 is unknown (0). 50ms.
+	HedgeDelayDefault time.Duration
+	// SpillCost ("spillCost"): score added per rank away from the home
+	// host, in queued scans per worker: a scan leaves its home host only
+	// when that saves more than this much queueing. 2.
+	SpillCost float64
+	// SpillHosts ("spillHosts"): hosts after the home host considered
+	// before falling back to all servers. 2.
+	SpillHosts int
+	// StaleHeartbeat ("staleHeartbeat"): a host whose newest heartbeat is
+	// older than this (relative to LoadView.At) is suspect: hedges skip its
+	// siblings. 0 = ignore heartbeats. 2s.
+	StaleHeartbeat time.Duration
+}
+
+// Policy names.
+const (
+	PolicyAccumulo       = "accumulo"
+	PolicyAccumuloHost   = "accumulo-host"
+	PolicyBookKeeper     = "bookkeeper"
+	PolicyRibbonZone     = "ribbon-zone"
+	PolicyRandom         = "random"
+	PolicyRoundRobin     = "round-robin"
+	PolicyAdaptive       = "adaptive"
+	clickhousePrefix     = "clickhouse-"
+	PolicyClickHouseRand = clickhousePrefix + "random"
+)
+
+// ClickHouse load_balancing modes, in the order of REFERENCE §C.
+var clickhouseModes = []string{"random", "nearest_hostname", "hostname_levenshtein_distance", "in_order", "first_or_random", "round_robin"}
+
+// PolicyNames returns every policy name, sorted.
+func PolicyNames() []string {
+	out := []string{PolicyAccumulo, PolicyAccumuloHost, PolicyBookKeeper, PolicyRibbonZone, PolicyRandom, PolicyRoundRobin, PolicyAdaptive}
+	for _, m := range clickhouseModes {
+		out = append(out, clickhousePrefix+m)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func knownPolicy(name string) bool {
+	for _, n := range PolicyNames() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// usesDecay reports whether a policy reads error/slowdown counters.
+func usesDecay(policy string) bool {
+	return strings.HasPrefix(policy, clickhousePrefix) || policy == PolicyAdaptive
+}
+
+// DefaultOptions returns the option defaults for policy.
+func DefaultOptions(policy string) Options {
+	o := Options{
+		HedgedConnectionTimeout:         50 * time.Millisecond,
+		ReceiveDataTimeout:              2 * time.Second,
+		ErrorHalfLife:                   60 * time.Second,
+		ErrorCap:                        1000,
+		ReorderThresholdPendingRequests: 10,
+		WriteSetSize:                    3,
+		SpeculativeReadTimeout:          2 * time.Second,
+		MaxSpeculativeReadTimeout:       10 * time.Second,
+		SpeculativeBackoffMultiplier:    2.0,
+		ZoneTriggerLoad:                 0.2,
+		ZoneBlackoutPercent:             0.99999,
+		SubsetSize:                      20,
+		SubsetRefresh:                   30 * time.Second,
+		SubsetEvictPercent:              0.1,
+		BreakerFailureThreshold:         3,
+		BreakerTimeoutFactor:            10 * time.Second,
+		BreakerMaxTimeout:               30 * time.Second,
+		HedgeBudget:                     0.05,
+		HedgeDelayMin:                   5 * time.Millisecond,
+		HedgeDelayMax:                   time.Second,
+		HedgeDelayDefault:               50 * time.Millisecond,
+		SpillCost:                       2,
+		SpillHosts:                      2,
+		StaleHeartbeat:                  2 * time.Second,
+	}
+	if policy == PolicyAdaptive {
+		o.Hedge = true
+		o.ZoneBlackoutPercent = 0.5
+	}
+	return o
+}
+
+func (o *Options) breaker() breaker {
+	return breaker{threshold: o.BreakerFailureThreshold, factor: o.BreakerTimeoutFactor, max: o.BreakerMaxTimeout}
+}
+
+// optionSpec describes one option: its JSON name, the policies it applies
+// to ("clickhouse-*" matches every ClickHouse mode), and how to set and
+// print it.
+type optionSpec struct {
+	name    string
+	applies []string
+	set     func(o *Options, raw json.RawMessage) error
+	get     func(o *Options) string
+}
+
+var (
+	chAll     = []string{"clickhouse-*"}
+	chAdapt   = []string{"clickhouse-*", PolicyAdaptive}
+	bkOnly    = []string{PolicyBookKeeper}
+	ribbon    = []string{PolicyRibbonZone}
+	ribAdapt  = []string{PolicyRibbonZone, PolicyAdaptive}
+	adaptOnly = []string{PolicyAdaptive}
+)
+
+func durOpt(name string, applies []string, f func(o *Options) *time.Duration) optionSpec {
+	return optionSpec{name, applies,
+		func(o *Options, raw json.RawMessage) error {
+			d, err := jsonDuration(raw)
+			if err != nil {
+				return err
+			}
+			*f(o) = d
+			return nil
+		},
+		func(o *Options) string { return FormatDuration(*f(o)) }}
+}
+
+func intOpt(name string, applies []string, lo, hi int64, f func(o *Options) *int) optionSpec {
+	return optionSpec{name, applies,
+		func(o *Options, raw json.RawMessage) error {
+			v, err := jsonInt(raw, lo, hi)
+			if err != nil {
+				return err
+			}
+			*f(o) = int(v)
+			return nil
+		},
+		func(o *Options) string { return strconv.Itoa(*f(o)) }}
+}
+
+func u32Opt(name string, applies []string, f func(o *Options) *uint32) optionSpec {
+	return optionSpec{name, applies,
+		func(o *Options, raw json.RawMessage) error {
+			v, err := jsonInt(raw, 0, math.MaxUint32)
+			if err != nil {
+				return err
+			}
+			*f(o) = uint32(v)
+			return nil
+		},
+		func(o *Options) string { return strconv.FormatUint(uint64(*f(o)), 10) }}
+}
+
+func floatOpt(name string, applies []string, lo, hi float64, loOpen bool, f func(o *Options) *float64) optionSpec {
+	return optionSpec{name, applies,
+		func(o *Options, raw json.RawMessage) error {
+			v, err := jsonFloat(raw)
+			if err != nil {
+				return err
+			}
+			if v < lo || v > hi || (loOpen && v == lo) {
+				open := "["
+				if loOpen {
+					open = "("
+				}
+				return fmt.Errorf("%v is out of range %s%v, %v]", v, open, lo, hi)
+			}
+			*f(o) = v
+			return nil
+		},
+		func(o *Options) string { return strconv.FormatFloat(*f(o), 'g', -1, 64) }}
+}
+
+// optionSpecs is the table of every option, in documentation order.
+var optionSpecs = []optionSpec{
+	{"hedge", chAdapt,
+		func(o *Options, raw json.RawMessage) error {
+			var b bool
+			if err := json.Unmarshal(raw, &b); err != nil {
+				return fmt.Errorf("want true or false, got %s", raw)
+			}
+			o.Hedge = b
+			return nil
+		},
+		func(o *Options) string { return strconv.FormatBool(o.Hedge) }},
+	durOpt("hedgedConnectionTimeout", chAll, func(o *Options) *time.Duration { return &o.HedgedConnectionTimeout }),
+	durOpt("receiveDataTimeout", chAll, func(o *Options) *time.Duration { return &o.ReceiveDataTimeout }),
+	durOpt("errorHalfLife", chAdapt, func(o *Options) *time.Duration { return &o.ErrorHalfLife }),
+	u32Opt("errorCap", chAdapt, func(o *Options) *uint32 { return &o.ErrorCap }),
+	u32Opt("maxIgnoredErrors", chAll, func(o *Options) *uint32 { return &o.MaxIgnoredErrors }),
+	intOpt("firstOffset", []string{"clickhouse-first_or_random"}, 0, math.MaxInt32, func(o *Options) *int { return &o.FirstOffset }),
+	intOpt("reorderThresholdPendingRequests", bkOnly, 0, math.MaxInt32, func(o *Options) *int { return &o.ReorderThresholdPendingRequests }),
+	intOpt("writeSetSize", bkOnly, 0, math.MaxInt32, func(o *Options) *int { return &o.WriteSetSize }),
+	durOpt("speculativeReadTimeout", bkOnly, func(o *Options) *time.Duration { return &o.SpeculativeReadTimeout }),
+	durOpt("maxSpeculativeReadTimeout", bkOnly, func(o *Options) *time.Duration { return &o.MaxSpeculativeReadTimeout }),
+	floatOpt("speculativeBackoffMultiplier", bkOnly, 1, 1000, false, func(o *Options) *float64 { return &o.SpeculativeBackoffMultiplier }),
+	floatOpt("zoneTriggerLoad", ribbon, 0, math.MaxFloat64, false, func(o *Options) *float64 { return &o.ZoneTriggerLoad }),
+	floatOpt("zoneBlackoutPercent", ribAdapt, 0, 1, true, func(o *Options) *float64 { return &o.ZoneBlackoutPercent }),
+	intOpt("activeConnectionsLimit", ribbon, 0, math.MaxInt32, func(o *Options) *int { return &o.ActiveConnectionsLimit }),
+	intOpt("subsetSize", ribbon, 0, math.MaxInt32, func(o *Options) *int { return &o.SubsetSize }),
+	durOpt("subsetRefresh", ribbon, func(o *Options) *time.Duration { return &o.SubsetRefresh }),
+	floatOpt("subsetEvictPercent", ribbon, 0, 1, false, func(o *Options) *float64 { return &o.SubsetEvictPercent }),
+	intOpt("eliminationConnectionThreshold", ribbon, 0, math.MaxInt32, func(o *Options) *int { return &o.EliminationConnectionThreshold }),
+	intOpt("eliminationFailureThreshold", ribbon, 0, math.MaxInt32, func(o *Options) *int { return &o.EliminationFailureThreshold }),
+	intOpt("breakerFailureThreshold", ribAdapt, 0, math.MaxInt32, func(o *Options) *int { return &o.BreakerFailureThreshold }),
+	durOpt("breakerTimeoutFactor", ribAdapt, func(o *Options) *time.Duration { return &o.BreakerTimeoutFactor }),
+	durOpt("breakerMaxTimeout", ribAdapt, func(o *Options) *time.Duration { return &o.BreakerMaxTimeout }),
+	floatOpt("hedgeBudget", adaptOnly, 0, 1, false, func(o *Options) *float64 { return &o.HedgeBudget }),
+	durOpt("hedgeDelayMin", adaptOnly, func(o *Options) *time.Duration { return &o.HedgeDelayMin }),
+	durOpt("hedgeDelayMax", adaptOnly, func(o *Options) *time.Duration { return &o.HedgeDelayMax }),
+	durOpt("hedgeDelayDefault", adaptOnly, func(o *Options) *time.Duration { return &o.HedgeDelayDefault }),
+	floatOpt("spillCost", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.SpillCost }),
+	intOpt("spillHosts", adaptOnly, 0, 1000, func(o *Options) *int { return &o.SpillHosts }),
+	durOpt("staleHeartbeat", adaptOnly, func(o *Options) *time.Duration { return &o.StaleHeartbeat }),
+}
+
+func findOption(name string) *optionSpec {
+	for i := range optionSpecs {
+		if optionSpecs[i].name == name {
+			return &optionSpecs[i]
+		}
+	}
+	return nil
+}
+
+func (s *optionSpec) appliesTo(policy string) bool {
+	for _, a := range s.applies {
+		if a == policy || (strings.HasSuffix(a, "*") && strings.HasPrefix(policy, strings.TrimSuffix(a, "*"))) {
+			return true
+		}
+	}
+	return false
+}
+
+// optionsFor lists the option names that apply to policy.
+func optionsFor(policy string) []string {
+	var out []string
+	for i := range optionSpecs {
+		if optionSpecs[i].appliesTo(policy) {
+			out = append(out, optionSpecs[i].name)
+		}
+	}
+	return out
+}
+
+// validateOptions checks cross-option constraints.
+func validateOptions(policy string, o *Options) (field string, err error) {
+	if policy == PolicyBookKeeper && o.SpeculativeReadTimeout > 0 && o.MaxSpeculativeReadTimeout > 0 &&
+		o.MaxSpeculativeReadTimeout < o.SpeculativeReadTimeout {
+		return "maxSpeculativeReadTimeout", fmt.Errorf("%s is less than speculativeReadTimeout %s",
+			FormatDuration(o.MaxSpeculativeReadTimeout), FormatDuration(o.SpeculativeReadTimeout))
+	}
+	if policy == PolicyAdaptive && o.HedgeDelayMax > 0 && o.HedgeDelayMax < o.HedgeDelayMin {
+		return "hedgeDelayMax", fmt.Errorf("%s is less than hedgeDelayMin %s",
+			FormatDuration(o.HedgeDelayMax), FormatDuration(o.HedgeDelayMin))
+	}
+	if policy == PolicyRibbonZone && o.BreakerMaxTimeout < o.BreakerTimeoutFactor {
+		return "breakerMaxTimeout", fmt.Errorf("%s is less than breakerTimeoutFactor %s",
+			FormatDuration(o.BreakerMaxTimeout), FormatDuration(o.BreakerTimeoutFactor))
+	}
+	return "", nil
+}

@@ -1,0 +1,151 @@
+package selection
+
+import (
+	"bytes"
+	"slices"
+	"time"
+)
+
+// TabletState is per-tablet mutable policy state, owned by one tablet
+// actor (never shared between goroutines). The zero value is ready to use.
+//
+// It holds round-robin counters, Ribbon's server subset, and caches that
+// make repeated decisions cheap: the tablet's rendezvous orders (keyed by
+// group, salt and the group's membership fingerprint, so they survive new
+// load views whose membership did not change) and scratch slices reused by
+// every call. A TabletState may be reused for another tablet: caches are
+// dropped when the tablet changes.
+type TabletState struct {
+	// RoundRobin is the round-robin counter of the round-robin,
+	// ribbon-zone and clickhouse-round_robin policies.
+	RoundRobin uint64
+
+	key    []byte // tablet key the caches belong to
+	keyTmp []byte
+	buf    []byte // hash input scratch
+
+	caches    [6]orderCache
+	nextCache int
+	hashes    []u128
+
+	// marks[i] holds mark* flags for server index i of the current call;
+	// marked lists the indices to clear at the end of the call.
+	marks  []uint8
+	marked []int32
+
+	hostMarks []uint32
+	hostEpoch uint32
+
+	idx    []int32
+	idx2   []int32
+	scores []float64
+
+	subset subsetState
+	dist   distCache
+}
+
+type orderKind uint8
+
+const (
+	kindServers orderKind = iota
+	kindHosts
+)
+
+type orderCache struct {
+	valid bool
+	kind  orderKind
+	group string
+	salt  string
+	fp    [2]uint64
+	order []int32
+}
+
+// subsetState is Ribbon's ServerListSubsetFilter state.
+type subsetState struct {
+	members []ServerID
+	at      time.Time
+	group   string
+	fp      [2]uint64
+	init    bool
+}
+
+// distCache caches ClickHouse hostname distances per host index.
+type distCache struct {
+	valid bool
+	mode  uint8
+	local string
+	group string
+	fp    [2]uint64
+	d     []int
+}
+
+// setTablet points the caches at t, dropping them if the tablet changed.
+func (st *TabletState) setTablet(t Tablet) {
+	st.keyTmp = appendTabletKey(st.keyTmp[:0], t)
+	if bytes.Equal(st.key, st.keyTmp) && st.key != nil {
+		return
+	}
+	st.key = append(st.key[:0], st.keyTmp...)
+	for i := range st.caches {
+		st.caches[i].valid = false
+	}
+	st.subset = subsetState{members: st.subset.members[:0]}
+	st.dist.valid = false
+}
+
+// order returns the rendezvous order (indices) of g's servers (kindServers)
+// or hosts (kindHosts) for the current tablet and salt, cached.
+func (st *TabletState) order(g *groupIndex, kind orderKind, salt string) []int32 {
+	n := len(g.alive)
+	if kind == kindHosts {
+		n = len(g.hosts)
+	}
+	for i := range st.caches {
+		c := &st.caches[i]
+		if c.valid && c.kind == kind && c.fp == g.fp && c.salt == salt && c.group == g.name && len(c.order) == n {
+			return c.order
+		}
+	}
+	c := &st.caches[st.nextCache]
+	st.nextCache = (st.nextCache + 1) % len(st.caches)
+	c.valid, c.kind, c.group, c.salt, c.fp = true, kind, g.name, salt, g.fp
+	c.order = slices.Grow(c.order[:0], n)[:n]
+	st.hashes = slices.Grow(st.hashes[:0], n)[:n]
+	st.buf = append(st.buf[:0], st.key...)
+	kl := len(st.key)
+	for i := 0; i < n; i++ {
+		c.order[i] = int32(i)
+		member := ""
+		if kind == kindHosts {
+			member = g.hosts[i].name
+		} else {
+			member = string(g.alive[i].ID)
+		}
+		st.hashes[i], st.buf = hashMember(st.buf, kl, member, salt)
+	}
+	hs := st.hashes
+	// Indices are in ID (or host name) order, so ties keep that order.
+	slices.SortStableFunc(c.order, func(a, b int32) int { return hs[a].cmp(hs[b]) })
+	return c.order
+}
+
+// growMarks makes marks hold n entries (all zero).
+func (st *TabletState) growMarks(n int) {
+	if len(st.marks) < n {
+		st.marks = make([]uint8, n+n/4)
+	}
+}
+
+// newHostEpoch returns a fresh epoch for hostMarks sized n.
+func (st *TabletState) newHostEpoch(n int) uint32 {
+	if len(st.hostMarks) < n {
+		st.hostMarks = make([]uint32, n+n/4)
+		st.hostEpoch = 0
+	}
+	st.hostEpoch++
+	if st.hostEpoch == 0 {
+		clear(st.hostMarks)
+		st.hostEpoch = 1
+	}
+	return st.hostEpoch
+}
