@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"google.golang.org/protobuf/proto"
@@ -113,6 +114,8 @@ func (c *Conn) PublishSignal(kind SignalKind, sig *messages.LoadSignal) error {
 
 // SubscribeSignals calls fn with every busy and timeout event.
 func (c *Conn) SubscribeSignals(fn func(SignalKind, *messages.LoadSignal)) (*Subscription, error) {
+	// Two subscriptions deliver on two goroutines: serialise fn.
+	var mu sync.Mutex
 	handler := func(msg *nats.Msg) {
 		kind := SignalBusy
 		if strings.HasPrefix(msg.Subject, timeoutPrefix) {
@@ -123,6 +126,8 @@ func (c *Conn) SubscribeSignals(fn func(SignalKind, *messages.LoadSignal)) (*Sub
 			c.decodeFailed(msg, err)
 			return
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		fn(kind, sig)
 	}
 	s := &Subscription{}
