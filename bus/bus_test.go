@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -372,4 +373,20 @@ func TestMetaChangedRoundTrip(t *testing.T) {
 	if len(meta.Tablets) != 2 {
 		t.Fatal("PublishMetaChanged modified its argument")
 	}
+}
+
+func TestStartServerBadStoreDir(t *testing.T) {
+	file := t.TempDir() + "/not-a-dir"
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultServerConfig()
+	cfg.Port = -1
+	cfg.StoreDir = file
+	srv, err := StartServer(cfg)
+	if err == nil {
+		srv.Close()
+		t.Fatal("server started with a file as its store dir")
+	}
+	t.Logf("error: %v", err)
 }

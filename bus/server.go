@@ -104,6 +104,9 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	srv.Start()
 
 	hp := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	if cfg.Port == -1 {
+		hp = net.JoinHostPort(cfg.Host, "random")
+	}
 	deadline := time.Now().Add(cfg.ReadyTimeout)
 	for {
 		select {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/messages"
@@ -370,6 +371,62 @@ func BenchmarkBlockStoreGet64K(b *testing.B) {
 		data, err := bs.Get(ctx, fmt.Sprintf("bench/f0/b%06d", i%nKeys))
 		if err != nil || len(data) != len(block) {
 			b.Fatalf("Get: %d bytes, %v", len(data), err)
+		}
+	}
+}
+
+// The same from several goroutines sharing one connection, as the
+// scan-server actors of a host do.
+func BenchmarkBlockStoreGet64KParallel(b *testing.B) {
+	srv := startServer(b)
+	c := connect(b, srv)
+	ctx := context.Background()
+	bs, err := c.BlockStore(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const nKeys = 64
+	block := randomBytes(64<<10, 7)
+	for i := range nKeys {
+		if err := bs.Put(ctx, fmt.Sprintf("bench/f0/b%06d", i), block); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(block)))
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			data, err := bs.Get(ctx, fmt.Sprintf("bench/f0/b%06d", i%nKeys))
+			if err != nil || len(data) != len(block) {
+				b.Errorf("Get: %d bytes, %v", len(data), err)
+				return
+			}
+		}
+	})
+}
+
+// For comparison (DESIGN §2 "KV or Object Store; pick by benchmark"): the
+// same read from a JetStream object store, which BlockStore does not use.
+func BenchmarkObjectStoreGet64K(b *testing.B) {
+	srv := startServer(b)
+	c := connect(b, srv)
+	ctx := context.Background()
+	obs, err := c.JetStream().CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "bench-objects"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const nKeys = 64
+	block := randomBytes(64<<10, 7)
+	for i := range nKeys {
+		if _, err := obs.PutBytes(ctx, fmt.Sprintf("bench/f0/b%06d", i), block); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(block)))
+	for i := 0; b.Loop(); i++ {
+		data, err := obs.GetBytes(ctx, fmt.Sprintf("bench/f0/b%06d", i%nKeys))
+		if err != nil || len(data) != len(block) {
+			b.Fatalf("GetBytes: %d bytes, %v", len(data), err)
 		}
 	}
 }
