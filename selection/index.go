@@ -43,9 +43,16 @@ type zoneEntry struct {
 	// tripped counts servers whose default circuit breaker (3 failures,
 	// 10 s factor, 30 s cap) is open at the view's time.
 	tripped int
+	// unhealthy counts servers tripped or whose last failure (with no
+	// success since) is less than 10 s old at the view's time.
+	unhealthy int
 	// load sums pending() over the zone's servers.
 	load int
 }
+
+// recentFailure: a failure younger than this makes a server unhealthy for
+// the adaptive policy's zone avoidance.
+const recentFailure = 10 * time.Second
 
 var emptyGroup = &groupIndex{pos: map[ServerID]int32{}}
 
@@ -150,6 +157,9 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time) *groupIndex {
 		ze.load += pending(s)
 		if tripped(s, at, defaultBreaker) {
 			ze.tripped++
+			ze.unhealthy++
+		} else if s.ConsecutiveFailures > 0 && !s.LastFailure.IsZero() && at.Sub(s.LastFailure) < recentFailure {
+			ze.unhealthy++
 		}
 		buf = append(buf, s.ID...)
 		buf = append(buf, 0)

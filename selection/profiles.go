@@ -99,9 +99,6 @@ func NewPolicy(p *Profile) (Policy, error) {
 	if name == "" {
 		name = PolicyAccumulo
 	}
-	if notYet(name) {
-		return nil, fmt.Errorf("%w %q: not implemented yet", ErrUnknownPolicy, name)
-	}
 	switch name {
 	case PolicyAccumulo:
 		return accumuloPolicy{p: p}, nil

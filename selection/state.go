@@ -36,9 +36,11 @@ type TabletState struct {
 	hostMarks []uint32
 	hostEpoch uint32
 
-	idx    []int32
-	idx2   []int32
-	scores []float64
+	idx       []int32
+	idx2      []int32
+	scores    []float64
+	zoneStats []zoneStat
+	flags     []uint8
 
 	subset subsetState
 	dist   distCache

@@ -1,0 +1,325 @@
+package selection
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// adaptivePolicy is scanplane's own policy; the algorithm is documented in
+// the package comment (doc.go, "The adaptive policy").
+type adaptivePolicy struct{ p *Profile }
+
+// Score weights of the adaptive policy (see doc.go).
+const (
+	adErrWeight     = 2.0
+	adBusyWeight    = 0.5
+	adSlowWeight    = 1.0
+	adCountCap      = 8
+	adZonePenalty   = 4.0
+	adColdBand      = 0.5
+	adSiblingSlowAt = 2 // sibling hedge needs StartLatency < this × p95
+)
+
+// adaptive per-call context.
+type adCtx struct {
+	o        *Options
+	br       breaker
+	decay    DecayParams
+	p95      time.Duration
+	avoidAny bool
+	avoid    uint64 // bit z set: zone z avoided (zones ≥ 64 never avoided)
+	exclHost int32  // host excluded from scoring (-1)
+}
+
+func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
+	var c call
+	if err := c.begin(in, pol.p); err != nil {
+		return Decision{}, err
+	}
+	defer c.end()
+	o := &c.p.Options
+	hedgeOn := o.Hedge && o.HedgeBudget > 0
+	if in.Hedge {
+		if !hedgeOn {
+			return Decision{}, ErrNoHedge
+		}
+		if v := c.v; v.RecentHedges > 0 && float64(v.RecentHedges) >= o.HedgeBudget*float64(v.RecentDispatches) {
+			return Decision{}, ErrNoHedge
+		}
+	}
+	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p95: c.v.StartLatencyP95, exclHost: -1}
+	c.zoneAvoidance(&a)
+
+	hosts := c.st.order(c.g, kindHosts, "")
+	top := min(len(hosts), 1+max(0, o.SpillHosts))
+	topHosts := hosts[:top]
+	rankOf := func(h int32) int {
+		for r, t := range topHosts {
+			if t == h {
+				return r
+			}
+		}
+		return top
+	}
+
+	choice := int32(-1)
+	if in.Hedge && c.lastFlight >= 0 {
+		choice = c.siblingHedge(&a)
+		if choice < 0 {
+			a.exclHost = c.g.hostOf[c.lastFlight]
+		}
+	}
+	var cands []int32
+	if choice < 0 {
+		// Level 0: the home host and the next spillHosts hosts.
+		cands = c.st.idx[:0]
+		for _, h := range hosts[:top] {
+			if h == a.exclHost {
+				continue
+			}
+			for _, i := range c.g.hosts[h].servers {
+				if c.fresh(i) && !tripped(c.g.alive[i], c.now, a.br) {
+					cands = append(cands, i)
+				}
+			}
+		}
+		c.st.idx = cands
+		if len(cands) > 0 {
+			choice = c.coldPick(cands, &a, rankOf)
+		}
+	}
+	if choice < 0 {
+		choice = c.adaptiveFallback(&a, rankOf)
+	}
+	if choice < 0 {
+		if in.Hedge {
+			return Decision{}, ErrNoHedge
+		}
+		return Decision{}, ErrNoServer
+	}
+	d := c.decision(choice, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	if hedgeOn {
+		d.HedgeDelay = adaptiveHedgeDelay(o, c.v.StartLatencyP95)
+		d.DataTimeout = d.HedgeDelay
+	}
+	if in.Explain {
+		d.Candidates = c.adaptiveExplain(&a, rankOf)
+	}
+	return d, nil
+}
+
+// adaptiveHedgeDelay is clamp(p95, hedgeDelayMin, hedgeDelayMax), or
+// hedgeDelayDefault while p95 is unknown.
+func adaptiveHedgeDelay(o *Options, p95 time.Duration) time.Duration {
+	if p95 <= 0 {
+		return o.HedgeDelayDefault
+	}
+	d := p95
+	if o.HedgeDelayMax > 0 && d > o.HedgeDelayMax {
+		d = o.HedgeDelayMax
+	}
+	if d < o.HedgeDelayMin {
+		d = o.HedgeDelayMin
+	}
+	return d
+}
+
+// zoneAvoidance marks zones whose unhealthy fraction reaches
+// zoneBlackoutPercent, when at least two zones exist and not all would be
+// avoided.
+func (c *call) zoneAvoidance(a *adCtx) {
+	zs := c.g.zones
+	if len(zs) < 2 || len(zs) > 64 {
+		return
+	}
+	var avoid uint64
+	n := 0
+	for z := range zs {
+		if zs[z].n > 0 && float64(zs[z].unhealthy)/float64(zs[z].n) >= a.o.ZoneBlackoutPercent {
+			avoid |= 1 << uint(z)
+			n++
+		}
+	}
+	if n > 0 && n < len(zs) {
+		a.avoid, a.avoidAny = avoid, true
+	}
+}
+
+// score is the adaptive cost of server i at host rank r (lower is better).
+func (c *call) score(i int32, r int, a *adCtx) float64 {
+	s := c.g.alive[i]
+	w := max(1, s.Workers)
+	sc := float64(pending(s))/float64(w) + a.o.SpillCost*float64(r)
+	if e := c.v.ErrorsOf(s, a.decay, c.now); e > 0 {
+		sc += adErrWeight * float64(min(e, adCountCap))
+	}
+	if b := s.Busy.Value(c.now, DefaultDecay); b > 0 {
+		sc += adBusyWeight * float64(min(b, adCountCap))
+	}
+	if sl := c.v.SlowdownsOf(s, a.decay, c.now); sl > 0 {
+		sc += adSlowWeight * float64(min(sl, adCountCap))
+	}
+	if a.p95 > 0 && s.StartLatency > a.p95 {
+		sc += math.Min(adCountCap, float64(s.StartLatency)/float64(a.p95)-1)
+	}
+	if a.avoidAny && a.avoid&(1<<uint(c.g.zoneOf[i])) != 0 {
+		sc += adZonePenalty
+	}
+	return sc
+}
+
+// coldPick scores cands and picks uniformly among those within adColdBand
+// of the best.
+func (c *call) coldPick(cands []int32, a *adCtx, rankOf func(int32) int) int32 {
+	scores := c.st.scores[:0]
+	best := math.Inf(1)
+	for _, i := range cands {
+		sc := c.score(i, rankOf(c.g.hostOf[i]), a)
+		scores = append(scores, sc)
+		best = math.Min(best, sc)
+	}
+	c.st.scores = scores
+	n := 0
+	pick := int32(-1)
+	for k, i := range cands {
+		if scores[k] <= best+adColdBand {
+			n++
+			if c.rnd.IntN(n) == 0 {
+				pick = i
+			}
+		}
+	}
+	return pick
+}
+
+// adaptiveFallback: no usable server on the top hosts. Power of two
+// choices over all usable servers (fresh, not tripped, not on the excluded
+// host), then a full scan, then the least bad server not in flight (any
+// server when not hedging).
+func (c *call) adaptiveFallback(a *adCtx, rankOf func(int32) int) int32 {
+	n := len(c.g.alive)
+	usable := func(i int32) bool {
+		return c.fresh(i) && c.g.hostOf[i] != a.exclHost && !tripped(c.g.alive[i], c.now, a.br)
+	}
+	var got [2]int32
+	k := 0
+	for try := 0; try < 16 && k < 2; try++ {
+		i := int32(c.rnd.IntN(n))
+		if usable(i) && (k == 0 || got[0] != i) {
+			got[k] = i
+			k++
+		}
+	}
+	switch k {
+	case 2:
+		if c.score(got[1], rankOf(c.g.hostOf[got[1]]), a) < c.score(got[0], rankOf(c.g.hostOf[got[0]]), a) {
+			return got[1]
+		}
+		return got[0]
+	case 1:
+		return got[0]
+	}
+	cands := c.st.idx[:0]
+	for i := range int32(n) {
+		if usable(i) {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) == 0 {
+		// Least bad: anything not in flight, tripped, tried or on the
+		// excluded host included, penalised by the score.
+		for i := range int32(n) {
+			if !c.flightAt(i) {
+				cands = append(cands, i)
+			}
+		}
+	}
+	if len(cands) == 0 && !c.in.Hedge {
+		for i := range int32(n) {
+			cands = append(cands, i)
+		}
+	}
+	c.st.idx = cands
+	if len(cands) == 0 {
+		return -1
+	}
+	best, bs := int32(-1), math.Inf(1)
+	for _, i := range cands {
+		sc := c.score(i, rankOf(c.g.hostOf[i]), a)
+		if c.failedAt(i) {
+			sc += 100
+		}
+		if tripped(c.g.alive[i], c.now, a.br) {
+			sc += 1000
+		}
+		if sc < bs {
+			best, bs = i, sc
+		}
+	}
+	return best
+}
+
+// siblingHedge returns a healthy sibling of the newest in-flight attempt's
+// server on the same host, or -1 when the host is suspect or has none.
+func (c *call) siblingHedge(a *adCtx) int32 {
+	h := c.g.hostOf[c.lastFlight]
+	he := &c.g.hosts[h]
+	if a.o.StaleHeartbeat > 0 && !he.lastHeartbeat.IsZero() && c.v.At.Sub(he.lastHeartbeat) > a.o.StaleHeartbeat {
+		return -1
+	}
+	flights := 0
+	for _, i := range he.servers {
+		if c.flightAt(i) {
+			flights++
+		}
+	}
+	if flights > 1 {
+		return -1 // a sibling hedge is already in flight there
+	}
+	cands := c.st.idx2[:0]
+	for _, i := range he.servers {
+		s := c.g.alive[i]
+		if !c.fresh(i) || tripped(s, c.now, a.br) || c.v.ErrorsOf(s, a.decay, c.now) > 0 ||
+			c.v.SlowdownsOf(s, a.decay, c.now) > 0 ||
+			(a.p95 > 0 && s.StartLatency >= adSiblingSlowAt*a.p95) {
+			continue
+		}
+		cands = append(cands, i)
+	}
+	c.st.idx2 = cands
+	if len(cands) == 0 {
+		return -1
+	}
+	return c.coldPick(cands, a, func(int32) int { return 0 })
+}
+
+// adaptiveExplain lists the top hosts' servers by score (Explain only).
+func (c *call) adaptiveExplain(a *adCtx, rankOf func(int32) int) []ServerID {
+	type e struct {
+		i  int32
+		sc float64
+	}
+	var all []e
+	for i := range int32(len(c.g.alive)) {
+		r := rankOf(c.g.hostOf[i])
+		if r > max(0, a.o.SpillHosts) {
+			continue
+		}
+		all = append(all, e{i, c.score(i, r, a)})
+	}
+	slices.SortStableFunc(all, func(x, y e) int {
+		switch {
+		case x.sc < y.sc:
+			return -1
+		case x.sc > y.sc:
+			return 1
+		}
+		return 0
+	})
+	out := make([]ServerID, len(all))
+	for k := range all {
+		out[k] = c.g.alive[all[k].i].ID
+	}
+	return out
+}

@@ -1,0 +1,153 @@
+package selection
+
+import (
+	"math"
+	"time"
+)
+
+// bookkeeperPolicy is BookKeeper's read reordering (PR 1504) with
+// speculative reads (REFERENCE §D).
+//
+//   - Affinity order: the tablet's write set — the first writeSetSize
+//     servers of its unsalted rendezvous order over the group's live
+//     servers, one per host while distinct hosts remain (rack-aware, like a
+//     BookKeeper ensemble); writeSetSize 0 = every server in rendezvous
+//     order.
+//   - pending[i] = pending() of replica i: max(InFlight, Active+QueueLen).
+//     (BookKeeper counts only its own in-flight requests; scanplane also
+//     sees the server's reported queue so that other coordinators' load
+//     counts. "Channel not writable" has no equivalent: dead servers are
+//     not candidates.)
+//   - With T = reorderThresholdPendingRequests > 0: best = first index with
+//     the strictly smallest pending; if best > 0 and pending[0] ≥
+//     pending[best] + T, best moves to the front and the others keep their
+//     order. Recomputed per call, so reads return to the first replica as
+//     soon as its queue drains.
+//   - The first replica in that order not yet tried in this scan is used;
+//     when all were tried, the order starts over.
+//   - Speculative reads (speculativeReadTimeout > 0): HedgeDelay =
+//     DataTimeout = min(maxSpeculativeReadTimeout, speculativeReadTimeout ×
+//     speculativeBackoffMultiplier^k), k = hedges made in this scan counting
+//     the one being decided. A hedge call returns the next replica not yet
+//     sent to, or ErrNoHedge when none remain or an attempt already answered
+//     (Result Started).
+type bookkeeperPolicy struct{ p *Profile }
+
+func (pol bookkeeperPolicy) Select(in *Input) (Decision, error) {
+	var c call
+	if err := c.begin(in, pol.p); err != nil {
+		return Decision{}, err
+	}
+	defer c.end()
+	o := &c.p.Options
+	if in.Hedge && (o.SpeculativeReadTimeout <= 0 || c.started) {
+		return Decision{}, ErrNoHedge
+	}
+	ws := c.writeSet(o.WriteSetSize)
+	reorderPending(ws, func(i int32) int { return pending(c.g.alive[i]) }, o.ReorderThresholdPendingRequests)
+	choice := int32(-1)
+	for _, i := range ws {
+		if c.fresh(i) {
+			choice = i
+			break
+		}
+	}
+	if choice < 0 {
+		if in.Hedge {
+			return Decision{}, ErrNoHedge
+		}
+		for _, i := range ws {
+			if !c.flightAt(i) {
+				choice = i
+				break
+			}
+		}
+		if choice < 0 {
+			choice = ws[0]
+		}
+	}
+	d := c.decision(choice, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	d.Candidates = c.explain(ws)
+	if o.SpeculativeReadTimeout > 0 {
+		k := c.hedges
+		if in.Hedge {
+			k++
+		}
+		d.HedgeDelay = speculativeTimeout(o, k)
+		d.DataTimeout = d.HedgeDelay
+	}
+	return d, nil
+}
+
+// reorderPending applies BookKeeper's move-to-front rule to order in place.
+func reorderPending(order []int32, pend func(int32) int, threshold int) {
+	if threshold <= 0 || len(order) < 2 {
+		return
+	}
+	best, bp := 0, pend(order[0])
+	first := bp
+	for k := 1; k < len(order); k++ {
+		if p := pend(order[k]); p < bp {
+			best, bp = k, p
+		}
+	}
+	if best > 0 && first >= bp+threshold {
+		b := order[best]
+		copy(order[1:best+1], order[:best])
+		order[0] = b
+	}
+}
+
+// speculativeTimeout is min(max, timeout × multiplier^k).
+func speculativeTimeout(o *Options, k int) time.Duration {
+	t := float64(o.SpeculativeReadTimeout) * math.Pow(math.Max(1, o.SpeculativeBackoffMultiplier), float64(k))
+	limit := o.MaxSpeculativeReadTimeout
+	if limit <= 0 {
+		limit = math.MaxInt64
+	}
+	if t >= float64(limit) {
+		return limit
+	}
+	return time.Duration(t)
+}
+
+// writeSet returns (in st.idx) the first size servers of the tablet's
+// rendezvous order, one per host while distinct hosts remain, then filled
+// from the rest of the order; size ≤ 0 or ≥ servers = the whole order.
+func (c *call) writeSet(size int) []int32 {
+	order := c.st.order(c.g, kindServers, "")
+	n := len(order)
+	ws := growInt32(c.st.idx, 0)
+	if size <= 0 || size >= n {
+		ws = append(ws, order...)
+		c.st.idx = ws
+		return ws
+	}
+	epoch := c.st.newHostEpoch(len(c.g.hosts))
+	for _, i := range order {
+		if len(ws) >= size {
+			break
+		}
+		if h := c.g.hostOf[i]; c.st.hostMarks[h] != epoch {
+			c.st.hostMarks[h] = epoch
+			ws = append(ws, i)
+		}
+	}
+	if len(ws) < size {
+		// Fewer hosts than replicas: fill with the next servers in order.
+		for _, i := range order {
+			if len(ws) >= size {
+				break
+			}
+			dup := false
+			for _, j := range ws {
+				dup = dup || i == j
+			}
+			if !dup {
+				ws = append(ws, i)
+			}
+		}
+	}
+	c.st.idx = ws
+	return ws
+}
