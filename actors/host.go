@@ -1,0 +1,259 @@
+package actors
+
+import (
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/selection"
+)
+
+// hostEventKind names what happened to a server.
+type hostEventKind uint8
+
+const (
+	evDispatched hostEventKind = iota + 1
+	evEnded
+	evSlowdown
+	evLatency
+	evBusySignal
+	evTimeoutSignal
+	evPenalize
+)
+
+// hostEvent is a local (never remote) message to a HostActor.
+type hostEvent struct {
+	kind     hostEventKind
+	server   selection.ServerID
+	result   selection.AttemptResult
+	latency  time.Duration
+	queueLen int
+	hedge    bool
+}
+
+// serverGone tells a host actor its servers at address (or with id) left.
+type serverGone struct {
+	address string
+	id      selection.ServerID
+	reason  string
+}
+
+// setDecays tells a host actor the decay parameters in use.
+type setDecays struct{ decays []selection.DecayParams }
+
+type sweepTick struct{}
+
+// serverState is a HostActor's working state for one server.
+type serverState struct {
+	load       selection.ServerLoad
+	interval   time.Duration
+	dispatched uint64
+	busy       uint64
+	timeouts   uint64
+	deadSince  time.Time
+}
+
+// HostActor keeps the load counters of one host's servers and publishes
+// them to the LoadBoard after every change. It is the only writer of its
+// host's part of the view.
+type HostActor struct {
+	host     string
+	board    *LoadBoard
+	status   *sync.Map // host -> []*messages.ServerStatus
+	misses   int
+	forget   time.Duration
+	decays   []selection.DecayParams
+	servers  map[selection.ServerID]*serverState
+	now      func() time.Time
+	stopping bool
+}
+
+func newHostActor(host string, board *LoadBoard, status *sync.Map, misses int, now func() time.Time) *HostActor {
+	return &HostActor{host: host, board: board, status: status, misses: misses, forget: time.Minute,
+		decays: board.Decays(), servers: map[selection.ServerID]*serverState{}, now: now}
+}
+
+// Receive implements actor.Actor.
+func (h *HostActor) Receive(c actor.Context) {
+	now := h.now()
+	switch m := c.Message().(type) {
+	case *messages.Heartbeat:
+		h.onHeartbeat(now, m)
+	case *hostEvent:
+		h.onEvent(now, m)
+	case *serverGone:
+		for id, s := range h.servers {
+			if (m.address != "" && s.load.Address == m.address) || (m.id != "" && id == m.id) {
+				h.markDead(now, s)
+			}
+		}
+	case *setDecays:
+		h.setDecays(m.decays)
+	case *sweepTick:
+		h.sweep(now)
+	case *actor.Stopping:
+		h.stopping = true
+		h.board.SetHost(h.host, nil)
+		h.status.Delete(h.host)
+		return
+	default:
+		return
+	}
+	h.publish()
+}
+
+func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) {
+	id := selection.ServerID(m.GetServer())
+	s := h.servers[id]
+	if m.GetLeaving() {
+		if s != nil {
+			h.markDead(now, s)
+		}
+		return
+	}
+	if s == nil || s.load.Incarnation != m.GetIncarnation() {
+		// New server or a restarted one: fresh counters.
+		s = &serverState{load: selection.ServerLoad{ID: id, Host: h.host}}
+		s.load.Errors = make([]selection.DecayedCount, len(h.decays))
+		s.load.Slowdowns = make([]selection.DecayedCount, len(h.decays))
+		h.servers[id] = s
+	}
+	l := &s.load
+	l.Zone, l.Group = m.GetZone(), m.GetGroup()
+	l.Address, l.ActorID = m.GetPid().GetAddress(), m.GetPid().GetId()
+	l.Incarnation = m.GetIncarnation()
+	l.QueueLen, l.Active, l.Workers = int(m.GetQueueLen()), int(m.GetActive()), int(m.GetWorkers())
+	l.CacheHitRatio = m.GetCacheHitRatio()
+	l.LastHeartbeat = now
+	l.Alive = l.Address != "" && l.ActorID != ""
+	s.deadSince = time.Time{}
+	s.interval = time.Duration(m.GetIntervalMs()) * time.Millisecond
+	if s.interval <= 0 {
+		s.interval = time.Second
+	}
+}
+
+func (h *HostActor) markDead(now time.Time, s *serverState) {
+	if !s.load.Alive {
+		return
+	}
+	s.load.Alive = false
+	s.load.InFlight = 0
+	s.deadSince = now
+}
+
+func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
+	s := h.servers[e.server]
+	if s == nil {
+		return
+	}
+	l := &s.load
+	switch e.kind {
+	case evDispatched:
+		l.InFlight++
+		s.dispatched++
+	case evEnded:
+		if l.InFlight > 0 {
+			l.InFlight--
+		}
+		switch e.result {
+		case selection.Error, selection.Timeout, selection.Stalled:
+			h.fail(now, l)
+		case selection.Started:
+			l.ConsecutiveFailures = 0
+		}
+	case evPenalize:
+		h.fail(now, l)
+	case evSlowdown:
+		for i, d := range h.decays {
+			l.Slowdowns[i] = l.Slowdowns[i].Add(now, d, 1)
+		}
+	case evLatency:
+		if l.StartLatency == 0 {
+			l.StartLatency = e.latency
+		} else {
+			l.StartLatency = (l.StartLatency*7 + e.latency) / 8
+		}
+		l.ConsecutiveFailures = 0
+	case evBusySignal:
+		l.Busy = l.Busy.Add(now, selection.DefaultDecay, 1)
+		l.QueueLen = e.queueLen
+		s.busy++
+	case evTimeoutSignal:
+		l.Busy = l.Busy.Add(now, selection.DefaultDecay, 1)
+		s.timeouts++
+	}
+}
+
+// fail counts an error: errors per decay, circuit-breaker inputs; a
+// failure resets slowdowns (ClickHouse).
+func (h *HostActor) fail(now time.Time, l *selection.ServerLoad) {
+	for i, d := range h.decays {
+		l.Errors[i] = l.Errors[i].Add(now, d, 1)
+		l.Slowdowns[i] = l.Slowdowns[i].Reset(now)
+	}
+	l.ConsecutiveFailures++
+	l.LastFailure = now
+	l.RecentFailures = append(l.RecentFailures, now)
+	if len(l.RecentFailures) > 32 {
+		l.RecentFailures = append(l.RecentFailures[:0:0], l.RecentFailures[len(l.RecentFailures)-32:]...)
+	}
+}
+
+func (h *HostActor) setDecays(d []selection.DecayParams) {
+	old := h.decays
+	h.decays = d
+	for _, s := range h.servers {
+		errs := make([]selection.DecayedCount, len(d))
+		slows := make([]selection.DecayedCount, len(d))
+		for i, p := range d {
+			for j, q := range old {
+				if p == q && j < len(s.load.Errors) {
+					errs[i], slows[i] = s.load.Errors[j], s.load.Slowdowns[j]
+				}
+			}
+		}
+		s.load.Errors, s.load.Slowdowns = errs, slows
+	}
+}
+
+func (h *HostActor) sweep(now time.Time) {
+	for id, s := range h.servers {
+		if s.load.Alive && now.Sub(s.load.LastHeartbeat) > time.Duration(h.misses)*s.interval {
+			h.markDead(now, s)
+		}
+		if !s.load.Alive && !s.deadSince.IsZero() && now.Sub(s.deadSince) > h.forget {
+			delete(h.servers, id)
+		}
+	}
+}
+
+// publish copies the working state into an immutable slice for the view.
+func (h *HostActor) publish() {
+	if h.stopping {
+		return
+	}
+	out := make([]*selection.ServerLoad, 0, len(h.servers))
+	st := make([]*messages.ServerStatus, 0, len(h.servers))
+	now := h.now()
+	for _, s := range h.servers {
+		l := s.load
+		l.Errors = append([]selection.DecayedCount(nil), s.load.Errors...)
+		l.Slowdowns = append([]selection.DecayedCount(nil), s.load.Slowdowns...)
+		l.RecentFailures = append([]time.Time(nil), s.load.RecentFailures...)
+		out = append(out, &l)
+		var errs, slows uint32
+		if len(l.Errors) > 0 {
+			errs = l.Errors[0].Value(now, h.decays[0])
+			slows = l.Slowdowns[0].Value(now, h.decays[0])
+		}
+		st = append(st, &messages.ServerStatus{Id: string(l.ID), Host: l.Host, Zone: l.Zone, Group: l.Group, Alive: l.Alive,
+			QueueLen: uint32(l.QueueLen), InFlight: uint32(l.InFlight), Errors: float64(errs), BusyTotal: s.busy,
+			Dispatched: s.dispatched, CacheHitRatio: l.CacheHitRatio, LastHeartbeatUnixMs: l.LastHeartbeat.UnixMilli(),
+			Incarnation: l.Incarnation, Timeouts: s.timeouts, Slowdowns: slows})
+	}
+	h.board.SetHost(h.host, out)
+	h.status.Store(h.host, st)
+}

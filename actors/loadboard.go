@@ -1,0 +1,144 @@
+package actors
+
+import (
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scanplane/scanplane/selection"
+)
+
+// LoadBoard publishes the coordinator's immutable selection.LoadView. Host
+// actors replace their host's servers; tablet actors read snapshots without
+// blocking (an atomic load; a rebuild happens at most once per change and
+// per refresh period). Safe for concurrent use.
+type LoadBoard struct {
+	now     func() time.Time
+	refresh time.Duration
+
+	mu      sync.Mutex
+	hosts   map[string][]*selection.ServerLoad
+	decays  []selection.DecayParams
+	lat     []time.Duration // ring of recent start latencies
+	latNext int
+	latFull bool
+	window  [10]struct {
+		sec               int64
+		dispatches, hedge uint64
+	}
+
+	dirty atomic.Bool
+	cur   atomic.Pointer[selection.LoadView]
+}
+
+// NewLoadBoard returns an empty board. now is injected for tests.
+func NewLoadBoard(now func() time.Time, decays []selection.DecayParams) *LoadBoard {
+	b := &LoadBoard{now: now, refresh: 100 * time.Millisecond, hosts: map[string][]*selection.ServerLoad{},
+		decays: decays, lat: make([]time.Duration, 1024)}
+	b.dirty.Store(true)
+	return b
+}
+
+// SetHost replaces the servers of one host (nil removes the host). The
+// board takes ownership of the slice and its elements.
+func (b *LoadBoard) SetHost(host string, servers []*selection.ServerLoad) {
+	b.mu.Lock()
+	if servers == nil {
+		delete(b.hosts, host)
+	} else {
+		b.hosts[host] = servers
+	}
+	b.mu.Unlock()
+	b.dirty.Store(true)
+}
+
+// SetDecays changes the decay parameters the view carries.
+func (b *LoadBoard) SetDecays(d []selection.DecayParams) {
+	b.mu.Lock()
+	b.decays = slices.Clone(d)
+	b.mu.Unlock()
+	b.dirty.Store(true)
+}
+
+// Decays returns the decay parameters in use.
+func (b *LoadBoard) Decays() []selection.DecayParams {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.decays)
+}
+
+// RecordStartLatency adds one dispatch → first data latency.
+func (b *LoadBoard) RecordStartLatency(d time.Duration) {
+	b.mu.Lock()
+	b.lat[b.latNext] = d
+	b.latNext++
+	if b.latNext == len(b.lat) {
+		b.latNext, b.latFull = 0, true
+	}
+	b.mu.Unlock()
+}
+
+// CountDispatch counts a primary dispatch or a hedge in the 10 s window.
+func (b *LoadBoard) CountDispatch(hedge bool) {
+	sec := b.now().Unix()
+	b.mu.Lock()
+	w := &b.window[sec%int64(len(b.window))]
+	if w.sec != sec {
+		w.sec, w.dispatches, w.hedge = sec, 0, 0
+	}
+	if hedge {
+		w.hedge++
+	} else {
+		w.dispatches++
+	}
+	b.mu.Unlock()
+}
+
+// View returns the current snapshot.
+func (b *LoadBoard) View() *selection.LoadView {
+	v := b.cur.Load()
+	if v != nil && !b.dirty.Load() && b.now().Sub(v.At) < b.refresh {
+		return v
+	}
+	return b.rebuild()
+}
+
+func (b *LoadBoard) rebuild() *selection.LoadView {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	if v := b.cur.Load(); v != nil && !b.dirty.Load() && now.Sub(v.At) < b.refresh {
+		return v // another goroutine rebuilt it meanwhile
+	}
+	b.dirty.Store(false)
+	n := 0
+	for _, s := range b.hosts {
+		n += len(s)
+	}
+	servers := make([]*selection.ServerLoad, 0, n)
+	for _, s := range b.hosts {
+		servers = append(servers, s...)
+	}
+	v := selection.NewLoadView(servers, slices.Clone(b.decays), now)
+	// p95 of recent start latencies.
+	m := b.latNext
+	if b.latFull {
+		m = len(b.lat)
+	}
+	if m >= 20 {
+		l := slices.Clone(b.lat[:m])
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		v.StartLatencyP95 = l[(m*95)/100]
+	}
+	sec := now.Unix()
+	for _, w := range b.window {
+		if w.sec > sec-int64(len(b.window)) && w.sec <= sec {
+			v.RecentDispatches += w.dispatches
+			v.RecentHedges += w.hedge
+		}
+	}
+	b.cur.Store(v)
+	return v
+}

@@ -1,0 +1,98 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// MetaSource is where table metadata comes from (bus.MetaStore, or
+// tablets.DirMetaStore).
+type MetaSource interface {
+	Current(ctx context.Context, table string) (uint64, error)
+	Get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error)
+	Tables(ctx context.Context) ([]string, error)
+}
+
+// IsNotFound reports whether err is a not-found error of any metadata or
+// block backend.
+func IsNotFound(err error) bool {
+	return errors.Is(err, bus.ErrNotFound) || errors.Is(err, tablets.ErrNotFound)
+}
+
+type tableGen struct {
+	table string
+	gen   uint64
+}
+
+// metaCache caches table generations (immutable once published). Safe for
+// concurrent use.
+type metaCache struct {
+	src    MetaSource
+	mu     sync.Mutex
+	tables map[tableGen]*messages.TableMeta
+	sf     singleflight.Group
+}
+
+func newMetaCache(src MetaSource) *metaCache {
+	return &metaCache{src: src, tables: map[tableGen]*messages.TableMeta{}}
+}
+
+func (m *metaCache) cached(table string, gen uint64) *messages.TableMeta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.tables[tableGen{table, gen}]
+}
+
+// get returns a generation, loading it once; a missing generation of an
+// existing table is ErrorCode STALE_GENERATION, a missing table NO_SUCH_TABLE.
+func (m *metaCache) get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, messages.ErrorCode, error) {
+	if t := m.cached(table, gen); t != nil {
+		return t, 0, nil
+	}
+	key := table + "/" + strconv.FormatUint(gen, 10)
+	v, err, _ := m.sf.Do(key, func() (any, error) {
+		t, err := m.src.Get(ctx, table, gen)
+		if err != nil {
+			return nil, err
+		}
+		if t.GetName() != table || t.GetGeneration() != gen {
+			return nil, fmt.Errorf("metadata of %s/g%d names %s/g%d", table, gen, t.GetName(), t.GetGeneration())
+		}
+		m.mu.Lock()
+		m.tables[tableGen{table, gen}] = t
+		m.mu.Unlock()
+		return t, nil
+	})
+	if err != nil {
+		if IsNotFound(err) {
+			cur, cerr := m.src.Current(ctx, table)
+			if cerr == nil && cur > 0 {
+				return nil, messages.ErrorCode_ERROR_CODE_STALE_GENERATION,
+					fmt.Errorf("table %q generation %d is gone (current %d); rescan", table, gen, cur)
+			}
+			return nil, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLE, fmt.Errorf("no table %q", table)
+		}
+		return nil, messages.ErrorCode_ERROR_CODE_INTERNAL, fmt.Errorf("metadata of %q: %w", table, err)
+	}
+	return v.(*messages.TableMeta), 0, nil
+}
+
+// forget drops cached generations of a table older than keepFrom.
+func (m *metaCache) forget(table string, keepFrom uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.tables {
+		if k.table == table && k.gen < keepFrom {
+			delete(m.tables, k)
+		}
+	}
+}

@@ -1,0 +1,509 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/selection"
+)
+
+// FlowConfig tunes ScanFlow.
+type FlowConfig struct {
+	// BusySlack is added to an attempt's busy timeout before the tablet
+	// actor gives up on hearing from the server (the server itself answers
+	// Busy at the busy timeout; the slack covers the network). Default 25ms.
+	BusySlack time.Duration
+	// StartStall: an attempt that started but delivered no data for this
+	// long is treated as stalled, cancelled and retried elsewhere. Default 5s.
+	StartStall time.Duration
+	// NoServerRetry: while the profile's group has no server, ask again
+	// this often (within timeToWaitForScanServers). Default 100ms.
+	NoServerRetry time.Duration
+	// MaxAttempts bounds the dispatches of one request (hedges included);
+	// beyond it the client gets an error. Default 1000.
+	MaxAttempts int
+}
+
+// DefaultFlowConfig returns the documented defaults.
+func DefaultFlowConfig() FlowConfig {
+	return FlowConfig{BusySlack: 25 * time.Millisecond, StartStall: 5 * time.Second, NoServerRetry: 100 * time.Millisecond, MaxAttempts: 1000}
+}
+
+// Validate names the first bad field.
+func (c FlowConfig) Validate() error {
+	switch {
+	case c.BusySlack < 0:
+		return errors.New("actors: flow BusySlack must be >= 0")
+	case c.StartStall <= 0:
+		return errors.New("actors: flow StartStall must be > 0")
+	case c.NoServerRetry <= 0:
+		return errors.New("actors: flow NoServerRetry must be > 0")
+	case c.MaxAttempts < 1:
+		return errors.New("actors: flow MaxAttempts must be >= 1")
+	}
+	return nil
+}
+
+// TimerKind names a ScanFlow timer.
+type TimerKind uint8
+
+const (
+	// TimerDispatch: an attempt's error-backoff delay is over; send it.
+	TimerDispatch TimerKind = iota + 1
+	// TimerBusy: the busy timeout (+ slack) of an attempt passed.
+	TimerBusy
+	// TimerHedge: hedge delay of an attempt passed.
+	TimerHedge
+	// TimerData: data timeout of an attempt passed.
+	TimerData
+	// TimerStall: a started attempt delivered no data for StartStall.
+	TimerStall
+	// TimerRetry: ask again for a server (none was available).
+	TimerRetry
+	// TimerDeadline: the request deadline passed.
+	TimerDeadline
+)
+
+// ActionKind names what the actor must do.
+type ActionKind uint8
+
+const (
+	// ActDispatch: send StartScan for Attempt and count it in flight.
+	ActDispatch ActionKind = iota + 1
+	// ActCancel: send Cancel for Attempt to its server.
+	ActCancel
+	// ActAccount: the attempt ended (Result); close its in-flight count.
+	ActAccount
+	// ActSlowdown: count a slowdown for the attempt's server.
+	ActSlowdown
+	// ActLatency: the attempt delivered first data after Latency.
+	ActLatency
+	// ActTimer: start timer Timer for Attempt after After.
+	ActTimer
+	// ActFail: send Error to the client; the flow is over.
+	ActFail
+	// ActComplete: the flow is over; forget it.
+	ActComplete
+	// ActTimeoutSignal: publish a timeout signal for the attempt's server.
+	ActTimeoutSignal
+)
+
+// Action is one effect ScanFlow asks its actor to carry out.
+type Action struct {
+	Kind    ActionKind
+	Attempt *FlowAttempt
+	Result  selection.AttemptResult
+	Timer   TimerKind
+	After   time.Duration
+	Latency time.Duration
+	Error   *messages.ScanError
+}
+
+// FlowAttempt is one dispatch of the flow's scan.
+type FlowAttempt struct {
+	N         uint32
+	Sel       selection.Attempt
+	Decision  selection.Decision
+	sent      bool
+	closed    bool
+	started   bool
+	firstData bool
+	slow      bool
+}
+
+// live: dispatched (or about to be) and not yet ended.
+func (a *FlowAttempt) live() bool { return !a.closed && a.Sel.End.IsZero() }
+
+// Picker asks the selection policy for the next server given this scan's
+// history; hedge is true for an additional parallel dispatch.
+type Picker func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error)
+
+// ScanFlow is the pure state machine of one ScanRequest inside a tablet
+// actor: dispatch per the policy's decision, escalate on busy and timeouts,
+// hedge when the policy says so, retry errors, finish once. It never sends
+// anything itself: every method returns the Actions to carry out. Not safe
+// for concurrent use.
+type ScanFlow struct {
+	Req          *messages.ScanRequest
+	cfg          FlowConfig
+	received     time.Time
+	deadline     time.Time
+	waitServers  time.Duration
+	noServerFrom time.Time
+	attempts     []*FlowAttempt
+	avoided      []selection.Attempt
+	winner       uint32 // attempt that delivered data first
+	done         bool
+}
+
+// NewScanFlow starts a flow. avoid lists servers the client saw stall (they
+// count as failed attempts). waitForServers is the profile's
+// timeToWaitForScanServers.
+func NewScanFlow(req *messages.ScanRequest, cfg FlowConfig, now time.Time, waitForServers time.Duration, avoid []selection.Attempt) *ScanFlow {
+	f := &ScanFlow{Req: req, cfg: cfg, received: now, waitServers: waitForServers, avoided: avoid}
+	if d := req.GetDeadlineUnixMs(); d > 0 {
+		f.deadline = time.UnixMilli(d)
+	}
+	return f
+}
+
+// Done reports whether the flow is over.
+func (f *ScanFlow) Done() bool { return f.done }
+
+// Attempts returns the attempts so far (read only).
+func (f *ScanFlow) Attempts() []*FlowAttempt { return f.attempts }
+
+// Attempt returns attempt n, or nil.
+func (f *ScanFlow) Attempt(n uint32) *FlowAttempt {
+	if n == 0 || int(n) > len(f.attempts) {
+		return nil
+	}
+	return f.attempts[n-1]
+}
+
+// history is what the policy sees: avoided servers first, then attempts.
+func (f *ScanFlow) history() []selection.Attempt {
+	h := make([]selection.Attempt, 0, len(f.avoided)+len(f.attempts))
+	h = append(h, f.avoided...)
+	for _, a := range f.attempts {
+		s := a.Sel
+		if s.Result == selection.Pending && a.slow {
+			s.Result = selection.Slow
+		}
+		h = append(h, s)
+	}
+	return h
+}
+
+func (f *ScanFlow) liveCount() int {
+	n := 0
+	for _, a := range f.attempts {
+		if a.live() {
+			n++
+		}
+	}
+	return n
+}
+
+// Start makes the first dispatch.
+func (f *ScanFlow) Start(now time.Time, pick Picker) []Action {
+	var acts []Action
+	if !f.deadline.IsZero() {
+		acts = append(acts, Action{Kind: ActTimer, Timer: TimerDeadline, After: f.deadline.Sub(now)})
+	}
+	return append(acts, f.next(now, pick, false)...)
+}
+
+func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
+	if f.done {
+		return nil
+	}
+	if !f.deadline.IsZero() && !now.Before(f.deadline) {
+		return f.fail(messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
+	}
+	if len(f.attempts) >= f.cfg.MaxAttempts {
+		if hedge {
+			return nil
+		}
+		return f.fail(messages.ErrorCode_ERROR_CODE_NO_SERVERS, fmt.Sprintf("gave up after %d attempts", len(f.attempts)))
+	}
+	dec, err := pick(now, f.history(), hedge)
+	if err != nil {
+		if hedge {
+			return nil // the policy declines to hedge; the running attempt goes on
+		}
+		if errors.Is(err, selection.ErrNoServer) {
+			if f.noServerFrom.IsZero() {
+				f.noServerFrom = now
+			}
+			if now.Sub(f.noServerFrom) < f.waitServers {
+				return []Action{{Kind: ActTimer, Timer: TimerRetry, After: f.cfg.NoServerRetry}}
+			}
+			return f.fail(messages.ErrorCode_ERROR_CODE_NO_SERVERS, err.Error())
+		}
+		return f.fail(messages.ErrorCode_ERROR_CODE_INTERNAL, "selection: "+err.Error())
+	}
+	f.noServerFrom = time.Time{}
+	a := &FlowAttempt{N: uint32(len(f.attempts) + 1), Decision: dec,
+		Sel: selection.Attempt{Server: dec.Server, Host: dec.Host, Result: selection.Pending, Start: now, PlanIndex: dec.PlanIndex, Hedge: hedge}}
+	f.attempts = append(f.attempts, a)
+	if dec.Delay > 0 {
+		return []Action{{Kind: ActTimer, Timer: TimerDispatch, Attempt: a, After: dec.Delay}}
+	}
+	return f.send(now, a)
+}
+
+func (f *ScanFlow) send(now time.Time, a *FlowAttempt) []Action {
+	a.sent = true
+	a.Sel.Start = now
+	acts := []Action{{Kind: ActDispatch, Attempt: a}}
+	if bt := a.Decision.BusyTimeout; bt > 0 {
+		acts = append(acts, Action{Kind: ActTimer, Timer: TimerBusy, Attempt: a, After: bt + f.cfg.BusySlack})
+	}
+	if d := a.Decision.HedgeDelay; d > 0 {
+		acts = append(acts, Action{Kind: ActTimer, Timer: TimerHedge, Attempt: a, After: d})
+	}
+	if d := a.Decision.DataTimeout; d > 0 {
+		acts = append(acts, Action{Kind: ActTimer, Timer: TimerData, Attempt: a, After: d})
+	}
+	return acts
+}
+
+// end marks a live attempt ended with result r.
+func (f *ScanFlow) end(now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel bool) []Action {
+	if a.closed {
+		return nil
+	}
+	a.Sel.Result = r
+	a.Sel.End = now
+	a.closed = true
+	if !a.sent {
+		return nil
+	}
+	var acts []Action
+	if cancel {
+		acts = append(acts, Action{Kind: ActCancel, Attempt: a})
+	}
+	return append(acts, Action{Kind: ActAccount, Attempt: a, Result: r})
+}
+
+// retryIfIdle dispatches again when nothing is live any more.
+func (f *ScanFlow) retryIfIdle(now time.Time, pick Picker) []Action {
+	if f.done || f.liveCount() > 0 {
+		return nil
+	}
+	return f.next(now, pick, false)
+}
+
+// OnTimer handles a timer the flow asked for.
+func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker) []Action {
+	if f.done {
+		return nil
+	}
+	a := f.Attempt(n)
+	switch kind {
+	case TimerDeadline:
+		return f.fail(messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
+	case TimerRetry:
+		return f.retryIfIdle(now, pick)
+	}
+	if a == nil || a.closed {
+		return nil
+	}
+	switch kind {
+	case TimerDispatch:
+		if !a.sent {
+			return f.send(now, a)
+		}
+	case TimerBusy:
+		if a.started {
+			return nil
+		}
+		acts := f.end(now, a, selection.Timeout, true)
+		acts = append(acts, Action{Kind: ActTimeoutSignal, Attempt: a})
+		return append(acts, f.retryIfIdle(now, pick)...)
+	case TimerHedge, TimerData:
+		if f.winner != 0 || a.firstData || (kind == TimerHedge && a.started) || a.slow {
+			return nil
+		}
+		a.slow = true
+		acts := []Action{{Kind: ActSlowdown, Attempt: a}}
+		return append(acts, f.next(now, pick, true)...)
+	case TimerStall:
+		if a.firstData {
+			return nil
+		}
+		acts := f.end(now, a, selection.Stalled, true)
+		return append(acts, f.retryIfIdle(now, pick)...)
+	}
+	return nil
+}
+
+// OnStarted handles ScanStarted (firstData: the first batch was sent).
+func (f *ScanFlow) OnStarted(now time.Time, n uint32, firstData bool, queuedFor time.Duration) []Action {
+	a := f.Attempt(n)
+	if f.done || a == nil || !a.sent {
+		return nil
+	}
+	var acts []Action
+	if !a.started {
+		a.started = true
+		if !a.closed {
+			a.Sel.Result = selection.Started
+			if !firstData {
+				acts = append(acts, Action{Kind: ActTimer, Timer: TimerStall, Attempt: a, After: f.cfg.StartStall})
+			}
+		}
+	}
+	if firstData && !a.firstData {
+		a.firstData = true
+		acts = append(acts, Action{Kind: ActLatency, Attempt: a, Latency: now.Sub(a.Sel.Start)})
+		if f.winner == 0 {
+			f.winner = a.N
+			// First to deliver data wins; the others are cancelled.
+			for _, o := range f.attempts {
+				if o != a && o.live() {
+					acts = append(acts, f.end(now, o, selection.Cancelled, true)...)
+				}
+			}
+		}
+	}
+	return acts
+}
+
+// OnBusy handles Busy.
+func (f *ScanFlow) OnBusy(now time.Time, n uint32, pick Picker) []Action {
+	a := f.Attempt(n)
+	if f.done || a == nil || a.closed || a.started {
+		return nil
+	}
+	acts := f.end(now, a, selection.Busy, false)
+	return append(acts, f.retryIfIdle(now, pick)...)
+}
+
+// OnFinished handles ScanFinished from attempt n.
+func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Picker) []Action {
+	a := f.Attempt(m.GetAttempt())
+	if f.done || a == nil {
+		return nil
+	}
+	code := m.GetError()
+	if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		a.started, a.firstData = true, true
+		acts := f.end(now, a, selection.Started, false)
+		// Success closes the flow; stragglers are cancelled.
+		for _, o := range f.attempts {
+			if o != a && o.live() {
+				acts = append(acts, f.end(now, o, selection.Cancelled, true)...)
+			}
+		}
+		f.done = true
+		return append(acts, Action{Kind: ActComplete})
+	}
+	if a.closed {
+		return nil // we had already given up on it (timeout, cancel)
+	}
+	switch code {
+	case messages.ErrorCode_ERROR_CODE_CANCELLED:
+		return f.end(now, a, selection.Cancelled, false)
+	case messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:
+		acts := f.end(now, a, selection.Error, false)
+		return append(acts, f.fail(code, m.GetErrorMessage())...)
+	}
+	acts := f.end(now, a, selection.Error, false)
+	if f.winner == a.N {
+		// The client has part of the stream and will resume elsewhere with
+		// a new request; this flow is over.
+		f.done = true
+		for _, o := range f.attempts {
+			if o.live() {
+				acts = append(acts, f.end(now, o, selection.Cancelled, true)...)
+			}
+		}
+		return append(acts, Action{Kind: ActComplete})
+	}
+	return append(acts, f.retryIfIdle(now, pick)...)
+}
+
+// OnUnreachable: the chosen server could not be reached (not in the view).
+func (f *ScanFlow) OnUnreachable(now time.Time, n uint32, pick Picker) []Action {
+	a := f.Attempt(n)
+	if f.done || a == nil || a.closed {
+		return nil
+	}
+	acts := f.end(now, a, selection.Error, false)
+	return append(acts, f.retryIfIdle(now, pick)...)
+}
+
+// OnDone handles the client's ScanDone: cancel whatever still runs.
+func (f *ScanFlow) OnDone(now time.Time, abandoned bool) []Action {
+	if f.done {
+		return nil
+	}
+	f.done = true
+	var acts []Action
+	for _, a := range f.attempts {
+		if a.live() {
+			r := selection.Cancelled
+			if a.N == f.winner && !abandoned {
+				r = selection.Started
+			}
+			acts = append(acts, f.end(now, a, r, true)...)
+		}
+	}
+	return append(acts, Action{Kind: ActComplete})
+}
+
+// Abort ends the flow (tablet actor stopping, sweep) with an error.
+func (f *ScanFlow) Abort(now time.Time, code messages.ErrorCode, msg string) []Action {
+	return f.fail(code, msg)
+}
+
+func (f *ScanFlow) fail(code messages.ErrorCode, msg string) []Action {
+	if f.done {
+		return nil
+	}
+	now := f.received
+	for _, a := range f.attempts {
+		if !a.Sel.End.IsZero() && a.Sel.End.After(now) {
+			now = a.Sel.End
+		}
+	}
+	var acts []Action
+	for _, a := range f.attempts {
+		if a.live() {
+			acts = append(acts, f.end(now, a, selection.Cancelled, true)...)
+		}
+	}
+	f.done = true
+	t := f.Req.GetTablet()
+	e := &messages.ScanError{RequestId: f.Req.GetRequestId(), Code: code,
+		Message: fmt.Sprintf("tablet %s/g%d/t%d: %s%s", t.GetTable(), t.GetGeneration(), t.GetIndex(), msg, f.describe())}
+	for _, a := range f.attempts {
+		e.Attempts = append(e.Attempts, &messages.AttemptInfo{Attempt: a.N, Server: string(a.Sel.Server), Result: wireResult(a.Sel.Result),
+			DurationUs: a.Sel.End.Sub(a.Sel.Start).Microseconds(), PlanIndex: uint32(a.Sel.PlanIndex), Hedge: a.Sel.Hedge})
+	}
+	return append(acts, Action{Kind: ActFail, Error: e}, Action{Kind: ActComplete})
+}
+
+func (f *ScanFlow) describe() string {
+	if len(f.attempts) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(" (attempts:")
+	for i, a := range f.attempts {
+		if i == 8 {
+			fmt.Fprintf(&b, " ... %d more", len(f.attempts)-i)
+			break
+		}
+		fmt.Fprintf(&b, " %s=%s", a.Sel.Server, a.Sel.Result)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func wireResult(r selection.AttemptResult) messages.AttemptResult {
+	switch r {
+	case selection.Pending:
+		return messages.AttemptResult_ATTEMPT_RESULT_PENDING
+	case selection.Started:
+		return messages.AttemptResult_ATTEMPT_RESULT_STARTED
+	case selection.Busy:
+		return messages.AttemptResult_ATTEMPT_RESULT_BUSY
+	case selection.Error:
+		return messages.AttemptResult_ATTEMPT_RESULT_ERROR
+	case selection.Timeout:
+		return messages.AttemptResult_ATTEMPT_RESULT_TIMEOUT
+	case selection.Slow:
+		return messages.AttemptResult_ATTEMPT_RESULT_SLOW
+	case selection.Cancelled:
+		return messages.AttemptResult_ATTEMPT_RESULT_CANCELLED
+	case selection.Stalled:
+		return messages.AttemptResult_ATTEMPT_RESULT_STALLED
+	}
+	return messages.AttemptResult_ATTEMPT_RESULT_UNSPECIFIED
+}

@@ -1,0 +1,447 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// ScanServerConfig configures one scan-server actor.
+type ScanServerConfig struct {
+	// Workers: scans run concurrently; default 4.
+	Workers int
+	// MaxQueue: scans waiting for a worker beyond Workers; default 64.
+	MaxQueue int
+	// BatchRows: rows per RowBatch when the request says 0; default 500.
+	BatchRows int
+	// BatchBytes: approximate bytes per RowBatch; default 256 KiB (well
+	// under NATS/gRPC message limits).
+	BatchBytes int
+	// Window: unacknowledged batches in flight when the request says 0;
+	// default 4.
+	Window int
+	// AckTimeout: a client that acknowledges nothing for this long is
+	// gone; the scan is abandoned. Default 30s.
+	AckTimeout time.Duration
+	// Fault injection (off by default).
+	Fault FaultConfig
+}
+
+// DefaultScanServerConfig returns the defaults documented on each field.
+func DefaultScanServerConfig() ScanServerConfig {
+	return ScanServerConfig{Workers: 4, MaxQueue: 64, BatchRows: 500, BatchBytes: 256 << 10, Window: 4, AckTimeout: 30 * time.Second}
+}
+
+// Validate names the first bad field.
+func (c ScanServerConfig) Validate() error {
+	switch {
+	case c.Workers < 1:
+		return fmt.Errorf("actors: scan server Workers %d must be >= 1", c.Workers)
+	case c.MaxQueue < 0:
+		return fmt.Errorf("actors: scan server MaxQueue %d must be >= 0", c.MaxQueue)
+	case c.BatchRows < 1:
+		return fmt.Errorf("actors: scan server BatchRows %d must be >= 1", c.BatchRows)
+	case c.BatchBytes < 1024 || c.BatchBytes > 4<<20:
+		return fmt.Errorf("actors: scan server BatchBytes %d must be in [1 KiB, 4 MiB]", c.BatchBytes)
+	case c.Window < 1:
+		return fmt.Errorf("actors: scan server Window %d must be >= 1", c.Window)
+	case c.AckTimeout <= 0:
+		return fmt.Errorf("actors: scan server AckTimeout must be > 0")
+	}
+	return c.Fault.Validate()
+}
+
+// ServerCounters are a scan server's counters, read by heartbeats.
+type ServerCounters struct {
+	QueueLen atomic.Int64
+	Active   atomic.Int64
+	Busy     atomic.Uint64
+	Scans    atomic.Uint64
+	Rows     atomic.Uint64
+}
+
+// scanJob is one admitted attempt.
+type scanJob struct {
+	key      ScanKey
+	req      *messages.StartScan
+	client   *actor.PID
+	tablet   *actor.PID
+	received time.Time
+	started  time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+	acked    atomic.Uint64
+	ackCh    chan struct{}
+}
+
+type jobDone struct{ key ScanKey }
+type expireTick struct{}
+
+// ScanServerActor runs scans for one scan server.
+type ScanServerActor struct {
+	id       string
+	host     string
+	cfg      ScanServerConfig
+	fetcher  tablets.BlockFetcher
+	gate     *pauseGate
+	sys      *actor.ActorSystem
+	self     *actor.PID
+	queue    *ServerQueue
+	pending  map[ScanKey]*scanJob
+	running  map[ScanKey]*scanJob
+	timer    *time.Timer
+	counters *ServerCounters
+	onBusy   func(*messages.LoadSignal)
+	log      *slog.Logger
+}
+
+func newScanServerActor(id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, sys *actor.ActorSystem,
+	counters *ServerCounters, onBusy func(*messages.LoadSignal), log *slog.Logger) *ScanServerActor {
+	gate := newPauseGate(cfg.Fault, time.Now())
+	if gate != nil || cfg.Fault.SlowFactor > 1 {
+		floor := cfg.Fault.SlowFloor
+		if floor == 0 {
+			floor = 500 * time.Microsecond
+		}
+		fetcher = &faultyFetcher{inner: fetcher, gate: gate, factor: cfg.Fault.SlowFactor, floor: floor}
+	}
+	return &ScanServerActor{
+		id: id, host: host, cfg: cfg, fetcher: fetcher, gate: gate, sys: sys,
+		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
+		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
+		counters: counters, onBusy: onBusy, log: log.With("server", id),
+	}
+}
+
+// Receive implements actor.Actor.
+func (s *ScanServerActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		s.self = c.Self()
+	case *actor.Stopping:
+		s.shutdown()
+	case *messages.StartScan:
+		s.gate.wait(context.Background())
+		s.onStartScan(m)
+	case *messages.Cancel:
+		s.gate.wait(context.Background())
+		s.onCancel(m)
+	case *messages.BatchAck:
+		s.onAck(m)
+	case *jobDone:
+		s.onJobDone(m.key)
+	case *expireTick:
+		s.expire(time.Now())
+	}
+	s.counters.QueueLen.Store(int64(s.queue.Len()))
+	s.counters.Active.Store(int64(s.queue.Active()))
+}
+
+// ValidateStartScan checks a StartScan from the network, naming the bad field.
+func ValidateStartScan(m *messages.StartScan) error {
+	switch {
+	case m.GetRequestId() == "":
+		return errors.New("request_id is empty")
+	case m.GetAttempt() == 0:
+		return errors.New("attempt must be >= 1")
+	case ToPID(m.GetClient()) == nil:
+		return errors.New("client pid is missing")
+	case ToPID(m.GetTabletActor()) == nil:
+		return errors.New("tablet_actor pid is missing")
+	case m.GetTablet() == nil:
+		return errors.New("tablet is missing")
+	}
+	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("range: %w", err)
+	}
+	for i, f := range m.GetFiles() {
+		if f.GetId() == "" {
+			return fmt.Errorf("files[%d].id is empty", i)
+		}
+	}
+	return nil
+}
+
+func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
+	if err := ValidateStartScan(m); err != nil {
+		s.log.Warn("bad StartScan", "err", err)
+		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id,
+			Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST, ErrorMessage: "scan server " + s.id + ": bad StartScan: " + err.Error()}
+		if p := ToPID(m.GetTabletActor()); p != nil {
+			s.sys.Root.Send(p, fin)
+		}
+		if p := ToPID(m.GetClient()); p != nil {
+			s.sys.Root.Send(p, fin)
+		}
+		return
+	}
+	key := ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
+	if s.pending[key] != nil || s.running[key] != nil {
+		return // duplicate delivery
+	}
+	now := time.Now()
+	job := &scanJob{key: key, req: m, client: ToPID(m.Client), tablet: ToPID(m.TabletActor), received: now, ackCh: make(chan struct{}, 1)}
+	switch s.queue.Offer(now, key, time.Duration(m.BusyTimeoutUs)*time.Microsecond) {
+	case AdmitStart:
+		s.start(job, now)
+	case AdmitQueued:
+		s.pending[key] = job
+		s.armTimer()
+	case AdmitBusy:
+		s.replyBusy(job, now)
+	}
+}
+
+func (s *ScanServerActor) start(job *scanJob, now time.Time) {
+	job.started = now
+	if d := job.req.DeadlineUnixMs; d > 0 {
+		job.ctx, job.cancel = context.WithDeadline(context.Background(), time.UnixMilli(d))
+	} else {
+		job.ctx, job.cancel = context.WithCancel(context.Background())
+	}
+	s.running[job.key] = job
+	s.counters.Scans.Add(1)
+	s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
+		QueueLen: uint32(s.queue.Len()), QueuedUs: now.Sub(job.received).Microseconds()})
+	go s.run(job)
+}
+
+func (s *ScanServerActor) replyBusy(job *scanJob, now time.Time) {
+	s.counters.Busy.Add(1)
+	ql := uint32(s.queue.Len())
+	s.sys.Root.Send(job.tablet, &messages.Busy{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, Host: s.host,
+		QueueLen: ql, WaitedUs: now.Sub(job.received).Microseconds()})
+	if s.onBusy != nil {
+		s.onBusy(&messages.LoadSignal{Host: s.host, Server: s.id, RequestId: job.key.RequestID, Table: job.req.GetTablet().GetTable(),
+			QueueLen: ql, AtUnixMs: now.UnixMilli(), Origin: s.id})
+	}
+}
+
+func (s *ScanServerActor) expire(now time.Time) {
+	for _, w := range s.queue.Expire(now) {
+		if job := s.pending[w.Key]; job != nil {
+			delete(s.pending, w.Key)
+			s.replyBusy(job, now)
+		}
+	}
+	s.armTimer()
+}
+
+func (s *ScanServerActor) armTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	at, ok := s.queue.NextDeadline()
+	if !ok {
+		return
+	}
+	self, root := s.self, s.sys.Root
+	s.timer = time.AfterFunc(time.Until(at), func() { root.Send(self, &expireTick{}) })
+}
+
+func (s *ScanServerActor) onJobDone(key ScanKey) {
+	delete(s.running, key)
+	now := time.Now()
+	next, ok, expired := s.queue.Done(now)
+	for _, w := range expired {
+		if job := s.pending[w.Key]; job != nil {
+			delete(s.pending, w.Key)
+			s.replyBusy(job, now)
+		}
+	}
+	if ok {
+		if job := s.pending[next.Key]; job != nil {
+			delete(s.pending, next.Key)
+			s.start(job, now)
+		} else {
+			// Cannot happen (queue and pending agree); release the slot.
+			s.queue.Done(now)
+		}
+	}
+	s.armTimer()
+}
+
+func (s *ScanServerActor) onCancel(m *messages.Cancel) {
+	key := ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}
+	for _, k := range s.queue.Remove(key) {
+		job := s.pending[k]
+		delete(s.pending, k)
+		if job != nil {
+			s.sys.Root.Send(job.tablet, &messages.ScanFinished{RequestId: k.RequestID, Attempt: k.Attempt, Server: s.id,
+				Error: messages.ErrorCode_ERROR_CODE_CANCELLED, ErrorMessage: "cancelled while queued: " + m.GetReason(), Cancelled: true})
+		}
+	}
+	for k, job := range s.running {
+		if k.RequestID == key.RequestID && (key.Attempt == 0 || k.Attempt == key.Attempt) {
+			job.cancel()
+		}
+	}
+	s.armTimer()
+}
+
+func (s *ScanServerActor) onAck(m *messages.BatchAck) {
+	job := s.running[ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}]
+	if job == nil {
+		return
+	}
+	for {
+		cur := job.acked.Load()
+		if m.Seq <= cur || job.acked.CompareAndSwap(cur, m.Seq) {
+			break
+		}
+	}
+	select {
+	case job.ackCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *ScanServerActor) shutdown() {
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	now := time.Now()
+	for k, job := range s.pending {
+		s.queue.Remove(k)
+		s.replyBusy(job, now)
+	}
+	s.pending = map[ScanKey]*scanJob{}
+	for _, job := range s.running {
+		job.cancel()
+	}
+}
+
+// run executes one scan on its own goroutine and streams it to the client.
+func (s *ScanServerActor) run(job *scanJob) {
+	defer job.cancel()
+	req := job.req
+	fin := &messages.ScanFinished{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
+		QueuedUs: job.started.Sub(job.received).Microseconds()}
+	err := s.stream(job, fin)
+	if err != nil {
+		fin.Error, fin.ErrorMessage = errorCode(err), fmt.Sprintf("scan server %s, tablet %s/%d: %v", s.id, req.GetTablet().GetTable(), req.GetTablet().GetIndex(), err)
+		fin.Cancelled = fin.Error == messages.ErrorCode_ERROR_CODE_CANCELLED
+	}
+	fin.DurationUs = time.Since(job.started).Microseconds()
+	s.sys.Root.Send(job.client, fin)
+	s.sys.Root.Send(job.tablet, fin)
+	s.counters.Rows.Add(fin.Rows)
+	s.sys.Root.Send(s.self, &jobDone{key: job.key})
+}
+
+var errClientGone = errors.New("client stopped acknowledging batches")
+
+func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error {
+	req := job.req
+	batchRows, batchBytes, window := s.cfg.BatchRows, s.cfg.BatchBytes, s.cfg.Window
+	if r := int(req.BatchRows); r > 0 && r < batchRows*100 {
+		batchRows = r
+	}
+	if b := int(req.BatchBytes); b >= 1024 && b <= 4<<20 {
+		batchBytes = b
+	}
+	if w := int(req.Window); w > 0 && w <= 1024 {
+		window = w
+	}
+	rng := tablets.Range{Start: req.GetRange().GetStart(), End: req.GetRange().GetEnd()}
+	var after []byte
+	if len(req.ResumeAfter) > 0 {
+		after = req.ResumeAfter
+	}
+	it := tablets.NewTabletReader(req.Files, s.fetcher).Scan(job.ctx, rng, after)
+	defer func() {
+		st := it.Stats()
+		fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+	}()
+	self := FromPID(s.self)
+	var rows []*messages.Row
+	size := 0
+	flush := func() error {
+		seq := fin.Batches + 1
+		if err := s.waitWindow(job, seq, uint64(window)); err != nil {
+			return err
+		}
+		s.gate.wait(job.ctx)
+		if err := job.ctx.Err(); err != nil {
+			return err
+		}
+		s.sys.Root.Send(job.client, &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id, ServerPid: self})
+		fin.Batches = seq
+		if seq == 1 {
+			s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, FirstData: true,
+				QueueLen: uint32(s.counters.QueueLen.Load())})
+		}
+		rows, size = nil, 0
+		return nil
+	}
+	for it.Next() {
+		e := it.Entry()
+		rows = append(rows, &messages.Row{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
+		size += len(e.Key) + len(e.Value) + 8
+		fin.Rows++
+		fin.LastKey = rows[len(rows)-1].Key
+		if req.Limit > 0 && fin.Rows >= req.Limit {
+			break
+		}
+		if len(rows) >= batchRows || size >= batchBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if len(rows) > 0 {
+		return flush()
+	}
+	return job.ctx.Err()
+}
+
+// waitWindow blocks until batch seq may be sent: at most window batches
+// unacknowledged.
+func (s *ScanServerActor) waitWindow(job *scanJob, seq, window uint64) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for seq-1-job.acked.Load() >= window {
+		if timer == nil {
+			timer = time.NewTimer(s.cfg.AckTimeout)
+		}
+		select {
+		case <-job.ctx.Done():
+			return job.ctx.Err()
+		case <-job.ackCh:
+		case <-timer.C:
+			return errClientGone
+		}
+	}
+	return nil
+}
+
+func errorCode(err error) messages.ErrorCode {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, errClientGone):
+		return messages.ErrorCode_ERROR_CODE_CANCELLED
+	case errors.Is(err, context.DeadlineExceeded):
+		return messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED
+	case errors.Is(err, tablets.ErrCorrupt):
+		return messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK
+	default:
+		return messages.ErrorCode_ERROR_CODE_STORAGE
+	}
+}

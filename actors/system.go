@@ -1,0 +1,152 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// ErrListen: the actor system could not listen on its address.
+var ErrListen = errors.New("actors: cannot listen")
+
+// SystemConfig configures an actor system with remote.
+type SystemConfig struct {
+	// Listen is host:port to listen on; port 0 = ephemeral. Default 127.0.0.1:0.
+	Listen string
+	// Advertise is the host:port other processes use to reach this one;
+	// default = the actual listen address.
+	Advertise string
+	// Logger receives our logs; protoactor's own logs go to ActorLogger.
+	Logger *slog.Logger
+	// ActorLogger receives protoactor's logs; default discards them
+	// (protoactor is very chatty at INFO).
+	ActorLogger *slog.Logger
+}
+
+// Validate checks the config.
+func (c SystemConfig) Validate() error {
+	if c.Listen == "" {
+		return fmt.Errorf("actors: Listen is empty")
+	}
+	if _, _, err := splitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("actors: Listen %q: %w", c.Listen, err)
+	}
+	if c.Advertise != "" {
+		if _, _, err := splitHostPort(c.Advertise); err != nil {
+			return fmt.Errorf("actors: Advertise %q: %w", c.Advertise, err)
+		}
+	}
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return h, port, nil
+}
+
+// System is a protoactor actor system with remote started.
+type System struct {
+	Actors *actor.ActorSystem
+	Remote *remote.Remote
+	Logger *slog.Logger
+}
+
+// DiscardLogger returns a logger that drops everything.
+func DiscardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// StartSystem starts an actor system listening on cfg.Listen.
+func StartSystem(cfg SystemConfig) (*System, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	host, port, _ := splitHostPort(cfg.Listen)
+	// remote.Start panics when it cannot listen: probe first so the common
+	// case (port in use) is a clear error. A race with another process
+	// grabbing the port in between is still caught by the recover below.
+	if port != 0 {
+		l, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
+		}
+		_ = l.Close()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = DiscardLogger()
+	}
+	alog := cfg.ActorLogger
+	if alog == nil {
+		alog = DiscardLogger()
+	}
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return alog }),
+		actor.WithDeadLetterThrottleCount(0))
+	opts := []remote.ConfigOption{}
+	if cfg.Advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	r := remote.NewRemote(sys, remote.Configure(host, port, opts...))
+	if err := startRemote(r); err != nil {
+		return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
+	}
+	return &System{Actors: sys, Remote: r, Logger: logger}, nil
+}
+
+func startRemote(r *remote.Remote) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	r.Start()
+	return nil
+}
+
+// Address is the advertised host:port of this system.
+func (s *System) Address() string { return s.Actors.Address() }
+
+// Close stops remote and the actor system.
+func (s *System) Close() {
+	done := make(chan struct{})
+	go func() {
+		s.Remote.Shutdown(true)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		s.Logger.Warn("remote shutdown timed out")
+	}
+	s.Actors.Shutdown()
+}
+
+// ToPID converts a wire Pid to a protoactor PID (nil for nil or empty).
+func ToPID(p *messages.Pid) *actor.PID {
+	if p == nil || p.Address == "" || p.Id == "" {
+		return nil
+	}
+	return actor.NewPID(p.Address, p.Id)
+}
+
+// FromPID converts a protoactor PID to a wire Pid.
+func FromPID(p *actor.PID) *messages.Pid {
+	if p == nil {
+		return nil
+	}
+	return &messages.Pid{Address: p.Address, Id: p.Id}
+}

@@ -1,0 +1,295 @@
+package actors
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/selection"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+func serverIDOf(s string) selection.ServerID { return selection.ServerID(s) }
+
+// flowTimer is a ScanFlow timer firing (local message).
+type flowTimer struct {
+	req  string
+	kind TimerKind
+	n    uint32
+}
+
+// flowEntry is one running ScanRequest.
+type flowEntry struct {
+	flow     *ScanFlow
+	profiles *selection.Profiles
+	profile  *selection.Profile
+	targets  map[uint32]*actor.PID
+}
+
+// TabletActor decides, scan by scan, which server serves its tablet. It
+// owns the tablet's per-request ScanFlows and its policy state; the
+// decisions themselves come from the profile's selection.Policy.
+type TabletActor struct {
+	co    *Coordinator
+	table *messages.TableMeta
+	meta  *messages.TabletMeta
+	sel   selection.Tablet
+	state selection.TabletState
+	rng   *rand.Rand
+	flows map[string]*flowEntry
+	self  *actor.PID
+	root  *actor.RootContext
+}
+
+func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d/%d", table.GetName(), table.GetGeneration(), meta.GetRef().GetIndex())
+	seed := h.Sum64() ^ uint64(time.Now().UnixNano())
+	return &TabletActor{co: co, table: table, meta: meta,
+		sel:   selection.Tablet{Table: table.GetName(), PrevEndRow: meta.GetRef().GetPrevEndRow(), EndRow: meta.GetRef().GetEndRow()},
+		rng:   rand.New(rand.NewPCG(seed, seed>>1|1)),
+		flows: map[string]*flowEntry{}}
+}
+
+// Receive implements actor.Actor.
+func (t *TabletActor) Receive(c actor.Context) {
+	now := time.Now()
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		t.self = c.Self()
+		t.root = c.ActorSystem().Root
+		c.SetReceiveTimeout(t.co.cfg.TabletIdle)
+	case *actor.ReceiveTimeout:
+		if len(t.flows) == 0 {
+			c.Stop(t.self)
+		}
+	case *actor.Stopping:
+		for id, e := range t.flows {
+			t.apply(now, id, e, e.flow.Abort(now, messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, "coordinator tablet actor stopping"))
+		}
+	case *messages.ScanRequest:
+		t.onScanRequest(now, m)
+	case *messages.ScanStarted:
+		if e := t.flows[m.GetRequestId()]; e != nil {
+			t.apply(now, m.RequestId, e, e.flow.OnStarted(now, m.GetAttempt(), m.GetFirstData(), time.Duration(m.GetQueuedUs())*time.Microsecond))
+		}
+	case *messages.Busy:
+		if e := t.flows[m.GetRequestId()]; e != nil {
+			t.apply(now, m.RequestId, e, e.flow.OnBusy(now, m.GetAttempt(), t.picker(e)))
+		}
+	case *messages.ScanFinished:
+		if e := t.flows[m.GetRequestId()]; e != nil {
+			t.apply(now, m.RequestId, e, e.flow.OnFinished(now, m, t.picker(e)))
+		}
+	case *messages.ScanDone:
+		if e := t.flows[m.GetRequestId()]; e != nil {
+			t.apply(now, m.RequestId, e, e.flow.OnDone(now, m.GetAbandoned()))
+		}
+	case *flowTimer:
+		if e := t.flows[m.req]; e != nil {
+			t.apply(now, m.req, e, e.flow.OnTimer(now, m.kind, m.n, t.picker(e)))
+		}
+	case *messages.RouteRequest:
+		c.Respond(t.route(now, m))
+	}
+}
+
+func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
+	if _, dup := t.flows[m.RequestId]; dup {
+		return
+	}
+	client := ToPID(m.Client)
+	// The client clips its range to the tablet; clip again so a confused
+	// client can never read rows of a neighbour tablet.
+	tr := tablets.Range{Start: t.meta.GetRef().GetPrevEndRow(), End: t.meta.GetRef().GetEndRow()}
+	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}.Intersect(tr)
+	m.Range = &messages.KeyRange{Start: r.Start, End: r.End}
+	profiles := t.co.Profiles()
+	prof := profiles.ForHints(m.GetHints())
+	var avoid []selection.Attempt
+	view := t.co.board.View()
+	for _, id := range m.GetAvoidServers() {
+		s := view.Server(serverIDOf(id))
+		host := ""
+		if s != nil {
+			host = s.Host
+			t.hostEvent(host, &hostEvent{kind: evPenalize, server: s.ID})
+		}
+		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
+	}
+	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}}
+	e.flow = NewScanFlow(m, t.co.cfg.Flow, now, prof.TimeToWaitForScanServers, avoid)
+	t.flows[m.RequestId] = e
+	t.co.counters.scans.Add(1)
+	if r.Empty() {
+		// Nothing to read: answer at once without a server.
+		t.root.Send(client, &messages.ScanFinished{RequestId: m.RequestId, Attempt: 0, Server: ""})
+		delete(t.flows, m.RequestId)
+		return
+	}
+	t.apply(now, m.RequestId, e, e.flow.Start(now, t.picker(e)))
+}
+
+func (t *TabletActor) picker(e *flowEntry) Picker {
+	return func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
+		in := &selection.Input{Tablet: t.sel, Profile: e.profile, Attempts: history, Hedge: hedge, View: t.co.board.View(),
+			Now: now, Rand: t.rng, State: &t.state, LocalHost: t.co.cfg.Hostname}
+		return e.profiles.Policy(e.profile).Select(in)
+	}
+}
+
+func (t *TabletActor) hostEvent(host string, e *hostEvent) {
+	if v, ok := t.co.hostPIDs.Load(host); ok {
+		t.root.Send(v.(*actor.PID), e)
+	}
+}
+
+// apply carries out a flow's actions.
+func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Action) {
+	for len(acts) > 0 {
+		a := acts[0]
+		acts = acts[1:]
+		switch a.Kind {
+		case ActDispatch:
+			s := t.co.board.View().Server(a.Attempt.Sel.Server)
+			if s == nil || !s.Alive || s.Address == "" {
+				acts = append(acts, e.flow.OnUnreachable(now, a.Attempt.N, t.picker(e))...)
+				continue
+			}
+			pid := actor.NewPID(s.Address, s.ActorID)
+			e.targets[a.Attempt.N] = pid
+			req := e.flow.Req
+			t.root.Send(pid, &messages.StartScan{RequestId: id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: FromPID(t.self),
+				Tablet: t.meta.GetRef(), Files: t.meta.GetFiles(), Range: req.Range, ResumeAfter: req.ResumeAfter,
+				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
+				DeadlineUnixMs: req.DeadlineUnixMs, Limit: req.Limit, Window: req.Window, Server: string(s.ID)})
+			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID})
+			t.co.board.CountDispatch(a.Attempt.Sel.Hedge)
+			t.co.counters.dispatches.Add(1)
+			if a.Attempt.Sel.Hedge {
+				t.co.counters.hedges.Add(1)
+			}
+		case ActCancel:
+			if pid := e.targets[a.Attempt.N]; pid != nil {
+				t.root.Send(pid, &messages.Cancel{RequestId: id, Attempt: a.Attempt.N, Reason: "cancelled by tablet actor: " + a.Attempt.Sel.Result.String()})
+			}
+		case ActAccount:
+			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evEnded, server: a.Attempt.Sel.Server, result: a.Result})
+			switch a.Result {
+			case selection.Busy:
+				t.co.counters.busy.Add(1)
+			case selection.Timeout:
+				t.co.counters.timeouts.Add(1)
+			}
+		case ActSlowdown:
+			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evSlowdown, server: a.Attempt.Sel.Server})
+		case ActLatency:
+			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evLatency, server: a.Attempt.Sel.Server, latency: a.Latency})
+			t.co.board.RecordStartLatency(a.Latency)
+		case ActTimer:
+			var n uint32
+			if a.Attempt != nil {
+				n = a.Attempt.N
+			}
+			msg := &flowTimer{req: id, kind: a.Timer, n: n}
+			self, root := t.self, t.root
+			time.AfterFunc(a.After, func() { root.Send(self, msg) })
+		case ActTimeoutSignal:
+			t.co.publishSignal(bus.SignalTimeout, &messages.LoadSignal{Host: a.Attempt.Sel.Host, Server: string(a.Attempt.Sel.Server),
+				RequestId: id, Table: t.table.GetName(), AtUnixMs: now.UnixMilli(), Origin: t.co.Address()})
+		case ActFail:
+			t.co.counters.failed.Add(1)
+			if client := ToPID(e.flow.Req.Client); client != nil {
+				t.root.Send(client, a.Error)
+			}
+		case ActComplete:
+			delete(t.flows, id)
+		}
+	}
+}
+
+// route answers scanctl route: the decision sequence for a synthetic scan
+// whose earlier attempts had the given results.
+func (t *TabletActor) route(now time.Time, m *messages.RouteRequest) *messages.RouteReply {
+	profiles := t.co.Profiles()
+	prof := profiles.ForHints(m.GetHints())
+	reply := &messages.RouteReply{Profile: prof.Name, Policy: prof.Policy, Tablet: t.meta.GetRef()}
+	var hist []selection.Attempt
+	state := t.state // a copy: routing must not disturb real scans
+	rng := rand.New(rand.NewPCG(uint64(now.UnixNano()), 7))
+	view := t.co.board.View()
+	for i := 0; ; i++ {
+		in := &selection.Input{Tablet: t.sel, Profile: prof, Attempts: hist, View: view, Now: now, Rand: rng, State: &state,
+			LocalHost: t.co.cfg.Hostname, Explain: true}
+		d, err := profiles.Policy(prof).Select(in)
+		if err != nil {
+			reply.Error = err.Error()
+			return reply
+		}
+		if i == len(m.GetAttempts()) {
+			reply.PlanIndex = uint32(d.PlanIndex)
+			for _, c := range d.Candidates {
+				reply.Candidates = append(reply.Candidates, string(c))
+			}
+			reply.Choice = string(d.Server)
+			reply.BusyTimeoutUs = d.BusyTimeout.Microseconds()
+			reply.DelayUs = d.Delay.Microseconds()
+			reply.HedgeDelayUs = d.HedgeDelay.Microseconds()
+			return reply
+		}
+		r := selectionResult(m.GetAttempts()[i])
+		hist = append(hist, selection.Attempt{Server: d.Server, Host: d.Host, Result: r, Start: now, End: now, PlanIndex: d.PlanIndex})
+		reply.Tried = append(reply.Tried, fmt.Sprintf("%s=%s", d.Server, r))
+	}
+}
+
+func selectionResult(r messages.AttemptResult) selection.AttemptResult {
+	switch r {
+	case messages.AttemptResult_ATTEMPT_RESULT_ERROR:
+		return selection.Error
+	case messages.AttemptResult_ATTEMPT_RESULT_TIMEOUT:
+		return selection.Timeout
+	case messages.AttemptResult_ATTEMPT_RESULT_STALLED:
+		return selection.Stalled
+	default:
+		return selection.Busy
+	}
+}
+
+// ValidateScanRequest checks a ScanRequest from the network, naming the
+// bad field.
+func ValidateScanRequest(m *messages.ScanRequest) error {
+	switch {
+	case m.GetRequestId() == "":
+		return errors.New("request_id is empty")
+	case len(m.GetRequestId()) > 256:
+		return errors.New("request_id is longer than 256 bytes")
+	case ToPID(m.GetClient()) == nil:
+		return errors.New("client pid is missing")
+	case m.GetTablet() == nil:
+		return errors.New("tablet is missing")
+	case m.GetTablet().GetTable() == "":
+		return errors.New("tablet.table is empty")
+	case m.GetTablet().GetGeneration() == 0:
+		return errors.New("tablet.generation must be >= 1")
+	case m.GetBatchBytes() > 4<<20:
+		return errors.New("batch_bytes is over 4 MiB")
+	case len(m.GetAvoidServers()) > 64:
+		return errors.New("avoid_servers has more than 64 entries")
+	}
+	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("range: %w", err)
+	}
+	if after := m.GetResumeAfter(); len(after) > 0 && len(r.End) > 0 && bytes.Compare(after, r.End) >= 0 {
+		return errors.New("resume_after is at or beyond the range end")
+	}
+	return nil
+}

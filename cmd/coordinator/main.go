@@ -1,0 +1,236 @@
+// Command coordinator runs scanplane's coordinator: an embedded NATS server
+// with JetStream (unless --nats names an external cluster), the actor
+// system with remote, the registry, host actors, the router and tablet
+// actors, and an HTTP endpoint with /metrics and /status.
+//
+// Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 1 on a runtime
+// failure, 2 on bad flags or config. SIGHUP reloads --profiles.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/scanplane/scanplane/actors"
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/selection"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+type options struct {
+	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
+	checkConfig, dieWithParent                                                          bool
+	misses                                                                              int
+	busySlack, startStall                                                               time.Duration
+}
+
+func run(args []string) int {
+	var o options
+	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "actor remote address (host:port; port 0 = ephemeral)")
+	fs.StringVar(&o.advertise, "advertise", "", "address other processes use to reach this coordinator (default: the listen address)")
+	fs.StringVar(&o.natsURL, "nats", "", "external NATS URL(s), comma separated; empty = run an embedded NATS server")
+	fs.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", "embedded NATS server address (host:port; port 0 = random)")
+	fs.StringVar(&o.data, "data", "./data", "data directory (embedded JetStream lives in DATA/nats)")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP address for /metrics and /status; empty = off")
+	fs.StringVar(&o.profiles, "profiles", "", "scan server selection profiles JSON (Accumulo format + policy); empty = built-in default")
+	fs.BoolVar(&o.checkConfig, "check-config", false, "validate --profiles, print one line per profile, and exit")
+	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON file with the listen addresses once ready")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.IntVar(&o.misses, "heartbeat-misses", 3, "heartbeats a server may miss before it leaves the view")
+	fs.DurationVar(&o.busySlack, "busy-slack", actors.DefaultFlowConfig().BusySlack, "network slack added to busy timeouts")
+	fs.DurationVar(&o.startStall, "start-stall", actors.DefaultFlowConfig().StartStall, "a started scan without data for this long is retried elsewhere")
+	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "coordinator: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	log, err := cliutil.Logger(os.Stderr, o.logLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 2
+	}
+	profiles, err := loadProfiles(o.profiles)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 2
+	}
+	if o.checkConfig {
+		if o.profiles == "" {
+			fmt.Println("no --profiles given; the built-in default profiles:")
+		}
+		for _, l := range profiles.Summary() {
+			fmt.Println(l)
+		}
+		return 0
+	}
+	cc := actors.DefaultCoordinatorConfig()
+	cc.System = actors.SystemConfig{Listen: o.listen, Advertise: o.advertise}
+	cc.HeartbeatMisses = o.misses
+	cc.Flow.BusySlack, cc.Flow.StartStall = o.busySlack, o.startStall
+	cc.HTTPAddress = o.httpAddr
+	cc.Logger = log
+	if err := cc.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if o.dieWithParent {
+		cliutil.ExitWhenStdinCloses(stop)
+	}
+
+	natsURL := o.natsURL
+	if natsURL == "" {
+		sc := bus.DefaultServerConfig()
+		host, port, err := splitHostPort(o.natsListen)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "coordinator: --nats-listen %q: %v\n", o.natsListen, err)
+			return 2
+		}
+		sc.Host, sc.Port = host, port
+		if port == 0 {
+			sc.Port = -1
+		}
+		sc.StoreDir = filepath.Join(o.data, "nats")
+		srv, err := bus.StartServer(sc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "coordinator: embedded NATS:", err)
+			return 1
+		}
+		defer srv.Close()
+		natsURL = srv.ClientURL()
+		log.Info("embedded NATS started", "url", natsURL, "store", sc.StoreDir)
+	}
+	bc := bus.DefaultConfig()
+	bc.URL, bc.Name, bc.Logger = natsURL, "scanplane-coordinator", log
+	conn, err := bus.Connect(ctx, bc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 1
+	}
+	defer conn.Close()
+	meta, err := conn.MetaStore(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator: metadata store:", err)
+		return 1
+	}
+	co, err := actors.NewCoordinator(cc, conn, meta, profiles)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 2
+	}
+	if o.profiles != "" {
+		path := o.profiles
+		co.SetReloader(func() (*selection.Profiles, error) { return loadProfiles(path) })
+	}
+	if err := co.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 1
+	}
+	defer co.Close()
+
+	httpAddr := ""
+	if o.httpAddr != "" {
+		l, err := net.Listen("tcp", o.httpAddr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "coordinator: --http %s: %v\n", o.httpAddr, err)
+			return 1
+		}
+		httpAddr = l.Addr().String()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(co.Collectors()...)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(co.Status())
+		})
+		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = hs.Serve(l) }()
+		defer hs.Close()
+	}
+	if err := meta.PutClusterInfo(ctx, &messages.ClusterInfo{CoordinatorAddress: co.Address(), RouterId: actors.RouterName,
+		HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(), Version: "v1"}); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator: publish cluster info:", err)
+		return 1
+	}
+	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{NATS: natsURL, Actor: co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator: ready file:", err)
+		return 1
+	}
+	fmt.Printf("coordinator ready: nats=%s actor=%s http=%s profiles=%s\n", natsURL, co.Address(), orNone(httpAddr), strings.Join(profiles.Summary(), " | "))
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("coordinator stopping")
+			return 0
+		case <-hup:
+			if msg, err := co.Reload(); err != nil {
+				log.Warn("SIGHUP reload failed; old profiles kept", "err", err)
+			} else {
+				log.Info("SIGHUP: " + msg)
+			}
+		}
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "off"
+	}
+	return s
+}
+
+func loadProfiles(path string) (*selection.Profiles, error) {
+	if path == "" {
+		return selection.DefaultProfiles(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--profiles: %w", err)
+	}
+	p, err := selection.ParseProfiles(data)
+	if err != nil {
+		return nil, fmt.Errorf("--profiles %s: %w", path, err)
+	}
+	return p, nil
+}
+
+func splitHostPort(s string) (string, int, error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, err
+	}
+	var port int
+	if _, err := fmt.Sscanf(p, "%d", &port); err != nil || port < 0 || port > 65535 {
+		return "", 0, errors.New("bad port " + p)
+	}
+	return h, port, nil
+}
