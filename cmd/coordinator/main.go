@@ -37,9 +37,9 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 type options struct {
 	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
-	checkConfig, dieWithParent                                                          bool
-	misses                                                                              int
-	busySlack, startStall                                                               time.Duration
+	checkConfig, dieWithParent                                                            bool
+	misses                                                                                int
+	busySlack, startStall                                                                 time.Duration
 }
 
 func run(args []string) int {
