@@ -141,11 +141,12 @@ type FileWriter struct {
 	last     []byte // last key added (aliases buf or an encoded block)
 	lastOff  int    // offset of the last key in buf
 
-	blocks  [][]byte
-	handles []BlockHandle
-	entries uint64
-	bytes   uint64
-	done    bool
+	blocks     [][]byte
+	handles    []BlockHandle
+	indexBytes int // encoded size of the index of the flushed blocks
+	entries    uint64
+	bytes      uint64
+	done       bool
 }
 
 // NewFileWriter returns a writer for file fileID with the given target
@@ -155,8 +156,18 @@ func NewFileWriter(fileID string, blockSize int) *FileWriter {
 	if blockSize <= 0 {
 		blockSize = DefaultBlockSize
 	}
-	return &FileWriter{id: fileID, blockSize: blockSize}
+	return &FileWriter{id: fileID, blockSize: blockSize,
+		indexBytes: uvarintLen(uint64(len(fileID))) + len(fileID) + footerLen}
 }
+
+// Entries is the number of entries added so far.
+func (w *FileWriter) Entries() uint64 { return w.entries }
+
+// IndexBytes is the size the index would have if the file ended with the
+// last completed block. Ingest starts a new file when it passes
+// MaxIndexBytes, which keeps index objects well under the NATS payload
+// limit.
+func (w *FileWriter) IndexBytes() int { return w.indexBytes }
 
 // Add appends an entry. The key must be non-empty and at most MaxKeyLen
 // bytes, the value at most MaxValueLen bytes (else ErrBadInput), and the
@@ -214,7 +225,9 @@ func (w *FileWriter) flush() {
 		Len:      uint32(len(block)),
 		Checksum: crc,
 	})
-	w.last = w.handles[len(w.handles)-1].LastKey
+	h := &w.handles[len(w.handles)-1]
+	w.last = h.LastKey
+	w.indexBytes += handleLen(h)
 	w.blocks = append(w.blocks, block)
 	w.bytes += uint64(len(block))
 	w.buf, w.n = nil, 0
@@ -248,8 +261,8 @@ func (w *FileWriter) Finish() (*EncodedFile, error) {
 
 func encodeIndex(id string, hs []BlockHandle, entries uint64) []byte {
 	size := uvarintLen(uint64(len(id))) + len(id) + footerLen
-	for _, h := range hs {
-		size += 2*binary.MaxVarintLen32 + len(h.FirstKey) + len(h.LastKey) + 2*binary.MaxVarintLen32 + 4
+	for i := range hs {
+		size += handleLen(&hs[i])
 	}
 	b := make([]byte, 0, size)
 	b = binary.AppendUvarint(b, uint64(len(id)))
@@ -270,6 +283,11 @@ func encodeIndex(id string, hs []BlockHandle, entries uint64) []byte {
 	b = binary.LittleEndian.AppendUint32(b, FormatVersion)
 	b = append(b, IndexMagic...)
 	return b
+}
+
+func handleLen(h *BlockHandle) int {
+	return uvarintLen(uint64(len(h.FirstKey))) + uvarintLen(uint64(len(h.LastKey))) + len(h.FirstKey) + len(h.LastKey) +
+		uvarintLen(uint64(h.Entries)) + uvarintLen(uint64(h.Len)) + 4
 }
 
 func uvarintLen(v uint64) int {

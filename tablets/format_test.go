@@ -45,6 +45,9 @@ func encodeEntries(t testing.TB, id string, blockSize int, entries []Entry) *Enc
 	if err != nil {
 		t.Fatalf("Finish: %v", err)
 	}
+	if w.IndexBytes() != len(f.Index) || w.Entries() != uint64(len(entries)) {
+		t.Fatalf("IndexBytes = %d, index is %d bytes; Entries = %d", w.IndexBytes(), len(f.Index), w.Entries())
+	}
 	return f
 }
 

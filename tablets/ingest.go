@@ -1,0 +1,371 @@
+package tablets
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// Ingest limits.
+const (
+	// MaxBlockSize is the largest IngestConfig.BlockSize: with a maximal
+	// entry a block stays under NATS's default 1 MiB payload.
+	MaxBlockSize = 512 << 10
+	// MaxTablets is the largest IngestConfig.Tablets.
+	MaxTablets = 1 << 16
+	// MaxIndexBytes: ingest starts a new file for the tablet once a file's
+	// index reaches this size, so no index object grows past about
+	// MaxIndexBytes + 2*MaxKeyLen.
+	MaxIndexBytes = 256 << 10
+	// NonceBytes is the number of random bytes in a file id's nonce.
+	NonceBytes = 8
+)
+
+// IngestConfig configures Ingest. Start from DefaultIngestConfig; zero
+// numeric fields take their defaults, but Now and Rand are required.
+type IngestConfig struct {
+	// BlockSize is the target size of a data block in bytes; 0 means
+	// DefaultBlockSize (64 KiB). At most MaxBlockSize.
+	BlockSize int
+	// Tablets splits the table into this many tablets of about equal row
+	// count; 0 means 1. Ignored when SplitKeys is set. With fewer rows
+	// than Tablets, the table gets one tablet per row (at least one).
+	Tablets int
+	// SplitKeys are explicit split points (strictly increasing, non-empty;
+	// see ValidateSplits): len(SplitKeys)+1 tablets. Default none.
+	SplitKeys [][]byte
+	// KeepGenerations is how many generations stay readable (the current
+	// one and older ones); 0 means 2: publishing generation N deletes
+	// generation N-2's metadata and then its blocks (and any older ones
+	// still present). At least 1.
+	KeepGenerations int
+	// Progress, if set, is called from Ingest's goroutine with stage
+	// "sort" (rows), "write" (rows written, per block) and "publish"
+	// (0 of 1, then 1 of 1).
+	Progress func(stage string, done, total int64)
+	// Now is the clock for TableMeta.created_unix_ms. Required; default
+	// time.Now.
+	Now func() time.Time
+	// Rand supplies the random nonce that makes the file ids of each
+	// ingest unique. Required; default crypto/rand.Reader.
+	Rand io.Reader
+}
+
+// DefaultIngestConfig returns the defaults: 64 KiB blocks, 1 tablet, 2
+// generations kept, the system clock and crypto/rand.
+func DefaultIngestConfig() IngestConfig {
+	return IngestConfig{
+		BlockSize:       DefaultBlockSize,
+		Tablets:         1,
+		KeepGenerations: 2,
+		Now:             time.Now,
+		Rand:            rand.Reader,
+	}
+}
+
+// Validate checks the configuration; errors wrap ErrBadInput (or
+// ErrBadSplits) and name the field.
+func (c IngestConfig) Validate() error {
+	switch {
+	case c.BlockSize < 0 || c.BlockSize > MaxBlockSize:
+		return fmt.Errorf("%w: IngestConfig.BlockSize %d out of [0, %d]", ErrBadInput, c.BlockSize, MaxBlockSize)
+	case c.Tablets < 0 || c.Tablets > MaxTablets:
+		return fmt.Errorf("%w: IngestConfig.Tablets %d out of [0, %d]", ErrBadInput, c.Tablets, MaxTablets)
+	case len(c.SplitKeys) >= MaxTablets:
+		return fmt.Errorf("%w: IngestConfig.SplitKeys has %d keys, at most %d allowed", ErrBadInput, len(c.SplitKeys), MaxTablets-1)
+	case c.KeepGenerations < 0:
+		return fmt.Errorf("%w: IngestConfig.KeepGenerations %d is negative", ErrBadInput, c.KeepGenerations)
+	case c.Now == nil:
+		return fmt.Errorf("%w: IngestConfig.Now is nil (start from DefaultIngestConfig)", ErrBadInput)
+	case c.Rand == nil:
+		return fmt.Errorf("%w: IngestConfig.Rand is nil (start from DefaultIngestConfig)", ErrBadInput)
+	}
+	if err := ValidateSplits(c.SplitKeys); err != nil {
+		return fmt.Errorf("IngestConfig.SplitKeys: %w", err)
+	}
+	return nil
+}
+
+func (c IngestConfig) withDefaults() IngestConfig {
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.Tablets == 0 {
+		c.Tablets = 1
+	}
+	if c.KeepGenerations == 0 {
+		c.KeepGenerations = 2
+	}
+	if c.Progress == nil {
+		c.Progress = func(string, int64, int64) {}
+	}
+	return c
+}
+
+// FileID is the id of file k (0, 1, ...) of tablet index of generation gen
+// of table: "<table>.g<gen>.t<index>.<nonce>", with ".f<k>" appended for
+// k > 0. It is a valid object key for every valid table name and a nonce of
+// [0-9a-f].
+func FileID(table string, gen uint64, index int, nonce string, k int) string {
+	id := table + ".g" + strconv.FormatUint(gen, 10) + ".t" + strconv.Itoa(index) + "." + nonce
+	if k > 0 {
+		id += ".f" + strconv.Itoa(k)
+	}
+	return id
+}
+
+// Ingest writes entries as a new generation of table and publishes it:
+//
+//  1. validate the name, the configuration and every entry; sort a copy
+//     of entries (the caller's slice is not reordered); a duplicate key is
+//     an ErrBadInput naming the key;
+//  2. choose split points: SplitKeys, or equal row counts over Tablets;
+//  3. generation = current + 1; write every tablet's file(s) (ids from
+//     FileID with a fresh nonce; tablets without rows get no file) to
+//     store, each file's blocks before its index;
+//  4. publish the TableMeta with meta.Publish(meta, current). If another
+//     writer published first, return an error wrapping ErrConflict after
+//     deleting the objects written in step 3;
+//  5. delete generations older than KeepGenerations: metadata first, then
+//     blocks. A failure here returns the published meta together with an
+//     error wrapping ErrCleanup.
+//
+// Readers therefore see the old or the new generation, never a mix. When
+// step 3 fails (or ctx ends) the objects written so far are deleted. When
+// Publish fails, Ingest reads the current generation back: if its meta is
+// current after all (a lost reply) Ingest succeeds; if another writer's
+// generation is current or in the way, it is ErrConflict; if nothing was
+// published it returns the error; in both cases it deletes its objects. If
+// even the read-back fails, the outcome is unknown and the objects are left
+// in place rather than risk deleting a published generation.
+func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string, entries []Entry, cfg IngestConfig) (*messages.TableMeta, error) {
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	total := int64(len(entries))
+
+	// 1. Validate and sort.
+	cfg.Progress("sort", 0, total)
+	rows := make([]Entry, len(entries))
+	for i, e := range entries {
+		switch {
+		case len(e.Key) == 0:
+			return nil, fmt.Errorf("%w: entry %d has an empty key", ErrBadInput, i)
+		case len(e.Key) > MaxKeyLen:
+			return nil, fmt.Errorf("%w: entry %d: key is %d bytes, at most %d allowed", ErrBadInput, i, len(e.Key), MaxKeyLen)
+		case len(e.Value) > MaxValueLen:
+			return nil, fmt.Errorf("%w: entry %d (key %s): value is %d bytes, at most %d allowed", ErrBadInput, i, FormatKey(e.Key), len(e.Value), MaxValueLen)
+		}
+		rows[i] = e
+	}
+	if !slices.IsSortedFunc(rows, compareEntries) {
+		slices.SortFunc(rows, compareEntries)
+	}
+	for i := 1; i < len(rows); i++ {
+		if bytes.Equal(rows[i-1].Key, rows[i].Key) {
+			return nil, fmt.Errorf("%w: duplicate key %s", ErrBadInput, FormatKey(rows[i].Key))
+		}
+	}
+	cfg.Progress("sort", total, total)
+
+	// 2. Split points.
+	splits := chooseSplits(rows, cfg)
+
+	// 3. Write the files.
+	cur, err := meta.Current(ctx, table)
+	if err != nil {
+		return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
+	}
+	gen := cur + 1
+	var nb [NonceBytes]byte
+	if _, err := io.ReadFull(cfg.Rand, nb[:]); err != nil {
+		return nil, fmt.Errorf("tablets: ingest %s: reading the nonce: %w", table, err)
+	}
+	nonce := hex.EncodeToString(nb[:])
+	tm := &messages.TableMeta{
+		Name:          table,
+		Generation:    gen,
+		SplitPoints:   splits,
+		CreatedUnixMs: cfg.Now().UnixMilli(),
+		BlockSize:     uint32(cfg.BlockSize),
+		Rows:          uint64(len(rows)),
+	}
+	var written []*messages.FileRef
+	cleanupWritten := func() {
+		dctx := context.WithoutCancel(ctx)
+		for _, ref := range written {
+			_ = DeleteFile(dctx, store, ref)
+		}
+	}
+	var done int64
+	cfg.Progress("write", 0, total)
+	for i := range TabletCount(splits) {
+		r := TabletRange(splits, i)
+		lo, hi := tabletRows(rows, r)
+		tab := &messages.TabletMeta{
+			Ref: &messages.TabletRef{Table: table, Generation: gen, Index: uint32(i),
+				PrevEndRow: r.Start, EndRow: r.End},
+			Rows: uint64(hi - lo),
+		}
+		for k := 0; lo < hi; k++ {
+			w := NewFileWriter(FileID(table, gen, i, nonce, k), cfg.BlockSize)
+			for ; lo < hi && w.IndexBytes() < MaxIndexBytes; lo++ {
+				if err := w.Add(rows[lo].Key, rows[lo].Value); err != nil {
+					return nil, fmt.Errorf("tablets: ingest %s: %w", table, err) // cannot happen: validated
+				}
+			}
+			f, err := w.Finish()
+			if err != nil {
+				cleanupWritten()
+				return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
+			}
+			ref := f.Ref()
+			written = append(written, ref)
+			if err := storeFile(ctx, store, f, func(n int64) {
+				done += n
+				cfg.Progress("write", done, total)
+			}); err != nil {
+				cleanupWritten()
+				return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
+			}
+			tab.Files = append(tab.Files, ref)
+			tm.Bytes += f.Bytes
+		}
+		tm.Tablets = append(tm.Tablets, tab)
+	}
+
+	// 4. Publish.
+	cfg.Progress("publish", 0, 1)
+	if err := meta.Publish(ctx, tm, cur); err != nil {
+		if err := publishFailed(ctx, meta, tm, cur, err, cleanupWritten); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Progress("publish", 1, 1)
+
+	// 5. Delete old generations.
+	if gen > uint64(cfg.KeepGenerations) {
+		if err := deleteGenerations(ctx, store, meta, table, gen-uint64(cfg.KeepGenerations)); err != nil {
+			return tm, err
+		}
+	}
+	return tm, nil
+}
+
+func compareEntries(a, b Entry) int { return bytes.Compare(a.Key, b.Key) }
+
+// chooseSplits returns the configured split points (copied) or ones that
+// cut sorted, unique rows into cfg.Tablets parts of about equal size.
+func chooseSplits(rows []Entry, cfg IngestConfig) [][]byte {
+	if len(cfg.SplitKeys) > 0 {
+		out := make([][]byte, len(cfg.SplitKeys))
+		for i, s := range cfg.SplitKeys {
+			out[i] = bytes.Clone(s)
+		}
+		return out
+	}
+	n := min(cfg.Tablets, max(len(rows), 1))
+	var out [][]byte
+	for i := 1; i < n; i++ {
+		out = append(out, bytes.Clone(rows[i*len(rows)/n].Key))
+	}
+	return out
+}
+
+// tabletRows returns the bounds of the sorted rows that fall in r.
+func tabletRows(rows []Entry, r Range) (lo, hi int) {
+	hi = len(rows)
+	if len(r.Start) > 0 {
+		lo = sort.Search(len(rows), func(i int) bool { return bytes.Compare(rows[i].Key, r.Start) >= 0 })
+	}
+	if len(r.End) > 0 {
+		hi = sort.Search(len(rows), func(i int) bool { return bytes.Compare(rows[i].Key, r.End) >= 0 })
+	}
+	return lo, hi
+}
+
+// storeFile is StoreFile reporting the entries of each stored block.
+func storeFile(ctx context.Context, s BlockStore, f *EncodedFile, stored func(entries int64)) error {
+	ix, err := DecodeIndex(f.Index)
+	if err != nil {
+		return err
+	}
+	for i, b := range f.Blocks {
+		if err := s.Put(ctx, BlockKey(f.ID, i), b); err != nil {
+			return err
+		}
+		stored(int64(ix.Blocks[i].Entries))
+	}
+	return s.Put(ctx, IndexKey(f.ID), f.Index)
+}
+
+// publishFailed sorts out a failed Publish and returns the error Ingest
+// reports, or nil when tm turns out to be current after all (a lost
+// reply). Our objects are deleted unless the outcome is unknown.
+func publishFailed(ctx context.Context, meta MetaStore, tm *messages.TableMeta, prev uint64, perr error, cleanup func()) error {
+	name, gen := tm.GetName(), tm.GetGeneration()
+	rctx := context.WithoutCancel(ctx)
+	cur, err := meta.Current(rctx, name)
+	if err != nil {
+		return fmt.Errorf("tablets: ingest %s: publish generation %d: %w (outcome unknown: %v; its objects were left in the store)", name, gen, perr, err)
+	}
+	if cur == gen || cur == prev {
+		got, gerr := meta.Get(rctx, name, gen)
+		ours := gerr == nil && proto.Equal(got, tm)
+		if cur == gen && ours {
+			return nil
+		}
+		if cur == prev && !errors.Is(perr, ErrConflict) && (gerr != nil || ours) {
+			// Nothing was published and no competitor is in sight.
+			cleanup()
+			return fmt.Errorf("tablets: ingest %s: publish generation %d: %w", name, gen, perr)
+		}
+	}
+	// Another writer published (or is publishing) first.
+	cleanup()
+	return fmt.Errorf("%w: ingest %s: generation %d lost to a concurrent publish (table at generation %d): %w",
+		ErrConflict, name, gen, cur, perr)
+}
+
+// deleteGenerations deletes generation from and every older one still
+// present (walking down until one is missing): metadata first, then the
+// files' objects. Any Get error ends the walk (a backend's not-found error
+// is not recognisable here); a delete error is returned wrapping
+// ErrCleanup.
+func deleteGenerations(ctx context.Context, store BlockStore, meta MetaStore, table string, from uint64) error {
+	var first error
+	for g := from; g >= 1; g-- {
+		old, err := meta.Get(ctx, table, g)
+		if err != nil {
+			break
+		}
+		if err := meta.DeleteGeneration(ctx, table, g); err != nil {
+			first = fmt.Errorf("%w: table %s generation %d: %w", ErrCleanup, table, g, err)
+			break
+		}
+		for _, t := range old.GetTablets() {
+			for _, f := range t.GetFiles() {
+				if err := DeleteFile(ctx, store, f); err != nil && first == nil {
+					first = fmt.Errorf("%w: table %s generation %d file %s: %w", ErrCleanup, table, g, f.GetId(), err)
+				}
+			}
+		}
+	}
+	return first
+}
