@@ -1,0 +1,186 @@
+package selection
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestReorderPendingRule(t *testing.T) {
+	cases := []struct {
+		pending []int
+		t       int
+		want    []int32
+	}{
+		{[]int{5, 3, 1}, 2, []int32{2, 0, 1}},       // best=2, 5 ≥ 1+2
+		{[]int{2, 1, 1}, 2, []int32{0, 1, 2}},       // 2 < 1+2: keep
+		{[]int{3, 1, 1}, 2, []int32{1, 0, 2}},       // first strictly smallest = 1
+		{[]int{3, 1, 0, 0}, 3, []int32{2, 0, 1, 3}}, // others keep their order
+		{[]int{0, 0, 0}, 1, []int32{0, 1, 2}},       // no better replica
+		{[]int{100, 0}, 0, []int32{0, 1}},           // T = 0: off
+		{[]int{4, 5, 1}, 3, []int32{2, 0, 1}},
+		{[]int{4, 5, 2}, 3, []int32{0, 1, 2}},
+		{[]int{1}, 1, []int32{0}},
+	}
+	for _, c := range cases {
+		order := make([]int32, len(c.pending))
+		for i := range order {
+			order[i] = int32(i)
+		}
+		reorderPending(order, func(i int32) int { return c.pending[i] }, c.t)
+		if !slices.Equal(order, c.want) {
+			t.Errorf("pending %v T=%d: %v want %v", c.pending, c.t, order, c.want)
+		}
+	}
+}
+
+func bkProfile(mods ...func(*Options)) *Profile {
+	p := profileFor(PolicyBookKeeper)
+	for _, m := range mods {
+		m(&p.Options)
+	}
+	return p
+}
+
+// writeSetOf computes the expected write set: first n servers of the
+// rendezvous order on distinct hosts.
+func writeSetOf(tab Tablet, v *LoadView, n int) []*ServerLoad {
+	var out []*ServerLoad
+	hosts := map[string]bool{}
+	for _, s := range RendezvousOrder(tab, v.group("").alive, "") {
+		if !hosts[s.Host] && len(out) < n {
+			hosts[s.Host] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestBookKeeperAffinityAndReorder(t *testing.T) {
+	tab := tablet(21)
+	base := hostsView(5, 2)
+	ws := writeSetOf(tab, base, 3)
+	p := bkProfile(func(o *Options) { o.ReorderThresholdPendingRequests = 3 })
+	pol := mustPolicy(t, p)
+	sel := func(v *LoadView, h []Attempt) Decision {
+		t.Helper()
+		d, err := pol.Select(&Input{Tablet: tab, Profile: p, View: v, Attempts: h, Rand: rng(1), Now: t0, Explain: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d := sel(base, nil)
+	if d.Server != ws[0].ID || len(d.Candidates) != 3 || d.Candidates[1] != ws[1].ID || d.Candidates[2] != ws[2].ID {
+		t.Fatalf("affinity: %v candidates %v, write set %v %v %v", d.Server, d.Candidates, ws[0].ID, ws[1].ID, ws[2].ID)
+	}
+	hosts := map[string]bool{}
+	for _, id := range d.Candidates {
+		hosts[base.Server(id).Host] = true
+	}
+	if len(hosts) != 3 {
+		t.Errorf("write set not on distinct hosts: %v", d.Candidates)
+	}
+	load := func(pend map[ServerID]int) *LoadView {
+		var ss []*ServerLoad
+		for _, s := range base.Servers {
+			c := *s
+			c.InFlight = pend[s.ID]
+			ss = append(ss, &c)
+		}
+		return NewLoadView(ss, nil, t0)
+	}
+	// First replica's queue grows: pending 4 ≥ 0 + 3 → the best moves first.
+	v := load(map[ServerID]int{ws[0].ID: 4, ws[1].ID: 1})
+	if d := sel(v, nil); d.Server != ws[2].ID {
+		t.Errorf("reorder: %v want %v", d.Server, ws[2].ID)
+	}
+	// Below the threshold: stay.
+	v = load(map[ServerID]int{ws[0].ID: 2})
+	if d := sel(v, nil); d.Server != ws[0].ID {
+		t.Errorf("below threshold: %v", d.Server)
+	}
+	// QueueLen reported by the server counts too (max with InFlight).
+	v = load(nil)
+	v.Server(ws[0].ID).QueueLen = 5
+	v = NewLoadView(append([]*ServerLoad(nil), v.Servers...), nil, t0)
+	if d := sel(v, nil); d.Server != ws[1].ID {
+		t.Errorf("queue length: %v", d.Server)
+	}
+	// Drained: back to the first replica.
+	if d := sel(load(nil), nil); d.Server != ws[0].ID {
+		t.Errorf("drained: %v", d.Server)
+	}
+	// Failures: next replica in order; all tried: start over.
+	h := []Attempt{att(ws[0].ID, ws[0].Host, Busy)}
+	if d := sel(base, h); d.Server != ws[1].ID {
+		t.Errorf("after busy: %v", d.Server)
+	}
+	h = append(h, att(ws[1].ID, ws[1].Host, Error), att(ws[2].ID, ws[2].Host, Timeout))
+	if d := sel(base, h); d.Server != ws[0].ID || d.Delay != 100*time.Millisecond || d.BusyTimeout != 264*time.Millisecond {
+		t.Errorf("start over: %+v", d)
+	}
+	// writeSetSize 0: every server, plain rendezvous order.
+	p0 := bkProfile(func(o *Options) { o.WriteSetSize = 0 })
+	d, _ = mustPolicy(t, p0).Select(&Input{Tablet: tab, Profile: p0, View: base, Rand: rng(1), Explain: true})
+	order := RendezvousOrder(tab, base.group("").alive, "")
+	if len(d.Candidates) != 10 || d.Candidates[1] != order[1].ID || d.Server != order[0].ID {
+		t.Errorf("writeSetSize 0: %v", d.Candidates)
+	}
+	// One host only: the write set is filled from its servers.
+	one := hostsView(1, 4)
+	d, _ = pol.Select(&Input{Tablet: tab, Profile: p, View: one, Rand: rng(1), Explain: true})
+	if len(d.Candidates) != 3 {
+		t.Errorf("one host: %v", d.Candidates)
+	}
+}
+
+func TestBookKeeperSpeculative(t *testing.T) {
+	tab := tablet(5)
+	v := hostsView(5, 1)
+	ws := writeSetOf(tab, v, 3)
+	p := bkProfile()
+	pol := mustPolicy(t, p)
+	sel := func(h []Attempt, hedge bool) (Decision, error) {
+		return pol.Select(&Input{Tablet: tab, Profile: p, View: v, Attempts: h, Hedge: hedge, Rand: rng(1), Now: t0})
+	}
+	d, err := sel(nil, false)
+	if err != nil || d.HedgeDelay != 2*time.Second || d.DataTimeout != 2*time.Second {
+		t.Fatalf("first: %+v %v", d, err)
+	}
+	// First speculative read: next replica, next timeout 2s × 2.
+	h := []Attempt{att(ws[0].ID, ws[0].Host, Slow)}
+	d, err = sel(h, true)
+	if err != nil || d.Server != ws[1].ID || d.HedgeDelay != 4*time.Second || d.Delay != 0 {
+		t.Fatalf("speculative 1: %+v %v", d, err)
+	}
+	h = append(h, Attempt{Server: ws[1].ID, Host: ws[1].Host, Result: Slow, Hedge: true})
+	d, err = sel(h, true)
+	if err != nil || d.Server != ws[2].ID || d.HedgeDelay != 8*time.Second {
+		t.Fatalf("speculative 2: %+v %v", d, err)
+	}
+	h = append(h, Attempt{Server: ws[2].ID, Host: ws[2].Host, Result: Pending, Hedge: true})
+	// No replica left.
+	if _, err := sel(h, true); !errors.Is(err, ErrNoHedge) {
+		t.Fatalf("no replica left: %v", err)
+	}
+	// Backoff capped at maxSpeculativeReadTimeout.
+	if got := speculativeTimeout(&p.Options, 10); got != 10*time.Second {
+		t.Errorf("cap: %v", got)
+	}
+	// One already answered: no speculative read.
+	if _, err := sel([]Attempt{att(ws[0].ID, ws[0].Host, Started)}, true); !errors.Is(err, ErrNoHedge) {
+		t.Errorf("answered: %v", err)
+	}
+	// Off.
+	off := bkProfile(func(o *Options) { o.SpeculativeReadTimeout = 0 })
+	d, _ = mustPolicy(t, off).Select(&Input{Tablet: tab, Profile: off, View: v, Rand: rng(1)})
+	if d.HedgeDelay != 0 || d.DataTimeout != 0 {
+		t.Errorf("off: %+v", d)
+	}
+	if _, err := mustPolicy(t, off).Select(&Input{Tablet: tab, Profile: off, View: v, Rand: rng(1), Hedge: true,
+		Attempts: []Attempt{att(ws[0].ID, ws[0].Host, Slow)}}); !errors.Is(err, ErrNoHedge) {
+		t.Errorf("off hedge: %v", err)
+	}
+}
