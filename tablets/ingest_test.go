@@ -93,6 +93,15 @@ func testIngestConfig(seed uint64) IngestConfig {
 	return cfg
 }
 
+func newMetaForTest(t *testing.T) *DirMetaStore {
+	t.Helper()
+	ms, err := NewDirMetaStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
 func newDirStores(t *testing.T) (*DirStore, *DirMetaStore) {
 	t.Helper()
 	store, err := NewDirStore(t.TempDir())
@@ -414,7 +423,7 @@ func TestIngestEdgeCases(t *testing.T) {
 // files; the reader merges them.
 func TestIngestRollsFiles(t *testing.T) {
 	ctx := context.Background()
-	store, ms := newDirStores(t)
+	store, ms := newMemStore(), newMetaForTest(t)
 	rows := GenerateRows(20000)
 	cfg := testIngestConfig(6)
 	cfg.BlockSize = 64 // one row per block

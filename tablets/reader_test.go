@@ -137,7 +137,7 @@ func TestTabletReaderMerge(t *testing.T) {
 			return []byte(fmt.Sprintf("k%05d", rnd.IntN(6100)))
 		}
 	}
-	for iter := range 300 {
+	for iter := range 200 {
 		rng := Range{Start: randKey(), End: randKey()}
 		if rng.Validate() != nil {
 			rng.Start, rng.End = rng.End, rng.Start
@@ -310,4 +310,53 @@ func TestTabletReaderCancel(t *testing.T) {
 	if it.Next() || !errors.Is(it.Err(), context.Canceled) || store.gets != before {
 		t.Fatalf("pre-cancelled: %v, %d gets", it.Err(), store.gets-before)
 	}
+}
+
+func BenchmarkTabletScan100k(b *testing.B) {
+	ctx := context.Background()
+	store, err := NewDirStore(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := GenerateRows(100000)
+	ref := writeFile(b, store, "bench.g1.t0", DefaultBlockSize, rows)
+	reader := NewTabletReader([]*messages.FileRef{ref}, StoreFetcher{Store: store})
+	b.SetBytes(int64(ref.Bytes))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		it := reader.Scan(ctx, Range{}, nil)
+		n := 0
+		for it.Next() {
+			n++
+		}
+		if it.Err() != nil || n != len(rows) {
+			b.Fatalf("scanned %d rows: %v", n, it.Err())
+		}
+	}
+	b.ReportMetric(float64(len(rows))*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+func BenchmarkTabletScanMerge3x100k(b *testing.B) {
+	ctx := context.Background()
+	store := newMemStore()
+	var refs []*messages.FileRef
+	for f := range 3 {
+		rows := GenerateRows(100000)
+		refs = append(refs, writeFile(b, store, fmt.Sprintf("merge%d", f), DefaultBlockSize, rows))
+	}
+	reader := NewTabletReader(refs, StoreFetcher{Store: store})
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		it := reader.Scan(ctx, Range{}, nil)
+		n := 0
+		for it.Next() {
+			n++
+		}
+		if it.Err() != nil || n != 100000 {
+			b.Fatalf("scanned %d rows: %v", n, it.Err())
+		}
+	}
+	b.ReportMetric(float64(100000)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 }
