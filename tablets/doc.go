@@ -26,6 +26,15 @@
 // generation never write to the same objects, and a file id is never
 // reused for different content (block caches key on it).
 //
+// # Files
+//
+// A tablet holds an ordered list of immutable files (later files win on
+// equal keys). The file format (blocks, index, footer, checksums) is
+// described at the top of format.go. A file always has at least one entry;
+// a tablet without rows has no files. Ingest writes one file per tablet,
+// or several when an index would pass MaxIndexBytes, so every object
+// stays well under NATS's payload limit.
+//
 // # Concurrency contract
 //
 // DirStore, DirMetaStore, StoreFetcher and TabletReader are safe for

@@ -43,6 +43,7 @@
 // count, entry total, and the order and sanity of every handle. Every
 // byte of a block or an index is covered by some check, so a corrupted or
 // truncated object yields ErrCorrupt, never wrong rows and never a panic.
+
 package tablets
 
 import (
