@@ -169,8 +169,9 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	return sc
 }
 
-// coldPick scores cands and picks uniformly among those within adColdBand
-// of the best.
+// coldPick scores cands and picks uniformly among the servers within
+// adColdBand of the best score that sit on the host closest to home among
+// them (home wins near-ties, so the cache is kept).
 func (c *call) coldPick(cands []int32, a *adCtx, rankOf func(int32) int) int32 {
 	scores := c.st.scores[:0]
 	best := math.Inf(1)
@@ -180,10 +181,16 @@ func (c *call) coldPick(cands []int32, a *adCtx, rankOf func(int32) int) int32 {
 		best = math.Min(best, sc)
 	}
 	c.st.scores = scores
+	minRank := math.MaxInt
+	for k, i := range cands {
+		if scores[k] <= best+adColdBand {
+			minRank = min(minRank, rankOf(c.g.hostOf[i]))
+		}
+	}
 	n := 0
 	pick := int32(-1)
 	for k, i := range cands {
-		if scores[k] <= best+adColdBand {
+		if scores[k] <= best+adColdBand && rankOf(c.g.hostOf[i]) == minRank {
 			n++
 			if c.rnd.IntN(n) == 0 {
 				pick = i

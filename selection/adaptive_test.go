@@ -1,0 +1,345 @@
+package selection
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func adProfile(mods ...func(*Options)) *Profile {
+	p := profileFor(PolicyAdaptive)
+	for _, m := range mods {
+		m(&p.Options)
+	}
+	return p
+}
+
+// modView copies base with mod applied to every server.
+func modView(base *LoadView, mod func(s *ServerLoad)) *LoadView {
+	var ss []*ServerLoad
+	for _, s := range base.Servers {
+		c := *s
+		mod(&c)
+		ss = append(ss, &c)
+	}
+	v := NewLoadView(ss, base.Decays, base.At)
+	v.StartLatencyP95, v.RecentDispatches, v.RecentHedges = base.StartLatencyP95, base.RecentDispatches, base.RecentHedges
+	return v
+}
+
+type adHarness struct {
+	t   *testing.T
+	p   *Profile
+	tab Tablet
+}
+
+func (h adHarness) sel(v *LoadView, att []Attempt, hedge bool, seed uint64) (Decision, error) {
+	return mustPolicy(h.t, h.p).Select(&Input{Tablet: h.tab, Profile: h.p, View: v, Attempts: att, Hedge: hedge,
+		Rand: rng(seed), Now: t0, State: &TabletState{}})
+}
+
+func (h adHarness) must(v *LoadView, att []Attempt, hedge bool, seed uint64) Decision {
+	h.t.Helper()
+	d, err := h.sel(v, att, hedge, seed)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+func TestAdaptiveHomeHost(t *testing.T) {
+	v := hostsView(10, 3)
+	for k := 0; k < 50; k++ {
+		tab := tablet(k)
+		home := HomeHost(tab, v, "default")
+		if order := HostOrder(tab, v, "default"); order[0] != home || len(order) != 10 {
+			t.Fatalf("HostOrder %v home %s", order, home)
+		}
+		h := adHarness{t, adProfile(), tab}
+		servers := map[ServerID]bool{}
+		for seed := uint64(0); seed < 60; seed++ {
+			d := h.must(v, nil, false, seed)
+			if d.Host != home {
+				t.Fatalf("tablet %d: %s not home %s", k, d.Host, home)
+			}
+			servers[d.Server] = true
+		}
+		if len(servers) != 3 {
+			t.Fatalf("idle home host: picks should spread over its 3 servers: %v", servers)
+		}
+	}
+}
+
+func TestAdaptiveQueueAwareSpill(t *testing.T) {
+	base := hostsView(6, 2)
+	tab := tablet(3)
+	order := HostOrder(tab, base, "")
+	home, next := order[0], order[1]
+	h := adHarness{t, adProfile(), tab}
+	// One home server loaded: its sibling takes the scans.
+	v := modView(base, func(s *ServerLoad) {
+		if s.Host == home && s.ID[len(s.ID)-1] == '0' {
+			s.InFlight = 3
+		}
+	})
+	for seed := uint64(0); seed < 30; seed++ {
+		if d := h.must(v, nil, false, seed); d.Host != home || d.Server[len(d.Server)-1] != '1' {
+			t.Fatalf("sibling: %+v", d)
+		}
+	}
+	// Home host loaded beyond spillCost (2): spill to the next host.
+	v = modView(base, func(s *ServerLoad) {
+		if s.Host == home {
+			s.QueueLen = 3
+		}
+	})
+	for seed := uint64(0); seed < 30; seed++ {
+		if d := h.must(v, nil, false, seed); d.Host != next {
+			t.Fatalf("spill: %s, want %s", d.Host, next)
+		}
+	}
+	// Loaded but within spillCost: stay home.
+	v = modView(base, func(s *ServerLoad) {
+		if s.Host == home {
+			s.QueueLen = 2
+		}
+	})
+	for seed := uint64(0); seed < 30; seed++ {
+		if d := h.must(v, nil, false, seed); d.Host != home {
+			t.Fatalf("within spillCost: %s", d.Host)
+		}
+	}
+	// Workers scale the queue: 3 queued over 4 workers is < 1 per worker.
+	v = modView(base, func(s *ServerLoad) {
+		s.Workers = 4
+		if s.Host == home {
+			s.QueueLen = 3
+		}
+	})
+	if d := h.must(v, nil, false, 1); d.Host != home {
+		t.Errorf("workers: %s", d.Host)
+	}
+	// Drained: back home.
+	if d := h.must(base, nil, false, 1); d.Host != home {
+		t.Errorf("drained: %s", d.Host)
+	}
+	// Home and next both loaded: the third host.
+	v = modView(base, func(s *ServerLoad) {
+		if s.Host == home || s.Host == next {
+			s.InFlight = 10
+		}
+	})
+	if d := h.must(v, nil, false, 1); d.Host != order[2] {
+		t.Errorf("third host: %s want %s", d.Host, order[2])
+	}
+	// All top hosts tripped: fallback finds another host.
+	v = modView(base, func(s *ServerLoad) {
+		if s.Host == home || s.Host == next || s.Host == order[2] {
+			s.ConsecutiveFailures, s.LastFailure = 5, t0
+		}
+	})
+	for seed := uint64(0); seed < 30; seed++ {
+		d := h.must(v, nil, false, seed)
+		if d.Host == home || d.Host == next || d.Host == order[2] {
+			t.Fatalf("fallback: %s", d.Host)
+		}
+	}
+}
+
+func TestAdaptiveAvoidance(t *testing.T) {
+	base := hostsView(6, 2)
+	tab := tablet(8)
+	order := HostOrder(tab, base, "")
+	home := order[0]
+	h := adHarness{t, adProfile(), tab}
+	s0, s1 := ServerID(home+":1000/0"), ServerID(home+":1000/1")
+	// Busy on a home server in this scan: the sibling next.
+	for seed := uint64(0); seed < 20; seed++ {
+		d := h.must(base, []Attempt{att(s0, home, Busy)}, false, seed)
+		if d.Server != s1 {
+			t.Fatalf("after busy: %v", d.Server)
+		}
+	}
+	// Both home servers busy in this scan: next host; error delay applies.
+	d := h.must(base, []Attempt{att(s0, home, Busy), att(s1, home, Error)}, false, 1)
+	if d.Host != order[1] || d.Delay != 100*time.Millisecond || d.BusyTimeout != 33*time.Millisecond {
+		t.Errorf("home exhausted: %+v", d)
+	}
+	// Decayed errors on one home server: avoid it.
+	v := modView(base, func(s *ServerLoad) {
+		if s.ID == s0 {
+			s.Errors = []DecayedCount{{Count: 1, Origin: t0}}
+		}
+	})
+	for seed := uint64(0); seed < 20; seed++ {
+		if d := h.must(v, nil, false, seed); d.Server != s1 {
+			t.Fatalf("errors: %v", d.Server)
+		}
+	}
+	// ... until they decay away (errorHalfLife 60 s).
+	seen := map[ServerID]bool{}
+	for seed := uint64(0); seed < 40; seed++ {
+		d, _ := mustPolicy(t, h.p).Select(&Input{Tablet: tab, Profile: h.p, View: v, Rand: rng(seed), Now: t0.Add(61 * time.Second)})
+		seen[d.Server] = true
+	}
+	if !seen[s0] {
+		t.Error("decayed errors still avoided")
+	}
+	// Busy answers (decayed) and slowdowns are avoided too.
+	v = modView(base, func(s *ServerLoad) {
+		if s.ID == s0 {
+			s.Busy = DecayedCount{Count: 2, Origin: t0}
+		}
+	})
+	if d := h.must(v, nil, false, 1); d.Server != s1 {
+		t.Errorf("busy count: %v", d.Server)
+	}
+	v = modView(base, func(s *ServerLoad) {
+		if s.ID == s1 {
+			s.Slowdowns = []DecayedCount{{Count: 1, Origin: t0}}
+		}
+	})
+	if d := h.must(v, nil, false, 2); d.Server != s0 {
+		t.Errorf("slowdowns: %v", d.Server)
+	}
+	// Slow start latency relative to the fleet p95.
+	v = modView(base, func(s *ServerLoad) {
+		if s.ID == s0 {
+			s.StartLatency = 50 * time.Millisecond
+		}
+	})
+	v.StartLatencyP95 = 10 * time.Millisecond
+	if d := h.must(v, nil, false, 3); d.Server != s1 {
+		t.Errorf("start latency: %v", d.Server)
+	}
+	// Circuit breaker: tripped home servers are skipped.
+	v = modView(base, func(s *ServerLoad) {
+		if s.Host == home {
+			s.ConsecutiveFailures, s.LastFailure = 3, t0
+		}
+	})
+	if d := h.must(v, nil, false, 1); d.Host == home {
+		t.Errorf("tripped: %v", d.Server)
+	}
+}
+
+func TestAdaptiveZoneAvoidance(t *testing.T) {
+	tab := tablet(12)
+	base := hostsView(6, 2)
+	order := HostOrder(tab, base, "")
+	home, next := order[0], order[1]
+	// Zone A: home + 1 other host, half of zone A's servers failing; zone B: the rest.
+	zoneOf := map[string]string{home: "A", order[2]: "A"}
+	v := modView(base, func(s *ServerLoad) {
+		s.Zone = "B"
+		if z, ok := zoneOf[s.Host]; ok {
+			s.Zone = z
+		}
+		if s.Host == order[2] {
+			s.ConsecutiveFailures, s.LastFailure = 1, t0.Add(-time.Second)
+		}
+	})
+	h := adHarness{t, adProfile(), tab}
+	// Zone A: 2 of 4 servers unhealthy ≥ 0.5 → avoided: home costs 4, the
+	// next host (zone B) costs 2.
+	for seed := uint64(0); seed < 20; seed++ {
+		if d := h.must(v, nil, false, seed); d.Host != next {
+			t.Fatalf("zone avoidance: %s want %s", d.Host, next)
+		}
+	}
+	// A higher blackout percentage keeps the zone.
+	h.p = adProfile(func(o *Options) { o.ZoneBlackoutPercent = 0.9 })
+	if d := h.must(v, nil, false, 1); d.Host != home {
+		t.Errorf("blackout 0.9: %s", d.Host)
+	}
+	// A single zone is never avoided.
+	h.p = adProfile()
+	one := modView(v, func(s *ServerLoad) { s.Zone = "A" })
+	if d := h.must(one, nil, false, 1); d.Host != home {
+		t.Errorf("single zone: %s", d.Host)
+	}
+}
+
+func TestAdaptiveHedging(t *testing.T) {
+	base := hostsView(6, 2)
+	tab := tablet(30)
+	order := HostOrder(tab, base, "")
+	home := order[0]
+	s0, s1 := ServerID(home+":1000/0"), ServerID(home+":1000/1")
+	h := adHarness{t, adProfile(), tab}
+	// Learned hedge delay.
+	for p95, want := range map[time.Duration]time.Duration{0: 50 * time.Millisecond, time.Millisecond: 5 * time.Millisecond,
+		30 * time.Millisecond: 30 * time.Millisecond, 5 * time.Second: time.Second} {
+		v := modView(base, func(*ServerLoad) {})
+		v.StartLatencyP95 = p95
+		d := h.must(v, nil, false, 1)
+		if d.HedgeDelay != want || d.DataTimeout != want {
+			t.Errorf("p95 %v: delay %v/%v want %v", p95, d.HedgeDelay, d.DataTimeout, want)
+		}
+	}
+	// Hedge to the sibling on the same host first.
+	slow := []Attempt{att(s0, home, Slow)}
+	for seed := uint64(0); seed < 20; seed++ {
+		d := h.must(base, slow, true, seed)
+		if d.Server != s1 || d.Delay != 0 {
+			t.Fatalf("sibling hedge: %+v", d)
+		}
+	}
+	// Second hedge (sibling in flight too): another host.
+	two := append(slow[:1:1], Attempt{Server: s1, Host: home, Result: Pending, Hedge: true})
+	if d := h.must(base, two, true, 1); d.Host == home {
+		t.Errorf("second hedge on the same host: %v", d.Server)
+	}
+	// Sibling with slowdowns: off-host.
+	v := modView(base, func(s *ServerLoad) {
+		if s.ID == s1 {
+			s.Slowdowns = []DecayedCount{{Count: 1, Origin: t0}}
+		}
+	})
+	if d := h.must(v, slow, true, 1); d.Host == home {
+		t.Errorf("unhealthy sibling: %v", d.Server)
+	}
+	// Host heartbeat stale (host process paused): off-host.
+	v = modView(base, func(s *ServerLoad) {
+		if s.Host == home {
+			s.LastHeartbeat = t0.Add(-3 * time.Second)
+		}
+	})
+	if d := h.must(v, slow, true, 1); d.Host == home {
+		t.Errorf("stale host: %v", d.Server)
+	}
+	// Budget: 5 hedges of 100 dispatches = 5% → declined; 4 → allowed.
+	v = modView(base, func(*ServerLoad) {})
+	v.RecentDispatches, v.RecentHedges = 100, 5
+	if _, err := h.sel(v, slow, true, 1); !errors.Is(err, ErrNoHedge) {
+		t.Errorf("budget spent: %v", err)
+	}
+	v.RecentHedges = 4
+	if _, err := h.sel(v, slow, true, 1); err != nil {
+		t.Errorf("budget left: %v", err)
+	}
+	v.RecentDispatches, v.RecentHedges = 0, 0
+	if _, err := h.sel(v, slow, true, 1); err != nil {
+		t.Errorf("no history: %v", err)
+	}
+	h.p = adProfile(func(o *Options) { o.HedgeBudget = 0.5 })
+	v.RecentDispatches, v.RecentHedges = 100, 20
+	if _, err := h.sel(v, slow, true, 1); err != nil {
+		t.Errorf("budget 0.5: %v", err)
+	}
+	// Hedge off.
+	h.p = adProfile(func(o *Options) { o.Hedge = false })
+	if d := h.must(base, nil, false, 1); d.HedgeDelay != 0 || d.DataTimeout != 0 {
+		t.Errorf("hedge off: %+v", d)
+	}
+	if _, err := h.sel(base, slow, true, 1); !errors.Is(err, ErrNoHedge) {
+		t.Errorf("hedge off: %v", err)
+	}
+	// Only in-flight servers left: ErrNoHedge.
+	h.p = adProfile()
+	one := hostsView(1, 2)
+	both := []Attempt{att("h000:1000/0", "h000", Slow), att("h000:1000/1", "h000", Pending)}
+	if _, err := h.sel(one, both, true, 1); !errors.Is(err, ErrNoHedge) {
+		t.Errorf("nothing left: %v", err)
+	}
+}
