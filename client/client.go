@@ -85,7 +85,12 @@ type Config struct {
 	MaxResumes int
 	// RequestTimeout for status, route and reload calls; default 5s.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// System: an actor system with remote already started to use instead
+	// of starting one (Listen and Advertise are then ignored). A process
+	// should run one protoactor remote: each remote start rewrites grpc's
+	// global logger. The client does not shut a given System down.
+	System *actor.ActorSystem
+	Logger *slog.Logger
 }
 
 // DefaultConfig returns the documented defaults.
@@ -132,6 +137,7 @@ type Client struct {
 	conn   *bus.Conn
 	meta   *bus.MetaStore
 	sys    *actor.ActorSystem
+	ownSys bool
 	rem    *remote.Remote
 	rx     *actor.PID
 	router *actor.PID
@@ -180,23 +186,11 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 		coord = ci.GetCoordinatorAddress()
 	}
-	host, portS, _ := net.SplitHostPort(c.cfg.Listen)
-	port, err := strconv.Atoi(portS)
-	if err != nil {
+	if c.cfg.System != nil {
+		c.sys = c.cfg.System
+	} else if err := c.startSystem(); err != nil {
 		c.Close()
-		return fmt.Errorf("client: Listen port %q: %v", portS, err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }), actor.WithDeadLetterThrottleCount(0))
-	var opts []remote.ConfigOption
-	if c.cfg.Advertise != "" {
-		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
-	}
-	c.rem = remote.NewRemote(c.sys, remote.Configure(host, port, opts...))
-	if err := startRemote(c.rem); err != nil {
-		c.rem = nil
-		c.Close()
-		return fmt.Errorf("client: listen on %s: %v", c.cfg.Listen, err)
+		return err
 	}
 	c.rx, err = c.sys.Root.SpawnNamed(actor.PropsFromFunc(c.receive), "client-"+c.id)
 	if err != nil {
@@ -204,6 +198,27 @@ func (c *Client) Start(ctx context.Context) error {
 		return err
 	}
 	c.router = actor.NewPID(coord, "scanplane-router")
+	return nil
+}
+
+func (c *Client) startSystem() error {
+	host, portS, _ := net.SplitHostPort(c.cfg.Listen)
+	port, err := strconv.Atoi(portS)
+	if err != nil {
+		return fmt.Errorf("client: Listen port %q: %v", portS, err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }), actor.WithDeadLetterThrottleCount(0))
+	c.ownSys = true
+	var opts []remote.ConfigOption
+	if c.cfg.Advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
+	}
+	c.rem = remote.NewRemote(c.sys, remote.Configure(host, port, opts...))
+	if err := startRemote(c.rem); err != nil {
+		c.rem = nil
+		return fmt.Errorf("client: listen on %s: %v", c.cfg.Listen, err)
+	}
 	return nil
 }
 
@@ -232,6 +247,9 @@ func (c *Client) Close() error {
 		in.close()
 	}
 	c.mu.Unlock()
+	if c.rx != nil {
+		c.sys.Root.Stop(c.rx)
+	}
 	if c.rem != nil {
 		done := make(chan struct{})
 		go func() { c.rem.Shutdown(true); close(done) }()
@@ -240,7 +258,7 @@ func (c *Client) Close() error {
 		case <-time.After(5 * time.Second):
 		}
 	}
-	if c.sys != nil {
+	if c.sys != nil && c.ownSys {
 		c.sys.Shutdown()
 	}
 	if c.conn != nil {

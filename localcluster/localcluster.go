@@ -42,6 +42,9 @@ type Config struct {
 	ServersPerHost int
 	// Zones: hosts are spread round-robin over zone-1..zone-Z; default 1.
 	Zones int
+	// NATSURL: an existing NATS (with JetStream) for the coordinator to
+	// use; "" = the coordinator runs its embedded server.
+	NATSURL string
 	// DataDir: coordinator data (embedded JetStream) and child logs. Required.
 	DataDir string
 	// BinDir holds the coordinator and scanserver executables; "" = find
@@ -173,6 +176,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		"--http", cfg.HTTPListen, "--log-level", cfg.LogLevel}
 	if cfg.Profiles != "" {
 		args = append(args, "--profiles", cfg.Profiles)
+	}
+	if cfg.NATSURL != "" {
+		args = append(args, "--nats", cfg.NATSURL)
 	}
 	args = append(args, cfg.CoordinatorArgs...)
 	if c.coordinator, err = c.spawn(ctx, "coordinator", coordBin, args); err != nil {

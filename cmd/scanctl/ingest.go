@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	table := fs.String("table", "", "table name ([A-Za-z0-9_-], required)")
+	splits := fs.Int("splits", 8, "split the table into N tablets of equal row count (N-1 split points)")
+	splitKeys := fs.String("split-keys", "", "explicit split points, comma separated (escapes \\xNN); overrides --splits")
+	generate := fs.Int("generate", 0, "ingest N deterministic synthetic rows (row000000000 ...) instead of a file")
+	blockSize := fs.Int("block-size", tablets.DefaultBlockSize, "bytes per block")
+	blocksDir := fs.String("blocks-dir", "", "write blocks to this shared directory instead of JetStream (scan servers need the same --blocks-dir)")
+	pos, err := parse("ingest", g, fs, args, errOut)
+	if err != nil {
+		return err
+	}
+	if *table == "" {
+		return usageError{errors.New("--table is required")}
+	}
+	if err := tablets.ValidateTableName(*table); err != nil {
+		return usageError{err}
+	}
+	if (*generate > 0) == (len(pos) == 1) || len(pos) > 1 {
+		return usageError{errors.New("give exactly one of FILE (or - for stdin) and --generate ROWS")}
+	}
+	cfg := tablets.DefaultIngestConfig()
+	cfg.BlockSize = *blockSize
+	cfg.Tablets = *splits
+	if *splitKeys != "" {
+		for _, s := range strings.Split(*splitKeys, ",") {
+			k, err := tablets.ParseKey(s)
+			if err != nil {
+				return usageError{fmt.Errorf("--split-keys: %w", err)}
+			}
+			cfg.SplitKeys = append(cfg.SplitKeys, k)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+
+	var entries []tablets.Entry
+	if *generate > 0 {
+		entries = tablets.GenerateRows(*generate)
+	} else {
+		in := os.Stdin
+		if pos[0] != "-" {
+			f, err := os.Open(pos[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			in = f
+		}
+		if entries, err = tablets.ReadTSV(in); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	conn, err := dial(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	meta, err := conn.MetaStore(ctx)
+	if err != nil {
+		return err
+	}
+	var store tablets.BlockStore
+	if *blocksDir != "" {
+		if store, err = tablets.NewDirStore(*blocksDir); err != nil {
+			return err
+		}
+	} else if store, err = conn.BlockStore(ctx); err != nil {
+		return err
+	}
+	cfg.Progress = progress(errOut)
+	start := time.Now()
+	tm, err := tablets.Ingest(ctx, store, meta, *table, entries, cfg)
+	if err != nil {
+		return err
+	}
+	if err := conn.PublishMetaChanged(&messages.TableMeta{Name: tm.Name, Generation: tm.Generation}); err != nil {
+		fmt.Fprintln(errOut, "warning: meta-changed notice not published:", err)
+	}
+	fmt.Fprintf(out, "ingested %s: generation %d, %d rows, %d tablets, %d bytes in %v\n", tm.Name, tm.Generation, tm.Rows, len(tm.Tablets), tm.Bytes, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// dial connects to the cluster's NATS.
+func dial(ctx context.Context, g *globals) (*bus.Conn, error) {
+	bc := bus.DefaultConfig()
+	bc.URL, bc.Name = g.nats, "scanctl"
+	conn, err := bus.Connect(ctx, bc)
+	if err != nil {
+		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)
+	}
+	return conn, nil
+}
+
+// progress returns a progress callback drawing a bar when errOut is a
+// terminal, nil otherwise.
+func progress(errOut io.Writer) func(stage string, done, total int64) {
+	f, ok := errOut.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	var bar *progressbar.ProgressBar
+	var cur string
+	return func(stage string, done, total int64) {
+		if stage != cur || bar == nil {
+			if bar != nil {
+				_ = bar.Finish()
+			}
+			cur = stage
+			bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(errOut), progressbar.OptionSetDescription(stage),
+				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
+		}
+		_ = bar.Set64(done)
+	}
+}

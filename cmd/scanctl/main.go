@@ -1,0 +1,153 @@
+// Command scanctl is scanplane's command line: start a local cluster (up,
+// demo), ingest tables, scan them, and look at the cluster (tables, status,
+// route, reload). Run `scanctl help` for the commands.
+//
+// Exit status: 0 on success, 1 when the operation failed, 2 on bad usage.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/cliutil"
+)
+
+// globals are the flags every command takes.
+type globals struct {
+	nats        string
+	coordinator string
+	timeout     time.Duration
+	logLevel    string
+}
+
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.nats, "nats", "nats://127.0.0.1:4222", "NATS URL of the cluster")
+	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor address host:port (default: found through NATS)")
+	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long")
+	fs.StringVar(&g.logLevel, "log-level", "warn", "debug, info, warn or error")
+}
+
+type command struct {
+	name, args, help string
+	run              func(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error
+}
+
+var commands = []command{
+	{"demo", "[--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
+	{"up", "[--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
+	{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
+	{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
+	{"tables", "", "list tables", runTables},
+	{"status", "", "hosts, servers, queues, cache hit ratios, busy counts", runStatus},
+	{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
+	{"reload", "", "make the coordinator re-read its --profiles file", runReload},
+}
+
+// usageError marks bad usage (exit status 2).
+type usageError struct{ error }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, out, errOut io.Writer) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(out)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, &globals{}, args[1:], out, errOut)
+		if err == nil {
+			return 0
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		fmt.Fprintf(errOut, "scanctl %s: %s\n", c.name, msg)
+		var ue usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	fmt.Fprintf(errOut, "scanctl: unknown command %q (try scanctl help)\n", args[0])
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: scanctl COMMAND [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	cs := append([]command(nil), commands...)
+	sort.SliceStable(cs, func(i, j int) bool { return false })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
+	}
+	fmt.Fprintln(w, "\nevery command also takes --nats URL (default nats://127.0.0.1:4222), --coordinator ADDR, --timeout DUR, --log-level L")
+}
+
+// parse parses a command's flags (globals included); positional arguments
+// are returned.
+func parse(name string, g *globals, fs *flag.FlagSet, args []string, errOut io.Writer) ([]string, error) {
+	g.register(fs)
+	fs.SetOutput(errOut)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	return fs.Args(), nil
+}
+
+// connect starts a client for the cluster named by the globals.
+func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client, error) {
+	cfg := client.DefaultConfig()
+	cfg.NATSURL, cfg.Coordinator = g.nats, g.coordinator
+	log, err := cliutil.Logger(errOut, g.logLevel)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	cfg.Logger = log
+	c, err := client.New(cfg)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)
+	}
+	return c, nil
+}
+
+// hints collects repeated --hint k=v flags.
+type hints map[string]string
+
+func (h hints) String() string { return fmt.Sprint(map[string]string(h)) }
+
+func (h hints) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("hint %q: want key=value", s)
+	}
+	h[k] = v
+	return nil
+}

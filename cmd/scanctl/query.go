@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/selection"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("scan", flag.ContinueOnError)
+	table := fs.String("table", "", "table name (required)")
+	start := fs.String("start", "", "first key (inclusive; escapes \\xNN); empty = from the beginning")
+	end := fs.String("end", "", "end key (exclusive); empty = to the end")
+	limit := fs.Uint64("limit", 0, "stop after N rows (0 = all)")
+	count := fs.Bool("count", false, "print only the number of rows")
+	h := hints{}
+	fs.Var(h, "hint", "scan hint key=value, e.g. scan_type=batch (repeatable)")
+	if _, err := parse("scan", g, fs, args, errOut); err != nil {
+		return err
+	}
+	if *table == "" {
+		return usageError{fmt.Errorf("--table is required")}
+	}
+	rng, err := tablets.ParseRange(*start, *end)
+	if err != nil {
+		return usageError{err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := connect(ctx, g, errOut)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rows := c.Scan(ctx, *table, rng, client.ScanOptions{Hints: h, Limit: *limit})
+	defer rows.Close()
+	w := bufio.NewWriterSize(out, 64<<10)
+	defer w.Flush()
+	n := 0
+	for rows.Next() {
+		n++
+		if *count {
+			continue
+		}
+		r := rows.Row()
+		w.Write(r.Key)
+		w.WriteByte('\t')
+		w.Write(r.Value)
+		w.WriteByte('\n')
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if *count {
+		fmt.Fprintln(w, n)
+	}
+	return nil
+}
+
+func runTables(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("tables", flag.ContinueOnError)
+	if _, err := parse("tables", g, fs, args, errOut); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := connect(ctx, g, errOut)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	names, err := c.Tables(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tGENERATION\tTABLETS\tROWS\tBYTES\tCREATED")
+	for _, n := range names {
+		t, err := c.Table(ctx, n)
+		if err != nil {
+			fmt.Fprintf(tw, "%s\t?\t?\t?\t?\t%v\n", n, err)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, t.Generation, len(t.Tablets), t.Rows, t.Bytes,
+			time.UnixMilli(t.CreatedUnixMs).Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	if _, err := parse("status", g, fs, args, errOut); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := connect(ctx, g, errOut)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	printStatus(out, st)
+	return nil
+}
+
+func printStatus(out io.Writer, st *messages.StatusReply) {
+	fmt.Fprintf(out, "coordinator: scans=%d failed=%d dispatches=%d hedges=%d busy=%d timeouts=%d\n",
+		st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
+	for _, l := range strings.Split(st.ProfilesSummary, "\n") {
+		if l != "" {
+			fmt.Fprintf(out, "profile: %s\n", l)
+		}
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tZONE\tSERVER\tALIVE\tQUEUE\tIN-FLIGHT\tDISPATCHED\tBUSY\tTIMEOUTS\tERRORS\tCACHE-HIT")
+	for _, s := range st.Servers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f%%\n", s.Host, s.Zone, s.Id, s.Alive, s.QueueLen, s.InFlight,
+			s.Dispatched, s.BusyTotal, s.Timeouts, s.Errors, 100*s.CacheHitRatio)
+	}
+	tw.Flush()
+}
+
+func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("route", flag.ContinueOnError)
+	table := fs.String("table", "", "table name (required)")
+	row := fs.String("row", "", "row key (required; escapes \\xNN)")
+	attempts := fs.String("attempts", "", "results of earlier attempts, e.g. busy,busy or error")
+	h := hints{}
+	fs.Var(h, "hint", "scan hint key=value (repeatable)")
+	if _, err := parse("route", g, fs, args, errOut); err != nil {
+		return err
+	}
+	if *table == "" || *row == "" {
+		return usageError{fmt.Errorf("--table and --row are required")}
+	}
+	key, err := tablets.ParseKey(*row)
+	if err != nil {
+		return usageError{err}
+	}
+	req := &messages.RouteRequest{Table: *table, Row: key, Hints: h}
+	if *attempts != "" {
+		for _, a := range strings.Split(*attempts, ",") {
+			r, err := selection.ParseAttemptResult(strings.TrimSpace(a))
+			if err != nil {
+				return usageError{fmt.Errorf("--attempts: %v (want busy, error, timeout or stalled)", err)}
+			}
+			req.Attempts = append(req.Attempts, wireAttempt(r))
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := connect(ctx, g, errOut)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	r, err := c.Route(ctx, req)
+	if err != nil {
+		return err
+	}
+	t := r.GetTablet()
+	fmt.Fprintf(out, "tablet:      %s/g%d/t%d [%s, %s)\n", t.GetTable(), t.GetGeneration(), t.GetIndex(), keyOr(t.GetPrevEndRow(), "-inf"), keyOr(t.GetEndRow(), "+inf"))
+	fmt.Fprintf(out, "profile:     %s\npolicy:      %s\nplan index:  %d\n", r.Profile, r.Policy, r.PlanIndex)
+	for _, tr := range r.Tried {
+		fmt.Fprintf(out, "tried:       %s\n", tr)
+	}
+	fmt.Fprintf(out, "candidates:  %s\n", strings.Join(r.Candidates, " "))
+	fmt.Fprintf(out, "choice:      %s\n", r.Choice)
+	fmt.Fprintf(out, "busy timeout %v, delay %v, hedge after %v\n", us(r.BusyTimeoutUs), us(r.DelayUs), us(r.HedgeDelayUs))
+	return nil
+}
+
+func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+
+func keyOr(k []byte, open string) string {
+	if len(k) == 0 {
+		return open
+	}
+	return tablets.FormatKey(k)
+}
+
+func wireAttempt(r selection.AttemptResult) messages.AttemptResult {
+	switch r {
+	case selection.Error:
+		return messages.AttemptResult_ATTEMPT_RESULT_ERROR
+	case selection.Timeout:
+		return messages.AttemptResult_ATTEMPT_RESULT_TIMEOUT
+	case selection.Stalled:
+		return messages.AttemptResult_ATTEMPT_RESULT_STALLED
+	}
+	return messages.AttemptResult_ATTEMPT_RESULT_BUSY
+}
+
+func runReload(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
+	if _, err := parse("reload", g, fs, args, errOut); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := connect(ctx, g, errOut)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	r, err := c.Reload(ctx)
+	if err != nil {
+		return err
+	}
+	if !r.Ok {
+		return fmt.Errorf("reload refused, old profiles kept: %s", r.Message)
+	}
+	fmt.Fprintln(out, r.Message)
+	return nil
+}
