@@ -153,6 +153,14 @@ func (v *LoadView) Server(id ServerID) *ServerLoad {
 	if v == nil {
 		return nil
 	}
+	if v.byID == nil {
+		for _, s := range v.Servers {
+			if s != nil && s.ID == id {
+				return s
+			}
+		}
+		return nil
+	}
 	return v.byID[id]
 }
 
