@@ -41,17 +41,7 @@ var (
 // binaries builds the coordinator and scanserver once per test binary.
 func binaries(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		root, err := localcluster.SourceRoot()
-		if err != nil {
-			binErr = err
-			return
-		}
-		binDir, binErr = os.MkdirTemp("", "scanplane-bin-")
-		if binErr == nil {
-			binErr = localcluster.Build(context.Background(), root, binDir)
-		}
-	})
+	binOnce.Do(func() { binDir, binErr = localcluster.BuildFromSource(context.Background()) })
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
@@ -66,14 +56,6 @@ func actorSystem(t *testing.T) *actors.System {
 		t.Fatal(sysErr)
 	}
 	return sys
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
 }
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {

@@ -32,15 +32,24 @@ func FindBinaries(ctx context.Context, dir string) (coordinator, scanserver stri
 			return c, s, nil
 		}
 	}
-	root, err := SourceRoot()
+	bin, err := BuildFromSource(ctx)
 	if err != nil {
 		return "", "", fmt.Errorf("localcluster: no coordinator/scanserver executables next to this program or on PATH, and %w", err)
 	}
-	bin := filepath.Join(root, "bin")
-	if err := Build(ctx, root, bin); err != nil {
-		return "", "", err
-	}
 	return pair(bin, names)
+}
+
+// BuildFromSource builds the coordinator and scanserver of the source tree
+// containing the working directory into its bin/ directory (incremental:
+// Go's build cache makes a rebuild of unchanged code fast) and returns
+// that directory.
+func BuildFromSource(ctx context.Context) (string, error) {
+	root, err := SourceRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(root, "bin")
+	return bin, Build(ctx, root, bin)
 }
 
 func pair(dir string, names []string) (string, string, error) {
@@ -91,16 +100,28 @@ func isModuleRoot(gomod string) bool {
 }
 
 // Build compiles the coordinator and scanserver commands of the source tree
-// at root into dir.
+// at root into dir. Executables are built aside and renamed into place, so
+// concurrent builds (parallel test packages) and running processes never
+// see a half-written file.
 func Build(ctx context.Context, root, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./cmd/coordinator", "./cmd/scanserver")
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp+string(filepath.Separator), "./cmd/coordinator", "./cmd/scanserver")
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("localcluster: go build in %s: %v\n%s", root, err, out)
+	}
+	for _, n := range []string{"coordinator", "scanserver"} {
+		if err := os.Rename(filepath.Join(tmp, n), filepath.Join(dir, n)); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -94,7 +94,9 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	cfg.Progress = progress(errOut)
 	start := time.Now()
 	tm, err := tablets.Ingest(ctx, store, meta, *table, entries, cfg)
-	if err != nil {
+	if errors.Is(err, tablets.ErrCleanup) && tm != nil {
+		fmt.Fprintln(errOut, "warning: published, but old generations were not all removed:", err)
+	} else if err != nil {
 		return err
 	}
 	if err := conn.PublishMetaChanged(&messages.TableMeta{Name: tm.Name, Generation: tm.Generation}); err != nil {

@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+const table = "e2e"
+
+type fixture struct {
+	t     *testing.T
+	cl    *localcluster.Cluster
+	c     *client.Client
+	truth []tablets.Entry
+}
+
+// start brings up 3 hosts × 2 servers (real processes), ingests 100 000
+// rows over 8 tablets into JetStream and connects a client.
+func start(t *testing.T) *fixture {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes")
+	}
+	ctx := context.Background()
+	bins, err := localcluster.BuildFromSource(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 3, ServersPerHost: 2, DataDir: t.TempDir(), BinDir: bins,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(100000)}
+
+	bc := bus.DefaultConfig()
+	bc.URL = cl.NATSURL()
+	conn, err := bus.Connect(ctx, bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	store, err := conn.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := conn.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	icfg := tablets.DefaultIngestConfig()
+	icfg.Tablets = 8
+	tm, err := tablets.Ingest(ctx, store, meta, table, f.truth, icfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tm.Tablets) < 8 {
+		t.Fatalf("%d tablets", len(tm.Tablets))
+	}
+
+	cfg := client.DefaultConfig()
+	cfg.NATSURL = cl.NATSURL()
+	cfg.StallTimeout = time.Second
+	if f.c, err = client.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.c.Close() })
+	return f
+}
+
+// scan scans truth[a:b] and returns an error unless the rows are exactly
+// those, in order, each once.
+func (f *fixture) scan(ctx context.Context, a, b int) error {
+	rng := tablets.Range{}
+	if a > 0 {
+		rng.Start = f.truth[a].Key
+	}
+	if b < len(f.truth) {
+		rng.End = f.truth[b].Key
+	}
+	rows := f.c.Scan(ctx, table, rng, client.ScanOptions{})
+	defer rows.Close()
+	i := a
+	for rows.Next() {
+		r := rows.Row()
+		if i >= b {
+			return fmt.Errorf("scan %s: extra row %q", rng, r.Key)
+		}
+		if !bytes.Equal(r.Key, f.truth[i].Key) || !bytes.Equal(r.Value, f.truth[i].Value) {
+			return fmt.Errorf("scan %s: row %d is %q, want %q", rng, i-a, r.Key, f.truth[i].Key)
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("scan %s: %w", rng, err)
+	}
+	if i != b {
+		return fmt.Errorf("scan %s: %d rows, want %d", rng, i-a, b-a)
+	}
+	return nil
+}
+
+// randomRange: mostly short scans, some long, some spanning many tablets.
+func randomRange(r *rand.Rand, n int) (int, int) {
+	a := r.IntN(n)
+	l := 1 + r.IntN(200)
+	switch r.IntN(10) {
+	case 0:
+		l = 1 + r.IntN(30000)
+	case 1:
+		l = 0
+	}
+	return a, min(a+l, n)
+}
+
+// run runs n random scans on `workers` goroutines; onProgress is called
+// with the number done after each scan.
+func (f *fixture) run(n, workers int, seed uint64, onProgress func(done int64)) []error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs []error
+		done atomic.Int64
+		wg   sync.WaitGroup
+	)
+	jobs := make(chan [2]int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if err := f.scan(ctx, j[0], j[1]); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+				d := done.Add(1)
+				if onProgress != nil {
+					onProgress(d)
+				}
+			}
+		}()
+	}
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := 0; i < n; i++ {
+		a, b := randomRange(r, len(f.truth))
+		jobs <- [2]int{a, b}
+	}
+	close(jobs)
+	wg.Wait()
+	return errs
+}
+
+func TestRandomScansMatchGroundTruth(t *testing.T) {
+	f := start(t)
+	if err := f.scan(context.Background(), 0, len(f.truth)); err != nil {
+		t.Fatal(err)
+	}
+	errs := f.run(200, 4, 1, nil)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	st, err := f.cl.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ScansFailed != 0 {
+		t.Fatalf("coordinator reports %d failed scans", st.ScansFailed)
+	}
+
+	// Faults mid-run: one scanserver process stopped (hung), another killed.
+	var once1, once2 sync.Once
+	errs = f.run(200, 4, 2, func(done int64) {
+		if done == 40 {
+			once1.Do(func() {
+				if err := f.cl.Signal(0, syscall.SIGSTOP); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		if done == 80 {
+			once2.Do(func() {
+				if err := f.cl.Kill(1); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	})
+	st, err = f.cl.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.cl.Signal(0, syscall.SIGCONT)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	killed := localcluster.HostName(1)
+	for _, s := range st.Servers {
+		t.Logf("%s %s alive=%v dispatched=%d timeouts=%d errors=%.0f", s.Host, s.Id, s.Alive, s.Dispatched, s.Timeouts, s.Errors)
+		if s.Host == killed && s.Alive {
+			t.Errorf("killed host %s still alive in the coordinator's view", killed)
+		}
+	}
+	t.Logf("coordinator: dispatches=%d timeouts=%d busy=%d failed=%d", st.Dispatches, st.Timeouts, st.Busy, st.ScansFailed)
+	// And the survivors still serve full scans.
+	if err := f.scan(context.Background(), 0, len(f.truth)); err != nil {
+		t.Fatal(err)
+	}
+}
