@@ -90,16 +90,22 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 			level = 2
 		}
 	}
+	var errs, slows []DecayedCount
+	if di := c.v.decayIndex(decay); di >= 0 && di < len(c.g.errs) {
+		errs, slows = c.g.errs[di], c.g.slows[di]
+	}
 	key := func(pos int, i int32) chKey {
-		s := c.g.alive[i]
-		k := chKey{errs: c.v.ErrorsOf(s, decay, c.now)}
+		var k chKey
+		if errs != nil {
+			k.errs = errs[i].Value(c.now, decay)
+		}
 		if k.errs > o.MaxIgnoredErrors {
 			k.errs -= o.MaxIgnoredErrors
 		} else {
 			k.errs = 0
 		}
-		if o.Hedge {
-			k.slow = c.v.SlowdownsOf(s, decay, c.now)
+		if o.Hedge && slows != nil {
+			k.slow = slows[i].Value(c.now, decay)
 		}
 		switch pol.mode {
 		case chNearestHostname, chLevenshtein:

@@ -157,14 +157,18 @@
 //     Tripped servers (circuit breaker as ribbon-zone) and servers that
 //     already failed or are in flight in this scan are skipped. The pick is
 //     uniform among the servers scoring within 0.5 of the best ("cold"
-//     servers, as Prequal): ties spread across a host's siblings instead of
-//     herding onto one while the view is stale. A busy home server is thus
+//     servers, as Prequal) on the host nearest home among them: ties spread
+//     across a host's siblings instead of herding onto one while the view
+//     is stale, and home wins near-ties. A busy home server is thus
 //     retried on a sibling first, and the scan leaves home only when the
 //     home host's queues exceed the next hosts' by more than spillCost; it
 //     comes back when they drain.
-//  3. If every scored server is skipped, all live servers are scored the
-//     same way (host rank = spillHosts+1), so a live server is always found;
-//     if all are tripped or tried, the least bad one is used.
+//  3. If no server of those hosts is usable, power of two choices over all
+//     live servers: two random usable ones (up to 16 draws), the lower score
+//     wins (host rank = spillHosts+1); then a full scan; if every server is
+//     tripped, tried or on an excluded host, the least bad one not in flight
+//     (any, when not hedging), so a live server is always found for a
+//     primary dispatch.
 //  4. Hedging (hedge = true): HedgeDelay = DataTimeout =
 //     clamp(StartLatencyP95, hedgeDelayMin, hedgeDelayMax), or
 //     hedgeDelayDefault while the p95 is unknown. A hedge is declined

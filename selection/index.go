@@ -23,6 +23,11 @@ type groupIndex struct {
 	// zones: distinct zones of alive, sorted by name; zoneOf like hostOf.
 	zones  []zoneEntry
 	zoneOf []int32
+	// errs[d][i] and slows[d][i] copy alive[i].Errors[d] / Slowdowns[d]
+	// (zero when absent) for decay index d of the view: contiguous, so
+	// policies that read every server's counters (clickhouse-*) stay in
+	// cache.
+	errs, slows [][]DecayedCount
 	// fp fingerprints the membership (IDs and hosts of alive, in order):
 	// two views whose group has the same fp have the same indices, so
 	// per-tablet caches of rendezvous orders survive a new view.
@@ -90,11 +95,11 @@ func (v *LoadView) group(name string) *groupIndex {
 	if !sort.SliceIsSorted(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID }) {
 		sort.Slice(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID })
 	}
-	return newGroupIndex(name, mine, v.At)
+	return newGroupIndex(name, mine, v.At, len(v.Decays))
 }
 
 // buildGroups indexes the alive servers of every group.
-func buildGroups(servers []*ServerLoad, at time.Time) map[string]*groupIndex {
+func buildGroups(servers []*ServerLoad, at time.Time, decays int) map[string]*groupIndex {
 	by := map[string][]*ServerLoad{}
 	for _, s := range servers {
 		if s == nil || !s.Alive {
@@ -105,13 +110,13 @@ func buildGroups(servers []*ServerLoad, at time.Time) map[string]*groupIndex {
 	}
 	out := make(map[string]*groupIndex, len(by))
 	for name, list := range by {
-		out[name] = newGroupIndex(name, list, at)
+		out[name] = newGroupIndex(name, list, at, decays)
 	}
 	return out
 }
 
 // newGroupIndex indexes alive (sorted by ID, all alive, all of group name).
-func newGroupIndex(name string, alive []*ServerLoad, at time.Time) *groupIndex {
+func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *groupIndex {
 	g := &groupIndex{name: name, alive: alive, pos: make(map[ServerID]int32, len(alive)),
 		hostOf: make([]int32, len(alive)), zoneOf: make([]int32, len(alive))}
 	hostIdx := map[string]int32{}
@@ -167,6 +172,20 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time) *groupIndex {
 		buf = append(buf, 0)
 	}
 	g.fp[0], g.fp[1] = murmur3.Sum128(buf)
+	g.errs = make([][]DecayedCount, decays)
+	g.slows = make([][]DecayedCount, decays)
+	for d := 0; d < decays; d++ {
+		g.errs[d] = make([]DecayedCount, len(alive))
+		g.slows[d] = make([]DecayedCount, len(alive))
+		for i, s := range alive {
+			if d < len(s.Errors) {
+				g.errs[d][i] = s.Errors[d]
+			}
+			if d < len(s.Slowdowns) {
+				g.slows[d][i] = s.Slowdowns[d]
+			}
+		}
+	}
 	return g
 }
 

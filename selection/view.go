@@ -25,6 +25,9 @@ type DecayedCount struct {
 
 // Value returns the count as of now.
 func (d DecayedCount) Value(now time.Time, p DecayParams) uint32 {
+	if d.Count == 0 {
+		return 0
+	}
 	return d.decayed(now, p).Count
 }
 
@@ -144,7 +147,7 @@ func NewLoadView(servers []*ServerLoad, decays []DecayParams, at time.Time) *Loa
 	for _, s := range servers {
 		v.byID[s.ID] = s
 	}
-	v.groups = buildGroups(servers, at)
+	v.groups = buildGroups(servers, at, len(decays))
 	return v
 }
 
@@ -177,18 +180,18 @@ func (v *LoadView) decayIndex(p DecayParams) int {
 // ErrorsOf returns s's error count under p as of now (0 if p is not
 // tracked by this view).
 func (v *LoadView) ErrorsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
-	i := v.decayIndex(p)
-	if i < 0 || i >= len(s.Errors) {
-		return 0
-	}
-	return s.Errors[i].Value(now, p)
+	return countAt(s.Errors, v.decayIndex(p), p, now)
 }
 
 // SlowdownsOf returns s's slowdown count under p as of now.
 func (v *LoadView) SlowdownsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
-	i := v.decayIndex(p)
-	if i < 0 || i >= len(s.Slowdowns) {
+	return countAt(s.Slowdowns, v.decayIndex(p), p, now)
+}
+
+// countAt is counts[i] under p as of now, 0 when absent.
+func countAt(counts []DecayedCount, i int, p DecayParams, now time.Time) uint32 {
+	if i < 0 || i >= len(counts) {
 		return 0
 	}
-	return s.Slowdowns[i].Value(now, p)
+	return counts[i].Value(now, p)
 }
