@@ -80,7 +80,12 @@ func (h *HostActor) Receive(c actor.Context) {
 	now := h.now()
 	switch m := c.Message().(type) {
 	case *messages.Heartbeat:
-		h.onHeartbeat(now, m)
+		if pid := h.onHeartbeat(now, m); pid != nil {
+			// Open the connection now: the first message to a new endpoint
+			// waits for a gRPC connection, which can outlast a 33ms busy
+			// timeout. An empty Cancel is a no-op for the server.
+			c.Send(pid, &messages.Cancel{Reason: "connect"})
+		}
 	case *hostEvent:
 		h.onEvent(now, m)
 	case *serverGone:
@@ -104,16 +109,20 @@ func (h *HostActor) Receive(c actor.Context) {
 	h.publish()
 }
 
-func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) {
+// onHeartbeat updates a server; it returns the server's PID when it is new
+// (or a new incarnation).
+func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID {
 	id := selection.ServerID(m.GetServer())
 	s := h.servers[id]
 	if m.GetLeaving() {
 		if s != nil {
 			h.markDead(now, s)
 		}
-		return
+		return nil
 	}
+	var fresh *actor.PID
 	if s == nil || s.load.Incarnation != m.GetIncarnation() {
+		fresh = actor.NewPID(m.GetPid().GetAddress(), m.GetPid().GetId())
 		// New server or a restarted one: fresh counters.
 		s = &serverState{load: selection.ServerLoad{ID: id, Host: h.host}}
 		s.load.Errors = make([]selection.DecayedCount, len(h.decays))
@@ -133,6 +142,7 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) {
 	if s.interval <= 0 {
 		s.interval = time.Second
 	}
+	return fresh
 }
 
 func (h *HostActor) markDead(now time.Time, s *serverState) {

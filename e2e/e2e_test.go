@@ -20,7 +20,7 @@ import (
 const table = "e2e"
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	cl    *localcluster.Cluster
 	c     *client.Client
 	truth []tablets.Entry
@@ -28,7 +28,9 @@ type fixture struct {
 
 // start brings up 3 hosts × 2 servers (real processes), ingests 100 000
 // rows over 8 tablets into JetStream and connects a client.
-func start(t *testing.T) *fixture {
+func start(t testing.TB) *fixture { return startWith(t, 3, 2, 100000, 8) }
+
+func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test with real processes")
@@ -38,13 +40,13 @@ func start(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 3, ServersPerHost: 2, DataDir: t.TempDir(), BinDir: bins,
+	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: hosts, ServersPerHost: servers, DataDir: t.TempDir(), BinDir: bins,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(100000)}
+	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(rows)}
 
 	bc := bus.DefaultConfig()
 	bc.URL = cl.NATSURL()
@@ -62,12 +64,12 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = 8
+	icfg.Tablets = tabletsN
 	tm, err := tablets.Ingest(ctx, store, meta, table, f.truth, icfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tm.Tablets) < 8 {
+	if len(tm.Tablets) < tabletsN {
 		t.Fatalf("%d tablets", len(tm.Tablets))
 	}
 
