@@ -29,8 +29,11 @@ import (
 //     DataTimeout = min(maxSpeculativeReadTimeout, speculativeReadTimeout ×
 //     speculativeBackoffMultiplier^k), k = hedges made in this scan counting
 //     the one being decided. A hedge call returns the next replica not yet
-//     sent to, or ErrNoHedge when none remain or an attempt already answered
-//     (Result Started).
+//     sent to, or ErrNoHedge when none remain. BookKeeper speculates only
+//     while no replica has answered; for a scan the answer is its first
+//     data, and the coordinator asks for a hedge only while no attempt has
+//     delivered data, so an accepted (Started) attempt without data does not
+//     stop a speculative read.
 type bookkeeperPolicy struct{ p *Profile }
 
 func (pol bookkeeperPolicy) Select(in *Input) (Decision, error) {
@@ -40,7 +43,7 @@ func (pol bookkeeperPolicy) Select(in *Input) (Decision, error) {
 	}
 	defer c.end()
 	o := &c.p.Options
-	if in.Hedge && (o.SpeculativeReadTimeout <= 0 || c.started) {
+	if in.Hedge && o.SpeculativeReadTimeout <= 0 {
 		return Decision{}, ErrNoHedge
 	}
 	ws := c.writeSet(o.WriteSetSize)

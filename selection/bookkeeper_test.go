@@ -169,9 +169,9 @@ func TestBookKeeperSpeculative(t *testing.T) {
 	if got := speculativeTimeout(&p.Options, 10); got != 10*time.Second {
 		t.Errorf("cap: %v", got)
 	}
-	// One already answered: no speculative read.
-	if _, err := sel([]Attempt{att(ws[0].ID, ws[0].Host, Started)}, true); !errors.Is(err, ErrNoHedge) {
-		t.Errorf("answered: %v", err)
+	// Accepted but no data by DataTimeout: speculate to the next replica.
+	if d, err := sel([]Attempt{att(ws[0].ID, ws[0].Host, Started)}, true); err != nil || d.Server != ws[1].ID {
+		t.Errorf("started without data: %v %v", d.Server, err)
 	}
 	// Off.
 	off := bkProfile(func(o *Options) { o.SpeculativeReadTimeout = 0 })

@@ -80,6 +80,14 @@ func TestClickHouseModePriority(t *testing.T) {
 		}
 		h = append(h, att(d.Server, d.Host, Busy))
 	}
+	// Cancelled attempts do not count as tried.
+	two := hostsView(2, 1)
+	o2 := RendezvousOrder(tab, two.group("").alive, "")
+	d, _ = chSelect(t, chProfile("in_order"), Input{Tablet: tab, View: two,
+		Attempts: []Attempt{att(o2[0].ID, o2[0].Host, Busy), att(o2[1].ID, o2[1].Host, Cancelled)}})
+	if d.Server != o2[1].ID {
+		t.Errorf("cancelled counted as tried: %v", d.Server)
+	}
 	// first_or_random: index firstOffset % N first, the rest random.
 	for seed := uint64(0); seed < 10; seed++ {
 		d, _ := chSelect(t, chProfile("first_or_random", func(o *Options) { o.FirstOffset = 7 }), Input{Tablet: tab, View: hv, Rand: rng(seed)})

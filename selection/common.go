@@ -29,7 +29,6 @@ type call struct {
 	failed  int  // attempts with Failed() results
 	errs    int  // attempts with IsError() results
 	hedges  int  // attempts dispatched as hedges
-	started bool // some attempt has Result Started
 	nFailed int  // distinct live servers with a failed attempt
 	nFlight int  // distinct live servers with an in-flight attempt
 	// lastFlight is the server index of the newest in-flight attempt, -1.
@@ -73,9 +72,6 @@ func (c *call) begin(in *Input, def *Profile) error {
 		if a.Hedge {
 			c.hedges++
 		}
-		if a.Result == Started {
-			c.started = true
-		}
 	}
 	if len(c.g.alive) == 0 {
 		return ErrNoServer
@@ -87,10 +83,8 @@ func (c *call) begin(in *Input, def *Profile) error {
 		if !ok {
 			continue
 		}
-		m := c.st.marks[i]
-		if m == 0 {
-			c.st.marked = append(c.st.marked, i)
-		}
+		old := c.st.marks[i]
+		m := old
 		if a.Result.Failed() && m&markFailed == 0 {
 			m |= markFailed
 			c.nFailed++
@@ -101,6 +95,9 @@ func (c *call) begin(in *Input, def *Profile) error {
 				c.nFlight++
 			}
 			c.lastFlight = i
+		}
+		if old == 0 && m != 0 {
+			c.st.marked = append(c.st.marked, i)
 		}
 		c.st.marks[i] = m
 	}

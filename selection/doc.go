@@ -28,8 +28,8 @@
 //     attempts are pending, started-without-data or slow. The policy then
 //     never returns a server with such an in-flight attempt; it returns
 //     ErrNoHedge when it does not hedge (the policy never hedges, hedging is
-//     off, the budget is spent, an answer already arrived, or no other
-//     server is left). A hedge decision has Delay 0.
+//     off, the budget is spent, or no other server is left). Ask only while
+//     no attempt has delivered data. A hedge decision has Delay 0.
 //   - Decision.HedgeDelay (not accepted by then → ask for a hedge) and
 //     Decision.DataTimeout (no first data by then → ask for a hedge) are set
 //     only by policies that hedge; 0 means "do not". Ask for at most one

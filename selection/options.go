@@ -119,14 +119,18 @@ type Options struct {
 
 // Policy names.
 const (
-	PolicyAccumulo       = "accumulo"
-	PolicyAccumuloHost   = "accumulo-host"
-	PolicyBookKeeper     = "bookkeeper"
-	PolicyRibbonZone     = "ribbon-zone"
-	PolicyRandom         = "random"
-	PolicyRoundRobin     = "round-robin"
-	PolicyAdaptive       = "adaptive"
-	clickhousePrefix     = "clickhouse-"
+	PolicyAccumulo     = "accumulo"
+	PolicyAccumuloHost = "accumulo-host"
+	PolicyBookKeeper   = "bookkeeper"
+	PolicyRibbonZone   = "ribbon-zone"
+	PolicyRandom       = "random"
+	PolicyRoundRobin   = "round-robin"
+	PolicyAdaptive     = "adaptive"
+	// ClickHouse policies are "clickhouse-" + a load_balancing mode:
+	// random, nearest_hostname, hostname_levenshtein_distance, in_order,
+	// first_or_random, round_robin.
+	clickhousePrefix = "clickhouse-"
+	// PolicyClickHouseRand is "clickhouse-random".
 	PolicyClickHouseRand = clickhousePrefix + "random"
 )
 

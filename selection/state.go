@@ -29,7 +29,7 @@ type TabletState struct {
 	hashes    []u128
 
 	// marks[i] holds mark* flags for server index i of the current call;
-	// marked lists the indices to clear at the end of the call.
+	// marked lists the distinct marked indices (cleared at the end).
 	marks  []uint8
 	marked []int32
 
