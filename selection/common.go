@@ -26,11 +26,11 @@ type call struct {
 	rnd *rand.Rand
 	now time.Time
 
-	failed  int  // attempts with Failed() results
-	errs    int  // attempts with IsError() results
-	hedges  int  // attempts dispatched as hedges
-	nFailed int  // distinct live servers with a failed attempt
-	nFlight int  // distinct live servers with an in-flight attempt
+	failed  int // attempts with Failed() results
+	errs    int // attempts with IsError() results
+	hedges  int // attempts dispatched as hedges
+	nFailed int // distinct live servers with a failed attempt
+	nFlight int // distinct live servers with an in-flight attempt
 	// lastFlight is the server index of the newest in-flight attempt, -1.
 	lastFlight int32
 }
