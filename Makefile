@@ -1,0 +1,17 @@
+# Convenience targets; every one is a plain go command underneath.
+.PHONY: demo test loadtest build proto
+
+demo:      ## the main job: local cluster + sample data + verified scans + status
+	go run ./cmd/scanctl demo
+
+test:      ## the whole test suite, as CI runs it
+	go test -race ./...
+
+loadtest:  ## policy comparison under faults (about two minutes)
+	go run ./cmd/loadtest
+
+build:     ## binaries into ./bin
+	go build -o bin/ ./cmd/...
+
+proto:     ## regenerate messages/ (needs protoc and protoc-gen-go)
+	go generate ./messages

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Start one scanserver on each host given, over ssh, without systemd.
+# usage: NATS=nats://n1:4222 ./start-hosts.sh host1 host2 host3
+set -euo pipefail
+: "${NATS:?set NATS to the cluster's NATS URL(s)}"
+for h in "$@"; do
+  ssh "$h" "nohup /usr/local/bin/scanserver --nats '$NATS' --host '$h' --listen 0.0.0.0:8100 --advertise '$h:8100' \
+    >/var/log/scanserver.log 2>&1 </dev/null &"
+  echo "started scanserver on $h"
+done
