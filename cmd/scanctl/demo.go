@@ -31,6 +31,9 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	if _, err := parse("demo", g, fs, args, errOut); err != nil {
 		return err
 	}
+	if err := checkSize(cfg.Hosts, cfg.ServersPerHost); err != nil {
+		return err
+	}
 	if *rowsN < 1 || *tabletsN < 1 || *scans < 0 {
 		return usageError{fmt.Errorf("--rows and --tablets must be >= 1, --scans >= 0")}
 	}

@@ -26,6 +26,9 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	if _, err := parse("up", g, fs, args, errOut); err != nil {
 		return err
 	}
+	if err := checkSize(cfg.Hosts, cfg.ServersPerHost); err != nil {
+		return err
+	}
 	if cfg.Profiles != "" {
 		abs, err := filepath.Abs(cfg.Profiles)
 		if err != nil {
@@ -60,3 +63,10 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 }
 
 func exited(p *localcluster.Proc) <-chan struct{} { return p.Done() }
+
+func checkSize(hosts, servers int) error {
+	if hosts < 1 || servers < 1 {
+		return usageError{fmt.Errorf("--hosts and --servers-per-host must be >= 1")}
+	}
+	return nil
+}

@@ -1,0 +1,247 @@
+// Command loadtest is scanplane's load-test harness: it brings up a local
+// cluster of real processes (or targets a running one), ingests a
+// generated table, runs a verified scan workload for each selection policy
+// under each fault, prints a comparison table and writes report.json and
+// PNG plots to --out. See package loadtest.
+//
+//	go run ./cmd/loadtest                 # default comparison, about 2 minutes
+//	go run ./cmd/loadtest --quick         # smoke test, about 30 seconds
+//	go run ./cmd/loadtest --fault none --fault hung-server --policies clickhouse-random,adaptive
+//	go run ./cmd/loadtest --median a,b,c  # combine three runs' report.json into medians
+//
+// Exit status: 0 when every scan was right, 1 on a runtime failure or when
+// any scan returned wrong rows, 2 on bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/term"
+
+	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/loadtest"
+	"github.com/scanplane/scanplane/selection"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// listFlag is a list flag: repeatable, each value may hold several items
+// separated by commas; the first Set replaces the default.
+type listFlag struct {
+	p   *[]string
+	set bool
+}
+
+func (l *listFlag) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ",")
+}
+
+func (l *listFlag) Set(s string) error {
+	if !l.set {
+		*l.p, l.set = nil, true
+	}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l.p = append(*l.p, v)
+		}
+	}
+	return nil
+}
+
+type bytesFlag struct{ p *int64 }
+
+func (b bytesFlag) String() string {
+	if b.p == nil || *b.p == 0 {
+		return "auto"
+	}
+	return strconv.FormatInt(*b.p, 10)
+}
+
+func (b bytesFlag) Set(s string) error {
+	if s == "auto" {
+		*b.p = 0
+		return nil
+	}
+	n, err := cliutil.ParseBytes(s)
+	*b.p = n
+	return err
+}
+
+// options are the flags that are not Config fields.
+type options struct {
+	out      string
+	quick    bool
+	median   string
+	progress string
+}
+
+func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
+	fs.IntVar(&c.Hosts, "hosts", c.Hosts, "scanserver processes (hosts) of the local cluster")
+	fs.IntVar(&c.ServersPerHost, "servers-per-host", c.ServersPerHost, "scan servers per host")
+	fs.IntVar(&c.Zones, "zones", c.Zones, "zones the hosts are spread over")
+	fs.StringVar(&c.NATS, "nats", c.NATS, "target a running cluster: its NATS URL (default: start a local cluster)")
+	fs.StringVar(&c.Coordinator, "coordinator", c.Coordinator, "running cluster: the coordinator's actor address (default: found on NATS)")
+	fs.StringVar(&c.ProfilesFile, "profiles-file", c.ProfilesFile, "running cluster: the coordinator's --profiles file, rewritten per policy")
+	fs.StringVar(&c.BinDir, "bin", c.BinDir, "directory with the coordinator and scanserver executables (default: find or build them)")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "local cluster data directory (default: a temporary directory, removed afterwards)")
+	fs.Var(bytesFlag{&c.CacheSize}, "cache-size", "block cache per host, e.g. 8MiB (auto: 1.5 × the table / hosts)")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "scan-server heartbeat interval")
+	fs.StringVar(&c.Table, "table", c.Table, "table to scan (ingested unless present with the same rows and tablets)")
+	fs.IntVar(&c.Rows, "rows", c.Rows, "rows of generated data")
+	fs.IntVar(&c.Tablets, "tablets", c.Tablets, "tablets")
+	fs.IntVar(&c.Clients, "clients", c.Clients, "concurrent clients (goroutines sharing one client library)")
+	fs.Float64Var(&c.Rate, "rate", c.Rate, "open loop: total scans/s, latency from the scheduled start (0 = closed loop)")
+	fs.Float64Var(&c.Zipf, "zipf", c.Zipf, "Zipfian constant of tablet popularity (0 = uniform, 0.99 = YCSB)")
+	fs.IntVar(&c.ScanRows, "scan-rows", c.ScanRows, "a short scan reads 1..N rows")
+	fs.Float64Var(&c.FullTablet, "full-tablet", c.FullTablet, "fraction of scans that read a whole tablet")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured window per policy and fault")
+	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "warm-up before each measured window (not in the figures)")
+	fs.DurationVar(&c.ScanTimeout, "scan-timeout", c.ScanTimeout, "a scan not done after this long is an error")
+	fs.Var(&listFlag{p: &c.Faults}, "fault", "fault to compare, repeatable or comma separated: "+strings.Join(loadtest.FaultNames(), ", ")+" (combine with +)")
+	fs.IntVar(&c.FaultHost, "fault-host", c.FaultHost, "index of the host that gets the fault")
+	fs.DurationVar(&c.FaultAfter, "fault-after", c.FaultAfter, "timed faults start this long into the window (0 = duration/4)")
+	fs.DurationVar(&c.FaultFor, "fault-for", c.FaultFor, "timed faults last this long (0 = duration/2)")
+	fs.StringVar(&c.SlowPause, "slow-pause", c.SlowPause, "slow-server: pause DUR every EVERY")
+	fs.Float64Var(&c.SlowFactor, "slow-factor", c.SlowFactor, "slow-host: block reads this many times slower")
+	fs.Float64Var(&c.HotShare, "hot-share", c.HotShare, "hot-tablet: share of scans on the hot tablet")
+	fs.IntVar(&c.HotTablet, "hot-tablet", c.HotTablet, "hot-tablet: the tablet (-1 = tablets/2)")
+	fs.Var(&listFlag{p: &c.Policies}, "policies", "policies to compare, comma separated ("+strings.Join(selection.PolicyNames(), ", ")+
+		"; suffix :hedge or :nohedge; clickhouse-* hedge by default; \"current\" = a running cluster's own profiles)")
+	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
+	fs.StringVar(&o.out, "out", o.out, "directory for report.json and the plots (\"\" = none)")
+	fs.BoolVar(&o.quick, "quick", o.quick, "smoke test of about 30 s (smaller cluster, table and phases; explicit flags still apply)")
+	fs.StringVar(&o.median, "median", o.median, "no run: combine these report directories (comma separated) into medians, print and write them to --out")
+	fs.StringVar(&o.progress, "progress", "auto", "live progress line on stderr: auto (when a terminal), on, off")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg := loadtest.DefaultConfig()
+	opts := options{out: "loadtest-out"}
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	define(fs, &cfg, &opts)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "loadtest: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	explicit := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = f.Value.String() })
+	if opts.quick {
+		// Start again from the quick config and re-apply the explicit flags.
+		cfg = loadtest.QuickConfig()
+		fs2 := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+		fs2.SetOutput(io.Discard)
+		define(fs2, &cfg, &opts)
+		for name, v := range explicit {
+			if err := fs2.Set(name, v); err != nil {
+				fmt.Fprintf(stderr, "loadtest: --%s: %v\n", name, err)
+				return 2
+			}
+		}
+	}
+	if _, ok := explicit["policies"]; !ok && cfg.NATS != "" && cfg.ProfilesFile == "" {
+		cfg.Policies = []string{loadtest.PolicyCurrent}
+	}
+	if opts.median != "" {
+		return median(strings.Split(opts.median, ","), opts.out, stdout, stderr)
+	}
+	cfg.Log = stderr
+	switch opts.progress {
+	case "on":
+		cfg.Progress = stderr
+	case "off":
+	case "auto":
+		if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			cfg.Progress = stderr
+		}
+	default:
+		fmt.Fprintf(stderr, "loadtest: --progress %q: want auto, on or off\n", opts.progress)
+		return 2
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	rep, err := loadtest.Run(ctx, cfg)
+	code := 0
+	if rep != nil && len(rep.Results) > 0 {
+		fmt.Fprintln(stdout)
+		_ = rep.WriteTable(stdout)
+		if opts.out != "" {
+			files, werr := rep.WriteDir(opts.out)
+			for _, f := range files {
+				fmt.Fprintln(stderr, "wrote", f)
+			}
+			if werr != nil {
+				fmt.Fprintln(stderr, "loadtest: writing results:", werr)
+				code = 1
+			}
+		}
+		if n := rep.TotalWrong(); n > 0 {
+			fmt.Fprintf(stderr, "loadtest: %d scans returned WRONG rows\n", n)
+			code = 1
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 1
+	}
+	return code
+}
+
+func median(dirs []string, out string, stdout, stderr io.Writer) int {
+	var reps []*loadtest.Report
+	for _, d := range dirs {
+		path := d
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			path = filepath.Join(d, "report.json")
+		}
+		r, err := loadtest.ReadReport(path)
+		if err != nil {
+			fmt.Fprintln(stderr, "loadtest:", err)
+			return 1
+		}
+		reps = append(reps, r)
+	}
+	m, err := loadtest.MedianReport(reps)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	_ = m.WriteTable(stdout)
+	if out != "" {
+		files, err := m.WriteDir(out)
+		for _, f := range files {
+			fmt.Fprintln(stderr, "wrote", f)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "loadtest:", err)
+			return 1
+		}
+	}
+	return 0
+}
