@@ -79,7 +79,7 @@ func (c *call) begin(in *Input, def *Profile) error {
 	c.st.setTablet(in.Tablet)
 	c.st.growMarks(len(c.g.alive))
 	for _, a := range in.Attempts {
-		i, ok := c.g.pos[a.Server]
+		i, ok := c.g.index(a.Server)
 		if !ok {
 			continue
 		}

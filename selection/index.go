@@ -15,7 +15,6 @@ type groupIndex struct {
 	// alive: the group's live servers, sorted by ID. Policy indices ("server
 	// index" below) are positions in this slice.
 	alive []*ServerLoad
-	pos   map[ServerID]int32
 	// hosts: distinct hosts of alive, sorted by name; hostOf[i] is the host
 	// index of alive[i]; hosts[h].servers lists server indices (ID order).
 	hosts  []hostEntry
@@ -59,7 +58,7 @@ type zoneEntry struct {
 // the adaptive policy's zone avoidance.
 const recentFailure = 10 * time.Second
 
-var emptyGroup = &groupIndex{pos: map[ServerID]int32{}}
+var emptyGroup = &groupIndex{}
 
 // groupName normalises a group name: empty means "default".
 func groupName(g string) string {
@@ -100,6 +99,36 @@ func (v *LoadView) group(name string) *groupIndex {
 
 // buildGroups indexes the alive servers of every group.
 func buildGroups(servers []*ServerLoad, at time.Time, decays int) map[string]*groupIndex {
+	// Common case: one group. Collect per group without a map first.
+	first := ""
+	one := true
+	alive := 0
+	for _, s := range servers {
+		if s == nil || !s.Alive {
+			continue
+		}
+		g := groupName(s.Group)
+		if alive == 0 {
+			first = g
+		} else if g != first {
+			one = false
+		}
+		alive++
+	}
+	out := map[string]*groupIndex{}
+	if alive == 0 {
+		return out
+	}
+	if one {
+		list := make([]*ServerLoad, 0, alive)
+		for _, s := range servers {
+			if s != nil && s.Alive {
+				list = append(list, s)
+			}
+		}
+		out[first] = newGroupIndex(first, list, at, decays)
+		return out
+	}
 	by := map[string][]*ServerLoad{}
 	for _, s := range servers {
 		if s == nil || !s.Alive {
@@ -108,7 +137,6 @@ func buildGroups(servers []*ServerLoad, at time.Time, decays int) map[string]*gr
 		g := groupName(s.Group)
 		by[g] = append(by[g], s)
 	}
-	out := make(map[string]*groupIndex, len(by))
 	for name, list := range by {
 		out[name] = newGroupIndex(name, list, at, decays)
 	}
@@ -117,20 +145,29 @@ func buildGroups(servers []*ServerLoad, at time.Time, decays int) map[string]*gr
 
 // newGroupIndex indexes alive (sorted by ID, all alive, all of group name).
 func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *groupIndex {
-	g := &groupIndex{name: name, alive: alive, pos: make(map[ServerID]int32, len(alive)),
-		hostOf: make([]int32, len(alive)), zoneOf: make([]int32, len(alive))}
-	hostIdx := map[string]int32{}
-	zoneIdx := map[string]int32{}
+	n := len(alive)
+	g := &groupIndex{name: name, alive: alive}
+	idx := make([]int32, 2*n)
+	g.hostOf, g.zoneOf = idx[:n:n], idx[n:]
+	hostIdx := make(map[string]int32, n/2+1)
 	var hostNames, zoneNames []string
+	fpLen := 0
 	for _, s := range alive {
 		if _, ok := hostIdx[s.Host]; !ok {
 			hostIdx[s.Host] = 0
 			hostNames = append(hostNames, s.Host)
 		}
-		if _, ok := zoneIdx[s.Zone]; !ok {
-			zoneIdx[s.Zone] = 0
+		known := false
+		for _, z := range zoneNames {
+			if z == s.Zone {
+				known = true
+				break
+			}
+		}
+		if !known {
 			zoneNames = append(zoneNames, s.Zone)
 		}
+		fpLen += len(s.ID) + len(s.Host) + 2
 	}
 	sort.Strings(hostNames)
 	sort.Strings(zoneNames)
@@ -141,18 +178,17 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *
 	}
 	g.zones = make([]zoneEntry, len(zoneNames))
 	for i, z := range zoneNames {
-		zoneIdx[z] = int32(i)
 		g.zones[i].name = z
 	}
-	var buf []byte
+	counts := make([]int32, len(hostNames))
+	buf := make([]byte, 0, fpLen)
 	for i, s := range alive {
-		g.pos[s.ID] = int32(i)
 		h := hostIdx[s.Host]
-		z := zoneIdx[s.Zone]
+		z := int32(sort.SearchStrings(zoneNames, s.Zone))
 		g.hostOf[i] = h
 		g.zoneOf[i] = z
+		counts[h]++
 		he := &g.hosts[h]
-		he.servers = append(he.servers, int32(i))
 		he.zone = s.Zone
 		if s.LastHeartbeat.After(he.lastHeartbeat) {
 			he.lastHeartbeat = s.LastHeartbeat
@@ -171,22 +207,54 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *
 		buf = append(buf, s.Host...)
 		buf = append(buf, 0)
 	}
+	// Per-host server lists share one backing array.
+	backing := make([]int32, n)
+	off := 0
+	for h := range g.hosts {
+		g.hosts[h].servers = backing[off : off : off+int(counts[h])]
+		off += int(counts[h])
+	}
+	for i := range alive {
+		he := &g.hosts[g.hostOf[i]]
+		he.servers = append(he.servers, int32(i))
+	}
 	g.fp[0], g.fp[1] = murmur3.Sum128(buf)
-	g.errs = make([][]DecayedCount, decays)
-	g.slows = make([][]DecayedCount, decays)
-	for d := 0; d < decays; d++ {
-		g.errs[d] = make([]DecayedCount, len(alive))
-		g.slows[d] = make([]DecayedCount, len(alive))
-		for i, s := range alive {
-			if d < len(s.Errors) {
-				g.errs[d][i] = s.Errors[d]
-			}
-			if d < len(s.Slowdowns) {
-				g.slows[d][i] = s.Slowdowns[d]
+	if decays > 0 {
+		g.errs = make([][]DecayedCount, decays)
+		g.slows = make([][]DecayedCount, decays)
+		all := make([]DecayedCount, 2*decays*n)
+		for d := 0; d < decays; d++ {
+			g.errs[d] = all[2*d*n : (2*d+1)*n : (2*d+1)*n]
+			g.slows[d] = all[(2*d+1)*n : (2*d+2)*n : (2*d+2)*n]
+			for i, s := range alive {
+				if d < len(s.Errors) {
+					g.errs[d][i] = s.Errors[d]
+				}
+				if d < len(s.Slowdowns) {
+					g.slows[d][i] = s.Slowdowns[d]
+				}
 			}
 		}
 	}
 	return g
+}
+
+// index returns the server index of id in g, or false.
+func (g *groupIndex) index(id ServerID) (int32, bool) {
+	a := g.alive
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if a[m].ID < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(a) && a[lo].ID == id {
+		return int32(lo), true
+	}
+	return 0, false
 }
 
 // pending is the load measure of queue-aware policies (bookkeeper,

@@ -254,7 +254,7 @@ func (c *call) ribbonSubset(o *Options) []int32 {
 func (c *call) collectSubset() []int32 {
 	out := c.st.idx[:0]
 	for _, id := range c.st.subset.members {
-		if i, ok := c.g.pos[id]; ok {
+		if i, ok := c.g.index(id); ok {
 			out = append(out, i)
 		}
 	}
@@ -273,7 +273,7 @@ func (c *call) refreshSubset(o *Options) {
 	since := c.now.Add(-subsetFailureWindow)
 	kept := c.st.idx[:0]
 	for _, id := range ss.members {
-		i, ok := c.g.pos[id]
+		i, ok := c.g.index(id)
 		if !ok {
 			continue // gone or dead
 		}

@@ -1,7 +1,7 @@
 package selection
 
 import (
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -136,35 +136,45 @@ type LoadView struct {
 	RecentDispatches uint64
 	RecentHedges     uint64
 
-	byID   map[ServerID]*ServerLoad
 	groups map[string]*groupIndex
 }
 
 // NewLoadView builds a view; it takes ownership of servers (sorts them).
 func NewLoadView(servers []*ServerLoad, decays []DecayParams, at time.Time) *LoadView {
-	sort.Slice(servers, func(i, j int) bool { return servers[i].ID < servers[j].ID })
-	v := &LoadView{Servers: servers, Decays: decays, At: at, byID: make(map[ServerID]*ServerLoad, len(servers))}
-	for _, s := range servers {
-		v.byID[s.ID] = s
-	}
+	slices.SortFunc(servers, func(a, b *ServerLoad) int { return cmpString(string(a.ID), string(b.ID)) })
+	v := &LoadView{Servers: servers, Decays: decays, At: at}
 	v.groups = buildGroups(servers, at, len(decays))
 	return v
 }
 
-// Server returns the server with that id, or nil.
+// Server returns the server with that id, or nil (binary search: Servers
+// is sorted by ID).
 func (v *LoadView) Server(id ServerID) *ServerLoad {
 	if v == nil {
 		return nil
 	}
-	if v.byID == nil {
-		for _, s := range v.Servers {
-			if s != nil && s.ID == id {
+	a := v.Servers
+	lo, hi := 0, len(a)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if a[m].ID < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(a) && a[lo].ID == id {
+		return a[lo]
+	}
+	// A view built as a literal may be unsorted.
+	if v.groups == nil {
+		for _, s := range a {
+			if s.ID == id {
 				return s
 			}
 		}
-		return nil
 	}
-	return v.byID[id]
+	return nil
 }
 
 // decayIndex returns the index of p in v.Decays, or -1.
