@@ -20,8 +20,8 @@ func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
 	plans := c.plans()
 	pi := c.planIndex()
 	plan := plans[pi]
-	order := c.st.order(c.g, kindServers, plan.Salt)
-	subset := order[:plan.Servers.Count(len(order))]
+	size := plan.Servers.Count(len(c.g.alive))
+	subset := c.st.order(c.g, kindServers, plan.Salt, size)[:size]
 	var i int32
 	i, c.st.idx2 = c.pickFresh(subset, c.st.idx2)
 	if i < 0 {
@@ -103,8 +103,9 @@ func (pol accumuloHostPolicy) Select(in *Input) (Decision, error) {
 // planHosts returns (in st.idx2) the first plan.Servers.Count(hosts)
 // distinct hosts of the servers' rendezvous order for the plan's salt.
 func (c *call) planHosts(plan AttemptPlan) []int32 {
-	order := c.st.order(c.g, kindServers, plan.Salt)
 	want := plan.Servers.Count(len(c.g.hosts))
+	// want × maxPerHost servers hold at least want distinct hosts.
+	order := c.st.order(c.g, kindServers, plan.Salt, want*c.g.maxPerHost)
 	epoch := c.st.newHostEpoch(len(c.g.hosts))
 	out := c.st.idx2[:0]
 	for _, s := range order {

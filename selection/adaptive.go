@@ -51,8 +51,8 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p95: c.v.StartLatencyP95, exclHost: -1}
 	c.zoneAvoidance(&a)
 
-	hosts := c.st.order(c.g, kindHosts, "")
-	top := min(len(hosts), 1+max(0, o.SpillHosts))
+	top := min(len(c.g.hosts), 1+max(0, o.SpillHosts))
+	hosts := c.st.order(c.g, kindHosts, "", top)
 	topHosts := hosts[:top]
 	rankOf := func(h int32) int {
 		for r, t := range topHosts {

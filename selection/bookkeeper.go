@@ -118,8 +118,14 @@ func speculativeTimeout(o *Options, k int) time.Duration {
 // rendezvous order, one per host while distinct hosts remain, then filled
 // from the rest of the order; size ≤ 0 or ≥ servers = the whole order.
 func (c *call) writeSet(size int) []int32 {
-	order := c.st.order(c.g, kindServers, "")
-	n := len(order)
+	n := len(c.g.alive)
+	need := n
+	if size > 0 && size < n {
+		// size × maxPerHost servers hold min(size, hosts) distinct hosts
+		// and at least size servers.
+		need = size * c.g.maxPerHost
+	}
+	order := c.st.order(c.g, kindServers, "", need)
 	ws := growInt32(c.st.idx, 0)
 	if size <= 0 || size >= n {
 		ws = append(ws, order...)

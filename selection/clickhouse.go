@@ -62,8 +62,14 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 	if in.Hedge && !o.Hedge {
 		return Decision{}, ErrNoHedge
 	}
-	order := c.st.order(c.g, kindServers, "")
-	n := len(order)
+	n := len(c.g.alive)
+	// Positions in the configuration (rendezvous) order matter only to
+	// in_order and round_robin; the other modes scan servers in index
+	// order (the random last key makes the scan order irrelevant).
+	var order []int32
+	if pol.mode == chInOrder || pol.mode == chRoundRobin {
+		order = c.st.order(c.g, kindServers, "", n)
+	}
 	decay := c.p.Decay()
 	var dist []int
 	if pol.mode == chNearestHostname || pol.mode == chLevenshtein {
@@ -74,9 +80,10 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 		lastUsed = int(c.st.RoundRobin % uint64(n))
 		c.st.RoundRobin++
 	}
-	first := 0
+	firstIdx := int32(-1)
 	if pol.mode == chFirstOrRandom {
-		first = o.FirstOffset % n
+		first := o.FirstOffset % n
+		firstIdx = c.st.order(c.g, kindServers, "", first+1)[first]
 	}
 	// Exclusion level: 0 = only untouched servers, 1 = no in-flight ones,
 	// 2 = any (never when hedging).
@@ -113,7 +120,7 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 		case chInOrder:
 			k.prio = pos
 		case chFirstOrRandom:
-			if pos != first {
+			if i != firstIdx {
 				k.prio = 1
 			}
 		case chRoundRobin:
@@ -147,7 +154,8 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 			i int32
 		}
 		all := make([]ek, 0, n)
-		for pos, i := range order {
+		for pos := range n {
+			i := at(order, pos)
 			if allowed(i) {
 				k := key(pos, i)
 				k.rnd = c.rnd.Uint64()
@@ -170,7 +178,8 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 	} else {
 		// Minimum with uniform random tie-breaking (reservoir): the same
 		// distribution as sorting with a random last key.
-		for pos, i := range order {
+		for pos := range n {
+			i := at(order, pos)
 			if !allowed(i) {
 				continue
 			}
@@ -196,6 +205,14 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 		d.DataTimeout = o.ReceiveDataTimeout
 	}
 	return d, nil
+}
+
+// at is order[pos], or pos when order is nil (index order).
+func at(order []int32, pos int) int32 {
+	if order == nil {
+		return int32(pos)
+	}
+	return order[pos]
 }
 
 // hostDistances returns, per host index, the distance of the host name to

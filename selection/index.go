@@ -19,6 +19,8 @@ type groupIndex struct {
 	// index of alive[i]; hosts[h].servers lists server indices (ID order).
 	hosts  []hostEntry
 	hostOf []int32
+	// maxPerHost is the largest number of servers on one host.
+	maxPerHost int
 	// zones: distinct zones of alive, sorted by name; zoneOf like hostOf.
 	zones  []zoneEntry
 	zoneOf []int32
@@ -217,6 +219,9 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *
 	for i := range alive {
 		he := &g.hosts[g.hostOf[i]]
 		he.servers = append(he.servers, int32(i))
+	}
+	for _, c := range counts {
+		g.maxPerHost = max(g.maxPerHost, int(c))
 	}
 	g.fp[0], g.fp[1] = murmur3.Sum128(buf)
 	if decays > 0 {

@@ -3,6 +3,7 @@ package selection
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/spaolacci/murmur3"
@@ -72,7 +73,10 @@ func TestRendezvousOrderMatchesReference(t *testing.T) {
 		// The cached per-state order is the same order.
 		st.setTablet(tab)
 		g := v.group("")
-		cached := st.order(g, kindServers, "s")
+		cached := st.order(g, kindServers, "s", len(ss))
+		if p := st.order(g, kindServers, "s", 3); len(p) < 3 || p[0] != cached[0] {
+			t.Fatal("prefix")
+		}
 		for i, idx := range cached {
 			if g.alive[idx].ID != order[i].ID {
 				t.Fatalf("cached order differs at %d", i)
@@ -250,5 +254,48 @@ func TestHomeHostUniformOverHosts(t *testing.T) {
 	}
 	if HomeHost(tablet(1), v, "nope") != "" || HomeHost(tablet(1), nil, "") != "" {
 		t.Error("no hosts: empty home")
+	}
+}
+
+// Cached prefixes and their extension agree with the full order.
+func TestOrderPrefixCache(t *testing.T) {
+	for _, n := range []int{1, 5, 64, 300} {
+		ss := serversN(n)
+		v := view(ss...)
+		g := v.group("")
+		for k := 0; k < 30; k++ {
+			tab := tablet(k)
+			want := RendezvousOrder(tab, ss, "x")
+			st := &TabletState{}
+			st.setTablet(tab)
+			for _, need := range []int{1, 3, 13, n / 2, n, 2} {
+				got := st.order(g, kindServers, "x", need)
+				if len(got) < min(need, n) {
+					t.Fatalf("n=%d need %d: got %d", n, need, len(got))
+				}
+				for j, i := range got {
+					if g.alive[i].ID != want[j].ID {
+						t.Fatalf("n=%d need %d: position %d differs", n, need, j)
+					}
+				}
+			}
+		}
+	}
+	// selectSmallest against a full sort.
+	r := rng(1)
+	for trial := 0; trial < 200; trial++ {
+		n := 1 + r.IntN(200)
+		p := make([]hashPair, n)
+		for i := range p {
+			p[i] = hashPair{u128{uint64(r.IntN(50)), r.Uint64()}, int32(i)}
+		}
+		full := append([]hashPair(nil), p...)
+		slices.SortFunc(full, cmpPair)
+		k := 1 + r.IntN(n)
+		selectSmallest(p, k)
+		slices.SortFunc(p[:k], cmpPair)
+		if !slices.Equal(p[:k], full[:k]) {
+			t.Fatalf("n=%d k=%d: selection differs", n, k)
+		}
 	}
 }

@@ -26,7 +26,7 @@ type TabletState struct {
 
 	caches    [6]orderCache
 	nextCache int
-	hashes    []u128
+	pairs     []hashPair
 
 	// marks[i] holds mark* flags for server index i of the current call;
 	// marked lists the distinct marked indices (cleared at the end).
@@ -46,6 +46,11 @@ type TabletState struct {
 	dist   distCache
 }
 
+type hashPair struct {
+	h u128
+	i int32
+}
+
 type orderKind uint8
 
 const (
@@ -59,6 +64,7 @@ type orderCache struct {
 	group string
 	salt  string
 	fp    [2]uint64
+	n     int // members when computed
 	order []int32
 }
 
@@ -95,40 +101,87 @@ func (st *TabletState) setTablet(t Tablet) {
 	st.dist.valid = false
 }
 
-// order returns the rendezvous order (indices) of g's servers (kindServers)
-// or hosts (kindHosts) for the current tablet and salt, cached.
-func (st *TabletState) order(g *groupIndex, kind orderKind, salt string) []int32 {
+// order returns a prefix of at least need elements (all when need ≥ the
+// member count) of the rendezvous order (indices) of g's servers
+// (kindServers) or hosts (kindHosts) for the current tablet and salt. It is
+// cached: a prefix is computed by selection in O(n), the full order by a
+// sort, and a later call needing more extends the cache.
+func (st *TabletState) order(g *groupIndex, kind orderKind, salt string, need int) []int32 {
 	n := len(g.alive)
 	if kind == kindHosts {
 		n = len(g.hosts)
 	}
+	need = min(max(need, 0), n)
 	for i := range st.caches {
 		c := &st.caches[i]
-		if c.valid && c.kind == kind && c.fp == g.fp && c.salt == salt && c.group == g.name && len(c.order) == n {
-			return c.order
+		if c.valid && c.kind == kind && c.fp == g.fp && c.salt == salt && c.group == g.name && c.n == n {
+			if len(c.order) >= need {
+				return c.order
+			}
+			c.valid = false // recompute longer below, in this slot
+			st.nextCache = i
+			break
 		}
 	}
 	c := &st.caches[st.nextCache]
 	st.nextCache = (st.nextCache + 1) % len(st.caches)
-	c.valid, c.kind, c.group, c.salt, c.fp = true, kind, g.name, salt, g.fp
-	c.order = slices.Grow(c.order[:0], n)[:n]
-	st.hashes = slices.Grow(st.hashes[:0], n)[:n]
+	c.valid, c.kind, c.group, c.salt, c.fp, c.n = true, kind, g.name, salt, g.fp, n
+	st.pairs = slices.Grow(st.pairs[:0], n)[:n]
 	st.buf = append(st.buf[:0], st.key...)
 	kl := len(st.key)
 	for i := 0; i < n; i++ {
-		c.order[i] = int32(i)
 		member := ""
 		if kind == kindHosts {
 			member = g.hosts[i].name
 		} else {
 			member = string(g.alive[i].ID)
 		}
-		st.hashes[i], st.buf = hashMember(st.buf, kl, member, salt)
+		st.pairs[i].i = int32(i)
+		st.pairs[i].h, st.buf = hashMember(st.buf, kl, member, salt)
 	}
-	hs := st.hashes
-	// Indices are in ID (or host name) order, so ties keep that order.
-	slices.SortStableFunc(c.order, func(a, b int32) int { return hs[a].cmp(hs[b]) })
+	k := n
+	if want := max(need, 16); want*4 < n {
+		k = want
+		selectSmallest(st.pairs, k)
+	}
+	// Indices are in ID (or host name) order, so index breaks hash ties
+	// like RendezvousOrder's name order.
+	slices.SortFunc(st.pairs[:k], cmpPair)
+	c.order = slices.Grow(c.order[:0], k)[:k]
+	for j := range c.order {
+		c.order[j] = st.pairs[j].i
+	}
 	return c.order
+}
+
+func cmpPair(a, b hashPair) int {
+	if c := a.h.cmp(b.h); c != 0 {
+		return c
+	}
+	return int(a.i - b.i)
+}
+
+// selectSmallest moves the k smallest pairs (by cmpPair) to p[:k], in no
+// particular order: a bounded insertion into a sorted prefix, O(n) for
+// random input.
+func selectSmallest(p []hashPair, k int) {
+	if k <= 0 || k >= len(p) {
+		return
+	}
+	slices.SortFunc(p[:k], cmpPair)
+	for j := k; j < len(p); j++ {
+		if cmpPair(p[j], p[k-1]) >= 0 {
+			continue
+		}
+		x := p[j]
+		p[j] = p[k-1]
+		m := k - 1
+		for m > 0 && cmpPair(x, p[m-1]) < 0 {
+			p[m] = p[m-1]
+			m--
+		}
+		p[m] = x
+	}
 }
 
 // growMarks makes marks hold n entries (all zero).
