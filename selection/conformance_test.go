@@ -154,7 +154,11 @@ func checkDecision(t *testing.T, pc policyCase, in *Input, d Decision, err error
 	if d.BusyTimeout < 0 || d.Delay < 0 || d.HedgeDelay < 0 || d.DataTimeout < 0 || d.Delay > 30*time.Second {
 		t.Fatalf("%s: bad durations %+v", pc.name, d)
 	}
-	if d.PlanIndex < 0 || d.PlanIndex >= len(pc.p.AttemptPlans) {
+	plans := pc.p.AttemptPlans
+	if len(plans) == 0 {
+		plans = defaultPlans
+	}
+	if d.PlanIndex < 0 || d.PlanIndex >= len(plans) {
 		t.Fatalf("%s: plan index %d", pc.name, d.PlanIndex)
 	}
 	if !in.Explain && d.Candidates != nil {
@@ -363,6 +367,25 @@ func TestConformanceLiteralView(t *testing.T) {
 		d, err := mustPolicy(t, pc.p).Select(&Input{Tablet: tablet(1), Profile: pc.p, View: v, Rand: rng(1), Now: t0})
 		if err != nil || (d.Server != "a:1/0" && d.Server != "b:1/0") {
 			t.Errorf("%s: literal view: %v %v", pc.name, d.Server, err)
+		}
+	}
+}
+
+// Hand-built profiles with zero-valued options (and no plans) still obey
+// every invariant.
+func TestConformanceZeroOptions(t *testing.T) {
+	for _, name := range PolicyNames() {
+		p := &Profile{Name: name, Policy: name}
+		pc := policyCase{name + "+zero", p}
+		pol := mustPolicy(t, p)
+		r := rng(12)
+		for iter := 0; iter < 150; iter++ {
+			v := randomView(r, []int{0, 1, 4, 40}[iter%4], t0)
+			hedge := iter%3 == 0
+			in := &Input{Tablet: tablet(iter % 9), Profile: p, View: v, Now: t0, Rand: rng(uint64(iter)),
+				Attempts: randomHistory(r, v, hedge), Hedge: hedge, Explain: iter%5 == 0}
+			d, err := pol.Select(in)
+			checkDecision(t, pc, in, d, err)
 		}
 	}
 }
