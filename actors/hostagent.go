@@ -94,6 +94,8 @@ type HostAgent struct {
 	pids        []*actor.PID
 	counters    []*ServerCounters
 	stop        chan struct{}
+	life        context.Context
+	endLife     context.CancelFunc
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
 }
@@ -110,7 +112,8 @@ func NewHostAgent(cfg HostAgentConfig, conn *bus.Conn, store tablets.BlockStore)
 	if log == nil {
 		log = DiscardLogger()
 	}
-	return &HostAgent{cfg: cfg, conn: conn, store: store, log: log.With("host", cfg.Host), stop: make(chan struct{})}, nil
+	life, end := context.WithCancel(context.Background())
+	return &HostAgent{cfg: cfg, conn: conn, store: store, log: log.With("host", cfg.Host), stop: make(chan struct{}), life: life, endLife: end}, nil
 }
 
 // Start starts the actor system, the cache, the servers and heartbeats.
@@ -136,7 +139,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 			scfg.Fault = FaultConfig{}
 		}
 		counters := &ServerCounters{}
-		a := newScanServerActor(id, h.cfg.Host, scfg, fetcher, h.sys.Actors, counters, h.publishBusy, h.log)
+		a := newScanServerActor(h.life, id, h.cfg.Host, scfg, fetcher, h.sys.Actors, counters, h.publishBusy, h.log)
 		pid, err := h.sys.Actors.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), ServerActorID(i))
 		if err != nil {
 			h.Close()
@@ -210,6 +213,7 @@ func (h *HostAgent) Incarnation() string { return h.incarnation }
 func (h *HostAgent) Close() {
 	h.closeOnce.Do(func() {
 		close(h.stop)
+		h.endLife()
 		h.wg.Wait()
 		if h.sys == nil {
 			return

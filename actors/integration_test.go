@@ -136,16 +136,20 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 			t.Fatal(err)
 		}
 	}
+	t0 := time.Now()
 	if tc.cl, err = localcluster.Start(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("cluster started in %v", time.Since(t0))
 	return tc
 }
 
 func (tc *testCluster) close() {
+	t0 := time.Now()
 	if tc.cl != nil {
 		tc.cl.Close()
 	}
+	tc.t.Logf("cluster closed in %v", time.Since(t0))
 	if tc.conn != nil {
 		tc.conn.Close()
 	}

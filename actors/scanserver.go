@@ -102,9 +102,11 @@ type ScanServerActor struct {
 	counters *ServerCounters
 	onBusy   func(*messages.LoadSignal)
 	log      *slog.Logger
+	// life ends when the host agent closes: it interrupts fault pauses.
+	life context.Context
 }
 
-func newScanServerActor(id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, sys *actor.ActorSystem,
+func newScanServerActor(life context.Context, id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, sys *actor.ActorSystem,
 	counters *ServerCounters, onBusy func(*messages.LoadSignal), log *slog.Logger) *ScanServerActor {
 	gate := newPauseGate(cfg.Fault, time.Now())
 	if gate != nil || cfg.Fault.SlowFactor > 1 {
@@ -118,7 +120,7 @@ func newScanServerActor(id, host string, cfg ScanServerConfig, fetcher tablets.B
 		id: id, host: host, cfg: cfg, fetcher: fetcher, gate: gate, sys: sys,
 		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
 		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
-		counters: counters, onBusy: onBusy, log: log.With("server", id),
+		counters: counters, onBusy: onBusy, log: log.With("server", id), life: life,
 	}
 }
 
@@ -130,10 +132,10 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 	case *actor.Stopping:
 		s.shutdown()
 	case *messages.StartScan:
-		s.gate.wait(context.Background())
+		s.gate.wait(s.life)
 		s.onStartScan(m)
 	case *messages.Cancel:
-		s.gate.wait(context.Background())
+		s.gate.wait(s.life)
 		s.onCancel(m)
 	case *messages.BatchAck:
 		s.onAck(m)
