@@ -17,6 +17,7 @@ const (
 	adSlowWeight    = 1.0
 	adCountCap      = 8
 	adZonePenalty   = 4.0
+	adStalePenalty  = 8.0
 	adColdBand      = 0.5
 	adSiblingSlowAt = 2 // sibling hedge needs StartLatency < this × p95
 )
@@ -166,6 +167,9 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	if a.avoidAny && a.avoid&(1<<uint(c.g.zoneOf[i])) != 0 {
 		sc += adZonePenalty
 	}
+	if c.hostStale(c.g.hostOf[i], a) {
+		sc += adStalePenalty
+	}
 	return sc
 }
 
@@ -267,12 +271,19 @@ func (c *call) adaptiveFallback(a *adCtx, rankOf func(int32) int) int32 {
 	return best
 }
 
+// hostStale: the host's newest heartbeat is older than staleHeartbeat at
+// the view's time (a paused or hung host process).
+func (c *call) hostStale(h int32, a *adCtx) bool {
+	hb := c.g.hosts[h].lastHeartbeat
+	return a.o.StaleHeartbeat > 0 && !hb.IsZero() && c.v.At.Sub(hb) > a.o.StaleHeartbeat
+}
+
 // siblingHedge returns a healthy sibling of the newest in-flight attempt's
 // server on the same host, or -1 when the host is suspect or has none.
 func (c *call) siblingHedge(a *adCtx) int32 {
 	h := c.g.hostOf[c.lastFlight]
 	he := &c.g.hosts[h]
-	if a.o.StaleHeartbeat > 0 && !he.lastHeartbeat.IsZero() && c.v.At.Sub(he.lastHeartbeat) > a.o.StaleHeartbeat {
+	if c.hostStale(h, a) {
 		return -1
 	}
 	flights := 0

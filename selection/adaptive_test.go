@@ -212,6 +212,15 @@ func TestAdaptiveAvoidance(t *testing.T) {
 	if d := h.must(v, nil, false, 3); d.Server != s1 {
 		t.Errorf("start latency: %v", d.Server)
 	}
+	// Stale heartbeat of the home host (process paused): leave it.
+	v = modView(base, func(s *ServerLoad) {
+		if s.Host == home {
+			s.LastHeartbeat = t0.Add(-3 * time.Second)
+		}
+	})
+	if d := h.must(v, nil, false, 1); d.Host == home {
+		t.Errorf("stale home host: %v", d.Server)
+	}
 	// Circuit breaker: tripped home servers are skipped.
 	v = modView(base, func(s *ServerLoad) {
 		if s.Host == home {

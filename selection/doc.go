@@ -154,6 +154,9 @@
 //     + 4 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
 //     whose fraction of tripped or erroring servers reaches
 //     zoneBlackoutPercent)
+//     + 8 when its host's newest heartbeat is older than staleHeartbeat (a
+//     paused or hung host process; it leaves the view after missed
+//     heartbeats, this reacts sooner)
 //     Tripped servers (circuit breaker as ribbon-zone) and servers that
 //     already failed or are in flight in this scan are skipped. The pick is
 //     uniform among the servers scoring within 0.5 of the best ("cold"
