@@ -1,0 +1,455 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// target is the cluster under test: a local cluster of real processes the
+// harness controls, or a running cluster it only talks to. It owns the one
+// client.Client of the process (a process must start at most one
+// protoactor remote) shared by every scanning goroutine.
+type target struct {
+	cfg       Config
+	local     *localcluster.Cluster
+	dataDir   string
+	removeDir bool
+	profiles  string
+	conn      *bus.Conn
+	client    *client.Client
+	hbSub     *bus.Subscription
+	cache     *cacheTracker
+
+	mu         sync.Mutex
+	flagFaults []string // flag faults of the fault host, read by hostArgs
+	cacheBytes int64
+}
+
+func (c Config) logf(format string, a ...any) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, "==> "+format+"\n", a...)
+	}
+}
+
+// estimateTableBytes: generated rows take about 78 bytes each in tablet
+// files (12-byte key, 64-byte value, framing).
+func estimateTableBytes(rows int) int64 { return int64(rows) * 78 }
+
+// autoCacheBytes is 1.5 × a host's share of the table, at least 1 MiB.
+func autoCacheBytes(tableBytes int64, hosts int) int64 {
+	return max(1<<20, tableBytes*3/2/int64(max(hosts, 1)))
+}
+
+func startTarget(ctx context.Context, cfg Config) (_ *target, err error) {
+	t := &target{cfg: cfg, cache: newCacheTracker(), profiles: cfg.ProfilesFile}
+	defer func() {
+		if err != nil {
+			t.close()
+		}
+	}()
+	natsURL := cfg.NATS
+	if cfg.Local() {
+		t.dataDir = cfg.DataDir
+		if t.dataDir == "" {
+			if t.dataDir, err = os.MkdirTemp("", "scanplane-loadtest-"); err != nil {
+				return nil, err
+			}
+			t.removeDir = true
+		}
+		if t.profiles == "" {
+			t.profiles = filepath.Join(t.dataDir, "profiles.json")
+		}
+		first, err := ParsePolicy(cfg.Policies[0])
+		if err != nil {
+			return nil, err
+		}
+		data, err := ProfilesJSON(first, cfg.ServersPerHost)
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFileAtomic(t.profiles, data); err != nil {
+			return nil, fmt.Errorf("loadtest: profiles file: %w", err)
+		}
+		t.cacheBytes = cfg.CacheSize
+		if t.cacheBytes == 0 {
+			t.cacheBytes = autoCacheBytes(estimateTableBytes(cfg.Rows), cfg.Hosts)
+		}
+		cfg.logf("starting a local cluster: coordinator (embedded NATS) + %d scanserver processes × %d servers, %d zone(s), data in %s",
+			cfg.Hosts, cfg.ServersPerHost, cfg.Zones, t.dataDir)
+		t0 := time.Now()
+		t.local, err = localcluster.Start(ctx, localcluster.Config{Hosts: cfg.Hosts, ServersPerHost: cfg.ServersPerHost, Zones: cfg.Zones,
+			DataDir: t.dataDir, BinDir: cfg.BinDir, Profiles: t.profiles, HostArgs: t.hostArgs, Heartbeat: cfg.Heartbeat})
+		if err != nil {
+			return nil, err
+		}
+		natsURL = t.local.NATSURL()
+		cfg.logf("cluster ready in %v (nats %s, coordinator %s)", time.Since(t0).Round(time.Millisecond), natsURL, t.local.CoordinatorAddr())
+	}
+	bc := bus.DefaultConfig()
+	bc.URL, bc.Name = natsURL, "scanplane-loadtest"
+	if t.conn, err = bus.Connect(ctx, bc); err != nil {
+		return nil, fmt.Errorf("loadtest: NATS %s: %w", natsURL, err)
+	}
+	if t.hbSub, err = t.conn.SubscribeHeartbeats(t.cache.observe); err != nil {
+		return nil, err
+	}
+	ccfg := client.DefaultConfig()
+	ccfg.NATSURL, ccfg.Coordinator = natsURL, cfg.Coordinator
+	if t.client, err = client.New(ccfg); err != nil {
+		return nil, err
+	}
+	if err = t.client.Start(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *target) close() {
+	if t.client != nil {
+		t.client.Close()
+	}
+	if t.hbSub != nil {
+		t.hbSub.Close()
+	}
+	if t.conn != nil {
+		t.conn.Close()
+	}
+	if t.local != nil {
+		t.local.Close()
+	}
+	if t.removeDir {
+		os.RemoveAll(t.dataDir)
+	}
+}
+
+// hostArgs are the extra scanserver flags of host i: the cache size, and
+// the flag faults if i is the fault host.
+func (t *target) hostArgs(i int) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	args := []string{"--cache-size", strconv.FormatInt(t.cacheBytes, 10)}
+	if i != t.cfg.FaultHost {
+		return args
+	}
+	for _, f := range t.flagFaults {
+		switch f {
+		case FaultSlowServer:
+			args = append(args, "--fault-pause", t.cfg.SlowPause, "--fault-server", "0")
+		case FaultSlowHost:
+			args = append(args, "--fault-slow", strconv.FormatFloat(t.cfg.SlowFactor, 'g', -1, 64))
+		}
+	}
+	return args
+}
+
+// restartHosts restarts every host (in parallel) with the flag faults of
+// kinds, so that each phase starts with cold caches and fresh server
+// identities, then waits until the coordinator's view holds exactly the
+// new servers.
+func (t *target) restartHosts(ctx context.Context, kinds []string) error {
+	t.mu.Lock()
+	t.flagFaults = nil
+	for _, k := range kinds {
+		if slices.Contains(flagFaults, k) {
+			t.flagFaults = append(t.flagFaults, k)
+		}
+	}
+	t.mu.Unlock()
+	n := t.local.Hosts()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs[i] = t.local.Restart(ctx, i)
+		}(i)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return t.waitView(ctx, 30*time.Second)
+}
+
+// waitView polls the coordinator until the live servers are exactly those
+// of the current host processes, all of them.
+func (t *target) waitView(ctx context.Context, timeout time.Duration) error {
+	want := map[string]bool{}
+	for i := 0; i < t.local.Hosts(); i++ {
+		want[t.local.Host(i).Ready.Incarnation] = true
+	}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		st, err := t.client.Status(ctx)
+		if err == nil {
+			good, stale := 0, 0
+			for _, s := range st.Servers {
+				switch {
+				case !s.Alive:
+				case want[s.Incarnation]:
+					good++
+				default:
+					stale++
+				}
+			}
+			if good == t.cfg.Hosts*t.cfg.ServersPerHost && stale == 0 {
+				return nil
+			}
+			last = fmt.Sprintf("%d of %d new servers live, %d old ones still live", good, t.cfg.Hosts*t.cfg.ServersPerHost, stale)
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loadtest: the coordinator's view did not settle within %v: %s", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// usePolicy rewrites the profiles file for ps and makes the coordinator
+// reload it.
+func (t *target) usePolicy(ctx context.Context, ps PolicySpec) error {
+	if ps.Label == PolicyCurrent {
+		return nil
+	}
+	data, err := ProfilesJSON(ps, max(t.cfg.ServersPerHost, 1))
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(t.profiles, data); err != nil {
+		return fmt.Errorf("loadtest: profiles file: %w", err)
+	}
+	rep, err := t.client.Reload(ctx)
+	if err != nil {
+		return fmt.Errorf("loadtest: reload profiles for %s: %w", ps.Label, err)
+	}
+	if !rep.Ok {
+		return fmt.Errorf("loadtest: the coordinator refused the profiles for %s: %s", ps.Label, rep.Message)
+	}
+	st, err := t.client.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if !summaryHasPolicy(st.ProfilesSummary, ps.Policy) {
+		return fmt.Errorf("loadtest: after reload the coordinator runs %q, not policy %s (is %s its --profiles file?)", st.ProfilesSummary, ps.Policy, t.profiles)
+	}
+	return nil
+}
+
+// ensureTable ingests the generated table unless it exists with the same
+// shape and content, and waits until a scan of it works.
+func (t *target) ensureTable(ctx context.Context) (*messages.TableMeta, error) {
+	cfg := t.cfg
+	meta, err := t.conn.MetaStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if gen, err := meta.Current(ctx, cfg.Table); err == nil && gen > 0 {
+		tm, err := meta.Get(ctx, cfg.Table, gen)
+		if err == nil && tm.Rows == uint64(cfg.Rows) && len(tm.Tablets) == cfg.Tablets {
+			if err := t.probe(ctx, 20*time.Second); err == nil {
+				cfg.logf("reusing table %s: generation %d, %d rows, %d tablets", cfg.Table, gen, tm.Rows, len(tm.Tablets))
+				return tm, nil
+			}
+		}
+	}
+	store, err := t.conn.BlockStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cfg.logf("ingesting table %s: %d generated rows over %d tablets", cfg.Table, cfg.Rows, cfg.Tablets)
+	t0 := time.Now()
+	icfg := tablets.DefaultIngestConfig()
+	icfg.Tablets = cfg.Tablets
+	tm, err := tablets.Ingest(ctx, store, meta, cfg.Table, tablets.GenerateRows(cfg.Rows), icfg)
+	if errors.Is(err, tablets.ErrCleanup) && tm != nil {
+		cfg.logf("warning: ingested, but old generations were not all removed: %v", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("loadtest: ingest: %w", err)
+	}
+	_ = t.conn.PublishMetaChanged(&messages.TableMeta{Name: tm.Name, Generation: tm.Generation})
+	cfg.logf("ingested generation %d: %d rows, %d tablets, %d bytes in %v", tm.Generation, tm.Rows, len(tm.Tablets), tm.Bytes, time.Since(t0).Round(time.Millisecond))
+	if err := t.probe(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return tm, nil
+}
+
+// probe scans the table's first rows until they are right (the
+// coordinator may not know a new generation yet).
+func (t *target) probe(ctx context.Context, timeout time.Duration) error {
+	n := min(t.cfg.Rows, 10)
+	ver := NewVerifier(n)
+	deadline := time.Now().Add(timeout)
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rows := t.client.Scan(sctx, t.cfg.Table, tablets.Range{Start: tablets.RowKey(0), End: tablets.RowKey(n)}, client.ScanOptions{})
+		var tally Tally
+		for rows.Next() {
+			tally.Add(rows.Row().Key, rows.Row().Value)
+		}
+		err := rows.Err()
+		rows.Close()
+		cancel()
+		if err == nil {
+			err = ver.Check(0, n, tally)
+		}
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loadtest: table %s not scannable within %v: %w", t.cfg.Table, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Timed faults on the fault host.
+
+func (t *target) hang() error   { return t.local.Signal(t.cfg.FaultHost, syscall.SIGSTOP) }
+func (t *target) unhang() error { return t.local.Signal(t.cfg.FaultHost, syscall.SIGCONT) }
+func (t *target) crash() error  { return t.local.Kill(t.cfg.FaultHost) }
+func (t *target) recover(ctx context.Context) error {
+	return t.local.Restart(ctx, t.cfg.FaultHost)
+}
+
+// cacheTracker follows the per-host block cache counters in heartbeats.
+// Counters are per host process (key host/incarnation); a snapshot taken
+// by mark() is completed by each process's next heartbeat, so a window
+// between two marks covers what the processes did between them, give or
+// take nothing but the time between a heartbeat's sampling and sending.
+type cacheTracker struct {
+	mu     sync.Mutex
+	latest map[string]cacheCounters
+	marks  []*cacheMark
+}
+
+type cacheCounters struct {
+	hits, misses uint64
+	at           time.Time
+	gone         bool // the process said it is leaving
+}
+
+type cacheMark struct {
+	before map[string]cacheCounters // latest at mark time
+	after  map[string]cacheCounters // first heartbeat after the mark
+}
+
+func newCacheTracker() *cacheTracker { return &cacheTracker{latest: map[string]cacheCounters{}} }
+
+func (c *cacheTracker) observe(hb *messages.Heartbeat) {
+	key := hb.GetHost() + "/" + hb.GetIncarnation()
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.latest[key]
+	cur.hits, cur.misses, cur.at = max(cur.hits, hb.GetCacheHits()), max(cur.misses, hb.GetCacheMisses()), now
+	cur.gone = cur.gone || hb.GetLeaving()
+	c.latest[key] = cur
+	for _, m := range c.marks {
+		if _, ok := m.after[key]; !ok {
+			m.after[key] = cur
+		}
+	}
+}
+
+// mark starts a snapshot.
+func (c *cacheTracker) mark() *cacheMark {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := &cacheMark{before: map[string]cacheCounters{}, after: map[string]cacheCounters{}}
+	for k, v := range c.latest {
+		m.before[k] = v
+	}
+	c.marks = append(c.marks, m)
+	return m
+}
+
+// settle waits (up to timeout) until every process that sent a heartbeat
+// in the last 3 intervals, and did not announce it was leaving, has
+// reported after m.
+func (c *cacheTracker) settle(ctx context.Context, m *cacheMark, interval, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for {
+		c.mu.Lock()
+		waiting := 0
+		for k, v := range c.latest {
+			if _, ok := m.after[k]; !ok && !v.gone && time.Since(v.at) < 3*interval {
+				waiting++
+			}
+		}
+		c.mu.Unlock()
+		if waiting == 0 || time.Now().After(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// value is a process's counters at m: its first heartbeat after m, or its
+// last one before m if it never reported again; a process first seen
+// after m started from zero.
+func (m *cacheMark) value(key string) cacheCounters {
+	if _, existed := m.before[key]; !existed {
+		return cacheCounters{}
+	}
+	if v, ok := m.after[key]; ok {
+		return v
+	}
+	return m.before[key]
+}
+
+// delta is the cache hits and misses of all processes between two marks.
+func (c *cacheTracker) delta(m0, m1 *cacheMark) (hits, misses uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := map[string]bool{}
+	for k := range m1.before {
+		keys[k] = true
+	}
+	for k := range m1.after {
+		keys[k] = true
+	}
+	for k := range keys {
+		v1 := m1.value(k)
+		if _, existed := m1.before[k]; !existed {
+			// First seen after m1: its work is after the window.
+			continue
+		}
+		v0 := m0.value(k)
+		if v1.hits >= v0.hits && v1.misses >= v0.misses {
+			hits += v1.hits - v0.hits
+			misses += v1.misses - v0.misses
+		}
+	}
+	c.marks = slices.DeleteFunc(c.marks, func(m *cacheMark) bool { return m == m0 || m == m1 })
+	return hits, misses
+}

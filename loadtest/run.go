@@ -1,0 +1,451 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/messages"
+)
+
+// Run brings up (or connects to) the cluster, makes sure the table exists,
+// and runs the workload once per fault and policy: for each fault spec in
+// Config.Faults, for each policy in Config.Policies, one phase. A phase on
+// a local cluster restarts every host (cold caches, fresh server
+// identities; the fault host gets the slow-server/slow-host flags when the
+// fault has them), loads the policy's profiles, runs Warmup then Duration
+// of workload, injecting timed faults during the fault window, and
+// collects a Result. Every scan is verified against the ground truth.
+//
+// On error or cancellation Run returns the report of the phases done so
+// far together with the error.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	rep := &Report{Started: started.UTC().Format(time.RFC3339),
+		Cluster: ClusterInfo{Hosts: cfg.Hosts, ServersPerHost: cfg.ServersPerHost, Zones: cfg.Zones, Local: cfg.Local()},
+		Workload: WorkloadInfo{Clients: cfg.Clients, Rows: cfg.Rows, Tablets: cfg.Tablets, Zipf: cfg.Zipf, ScanRows: cfg.ScanRows,
+			DurationS: cfg.Duration.Seconds(), WarmupS: cfg.Warmup.Seconds(), RateScansS: cfg.Rate, Loop: "open", FullTablet: cfg.FullTablet,
+			Seed: cfg.Seed, Table: cfg.Table, SlowPause: cfg.SlowPause, SlowFactor: cfg.SlowFactor, HotTablet: cfg.hotTablet(), HotShare: cfg.HotShare},
+		Results: []Result{}}
+	if cfg.Rate == 0 {
+		rep.Workload.Loop = "closed"
+	}
+	finish := func(err error) (*Report, error) {
+		rep.Finished = time.Now().UTC().Format(time.RFC3339)
+		rep.ElapsedS = time.Since(started).Seconds()
+		return rep, err
+	}
+	t, err := startTarget(ctx, cfg)
+	if err != nil {
+		return finish(err)
+	}
+	defer t.close()
+	if cfg.Local() {
+		rep.Workload.FaultHost = fmt.Sprintf("host%d", cfg.FaultHost+1)
+	} else {
+		st, err := t.client.Status(ctx)
+		if err != nil {
+			return finish(err)
+		}
+		hosts, zones := map[string]bool{}, map[string]bool{}
+		for _, s := range st.Servers {
+			if s.Alive {
+				hosts[s.Host], zones[s.Zone] = true, true
+			}
+		}
+		rep.Cluster.Hosts, rep.Cluster.Zones = len(hosts), len(zones)
+		if len(hosts) > 0 {
+			rep.Cluster.ServersPerHost = (len(st.Servers) + len(hosts) - 1) / len(hosts)
+		}
+	}
+	tm, err := t.ensureTable(ctx)
+	if err != nil {
+		return finish(err)
+	}
+	rep.Cluster.TableBytes = tm.Bytes
+	if cfg.Local() {
+		t.mu.Lock()
+		if cfg.CacheSize == 0 {
+			t.cacheBytes = autoCacheBytes(int64(tm.Bytes), cfg.Hosts)
+		}
+		rep.Cluster.CacheBytes = t.cacheBytes
+		t.mu.Unlock()
+	}
+	wl, err := NewWorkload(WorkloadConfig{Rows: cfg.Rows, Bounds: TabletBounds(tm.SplitPoints, cfg.Rows), Zipf: cfg.Zipf,
+		ScanRows: cfg.ScanRows, FullTablet: cfg.FullTablet, HotTablet: cfg.hotTablet(), HotShare: cfg.HotShare, Seed: cfg.Seed})
+	if err != nil {
+		return finish(err)
+	}
+	ver := NewVerifier(cfg.Rows)
+	var policies []PolicySpec
+	for _, p := range cfg.Policies {
+		ps, _ := ParsePolicy(p) // validated
+		policies = append(policies, ps)
+	}
+	total := len(cfg.Faults) * len(policies)
+	n := 0
+	for _, f := range cfg.Faults {
+		kinds, _ := ParseFault(f) // validated
+		for _, ps := range policies {
+			n++
+			ph := &phase{cfg: cfg, t: t, wl: wl, ver: ver, fault: strings.Join(kinds, "+"), kinds: kinds, policy: ps,
+				index: n, total: total, runStart: started}
+			res, err := ph.run(ctx)
+			if err != nil {
+				return finish(fmt.Errorf("loadtest: phase %d/%d (policy %s, fault %s): %w", n, total, ps.Label, ph.fault, err))
+			}
+			rep.Results = append(rep.Results, *res)
+			cfg.logf("%-18s %-12s scans %6d  p50 %7.2f ms  p99 %8.2f ms  errors %d  wrong %d  cache hit %5.1f%%  disp/scan %.3f  hedges %d",
+				ps.Label, ph.fault, res.Scans, res.P50Ms, res.P99Ms, res.Errors, res.Wrong, 100*res.CacheHitRatio, res.DispatchesPerScan, res.Hedges)
+			if res.Missed > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s/%s: %d scheduled scans never started (the harness fell more than %v behind its open-loop schedule: the cluster could not keep up with %v scans/s)",
+					ps.Label, ph.fault, res.Missed, cfg.Drain, cfg.Rate))
+			}
+			if res.WarmupWrong > 0 {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s/%s: %d scans returned wrong rows during warm-up", ps.Label, ph.fault, res.WarmupWrong))
+			}
+		}
+	}
+	return finish(nil)
+}
+
+// phase is one policy under one fault.
+type phase struct {
+	cfg          Config
+	t            *target
+	wl           *Workload
+	ver          *Verifier
+	fault        string
+	kinds        []string
+	policy       PolicySpec
+	index, total int
+	runStart     time.Time
+	setupTime    time.Duration
+
+	// scanner runs one op (default p.scan); observe, if set, sees every
+	// outcome (tests).
+	scanner func(context.Context, Op) outcome
+	observe func(Op, outcome)
+
+	rec          *recorder
+	measureStart time.Time
+	end          time.Time
+	stage        atomic.Value // string
+}
+
+func (p *phase) has(kind string) bool { return slices.Contains(p.kinds, kind) }
+
+func (p *phase) timed() bool {
+	for _, k := range p.kinds {
+		if slices.Contains(timedFaults, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *phase) run(ctx context.Context) (*Result, error) {
+	cfg := p.cfg
+	cfg.logf("phase %d/%d: policy %s, fault %s", p.index, p.total, p.policy.Label, p.fault)
+	p.stage.Store("setup")
+	setup := time.Now()
+	if p.t.local != nil {
+		if err := p.t.restartHosts(ctx, p.kinds); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.t.usePolicy(ctx, p.policy); err != nil {
+		return nil, err
+	}
+	p.setupTime = time.Since(setup)
+	t0 := time.Now().Add(20 * time.Millisecond)
+	p.measureStart = t0.Add(cfg.Warmup)
+	p.end = p.measureStart.Add(cfg.Duration)
+	p.rec = newRecorder(p.measureStart, cfg.Duration, time.Second)
+	p.scanner = p.scan
+	p.stage.Store("warm-up")
+
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var next atomic.Uint64
+	for i := 0; i < cfg.Clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.worker(pctx, t0, &next)
+		}()
+	}
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		p.progress(pctx)
+	}()
+
+	// The measured window: snapshots at its start, faults inside it.
+	var s0 *messages.StatusReply
+	var m0 *cacheMark
+	var windows [][2]float64
+	var faultErr error
+	if err := sleepUntil(pctx, p.measureStart); err == nil {
+		p.stage.Store("measure")
+		m0 = p.t.cache.mark()
+		s0, faultErr = p.t.client.Status(pctx)
+		for _, k := range p.kinds {
+			if slices.Contains(flagFaults, k) {
+				windows = append(windows, [2]float64{0, cfg.Duration.Seconds()})
+				break
+			}
+		}
+		if faultErr == nil && p.timed() {
+			var w [2]float64
+			w, faultErr = p.injectTimed(pctx)
+			windows = append(windows, w)
+		}
+	}
+	if faultErr != nil {
+		cancel()
+	}
+	wg.Wait()
+	p.stage.Store("collect")
+	cancel()
+	<-progressDone
+	if cfg.Progress != nil {
+		fmt.Fprint(cfg.Progress, "\r\x1b[K")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if faultErr != nil {
+		return nil, faultErr
+	}
+	// A crashed host must be back before the next phase.
+	if p.has(FaultCrashHost) {
+		if err := p.t.waitView(ctx, 30*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	m1 := p.t.cache.mark()
+	s1, err := p.t.client.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.t.cache.settle(ctx, m1, cfg.Heartbeat, 2*cfg.Heartbeat+500*time.Millisecond)
+	hits, misses := p.t.cache.delta(m0, m1)
+	res := p.result(s0, s1, hits, misses, windows)
+	res.SetupS, res.CollectS = p.setupTime.Seconds(), time.Since(p.end).Seconds()
+	return res, nil
+}
+
+// injectTimed runs the timed faults over the fault window and returns the
+// window actually applied, in seconds into the measured window.
+func (p *phase) injectTimed(ctx context.Context) (w [2]float64, err error) {
+	cfg := p.cfg
+	from := p.measureStart.Add(cfg.faultAfter())
+	to := from.Add(cfg.faultFor())
+	if err := sleepUntil(ctx, from); err != nil {
+		return w, nil
+	}
+	w[0] = time.Since(p.measureStart).Seconds()
+	p.stage.Store("measure, fault on")
+	if p.has(FaultHungServer) {
+		if err := p.t.hang(); err != nil {
+			return w, fmt.Errorf("loadtest: hung-server: SIGSTOP: %w", err)
+		}
+	}
+	if p.has(FaultCrashHost) {
+		if err := p.t.crash(); err != nil {
+			return w, fmt.Errorf("loadtest: crash-host: SIGKILL: %w", err)
+		}
+	}
+	_ = sleepUntil(ctx, to) // on cancellation, still undo the faults
+	if p.has(FaultHungServer) {
+		if err := p.t.unhang(); err != nil {
+			return w, fmt.Errorf("loadtest: hung-server: SIGCONT: %w", err)
+		}
+	}
+	w[1] = time.Since(p.measureStart).Seconds()
+	if p.has(FaultCrashHost) {
+		p.stage.Store("measure, restarting host")
+		// Restart in the background so the window's workload goes on;
+		// the phase waits for the view before it ends.
+		if err := p.t.recover(context.WithoutCancel(ctx)); err != nil {
+			return w, fmt.Errorf("loadtest: crash-host: restart: %w", err)
+		}
+		w[1] = time.Since(p.measureStart).Seconds()
+	}
+	p.stage.Store("measure")
+	return w, nil
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// worker runs scans until the window ends: open loop (each scan due at its
+// schedule slot, latency from the slot) or closed loop (back to back).
+func (p *phase) worker(ctx context.Context, t0 time.Time, next *atomic.Uint64) {
+	cfg := p.cfg
+	sched := Schedule{Start: t0, Rate: cfg.Rate}
+	hotFrom := p.measureStart.Add(cfg.faultAfter())
+	hotTo := hotFrom.Add(cfg.faultFor())
+	hot := func(due time.Time) bool {
+		return p.has(FaultHotTablet) && !due.Before(hotFrom) && due.Before(hotTo)
+	}
+	for ctx.Err() == nil {
+		var due time.Time
+		k := next.Add(1) - 1
+		if cfg.Rate > 0 {
+			due = sched.At(k)
+			if !due.Before(p.end) {
+				return
+			}
+			if time.Now().After(p.end.Add(cfg.Drain)) {
+				if !due.Before(p.measureStart) {
+					p.rec.addMissed(1)
+				}
+				continue
+			}
+			if sleepUntil(ctx, due) != nil {
+				return
+			}
+		} else {
+			due = time.Now()
+			if !due.Before(p.end) {
+				return
+			}
+		}
+		op := p.wl.Op(k, hot(due))
+		o := p.scanner(ctx, op)
+		if ctx.Err() != nil && o.err != nil {
+			return // cancelled: not the cluster's fault
+		}
+		o.sched, o.latency = due, time.Since(due)
+		p.rec.add(o)
+		if p.observe != nil {
+			p.observe(op, o)
+		}
+	}
+}
+
+// scan runs one op and verifies its rows.
+func (p *phase) scan(ctx context.Context, op Op) outcome {
+	sctx, cancel := context.WithTimeout(ctx, p.cfg.ScanTimeout)
+	defer cancel()
+	rows := p.t.client.Scan(sctx, p.cfg.Table, op.Range(), client.ScanOptions{})
+	var tally Tally
+	for rows.Next() {
+		r := rows.Row()
+		tally.Add(r.Key, r.Value)
+	}
+	err := rows.Err()
+	rows.Close()
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("scan not finished within %v: %w", p.cfg.ScanTimeout, err)
+		}
+		return outcome{err: err, rows: tally.Count}
+	}
+	return outcome{rows: tally.Count, wrong: p.ver.Check(op.Lo, op.Hi, tally)}
+}
+
+// progress draws the live line until ctx ends.
+func (p *phase) progress(ctx context.Context) {
+	cfg := p.cfg
+	if cfg.Progress == nil || cfg.ProgressEvery <= 0 {
+		return
+	}
+	tick := time.NewTicker(cfg.ProgressEvery)
+	defer tick.Stop()
+	var prev int64
+	prevT := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			l := p.rec.live()
+			rate := float64(l.scans-prev) / now.Sub(prevT).Seconds()
+			prev, prevT = l.scans, now
+			in := now.Sub(p.measureStart)
+			window := cfg.Duration
+			stage, _ := p.stage.Load().(string)
+			if in < 0 {
+				in, window = now.Sub(p.measureStart.Add(-cfg.Warmup)), cfg.Warmup
+			}
+			el := now.Sub(p.runStart).Round(time.Second)
+			fmt.Fprintf(cfg.Progress, "\r\x1b[K[%d/%d] %s · %s · %s %.1f/%.0fs · elapsed %v · %.0f scans/s · p99 %.1f ms · errors %d · wrong %d",
+				p.index, p.total, p.policy.Label, p.fault, stage, in.Seconds(), window.Seconds(), el, rate, float64(l.p99)/1e6, l.errors, l.wrong)
+		}
+	}
+}
+
+// cdfQuantiles are the points of Result.CDF.
+var cdfQuantiles = func() []float64 {
+	var q []float64
+	for i := 1; i <= 99; i++ {
+		q = append(q, float64(i))
+	}
+	return append([]float64{0, 0.1, 0.5}, append(q, 99.5, 99.9, 99.95, 99.99, 100)...)
+}()
+
+func (p *phase) result(s0, s1 *messages.StatusReply, hits, misses uint64, windows [][2]float64) *Result {
+	r := p.rec
+	samples := r.errorSamples()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.hist
+	res := &Result{Policy: p.policy.Label, Fault: p.fault, Scans: r.scans, Rows: r.rows, Errors: r.errors, Wrong: r.wrong,
+		ThroughputScansPerS: float64(r.scans) / p.cfg.Duration.Seconds(),
+		P50Ms:               ms(h.ValueAtQuantile(50)), P90Ms: ms(h.ValueAtQuantile(90)), P99Ms: ms(h.ValueAtQuantile(99)),
+		P999Ms: ms(h.ValueAtQuantile(99.9)), MaxMs: ms(h.Max()), MeanMs: h.Mean() / 1000,
+		SelectionPolicy: p.policy.Policy, Hedge: p.policy.Hedge, CacheHits: hits, CacheMisses: misses,
+		Missed: r.missed, WarmupScans: r.wScans, WarmupErrors: r.wErrors, WarmupWrong: r.wWrong,
+		WrongSamples: slices.Clone(r.wrongs), FaultWindowsS: windows, P99OverTimeMs: []float64{}}
+	if h.TotalCount() == 0 {
+		res.MaxMs = 0
+	}
+	if hits+misses > 0 {
+		res.CacheHitRatio = float64(hits) / float64(hits+misses)
+	}
+	if s0 != nil && s1 != nil {
+		res.Dispatches = s1.Dispatches - min(s0.Dispatches, s1.Dispatches)
+		res.Hedges = s1.Hedges - min(s0.Hedges, s1.Hedges)
+		res.BusyRejections = s1.Busy - min(s0.Busy, s1.Busy)
+		res.Timeouts = s1.Timeouts - min(s0.Timeouts, s1.Timeouts)
+		res.CoordScans = s1.ScansStarted - min(s0.ScansStarted, s1.ScansStarted)
+		if r.scans > 0 {
+			res.DispatchesPerScan = float64(res.Dispatches) / float64(r.scans)
+		}
+	}
+	for _, th := range r.timeline {
+		res.P99OverTimeMs = append(res.P99OverTimeMs, ms(th.ValueAtQuantile(99)))
+	}
+	if h.TotalCount() > 0 {
+		for _, q := range cdfQuantiles {
+			res.CDF = append(res.CDF, CDFPoint{Q: q / 100, Ms: ms(h.ValueAtQuantile(q))})
+		}
+	}
+	res.ErrorSamples = samples
+	return res
+}
