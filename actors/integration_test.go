@@ -70,12 +70,13 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 }
 
 type testCluster struct {
-	t     *testing.T
-	srv   *bus.EmbeddedServer
-	conn  *bus.Conn
-	cl    *localcluster.Cluster
-	truth []tablets.Entry
-	table *messages.TableMeta
+	t       *testing.T
+	dataDir string
+	srv     *bus.EmbeddedServer
+	conn    *bus.Conn
+	cl      *localcluster.Cluster
+	truth   []tablets.Entry
+	table   *messages.TableMeta
 
 	mu sync.Mutex
 	hb map[string]*messages.Heartbeat // latest heartbeat per server
@@ -128,6 +129,7 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	tc.dataDir = dir
 	cfg := localcluster.Config{Hosts: o.hosts, ServersPerHost: o.servers, DataDir: dir, BinDir: bins, NATSURL: srv.ClientURL(),
 		Heartbeat: 100 * time.Millisecond, HostArgs: o.hostArgs, ReadyTimeout: 30 * time.Second}
 	if o.profiles != "" {

@@ -6,6 +6,10 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,4 +116,59 @@ func TestQueueAwarePoliciesMoveAwayAndBack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestProfilesReload: the coordinator re-reads its profiles file on
+// request (scanctl reload) and on SIGHUP; a bad file is refused and the
+// old profiles stay in force.
+func TestProfilesReload(t *testing.T) {
+	first := `[{"isDefault":true,"policy":"accumulo-host","attemptPlans":[{"servers":"1","busyTimeout":"33ms"}]}]`
+	tc := startCluster(t, clusterOpts{hosts: 1, servers: 1, rows: 100, tablets: 1, profiles: first})
+	c := tc.client(nil)
+	ctx := context.Background()
+	path := filepath.Join(tc.dataDir, "profiles.json")
+	policy := func() string {
+		r, err := c.Route(ctx, &messages.RouteRequest{Table: "t", Row: tc.truth[0].Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Policy
+	}
+	if p := policy(); p != "accumulo-host" {
+		t.Fatalf("policy %q", p)
+	}
+	// A bad file: refused with the reason, the old profiles stay.
+	if err := os.WriteFile(path, []byte(`[{"isDefault":true,"policy":"nope","attemptPlans":[{"servers":"1","busyTimeout":"33ms"}]}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Reload(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Ok || !strings.Contains(r.Message, "nope") {
+		t.Fatalf("bad reload accepted: %+v", r)
+	}
+	if p := policy(); p != "accumulo-host" {
+		t.Fatalf("after a refused reload the policy is %q", p)
+	}
+	tc.check(c, 0, 100, client.ScanOptions{})
+	// A good file through scanctl's path.
+	if err := os.WriteFile(path, []byte(`[{"isDefault":true,"policy":"adaptive"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Reload(ctx); err != nil || !r.Ok {
+		t.Fatalf("reload: %+v %v", r, err)
+	}
+	if p := policy(); p != "adaptive" {
+		t.Fatalf("policy %q after reload", p)
+	}
+	// And through SIGHUP.
+	if err := os.WriteFile(path, []byte(`[{"isDefault":true,"policy":"bookkeeper"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(tc.cl.Coordinator().PID(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SIGHUP reload", 10*time.Second, func() bool { return policy() == "bookkeeper" })
+	tc.check(c, 0, 100, client.ScanOptions{})
 }
