@@ -558,3 +558,87 @@ func TestHungServerMidStream(t *testing.T) {
 		t.Fatalf("expected a resume, stats %+v", rows.Stats())
 	}
 }
+
+// TestReingestSeenAtomically: re-ingesting a table while a client scans
+// it: every scan returns either the whole old table or the whole new one,
+// and the client picks up the new generation from its metadata watch.
+func TestReingestSeenAtomically(t *testing.T) {
+	tc := startCluster(t, clusterOpts{hosts: 2, servers: 1, rows: 3000, tablets: 3})
+	c := tc.client(nil)
+	ctx := context.Background()
+	store, err := tc.conn.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tc.conn.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := make([]tablets.Entry, len(tc.truth))
+	for i, e := range tc.truth {
+		newer[i] = tablets.Entry{Key: e.Key, Value: append([]byte("v2-"), e.Value...)}
+	}
+	// Which generation did a full scan see? 1 or 2, never a mix.
+	version := func() int {
+		rows := c.Scan(ctx, "t", tablets.Range{}, client.ScanOptions{})
+		defer rows.Close()
+		old, nw, n := 0, 0, 0
+		for rows.Next() {
+			r := rows.Row()
+			if !bytes.Equal(r.Key, tc.truth[n].Key) {
+				t.Fatalf("row %d key %q", n, r.Key)
+			}
+			switch {
+			case bytes.Equal(r.Value, tc.truth[n].Value):
+				old++
+			case bytes.Equal(r.Value, newer[n].Value):
+				nw++
+			default:
+				t.Fatalf("row %d: unknown value %q", n, r.Value)
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n != len(tc.truth) || (old != 0 && nw != 0) {
+			t.Fatalf("scan saw %d rows: %d old and %d new", n, old, nw)
+		}
+		if nw > 0 {
+			return 2
+		}
+		return 1
+	}
+	if v := version(); v != 1 {
+		t.Fatalf("before re-ingest: version %d", v)
+	}
+	done := make(chan error, 1)
+	go func() {
+		icfg := tablets.DefaultIngestConfig()
+		icfg.Tablets = 5 // other split points too
+		_, err := tablets.Ingest(ctx, store, meta, "t", newer, icfg)
+		done <- err
+	}()
+	ingested := false
+	for {
+		v := version()
+		if !ingested {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				ingested = true
+			default:
+			}
+		}
+		if v == 2 {
+			break
+		}
+	}
+	if !ingested {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -145,6 +145,8 @@ type Client struct {
 	mu      sync.Mutex
 	inboxes map[string]*inbox
 	tables  map[string]*messages.TableMeta // by name/gen
+	current map[string]uint64              // current generation per table, from the KV watch
+	watch   context.CancelFunc
 	closed  bool
 }
 
@@ -159,7 +161,8 @@ func New(cfg Config) (*Client, error) {
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &Client{cfg: cfg, log: log, id: "c" + hex.EncodeToString(b[:]), inboxes: map[string]*inbox{}, tables: map[string]*messages.TableMeta{}}, nil
+	return &Client{cfg: cfg, log: log, id: "c" + hex.EncodeToString(b[:]), inboxes: map[string]*inbox{},
+		tables: map[string]*messages.TableMeta{}, current: map[string]uint64{}}, nil
 }
 
 // Start connects to NATS, finds the coordinator and starts the client's
@@ -176,6 +179,14 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.meta, err = conn.MetaStore(ctx); err != nil {
 		c.Close()
 		return fmt.Errorf("client: metadata store: %w", err)
+	}
+	// Keep every table's current generation up to date, so a scan needs no
+	// metadata round trip unless the table changed.
+	wctx, cancel := context.WithCancel(context.Background())
+	c.watch = cancel
+	if err := c.meta.Watch(wctx, c.onTableChange); err != nil {
+		c.Close()
+		return fmt.Errorf("client: watch metadata: %w", err)
 	}
 	coord := c.cfg.Coordinator
 	if coord == "" {
@@ -247,6 +258,9 @@ func (c *Client) Close() error {
 		in.close()
 	}
 	c.mu.Unlock()
+	if c.watch != nil {
+		c.watch()
+	}
 	if c.rx != nil {
 		c.sys.Root.Stop(c.rx)
 	}
@@ -319,14 +333,37 @@ func (c *Client) send(pid *actor.PID, msg any) { c.sys.Root.Send(pid, msg) }
 
 func (c *Client) self() *messages.Pid { return &messages.Pid{Address: c.rx.Address, Id: c.rx.Id} }
 
-// Table returns the current generation of a table's metadata.
+func (c *Client) onTableChange(table string, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen == 0 {
+		delete(c.current, table)
+		return
+	}
+	c.current[table] = gen
+	// Generations older than the previous one are gone from the cluster.
+	for k, t := range c.tables {
+		if t.GetName() == table && t.GetGeneration()+1 < gen {
+			delete(c.tables, k)
+		}
+	}
+}
+
+// Table returns the current generation of a table's metadata. The
+// generation comes from a watch on the metadata bucket; a table the watch
+// has not reported is looked up directly.
 func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, error) {
 	if c.meta == nil {
 		return nil, ErrClosed
 	}
-	gen, err := c.meta.Current(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("client: table %q: %w", name, err)
+	c.mu.Lock()
+	gen := c.current[name]
+	c.mu.Unlock()
+	if gen == 0 {
+		var err error
+		if gen, err = c.meta.Current(ctx, name); err != nil {
+			return nil, fmt.Errorf("client: table %q: %w", name, err)
+		}
 	}
 	if gen == 0 {
 		return nil, fmt.Errorf("%w: %q", ErrNoTable, name)
@@ -338,7 +375,7 @@ func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, e
 	if t != nil {
 		return t, nil
 	}
-	t, err = c.meta.Get(ctx, name, gen)
+	t, err := c.meta.Get(ctx, name, gen)
 	if err != nil {
 		return nil, fmt.Errorf("client: table %q generation %d: %w", name, gen, err)
 	}
