@@ -1,0 +1,78 @@
+package actors
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/selection"
+)
+
+func servers(host string, n int) []*selection.ServerLoad {
+	out := make([]*selection.ServerLoad, n)
+	for i := range out {
+		out[i] = &selection.ServerLoad{ID: selection.ServerID(fmt.Sprintf("%s:1/%d", host, i)), Host: host, Zone: "z", Group: "default", Alive: true,
+			Errors: make([]selection.DecayedCount, 1), Slowdowns: make([]selection.DecayedCount, 1)}
+	}
+	return out
+}
+
+func TestLoadBoardView(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	b.SetHost("h1", servers("h1", 2))
+	b.SetHost("h2", servers("h2", 3))
+	v := b.View()
+	if len(v.Servers) != 5 || v.Server("h2:1/2") == nil {
+		t.Fatalf("view %+v", v.Servers)
+	}
+	if b.View() != v {
+		t.Fatal("an unchanged board must return the same snapshot")
+	}
+	b.SetHost("h1", nil)
+	if b.View() != v {
+		t.Fatal("a change within minStale must not rebuild")
+	}
+	now = now.Add(10 * b.minStale)
+	if v2 := b.View(); len(v2.Servers) != 3 || len(v.Servers) != 5 {
+		t.Fatal("removing a host must not change older snapshots")
+	}
+	for i := 0; i < 30; i++ {
+		b.RecordStartLatency(time.Duration(i+1) * time.Millisecond)
+	}
+	b.CountDispatch(false)
+	b.CountDispatch(false)
+	b.CountDispatch(true)
+	now = now.Add(time.Second)
+	v = b.View()
+	if v.StartLatencyP95 != 29*time.Millisecond {
+		t.Fatalf("p95 %v", v.StartLatencyP95)
+	}
+	if v.RecentDispatches != 2 || v.RecentHedges != 1 {
+		t.Fatalf("window %d/%d", v.RecentDispatches, v.RecentHedges)
+	}
+	now = now.Add(time.Minute)
+	b.SetHost("h2", servers("h2", 3))
+	if v = b.View(); v.RecentDispatches != 0 {
+		t.Fatalf("old dispatches still counted: %d", v.RecentDispatches)
+	}
+}
+
+// BenchmarkLoadBoardViewAfterChange: the cost of one view rebuild.
+func BenchmarkLoadBoardViewAfterChange(b *testing.B) {
+	for _, hosts := range []int{3, 100, 500} {
+		b.Run(fmt.Sprintf("servers=%d", hosts*2), func(b *testing.B) {
+			now := time.Unix(0, 0)
+			board := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+			for h := 0; h < hosts; h++ {
+				board.SetHost(fmt.Sprintf("h%d", h), servers(fmt.Sprintf("h%d", h), 2))
+			}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				board.SetHost("h0", servers("h0", 2))
+				now = now.Add(time.Second) // past any staleness bound: measure a rebuild
+				_ = board.View()
+			}
+		})
+	}
+}
