@@ -463,7 +463,7 @@ func (f *ScanFlow) fail(code messages.ErrorCode, msg string) []Action {
 	e := &messages.ScanError{RequestId: f.Req.GetRequestId(), Code: code,
 		Message: fmt.Sprintf("tablet %s/g%d/t%d: %s%s", t.GetTable(), t.GetGeneration(), t.GetIndex(), msg, f.describe())}
 	for _, a := range f.attempts {
-		e.Attempts = append(e.Attempts, &messages.AttemptInfo{Attempt: a.N, Server: string(a.Sel.Server), Result: wireResult(a.Sel.Result),
+		e.Attempts = append(e.Attempts, &messages.AttemptInfo{Attempt: a.N, Server: string(a.Sel.Server), Result: WireResult(a.Sel.Result),
 			DurationUs: a.Sel.End.Sub(a.Sel.Start).Microseconds(), PlanIndex: uint32(a.Sel.PlanIndex), Hedge: a.Sel.Hedge})
 	}
 	return append(acts, Action{Kind: ActFail, Error: e}, Action{Kind: ActComplete})
@@ -486,24 +486,37 @@ func (f *ScanFlow) describe() string {
 	return b.String()
 }
 
-func wireResult(r selection.AttemptResult) messages.AttemptResult {
-	switch r {
-	case selection.Pending:
-		return messages.AttemptResult_ATTEMPT_RESULT_PENDING
-	case selection.Started:
-		return messages.AttemptResult_ATTEMPT_RESULT_STARTED
-	case selection.Busy:
-		return messages.AttemptResult_ATTEMPT_RESULT_BUSY
-	case selection.Error:
-		return messages.AttemptResult_ATTEMPT_RESULT_ERROR
-	case selection.Timeout:
-		return messages.AttemptResult_ATTEMPT_RESULT_TIMEOUT
-	case selection.Slow:
-		return messages.AttemptResult_ATTEMPT_RESULT_SLOW
-	case selection.Cancelled:
-		return messages.AttemptResult_ATTEMPT_RESULT_CANCELLED
-	case selection.Stalled:
-		return messages.AttemptResult_ATTEMPT_RESULT_STALLED
+// resultPairs maps selection's attempt results to the wire enum, both ways.
+var resultPairs = [...]struct {
+	sel  selection.AttemptResult
+	wire messages.AttemptResult
+}{
+	{selection.Pending, messages.AttemptResult_ATTEMPT_RESULT_PENDING},
+	{selection.Started, messages.AttemptResult_ATTEMPT_RESULT_STARTED},
+	{selection.Busy, messages.AttemptResult_ATTEMPT_RESULT_BUSY},
+	{selection.Error, messages.AttemptResult_ATTEMPT_RESULT_ERROR},
+	{selection.Timeout, messages.AttemptResult_ATTEMPT_RESULT_TIMEOUT},
+	{selection.Slow, messages.AttemptResult_ATTEMPT_RESULT_SLOW},
+	{selection.Cancelled, messages.AttemptResult_ATTEMPT_RESULT_CANCELLED},
+	{selection.Stalled, messages.AttemptResult_ATTEMPT_RESULT_STALLED},
+}
+
+// WireResult converts an attempt result to the wire enum.
+func WireResult(r selection.AttemptResult) messages.AttemptResult {
+	for _, p := range resultPairs {
+		if p.sel == r {
+			return p.wire
+		}
 	}
 	return messages.AttemptResult_ATTEMPT_RESULT_UNSPECIFIED
+}
+
+// SelectionResult converts a wire attempt result (0 if unknown).
+func SelectionResult(r messages.AttemptResult) selection.AttemptResult {
+	for _, p := range resultPairs {
+		if p.wire == r {
+			return p.sel
+		}
+	}
+	return 0
 }

@@ -244,22 +244,13 @@ func (t *TabletActor) route(now time.Time, m *messages.RouteRequest) *messages.R
 			reply.HedgeDelayUs = d.HedgeDelay.Microseconds()
 			return reply
 		}
-		r := selectionResult(m.GetAttempts()[i])
+		r := SelectionResult(m.GetAttempts()[i])
+		if !r.Failed() {
+			reply.Error = fmt.Sprintf("attempt %d: %s is not a failed result (use busy, error, timeout or stalled)", i+1, m.GetAttempts()[i])
+			return reply
+		}
 		hist = append(hist, selection.Attempt{Server: d.Server, Host: d.Host, Result: r, Start: now, End: now, PlanIndex: d.PlanIndex})
 		reply.Tried = append(reply.Tried, fmt.Sprintf("%s=%s", d.Server, r))
-	}
-}
-
-func selectionResult(r messages.AttemptResult) selection.AttemptResult {
-	switch r {
-	case messages.AttemptResult_ATTEMPT_RESULT_ERROR:
-		return selection.Error
-	case messages.AttemptResult_ATTEMPT_RESULT_TIMEOUT:
-		return selection.Timeout
-	case messages.AttemptResult_ATTEMPT_RESULT_STALLED:
-		return selection.Stalled
-	default:
-		return selection.Busy
 	}
 }
 

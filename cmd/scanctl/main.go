@@ -138,6 +138,19 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 	return c, nil
 }
 
+// withClient runs fn with a client for the globals' cluster, under the
+// globals' timeout, and closes the client.
+func withClient(ctx context.Context, g *globals, errOut io.Writer, fn func(context.Context, *client.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := connect(ctx, g, errOut)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
 // hints collects repeated --hint k=v flags.
 type hints map[string]string
 

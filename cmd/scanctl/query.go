@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
@@ -35,21 +36,20 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	if err != nil {
 		return usageError{err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	c, err := connect(ctx, g, errOut)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rows := c.Scan(ctx, *table, rng, client.ScanOptions{Hints: h, Limit: *limit})
+	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
+		return printScan(ctx, c, out, *table, rng, client.ScanOptions{Hints: h, Limit: *limit}, *count)
+	})
+}
+
+func printScan(ctx context.Context, c *client.Client, out io.Writer, table string, rng tablets.Range, opts client.ScanOptions, count bool) error {
+	rows := c.Scan(ctx, table, rng, opts)
 	defer rows.Close()
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
 	n := 0
 	for rows.Next() {
 		n++
-		if *count {
+		if count {
 			continue
 		}
 		r := rows.Row()
@@ -61,7 +61,7 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if *count {
+	if count {
 		fmt.Fprintln(w, n)
 	}
 	return nil
@@ -72,13 +72,10 @@ func runTables(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	if _, err := parse("tables", g, fs, args, errOut); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	c, err := connect(ctx, g, errOut)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error { return printTables(ctx, c, out) })
+}
+
+func printTables(ctx context.Context, c *client.Client, out io.Writer) error {
 	names, err := c.Tables(ctx)
 	if err != nil {
 		return err
@@ -102,19 +99,14 @@ func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	if _, err := parse("status", g, fs, args, errOut); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	c, err := connect(ctx, g, errOut)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.Status(ctx)
-	if err != nil {
-		return err
-	}
-	printStatus(out, st)
-	return nil
+	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		printStatus(out, st)
+		return nil
+	})
 }
 
 func printStatus(out io.Writer, st *messages.StatusReply) {
@@ -158,20 +150,20 @@ func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 			if err != nil {
 				return usageError{fmt.Errorf("--attempts: %v (want busy, error, timeout or stalled)", err)}
 			}
-			req.Attempts = append(req.Attempts, wireAttempt(r))
+			req.Attempts = append(req.Attempts, actors.WireResult(r))
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	c, err := connect(ctx, g, errOut)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	r, err := c.Route(ctx, req)
-	if err != nil {
-		return err
-	}
+	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
+		r, err := c.Route(ctx, req)
+		if err != nil {
+			return err
+		}
+		printRoute(out, r)
+		return nil
+	})
+}
+
+func printRoute(out io.Writer, r *messages.RouteReply) {
 	t := r.GetTablet()
 	fmt.Fprintf(out, "tablet:      %s/g%d/t%d [%s, %s)\n", t.GetTable(), t.GetGeneration(), t.GetIndex(), keyOr(t.GetPrevEndRow(), "-inf"), keyOr(t.GetEndRow(), "+inf"))
 	fmt.Fprintf(out, "profile:     %s\npolicy:      %s\nplan index:  %d\n", r.Profile, r.Policy, r.PlanIndex)
@@ -181,7 +173,6 @@ func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	fmt.Fprintf(out, "candidates:  %s\n", strings.Join(r.Candidates, " "))
 	fmt.Fprintf(out, "choice:      %s\n", r.Choice)
 	fmt.Fprintf(out, "busy timeout %v, delay %v, hedge after %v\n", us(r.BusyTimeoutUs), us(r.DelayUs), us(r.HedgeDelayUs))
-	return nil
 }
 
 func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
@@ -193,37 +184,20 @@ func keyOr(k []byte, open string) string {
 	return tablets.FormatKey(k)
 }
 
-func wireAttempt(r selection.AttemptResult) messages.AttemptResult {
-	switch r {
-	case selection.Error:
-		return messages.AttemptResult_ATTEMPT_RESULT_ERROR
-	case selection.Timeout:
-		return messages.AttemptResult_ATTEMPT_RESULT_TIMEOUT
-	case selection.Stalled:
-		return messages.AttemptResult_ATTEMPT_RESULT_STALLED
-	}
-	return messages.AttemptResult_ATTEMPT_RESULT_BUSY
-}
-
 func runReload(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
 	if _, err := parse("reload", g, fs, args, errOut); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	c, err := connect(ctx, g, errOut)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	r, err := c.Reload(ctx)
-	if err != nil {
-		return err
-	}
-	if !r.Ok {
-		return fmt.Errorf("reload refused, old profiles kept: %s", r.Message)
-	}
-	fmt.Fprintln(out, r.Message)
-	return nil
+	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
+		r, err := c.Reload(ctx)
+		if err != nil {
+			return err
+		}
+		if !r.Ok {
+			return fmt.Errorf("reload refused, old profiles kept: %s", r.Message)
+		}
+		fmt.Fprintln(out, r.Message)
+		return nil
+	})
 }
