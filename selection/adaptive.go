@@ -16,9 +16,9 @@ const (
 	adBusyWeight    = 0.5
 	adSlowWeight    = 1.0
 	adCountCap      = 8
-	adZonePenalty   = 4.0
+	adZonePenalty   = 8.0
 	adStalePenalty  = 8.0
-	adColdBand      = 0.5
+	adColdBand      = 1.0
 	adSiblingSlowAt = 2 // sibling hedge needs StartLatency < this × p95
 )
 

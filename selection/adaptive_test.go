@@ -87,10 +87,10 @@ func TestAdaptiveQueueAwareSpill(t *testing.T) {
 			t.Fatalf("sibling: %+v", d)
 		}
 	}
-	// Home host loaded beyond spillCost (2): spill to the next host.
+	// Home host loaded beyond spillCost (4) + band (1): spill to the next host.
 	v = modView(base, func(s *ServerLoad) {
 		if s.Host == home {
-			s.QueueLen = 3
+			s.QueueLen = 6
 		}
 	})
 	for seed := uint64(0); seed < 30; seed++ {
@@ -98,10 +98,10 @@ func TestAdaptiveQueueAwareSpill(t *testing.T) {
 			t.Fatalf("spill: %s, want %s", d.Host, next)
 		}
 	}
-	// Loaded but within spillCost: stay home.
+	// Loaded but within spillCost + band: stay home.
 	v = modView(base, func(s *ServerLoad) {
 		if s.Host == home {
-			s.QueueLen = 2
+			s.QueueLen = 5
 		}
 	})
 	for seed := uint64(0); seed < 30; seed++ {
@@ -109,11 +109,11 @@ func TestAdaptiveQueueAwareSpill(t *testing.T) {
 			t.Fatalf("within spillCost: %s", d.Host)
 		}
 	}
-	// Workers scale the queue: 3 queued over 4 workers is < 1 per worker.
+	// Workers scale the queue: 6 queued over 4 workers is 1.5 per worker.
 	v = modView(base, func(s *ServerLoad) {
 		s.Workers = 4
 		if s.Host == home {
-			s.QueueLen = 3
+			s.QueueLen = 6
 		}
 	})
 	if d := h.must(v, nil, false, 1); d.Host != home {
@@ -249,8 +249,8 @@ func TestAdaptiveZoneAvoidance(t *testing.T) {
 		}
 	})
 	h := adHarness{t, adProfile(), tab}
-	// Zone A: 2 of 4 servers unhealthy ≥ 0.5 → avoided: home costs 4, the
-	// next host (zone B) costs 2.
+	// Zone A: 2 of 4 servers unhealthy ≥ 0.5 → avoided: home costs 8, the
+	// next host (zone B) costs spillCost 4.
 	for seed := uint64(0); seed < 20; seed++ {
 		if d := h.must(v, nil, false, seed); d.Host != next {
 			t.Fatalf("zone avoidance: %s want %s", d.Host, next)

@@ -130,7 +130,7 @@
 //	| hedgeDelayMin                   | 5ms            | adaptive                 | floor of the learned hedge delay |
 //	| hedgeDelayMax                   | 1s             | adaptive                 | ceiling of the learned hedge delay |
 //	| hedgeDelayDefault               | 50ms           | adaptive                 | hedge delay while StartLatencyP95 is unknown |
-//	| spillCost                       | 2              | adaptive                 | score per host rank away from home (queued scans per worker) |
+//	| spillCost                       | 4              | adaptive                 | score per host rank away from home (queued scans per worker) |
 //	| spillHosts                      | 2              | adaptive                 | hosts after home scored before falling back to all servers |
 //	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long is not a sibling-hedge target (0 = ignore) |
 //
@@ -151,7 +151,7 @@
 //     + 1 × decayed slowdowns (at most 8)
 //     + min(8, StartLatency/StartLatencyP95 − 1) when the server is slower
 //     than the fleet's p95 (Peak-EWMA-like)
-//     + 4 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
+//     + 8 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
 //     whose fraction of tripped or erroring servers reaches
 //     zoneBlackoutPercent)
 //     + 8 when its host's newest heartbeat is older than staleHeartbeat (a
@@ -159,13 +159,15 @@
 //     heartbeats, this reacts sooner)
 //     Tripped servers (circuit breaker as ribbon-zone) and servers that
 //     already failed or are in flight in this scan are skipped. The pick is
-//     uniform among the servers scoring within 0.5 of the best ("cold"
+//     uniform among the servers scoring within 1 of the best ("cold"
 //     servers, as Prequal) on the host nearest home among them: ties spread
 //     across a host's siblings instead of herding onto one while the view
 //     is stale, and home wins near-ties. A busy home server is thus
 //     retried on a sibling first, and the scan leaves home only when the
-//     home host's queues exceed the next hosts' by more than spillCost; it
-//     comes back when they drain.
+//     home host's queues exceed the next hosts' by more than spillCost + 1;
+//     it comes back when they drain. (Defaults chosen with the simulation
+//     in sim_test.go: spilling too eagerly loses more to cache misses than
+//     it saves in queueing; a band of 1 avoids herding on stale views.)
 //  3. If no server of those hosts is usable, power of two choices over all
 //     live servers: two random usable ones (up to 16 draws), the lower score
 //     wins (host rank = spillHosts+1); then a full scan; if every server is

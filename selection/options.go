@@ -106,7 +106,8 @@ type Options struct {
 	HedgeDelayDefault time.Duration
 	// SpillCost ("spillCost"): score added per rank away from the home
 	// host, in queued scans per worker: a scan leaves its home host only
-	// when that saves more than this much queueing. 2.
+	// when that saves more than this much queueing (plus the cold band,
+	// 1). 4.
 	SpillCost float64
 	// SpillHosts ("spillHosts"): hosts after the home host considered
 	// before falling back to all servers. 2.
@@ -185,7 +186,7 @@ func DefaultOptions(policy string) Options {
 		HedgeDelayMin:                   5 * time.Millisecond,
 		HedgeDelayMax:                   time.Second,
 		HedgeDelayDefault:               50 * time.Millisecond,
-		SpillCost:                       2,
+		SpillCost:                       4,
 		SpillHosts:                      2,
 		StaleHeartbeat:                  2 * time.Second,
 	}

@@ -1,0 +1,496 @@
+package selection
+
+import (
+	"container/heap"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A small deterministic discrete-event simulation of scan servers, used to
+// compare the policies end to end at the pure level: hosts with a shared
+// LRU block cache (a hit is fast, a miss slow), servers with one worker and
+// a FIFO queue, one faulty server, Poisson arrivals over tablets, hedging
+// per the policies' decisions (first data wins, losers are cancelled), and
+// a load view rebuilt every few milliseconds. It is a model, not a
+// benchmark of the real system (that is the load test's job); it guards the
+// adaptive policy's design against regressions.
+
+type simCfg struct {
+	hosts, perHost int
+	tablets        int
+	cachePerHost   int
+	rate           float64 // scans per second
+	dur            time.Duration
+	hit, miss      time.Duration
+	fault          string // "", "slow" (server 0 ×slowFactor), "pause" (host 0 stops for pause every period)
+	slowFactor     float64
+	pause, period  time.Duration
+	seed           uint64
+}
+
+type simAttempt struct {
+	scan      *simScan
+	server    int
+	n         int
+	sent      time.Time
+	started   bool
+	firstData bool
+	slow      bool
+	done      bool
+	hedge     bool
+	result    AttemptResult
+}
+
+type simScan struct {
+	tablet   int
+	arrival  time.Time
+	attempts []*simAttempt
+	won      *simAttempt
+	finished bool
+	state    *TabletState
+}
+
+type simServer struct {
+	id      ServerID
+	host    int
+	queue   []*simAttempt
+	running *simAttempt
+	slowdns DecayedCount
+	gen     int // bumps when running changes (stale events)
+}
+
+type simEvent struct {
+	at   time.Time
+	seq  int
+	kind int
+	a    *simAttempt
+	srv  int
+	gen  int
+	scan *simScan
+}
+
+const (
+	evArrive = iota
+	evFirstData
+	evFinish
+	evHedgeTimer
+	evDataTimer
+	evView
+	evResume
+	evBusy
+)
+
+type eventQ []simEvent
+
+func (q eventQ) Len() int { return len(q) }
+func (q eventQ) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQ) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQ) Push(x any)   { *q = append(*q, x.(simEvent)) }
+func (q *eventQ) Pop() any {
+	old := *q
+	x := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return x
+}
+
+type simResult struct {
+	p50, p99, p999 time.Duration
+	hitRatio       float64
+	hedges         int
+	scans          int
+}
+
+type sim struct {
+	cfg     simCfg
+	now     time.Time
+	q       eventQ
+	seq     int
+	servers []*simServer
+	caches  []map[int]time.Time // host → tablet → last use
+	view    *LoadView
+	p       *Profile
+	pol     Policy
+	rnd     *rand.Rand
+	states  []*TabletState
+	lat     []time.Duration
+	starts  []time.Duration // recent dispatch → first data
+	recent  []time.Time     // dispatch times (window 1 s)
+	recentH []time.Time
+	hits    int
+	reads   int
+	hedges  int
+	paused  bool
+}
+
+func (s *sim) push(e simEvent) {
+	s.seq++
+	e.seq = s.seq
+	heap.Push(&s.q, e)
+}
+
+func (s *sim) rebuildView() {
+	var ss []*ServerLoad
+	for i, sv := range s.servers {
+		inflight := len(sv.queue)
+		active := 0
+		if sv.running != nil {
+			active = 1
+		}
+		hb := s.now
+		if s.cfg.fault == "pause" && s.paused && sv.host == 0 {
+			hb = s.now.Add(-3 * time.Second)
+		}
+		_ = i
+		ss = append(ss, &ServerLoad{ID: sv.id, Host: fmt.Sprintf("host%02d", sv.host), Zone: "z", Group: DefaultGroup, Alive: true,
+			InFlight: inflight + active, QueueLen: len(sv.queue), Active: active, Workers: 1, LastHeartbeat: hb,
+			Slowdowns: []DecayedCount{sv.slowdns}})
+	}
+	v := NewLoadView(ss, []DecayParams{DefaultDecay}, s.now)
+	if len(s.starts) >= 20 {
+		l := slices.Clone(s.starts)
+		slices.Sort(l)
+		v.StartLatencyP95 = l[len(l)*95/100]
+	}
+	cut := s.now.Add(-time.Second)
+	for len(s.recent) > 0 && s.recent[0].Before(cut) {
+		s.recent = s.recent[1:]
+	}
+	for len(s.recentH) > 0 && s.recentH[0].Before(cut) {
+		s.recentH = s.recentH[1:]
+	}
+	v.RecentDispatches, v.RecentHedges = uint64(len(s.recent)), uint64(len(s.recentH))
+	s.view = v
+}
+
+func (s *sim) serverIndex(id ServerID) int {
+	for i, sv := range s.servers {
+		if sv.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *sim) history(sc *simScan) []Attempt {
+	h := make([]Attempt, 0, len(sc.attempts))
+	for _, a := range sc.attempts {
+		sv := s.servers[a.server]
+		h = append(h, Attempt{Server: sv.id, Host: fmt.Sprintf("host%02d", sv.host), Result: a.result, Hedge: a.hedge})
+	}
+	return h
+}
+
+func (s *sim) dispatch(sc *simScan, hedge bool) {
+	if sc.won != nil || sc.finished {
+		return
+	}
+	d, err := s.pol.Select(&Input{Tablet: tablet(sc.tablet), Profile: s.p, Attempts: s.history(sc), Hedge: hedge,
+		View: s.view, Now: s.now, Rand: s.rnd, State: sc.state})
+	if err != nil {
+		return
+	}
+	a := &simAttempt{scan: sc, server: s.serverIndex(d.Server), n: len(sc.attempts), sent: s.now, hedge: hedge, result: Pending}
+	sc.attempts = append(sc.attempts, a)
+	if hedge {
+		s.hedges++
+		s.recentH = append(s.recentH, s.now)
+	} else {
+		s.recent = append(s.recent, s.now)
+	}
+	sv := s.servers[a.server]
+	sv.queue = append(sv.queue, a)
+	if d.BusyTimeout > 0 {
+		s.push(simEvent{at: s.now.Add(d.BusyTimeout), kind: evBusy, a: a})
+	}
+	if d.HedgeDelay > 0 {
+		s.push(simEvent{at: s.now.Add(d.HedgeDelay), kind: evHedgeTimer, a: a})
+	}
+	if d.DataTimeout > 0 {
+		s.push(simEvent{at: s.now.Add(d.DataTimeout), kind: evDataTimer, a: a})
+	}
+	s.startNext(a.server)
+}
+
+func (s *sim) stalled(srv int) bool {
+	return s.cfg.fault == "pause" && s.paused && s.servers[srv].host == 0
+}
+
+func (s *sim) startNext(srv int) {
+	sv := s.servers[srv]
+	if sv.running != nil || s.stalled(srv) {
+		return
+	}
+	for len(sv.queue) > 0 {
+		a := sv.queue[0]
+		sv.queue = sv.queue[1:]
+		if a.done {
+			continue
+		}
+		sv.running = a
+		sv.gen++
+		a.started = true
+		if !a.slow {
+			a.result = Started
+		}
+		cache := s.caches[sv.host]
+		svc := s.cfg.miss
+		s.reads++
+		if _, ok := cache[a.scan.tablet]; ok {
+			svc = s.cfg.hit
+			s.hits++
+		}
+		cache[a.scan.tablet] = s.now
+		if len(cache) > s.cfg.cachePerHost {
+			oldest, ot := -1, time.Time{}
+			for t, at := range cache {
+				if oldest < 0 || at.Before(ot) || (at.Equal(ot) && t < oldest) {
+					oldest, ot = t, at
+				}
+			}
+			delete(cache, oldest)
+		}
+		if s.cfg.fault == "slow" && srv == 0 {
+			svc = time.Duration(float64(svc) * s.cfg.slowFactor)
+		}
+		s.push(simEvent{at: s.now.Add(svc / 5), kind: evFirstData, a: a, srv: srv, gen: sv.gen})
+		s.push(simEvent{at: s.now.Add(svc), kind: evFinish, a: a, srv: srv, gen: sv.gen})
+		return
+	}
+}
+
+func (s *sim) onTimer(a *simAttempt, data bool) {
+	sc := a.scan
+	if sc.won != nil || sc.finished || a.done || a.firstData || a.slow || (!data && a.started) {
+		return
+	}
+	a.slow = true
+	a.result = Slow
+	sv := s.servers[a.server]
+	sv.slowdns = sv.slowdns.Add(s.now, DefaultDecay, 1)
+	s.dispatch(sc, true)
+}
+
+func (s *sim) run() simResult {
+	cfg := s.cfg
+	s.now = t0
+	for h := 0; h < cfg.hosts; h++ {
+		s.caches = append(s.caches, map[int]time.Time{})
+		for i := 0; i < cfg.perHost; i++ {
+			s.servers = append(s.servers, &simServer{id: ServerID(fmt.Sprintf("host%02d:9000/%d", h, i)), host: h})
+		}
+	}
+	s.states = make([]*TabletState, cfg.tablets)
+	for i := range s.states {
+		s.states[i] = &TabletState{}
+	}
+	arr := rand.New(rand.NewPCG(cfg.seed, 1))
+	at := t0
+	for at.Before(t0.Add(cfg.dur)) {
+		at = at.Add(time.Duration(arr.ExpFloat64() / cfg.rate * float64(time.Second)))
+		tb := arr.IntN(cfg.tablets)
+		s.push(simEvent{at: at, kind: evArrive, scan: &simScan{tablet: tb, arrival: at, state: s.states[tb]}})
+	}
+	s.push(simEvent{at: t0, kind: evView})
+	if cfg.fault == "pause" {
+		s.push(simEvent{at: t0.Add(cfg.period), kind: evResume, srv: 1})
+	}
+	end := t0.Add(cfg.dur + 10*time.Second)
+	for s.q.Len() > 0 {
+		e := heap.Pop(&s.q).(simEvent)
+		if e.at.After(end) {
+			break
+		}
+		s.now = e.at
+		switch e.kind {
+		case evArrive:
+			s.dispatch(e.scan, false)
+		case evView:
+			s.rebuildView()
+			if s.now.Before(t0.Add(cfg.dur + time.Second)) {
+				s.push(simEvent{at: s.now.Add(5 * time.Millisecond), kind: evView})
+			}
+		case evResume:
+			// srv 1: pause starts; srv 0: pause ends.
+			s.paused = e.srv == 1
+			if s.paused {
+				s.push(simEvent{at: s.now.Add(cfg.pause), kind: evResume, srv: 0})
+			} else {
+				for i, sv := range s.servers {
+					if sv.host == 0 && sv.running != nil {
+						// Shift the running scan's completion by the pause.
+						sv.gen++
+						s.push(simEvent{at: s.now.Add(cfg.hit), kind: evFirstData, a: sv.running, srv: i, gen: sv.gen})
+						s.push(simEvent{at: s.now.Add(cfg.hit), kind: evFinish, a: sv.running, srv: i, gen: sv.gen})
+					}
+					s.startNext(i)
+				}
+				if s.now.Before(t0.Add(cfg.dur)) {
+					s.push(simEvent{at: s.now.Add(cfg.period - cfg.pause), kind: evResume, srv: 1})
+				}
+			}
+		case evBusy:
+			// Not started within the busy timeout: the server answers busy
+			// and never runs it; retry when nothing else is live.
+			a := e.a
+			if a.started || a.done || a.scan.won != nil {
+				continue
+			}
+			a.done, a.result = true, Busy
+			live := false
+			for _, o := range a.scan.attempts {
+				live = live || !o.done
+			}
+			if !live {
+				s.dispatch(a.scan, false)
+			}
+		case evHedgeTimer, evDataTimer:
+			s.onTimer(e.a, e.kind == evDataTimer)
+		case evFirstData, evFinish:
+			sv := s.servers[e.srv]
+			if sv.gen != e.gen || sv.running != e.a || s.stalled(e.srv) {
+				if s.stalled(e.srv) && sv.running == e.a && sv.gen == e.gen {
+					continue // resumed later
+				}
+				continue
+			}
+			a := e.a
+			sc := a.scan
+			if e.kind == evFirstData {
+				a.firstData = true
+				s.starts = append(s.starts, s.now.Sub(a.sent))
+				if len(s.starts) > 200 {
+					s.starts = s.starts[1:]
+				}
+				if sc.won == nil {
+					sc.won = a
+					for _, o := range sc.attempts {
+						if o != a && !o.done {
+							o.done, o.result = true, Cancelled
+							if os := s.servers[o.server]; os.running == o {
+								os.running = nil
+								os.gen++
+								s.startNext(o.server)
+							}
+						}
+					}
+				}
+				continue
+			}
+			a.done = true
+			sv.running = nil
+			sv.gen++
+			if sc.won == a && !sc.finished {
+				sc.finished = true
+				s.lat = append(s.lat, s.now.Sub(sc.arrival))
+			}
+			s.startNext(e.srv)
+		}
+	}
+	slices.Sort(s.lat)
+	r := simResult{hedges: s.hedges, scans: len(s.lat)}
+	if n := len(s.lat); n > 0 {
+		r.p50, r.p99, r.p999 = s.lat[n/2], s.lat[n*99/100], s.lat[n*999/1000]
+	}
+	if s.reads > 0 {
+		r.hitRatio = float64(s.hits) / float64(s.reads)
+	}
+	return r
+}
+
+func simulate(cfg simCfg, p *Profile) simResult {
+	s := &sim{cfg: cfg, p: p, pol: mustPolicyNoT(p), rnd: rng(cfg.seed)}
+	return s.run()
+}
+
+func mustPolicyNoT(p *Profile) Policy {
+	pol, err := NewPolicy(p)
+	if err != nil {
+		panic(err)
+	}
+	return pol
+}
+
+func simProfiles() []policyCase {
+	var out []policyCase
+	for _, n := range []string{PolicyAccumuloHost, PolicyAccumulo, PolicyRandom, "clickhouse-random", PolicyBookKeeper, PolicyAdaptive} {
+		p := profileFor(n)
+		if n == "clickhouse-random" {
+			p.Options.Hedge = true
+		}
+		if n == PolicyBookKeeper {
+			p.Options.SpeculativeReadTimeout = 50 * time.Millisecond
+			p.Options.ReorderThresholdPendingRequests = 3
+		}
+		label := n
+		if p.Options.Hedge && n != PolicyAdaptive {
+			label += "+hedge"
+		}
+		out = append(out, policyCase{label, p})
+	}
+	return out
+}
+
+// TestSimulationAdaptive compares the policies in the model (mean of two
+// seeds) with no fault, a slow server (×20) and a host pausing 150 ms every
+// second: adaptive keeps the cache hit ratio of the best affinity policy,
+// has the best p99.9 under faults and a p99 within 15% of the best
+// everywhere, and stays within its hedge budget.
+func TestSimulationAdaptive(t *testing.T) {
+	if raceEnabled || testing.Short() {
+		t.Skip("simulation is slow under the race detector / -short")
+	}
+	base := simCfg{hosts: 8, perHost: 2, tablets: 400, cachePerHost: 70, rate: 4000, dur: 2 * time.Second,
+		hit: time.Millisecond, miss: 4 * time.Millisecond, slowFactor: 20, pause: 150 * time.Millisecond, period: time.Second}
+	const seeds = 2
+	for _, fault := range []string{"", "slow", "pause"} {
+		cfg := base
+		cfg.fault = fault
+		var b strings.Builder
+		fmt.Fprintf(&b, "fault=%q (mean of %d seeds)\n%-24s %9s %9s %9s %6s %7s\n", fault, seeds, "policy", "p50", "p99", "p99.9", "hit%", "hedge%")
+		res := map[string]simResult{}
+		for _, pc := range simProfiles() {
+			var m simResult
+			for seed := uint64(1); seed <= seeds; seed++ {
+				cfg.seed = seed
+				r := simulate(cfg, pc.p)
+				m.p50 += r.p50 / seeds
+				m.p99 += r.p99 / seeds
+				m.p999 += r.p999 / seeds
+				m.hitRatio += r.hitRatio / seeds
+				m.hedges += r.hedges
+				m.scans += r.scans
+			}
+			res[pc.p.Policy] = m
+			fmt.Fprintf(&b, "%-24s %9v %9v %9v %6.1f %7.2f\n", pc.name, m.p50.Round(10*time.Microsecond), m.p99.Round(10*time.Microsecond),
+				m.p999.Round(10*time.Microsecond), 100*m.hitRatio, 100*float64(m.hedges)/float64(max(1, m.scans)))
+		}
+		t.Log(b.String())
+		ad := res[PolicyAdaptive]
+		for name, r := range res {
+			if name == PolicyAdaptive {
+				continue
+			}
+			if ad.hitRatio < 0.97*r.hitRatio {
+				t.Errorf("fault %q: adaptive hit ratio %.3f below %s's %.3f", fault, ad.hitRatio, name, r.hitRatio)
+			}
+			if float64(ad.p99) > 1.15*float64(r.p99) {
+				t.Errorf("fault %q: %s p99 %v well below adaptive's %v", fault, name, r.p99, ad.p99)
+			}
+			if fault != "" && r.p999 < ad.p999 {
+				t.Errorf("fault %q: %s p99.9 %v beats adaptive %v", fault, name, r.p999, ad.p999)
+			}
+		}
+		if hr := float64(ad.hedges) / float64(max(1, ad.scans)); hr > 0.06 {
+			t.Errorf("fault %q: adaptive hedged %.1f%% of scans, budget 5%%", fault, 100*hr)
+		}
+	}
+}
