@@ -13,8 +13,8 @@ type adaptivePolicy struct{ p *Profile }
 // Score weights of the adaptive policy (see doc.go).
 const (
 	adErrWeight     = 2.0
-	adBusyWeight    = 0.5
-	adSlowWeight    = 1.0
+	adBusyWeight    = 1.0
+	adSlowWeight    = 0.5
 	adCountCap      = 8
 	adZonePenalty   = 8.0
 	adStalePenalty  = 8.0

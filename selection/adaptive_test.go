@@ -196,7 +196,7 @@ func TestAdaptiveAvoidance(t *testing.T) {
 	}
 	v = modView(base, func(s *ServerLoad) {
 		if s.ID == s1 {
-			s.Slowdowns = []DecayedCount{{Count: 1, Origin: t0}}
+			s.Slowdowns = []DecayedCount{{Count: 4, Origin: t0}}
 		}
 	})
 	if d := h.must(v, nil, false, 2); d.Server != s0 {

@@ -147,8 +147,8 @@
 //     score = pending/workers (queue wait in scans per worker)
 //     + spillCost × host rank (0 at home: leaving home costs cache misses)
 //     + 2 × decayed errors (errorHalfLife/errorCap, at most 8 counted)
-//     + 0.5 × decayed busy answers (at most 8)
-//     + 1 × decayed slowdowns (at most 8)
+//     + 1 × decayed busy answers (at most 8)
+//     + 0.5 × decayed slowdowns (at most 8; a minute-scale signal, so weak)
 //     + min(8, StartLatency/StartLatencyP95 − 1) when the server is slower
 //     than the fleet's p95 (Peak-EWMA-like)
 //     + 8 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone

@@ -60,7 +60,8 @@ type simServer struct {
 	queue   []*simAttempt
 	running *simAttempt
 	slowdns DecayedCount
-	gen     int // bumps when running changes (stale events)
+	ewma    time.Duration // dispatch → first data
+	gen     int           // bumps when running changes (stale events)
 }
 
 type simEvent struct {
@@ -152,7 +153,7 @@ func (s *sim) rebuildView() {
 		_ = i
 		ss = append(ss, &ServerLoad{ID: sv.id, Host: fmt.Sprintf("host%02d", sv.host), Zone: "z", Group: DefaultGroup, Alive: true,
 			InFlight: inflight + active, QueueLen: len(sv.queue), Active: active, Workers: 1, LastHeartbeat: hb,
-			Slowdowns: []DecayedCount{sv.slowdns}})
+			Slowdowns: []DecayedCount{sv.slowdns}, StartLatency: sv.ewma})
 	}
 	v := NewLoadView(ss, []DecayParams{DefaultDecay}, s.now)
 	if len(s.starts) >= 20 {
@@ -366,6 +367,11 @@ func (s *sim) run() simResult {
 			sc := a.scan
 			if e.kind == evFirstData {
 				a.firstData = true
+				if sv.ewma == 0 {
+					sv.ewma = s.now.Sub(a.sent)
+				} else {
+					sv.ewma = (sv.ewma*7 + s.now.Sub(a.sent)) / 8
+				}
 				s.starts = append(s.starts, s.now.Sub(a.sent))
 				if len(s.starts) > 200 {
 					s.starts = s.starts[1:]
