@@ -137,7 +137,7 @@ func TestParseProfilesFull(t *testing.T) {
 		t.Error("no hint must give the default profile")
 	}
 	if got := ps.Summary(); len(got) != 3 || !strings.HasPrefix(got[1], "fast: policy=accumulo-host group=g1") ||
-		!strings.Contains(got[1], "plans=[2/33s/a 50%/100ms]") || !strings.Contains(got[0], " default ") {
+		!strings.Contains(got[1], "plans=[2/33s/a 50%/100ms]") || !strings.Contains(got[0], " isDefault ") || !strings.Contains(got[0], "maxBusyTimeout=none") {
 		t.Errorf("summary %q", got)
 	}
 }

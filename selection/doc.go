@@ -42,6 +42,23 @@
 //     policies differ only in where scans go; Decision.PlanIndex is the plan
 //     whose timeout was used.
 //   - Decision.Candidates is filled only when Input.Explain is set.
+//   - Note for clickhouse-* with hedge: an attempt not started within its
+//     busy timeout ends as Busy/Timeout and is retried; with Accumulo's 33ms
+//     plans that happens before hedgedConnectionTimeout (50ms), so only
+//     receiveDataTimeout hedges. Give such profiles longer busy timeouts
+//     (or a shorter hedgedConnectionTimeout) to hedge unaccepted attempts.
+//
+// # What the load view must carry
+//
+// LoadView.Decays = Profiles.Decays() (DefaultDecay first), and each
+// ServerLoad's Errors and Slowdowns indexed like it (each failed try adds 1
+// error, each Slow attempt 1 slowdown; ClickHouse resets slowdowns on a
+// failed connection); Busy counts busy answers and busy timeouts with
+// DefaultDecay; ConsecutiveFailures/LastFailure/RecentFailures (reset by a
+// success); InFlight, QueueLen, Active, Workers; StartLatency (EWMA of
+// dispatch → first data) and LastHeartbeat per server; StartLatencyP95,
+// RecentDispatches and RecentHedges for the view. Policies read only what
+// they need; absent data counts as zero.
 //
 // # Policies
 //

@@ -182,7 +182,7 @@ func (ps *Profiles) Policy(p *Profile) Policy {
 // plans, busy-timeout settings and the options set explicitly (plus
 // "hedge" for policies that hedge), e.g.
 //
-//	default: policy=accumulo-host group=default default scanTypes=[] plans=[3/33ms/one 13/33ms/two 100%/33ms] maxBusyTimeout=5m busyTimeoutMultiplier=8 timeToWait=36500d
+//	default: policy=accumulo-host group=default isDefault scanTypes=[] plans=[3/33ms/one 13/33ms/two 100%/33ms] maxBusyTimeout=5m busyTimeoutMultiplier=8 timeToWait=36500d
 func (ps *Profiles) Summary() []string {
 	if ps == nil {
 		return nil
@@ -192,7 +192,7 @@ func (ps *Profiles) Summary() []string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "%s: policy=%s group=%s", p.Name, p.Policy, p.Group)
 		if p.IsDefault {
-			b.WriteString(" default")
+			b.WriteString(" isDefault")
 		}
 		fmt.Fprintf(&b, " scanTypes=[%s] plans=[", strings.Join(p.ScanTypeActivations, ","))
 		for i, ap := range p.AttemptPlans {
@@ -204,8 +204,12 @@ func (ps *Profiles) Summary() []string {
 				fmt.Fprintf(&b, "/%s", ap.Salt)
 			}
 		}
+		maxBusy := "none"
+		if p.MaxBusyTimeout > 0 {
+			maxBusy = FormatDuration(p.MaxBusyTimeout)
+		}
 		fmt.Fprintf(&b, "] maxBusyTimeout=%s busyTimeoutMultiplier=%d timeToWait=%s",
-			FormatDuration(p.MaxBusyTimeout), p.BusyTimeoutMultiplier, FormatDuration(p.TimeToWaitForScanServers))
+			maxBusy, p.BusyTimeoutMultiplier, FormatDuration(p.TimeToWaitForScanServers))
 		shown := map[string]bool{}
 		if s := findOption("hedge"); s.appliesTo(p.Policy) {
 			fmt.Fprintf(&b, " hedge=%t", p.Options.Hedge)
