@@ -77,44 +77,60 @@ func (c *call) begin(in *Input, def *Profile) error {
 		return ErrNoServer
 	}
 	c.st.setTablet(in.Tablet)
-	c.st.growMarks(len(c.g.alive))
+	c.st.marked = c.st.marked[:0]
 	for _, a := range in.Attempts {
 		i, ok := c.g.index(a.Server)
 		if !ok {
 			continue
 		}
-		old := c.st.marks[i]
-		m := old
-		if a.Result.Failed() && m&markFailed == 0 {
+		var m uint8
+		if a.Result.Failed() {
 			m |= markFailed
-			c.nFailed++
 		}
 		if inFlight(a.Result) {
-			if m&markFlight == 0 {
-				m |= markFlight
-				c.nFlight++
-			}
+			m |= markFlight
 			c.lastFlight = i
 		}
-		if old == 0 && m != 0 {
-			c.st.marked = append(c.st.marked, i)
+		if m == 0 {
+			continue
 		}
-		c.st.marks[i] = m
+		k := 0
+		for k < len(c.st.marked) && c.st.marked[k].i != i {
+			k++
+		}
+		if k == len(c.st.marked) {
+			c.st.marked = append(c.st.marked, mark{i: i})
+		}
+		old := c.st.marked[k].m
+		if m&markFailed != 0 && old&markFailed == 0 {
+			c.nFailed++
+		}
+		if m&markFlight != 0 && old&markFlight == 0 {
+			c.nFlight++
+		}
+		c.st.marked[k].m = old | m
 	}
 	return nil
 }
 
-// end clears the marks of this call.
-func (c *call) end() {
-	for _, i := range c.st.marked {
-		c.st.marks[i] = 0
+// end finishes the call (marks are per call; nothing to undo).
+func (c *call) end() {}
+
+// markOf returns the marks of server index i in this call. Attempts are
+// few, so a linear scan of the marked servers beats a per-server array
+// (and keeps TabletState small).
+func (c *call) markOf(i int32) uint8 {
+	for _, e := range c.st.marked {
+		if e.i == i {
+			return e.m
+		}
 	}
-	c.st.marked = c.st.marked[:0]
+	return 0
 }
 
-func (c *call) failedAt(i int32) bool { return c.st.marks[i]&markFailed != 0 }
-func (c *call) flightAt(i int32) bool { return c.st.marks[i]&markFlight != 0 }
-func (c *call) fresh(i int32) bool    { return c.st.marks[i] == 0 }
+func (c *call) failedAt(i int32) bool { return c.markOf(i)&markFailed != 0 }
+func (c *call) flightAt(i int32) bool { return c.markOf(i)&markFlight != 0 }
+func (c *call) fresh(i int32) bool    { return len(c.st.marked) == 0 || c.markOf(i) == 0 }
 
 // plans returns the profile's attempt plans (Accumulo's default plans when
 // a hand-built profile has none).

@@ -28,10 +28,9 @@ type TabletState struct {
 	nextCache int
 	pairs     []hashPair
 
-	// marks[i] holds mark* flags for server index i of the current call;
-	// marked lists the distinct marked indices (cleared at the end).
-	marks  []uint8
-	marked []int32
+	// marked holds the servers of the current call's history with their
+	// mark* flags (distinct, only servers with a flag).
+	marked []mark
 
 	hostMarks []uint32
 	hostEpoch uint32
@@ -44,6 +43,11 @@ type TabletState struct {
 
 	subset subsetState
 	dist   distCache
+}
+
+type mark struct {
+	i int32
+	m uint8
 }
 
 type hashPair struct {
@@ -151,6 +155,9 @@ func (st *TabletState) order(g *groupIndex, kind orderKind, salt string, need in
 	for j := range c.order {
 		c.order[j] = st.pairs[j].i
 	}
+	if cap(st.pairs) > 256 {
+		st.pairs = nil // rarely needed again; keep TabletState small
+	}
 	return c.order
 }
 
@@ -181,13 +188,6 @@ func selectSmallest(p []hashPair, k int) {
 			m--
 		}
 		p[m] = x
-	}
-}
-
-// growMarks makes marks hold n entries (all zero).
-func (st *TabletState) growMarks(n int) {
-	if len(st.marks) < n {
-		st.marks = make([]uint8, n+n/4)
 	}
 }
 
