@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -8,8 +9,20 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 )
+
+// loadAvg is the 1-minute load average (Linux), 0 if unknown.
+func loadAvg() float64 {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := bytes.Cut(data, []byte(" "))
+	v, _ := strconv.ParseFloat(string(f), 64)
+	return v
+}
 
 // Report is the outcome of a load test; it marshals to report.json.
 type Report struct {
@@ -19,7 +32,9 @@ type Report struct {
 	ElapsedS float64      `json:"elapsed_s,omitempty"`
 	Cluster  ClusterInfo  `json:"cluster"`
 	Workload WorkloadInfo `json:"workload"`
-	Results  []Result     `json:"results"`
+	// Machine: where the harness ran (a local cluster shares its CPUs).
+	Machine MachineInfo `json:"machine"`
+	Results []Result    `json:"results"`
 	// Notes: anything the reader must know (missed schedule slots, scans
 	// with wrong rows during warm-up, medians of several runs).
 	Notes []string `json:"notes,omitempty"`
@@ -33,6 +48,16 @@ type ClusterInfo struct {
 	Local          bool   `json:"local"`
 	CacheBytes     int64  `json:"cache_bytes_per_host,omitempty"`
 	TableBytes     uint64 `json:"table_bytes,omitempty"`
+}
+
+// MachineInfo describes the machine of the harness: other work on it
+// disturbs a local cluster's latencies, so the load is recorded.
+type MachineInfo struct {
+	CPUs int `json:"cpus"`
+	// LoadAvgStart and LoadAvgEnd: 1-minute load average (Linux; 0
+	// elsewhere) at the start and the end of the run.
+	LoadAvgStart float64 `json:"loadavg_start"`
+	LoadAvgEnd   float64 `json:"loadavg_end"`
 }
 
 // WorkloadInfo describes the workload.
@@ -90,6 +115,16 @@ type Result struct {
 	WarmupWrong     int64         `json:"warmup_wrong"`
 	ErrorSamples    []ErrorSample `json:"error_samples,omitempty"`
 	WrongSamples    []string      `json:"wrong_samples,omitempty"`
+	// ServerDispatches: StartScans per server (host/index) in the window.
+	ServerDispatches map[string]uint64 `json:"server_dispatches,omitempty"`
+	// Servers: the coordinator's view of each server at the window's end
+	// (decayed errors, and totals since the server started).
+	Servers map[string]ServerHealth `json:"servers,omitempty"`
+	// FullTabletScans and their latency (they are in the figures above
+	// too).
+	FullTabletScans int64   `json:"full_tablet_scans"`
+	FullTabletP50Ms float64 `json:"full_tablet_p50_ms"`
+	FullTabletP99Ms float64 `json:"full_tablet_p99_ms"`
 	// FaultWindowsS: [from, to) seconds into the measured window during
 	// which the fault was active.
 	FaultWindowsS [][2]float64 `json:"fault_windows_s,omitempty"`
@@ -101,8 +136,21 @@ type Result struct {
 	// snapshots).
 	SetupS   float64 `json:"setup_s"`
 	CollectS float64 `json:"collect_s"`
+	// PrimeTimeouts: busy timeouts during the connection priming before
+	// the phase (expected 0; see Config.Prime).
+	PrimeTimeouts uint64 `json:"prime_timeouts"`
+	// LoadAvg: the machine's 1-minute load average at the window's end.
+	LoadAvg float64 `json:"loadavg"`
 	// CDF: latency distribution, ascending.
 	CDF []CDFPoint `json:"cdf,omitempty"`
+}
+
+// ServerHealth is what the coordinator knows of a server's failures.
+type ServerHealth struct {
+	Errors    float64 `json:"errors"`
+	Timeouts  uint64  `json:"timeouts"`
+	Busy      uint64  `json:"busy"`
+	Slowdowns uint32  `json:"slowdowns"`
 }
 
 // ErrorSample is one distinct error message and how often it occurred.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -35,13 +36,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Workload: WorkloadInfo{Clients: cfg.Clients, Rows: cfg.Rows, Tablets: cfg.Tablets, Zipf: cfg.Zipf, ScanRows: cfg.ScanRows,
 			DurationS: cfg.Duration.Seconds(), WarmupS: cfg.Warmup.Seconds(), RateScansS: cfg.Rate, Loop: "open", FullTablet: cfg.FullTablet,
 			Seed: cfg.Seed, Table: cfg.Table, SlowPause: cfg.SlowPause, SlowFactor: cfg.SlowFactor, HotTablet: cfg.hotTablet(), HotShare: cfg.HotShare},
-		Results: []Result{}}
+		Results: []Result{}, Machine: MachineInfo{CPUs: runtime.NumCPU(), LoadAvgStart: loadAvg()}}
 	if cfg.Rate == 0 {
 		rep.Workload.Loop = "closed"
 	}
 	finish := func(err error) (*Report, error) {
 		rep.Finished = time.Now().UTC().Format(time.RFC3339)
 		rep.ElapsedS = time.Since(started).Seconds()
+		rep.Machine.LoadAvgEnd = loadAvg()
 		return rep, err
 	}
 	t, err := startTarget(ctx, cfg)
@@ -104,8 +106,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return finish(fmt.Errorf("loadtest: phase %d/%d (policy %s, fault %s): %w", n, total, ps.Label, ph.fault, err))
 			}
 			rep.Results = append(rep.Results, *res)
-			cfg.logf("%-18s %-12s scans %6d  p50 %7.2f ms  p99 %8.2f ms  errors %d  wrong %d  cache hit %5.1f%%  disp/scan %.3f  hedges %d",
-				ps.Label, ph.fault, res.Scans, res.P50Ms, res.P99Ms, res.Errors, res.Wrong, 100*res.CacheHitRatio, res.DispatchesPerScan, res.Hedges)
+			cfg.logf("%-18s %-12s scans %6d  p50 %7.2f ms  p99 %8.2f ms  errors %d  wrong %d  cache hit %5.1f%%  disp/scan %.3f  hedges %d  (load %.1f)",
+				ps.Label, ph.fault, res.Scans, res.P50Ms, res.P99Ms, res.Errors, res.Wrong, 100*res.CacheHitRatio, res.DispatchesPerScan, res.Hedges, res.LoadAvg)
 			if res.Missed > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s/%s: %d scheduled scans never started (the harness fell more than %v behind its open-loop schedule: the cluster could not keep up with %v scans/s)",
 					ps.Label, ph.fault, res.Missed, cfg.Drain, cfg.Rate))
@@ -120,16 +122,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // phase is one policy under one fault.
 type phase struct {
-	cfg          Config
-	t            *target
-	wl           *Workload
-	ver          *Verifier
-	fault        string
-	kinds        []string
-	policy       PolicySpec
-	index, total int
-	runStart     time.Time
-	setupTime    time.Duration
+	cfg           Config
+	t             *target
+	wl            *Workload
+	ver           *Verifier
+	fault         string
+	kinds         []string
+	policy        PolicySpec
+	index, total  int
+	runStart      time.Time
+	setupTime     time.Duration
+	primeTimeouts uint64
 
 	// scanner runs one op (default p.scan); observe, if set, sees every
 	// outcome (tests).
@@ -161,6 +164,13 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 	if p.t.local != nil {
 		if err := p.t.restartHosts(ctx, p.kinds); err != nil {
 			return nil, err
+		}
+		if cfg.Prime {
+			n, err := p.t.prime(ctx, p.ver, p.wl)
+			if err != nil {
+				return nil, err
+			}
+			p.primeTimeouts = n
 		}
 	}
 	if err := p.t.usePolicy(ctx, p.policy); err != nil {
@@ -242,6 +252,8 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 	p.t.cache.settle(ctx, m1, cfg.Heartbeat, 2*cfg.Heartbeat+500*time.Millisecond)
 	hits, misses := p.t.cache.delta(m0, m1)
 	res := p.result(s0, s1, hits, misses, windows)
+	res.LoadAvg = loadAvg()
+	res.PrimeTimeouts = p.primeTimeouts
 	res.SetupS, res.CollectS = p.setupTime.Seconds(), time.Since(p.end).Seconds()
 	return res, nil
 }
@@ -340,7 +352,7 @@ func (p *phase) worker(ctx context.Context, t0 time.Time, next *atomic.Uint64) {
 		if ctx.Err() != nil && o.err != nil {
 			return // cancelled: not the cluster's fault
 		}
-		o.sched, o.latency = due, time.Since(due)
+		o.sched, o.latency, o.full = due, time.Since(due), op.Full
 		p.rec.add(o)
 		if p.observe != nil {
 			p.observe(op, o)
@@ -400,6 +412,42 @@ func (p *phase) progress(ctx context.Context) {
 	}
 }
 
+// serverDispatches is every server's StartScans in the window, keyed
+// host/index (e.g. host1/0), from two coordinator status snapshots.
+func serverDispatches(s0, s1 *messages.StatusReply) map[string]uint64 {
+	before := map[string]uint64{}
+	for _, s := range s0.Servers {
+		before[s.Id+"@"+s.Incarnation] = s.Dispatched
+	}
+	out := map[string]uint64{}
+	for _, s := range s1.Servers {
+		idx := s.Id
+		if i := strings.LastIndexByte(idx, '/'); i >= 0 {
+			idx = idx[i+1:]
+		}
+		d := s.Dispatched - min(before[s.Id+"@"+s.Incarnation], s.Dispatched)
+		out[s.Host+"/"+idx] += d
+	}
+	return out
+}
+
+// serverHealth is the coordinator's view of each live server (host/index)
+// at the window's end.
+func serverHealth(st *messages.StatusReply) map[string]ServerHealth {
+	out := map[string]ServerHealth{}
+	for _, s := range st.Servers {
+		if !s.Alive {
+			continue
+		}
+		idx := s.Id
+		if i := strings.LastIndexByte(idx, '/'); i >= 0 {
+			idx = idx[i+1:]
+		}
+		out[s.Host+"/"+idx] = ServerHealth{Errors: s.Errors, Timeouts: s.Timeouts, Busy: s.BusyTotal, Slowdowns: s.Slowdowns}
+	}
+	return out
+}
+
 // cdfQuantiles are the points of Result.CDF.
 var cdfQuantiles = func() []float64 {
 	var q []float64
@@ -437,6 +485,11 @@ func (p *phase) result(s0, s1 *messages.StatusReply, hits, misses uint64, window
 		if r.scans > 0 {
 			res.DispatchesPerScan = float64(res.Dispatches) / float64(r.scans)
 		}
+		res.ServerDispatches = serverDispatches(s0, s1)
+		res.Servers = serverHealth(s1)
+	}
+	if n := r.full.TotalCount(); n > 0 {
+		res.FullTabletScans, res.FullTabletP50Ms, res.FullTabletP99Ms = n, ms(r.full.ValueAtQuantile(50)), ms(r.full.ValueAtQuantile(99))
 	}
 	for _, th := range r.timeline {
 		res.P99OverTimeMs = append(res.P99OverTimeMs, ms(th.ValueAtQuantile(99)))

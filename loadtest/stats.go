@@ -43,6 +43,7 @@ type recorder struct {
 	start    time.Time // measured window start
 	bucket   time.Duration
 	hist     *hdrhistogram.Histogram
+	full     *hdrhistogram.Histogram // whole-tablet scans only
 	timeline []*hdrhistogram.Histogram
 	scans    int64 // completed, correct or wrong
 	rows     int64
@@ -57,7 +58,7 @@ type recorder struct {
 
 func newRecorder(start time.Time, window, bucket time.Duration) *recorder {
 	n := int((window + bucket - 1) / bucket)
-	r := &recorder{start: start, bucket: bucket, hist: newHist(), errs: map[string]int64{}}
+	r := &recorder{start: start, bucket: bucket, hist: newHist(), full: newHist(), errs: map[string]int64{}}
 	for i := 0; i < n; i++ {
 		r.timeline = append(r.timeline, newHist())
 	}
@@ -69,6 +70,7 @@ type outcome struct {
 	sched   time.Time // when it was due (open loop) or started (closed)
 	latency time.Duration
 	rows    int
+	full    bool  // a whole-tablet scan
 	err     error // scan error
 	wrong   error // verification failure (ErrWrong)
 }
@@ -100,6 +102,9 @@ func (r *recorder) add(o outcome) {
 		r.sampleWrong(o.wrong.Error())
 	}
 	recordLatency(r.hist, o.latency)
+	if o.full {
+		recordLatency(r.full, o.latency)
+	}
 	if i := int(o.sched.Sub(r.start) / r.bucket); i >= 0 && i < len(r.timeline) {
 		recordLatency(r.timeline[i], o.latency)
 	}

@@ -1,0 +1,47 @@
+// Package loadtest is scanplane's load-test harness: it owns the workload
+// generator (Zipfian or uniform tablet popularity, YCSB-E short scans and
+// whole-tablet scans, open- or closed-loop arrivals), the ground-truth
+// verifier, fault injection on a local cluster of real processes, the
+// per-policy runner and the report (HDR latency histograms, report.json,
+// PNG plots). cmd/loadtest is its command line.
+//
+// # How a run works
+//
+// Run starts a local cluster (localcluster: a coordinator with embedded
+// NATS and one scanserver process per host) or connects to a running one,
+// ingests Rows generated rows (tablets.GenerateRows) over Tablets tablets
+// unless the table is already there, and then runs one phase per (fault,
+// policy), faults outer, policies inner. A phase on a local cluster:
+//
+//  1. restarts every host process, so each policy starts from cold block
+//     caches and fresh server identities (no learned state carried over)
+//     and is warmed equally; the fault host is started with the
+//     scanserver's fault flags when the fault has them (slow-server:
+//     --fault-pause SlowPause --fault-server 0, one server of the host;
+//     slow-host: --fault-slow SlowFactor). Those faults are active from the
+//     restart, through the warm-up and the whole measured window;
+//  2. rewrites the coordinator's profiles file (ProfilesJSON: one default
+//     profile with the policy) and reloads it;
+//  3. runs Warmup of workload (not in the figures) then Duration measured;
+//     timed faults (hung-server: SIGSTOP/SIGCONT of the fault host's
+//     process; crash-host: SIGKILL then restart; hot-tablet: HotShare of
+//     the scans on one tablet) cover [FaultAfter, FaultAfter+FaultFor) of
+//     the measured window;
+//  4. collects the Result: HDR latency percentiles, the coordinator's
+//     dispatch, hedge and busy counters (deltas over the window), and the
+//     hosts' block cache hits and misses from their heartbeats (deltas).
+//
+// Every scan is checked against the ground truth (Verifier: row count and
+// a checksum of keys and values); a wrong or missing row counts in Wrong,
+// during warm-up too. In open loop (Rate > 0) scan k is due at start +
+// k/Rate and its latency counts from that moment, so a stall is charged to
+// every scan it delayed (no coordinated omission); Clients bounds the
+// scans in flight.
+//
+// # Concurrency contract
+//
+// Run is safe to call from one goroutine at a time per process: it starts
+// one client.Client, whose protoactor remote must be the process's only
+// one. Zipf, Workload, Verifier and a finished Report are immutable and
+// safe for concurrent use.
+package loadtest
