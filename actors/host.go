@@ -81,10 +81,11 @@ func (h *HostActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *messages.Heartbeat:
 		if pid := h.onHeartbeat(now, m); pid != nil {
-			// Open the connection now: the first message to a new endpoint
-			// waits for a gRPC connection, which can outlast a 33ms busy
-			// timeout. An empty Cancel is a no-op for the server.
-			c.Send(pid, &messages.Cancel{Reason: "connect"})
+			// Open the connections now, both ways: the first message to a
+			// new endpoint waits for a gRPC connection, which can outlast a
+			// 33ms busy timeout. An empty Cancel is a no-op for the server,
+			// which answers it, opening its connection to us.
+			c.Request(pid, &messages.Cancel{Reason: "connect"})
 		}
 	case *hostEvent:
 		h.onEvent(now, m)

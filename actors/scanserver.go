@@ -136,6 +136,13 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 		s.onStartScan(m)
 	case *messages.Cancel:
 		s.gate.wait(s.life)
+		if m.GetRequestId() == "" {
+			// A coordinator opening its connection: answer, which opens ours.
+			if c.Sender() != nil {
+				c.Respond(&messages.Cancel{Reason: "connected"})
+			}
+			return
+		}
 		s.onCancel(m)
 	case *messages.BatchAck:
 		s.onAck(m)
