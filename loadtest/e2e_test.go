@@ -62,6 +62,12 @@ func TestQuickEndToEnd(t *testing.T) {
 			if len(r.P99OverTimeMs) != int(cfg.Duration/time.Second) || len(r.CDF) == 0 {
 				t.Errorf("%s/%s: %d p99-over-time points, %d CDF points", p, f, len(r.P99OverTimeMs), len(r.CDF))
 			}
+			if r.PrimeTimeouts != 0 {
+				t.Errorf("%s/%s: %d busy timeouts while priming under 10s busy timeouts", p, f, r.PrimeTimeouts)
+			}
+			if len(r.ServerDispatches) != cfg.Hosts*cfg.ServersPerHost || len(r.Servers) != cfg.Hosts*cfg.ServersPerHost {
+				t.Errorf("%s/%s: per-server dispatches %v, health %v", p, f, r.ServerDispatches, r.Servers)
+			}
 			if (f == FaultSlowServer) != (len(r.FaultWindowsS) == 1) {
 				t.Errorf("%s/%s: fault windows %v", p, f, r.FaultWindowsS)
 			}

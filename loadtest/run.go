@@ -406,8 +406,12 @@ func (p *phase) progress(ctx context.Context) {
 				in, window = now.Sub(p.measureStart.Add(-cfg.Warmup)), cfg.Warmup
 			}
 			el := now.Sub(p.runStart).Round(time.Second)
-			fmt.Fprintf(cfg.Progress, "\r\x1b[K[%d/%d] %s · %s · %s %.1f/%.0fs · elapsed %v · %.0f scans/s · p99 %.1f ms · errors %d · wrong %d",
-				p.index, p.total, p.policy.Label, p.fault, stage, in.Seconds(), window.Seconds(), el, rate, float64(l.p99)/1e6, l.errors, l.wrong)
+			p99 := "p99 -"
+			if l.p99 > 0 {
+				p99 = fmt.Sprintf("p99 %.1f ms", float64(l.p99)/1e6)
+			}
+			fmt.Fprintf(cfg.Progress, "\r\x1b[K[%d/%d] %s · %s · %s %.1f/%.0fs · elapsed %v · %.0f scans/s · %s · errors %d · wrong %d",
+				p.index, p.total, p.policy.Label, p.fault, stage, in.Seconds(), window.Seconds(), el, rate, p99, l.errors, l.wrong)
 		}
 	}
 }
