@@ -153,10 +153,13 @@ type Config struct {
 	Heartbeat time.Duration
 	// Prime: after restarting the hosts, run priming scans (policy random,
 	// 10s busy timeouts) until every server has run two, so the remote
-	// connections exist before the phase. Without it the first scans to a
-	// new server time out while connections are set up, and the
-	// coordinator counts those timeouts as errors of the server for
-	// minutes. Default true (local cluster only).
+	// connections exist before the phase. Needed with coordinators that do
+	// not open both directions of a new server's connections on its first
+	// heartbeat (before commit 899dfd1): there the first scans to a new
+	// server time out while connections are set up, and the coordinator
+	// counts those timeouts as the server's errors for minutes. Default
+	// false (the coordinator warms connections itself; Result.Servers
+	// shows any timeouts). Local cluster only.
 	Prime bool
 
 	// Table to scan; default "loadtest". Reused when it exists with Rows
@@ -239,7 +242,7 @@ func DefaultPolicies() []string {
 // machine (10 phases of 3s warm-up + 7s measured, plus host restarts).
 func DefaultConfig() Config {
 	return Config{
-		Hosts: 4, ServersPerHost: 2, Zones: 1, Heartbeat: time.Second, Prime: true,
+		Hosts: 4, ServersPerHost: 2, Zones: 1, Heartbeat: time.Second,
 		Table: "loadtest", Rows: 200000, Tablets: 64,
 		Clients: 32, Rate: 250, Zipf: 0.99, ScanRows: 100, FullTablet: 0.001,
 		Duration: 7 * time.Second, Warmup: 3 * time.Second, ScanTimeout: 30 * time.Second, Drain: 5 * time.Second,

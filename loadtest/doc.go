@@ -20,12 +20,13 @@
 //     --fault-pause SlowPause --fault-server 0, one server of the host;
 //     slow-host: --fault-slow SlowFactor). Those faults are active from the
 //     restart, through the warm-up and the whole measured window;
-//  2. primes the connections (Config.Prime): scans under policy random
-//     with 10s busy timeouts until every server has run two. A new
-//     server's first StartScans wait for the remote connections to be set
-//     up and would end as busy timeouts, which the coordinator counts as
-//     the server's errors for minutes, so each phase would start with a
-//     random set of shunned servers;
+//  2. if Config.Prime, primes the connections: scans under policy random
+//     with 10s busy timeouts until every server has run two. Against a
+//     coordinator that does not warm a new server's connections itself, a
+//     new server's first StartScans wait for the remote connections to be
+//     set up and end as busy timeouts, which the coordinator counts as the
+//     server's errors for minutes: each phase would start with a random
+//     set of shunned servers;
 //  3. rewrites the coordinator's profiles file (ProfilesJSON: one default
 //     profile with the policy) and reloads it;
 //  4. runs Warmup of workload (not in the figures) then Duration measured;

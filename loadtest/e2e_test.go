@@ -19,6 +19,7 @@ func TestQuickEndToEnd(t *testing.T) {
 	cfg := QuickConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Duration = 2 * time.Second
+	cfg.Prime = true // exercise it; the coordinator warms connections itself too
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()

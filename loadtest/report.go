@@ -151,6 +151,10 @@ type ServerHealth struct {
 	Timeouts  uint64  `json:"timeouts"`
 	Busy      uint64  `json:"busy"`
 	Slowdowns uint32  `json:"slowdowns"`
+	// InFlight: this coordinator's scans in flight on the server;
+	// QueueLen: the server's last reported queue.
+	InFlight uint32 `json:"in_flight"`
+	QueueLen uint32 `json:"queue_len"`
 }
 
 // ErrorSample is one distinct error message and how often it occurred.

@@ -447,7 +447,8 @@ func serverHealth(st *messages.StatusReply) map[string]ServerHealth {
 		if i := strings.LastIndexByte(idx, '/'); i >= 0 {
 			idx = idx[i+1:]
 		}
-		out[s.Host+"/"+idx] = ServerHealth{Errors: s.Errors, Timeouts: s.Timeouts, Busy: s.BusyTotal, Slowdowns: s.Slowdowns}
+		out[s.Host+"/"+idx] = ServerHealth{Errors: s.Errors, Timeouts: s.Timeouts, Busy: s.BusyTotal, Slowdowns: s.Slowdowns,
+			InFlight: s.InFlight, QueueLen: s.QueueLen}
 	}
 	return out
 }
