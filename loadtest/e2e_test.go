@@ -79,7 +79,7 @@ func TestQuickEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 1+2*len(cfg.Faults) {
+	if len(files) != 1+3*len(cfg.Faults) {
 		t.Errorf("wrote %v", files)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "report.json")); err != nil {

@@ -14,7 +14,9 @@ import (
 )
 
 // WritePlots writes, for every fault, latency-cdf-<fault>.png (one curve
-// per policy, log latency axis) and p99-<fault>.png (p99 of each second of
+// per policy, log latency axis), latency-tail-<fault>.png (the same
+// distribution as the fraction of scans slower than x, both axes log, so
+// p99 and p99.9 are readable) and p99-<fault>.png (p99 of each second of
 // the measured window per policy, the fault windows shaded). It returns the
 // files written.
 func (r *Report) WritePlots(dir string) ([]string, error) {
@@ -33,6 +35,16 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 		}
 		if p != nil {
 			path := filepath.Join(dir, "latency-cdf-"+name+".png")
+			if err := p.Save(9*vg.Inch, 5.5*vg.Inch, path); err != nil {
+				return files, err
+			}
+			files = append(files, path)
+		}
+		if p, err = tailPlot(f, rs); err != nil {
+			return files, err
+		}
+		if p != nil {
+			path := filepath.Join(dir, "latency-tail-"+name+".png")
 			if err := p.Save(9*vg.Inch, 5.5*vg.Inch, path); err != nil {
 				return files, err
 			}
@@ -87,6 +99,41 @@ func cdfPlot(fault string, rs []Result) (*plot.Plot, error) {
 		style(l, i)
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s (p99 %.1f ms)", res.Policy, res.P99Ms), l)
+		n++
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return p, nil
+}
+
+func tailPlot(fault string, rs []Result) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("scan latency tail — fault: %s", fault)
+	p.X.Label.Text = "latency (ms, log scale)"
+	p.Y.Label.Text = "fraction of scans slower (log scale)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	n := 0
+	for i, res := range rs {
+		var xy plotter.XYs
+		for _, c := range res.CDF {
+			if c.Ms > 0 && c.Q < 1 && 1-c.Q >= 1e-4 {
+				xy = append(xy, plotter.XY{X: c.Ms, Y: 1 - c.Q})
+			}
+		}
+		if len(xy) < 2 {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, err
+		}
+		style(l, i)
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (p99 %.1f, p99.9 %.1f ms)", res.Policy, res.P99Ms, res.P999Ms), l)
 		n++
 	}
 	if n == 0 {

@@ -103,7 +103,8 @@ func TestReportDirAndTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"report.json", "latency-cdf-none.png", "p99-none.png", "latency-cdf-slow-server.png", "p99-slow-server.png"}
+	want := []string{"report.json", "latency-cdf-none.png", "latency-tail-none.png", "p99-none.png",
+		"latency-cdf-slow-server.png", "latency-tail-slow-server.png", "p99-slow-server.png"}
 	if len(files) != len(want) {
 		t.Fatalf("wrote %v, want %v", files, want)
 	}

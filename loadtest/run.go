@@ -288,8 +288,8 @@ func (p *phase) injectTimed(ctx context.Context) (w [2]float64, err error) {
 	w[1] = time.Since(p.measureStart).Seconds()
 	if p.has(FaultCrashHost) {
 		p.stage.Store("measure, restarting host")
-		// Restart in the background so the window's workload goes on;
-		// the phase waits for the view before it ends.
+		// The workers go on meanwhile; the phase waits for the full view
+		// before it ends.
 		if err := p.t.recover(context.WithoutCancel(ctx)); err != nil {
 			return w, fmt.Errorf("loadtest: crash-host: restart: %w", err)
 		}
