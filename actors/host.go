@@ -187,6 +187,7 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 		} else {
 			l.StartLatency = (l.StartLatency*7 + e.latency) / 8
 		}
+		l.StartLatencyAt = now
 		l.ConsecutiveFailures = 0
 	case evBusySignal:
 		l.Busy = l.Busy.Add(now, selection.DefaultDecay, 1)

@@ -142,7 +142,7 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 		servers = append(servers, s...)
 	}
 	v := selection.NewLoadView(servers, slices.Clone(b.decays), now)
-	// p95 of recent start latencies.
+	// p50 and p95 of recent start latencies.
 	m := b.latNext
 	if b.latFull {
 		m = len(b.lat)
@@ -150,6 +150,7 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 	if m >= 20 {
 		l := slices.Clone(b.lat[:m])
 		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		v.StartLatencyP50 = l[m/2]
 		v.StartLatencyP95 = l[(m*95)/100]
 	}
 	sec := now.Unix()

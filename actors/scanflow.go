@@ -309,9 +309,16 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 		if f.winner != 0 || a.firstData || (kind == TimerHedge && a.started) || a.slow {
 			return nil
 		}
+		// The policy sees the attempt as slow; it counts as a slowdown
+		// only if a hedge is really sent (a declined hedge, e.g. budget
+		// spent, must not tar a healthy server).
 		a.slow = true
-		acts := []Action{{Kind: ActSlowdown, Attempt: a}}
-		return append(acts, f.next(now, pick, true)...)
+		hedge := f.next(now, pick, true)
+		if len(hedge) == 0 {
+			a.slow = false
+			return nil
+		}
+		return append([]Action{{Kind: ActSlowdown, Attempt: a}}, hedge...)
 	case TimerStall:
 		if a.firstData {
 			return nil

@@ -215,6 +215,14 @@ func TestFlowHedgeDeclined(t *testing.T) {
 			t.Fatalf("declined hedge acted: %v", a.Kind)
 		}
 	}
+	if l.slowdowns != 0 {
+		t.Fatal("a declined hedge must not count a slowdown")
+	}
+	// The data timer may ask again (the budget may have room by then).
+	l.apply(f.OnTimer(t0.Add(15*time.Millisecond), TimerData, 1, p.pick))
+	if len(p.calls) != 3 || !p.calls[2].hedge {
+		t.Fatalf("second hedge request not made: %+v", p.calls)
+	}
 	l.apply(f.OnFinished(t0.Add(20*time.Millisecond), ok(1), p.pick))
 	l.balanced()
 }

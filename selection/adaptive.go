@@ -31,6 +31,15 @@ type adCtx struct {
 	avoidAny bool
 	avoid    uint64 // bit z set: zone z avoided (zones ≥ 64 never avoided)
 	exclHost int32  // host excluded from scoring (-1)
+	// dead: hosts where an attempt of this scan timed out (no answer at
+	// all) or stalled: the host process is likely paused or hung, so its
+	// siblings are no better; skipped like exclHost.
+	dead []int32
+}
+
+// skip reports whether host h is excluded for this call.
+func (a *adCtx) skip(h int32) bool {
+	return h == a.exclHost || slices.Contains(a.dead, h)
 }
 
 func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
@@ -49,7 +58,15 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 			return Decision{}, ErrNoHedge
 		}
 	}
-	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p95: c.v.StartLatencyP95, exclHost: -1}
+	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p95: c.v.StartLatencyP95, exclHost: -1, dead: c.st.dead[:0]}
+	for _, at := range in.Attempts {
+		if at.Result == Timeout || at.Result == Stalled {
+			if i, ok := c.g.index(at.Server); ok && !slices.Contains(a.dead, c.g.hostOf[i]) {
+				a.dead = append(a.dead, c.g.hostOf[i])
+			}
+		}
+	}
+	c.st.dead = a.dead
 	c.zoneAvoidance(&a)
 
 	top := min(len(c.g.hosts), 1+max(0, o.SpillHosts))
@@ -76,7 +93,7 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 		// Level 0: the home host and the next spillHosts hosts.
 		cands = c.st.idx[:0]
 		for _, h := range hosts[:top] {
-			if h == a.exclHost {
+			if a.skip(h) {
 				continue
 			}
 			for _, i := range c.g.hosts[h].servers {
@@ -161,8 +178,8 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	if sl := c.v.SlowdownsOf(s, a.decay, c.now); sl > 0 {
 		sc += adSlowWeight * float64(min(sl, adCountCap))
 	}
-	if a.p95 > 0 && s.StartLatency > a.p95 {
-		sc += math.Min(adCountCap, float64(s.StartLatency)/float64(a.p95)-1)
+	if lat := c.v.StartLatencyOf(s, c.now); a.p95 > 0 && lat > a.p95 {
+		sc += math.Min(adCountCap, float64(lat)/float64(a.p95)-1)
 	}
 	if a.avoidAny && a.avoid&(1<<uint(c.g.zoneOf[i])) != 0 {
 		sc += adZonePenalty
@@ -211,7 +228,7 @@ func (c *call) coldPick(cands []int32, a *adCtx, rankOf func(int32) int) int32 {
 func (c *call) adaptiveFallback(a *adCtx, rankOf func(int32) int) int32 {
 	n := len(c.g.alive)
 	usable := func(i int32) bool {
-		return c.fresh(i) && c.g.hostOf[i] != a.exclHost && !tripped(c.g.alive[i], c.now, a.br)
+		return c.fresh(i) && !a.skip(c.g.hostOf[i]) && !tripped(c.g.alive[i], c.now, a.br)
 	}
 	var got [2]int32
 	k := 0
@@ -283,7 +300,7 @@ func (c *call) hostStale(h int32, a *adCtx) bool {
 func (c *call) siblingHedge(a *adCtx) int32 {
 	h := c.g.hostOf[c.lastFlight]
 	he := &c.g.hosts[h]
-	if c.hostStale(h, a) {
+	if c.hostStale(h, a) || a.skip(h) {
 		return -1
 	}
 	flights := 0
@@ -300,7 +317,7 @@ func (c *call) siblingHedge(a *adCtx) int32 {
 		s := c.g.alive[i]
 		if !c.fresh(i) || tripped(s, c.now, a.br) || c.v.ErrorsOf(s, a.decay, c.now) > 0 ||
 			c.v.SlowdownsOf(s, a.decay, c.now) > 0 ||
-			(a.p95 > 0 && s.StartLatency >= adSiblingSlowAt*a.p95) {
+			(a.p95 > 0 && c.v.StartLatencyOf(s, c.now) >= adSiblingSlowAt*a.p95) {
 			continue
 		}
 		cands = append(cands, i)

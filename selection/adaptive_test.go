@@ -212,6 +212,39 @@ func TestAdaptiveAvoidance(t *testing.T) {
 	if d := h.must(v, nil, false, 3); d.Server != s1 {
 		t.Errorf("start latency: %v", d.Server)
 	}
+	// ... an estimate that is long without new samples is forgotten:
+	// it decays toward the fleet median (StartLatencyForget).
+	v = modView(base, func(s *ServerLoad) {
+		if s.ID == s0 {
+			s.StartLatency, s.StartLatencyAt = 50*time.Millisecond, t0.Add(-time.Minute)
+		}
+	})
+	v.StartLatencyP50, v.StartLatencyP95 = 2*time.Millisecond, 10*time.Millisecond
+	if got := v.StartLatencyOf(v.Server(s0), t0); got > 3*time.Millisecond {
+		t.Errorf("a minute-old 50ms estimate is still %v", got)
+	}
+	if got := v.StartLatencyOf(v.Server(s0), t0.Add(-time.Minute)); got != 50*time.Millisecond {
+		t.Errorf("a fresh estimate changed: %v", got)
+	}
+	seen = map[ServerID]bool{}
+	for seed := uint64(0); seed < 40; seed++ {
+		seen[h.must(v, nil, false, seed).Server] = true
+	}
+	if !seen[s0] {
+		t.Error("a server slow a minute ago is still shunned")
+	}
+	// A timeout (no answer at all) means the host process may be hung:
+	// the retry leaves the host instead of trying the sibling.
+	for seed := uint64(0); seed < 20; seed++ {
+		d := h.must(base, []Attempt{att(s0, home, Timeout)}, false, seed)
+		if d.Host == home {
+			t.Fatalf("after a timeout the retry stayed on the host: %v", d.Server)
+		}
+		d = h.must(base, []Attempt{att(s0, home, Stalled)}, false, seed)
+		if d.Host == home {
+			t.Fatalf("after a stall the retry stayed on the host: %v", d.Server)
+		}
+	}
 	// Stale heartbeat of the home host (process paused): leave it.
 	v = modView(base, func(s *ServerLoad) {
 		if s.Host == home {

@@ -167,7 +167,9 @@
 //     + 1 × decayed busy answers (at most 8)
 //     + 0.5 × decayed slowdowns (at most 8; a minute-scale signal, so weak)
 //     + min(8, StartLatency/StartLatencyP95 − 1) when the server is slower
-//     than the fleet's p95 (Peak-EWMA-like)
+//     than the fleet's p95 (Peak-EWMA-like); the estimate decays toward the
+//     fleet median with time since its last sample (LoadView.StartLatencyOf,
+//     τ = 5 s), so a server slow once and then left alone is forgiven
 //     + 8 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
 //     whose fraction of tripped or erroring servers reaches
 //     zoneBlackoutPercent)
@@ -175,7 +177,10 @@
 //     paused or hung host process; it leaves the view after missed
 //     heartbeats, this reacts sooner)
 //     Tripped servers (circuit breaker as ribbon-zone) and servers that
-//     already failed or are in flight in this scan are skipped. The pick is
+//     already failed or are in flight in this scan are skipped, and so is
+//     every server of a host where an attempt of this scan timed out or
+//     stalled: no answer at all means the host process may be paused or
+//     hung, and its siblings share it. The pick is
 //     uniform among the servers scoring within 1 of the best ("cold"
 //     servers, as Prequal) on the host nearest home among them: ties spread
 //     across a host's siblings instead of herding onto one while the view

@@ -37,6 +37,7 @@ type TabletState struct {
 
 	idx       []int32
 	idx2      []int32
+	dead      []int32 // adaptive: hosts of timed-out attempts (scratch)
 	scores    []float64
 	zoneStats []zoneStat
 	flags     []uint8

@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -101,10 +102,13 @@ type ServerLoad struct {
 	// RecentFailures holds the times of the most recent failures, newest
 	// last (at most 32).
 	RecentFailures []time.Time
-	// StartLatency is an EWMA of dispatch → first data for this server.
-	StartLatency  time.Duration
-	LastHeartbeat time.Time
-	CacheHitRatio float64
+	// StartLatency is an EWMA of dispatch → first data for this server,
+	// last updated at StartLatencyAt; read it through
+	// LoadView.StartLatencyOf, which forgets it with time.
+	StartLatency   time.Duration
+	StartLatencyAt time.Time
+	LastHeartbeat  time.Time
+	CacheHitRatio  float64
 }
 
 // FailuresSince counts recent failures at or after t.
@@ -128,6 +132,9 @@ type LoadView struct {
 	Decays []DecayParams
 	// At is when the snapshot was taken.
 	At time.Time
+	// StartLatencyP50 is the recent median of dispatch → first data over
+	// all servers (0 = unknown).
+	StartLatencyP50 time.Duration
 	// StartLatencyP95 is the recent 95th percentile of dispatch → first
 	// data over all servers (0 = unknown).
 	StartLatencyP95 time.Duration
@@ -204,4 +211,25 @@ func countAt(counts []DecayedCount, i int, p DecayParams, now time.Time) uint32 
 		return 0
 	}
 	return counts[i].Value(now, p)
+}
+
+// StartLatencyForget is the time constant with which a server's start
+// latency estimate decays toward the fleet median when it gets no new
+// samples (Peak-EWMA style): a server that was slow once and then got no
+// traffic is not shunned forever.
+const StartLatencyForget = 5 * time.Second
+
+// StartLatencyOf is s's start-latency estimate at now: its EWMA, decayed
+// toward StartLatencyP50 by exp(−age/StartLatencyForget) since its last
+// sample. Pure: no clock is read.
+func (v *LoadView) StartLatencyOf(s *ServerLoad, now time.Time) time.Duration {
+	if s.StartLatency == 0 || v.StartLatencyP50 == 0 || s.StartLatencyAt.IsZero() {
+		return s.StartLatency
+	}
+	age := now.Sub(s.StartLatencyAt)
+	if age <= 0 {
+		return s.StartLatency
+	}
+	w := math.Exp(-float64(age) / float64(StartLatencyForget))
+	return time.Duration(w*float64(s.StartLatency) + (1-w)*float64(v.StartLatencyP50))
 }
