@@ -128,6 +128,7 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID
 		s = &serverState{load: selection.ServerLoad{ID: id, Host: h.host}}
 		s.load.Errors = make([]selection.DecayedCount, len(h.decays))
 		s.load.Slowdowns = make([]selection.DecayedCount, len(h.decays))
+		s.load.Busy = make([]selection.DecayedCount, len(h.decays))
 		h.servers[id] = s
 	}
 	l := &s.load
@@ -182,20 +183,31 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 			l.Slowdowns[i] = l.Slowdowns[i].Add(now, d, 1)
 		}
 	case evLatency:
-		if l.StartLatency == 0 {
+		// Blend into the estimate as it stands now (decayed toward the
+		// fleet median since its last sample), not the raw old value: a
+		// server shunned after one slow start must be forgiven by its next
+		// fast one.
+		if prev := h.board.View().StartLatencyOf(l, now); prev == 0 {
 			l.StartLatency = e.latency
 		} else {
-			l.StartLatency = (l.StartLatency*7 + e.latency) / 8
+			l.StartLatency = (prev*3 + e.latency) / 4
 		}
 		l.StartLatencyAt = now
 		l.ConsecutiveFailures = 0
 	case evBusySignal:
-		l.Busy = l.Busy.Add(now, selection.DefaultDecay, 1)
+		h.busy(now, l)
 		l.QueueLen = e.queueLen
 		s.busy++
 	case evTimeoutSignal:
-		l.Busy = l.Busy.Add(now, selection.DefaultDecay, 1)
+		h.busy(now, l)
 		s.timeouts++
+	}
+}
+
+// busy counts a busy answer or busy timeout under every decay in use.
+func (h *HostActor) busy(now time.Time, l *selection.ServerLoad) {
+	for i, d := range h.decays {
+		l.Busy[i] = l.Busy[i].Add(now, d, 1)
 	}
 }
 
@@ -220,14 +232,15 @@ func (h *HostActor) setDecays(d []selection.DecayParams) {
 	for _, s := range h.servers {
 		errs := make([]selection.DecayedCount, len(d))
 		slows := make([]selection.DecayedCount, len(d))
+		busy := make([]selection.DecayedCount, len(d))
 		for i, p := range d {
 			for j, q := range old {
 				if p == q && j < len(s.load.Errors) {
-					errs[i], slows[i] = s.load.Errors[j], s.load.Slowdowns[j]
+					errs[i], slows[i], busy[i] = s.load.Errors[j], s.load.Slowdowns[j], s.load.Busy[j]
 				}
 			}
 		}
-		s.load.Errors, s.load.Slowdowns = errs, slows
+		s.load.Errors, s.load.Slowdowns, s.load.Busy = errs, slows, busy
 	}
 }
 
@@ -254,6 +267,7 @@ func (h *HostActor) publish() {
 		l := s.load
 		l.Errors = append([]selection.DecayedCount(nil), s.load.Errors...)
 		l.Slowdowns = append([]selection.DecayedCount(nil), s.load.Slowdowns...)
+		l.Busy = append([]selection.DecayedCount(nil), s.load.Busy...)
 		l.RecentFailures = append([]time.Time(nil), s.load.RecentFailures...)
 		out = append(out, &l)
 		var errs, slows uint32
@@ -264,8 +278,16 @@ func (h *HostActor) publish() {
 		st = append(st, &messages.ServerStatus{Id: string(l.ID), Host: l.Host, Zone: l.Zone, Group: l.Group, Alive: l.Alive,
 			QueueLen: uint32(l.QueueLen), InFlight: uint32(l.InFlight), Errors: float64(errs), BusyTotal: s.busy,
 			Dispatched: s.dispatched, CacheHitRatio: l.CacheHitRatio, LastHeartbeatUnixMs: l.LastHeartbeat.UnixMilli(),
-			Incarnation: l.Incarnation, Timeouts: s.timeouts, Slowdowns: slows})
+			Incarnation: l.Incarnation, Timeouts: s.timeouts, Slowdowns: slows, StartLatencyUs: l.StartLatency.Microseconds(),
+			LastStartUnixMs: unixMs(l.StartLatencyAt)})
 	}
 	h.board.SetHost(h.host, out)
 	h.status.Store(h.host, st)
+}
+
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

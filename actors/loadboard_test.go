@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,5 +75,26 @@ func BenchmarkLoadBoardViewAfterChange(b *testing.B) {
 				_ = board.View()
 			}
 		})
+	}
+}
+
+// TestHostActorLatencyForgives: a sample after a quiet spell blends into
+// the decayed estimate, so one fast start forgives an old slow one.
+func TestHostActorLatencyForgives(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	for i := 0; i < 40; i++ {
+		b.RecordStartLatency(time.Millisecond)
+	}
+	h := newHostActor("h1", b, &sync.Map{}, 3, func() time.Time { return now })
+	h.servers["s"] = &serverState{load: selection.ServerLoad{ID: "s", Host: "h1", Alive: true}}
+	h.onEvent(now, &hostEvent{kind: evLatency, server: "s", latency: 250 * time.Millisecond})
+	if got := h.servers["s"].load.StartLatency; got != 250*time.Millisecond {
+		t.Fatalf("first sample: %v", got)
+	}
+	now = now.Add(10 * time.Second)
+	h.onEvent(now, &hostEvent{kind: evLatency, server: "s", latency: 2 * time.Millisecond})
+	if got := h.servers["s"].load.StartLatency; got > 5*time.Millisecond {
+		t.Fatalf("a fast sample 10 s later left the estimate at %v", got)
 	}
 }

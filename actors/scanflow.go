@@ -117,6 +117,12 @@ type FlowAttempt struct {
 // live: dispatched (or about to be) and not yet ended.
 func (a *FlowAttempt) live() bool { return !a.closed && a.Sel.End.IsZero() }
 
+// Live reports whether the attempt has not ended.
+func (a *FlowAttempt) Live() bool { return a.live() }
+
+// FirstData reports whether the attempt delivered data.
+func (a *FlowAttempt) FirstData() bool { return a.firstData }
+
 // Picker asks the selection policy for the next server given this scan's
 // history; hedge is true for an additional parallel dispatch.
 type Picker func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error)

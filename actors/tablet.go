@@ -23,6 +23,8 @@ type flowTimer struct {
 	req  string
 	kind TimerKind
 	n    uint32
+	// queued: the timer went once through the back of the mailbox.
+	queued bool
 }
 
 // flowEntry is one running ScanRequest.
@@ -93,9 +95,19 @@ func (t *TabletActor) Receive(c actor.Context) {
 			t.apply(now, m.RequestId, e, e.flow.OnDone(now, m.GetAbandoned()))
 		}
 	case *flowTimer:
-		if e := t.flows[m.req]; e != nil {
-			t.apply(now, m.req, e, e.flow.OnTimer(now, m.kind, m.n, t.picker(e)))
+		e := t.flows[m.req]
+		if e == nil {
+			return
 		}
+		if a := e.flow.Attempt(m.n); a != nil && !m.queued && m.kind != TimerDispatch && a.Live() && !a.FirstData() {
+			// Before blaming the server, let whatever already sits in the
+			// mailbox (its ScanStarted or Busy, delayed by our own load) be
+			// handled: the timer acts only after a trip to the back.
+			m.queued = true
+			c.Send(t.self, m)
+			return
+		}
+		t.apply(now, m.req, e, e.flow.OnTimer(now, m.kind, m.n, t.picker(e)))
 	case *messages.RouteRequest:
 		c.Respond(t.route(now, m))
 	}
@@ -239,6 +251,7 @@ func (t *TabletActor) route(now time.Time, m *messages.RouteRequest) *messages.R
 				reply.Candidates = append(reply.Candidates, string(c))
 			}
 			reply.Choice = string(d.Server)
+			reply.Scores = d.Scores
 			reply.BusyTimeoutUs = d.BusyTimeout.Microseconds()
 			reply.DelayUs = d.Delay.Microseconds()
 			reply.HedgeDelayUs = d.HedgeDelay.Microseconds()

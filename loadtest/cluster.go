@@ -69,6 +69,8 @@ func startTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 				return nil, err
 			}
 			t.removeDir = true
+		} else if err = os.MkdirAll(t.dataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("loadtest: data directory: %w", err)
 		}
 		if t.profiles == "" {
 			t.profiles = filepath.Join(t.dataDir, "profiles.json")

@@ -2095,6 +2095,8 @@ type ServerStatus struct {
 	Incarnation         string                 `protobuf:"bytes,13,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
 	Timeouts            uint64                 `protobuf:"varint,14,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
 	Slowdowns           uint32                 `protobuf:"varint,15,opt,name=slowdowns,proto3" json:"slowdowns,omitempty"`
+	StartLatencyUs      int64                  `protobuf:"varint,16,opt,name=start_latency_us,json=startLatencyUs,proto3" json:"start_latency_us,omitempty"`      // EWMA of dispatch → first data, decayed toward the fleet median
+	LastStartUnixMs     int64                  `protobuf:"varint,17,opt,name=last_start_unix_ms,json=lastStartUnixMs,proto3" json:"last_start_unix_ms,omitempty"` // when the last start-latency sample was taken
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -2230,6 +2232,20 @@ func (x *ServerStatus) GetTimeouts() uint64 {
 func (x *ServerStatus) GetSlowdowns() uint32 {
 	if x != nil {
 		return x.Slowdowns
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetStartLatencyUs() int64 {
+	if x != nil {
+		return x.StartLatencyUs
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetLastStartUnixMs() int64 {
+	if x != nil {
+		return x.LastStartUnixMs
 	}
 	return 0
 }
@@ -2432,6 +2448,7 @@ type RouteReply struct {
 	Tablet        *TabletRef             `protobuf:"bytes,9,opt,name=tablet,proto3" json:"tablet,omitempty"`
 	Error         string                 `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
 	Tried         []string               `protobuf:"bytes,11,rep,name=tried,proto3" json:"tried,omitempty"`
+	Scores        []float64              `protobuf:"fixed64,12,rep,packed,name=scores,proto3" json:"scores,omitempty"` // per candidate, lower is better (scoring policies)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2539,6 +2556,13 @@ func (x *RouteReply) GetError() string {
 func (x *RouteReply) GetTried() []string {
 	if x != nil {
 		return x.Tried
+	}
+	return nil
+}
+
+func (x *RouteReply) GetScores() []float64 {
+	if x != nil {
+		return x.Scores
 	}
 	return nil
 }
@@ -2839,7 +2863,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\n" +
 	"at_unix_ms\x18\x06 \x01(\x03R\batUnixMs\x12\x16\n" +
 	"\x06origin\x18\a \x01(\tR\x06origin\"\x0f\n" +
-	"\rStatusRequest\"\xbc\x03\n" +
+	"\rStatusRequest\"\x93\x04\n" +
 	"\fServerStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -2859,7 +2883,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x16last_heartbeat_unix_ms\x18\f \x01(\x03R\x13lastHeartbeatUnixMs\x12 \n" +
 	"\vincarnation\x18\r \x01(\tR\vincarnation\x12\x1a\n" +
 	"\btimeouts\x18\x0e \x01(\x04R\btimeouts\x12\x1c\n" +
-	"\tslowdowns\x18\x0f \x01(\rR\tslowdowns\"\xeb\x02\n" +
+	"\tslowdowns\x18\x0f \x01(\rR\tslowdowns\x12(\n" +
+	"\x10start_latency_us\x18\x10 \x01(\x03R\x0estartLatencyUs\x12+\n" +
+	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\xeb\x02\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +
@@ -2882,7 +2908,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf3\x02\n" +
 	"\n" +
 	"RouteReply\x12\x18\n" +
 	"\aprofile\x18\x01 \x01(\tR\aprofile\x12\x16\n" +
@@ -2899,7 +2925,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06tablet\x18\t \x01(\v2\x17.scanplane.v1.TabletRefR\x06tablet\x12\x14\n" +
 	"\x05error\x18\n" +
 	" \x01(\tR\x05error\x12\x14\n" +
-	"\x05tried\x18\v \x03(\tR\x05tried\"\x10\n" +
+	"\x05tried\x18\v \x03(\tR\x05tried\x12\x16\n" +
+	"\x06scores\x18\f \x03(\x01R\x06scores\"\x10\n" +
 	"\x0eReloadProfiles\"7\n" +
 	"\vReloadReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +

@@ -14,12 +14,14 @@ type adaptivePolicy struct{ p *Profile }
 const (
 	adErrWeight     = 2.0
 	adBusyWeight    = 1.0
-	adSlowWeight    = 0.5
 	adCountCap      = 8
+	adBusyCap       = 2
 	adZonePenalty   = 8.0
 	adStalePenalty  = 8.0
-	adColdBand      = 1.0
-	adSiblingSlowAt = 2 // sibling hedge needs StartLatency < this × p95
+	adColdBand      = 1.0 // host choice: near-best band where home wins
+	adTemperature   = 0.5 // softness of the pick among a host's servers
+	adCutoff        = 3.0 // a host's servers this much worse get nothing
+	adSiblingSlowAt = 2   // sibling hedge needs StartLatency < this × p95
 )
 
 // adaptive per-call context.
@@ -122,7 +124,7 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 		d.DataTimeout = d.HedgeDelay
 	}
 	if in.Explain {
-		d.Candidates = c.adaptiveExplain(&a, rankOf)
+		d.Candidates, d.Scores = c.adaptiveExplain(&a, rankOf)
 	}
 	return d, nil
 }
@@ -172,11 +174,11 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	if e := c.v.ErrorsOf(s, a.decay, c.now); e > 0 {
 		sc += adErrWeight * float64(min(e, adCountCap))
 	}
-	if b := s.Busy.Value(c.now, DefaultDecay); b > 0 {
-		sc += adBusyWeight * float64(min(b, adCountCap))
-	}
-	if sl := c.v.SlowdownsOf(s, a.decay, c.now); sl > 0 {
-		sc += adSlowWeight * float64(min(sl, adCountCap))
+	if b := c.v.BusyOf(s, a.decay, c.now); b > 0 {
+		// Capped low: pending already says how loaded the server is now;
+		// this only remembers that it was saturated, and a larger memory
+		// outlives the saturation (it cannot fade faster than its decay).
+		sc += adBusyWeight * float64(min(b, adBusyCap))
 	}
 	if lat := c.v.StartLatencyOf(s, c.now); a.p95 > 0 && lat > a.p95 {
 		sc += math.Min(adCountCap, float64(lat)/float64(a.p95)-1)
@@ -190,9 +192,15 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	return sc
 }
 
-// coldPick scores cands and picks uniformly among the servers within
-// adColdBand of the best score that sit on the host closest to home among
-// them (home wins near-ties, so the cache is kept).
+// coldPick scores cands and picks in two steps. The host: the one nearest
+// home among the servers scoring within adColdBand of the best (home wins
+// near-ties, so the cache is kept; a scan leaves home only when that saves
+// more than spillCost + adColdBand). The server on that host: random with
+// probability ∝ exp(−(score − host best)/adTemperature), none adCutoff or
+// more worse. Siblings near each other share the traffic (no herding on a
+// stale view), and one a little worse still gets some, which keeps its
+// latency estimate fresh so it can come back; a hard cut-off would starve
+// it of the samples that forgive it.
 func (c *call) coldPick(cands []int32, a *adCtx, rankOf func(int32) int) int32 {
 	scores := c.st.scores[:0]
 	best := math.Inf(1)
@@ -208,14 +216,30 @@ func (c *call) coldPick(cands []int32, a *adCtx, rankOf func(int32) int) int32 {
 			minRank = min(minRank, rankOf(c.g.hostOf[i]))
 		}
 	}
-	n := 0
-	pick := int32(-1)
+	hostBest := math.Inf(1)
 	for k, i := range cands {
-		if scores[k] <= best+adColdBand && rankOf(c.g.hostOf[i]) == minRank {
-			n++
-			if c.rnd.IntN(n) == 0 {
-				pick = i
+		if rankOf(c.g.hostOf[i]) == minRank {
+			hostBest = math.Min(hostBest, scores[k])
+		}
+	}
+	total := 0.0
+	for k, i := range cands {
+		w := 0.0
+		if d := scores[k] - hostBest; rankOf(c.g.hostOf[i]) == minRank && d < adCutoff {
+			w = math.Exp(-d / adTemperature)
+		}
+		scores[k] = w
+		total += w
+	}
+	x := c.rnd.Float64() * total
+	pick := int32(-1)
+	for k, w := range scores {
+		if w > 0 {
+			pick = cands[k]
+			if x < w {
+				break
 			}
+			x -= w
 		}
 	}
 	return pick
@@ -316,7 +340,6 @@ func (c *call) siblingHedge(a *adCtx) int32 {
 	for _, i := range he.servers {
 		s := c.g.alive[i]
 		if !c.fresh(i) || tripped(s, c.now, a.br) || c.v.ErrorsOf(s, a.decay, c.now) > 0 ||
-			c.v.SlowdownsOf(s, a.decay, c.now) > 0 ||
 			(a.p95 > 0 && c.v.StartLatencyOf(s, c.now) >= adSiblingSlowAt*a.p95) {
 			continue
 		}
@@ -330,7 +353,7 @@ func (c *call) siblingHedge(a *adCtx) int32 {
 }
 
 // adaptiveExplain lists the top hosts' servers by score (Explain only).
-func (c *call) adaptiveExplain(a *adCtx, rankOf func(int32) int) []ServerID {
+func (c *call) adaptiveExplain(a *adCtx, rankOf func(int32) int) ([]ServerID, []float64) {
 	type e struct {
 		i  int32
 		sc float64
@@ -353,8 +376,9 @@ func (c *call) adaptiveExplain(a *adCtx, rankOf func(int32) int) []ServerID {
 		return 0
 	})
 	out := make([]ServerID, len(all))
+	scores := make([]float64, len(all))
 	for k := range all {
-		out[k] = c.g.alive[all[k].i].ID
+		out[k], scores[k] = c.g.alive[all[k].i].ID, all[k].sc
 	}
-	return out
+	return out, scores
 }

@@ -165,18 +165,38 @@ func TestAdaptiveAvoidance(t *testing.T) {
 	if d.Host != order[1] || d.Delay != 100*time.Millisecond || d.BusyTimeout != 33*time.Millisecond {
 		t.Errorf("home exhausted: %+v", d)
 	}
-	// Decayed errors on one home server: avoid it.
+	// Decayed errors on one home server: mostly avoided (score +2, weight
+	// e^-4 of its sibling's), never starved of every sample.
 	v := modView(base, func(s *ServerLoad) {
 		if s.ID == s0 {
-			s.Errors = []DecayedCount{{Count: 1, Origin: t0}}
+			s.Errors = []DecayedCount{{Count: 1, Origin: t0}, {Count: 1, Origin: t0}}
 		}
 	})
-	for seed := uint64(0); seed < 20; seed++ {
-		if d := h.must(v, nil, false, seed); d.Server != s1 {
-			t.Fatalf("errors: %v", d.Server)
+	n0 := 0
+	for seed := uint64(0); seed < 400; seed++ {
+		d := h.must(v, nil, false, seed)
+		if d.Host != home {
+			t.Fatalf("errors: left home %v", d.Server)
+		}
+		if d.Server == s0 {
+			n0++
 		}
 	}
-	// ... until they decay away (errorHalfLife 60 s).
+	if n0 == 0 || n0 > 20 {
+		t.Fatalf("errors: the erroring server got %d of 400 picks, want a few (about 2%%)", n0)
+	}
+	// With 2 errors (+4): more than 3 worse, nothing.
+	v = modView(base, func(s *ServerLoad) {
+		if s.ID == s0 {
+			s.Errors = []DecayedCount{{Count: 2, Origin: t0}, {Count: 2, Origin: t0}}
+		}
+	})
+	for seed := uint64(0); seed < 100; seed++ {
+		if d := h.must(v, nil, false, seed); d.Server != s1 {
+			t.Fatalf("2 errors: %v", d.Server)
+		}
+	}
+	// ... until they decay away (adaptive's errorHalfLife is 5 s).
 	seen := map[ServerID]bool{}
 	for seed := uint64(0); seed < 40; seed++ {
 		d, _ := mustPolicy(t, h.p).Select(&Input{Tablet: tab, Profile: h.p, View: v, Rand: rng(seed), Now: t0.Add(61 * time.Second)})
@@ -188,19 +208,25 @@ func TestAdaptiveAvoidance(t *testing.T) {
 	// Busy answers (decayed) and slowdowns are avoided too.
 	v = modView(base, func(s *ServerLoad) {
 		if s.ID == s0 {
-			s.Busy = DecayedCount{Count: 2, Origin: t0}
+			s.Busy = []DecayedCount{{Count: 2, Origin: t0}, {Count: 2, Origin: t0}}
 		}
 	})
 	if d := h.must(v, nil, false, 1); d.Server != s1 {
 		t.Errorf("busy count: %v", d.Server)
 	}
+	// Slowdown counts grow with traffic under p95 hedging: they do not
+	// move traffic (the start-latency estimate does).
 	v = modView(base, func(s *ServerLoad) {
 		if s.ID == s1 {
-			s.Slowdowns = []DecayedCount{{Count: 4, Origin: t0}}
+			s.Slowdowns = []DecayedCount{{Count: 8, Origin: t0}, {Count: 8, Origin: t0}}
 		}
 	})
-	if d := h.must(v, nil, false, 2); d.Server != s0 {
-		t.Errorf("slowdowns: %v", d.Server)
+	seen = map[ServerID]bool{}
+	for seed := uint64(0); seed < 40; seed++ {
+		seen[h.must(v, nil, false, seed).Server] = true
+	}
+	if !seen[s0] || !seen[s1] {
+		t.Errorf("slowdown counts moved traffic: %v", seen)
 	}
 	// Slow start latency relative to the fleet p95.
 	v = modView(base, func(s *ServerLoad) {
@@ -332,14 +358,24 @@ func TestAdaptiveHedging(t *testing.T) {
 	if d := h.must(base, two, true, 1); d.Host == home {
 		t.Errorf("second hedge on the same host: %v", d.Server)
 	}
-	// Sibling with slowdowns: off-host.
+	// Sibling with a slow start-latency estimate: off-host.
 	v := modView(base, func(s *ServerLoad) {
 		if s.ID == s1 {
-			s.Slowdowns = []DecayedCount{{Count: 1, Origin: t0}}
+			s.StartLatency, s.StartLatencyAt = 40*time.Millisecond, t0
+		}
+	})
+	v.StartLatencyP95 = 10 * time.Millisecond
+	if d := h.must(v, slow, true, 1); d.Host == home {
+		t.Errorf("slow sibling: %v", d.Server)
+	}
+	// Sibling with errors: off-host.
+	v = modView(base, func(s *ServerLoad) {
+		if s.ID == s1 {
+			s.Errors = []DecayedCount{{Count: 1, Origin: t0}, {Count: 1, Origin: t0}}
 		}
 	})
 	if d := h.must(v, slow, true, 1); d.Host == home {
-		t.Errorf("unhealthy sibling: %v", d.Server)
+		t.Errorf("erroring sibling: %v", d.Server)
 	}
 	// Host heartbeat stale (host process paused): off-host.
 	v = modView(base, func(s *ServerLoad) {

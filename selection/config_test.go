@@ -3,6 +3,7 @@ package selection
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,9 +180,9 @@ func TestParseProfilesOptions(t *testing.T) {
 	if ps.List[4].Options.Hedge {
 		t.Error("hedge false ignored")
 	}
-	want := []DecayParams{DefaultDecay, {HalfLife: 30 * time.Second, Cap: 50}}
+	want := []DecayParams{DefaultDecay, {HalfLife: 30 * time.Second, Cap: 50}, {HalfLife: 5 * time.Second, Cap: 1000}}
 	got := ps.Decays()
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+	if !slices.Equal(got, want) {
 		t.Errorf("Decays = %v, want %v", got, want)
 	}
 	if s := ps.Summary()[0]; !strings.Contains(s, "hedge=true") || !strings.Contains(s, "firstOffset=1") || !strings.Contains(s, "errorHalfLife=30s") {

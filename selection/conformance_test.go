@@ -56,7 +56,7 @@ func randomView(r *rand.Rand, n int, at time.Time) *LoadView {
 			if r.IntN(4) == 0 {
 				s.Errors = []DecayedCount{{Count: uint32(r.IntN(5)), Origin: at}}
 				s.Slowdowns = []DecayedCount{{Count: uint32(r.IntN(3)), Origin: at}}
-				s.Busy = DecayedCount{Count: uint32(r.IntN(3)), Origin: at}
+				s.Busy = []DecayedCount{{Count: uint32(r.IntN(3)), Origin: at}, {Count: uint32(r.IntN(3)), Origin: at}}
 			}
 			ss = append(ss, s)
 		}

@@ -51,12 +51,13 @@
 // # What the load view must carry
 //
 // LoadView.Decays = Profiles.Decays() (DefaultDecay first), and each
-// ServerLoad's Errors and Slowdowns indexed like it (each failed try adds 1
-// error, each Slow attempt 1 slowdown; ClickHouse resets slowdowns on a
-// failed connection); Busy counts busy answers and busy timeouts with
-// DefaultDecay; ConsecutiveFailures/LastFailure/RecentFailures (reset by a
+// ServerLoad's Errors, Slowdowns and Busy indexed like it (each failed try
+// adds 1 error, each hedged-over attempt 1 slowdown, each busy answer or
+// busy timeout 1 busy; ClickHouse resets slowdowns on a failed
+// connection); ConsecutiveFailures/LastFailure/RecentFailures (reset by a
 // success); InFlight, QueueLen, Active, Workers; StartLatency (EWMA of
-// dispatch → first data) and LastHeartbeat per server; StartLatencyP95,
+// dispatch → first data, with StartLatencyAt) and LastHeartbeat per
+// server; StartLatencyP50, StartLatencyP95,
 // RecentDispatches and RecentHedges for the view. Policies read only what
 // they need; absent data counts as zero.
 //
@@ -123,7 +124,7 @@
 //	| hedge                           | false; adaptive: true | clickhouse-*, adaptive | hedged requests (ClickHouse's use_hedged_requests defaults to 1; scanplane's clickhouse-* default off so the modes compare like for like) |
 //	| hedgedConnectionTimeout         | 50ms           | clickhouse-*             | HedgeDelay when hedging |
 //	| receiveDataTimeout              | 2s             | clickhouse-*             | DataTimeout when hedging |
-//	| errorHalfLife                   | 60s            | clickhouse-*, adaptive   | error/slowdown counters halve per whole half-life (0 = never) |
+//	| errorHalfLife                   | 60s; adaptive: 5s | clickhouse-*, adaptive | error/slowdown counters halve per whole half-life (0 = never) |
 //	| errorCap                        | 1000           | clickhouse-*, adaptive   | counter cap (0 = none) |
 //	| maxIgnoredErrors                | 0              | clickhouse-*             | errors − this (≥ 0) in the sort tuple |
 //	| firstOffset                     | 0              | clickhouse-first_or_random | preferred replica index (mod N) |
@@ -141,8 +142,8 @@
 //	| eliminationConnectionThreshold  | 0              | ribbon-zone              | drop members with pending above this at refresh |
 //	| eliminationFailureThreshold     | 0              | ribbon-zone              | drop members with more failures in the last 1 s |
 //	| breakerFailureThreshold         | 3              | ribbon-zone, adaptive    | consecutive failures that trip the circuit breaker (0 = none) |
-//	| breakerTimeoutFactor            | 10s            | ribbon-zone, adaptive    | blackout = min(2^min(f−threshold,16) × factor, max) |
-//	| breakerMaxTimeout               | 30s            | ribbon-zone, adaptive    | blackout cap |
+//	| breakerTimeoutFactor            | 10s; adaptive: 1s | ribbon-zone, adaptive | blackout = min(2^min(f−threshold,16) × factor, max) |
+//	| breakerMaxTimeout               | 30s; adaptive: 5s | ribbon-zone, adaptive | blackout cap |
 //	| hedgeBudget                     | 0.05           | adaptive                 | decline hedges while RecentHedges/RecentDispatches ≥ this (0 = never hedge) |
 //	| hedgeDelayMin                   | 5ms            | adaptive                 | floor of the learned hedge delay |
 //	| hedgeDelayMax                   | 1s             | adaptive                 | ceiling of the learned hedge delay |
@@ -164,12 +165,16 @@
 //     score = pending/workers (queue wait in scans per worker)
 //     + spillCost × host rank (0 at home: leaving home costs cache misses)
 //     + 2 × decayed errors (errorHalfLife/errorCap, at most 8 counted)
-//     + 1 × decayed busy answers (at most 8)
-//     + 0.5 × decayed slowdowns (at most 8; a minute-scale signal, so weak)
+//     + 1 × decayed busy answers (at most 2: pending is the live load; a
+//     larger memory of past saturation outlives it)
 //     + min(8, StartLatency/StartLatencyP95 − 1) when the server is slower
 //     than the fleet's p95 (Peak-EWMA-like); the estimate decays toward the
 //     fleet median with time since its last sample (LoadView.StartLatencyOf,
-//     τ = 5 s), so a server slow once and then left alone is forgiven
+//     τ = 2 s), so a server slow once and then left alone is forgiven.
+//     Slowdown counts are not used: hedging after the p95 hedges about 5%
+//     of every server's scans, so a count grows with traffic and would
+//     push a busy server's traffic to its sibling and back; the latency
+//     estimate measures slowness per scan.
 //     + 8 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
 //     whose fraction of tripped or erroring servers reaches
 //     zoneBlackoutPercent)
@@ -180,16 +185,20 @@
 //     already failed or are in flight in this scan are skipped, and so is
 //     every server of a host where an attempt of this scan timed out or
 //     stalled: no answer at all means the host process may be paused or
-//     hung, and its siblings share it. The pick is
-//     uniform among the servers scoring within 1 of the best ("cold"
-//     servers, as Prequal) on the host nearest home among them: ties spread
-//     across a host's siblings instead of herding onto one while the view
-//     is stale, and home wins near-ties. A busy home server is thus
-//     retried on a sibling first, and the scan leaves home only when the
-//     home host's queues exceed the next hosts' by more than spillCost + 1;
-//     it comes back when they drain. (Defaults chosen with the simulation
-//     in sim_test.go: spilling too eagerly loses more to cache misses than
-//     it saves in queueing; a band of 1 avoids herding on stale views.)
+//     hung, and its siblings share it. The host is the one nearest home
+//     among the servers scoring within 1 of the best, so home wins
+//     near-ties (the cache) and a scan leaves home only when the home
+//     host's queues exceed the next hosts' by more than spillCost + 1; it
+//     comes back when they drain. On that host the server is random with
+//     probability ∝ exp(−(score − host best)/0.5), none 3 or more worse (a
+//     soft version of Prequal's "cold" set): siblings near each other share
+//     the traffic instead of herding onto one while the view is stale, and
+//     a sibling one point worse still gets about 1/8 as much, which keeps
+//     its latency estimate fresh so it can come back (a hard cut-off
+//     starves it of the samples that would forgive it). A busy home server
+//     is thus retried on a sibling first. (Defaults chosen with the
+//     simulation in sim_test.go and the load test: spilling too eagerly
+//     loses more to cache misses than it saves in queueing.)
 //  3. If no server of those hosts is usable, power of two choices over all
 //     live servers: two random usable ones (up to 16 draws), the lower score
 //     wins (host rank = spillHosts+1); then a full scan; if every server is

@@ -38,8 +38,11 @@ func withSlowdowns(n uint32) func(*ServerLoad) {
 	return func(s *ServerLoad) { s.Slowdowns = []DecayedCount{{Count: n, Origin: t0}} }
 }
 
+// testDecays: ClickHouse's default decay and adaptive's.
+var testDecays = []DecayParams{DefaultDecay, profileFor(PolicyAdaptive).Decay()}
+
 func view(servers ...*ServerLoad) *LoadView {
-	return NewLoadView(servers, []DecayParams{DefaultDecay}, t0)
+	return NewLoadView(servers, testDecays, t0)
 }
 
 // hostsView: nHosts hosts "hNN" with perHost servers "hNN:1000/i" each.

@@ -106,8 +106,7 @@ type Options struct {
 	HedgeDelayDefault time.Duration
 	// SpillCost ("spillCost"): score added per rank away from the home
 	// host, in queued scans per worker: a scan leaves its home host only
-	// when that saves more than this much queueing (plus the cold band,
-	// 1). 4.
+	// when that saves more than this much queueing (plus 1). 4.
 	SpillCost float64
 	// SpillHosts ("spillHosts"): hosts after the home host considered
 	// before falling back to all servers. 2.
@@ -193,6 +192,14 @@ func DefaultOptions(policy string) Options {
 	if policy == PolicyAdaptive {
 		o.Hedge = true
 		o.ZoneBlackoutPercent = 0.5
+		// Short memory: hard failures are handled by the per-scan host
+		// exclusion, the circuit breaker and stale heartbeats; a minute-long
+		// memory of a transient burst of timeouts exiles a healthy host.
+		o.ErrorHalfLife = 5 * time.Second
+		// Ribbon's 10–30 s blackouts outlast what they protect against here
+		// and starve a tripped server of the success that would reset it.
+		o.BreakerTimeoutFactor = time.Second
+		o.BreakerMaxTimeout = 5 * time.Second
 	}
 	return o
 }

@@ -118,6 +118,9 @@ type Decision struct {
 	DataTimeout time.Duration
 	// Candidates in the order the policy considered them (Explain only).
 	Candidates []ServerID
+	// Scores of the candidates, lower is better, when the policy scores
+	// (adaptive; Explain only).
+	Scores []float64
 }
 
 // Policy picks the server for the next attempt of a scan.

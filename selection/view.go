@@ -93,8 +93,9 @@ type ServerLoad struct {
 	// LoadView.ErrorsOf). Indexed like LoadView.Decays.
 	Errors    []DecayedCount
 	Slowdowns []DecayedCount
-	// Busy: busy answers and busy timeouts, decayed with DefaultDecay.
-	Busy DecayedCount
+	// Busy: busy answers and busy timeouts, per decay parameters like
+	// Errors (see LoadView.BusyOf).
+	Busy []DecayedCount
 	// ConsecutiveFailures and LastFailure drive circuit breakers; any
 	// success resets ConsecutiveFailures.
 	ConsecutiveFailures int
@@ -200,6 +201,15 @@ func (v *LoadView) ErrorsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 
 	return countAt(s.Errors, v.decayIndex(p), p, now)
 }
 
+// BusyOf returns s's busy count under p as of now.
+func (v *LoadView) BusyOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
+	i := v.decayIndex(p)
+	if i < 0 || i >= len(s.Busy) {
+		return 0
+	}
+	return s.Busy[i].Value(now, p)
+}
+
 // SlowdownsOf returns s's slowdown count under p as of now.
 func (v *LoadView) SlowdownsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
 	return countAt(s.Slowdowns, v.decayIndex(p), p, now)
@@ -217,7 +227,7 @@ func countAt(counts []DecayedCount, i int, p DecayParams, now time.Time) uint32 
 // latency estimate decays toward the fleet median when it gets no new
 // samples (Peak-EWMA style): a server that was slow once and then got no
 // traffic is not shunned forever.
-const StartLatencyForget = 5 * time.Second
+const StartLatencyForget = 2 * time.Second
 
 // StartLatencyOf is s's start-latency estimate at now: its EWMA, decayed
 // toward StartLatencyP50 by exp(−age/StartLatencyForget) since its last

@@ -118,10 +118,10 @@ func printStatus(out io.Writer, st *messages.StatusReply) {
 		}
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tZONE\tSERVER\tALIVE\tQUEUE\tIN-FLIGHT\tDISPATCHED\tBUSY\tTIMEOUTS\tERRORS\tCACHE-HIT")
+	fmt.Fprintln(tw, "HOST\tZONE\tSERVER\tALIVE\tQUEUE\tIN-FLIGHT\tDISPATCHED\tBUSY\tTIMEOUTS\tERRORS\tSTART-LAT\tCACHE-HIT")
 	for _, s := range st.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%.0f\t%.1f%%\n", s.Host, s.Zone, s.Id, s.Alive, s.QueueLen, s.InFlight,
-			s.Dispatched, s.BusyTotal, s.Timeouts, s.Errors, 100*s.CacheHitRatio)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%.0f\t%v\t%.1f%%\n", s.Host, s.Zone, s.Id, s.Alive, s.QueueLen, s.InFlight,
+			s.Dispatched, s.BusyTotal, s.Timeouts, s.Errors, us(s.StartLatencyUs).Round(10*time.Microsecond), 100*s.CacheHitRatio)
 	}
 	tw.Flush()
 }
@@ -170,7 +170,14 @@ func printRoute(out io.Writer, r *messages.RouteReply) {
 	for _, tr := range r.Tried {
 		fmt.Fprintf(out, "tried:       %s\n", tr)
 	}
-	fmt.Fprintf(out, "candidates:  %s\n", strings.Join(r.Candidates, " "))
+	cands := r.Candidates
+	if len(r.Scores) == len(cands) {
+		cands = make([]string, len(r.Candidates))
+		for i, c := range r.Candidates {
+			cands[i] = fmt.Sprintf("%s(%.2f)", c, r.Scores[i])
+		}
+	}
+	fmt.Fprintf(out, "candidates:  %s\n", strings.Join(cands, " "))
 	fmt.Fprintf(out, "choice:      %s\n", r.Choice)
 	fmt.Fprintf(out, "busy timeout %v, delay %v, hedge after %v\n", us(r.BusyTimeoutUs), us(r.DelayUs), us(r.HedgeDelayUs))
 }
