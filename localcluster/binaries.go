@@ -39,6 +39,30 @@ func FindBinaries(ctx context.Context, dir string) (coordinator, scanserver stri
 	return pair(bin, names)
 }
 
+// FindTool locates another scanplane command (e.g. "loadtest") like
+// FindBinaries: next to the running executable, else on PATH, else built
+// from the source tree into its bin/ directory.
+func FindTool(ctx context.Context, name string) (string, error) {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	root, err := SourceRoot()
+	if err != nil {
+		return "", fmt.Errorf("localcluster: no %s executable next to this program or on PATH, and %w", name, err)
+	}
+	bin := filepath.Join(root, "bin")
+	if err := build(ctx, root, bin, name); err != nil {
+		return "", err
+	}
+	return filepath.Join(bin, name), nil
+}
+
 // BuildFromSource builds the coordinator and scanserver of the source tree
 // containing the working directory into its bin/ directory (incremental:
 // Go's build cache makes a rebuild of unchanged code fast) and returns
@@ -104,6 +128,10 @@ func isModuleRoot(gomod string) bool {
 // concurrent builds (parallel test packages) and running processes never
 // see a half-written file.
 func Build(ctx context.Context, root, dir string) error {
+	return build(ctx, root, dir, "coordinator", "scanserver")
+}
+
+func build(ctx context.Context, root, dir string, names ...string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -112,13 +140,17 @@ func Build(ctx context.Context, root, dir string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp+string(filepath.Separator), "./cmd/coordinator", "./cmd/scanserver")
+	args := []string{"build", "-o", tmp + string(filepath.Separator)}
+	for _, n := range names {
+		args = append(args, "./cmd/"+n)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("localcluster: go build in %s: %v\n%s", root, err, out)
 	}
-	for _, n := range []string{"coordinator", "scanserver"} {
+	for _, n := range names {
 		if err := os.Rename(filepath.Join(tmp, n), filepath.Join(dir, n)); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"sort"
 	"sync"
 	"text/tabwriter"
@@ -28,11 +29,15 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	scans := fs.Int("scans", 200, "random range scans to run and verify")
 	data := fs.String("data", "", "data directory (default: a temporary directory, removed afterwards)")
 	fs.StringVar(&cfg.BinDir, "bin", "", "directory with the coordinator and scanserver executables")
+	compare := fs.String("compare", "quick", "then compare the selection policies under faults with the load tester: quick (about 30 s), full (about 2 min) or off")
 	if _, err := parse("demo", g, fs, args, errOut); err != nil {
 		return err
 	}
 	if err := checkSize(cfg.Hosts, cfg.ServersPerHost); err != nil {
 		return err
+	}
+	if *compare != "quick" && *compare != "full" && *compare != "off" {
+		return usageError{fmt.Errorf("--compare %q: want quick, full or off", *compare)}
 	}
 	if *rowsN < 1 || *tabletsN < 1 || *scans < 0 {
 		return usageError{fmt.Errorf("--rows and --tablets must be >= 1, --scans >= 0")}
@@ -107,6 +112,33 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 		return fmt.Errorf("%d scans returned wrong rows and %d failed", res.wrong, res.errors)
 	}
 	step("all %d scans returned exactly the right rows; stopping the cluster", res.scans)
+	c.Close()
+	cl.Close()
+	if *compare == "off" {
+		return nil
+	}
+	return runCompare(ctx, *compare, out, errOut)
+}
+
+// runCompare runs the load tester in a child process (a process may run
+// only one protoactor remote, and this one already ran a client).
+func runCompare(ctx context.Context, mode string, out, errOut io.Writer) error {
+	bin, err := localcluster.FindTool(ctx, "loadtest")
+	if err != nil {
+		return err
+	}
+	args := []string{"--out", "", "--progress", "off"}
+	what := "the default comparison (about two minutes)"
+	if mode == "quick" {
+		args = append(args, "--quick")
+		what = "a quick comparison (about 30 s; `go run ./cmd/loadtest` runs the full one)"
+	}
+	fmt.Fprintf(out, "==> comparing selection policies side by side under an injected fault: %s\n", what)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = out, errOut
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("load tester: %w", err)
+	}
 	return nil
 }
 
