@@ -37,9 +37,7 @@ type CoordinatorConfig struct {
 	// Hostname: this coordinator's hostname (ClickHouse nearest_hostname).
 	// Default os.Hostname().
 	Hostname string
-	// HTTPAddress is advertised in ClusterInfo (informational).
-	HTTPAddress string
-	Logger      *slog.Logger
+	Logger   *slog.Logger
 }
 
 // DefaultCoordinatorConfig returns the documented defaults.

@@ -30,7 +30,6 @@ type hostEvent struct {
 	result   selection.AttemptResult
 	latency  time.Duration
 	queueLen int
-	hedge    bool
 }
 
 // serverGone tells a host actor its servers at address (or with id) left.

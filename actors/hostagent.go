@@ -203,9 +203,6 @@ func (h *HostAgent) ServerIDs() []string { return append([]string(nil), h.ids...
 // Cache returns the host block cache.
 func (h *HostAgent) Cache() *cache.BlockCache { return h.cache }
 
-// Counters returns server idx's counters.
-func (h *HostAgent) Counters(idx int) *ServerCounters { return h.counters[idx] }
-
 // Incarnation is this process's incarnation id.
 func (h *HostAgent) Incarnation() string { return h.incarnation }
 

@@ -66,7 +66,6 @@ type ServerCounters struct {
 	Active   atomic.Int64
 	Busy     atomic.Uint64
 	Scans    atomic.Uint64
-	Rows     atomic.Uint64
 }
 
 // scanJob is one admitted attempt.
@@ -345,7 +344,6 @@ func (s *ScanServerActor) run(job *scanJob) {
 	fin.DurationUs = time.Since(job.started).Microseconds()
 	s.sys.Root.Send(job.client, fin)
 	s.sys.Root.Send(job.tablet, fin)
-	s.counters.Rows.Add(fin.Rows)
 	s.sys.Root.Send(s.self, &jobDone{key: job.key})
 }
 

@@ -202,7 +202,6 @@ type tabletScan struct {
 	lastSeq   uint64
 	lastData  time.Time
 	cancelled map[uint32]bool
-	got       uint64
 }
 
 func (t *tabletScan) start() error {
@@ -341,7 +340,6 @@ func (t *tabletScan) next() (rows []*messages.Row, end bool, err error) {
 				t.lastKey = row.Key
 			}
 			t.rows.stats.Batches++
-			t.got += uint64(len(rows))
 			if len(rows) == 0 {
 				continue
 			}

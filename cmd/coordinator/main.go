@@ -89,7 +89,6 @@ func run(args []string) int {
 	cc.System = actors.SystemConfig{Listen: o.listen, Advertise: o.advertise}
 	cc.HeartbeatMisses = o.misses
 	cc.Flow.BusySlack, cc.Flow.StartStall = o.busySlack, o.startStall
-	cc.HTTPAddress = o.httpAddr
 	cc.Logger = log
 	if err := cc.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)

@@ -13,7 +13,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -97,9 +96,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: scanctl COMMAND [flags]")
 	fmt.Fprintln(w, "\ncommands:")
-	cs := append([]command(nil), commands...)
-	sort.SliceStable(cs, func(i, j int) bool { return false })
-	for _, c := range cs {
+	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
 	fmt.Fprintln(w, "\nevery command also takes --nats URL (default nats://127.0.0.1:4222), --coordinator ADDR, --timeout DUR, --log-level L")

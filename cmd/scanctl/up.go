@@ -56,13 +56,11 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	fmt.Fprintln(out, "press Ctrl-C to stop")
 	select {
 	case <-ctx.Done():
-	case <-exited(cl.Coordinator()):
+	case <-cl.Coordinator().Done():
 		return fmt.Errorf("the coordinator exited; see %s", filepath.Join(cfg.DataDir, "logs", "coordinator.log"))
 	}
 	return nil
 }
-
-func exited(p *localcluster.Proc) <-chan struct{} { return p.Done() }
 
 func checkSize(hosts, servers int) error {
 	if hosts < 1 || servers < 1 {
