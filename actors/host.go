@@ -186,7 +186,11 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 		// fleet median since its last sample), not the raw old value: a
 		// server shunned after one slow start must be forgiven by its next
 		// fast one.
-		if prev := h.board.View().StartLatencyOf(l, now); prev == 0 {
+		prev := l.StartLatency
+		if v := h.board.Latest(); v != nil {
+			prev = v.StartLatencyOf(l, now) // the fleet median changes slowly: no rebuild
+		}
+		if prev == 0 {
 			l.StartLatency = e.latency
 		} else {
 			l.StartLatency = (prev*3 + e.latency) / 4

@@ -102,6 +102,10 @@ func (b *LoadBoard) CountDispatch(hedge bool) {
 	b.mu.Unlock()
 }
 
+// Latest returns the last snapshot built, without rebuilding (nil before
+// the first View): for readers that only need slowly changing figures.
+func (b *LoadBoard) Latest() *selection.LoadView { return b.cur.Load() }
+
 // View returns the current snapshot.
 func (b *LoadBoard) View() *selection.LoadView {
 	v := b.cur.Load()

@@ -86,6 +86,7 @@ func TestHostActorLatencyForgives(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		b.RecordStartLatency(time.Millisecond)
 	}
+	b.View() // tablet actors build snapshots as they decide
 	h := newHostActor("h1", b, &sync.Map{}, 3, func() time.Time { return now })
 	h.servers["s"] = &serverState{load: selection.ServerLoad{ID: "s", Host: "h1", Alive: true}}
 	h.onEvent(now, &hostEvent{kind: evLatency, server: "s", latency: 250 * time.Millisecond})
