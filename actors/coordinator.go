@@ -70,25 +70,26 @@ type coordCounters struct {
 // Coordinator runs the registry, host actors, the router and tablet
 // actors over one actor system, fed by NATS heartbeats and signals.
 type Coordinator struct {
-	cfg      CoordinatorConfig
-	conn     *bus.Conn
-	meta     *metaCache
-	log      *slog.Logger
-	sys      *System
-	board    *LoadBoard
-	profiles atomic.Pointer[selection.Profiles]
-	reloadMu sync.Mutex
-	reloader func() (*selection.Profiles, error)
-	status   sync.Map
-	hostPIDs sync.Map
-	registry *actor.PID
-	router   *actor.PID
-	subs     []*bus.Subscription
-	counters coordCounters
-	started  time.Time
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	once     sync.Once
+	cfg       CoordinatorConfig
+	conn      *bus.Conn
+	meta      *metaCache
+	log       *slog.Logger
+	sys       *System
+	board     *LoadBoard
+	profiles  atomic.Pointer[selection.Profiles]
+	reloadMu  sync.Mutex
+	reloader  func() (*selection.Profiles, error)
+	status    sync.Map
+	hostPIDs  sync.Map
+	registry  *actor.PID
+	router    *actor.PID
+	subs      []*bus.Subscription
+	counters  coordCounters
+	stopWatch context.CancelFunc
+	started   time.Time
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	once      sync.Once
 }
 
 // NewCoordinator checks its inputs; it does no IO.
@@ -158,10 +159,41 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		return err
 	}
 	c.subs = append(c.subs, sig)
+	c.watchMeta()
 	c.wg.Add(1)
 	go c.sweepLoop()
 	c.log.Info("coordinator started", "address", sys.Address())
 	return nil
+}
+
+// metaWatcher is a MetaSource that reports current-generation changes
+// (bus.MetaStore does).
+type metaWatcher interface {
+	Watch(ctx context.Context, fn func(table string, gen uint64)) error
+}
+
+// watchMeta drops cached table generations that no scan can ask for any
+// more: when generation N becomes current, those older than N−1 (ingest
+// keeps the previous one readable). Without a watching source the cache
+// keeps what it loaded.
+func (c *Coordinator) watchMeta() {
+	w, ok := c.meta.src.(metaWatcher)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopWatch = cancel
+	err := w.Watch(ctx, func(table string, gen uint64) {
+		switch {
+		case gen == 0: // table removed
+			c.meta.forget(table, ^uint64(0))
+		case gen > 1:
+			c.meta.forget(table, gen-1)
+		}
+	})
+	if err != nil {
+		c.log.Warn("metadata watch failed; cached table generations are kept", "err", err)
+	}
 }
 
 func (c *Coordinator) sweepLoop() {
@@ -274,6 +306,9 @@ func (c *Coordinator) Close() {
 	c.once.Do(func() {
 		close(c.stop)
 		c.wg.Wait()
+		if c.stopWatch != nil {
+			c.stopWatch()
+		}
 		for _, s := range c.subs {
 			_ = s.Close()
 		}
