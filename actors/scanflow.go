@@ -135,7 +135,6 @@ type Picker func(now time.Time, history []selection.Attempt, hedge bool) (select
 type ScanFlow struct {
 	Req          *messages.ScanRequest
 	cfg          FlowConfig
-	received     time.Time
 	deadline     time.Time
 	waitServers  time.Duration
 	noServerFrom time.Time
@@ -149,7 +148,7 @@ type ScanFlow struct {
 // count as failed attempts). waitForServers is the profile's
 // timeToWaitForScanServers.
 func NewScanFlow(req *messages.ScanRequest, cfg FlowConfig, now time.Time, waitForServers time.Duration, avoid []selection.Attempt) *ScanFlow {
-	f := &ScanFlow{Req: req, cfg: cfg, received: now, waitServers: waitForServers, avoided: avoid}
+	f := &ScanFlow{Req: req, cfg: cfg, waitServers: waitForServers, avoided: avoid}
 	if d := req.GetDeadlineUnixMs(); d > 0 {
 		f.deadline = time.UnixMilli(d)
 	}
@@ -208,13 +207,13 @@ func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
 		return nil
 	}
 	if !f.deadline.IsZero() && !now.Before(f.deadline) {
-		return f.fail(messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
+		return f.fail(now, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
 	}
 	if len(f.attempts) >= f.cfg.MaxAttempts {
 		if hedge {
 			return nil
 		}
-		return f.fail(messages.ErrorCode_ERROR_CODE_NO_SERVERS, fmt.Sprintf("gave up after %d attempts", len(f.attempts)))
+		return f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, fmt.Sprintf("gave up after %d attempts", len(f.attempts)))
 	}
 	dec, err := pick(now, f.history(), hedge)
 	if err != nil {
@@ -228,9 +227,9 @@ func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
 			if now.Sub(f.noServerFrom) < f.waitServers {
 				return []Action{{Kind: ActTimer, Timer: TimerRetry, After: f.cfg.NoServerRetry}}
 			}
-			return f.fail(messages.ErrorCode_ERROR_CODE_NO_SERVERS, err.Error())
+			return f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, err.Error())
 		}
-		return f.fail(messages.ErrorCode_ERROR_CODE_INTERNAL, "selection: "+err.Error())
+		return f.fail(now, messages.ErrorCode_ERROR_CODE_INTERNAL, "selection: "+err.Error())
 	}
 	f.noServerFrom = time.Time{}
 	a := &FlowAttempt{N: uint32(len(f.attempts) + 1), Decision: dec,
@@ -292,7 +291,7 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 	a := f.Attempt(n)
 	switch kind {
 	case TimerDeadline:
-		return f.fail(messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
+		return f.fail(now, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
 	case TimerRetry:
 		return f.retryIfIdle(now, pick)
 	}
@@ -404,7 +403,7 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 		return f.end(now, a, selection.Cancelled, false)
 	case messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:
 		acts := f.end(now, a, selection.Error, false)
-		return append(acts, f.fail(code, m.GetErrorMessage())...)
+		return append(acts, f.fail(now, code, m.GetErrorMessage())...)
 	}
 	acts := f.end(now, a, selection.Error, false)
 	if f.winner == a.N {
@@ -452,18 +451,12 @@ func (f *ScanFlow) OnDone(now time.Time, abandoned bool) []Action {
 
 // Abort ends the flow (tablet actor stopping, sweep) with an error.
 func (f *ScanFlow) Abort(now time.Time, code messages.ErrorCode, msg string) []Action {
-	return f.fail(code, msg)
+	return f.fail(now, code, msg)
 }
 
-func (f *ScanFlow) fail(code messages.ErrorCode, msg string) []Action {
+func (f *ScanFlow) fail(now time.Time, code messages.ErrorCode, msg string) []Action {
 	if f.done {
 		return nil
-	}
-	now := f.received
-	for _, a := range f.attempts {
-		if !a.Sel.End.IsZero() && a.Sel.End.After(now) {
-			now = a.Sel.End
-		}
 	}
 	var acts []Action
 	for _, a := range f.attempts {
