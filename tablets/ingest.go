@@ -300,21 +300,6 @@ func tabletRows(rows []Entry, r Range) (lo, hi int) {
 	return lo, hi
 }
 
-// storeFile is StoreFile reporting the entries of each stored block.
-func storeFile(ctx context.Context, s BlockStore, f *EncodedFile, stored func(entries int64)) error {
-	ix, err := DecodeIndex(f.Index)
-	if err != nil {
-		return err
-	}
-	for i, b := range f.Blocks {
-		if err := s.Put(ctx, BlockKey(f.ID, i), b); err != nil {
-			return err
-		}
-		stored(int64(ix.Blocks[i].Entries))
-	}
-	return s.Put(ctx, IndexKey(f.ID), f.Index)
-}
-
 // publishFailed sorts out a failed Publish and returns the error Ingest
 // reports, or nil when tm turns out to be current after all (a lost
 // reply). Our objects are deleted unless the outcome is unknown.

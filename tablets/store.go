@@ -2,6 +2,7 @@ package tablets
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -200,9 +201,18 @@ func syncDir(dir string) error {
 // StoreFile writes f to s: every block first, the index last, so that an
 // index that exists always names blocks that exist.
 func StoreFile(ctx context.Context, s BlockStore, f *EncodedFile) error {
+	return storeFile(ctx, s, f, nil)
+}
+
+// storeFile is StoreFile calling stored (if not nil) with the entry count
+// of each block once it is stored, read from the block's trailer.
+func storeFile(ctx context.Context, s BlockStore, f *EncodedFile, stored func(entries int64)) error {
 	for i, b := range f.Blocks {
 		if err := s.Put(ctx, BlockKey(f.ID, i), b); err != nil {
 			return err
+		}
+		if stored != nil {
+			stored(int64(binary.LittleEndian.Uint32(b[len(b)-trailerLen:])))
 		}
 	}
 	return s.Put(ctx, IndexKey(f.ID), f.Index)
