@@ -147,7 +147,7 @@ type ScanFlow struct {
 // NewScanFlow starts a flow. avoid lists servers the client saw stall (they
 // count as failed attempts). waitForServers is the profile's
 // timeToWaitForScanServers.
-func NewScanFlow(req *messages.ScanRequest, cfg FlowConfig, now time.Time, waitForServers time.Duration, avoid []selection.Attempt) *ScanFlow {
+func NewScanFlow(req *messages.ScanRequest, cfg FlowConfig, waitForServers time.Duration, avoid []selection.Attempt) *ScanFlow {
 	f := &ScanFlow{Req: req, cfg: cfg, waitServers: waitForServers, avoided: avoid}
 	if d := req.GetDeadlineUnixMs(); d > 0 {
 		f.deadline = time.UnixMilli(d)

@@ -127,7 +127,7 @@ func ok(n uint32) *messages.ScanFinished { return &messages.ScanFinished{Request
 func TestFlowBusyEscalates(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b", "c"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.dispatched[1] || !l.timer(TimerBusy, 1) {
 		t.Fatal("first attempt not dispatched with a busy timer")
@@ -159,7 +159,7 @@ func TestFlowBusyEscalates(t *testing.T) {
 func TestFlowBusyTimeoutCancelsAndRetries(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnTimer(t0.Add(58*time.Millisecond), TimerBusy, 1, p.pick))
 	if l.accounted[1] != selection.Timeout || !l.cancelled[1] || l.signals != 1 || !l.dispatched[2] {
@@ -183,7 +183,7 @@ func TestFlowHedgeFirstDataWins(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
 		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: time.Second}}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.timer(TimerHedge, 1) {
 		t.Fatal("no hedge timer")
@@ -207,7 +207,7 @@ func TestFlowHedgeFirstDataWins(t *testing.T) {
 func TestFlowHedgeDeclined(t *testing.T) {
 	p := &scripted{servers: []string{"a"}, decs: []selection.Decision{{Server: "a", HedgeDelay: 10 * time.Millisecond}}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	acts := l.apply(f.OnTimer(t0.Add(10*time.Millisecond), TimerHedge, 1, p.pick))
 	for _, a := range acts {
@@ -230,7 +230,7 @@ func TestFlowHedgeDeclined(t *testing.T) {
 func TestFlowNoServerWaitsThenFails(t *testing.T) {
 	p := &scripted{err: selection.ErrNoServer}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 300*time.Millisecond, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 300*time.Millisecond, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.timer(TimerRetry, 0) || len(l.fails) != 0 {
 		t.Fatal("should wait for servers")
@@ -249,7 +249,7 @@ func TestFlowNoServerWaitsThenFails(t *testing.T) {
 func TestFlowNoServerZeroWaitFailsAtOnce(t *testing.T) {
 	p := &scripted{err: selection.ErrNoServer}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if len(l.fails) != 1 {
 		t.Fatal("want immediate failure")
@@ -259,7 +259,7 @@ func TestFlowNoServerZeroWaitFailsAtOnce(t *testing.T) {
 func TestFlowErrorDelayThenDispatch(t *testing.T) {
 	p := &scripted{decs: []selection.Decision{{Server: "a"}, {Server: "b", Delay: 100 * time.Millisecond}}, servers: []string{"x"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Error: messages.ErrorCode_ERROR_CODE_STORAGE}, p.pick))
 	if l.accounted[1] != selection.Error || l.dispatched[2] || !l.timer(TimerDispatch, 2) {
@@ -276,7 +276,7 @@ func TestFlowErrorDelayThenDispatch(t *testing.T) {
 func TestFlowErrorOfWinnerEndsFlow(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, true, 0))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Error: messages.ErrorCode_ERROR_CODE_STORAGE}, p.pick))
@@ -289,7 +289,7 @@ func TestFlowErrorOfWinnerEndsFlow(t *testing.T) {
 func TestFlowCorruptFailsClient(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Error: messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, ErrorMessage: "bad block"}, p.pick))
 	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK || l.dispatched[2] {
@@ -301,7 +301,7 @@ func TestFlowCorruptFailsClient(t *testing.T) {
 func TestFlowStallRetries(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, false, 0))
 	if !l.timer(TimerStall, 1) {
@@ -320,7 +320,7 @@ func TestFlowDeadlineFailsAndCancels(t *testing.T) {
 	r := req()
 	r.DeadlineUnixMs = t0.Add(time.Second).UnixMilli()
 	l := newLedger(t)
-	f := NewScanFlow(r, DefaultFlowConfig(), t0, 0, nil)
+	f := NewScanFlow(r, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.timer(TimerDeadline, 0) {
 		t.Fatal("no deadline timer")
@@ -340,7 +340,7 @@ func TestFlowAvoidedServersInHistory(t *testing.T) {
 	p := &scripted{servers: []string{"b"}}
 	l := newLedger(t)
 	avoid := []selection.Attempt{{Server: "a", Result: selection.Stalled}}
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, 0, avoid)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, avoid)
 	l.apply(f.Start(t0, p.pick))
 	if h := p.calls[0].history; len(h) != 1 || h[0].Server != "a" {
 		t.Fatalf("history %+v", h)
@@ -357,7 +357,7 @@ func TestFlowMaxAttempts(t *testing.T) {
 	cfg := DefaultFlowConfig()
 	cfg.MaxAttempts = 3
 	l := newLedger(t)
-	f := NewScanFlow(req(), cfg, t0, 0, nil)
+	f := NewScanFlow(req(), cfg, 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	for n := uint32(1); n <= 3; n++ {
 		l.apply(f.OnBusy(t0, n, p.pick))
@@ -371,7 +371,7 @@ func TestFlowMaxAttempts(t *testing.T) {
 func TestFlowSelectionErrorIsInternal(t *testing.T) {
 	p := &scripted{err: errors.New("boom")}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), t0, time.Hour, nil)
+	f := NewScanFlow(req(), DefaultFlowConfig(), time.Hour, nil)
 	l.apply(f.Start(t0, p.pick))
 	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_INTERNAL {
 		t.Fatal("want internal error")

@@ -137,7 +137,7 @@ func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
 	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}}
-	e.flow = NewScanFlow(m, t.co.cfg.Flow, now, prof.TimeToWaitForScanServers, avoid)
+	e.flow = NewScanFlow(m, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.flows[m.RequestId] = e
 	t.co.counters.scans.Add(1)
 	if r.Empty() {
