@@ -20,6 +20,10 @@ import (
 // the measured window per policy, the fault windows shaded). It returns the
 // files written.
 func (r *Report) WritePlots(dir string) ([]string, error) {
+	kinds := []struct {
+		prefix string
+		make   func(fault string, rs []Result) (*plot.Plot, error)
+	}{{"latency-cdf-", cdfPlot}, {"latency-tail-", tailPlot}, {"p99-", p99Plot}}
 	var files []string
 	for _, f := range r.Faults() {
 		var rs []Result
@@ -29,32 +33,15 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 			}
 		}
 		name := strings.NewReplacer("+", "_", "/", "_").Replace(f)
-		p, err := cdfPlot(f, rs)
-		if err != nil {
-			return files, err
-		}
-		if p != nil {
-			path := filepath.Join(dir, "latency-cdf-"+name+".png")
-			if err := p.Save(9*vg.Inch, 5.5*vg.Inch, path); err != nil {
+		for _, k := range kinds {
+			p, err := k.make(f, rs)
+			if err != nil {
 				return files, err
 			}
-			files = append(files, path)
-		}
-		if p, err = tailPlot(f, rs); err != nil {
-			return files, err
-		}
-		if p != nil {
-			path := filepath.Join(dir, "latency-tail-"+name+".png")
-			if err := p.Save(9*vg.Inch, 5.5*vg.Inch, path); err != nil {
-				return files, err
+			if p == nil {
+				continue // no result with data
 			}
-			files = append(files, path)
-		}
-		if p, err = p99Plot(f, rs); err != nil {
-			return files, err
-		}
-		if p != nil {
-			path := filepath.Join(dir, "p99-"+name+".png")
+			path := filepath.Join(dir, k.prefix+name+".png")
 			if err := p.Save(9*vg.Inch, 5.5*vg.Inch, path); err != nil {
 				return files, err
 			}
@@ -64,95 +51,101 @@ func (r *Report) WritePlots(dir string) ([]string, error) {
 	return files, nil
 }
 
-func style(l *plotter.Line, i int) {
-	l.Color = plotutil.Color(i)
-	l.Dashes = plotutil.Dashes(i)
-	l.Width = vg.Points(1.5)
+// newPlot is a plot with a title, axis labels and a grid.
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+func logAxis(a *plot.Axis) {
+	a.Scale = plot.LogScale{}
+	a.Tick.Marker = plot.LogTicks{Prec: -1}
+}
+
+// legendLine is one policy's curve and its legend entry.
+type legendLine struct {
+	line  *plotter.Line
+	label string
+}
+
+// policyLines makes one styled line per result (the i-th result gets
+// style i, so a policy keeps its colour across plots) from the points and
+// label curve returns; a result with fewer than minPoints (>= 1) points has no
+// line.
+func policyLines(rs []Result, minPoints int, curve func(Result) (plotter.XYs, string)) ([]legendLine, error) {
+	var out []legendLine
+	for i, res := range rs {
+		xy, label := curve(res)
+		if len(xy) < minPoints {
+			continue
+		}
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return nil, err
+		}
+		l.Color = plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		l.Width = vg.Points(1.5)
+		out = append(out, legendLine{l, label})
+	}
+	return out, nil
+}
+
+func addLines(p *plot.Plot, ls []legendLine) {
+	for _, l := range ls {
+		p.Add(l.line)
+		p.Legend.Add(l.label, l.line)
+	}
 }
 
 func cdfPlot(fault string, rs []Result) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("scan latency CDF — fault: %s", fault)
-	p.X.Label.Text = "latency (ms, log scale)"
-	p.Y.Label.Text = "fraction of scans"
-	p.X.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min, p.Y.Max = 0, 1
-	p.Legend.Top = false
-	p.Legend.Left = false
-	p.Add(plotter.NewGrid())
-	n := 0
-	for i, res := range rs {
+	ls, err := policyLines(rs, 1, func(res Result) (plotter.XYs, string) {
 		var xy plotter.XYs
 		for _, c := range res.CDF {
 			if c.Ms > 0 {
 				xy = append(xy, plotter.XY{X: c.Ms, Y: c.Q})
 			}
 		}
-		if len(xy) == 0 {
-			continue
-		}
-		l, err := plotter.NewLine(xy)
-		if err != nil {
-			return nil, err
-		}
-		style(l, i)
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (p99 %.1f ms)", res.Policy, res.P99Ms), l)
-		n++
+		return xy, fmt.Sprintf("%s (p99 %.1f ms)", res.Policy, res.P99Ms)
+	})
+	if err != nil || len(ls) == 0 {
+		return nil, err
 	}
-	if n == 0 {
-		return nil, nil
-	}
+	p := newPlot(fmt.Sprintf("scan latency CDF — fault: %s", fault), "latency (ms, log scale)", "fraction of scans")
+	logAxis(&p.X)
+	p.Y.Min, p.Y.Max = 0, 1
+	addLines(p, ls)
 	return p, nil
 }
 
 func tailPlot(fault string, rs []Result) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("scan latency tail — fault: %s", fault)
-	p.X.Label.Text = "latency (ms, log scale)"
-	p.Y.Label.Text = "fraction of scans slower (log scale)"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	n := 0
-	for i, res := range rs {
+	ls, err := policyLines(rs, 2, func(res Result) (plotter.XYs, string) {
 		var xy plotter.XYs
 		for _, c := range res.CDF {
 			if c.Ms > 0 && c.Q < 1 && 1-c.Q >= 1e-4 {
 				xy = append(xy, plotter.XY{X: c.Ms, Y: 1 - c.Q})
 			}
 		}
-		if len(xy) < 2 {
-			continue
-		}
-		l, err := plotter.NewLine(xy)
-		if err != nil {
-			return nil, err
-		}
-		style(l, i)
-		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (p99 %.1f, p99.9 %.1f ms)", res.Policy, res.P99Ms, res.P999Ms), l)
-		n++
+		return xy, fmt.Sprintf("%s (p99 %.1f, p99.9 %.1f ms)", res.Policy, res.P99Ms, res.P999Ms)
+	})
+	if err != nil || len(ls) == 0 {
+		return nil, err
 	}
-	if n == 0 {
-		return nil, nil
-	}
+	p := newPlot(fmt.Sprintf("scan latency tail — fault: %s", fault), "latency (ms, log scale)", "fraction of scans slower (log scale)")
+	logAxis(&p.X)
+	logAxis(&p.Y)
+	p.Legend.Top = true
+	addLines(p, ls)
 	return p, nil
 }
 
 func p99Plot(fault string, rs []Result) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("p99 per second of the measured window — fault: %s (shaded: fault active)", fault)
-	p.X.Label.Text = "seconds into the measured window"
-	p.Y.Label.Text = "p99 latency (ms)"
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
 	ymax, xmax := 0.0, 0.0
-	var lines []*plotter.Line
-	var names []string
-	for i, res := range rs {
+	ls, err := policyLines(rs, 1, func(res Result) (plotter.XYs, string) {
 		var xy plotter.XYs
 		for s, v := range res.P99OverTimeMs {
 			if v > 0 {
@@ -161,21 +154,15 @@ func p99Plot(fault string, rs []Result) (*plot.Plot, error) {
 			}
 		}
 		xmax = math.Max(xmax, float64(len(res.P99OverTimeMs)))
-		if len(xy) == 0 {
-			continue
-		}
-		l, err := plotter.NewLine(xy)
-		if err != nil {
-			return nil, err
-		}
-		style(l, i)
-		lines = append(lines, l)
-		names = append(names, res.Policy)
-	}
-	if len(lines) == 0 {
-		return nil, nil
+		return xy, res.Policy
+	})
+	if err != nil || len(ls) == 0 {
+		return nil, err
 	}
 	ymax *= 1.1
+	p := newPlot(fmt.Sprintf("p99 per second of the measured window — fault: %s (shaded: fault active)", fault),
+		"seconds into the measured window", "p99 latency (ms)")
+	p.Legend.Top = true
 	// Shade the fault windows first so the curves are drawn over them.
 	shaded := map[[2]float64]bool{}
 	for _, res := range rs {
@@ -193,10 +180,7 @@ func p99Plot(fault string, rs []Result) (*plot.Plot, error) {
 			p.Add(poly)
 		}
 	}
-	for i, l := range lines {
-		p.Add(l)
-		p.Legend.Add(names[i], l)
-	}
+	addLines(p, ls)
 	p.X.Min, p.X.Max = 0, xmax
 	p.Y.Min, p.Y.Max = 0, ymax
 	return p, nil
