@@ -108,11 +108,7 @@ func newDirStores(t *testing.T) (*DirStore, *DirMetaStore) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := NewDirMetaStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return store, ms
+	return store, newMetaForTest(t)
 }
 
 // readTable reads every tablet of a generation in order with TabletReader,
@@ -540,21 +536,7 @@ func TestIngestConcurrentConflict(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	winner := -1
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			if winner >= 0 {
-				t.Fatalf("ingests %d and %d both won", winner, i)
-			}
-			winner = i
-		case !errors.Is(err, ErrConflict):
-			t.Fatalf("ingest %d: %v", i, err)
-		}
-	}
-	if winner < 0 {
-		t.Fatal("no ingest won")
-	}
+	winner := soleWinner(t, "ingest", errs)
 	cur, _ := ms.Current(ctx, "race")
 	if cur != 2 {
 		t.Fatalf("current = %d", cur)

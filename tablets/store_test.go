@@ -283,21 +283,7 @@ func TestDirMetaStoreConcurrentPublish(t *testing.T) {
 			}
 			close(start)
 			wg.Wait()
-			winner := -1
-			for i, err := range errs {
-				switch {
-				case err == nil:
-					if winner >= 0 {
-						t.Fatalf("publishers %d and %d both won", winner, i)
-					}
-					winner = i
-				case !errors.Is(err, ErrConflict):
-					t.Fatalf("publisher %d: %v", i, err)
-				}
-			}
-			if winner < 0 {
-				t.Fatal("no publisher won")
-			}
+			winner := soleWinner(t, "publisher", errs)
 			cur, _ := base.Current(ctx, table)
 			got, err := base.Get(ctx, table, cur)
 			if err != nil || !proto.Equal(got, metas[winner]) {
@@ -305,4 +291,27 @@ func TestDirMetaStoreConcurrentPublish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// soleWinner checks the errors of racing writers (called who in messages):
+// exactly one succeeded and every other lost with ErrConflict. It returns
+// the winner's index.
+func soleWinner(t *testing.T, who string, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if winner >= 0 {
+				t.Fatalf("%ss %d and %d both won", who, winner, i)
+			}
+			winner = i
+		case !errors.Is(err, ErrConflict):
+			t.Fatalf("%s %d: %v", who, i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no %s won", who)
+	}
+	return winner
 }
