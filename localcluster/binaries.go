@@ -14,53 +14,52 @@ import (
 const modulePath = "github.com/scanplane/scanplane"
 
 // FindBinaries locates the coordinator and scanserver executables: in dir
-// if given; else next to the running executable; else on PATH; else it
-// builds them with `go build` from the source tree it runs in (found from
-// the working directory upwards) into that tree's bin/ directory.
+// if given; else as FindTools does.
 func FindBinaries(ctx context.Context, dir string) (coordinator, scanserver string, err error) {
 	names := []string{"coordinator", "scanserver"}
+	var paths []string
 	if dir != "" {
-		return pair(dir, names)
+		paths, err = inDir(dir, names)
+	} else {
+		paths, err = FindTools(ctx, names...)
 	}
-	if exe, err := os.Executable(); err == nil {
-		if c, s, err := pair(filepath.Dir(exe), names); err == nil {
-			return c, s, nil
-		}
-	}
-	if c, err1 := exec.LookPath(names[0]); err1 == nil {
-		if s, err2 := exec.LookPath(names[1]); err2 == nil {
-			return c, s, nil
-		}
-	}
-	bin, err := BuildFromSource(ctx)
 	if err != nil {
-		return "", "", fmt.Errorf("localcluster: no coordinator/scanserver executables next to this program or on PATH, and %w", err)
+		return "", "", err
 	}
-	return pair(bin, names)
+	return paths[0], paths[1], nil
 }
 
-// FindTool locates another scanplane command (e.g. "loadtest") like
-// FindBinaries: next to the running executable, else on PATH, else built
-// from the source tree into its bin/ directory.
+// FindTool locates one scanplane command (e.g. "loadtest"); see FindTools.
 func FindTool(ctx context.Context, name string) (string, error) {
+	paths, err := FindTools(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	return paths[0], nil
+}
+
+// FindTools locates scanplane commands, all from one place: next to the
+// running executable; else on PATH; else built with `go build` (one
+// build for all of them) from the source tree the working directory is in,
+// into that tree's bin/ directory.
+func FindTools(ctx context.Context, names ...string) ([]string, error) {
 	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), name)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p, nil
+		if paths, err := inDir(filepath.Dir(exe), names); err == nil {
+			return paths, nil
 		}
 	}
-	if p, err := exec.LookPath(name); err == nil {
-		return p, nil
+	if paths, err := onPath(names); err == nil {
+		return paths, nil
 	}
 	root, err := SourceRoot()
 	if err != nil {
-		return "", fmt.Errorf("localcluster: no %s executable next to this program or on PATH, and %w", name, err)
+		return nil, fmt.Errorf("localcluster: no %s executables next to this program or on PATH, and %w", strings.Join(names, "/"), err)
 	}
 	bin := filepath.Join(root, "bin")
-	if err := build(ctx, root, bin, name); err != nil {
-		return "", err
+	if err := build(ctx, root, bin, names...); err != nil {
+		return nil, err
 	}
-	return filepath.Join(bin, name), nil
+	return inDir(bin, names)
 }
 
 // BuildFromSource builds the coordinator and scanserver of the source tree
@@ -76,17 +75,31 @@ func BuildFromSource(ctx context.Context) (string, error) {
 	return bin, Build(ctx, root, bin)
 }
 
-func pair(dir string, names []string) (string, string, error) {
-	var out [2]string
+// inDir returns dir/name for every name, or an error if one is not an
+// executable file.
+func inDir(dir string, names []string) ([]string, error) {
+	out := make([]string, len(names))
 	for i, n := range names {
 		p := filepath.Join(dir, n)
 		st, err := os.Stat(p)
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			return "", "", fmt.Errorf("localcluster: no executable %s", p)
+			return nil, fmt.Errorf("localcluster: no executable %s", p)
 		}
 		out[i] = p
 	}
-	return out[0], out[1], nil
+	return out, nil
+}
+
+func onPath(names []string) ([]string, error) {
+	out := make([]string, len(names))
+	for i, n := range names {
+		p, err := exec.LookPath(n)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
 }
 
 // SourceRoot finds the scanplane source tree from the working directory
