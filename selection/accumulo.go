@@ -13,7 +13,6 @@ func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	if in.Hedge {
 		return Decision{}, ErrNoHedge
 	}
@@ -49,7 +48,6 @@ func (pol accumuloHostPolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	if in.Hedge {
 		return Decision{}, ErrNoHedge
 	}

@@ -49,7 +49,6 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	o := &c.p.Options
 	hedgeOn := o.Hedge && o.HedgeBudget > 0
 	if in.Hedge {

@@ -12,7 +12,6 @@ func (pol randomPolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	if in.Hedge {
 		return Decision{}, ErrNoHedge
 	}
@@ -41,7 +40,6 @@ func (pol roundRobinPolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	if in.Hedge {
 		return Decision{}, ErrNoHedge
 	}

@@ -41,7 +41,6 @@ func (pol bookkeeperPolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	o := &c.p.Options
 	if in.Hedge && o.SpeculativeReadTimeout <= 0 {
 		return Decision{}, ErrNoHedge

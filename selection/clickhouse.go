@@ -57,7 +57,6 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	o := &c.p.Options
 	if in.Hedge && !o.Hedge {
 		return Decision{}, ErrNoHedge

@@ -36,7 +36,7 @@ type call struct {
 }
 
 // begin prepares c for in; def is the policy's own profile, used when
-// in.Profile is nil. On error nothing needs undoing.
+// in.Profile is nil.
 func (c *call) begin(in *Input, def *Profile) error {
 	c.in = in
 	c.p = in.Profile
@@ -112,9 +112,6 @@ func (c *call) begin(in *Input, def *Profile) error {
 	}
 	return nil
 }
-
-// end finishes the call (marks are per call; nothing to undo).
-func (c *call) end() {}
 
 // markOf returns the marks of server index i in this call. Attempts are
 // few, so a linear scan of the marked servers beats a per-server array

@@ -45,7 +45,6 @@ func (pol ribbonPolicy) Select(in *Input) (Decision, error) {
 	if err := c.begin(in, pol.p); err != nil {
 		return Decision{}, err
 	}
-	defer c.end()
 	if in.Hedge {
 		return Decision{}, ErrNoHedge
 	}
