@@ -441,7 +441,6 @@ func BenchmarkDecodeBlock(b *testing.B) {
 	block, h := f.Blocks[0], ix.Blocks[0]
 	b.SetBytes(int64(len(block)))
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
 		if _, err := DecodeBlock(block, h); err != nil {
 			b.Fatal(err)

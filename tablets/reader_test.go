@@ -48,19 +48,6 @@ func (m *memStore) Delete(_ context.Context, key string) error {
 	return nil
 }
 
-func (m *memStore) keys(prefix string) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for k := range m.objs {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // hitFetcher reports every second fetch of the same key as a cache hit.
 type hitFetcher struct {
 	s    BlockStore
@@ -323,7 +310,6 @@ func BenchmarkTabletScan100k(b *testing.B) {
 	reader := NewTabletReader([]*messages.FileRef{ref}, StoreFetcher{Store: store})
 	b.SetBytes(int64(ref.Bytes))
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
 		it := reader.Scan(ctx, Range{}, nil)
 		n := 0
@@ -347,7 +333,6 @@ func BenchmarkTabletScanMerge3x100k(b *testing.B) {
 	}
 	reader := NewTabletReader(refs, StoreFetcher{Store: store})
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
 		it := reader.Scan(ctx, Range{}, nil)
 		n := 0

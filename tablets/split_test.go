@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -177,7 +178,7 @@ func TestSplitRangeProperty(t *testing.T) {
 		for s := range set {
 			splits = append(splits, []byte(s))
 		}
-		sortKeys(splits)
+		slices.SortFunc(splits, bytes.Compare)
 		r := Range{Start: pick(), End: pick()}
 		pieces := SplitRange(splits, r)
 		for i, p := range pieces {
@@ -203,14 +204,6 @@ func TestSplitRangeProperty(t *testing.T) {
 			} else if len(in) != 0 {
 				t.Fatalf("splits %q range %v key %x: outside range but in pieces %v", splits, r, key, in)
 			}
-		}
-	}
-}
-
-func sortKeys(keys [][]byte) {
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && bytes.Compare(keys[j-1], keys[j]) > 0; j-- {
-			keys[j-1], keys[j] = keys[j], keys[j-1]
 		}
 	}
 }
