@@ -234,14 +234,10 @@ func (t *target) usePolicy(ctx context.Context, ps PolicySpec) error {
 	if ps.Label == PolicyCurrent {
 		return nil
 	}
-	data, err := ProfilesJSON(ps, max(t.cfg.ServersPerHost, 1))
+	data, err := ProfilesJSON(ps, t.cfg.ServersPerHost)
 	if err != nil {
 		return err
 	}
-	return t.loadProfiles(ctx, ps, data)
-}
-
-func (t *target) loadProfiles(ctx context.Context, ps PolicySpec, data []byte) error {
 	if err := writeFileAtomic(t.profiles, data); err != nil {
 		return fmt.Errorf("loadtest: profiles file: %w", err)
 	}
@@ -330,79 +326,6 @@ func (t *target) probe(ctx context.Context, timeout time.Duration) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// prime makes the coordinator, the client and every scan server connect
-// to each other before a phase. A new server's first StartScans wait for
-// the remote connections to be set up (coordinator → server, server →
-// coordinator, server → client), which takes longer than a 33ms busy
-// timeout: each such first contact would end as a timeout, which the
-// coordinator counts as an error of the server (decaying over minutes), so
-// every phase would start with a random set of "failing" servers. Priming
-// scans run under policy random with 10s busy timeouts until every server
-// has run at least two; they are verified like any scan. It returns the
-// timeouts that still happened (0 expected).
-func (t *target) prime(ctx context.Context, ver *Verifier, wl *Workload) (timeouts uint64, err error) {
-	data, err := primeProfilesJSON()
-	if err != nil {
-		return 0, err
-	}
-	if err := t.loadProfiles(ctx, PolicySpec{Label: "prime", Policy: "random"}, data); err != nil {
-		return 0, err
-	}
-	st0, err := t.client.Status(ctx)
-	if err != nil {
-		return 0, err
-	}
-	before := map[string]uint64{}
-	for _, s := range st0.Servers {
-		before[s.Id+"@"+s.Incarnation] = s.Dispatched
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for k := uint64(1 << 62); ; {
-		// A round of concurrent short scans.
-		var wg sync.WaitGroup
-		errs := make([]error, 2*t.cfg.Hosts*t.cfg.ServersPerHost)
-		for i := range errs {
-			op := wl.Op(k, false)
-			k++
-			wg.Add(1)
-			go func(i int, op Op) {
-				defer wg.Done()
-				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				defer cancel()
-				rows := t.client.Scan(sctx, t.cfg.Table, op.Range(), client.ScanOptions{})
-				var tally Tally
-				for rows.Next() {
-					tally.Add(rows.Row().Key, rows.Row().Value)
-				}
-				if errs[i] = rows.Err(); errs[i] == nil {
-					errs[i] = ver.Check(op.Lo, op.Hi, tally)
-				}
-				rows.Close()
-			}(i, op)
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return 0, fmt.Errorf("loadtest: priming scans: %w", err)
-		}
-		st, err := t.client.Status(ctx)
-		if err != nil {
-			return 0, err
-		}
-		ready := true
-		for _, s := range st.Servers {
-			if s.Alive && s.Dispatched-min(before[s.Id+"@"+s.Incarnation], s.Dispatched) < 2 {
-				ready = false
-			}
-		}
-		if ready {
-			return st.Timeouts - min(st0.Timeouts, st.Timeouts), nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("loadtest: priming: some servers got no scans within 20s")
 		}
 	}
 }

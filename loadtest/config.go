@@ -151,16 +151,6 @@ type Config struct {
 	CacheSize int64
 	// Heartbeat: scan-server heartbeat interval; default 1s.
 	Heartbeat time.Duration
-	// Prime: after restarting the hosts, run priming scans (policy random,
-	// 10s busy timeouts) until every server has run two, so the remote
-	// connections exist before the phase. Needed with coordinators that do
-	// not open both directions of a new server's connections on its first
-	// heartbeat (before commit 899dfd1): there the first scans to a new
-	// server time out while connections are set up, and the coordinator
-	// counts those timeouts as the server's errors for minutes. Default
-	// false (the coordinator warms connections itself; Result.Servers
-	// shows any timeouts). Local cluster only.
-	Prime bool
 
 	// Table to scan; default "loadtest". Reused when it exists with Rows
 	// rows and Tablets tablets of generated data (tablets.GenerateRows).

@@ -19,22 +19,18 @@
 //     scanserver's fault flags when the fault has them (slow-server:
 //     --fault-pause SlowPause --fault-server 0, one server of the host;
 //     slow-host: --fault-slow SlowFactor). Those faults are active from the
-//     restart, through the warm-up and the whole measured window;
-//  2. if Config.Prime, primes the connections: scans under policy random
-//     with 10s busy timeouts until every server has run two. Against a
-//     coordinator that does not warm a new server's connections itself, a
-//     new server's first StartScans wait for the remote connections to be
-//     set up and end as busy timeouts, which the coordinator counts as the
-//     server's errors for minutes: each phase would start with a random
-//     set of shunned servers;
-//  3. rewrites the coordinator's profiles file (ProfilesJSON: one default
+//     restart, through the warm-up and the whole measured window. The
+//     coordinator warms a new server's connections in both directions on
+//     its first heartbeat, so no phase starts with servers shunned for
+//     busy timeouts of connection setup (Result.Servers shows any);
+//  2. rewrites the coordinator's profiles file (ProfilesJSON: one default
 //     profile with the policy) and reloads it;
-//  4. runs Warmup of workload (not in the figures) then Duration measured;
+//  3. runs Warmup of workload (not in the figures) then Duration measured;
 //     timed faults (hung-server: SIGSTOP/SIGCONT of the fault host's
 //     process; crash-host: SIGKILL then restart; hot-tablet: HotShare of
 //     the scans on one tablet) cover [FaultAfter, FaultAfter+FaultFor) of
 //     the measured window;
-//  5. collects the Result: HDR latency percentiles, the coordinator's
+//  4. collects the Result: HDR latency percentiles, the coordinator's
 //     dispatch, hedge and busy counters (deltas over the window), and the
 //     hosts' block cache hits and misses from their heartbeats (deltas).
 //

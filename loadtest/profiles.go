@@ -17,16 +17,7 @@ import (
 // only for the busy-timeout escalation), Accumulo's 33ms busy timeouts,
 // multiplier 8 and 5m cap, and "hedge" for the policies that have it.
 func ProfilesJSON(ps PolicySpec, serversPerHost int) ([]byte, error) {
-	return profilesJSON(ps, serversPerHost, "33ms")
-}
-
-// primeProfilesJSON: policy random with 10s busy timeouts, for priming
-// connections to new servers without timeouts.
-func primeProfilesJSON() ([]byte, error) {
-	return profilesJSON(PolicySpec{Label: "prime", Policy: selection.PolicyRandom}, 1, "10s")
-}
-
-func profilesJSON(ps PolicySpec, serversPerHost int, busyTimeout string) ([]byte, error) {
+	const busyTimeout = "33ms"
 	plans := []map[string]string{{"servers": "1", "busyTimeout": busyTimeout}, {"servers": "2", "busyTimeout": busyTimeout}, {"servers": "100%", "busyTimeout": busyTimeout}}
 	if ps.Policy == selection.PolicyAccumulo {
 		plans[0]["servers"] = fmt.Sprint(max(serversPerHost, 1))

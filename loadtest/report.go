@@ -136,9 +136,6 @@ type Result struct {
 	// snapshots).
 	SetupS   float64 `json:"setup_s"`
 	CollectS float64 `json:"collect_s"`
-	// PrimeTimeouts: busy timeouts during the connection priming before
-	// the phase (expected 0; see Config.Prime).
-	PrimeTimeouts uint64 `json:"prime_timeouts"`
 	// LoadAvg: the machine's 1-minute load average at the window's end.
 	LoadAvg float64 `json:"loadavg"`
 	// CDF: latency distribution, ascending.

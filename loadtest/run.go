@@ -122,17 +122,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // phase is one policy under one fault.
 type phase struct {
-	cfg           Config
-	t             *target
-	wl            *Workload
-	ver           *Verifier
-	fault         string
-	kinds         []string
-	policy        PolicySpec
-	index, total  int
-	runStart      time.Time
-	setupTime     time.Duration
-	primeTimeouts uint64
+	cfg          Config
+	t            *target
+	wl           *Workload
+	ver          *Verifier
+	fault        string
+	kinds        []string
+	policy       PolicySpec
+	index, total int
+	runStart     time.Time
+	setupTime    time.Duration
 
 	// scanner runs one op (default p.scan); observe, if set, sees every
 	// outcome (tests).
@@ -164,13 +163,6 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 	if p.t.local != nil {
 		if err := p.t.restartHosts(ctx, p.kinds); err != nil {
 			return nil, err
-		}
-		if cfg.Prime {
-			n, err := p.t.prime(ctx, p.ver, p.wl)
-			if err != nil {
-				return nil, err
-			}
-			p.primeTimeouts = n
 		}
 	}
 	if err := p.t.usePolicy(ctx, p.policy); err != nil {
@@ -253,7 +245,6 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 	hits, misses := p.t.cache.delta(m0, m1)
 	res := p.result(s0, s1, hits, misses, windows)
 	res.LoadAvg = loadAvg()
-	res.PrimeTimeouts = p.primeTimeouts
 	res.SetupS, res.CollectS = p.setupTime.Seconds(), time.Since(p.end).Seconds()
 	return res, nil
 }

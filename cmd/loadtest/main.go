@@ -104,7 +104,6 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "local cluster data directory (default: a temporary directory, removed afterwards)")
 	fs.Var(bytesFlag{&c.CacheSize}, "cache-size", "block cache per host, e.g. 8MiB (auto: 1.5 × the table / hosts)")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "scan-server heartbeat interval")
-	fs.BoolVar(&c.Prime, "prime", c.Prime, "before each phase, connect every server with priming scans under 10s busy timeouts (for coordinators that do not warm new servers' connections)")
 	fs.StringVar(&c.Table, "table", c.Table, "table to scan (ingested unless present with the same rows and tablets)")
 	fs.IntVar(&c.Rows, "rows", c.Rows, "rows of generated data")
 	fs.IntVar(&c.Tablets, "tablets", c.Tablets, "tablets")
