@@ -19,17 +19,7 @@ func escapeKey(s string, keepSep bool) string {
 	b.Grow(len(s) + 8)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		keep := isTokenRune(rune(c))
-		if keepSep {
-			switch c {
-			case '/':
-				keep = true
-			case '.':
-				// A KV key must not start or end with '.', nor hold "..".
-				keep = i > 0 && i < len(s)-1 && s[i-1] != '.' && s[i+1] != '.'
-			}
-		}
-		if keep {
+		if keptByte(s, i, keepSep) {
 			b.WriteByte(c)
 			continue
 		}
@@ -43,21 +33,30 @@ func escapeKey(s string, keepSep bool) string {
 // isPlainKey reports whether escapeKey would return s unchanged.
 func isPlainKey(s string, keepSep bool) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x80 && isTokenRune(rune(c)) {
-			continue
-		}
-		if !keepSep {
-			return false
-		}
-		switch {
-		case c == '/':
-		case c == '.' && i > 0 && i < len(s)-1 && s[i-1] != '.' && s[i+1] != '.':
-		default:
+		if !keptByte(s, i, keepSep) {
 			return false
 		}
 	}
 	return true
+}
+
+// keptByte reports whether escapeKey keeps s[i] as it is.
+func keptByte(s string, i int, keepSep bool) bool {
+	c := s[i]
+	if isTokenRune(rune(c)) { // ASCII only: a byte >= 0x80 is no token rune
+		return true
+	}
+	if !keepSep {
+		return false
+	}
+	switch c {
+	case '/':
+		return true
+	case '.':
+		// A KV key must not start or end with '.', nor hold "..".
+		return i > 0 && i < len(s)-1 && s[i-1] != '.' && s[i+1] != '.'
+	}
+	return false
 }
 
 // unescapeKey inverts escapeKey; ok is false for a key escapeKey cannot
