@@ -37,7 +37,6 @@ type groupIndex struct {
 
 type hostEntry struct {
 	name    string
-	zone    string
 	servers []int32
 	// lastHeartbeat: the newest heartbeat of any of its servers.
 	lastHeartbeat time.Time
@@ -46,14 +45,10 @@ type hostEntry struct {
 type zoneEntry struct {
 	name string
 	n    int
-	// tripped counts servers whose default circuit breaker (3 failures,
-	// 10 s factor, 30 s cap) is open at the view's time.
-	tripped int
-	// unhealthy counts servers tripped or whose last failure (with no
-	// success since) is less than 10 s old at the view's time.
+	// unhealthy counts servers whose default circuit breaker (3 failures,
+	// 10 s factor, 30 s cap) is open at the view's time or whose last
+	// failure (with no success since) is less than 10 s old.
 	unhealthy int
-	// load sums pending() over the zone's servers.
-	load int
 }
 
 // recentFailure: a failure younger than this makes a server unhealthy for
@@ -191,17 +186,13 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *
 		g.zoneOf[i] = z
 		counts[h]++
 		he := &g.hosts[h]
-		he.zone = s.Zone
 		if s.LastHeartbeat.After(he.lastHeartbeat) {
 			he.lastHeartbeat = s.LastHeartbeat
 		}
 		ze := &g.zones[z]
 		ze.n++
-		ze.load += pending(s)
-		if tripped(s, at, defaultBreaker) {
-			ze.tripped++
-			ze.unhealthy++
-		} else if s.ConsecutiveFailures > 0 && !s.LastFailure.IsZero() && at.Sub(s.LastFailure) < recentFailure {
+		if tripped(s, at, defaultBreaker) ||
+			(s.ConsecutiveFailures > 0 && !s.LastFailure.IsZero() && at.Sub(s.LastFailure) < recentFailure) {
 			ze.unhealthy++
 		}
 		buf = append(buf, s.ID...)

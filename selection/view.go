@@ -201,18 +201,10 @@ func (v *LoadView) ErrorsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 
 	return countAt(s.Errors, v.decayIndex(p), p, now)
 }
 
-// BusyOf returns s's busy count under p as of now.
+// BusyOf returns s's busy count under p as of now (0 if p is not tracked
+// by this view).
 func (v *LoadView) BusyOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
-	i := v.decayIndex(p)
-	if i < 0 || i >= len(s.Busy) {
-		return 0
-	}
-	return s.Busy[i].Value(now, p)
-}
-
-// SlowdownsOf returns s's slowdown count under p as of now.
-func (v *LoadView) SlowdownsOf(s *ServerLoad, p DecayParams, now time.Time) uint32 {
-	return countAt(s.Slowdowns, v.decayIndex(p), p, now)
+	return countAt(s.Busy, v.decayIndex(p), p, now)
 }
 
 // countAt is counts[i] under p as of now, 0 when absent.
