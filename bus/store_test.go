@@ -350,25 +350,39 @@ func TestClusterInfo(t *testing.T) {
 	}
 }
 
-// Reading a 64 KiB block from JetStream KV over a loopback connection.
-func BenchmarkBlockStoreGet64K(b *testing.B) {
-	srv := startServer(b)
-	c := connect(b, srv)
+// benchKeys is how many 64 KiB blocks the read benchmarks cycle through.
+const benchKeys = 64
+
+func benchKey(i int) string { return fmt.Sprintf("bench/f0/b%06d", i%benchKeys) }
+
+// benchBlock is the 64 KiB block the read benchmarks store under every key.
+func benchBlock() []byte { return randomBytes(64<<10, 7) }
+
+// benchBlockStore returns a BlockStore on a fresh server holding
+// benchBlock() under benchKey(0..benchKeys-1), and that block.
+func benchBlockStore(b *testing.B) (*BlockStore, []byte) {
+	b.Helper()
 	ctx := context.Background()
-	bs, err := c.BlockStore(ctx)
+	bs, err := connect(b, startServer(b)).BlockStore(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
-	const nKeys = 64
-	block := randomBytes(64<<10, 7)
-	for i := range nKeys {
-		if err := bs.Put(ctx, fmt.Sprintf("bench/f0/b%06d", i), block); err != nil {
+	block := benchBlock()
+	for i := range benchKeys {
+		if err := bs.Put(ctx, benchKey(i), block); err != nil {
 			b.Fatal(err)
 		}
 	}
+	return bs, block
+}
+
+// Reading a 64 KiB block from JetStream KV over a loopback connection.
+func BenchmarkBlockStoreGet64K(b *testing.B) {
+	bs, block := benchBlockStore(b)
+	ctx := context.Background()
 	b.SetBytes(int64(len(block)))
 	for i := 0; b.Loop(); i++ {
-		data, err := bs.Get(ctx, fmt.Sprintf("bench/f0/b%06d", i%nKeys))
+		data, err := bs.Get(ctx, benchKey(i))
 		if err != nil || len(data) != len(block) {
 			b.Fatalf("Get: %d bytes, %v", len(data), err)
 		}
@@ -378,25 +392,13 @@ func BenchmarkBlockStoreGet64K(b *testing.B) {
 // The same from several goroutines sharing one connection, as the
 // scan-server actors of a host do.
 func BenchmarkBlockStoreGet64KParallel(b *testing.B) {
-	srv := startServer(b)
-	c := connect(b, srv)
+	bs, block := benchBlockStore(b)
 	ctx := context.Background()
-	bs, err := c.BlockStore(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	const nKeys = 64
-	block := randomBytes(64<<10, 7)
-	for i := range nKeys {
-		if err := bs.Put(ctx, fmt.Sprintf("bench/f0/b%06d", i), block); err != nil {
-			b.Fatal(err)
-		}
-	}
 	b.SetBytes(int64(len(block)))
 	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		for i := 0; pb.Next(); i++ {
-			data, err := bs.Get(ctx, fmt.Sprintf("bench/f0/b%06d", i%nKeys))
+			data, err := bs.Get(ctx, benchKey(i))
 			if err != nil || len(data) != len(block) {
 				b.Errorf("Get: %d bytes, %v", len(data), err)
 				return
@@ -408,23 +410,21 @@ func BenchmarkBlockStoreGet64KParallel(b *testing.B) {
 // For comparison (DESIGN §2 "KV or Object Store; pick by benchmark"): the
 // same read from a JetStream object store, which BlockStore does not use.
 func BenchmarkObjectStoreGet64K(b *testing.B) {
-	srv := startServer(b)
-	c := connect(b, srv)
+	c := connect(b, startServer(b))
 	ctx := context.Background()
 	obs, err := c.JetStream().CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "bench-objects"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	const nKeys = 64
-	block := randomBytes(64<<10, 7)
-	for i := range nKeys {
-		if _, err := obs.PutBytes(ctx, fmt.Sprintf("bench/f0/b%06d", i), block); err != nil {
+	block := benchBlock()
+	for i := range benchKeys {
+		if _, err := obs.PutBytes(ctx, benchKey(i), block); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.SetBytes(int64(len(block)))
 	for i := 0; b.Loop(); i++ {
-		data, err := obs.GetBytes(ctx, fmt.Sprintf("bench/f0/b%06d", i%nKeys))
+		data, err := obs.GetBytes(ctx, benchKey(i))
 		if err != nil || len(data) != len(block) {
 			b.Fatalf("GetBytes: %d bytes, %v", len(data), err)
 		}
