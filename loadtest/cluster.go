@@ -305,13 +305,7 @@ func (t *target) probe(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		rows := t.client.Scan(sctx, t.cfg.Table, tablets.Range{Start: tablets.RowKey(0), End: tablets.RowKey(n)}, client.ScanOptions{})
-		var tally Tally
-		for rows.Next() {
-			tally.Add(rows.Row().Key, rows.Row().Value)
-		}
-		err := rows.Err()
-		rows.Close()
+		tally, err := t.scan(sctx, tablets.Range{Start: tablets.RowKey(0), End: tablets.RowKey(n)})
 		cancel()
 		if err == nil {
 			err = ver.Check(0, n, tally)
@@ -328,6 +322,19 @@ func (t *target) probe(ctx context.Context, timeout time.Duration) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// scan reads rng of the table and tallies its rows; on error the tally
+// holds the rows read before it.
+func (t *target) scan(ctx context.Context, rng tablets.Range) (Tally, error) {
+	var tally Tally
+	for row, err := range t.client.All(ctx, t.cfg.Table, rng, client.ScanOptions{}) {
+		if err != nil {
+			return tally, err
+		}
+		tally.Add(row.Key, row.Value)
+	}
+	return tally, nil
 }
 
 // Timed faults on the fault host.

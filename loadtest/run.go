@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -355,14 +354,7 @@ func (p *phase) worker(ctx context.Context, t0 time.Time, next *atomic.Uint64) {
 func (p *phase) scan(ctx context.Context, op Op) outcome {
 	sctx, cancel := context.WithTimeout(ctx, p.cfg.ScanTimeout)
 	defer cancel()
-	rows := p.t.client.Scan(sctx, p.cfg.Table, op.Range(), client.ScanOptions{})
-	var tally Tally
-	for rows.Next() {
-		r := rows.Row()
-		tally.Add(r.Key, r.Value)
-	}
-	err := rows.Err()
-	rows.Close()
+	tally, err := p.t.scan(sctx, op.Range())
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("scan not finished within %v: %w", p.cfg.ScanTimeout, err)
