@@ -16,9 +16,7 @@ func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
 	if in.Hedge {
 		return Decision{}, ErrNoHedge
 	}
-	plans := c.plans()
-	pi := c.planIndex()
-	plan := plans[pi]
+	plan := c.plans()[c.planIndex()]
 	size := plan.Servers.Count(len(c.g.alive))
 	subset := c.st.order(c.g, kindServers, plan.Salt, size)[:size]
 	var i int32
@@ -26,7 +24,7 @@ func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
 	if i < 0 {
 		return Decision{}, ErrNoServer
 	}
-	d := c.decision(i, pi, busyTimeoutA5(c.p, plans, c.failed))
+	d := c.decisionA5(i)
 	d.Candidates = c.explain(subset)
 	return d, nil
 }

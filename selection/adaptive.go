@@ -117,7 +117,7 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 		}
 		return Decision{}, ErrNoServer
 	}
-	d := c.decision(choice, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	d := c.decisionA5(choice)
 	if hedgeOn {
 		d.HedgeDelay = adaptiveHedgeDelay(o, c.v.StartLatencyP95)
 		d.DataTimeout = d.HedgeDelay

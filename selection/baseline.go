@@ -21,7 +21,7 @@ func (pol randomPolicy) Select(in *Input) (Decision, error) {
 	} else {
 		i, c.st.idx2 = c.pickFresh(c.all(), c.st.idx2)
 	}
-	d := c.decision(i, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	d := c.decisionA5(i)
 	if in.Explain {
 		d.Candidates = c.explain(c.all())
 	}
@@ -45,7 +45,7 @@ func (pol roundRobinPolicy) Select(in *Input) (Decision, error) {
 	}
 	n := len(c.g.alive)
 	i := c.rrPick(n, func(i int32) int32 { return i })
-	d := c.decision(i, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	d := c.decisionA5(i)
 	if in.Explain {
 		d.Candidates = c.explain(c.all())
 	}

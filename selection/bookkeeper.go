@@ -68,7 +68,7 @@ func (pol bookkeeperPolicy) Select(in *Input) (Decision, error) {
 			choice = ws[0]
 		}
 	}
-	d := c.decision(choice, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	d := c.decisionA5(choice)
 	d.Candidates = c.explain(ws)
 	if o.SpeculativeReadTimeout > 0 {
 		k := c.hedges

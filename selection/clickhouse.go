@@ -197,7 +197,7 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 	if best < 0 {
 		return Decision{}, ErrNoServer
 	}
-	d := c.decision(best, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	d := c.decisionA5(best)
 	d.Candidates = cands
 	if o.Hedge {
 		d.HedgeDelay = o.HedgedConnectionTimeout

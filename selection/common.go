@@ -157,6 +157,14 @@ func (c *call) decision(i int32, plan int, busy time.Duration) Decision {
 	return d
 }
 
+// decisionA5 is decision with the plan index and busy timeout of
+// REFERENCE §A.2/§A.5 for this scan's failed attempts: accumulo's rule,
+// which every policy without plans of its own uses too (doc.go, "Busy
+// timeout and delay").
+func (c *call) decisionA5(i int32) Decision {
+	return c.decision(i, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+}
+
 // explain returns the servers of idx as IDs when Input.Explain is set.
 func (c *call) explain(idx []int32) []ServerID {
 	if !c.in.Explain {

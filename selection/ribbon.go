@@ -88,7 +88,7 @@ func (pol ribbonPolicy) Select(in *Input) (Decision, error) {
 		choice = cands[(c.tabletOffset()+c.st.RoundRobin)%uint64(n)]
 		c.st.RoundRobin++
 	}
-	d := c.decision(choice, c.planIndex(), busyTimeoutA5(c.p, c.plans(), c.failed))
+	d := c.decisionA5(choice)
 	if in.Explain {
 		for _, i := range cands {
 			if zone < 0 || c.g.zoneOf[i] == zone {
