@@ -3,7 +3,6 @@ package bus
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -83,14 +82,7 @@ func (c *Conn) PublishHeartbeat(hb *messages.Heartbeat) error {
 
 // SubscribeHeartbeats calls fn with every heartbeat of every server.
 func (c *Conn) SubscribeHeartbeats(fn func(*messages.Heartbeat)) (*Subscription, error) {
-	sub, err := c.nc.Subscribe(hbPrefix+">", func(msg *nats.Msg) {
-		hb := new(messages.Heartbeat)
-		if err := proto.Unmarshal(msg.Data, hb); err != nil {
-			c.decodeFailed(msg, err)
-			return
-		}
-		fn(hb)
-	})
+	sub, err := subscribeDecoded(c, hbPrefix+">", fn)
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe heartbeats: %w", err)
 	}
@@ -116,23 +108,17 @@ func (c *Conn) PublishSignal(kind SignalKind, sig *messages.LoadSignal) error {
 func (c *Conn) SubscribeSignals(fn func(SignalKind, *messages.LoadSignal)) (*Subscription, error) {
 	// Two subscriptions deliver on two goroutines: serialise fn.
 	var mu sync.Mutex
-	handler := func(msg *nats.Msg) {
-		kind := SignalBusy
-		if strings.HasPrefix(msg.Subject, timeoutPrefix) {
-			kind = SignalTimeout
-		}
-		sig := new(messages.LoadSignal)
-		if err := proto.Unmarshal(msg.Data, sig); err != nil {
-			c.decodeFailed(msg, err)
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		fn(kind, sig)
-	}
 	s := &Subscription{}
-	for _, prefix := range []string{busyPrefix, timeoutPrefix} {
-		sub, err := c.nc.Subscribe(prefix+">", handler)
+	for _, kind := range []SignalKind{SignalBusy, SignalTimeout} {
+		prefix := busyPrefix
+		if kind == SignalTimeout {
+			prefix = timeoutPrefix
+		}
+		sub, err := subscribeDecoded(c, prefix+">", func(sig *messages.LoadSignal) {
+			mu.Lock()
+			defer mu.Unlock()
+			fn(kind, sig)
+		})
 		if err != nil {
 			_ = s.Close()
 			return nil, fmt.Errorf("bus: subscribe signals: %w", err)
@@ -156,16 +142,26 @@ func (c *Conn) PublishMetaChanged(meta *messages.TableMeta) error {
 
 // SubscribeMetaChanged calls fn for every metadata change announcement.
 func (c *Conn) SubscribeMetaChanged(fn func(*messages.TableMeta)) (*Subscription, error) {
-	sub, err := c.nc.Subscribe(MetaChangedSubject, func(msg *nats.Msg) {
-		meta := new(messages.TableMeta)
-		if err := proto.Unmarshal(msg.Data, meta); err != nil {
-			c.decodeFailed(msg, err)
-			return
-		}
-		fn(meta)
-	})
+	sub, err := subscribeDecoded(c, MetaChangedSubject, fn)
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe meta changed: %w", err)
 	}
 	return &Subscription{subs: []*nats.Subscription{sub}}, nil
+}
+
+// subscribeDecoded subscribes to subject and calls fn with every payload
+// that decodes as an M; one that does not is counted and logged
+// (decodeFailed) and dropped. M is a pointer to a generated message.
+func subscribeDecoded[T any, M interface {
+	*T
+	proto.Message
+}](c *Conn, subject string, fn func(M)) (*nats.Subscription, error) {
+	return c.nc.Subscribe(subject, func(msg *nats.Msg) {
+		m := M(new(T))
+		if err := proto.Unmarshal(msg.Data, m); err != nil {
+			c.decodeFailed(msg, err)
+			return
+		}
+		fn(m)
+	})
 }
