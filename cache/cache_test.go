@@ -71,6 +71,26 @@ func dirStore(tb testing.TB) *tablets.DirStore {
 	return s
 }
 
+// storeWith returns a DirStore holding data under key.
+func storeWith(tb testing.TB, key string, data []byte) *tablets.DirStore {
+	tb.Helper()
+	s := dirStore(tb)
+	if err := s.Put(context.Background(), key, data); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// gatedFetcher returns a fetcher with a fresh cache over a countingStore
+// on ds whose Gets wait until store.gate is closed. Call it inside the
+// synctest bubble, so that the cache's goroutines belong to it (the cache
+// is closed by a Cleanup, which runs inside the bubble).
+func gatedFetcher(t *testing.T, ds tablets.BlockStore) (*countingStore, *Fetcher) {
+	t.Helper()
+	store := &countingStore{BlockStore: ds, gate: make(chan struct{})}
+	return store, newCache(t, DefaultConfig()).Fetcher(store)
+}
+
 func TestConfigValidate(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Fatalf("default: %v", err)
@@ -213,12 +233,9 @@ func TestCollectors(t *testing.T) {
 }
 
 func TestFetcherHitAndMiss(t *testing.T) {
-	store := &countingStore{BlockStore: dirStore(t)}
 	ctx := context.Background()
 	data := block(64<<10, 9)
-	if err := store.Put(ctx, "f1.b0", data); err != nil {
-		t.Fatal(err)
-	}
+	store := &countingStore{BlockStore: storeWith(t, "f1.b0", data)}
 	f := newCache(t, DefaultConfig()).Fetcher(store)
 	got, cached, err := f.FetchBlock(ctx, "f1.b0")
 	if err != nil || cached || !bytes.Equal(got, data) {
@@ -242,18 +259,9 @@ func TestFetcherHitAndMiss(t *testing.T) {
 func TestFetcherSingleflight(t *testing.T) {
 	const n = 32
 	data := block(64<<10, 5)
-	ds := dirStore(t)
-	if err := ds.Put(context.Background(), "f.b7", data); err != nil {
-		t.Fatal(err)
-	}
+	ds := storeWith(t, "f.b7", data)
 	synctest.Test(t, func(t *testing.T) {
-		store := &countingStore{BlockStore: ds, gate: make(chan struct{})}
-		c, err := New(DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		f := c.Fetcher(store)
+		store, f := gatedFetcher(t, ds)
 		var wg sync.WaitGroup
 		var wrong, hits atomic.Int64
 		for range n {
@@ -289,18 +297,9 @@ func TestFetcherSingleflight(t *testing.T) {
 // the block, by a new read.
 func TestFetcherLeaderCancelled(t *testing.T) {
 	data := block(1000, 6)
-	ds := dirStore(t)
-	if err := ds.Put(context.Background(), "k", data); err != nil {
-		t.Fatal(err)
-	}
+	ds := storeWith(t, "k", data)
 	synctest.Test(t, func(t *testing.T) {
-		store := &countingStore{BlockStore: ds, gate: make(chan struct{})}
-		c, err := New(DefaultConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		f := c.Fetcher(store)
+		store, f := gatedFetcher(t, ds)
 		leaderCtx, cancel := context.WithCancel(context.Background())
 		leaderErr := make(chan error, 1)
 		go func() {
@@ -333,12 +332,8 @@ func TestFetcherLeaderCancelled(t *testing.T) {
 }
 
 func TestFetcherErrorNotCached(t *testing.T) {
-	ds := dirStore(t)
 	ctx := context.Background()
-	if err := ds.Put(ctx, "f.b0", []byte("block")); err != nil {
-		t.Fatal(err)
-	}
-	store := &countingStore{BlockStore: ds}
+	store := &countingStore{BlockStore: storeWith(t, "f.b0", []byte("block"))}
 	store.failures.Store(1)
 	c := newCache(t, DefaultConfig())
 	f := c.Fetcher(store)
