@@ -408,14 +408,19 @@ func serverDispatches(s0, s1 *messages.StatusReply) map[string]uint64 {
 	}
 	out := map[string]uint64{}
 	for _, s := range s1.Servers {
-		idx := s.Id
-		if i := strings.LastIndexByte(idx, '/'); i >= 0 {
-			idx = idx[i+1:]
-		}
-		d := s.Dispatched - min(before[s.Id+"@"+s.Incarnation], s.Dispatched)
-		out[s.Host+"/"+idx] += d
+		out[serverKey(s)] += s.Dispatched - min(before[s.Id+"@"+s.Incarnation], s.Dispatched)
 	}
 	return out
+}
+
+// serverKey names a server by host and index (host1/0), the same across
+// the host's restarts.
+func serverKey(s *messages.ServerStatus) string {
+	idx := s.Id
+	if i := strings.LastIndexByte(idx, '/'); i >= 0 {
+		idx = idx[i+1:]
+	}
+	return s.Host + "/" + idx
 }
 
 // serverHealth is the coordinator's view of each live server (host/index)
@@ -426,11 +431,7 @@ func serverHealth(st *messages.StatusReply) map[string]ServerHealth {
 		if !s.Alive {
 			continue
 		}
-		idx := s.Id
-		if i := strings.LastIndexByte(idx, '/'); i >= 0 {
-			idx = idx[i+1:]
-		}
-		out[s.Host+"/"+idx] = ServerHealth{Errors: s.Errors, Timeouts: s.Timeouts, Busy: s.BusyTotal, Slowdowns: s.Slowdowns,
+		out[serverKey(s)] = ServerHealth{Errors: s.Errors, Timeouts: s.Timeouts, Busy: s.BusyTotal, Slowdowns: s.Slowdowns,
 			InFlight: s.InFlight, QueueLen: s.QueueLen}
 	}
 	return out
