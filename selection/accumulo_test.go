@@ -420,7 +420,10 @@ func ExampleHomeHost() {
 	v := NewLoadView([]*ServerLoad{
 		{ID: "a:1/0", Host: "a", Group: "default", Alive: true},
 		{ID: "b:1/0", Host: "b", Group: "default", Alive: true},
+		{ID: "b:1/1", Host: "b", Group: "default", Alive: true},
+		{ID: "c:1/0", Host: "c", Group: "default", Alive: true},
 	}, nil, time.Time{})
-	fmt.Println(HomeHost(Tablet{Table: "t", EndRow: []byte("m")}, v, "default") != "")
-	// Output: true
+	tab := Tablet{Table: "t", EndRow: []byte("m")}
+	fmt.Println(HomeHost(tab, v, "default"), HostOrder(tab, v, "default"))
+	// Output: b [b a c]
 }

@@ -140,25 +140,10 @@ func HostOrder(t Tablet, view *LoadView, group string) []string {
 // policy sends a tablet's scans there while it is healthy so that the
 // host's block cache holds the tablet's blocks.
 func HomeHost(t Tablet, view *LoadView, group string) string {
-	if view == nil {
-		return ""
+	if order := HostOrder(t, view, group); len(order) > 0 {
+		return order[0]
 	}
-	g := view.group(group)
-	buf := appendTabletKey(nil, t)
-	kl := len(buf)
-	best := -1
-	var bh u128
-	for i := range g.hosts {
-		var h u128
-		h, buf = hashMember(buf, kl, g.hosts[i].name, "")
-		if best < 0 || h.cmp(bh) < 0 {
-			best, bh = i, h
-		}
-	}
-	if best < 0 {
-		return ""
-	}
-	return g.hosts[best].name
+	return ""
 }
 
 func cmpString(a, b string) int {
