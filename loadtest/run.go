@@ -145,13 +145,9 @@ type phase struct {
 
 func (p *phase) has(kind string) bool { return slices.Contains(p.kinds, kind) }
 
-func (p *phase) timed() bool {
-	for _, k := range p.kinds {
-		if slices.Contains(timedFaults, k) {
-			return true
-		}
-	}
-	return false
+// hasAny reports whether the phase's fault has any of kinds.
+func (p *phase) hasAny(kinds []string) bool {
+	return slices.ContainsFunc(p.kinds, func(k string) bool { return slices.Contains(kinds, k) })
 }
 
 func (p *phase) run(ctx context.Context) (*Result, error) {
@@ -201,13 +197,10 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 		p.stage.Store("measure")
 		m0 = p.t.cache.mark()
 		s0, faultErr = p.t.client.Status(pctx)
-		for _, k := range p.kinds {
-			if slices.Contains(flagFaults, k) {
-				windows = append(windows, [2]float64{0, cfg.Duration.Seconds()})
-				break
-			}
+		if p.hasAny(flagFaults) {
+			windows = append(windows, [2]float64{0, cfg.Duration.Seconds()})
 		}
-		if faultErr == nil && p.timed() {
+		if faultErr == nil && p.hasAny(timedFaults) {
 			var w [2]float64
 			w, faultErr = p.injectTimed(pctx)
 			windows = append(windows, w)
@@ -309,10 +302,11 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 func (p *phase) worker(ctx context.Context, t0 time.Time, next *atomic.Uint64) {
 	cfg := p.cfg
 	sched := Schedule{Start: t0, Rate: cfg.Rate}
+	hotFault := p.has(FaultHotTablet)
 	hotFrom := p.measureStart.Add(cfg.faultAfter())
 	hotTo := hotFrom.Add(cfg.faultFor())
 	hot := func(due time.Time) bool {
-		return p.has(FaultHotTablet) && !due.Before(hotFrom) && due.Before(hotTo)
+		return hotFault && !due.Before(hotFrom) && due.Before(hotTo)
 	}
 	for ctx.Err() == nil {
 		var due time.Time
