@@ -440,20 +440,9 @@ func (m *cacheMark) value(key string) cacheCounters {
 func (c *cacheTracker) delta(m0, m1 *cacheMark) (hits, misses uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	keys := map[string]bool{}
+	// Processes known at m1 only: one first seen after m1 worked after the window.
 	for k := range m1.before {
-		keys[k] = true
-	}
-	for k := range m1.after {
-		keys[k] = true
-	}
-	for k := range keys {
-		v1 := m1.value(k)
-		if _, existed := m1.before[k]; !existed {
-			// First seen after m1: its work is after the window.
-			continue
-		}
-		v0 := m0.value(k)
+		v0, v1 := m0.value(k), m1.value(k)
 		if v1.hits >= v0.hits && v1.misses >= v0.misses {
 			hits += v1.hits - v0.hits
 			misses += v1.misses - v0.misses
