@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -299,9 +300,61 @@ func TestOptionsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rows := map[string][]string{} // option → cells of its row in the table
+	for _, line := range strings.Split(string(doc), "\n") {
+		line, ok := strings.CutPrefix(line, "//\t|")
+		if !ok {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		rows[cells[0]] = cells
+	}
+	// sameValue: the doc's "2.0" is the code's "2", "60s" is "1m".
+	sameValue := func(doc, code string) bool {
+		if doc == code {
+			return true
+		}
+		if a, err := strconv.ParseFloat(doc, 64); err == nil {
+			b, err := strconv.ParseFloat(code, 64)
+			return err == nil && a == b
+		}
+		a, errA := ParseDuration(doc)
+		b, errB := ParseDuration(code)
+		return errA == nil && errB == nil && a == b
+	}
 	for _, s := range optionSpecs {
-		if !strings.Contains(string(doc), "| "+s.name+" ") {
+		cells, ok := rows[s.name]
+		if !ok || len(cells) < 4 {
 			t.Errorf("option %q missing from the table in doc.go", s.name)
+			continue
+		}
+		// The default column: "<default>[ (note)][; adaptive: <default>]",
+		// matching DefaultOptions of the policies the option applies to.
+		if got, want := cells[2], strings.Join(s.applies, ", "); got != want {
+			t.Errorf("option %q: doc.go says it applies to %q, the code to %q", s.name, got, want)
+		}
+		generic, adaptive, hasAdaptive := strings.Cut(cells[1], "; adaptive: ")
+		generic, _, _ = strings.Cut(generic, " ")
+		first := strings.Replace(s.applies[0], "*", "random", 1)
+		def, adDef := DefaultOptions(first), DefaultOptions(PolicyAdaptive)
+		if want := s.get(&def); !sameValue(generic, want) {
+			t.Errorf("option %q: doc.go default %q, DefaultOptions(%q) %q", s.name, generic, first, want)
+		}
+		if !s.appliesTo(PolicyAdaptive) || first == PolicyAdaptive {
+			if hasAdaptive {
+				t.Errorf("option %q: doc.go gives a separate adaptive default for an option adaptive does not take or takes alone", s.name)
+			}
+			continue
+		}
+		want := s.get(&adDef)
+		switch {
+		case hasAdaptive && !sameValue(adaptive, want):
+			t.Errorf("option %q: doc.go adaptive default %q, DefaultOptions %q", s.name, adaptive, want)
+		case !hasAdaptive && !sameValue(generic, want):
+			t.Errorf("option %q: adaptive's default %q is not in doc.go", s.name, want)
 		}
 	}
 	for _, n := range PolicyNames() {

@@ -124,8 +124,8 @@
 //	| hedge                           | false; adaptive: true | clickhouse-*, adaptive | hedged requests (ClickHouse's use_hedged_requests defaults to 1; scanplane's clickhouse-* default off so the modes compare like for like) |
 //	| hedgedConnectionTimeout         | 50ms           | clickhouse-*             | HedgeDelay when hedging |
 //	| receiveDataTimeout              | 2s             | clickhouse-*             | DataTimeout when hedging |
-//	| errorHalfLife                   | 60s; adaptive: 5s | clickhouse-*, adaptive | error/slowdown counters halve per whole half-life (0 = never) |
-//	| errorCap                        | 1000           | clickhouse-*, adaptive   | counter cap (0 = none) |
+//	| errorHalfLife                   | 60s; adaptive: 5s | clickhouse-*, adaptive | error, slowdown (clickhouse-*) and busy (adaptive) counters halve per whole half-life (0 = never) |
+//	| errorCap                        | 1000           | clickhouse-*, adaptive   | cap of those counters (0 = none) |
 //	| maxIgnoredErrors                | 0              | clickhouse-*             | errors − this (≥ 0) in the sort tuple |
 //	| firstOffset                     | 0              | clickhouse-first_or_random | preferred replica index (mod N) |
 //	| reorderThresholdPendingRequests | 10             | bookkeeper               | T; 0 = no reordering (BookKeeper's own default is 0) |
@@ -150,7 +150,7 @@
 //	| hedgeDelayDefault               | 50ms           | adaptive                 | hedge delay while StartLatencyP95 is unknown |
 //	| spillCost                       | 4              | adaptive                 | score per host rank away from home (queued scans per worker) |
 //	| spillHosts                      | 2              | adaptive                 | hosts after home scored before falling back to all servers |
-//	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long is not a sibling-hedge target (0 = ignore) |
+//	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long scores +8 and is not a sibling-hedge target (0 = ignore) |
 //
 // # The adaptive policy
 //
@@ -210,9 +210,11 @@
 //     hedgeDelayDefault while the p95 is unknown. A hedge is declined
 //     (ErrNoHedge) while RecentHedges ≥ hedgeBudget × RecentDispatches (with
 //     at least one hedge counted). The hedge goes first to a sibling of the
-//     slow attempt's server on the same host (keeps the cache), if one is
-//     healthy (not tripped, no decayed errors or slowdowns, not in flight)
-//     and the host is not suspect (its newest heartbeat not older than
-//     staleHeartbeat, no other attempt of this scan in flight on it);
-//     otherwise it is scored as in 2–3 with the slow host excluded.
+//     newest in-flight attempt's server on the same host (keeps the cache),
+//     picked softly as in 2 among the healthy ones (not tripped, no decayed
+//     errors, StartLatencyOf below 2 × p95, not tried or in flight in this
+//     scan), if the host is not suspect (its newest heartbeat not older than
+//     staleHeartbeat, no other attempt of this scan in flight on it, none
+//     timed out or stalled there); otherwise it is scored as in 2–3 with
+//     that host excluded.
 package selection

@@ -15,9 +15,8 @@ import (
 // has the same table with the policies each option applies to. Setting an
 // option in JSON for a policy it does not apply to is an error.
 type Options struct {
-	// Hedge ("hedge"): hedged requests / hedged dispatch. Default false for
-	// clickhouse-* (set true for ClickHouse's use_hedged_requests), true
-	// for adaptive.
+	// Hedge ("hedge"): hedged requests / hedged dispatch. false (set true
+	// for ClickHouse's use_hedged_requests); adaptive: true.
 	Hedge bool
 	// HedgedConnectionTimeout ("hedgedConnectionTimeout"): ClickHouse's
 	// hedged_connection_timeout; Decision.HedgeDelay when hedging. 50ms.
@@ -26,8 +25,9 @@ type Options struct {
 	// receive_data_timeout; Decision.DataTimeout when hedging. 2s.
 	ReceiveDataTimeout time.Duration
 
-	// ErrorHalfLife ("errorHalfLife"): error/slowdown counters halve once
-	// per whole elapsed half-life; 0 = never. 60s.
+	// ErrorHalfLife ("errorHalfLife"): the error and slowdown
+	// (clickhouse-*) or error and busy (adaptive) counters halve once per
+	// whole elapsed half-life; 0 = never. 60s; adaptive: 5s.
 	ErrorHalfLife time.Duration
 	// ErrorCap ("errorCap"): counters are capped; 0 = uncapped. 1000.
 	ErrorCap uint32
@@ -62,7 +62,7 @@ type Options struct {
 	ZoneTriggerLoad float64
 	// ZoneBlackoutPercent ("zoneBlackoutPercent"): a zone whose tripped
 	// (adaptive: tripped or erroring) fraction reaches this is avoided.
-	// 0.99999 (ribbon-zone), 0.5 (adaptive).
+	// 0.99999; adaptive: 0.5.
 	ZoneBlackoutPercent float64
 	// ActiveConnectionsLimit ("activeConnectionsLimit"): availability
 	// filter skips servers with pending ≥ this; 0 = unlimited. 0.
@@ -87,9 +87,10 @@ type Options struct {
 	// failures that trip a server's circuit breaker; 0 = no breaker. 3.
 	BreakerFailureThreshold int
 	// BreakerTimeoutFactor ("breakerTimeoutFactor"): blackout =
-	// min(2^min(failures−threshold,16) × this, max). 10s.
+	// min(2^min(failures−threshold,16) × this, max). 10s; adaptive: 1s.
 	BreakerTimeoutFactor time.Duration
-	// BreakerMaxTimeout ("breakerMaxTimeout"): blackout cap. 30s.
+	// BreakerMaxTimeout ("breakerMaxTimeout"): blackout cap. 30s;
+	// adaptive: 5s.
 	BreakerMaxTimeout time.Duration
 
 	// HedgeBudget ("hedgeBudget"): hedges are declined (ErrNoHedge) while
@@ -112,8 +113,9 @@ type Options struct {
 	// before falling back to all servers. 2.
 	SpillHosts int
 	// StaleHeartbeat ("staleHeartbeat"): a host whose newest heartbeat is
-	// older than this (relative to LoadView.At) is suspect: hedges skip its
-	// siblings. 0 = ignore heartbeats. 2s.
+	// older than this (relative to LoadView.At) is suspect: its servers
+	// score +8 and a hedge does not go to a sibling on it. 0 = ignore
+	// heartbeats. 2s.
 	StaleHeartbeat time.Duration
 }
 
