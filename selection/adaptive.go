@@ -14,8 +14,9 @@ type adaptivePolicy struct{ p *Profile }
 const (
 	adErrWeight     = 2.0
 	adBusyWeight    = 1.0
-	adCountCap      = 8
-	adBusyCap       = 2
+	adErrCap        = 8   // decayed errors counted at most
+	adBusyCap       = 2   // decayed busy answers counted at most
+	adSlowCap       = 8.0 // cap of the start-latency term
 	adZonePenalty   = 8.0
 	adStalePenalty  = 8.0
 	adColdBand      = 1.0 // host choice: near-best band where home wins
@@ -171,7 +172,7 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	w := max(1, s.Workers)
 	sc := float64(pending(s))/float64(w) + a.o.SpillCost*float64(r)
 	if e := c.v.ErrorsOf(s, a.decay, c.now); e > 0 {
-		sc += adErrWeight * float64(min(e, adCountCap))
+		sc += adErrWeight * float64(min(e, adErrCap))
 	}
 	if b := c.v.BusyOf(s, a.decay, c.now); b > 0 {
 		// Capped low: pending already says how loaded the server is now;
@@ -180,7 +181,7 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 		sc += adBusyWeight * float64(min(b, adBusyCap))
 	}
 	if lat := c.v.StartLatencyOf(s, c.now); a.p95 > 0 && lat > a.p95 {
-		sc += math.Min(adCountCap, float64(lat)/float64(a.p95)-1)
+		sc += math.Min(adSlowCap, float64(lat)/float64(a.p95)-1)
 	}
 	if a.avoidAny && a.avoid&(1<<uint(c.g.zoneOf[i])) != 0 {
 		sc += adZonePenalty
