@@ -227,17 +227,6 @@ func (r *Report) Faults() []string {
 	return out
 }
 
-// Policies lists the report's policies in order of first appearance.
-func (r *Report) Policies() []string {
-	var out []string
-	for _, res := range r.Results {
-		if !slices.Contains(out, res.Policy) {
-			out = append(out, res.Policy)
-		}
-	}
-	return out
-}
-
 // WriteTable prints the comparison, one line per fault and policy.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
