@@ -22,20 +22,9 @@ func srv(id, host string, mods ...func(*ServerLoad)) *ServerLoad {
 
 func withZone(z string) func(*ServerLoad)  { return func(s *ServerLoad) { s.Zone = z } }
 func withGroup(g string) func(*ServerLoad) { return func(s *ServerLoad) { s.Group = g } }
-func withLoad(n int) func(*ServerLoad)     { return func(s *ServerLoad) { s.InFlight = n } }
-func withQueue(n int) func(*ServerLoad)    { return func(s *ServerLoad) { s.QueueLen = n } }
 func dead() func(*ServerLoad)              { return func(s *ServerLoad) { s.Alive = false } }
-func withWorkers(n int) func(*ServerLoad)  { return func(s *ServerLoad) { s.Workers = n } }
 func withFailures(n int, last time.Time) func(*ServerLoad) {
 	return func(s *ServerLoad) { s.ConsecutiveFailures, s.LastFailure = n, last }
-}
-
-// errorsOf sets the server's error counter (for DefaultDecay, index 0).
-func withErrors(n uint32) func(*ServerLoad) {
-	return func(s *ServerLoad) { s.Errors = []DecayedCount{{Count: n, Origin: t0}} }
-}
-func withSlowdowns(n uint32) func(*ServerLoad) {
-	return func(s *ServerLoad) { s.Slowdowns = []DecayedCount{{Count: n, Origin: t0}} }
 }
 
 // testDecays: ClickHouse's default decay and adaptive's.
@@ -80,18 +69,4 @@ func mustPolicy(t testing.TB, p *Profile) Policy {
 
 func att(id ServerID, host string, r AttemptResult) Attempt {
 	return Attempt{Server: id, Host: host, Result: r, Start: t0}
-}
-
-// hist builds an attempt history from "id=result" pairs of view v.
-func hist(v *LoadView, pairs ...any) []Attempt {
-	var out []Attempt
-	for i := 0; i < len(pairs); i += 2 {
-		id := ServerID(pairs[i].(string))
-		host := ""
-		if s := v.Server(id); s != nil {
-			host = s.Host
-		}
-		out = append(out, att(id, host, pairs[i+1].(AttemptResult)))
-	}
-	return out
 }
