@@ -38,7 +38,6 @@ func (o Op) Range() tablets.Range {
 // sees the same sequence of scans. A Workload is immutable and safe for
 // concurrent use.
 type Workload struct {
-	rows       int
 	bounds     []int // bounds[t] = first row of tablet t; bounds[len-1] = rows
 	zipf       *Zipf
 	perm       []int // popularity rank → tablet
@@ -87,7 +86,7 @@ func NewWorkload(c WorkloadConfig) (*Workload, error) {
 	if c.HotTablet < 0 || c.HotTablet >= nt {
 		return nil, fmt.Errorf("loadtest: workload HotTablet %d out of [0, %d)", c.HotTablet, nt)
 	}
-	w := &Workload{rows: c.Rows, bounds: append([]int(nil), c.Bounds...), scanRows: c.ScanRows, fullTablet: c.FullTablet,
+	w := &Workload{bounds: append([]int(nil), c.Bounds...), scanRows: c.ScanRows, fullTablet: c.FullTablet,
 		hotTablet: c.HotTablet, hotShare: c.HotShare, seed: c.Seed}
 	if c.Zipf > 0 {
 		z, err := NewZipf(nt, c.Zipf)
