@@ -35,11 +35,11 @@
 //     hosts' block cache hits and misses from their heartbeats (deltas).
 //
 // Every scan is checked against the ground truth (Verifier: row count and
-// a checksum of keys and values); a wrong or missing row counts in Wrong,
-// during warm-up too. In open loop (Rate > 0) scan k is due at start +
-// k/Rate and its latency counts from that moment, so a stall is charged to
-// every scan it delayed (no coordinated omission); Clients bounds the
-// scans in flight.
+// a checksum of keys and values); a wrong or missing row counts in Wrong
+// (in WarmupWrong during warm-up, reported too). In open loop (Rate > 0)
+// scan k is due at start + k/Rate and its latency counts from that moment,
+// so a stall is charged to every scan it delayed (no coordinated
+// omission); Clients bounds the scans in flight.
 //
 // # Concurrency contract
 //

@@ -33,8 +33,8 @@ func (o Op) Range() tablets.Range {
 // (uniform, or Zipfian over a seeded permutation of the tablets so that the
 // popular tablets are spread over the hosts, like YCSB's scrambled
 // Zipfian), then either the whole tablet (FullTablet fraction) or a short
-// scan of 1..ScanRows rows starting at a uniformly chosen row of the tablet
-// (YCSB workload E). Op(k) depends only on the seed and k, so every policy
+// scan of 1..ScanRows rows (at most the tablet's) at a uniformly chosen
+// start among those where it fits in the tablet (YCSB workload E). Op(k) depends only on the seed and k, so every policy
 // sees the same sequence of scans. A Workload is immutable and safe for
 // concurrent use.
 type Workload struct {
@@ -146,7 +146,8 @@ func TabletBounds(splits [][]byte, rows int) []int {
 // Schedule is an open-loop arrival schedule: op k is due at Start +
 // k/Rate. Latency is measured from the due time, not from when a client got
 // round to sending it, so a stalled system is charged for every op it
-// delayed (no coordinated omission). The zero Rate means closed loop.
+// delayed (no coordinated omission). Closed loop (Config.Rate 0) has no
+// schedule.
 type Schedule struct {
 	Start time.Time
 	Rate  float64 // ops per second, > 0

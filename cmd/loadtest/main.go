@@ -99,7 +99,7 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.IntVar(&c.Zones, "zones", c.Zones, "zones the hosts are spread over")
 	fs.StringVar(&c.NATS, "nats", c.NATS, "target a running cluster: its NATS URL (default: start a local cluster)")
 	fs.StringVar(&c.Coordinator, "coordinator", c.Coordinator, "running cluster: the coordinator's actor address (default: found on NATS)")
-	fs.StringVar(&c.ProfilesFile, "profiles-file", c.ProfilesFile, "running cluster: the coordinator's --profiles file, rewritten per policy")
+	fs.StringVar(&c.ProfilesFile, "profiles-file", c.ProfilesFile, "the coordinator's --profiles file, rewritten per policy (local cluster: default profiles.json in --data; a running cluster needs it to switch policies)")
 	fs.StringVar(&c.BinDir, "bin", c.BinDir, "directory with the coordinator and scanserver executables (default: find or build them)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "local cluster data directory (default: a temporary directory, removed afterwards)")
 	fs.Var(bytesFlag{&c.CacheSize}, "cache-size", "block cache per host, e.g. 8MiB (auto: 1.5 × the table / hosts)")
@@ -123,7 +123,7 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.Float64Var(&c.SlowFactor, "slow-factor", c.SlowFactor, "slow-host: block reads this many times slower")
 	fs.Float64Var(&c.HotShare, "hot-share", c.HotShare, "hot-tablet: share of scans on the hot tablet")
 	fs.IntVar(&c.HotTablet, "hot-tablet", c.HotTablet, "hot-tablet: the tablet (-1 = tablets/2)")
-	fs.Var(&listFlag{p: &c.Policies}, "policies", "policies to compare, comma separated ("+strings.Join(selection.PolicyNames(), ", ")+
+	fs.Var(&listFlag{p: &c.Policies}, "policies", "policies to compare, repeatable or comma separated ("+strings.Join(selection.PolicyNames(), ", ")+
 		"; suffix :hedge or :nohedge; clickhouse-* hedge by default; \"current\" = a running cluster's own profiles)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
 	fs.StringVar(&o.out, "out", o.out, "directory for report.json and the plots (\"\" = none)")
