@@ -34,6 +34,9 @@ type adCtx struct {
 	avoidAny bool
 	avoid    uint64 // bit z set: zone z avoided (zones ≥ 64 never avoided)
 	exclHost int32  // host excluded from scoring (-1)
+	// staleBefore: a host whose newest heartbeat is before this is stale
+	// (zero when staleHeartbeat is 0: no heartbeat is).
+	staleBefore time.Time
 	// dead: hosts where an attempt of this scan timed out (no answer at
 	// all) or stalled: the host process is likely paused or hung, so its
 	// siblings are no better; skipped like exclHost.
@@ -69,6 +72,9 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 		}
 	}
 	c.st.dead = a.dead
+	if o.StaleHeartbeat > 0 {
+		a.staleBefore = c.v.At.Add(-o.StaleHeartbeat)
+	}
 	c.zoneAvoidance(&a)
 
 	top := min(len(c.g.hosts), 1+max(0, o.SpillHosts))
@@ -316,7 +322,7 @@ func (c *call) adaptiveFallback(a *adCtx, rankOf func(int32) int) int32 {
 // the view's time (a paused or hung host process).
 func (c *call) hostStale(h int32, a *adCtx) bool {
 	hb := c.g.hosts[h].lastHeartbeat
-	return a.o.StaleHeartbeat > 0 && !hb.IsZero() && c.v.At.Sub(hb) > a.o.StaleHeartbeat
+	return !hb.IsZero() && hb.Before(a.staleBefore)
 }
 
 // siblingHedge returns a healthy sibling of the newest in-flight attempt's
