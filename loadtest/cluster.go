@@ -342,7 +342,7 @@ func (t *target) scan(ctx context.Context, rng tablets.Range) (Tally, error) {
 func (t *target) hang() error   { return t.local.Signal(t.cfg.FaultHost, syscall.SIGSTOP) }
 func (t *target) unhang() error { return t.local.Signal(t.cfg.FaultHost, syscall.SIGCONT) }
 func (t *target) crash() error  { return t.local.Kill(t.cfg.FaultHost) }
-func (t *target) recover(ctx context.Context) error {
+func (t *target) restartFaultHost(ctx context.Context) error {
 	return t.local.Restart(ctx, t.cfg.FaultHost)
 }
 

@@ -273,7 +273,7 @@ func (p *phase) injectTimed(ctx context.Context) (w [2]float64, err error) {
 		p.stage.Store("measure, restarting host")
 		// The workers go on meanwhile; the phase waits for the full view
 		// before it ends.
-		if err := p.t.recover(context.WithoutCancel(ctx)); err != nil {
+		if err := p.t.restartFaultHost(context.WithoutCancel(ctx)); err != nil {
 			return w, fmt.Errorf("loadtest: crash-host: restart: %w", err)
 		}
 		w[1] = time.Since(p.measureStart).Seconds()
