@@ -230,11 +230,11 @@ func errorDelay(errs int) time.Duration {
 	return d
 }
 
-// pickFresh returns a uniformly random element of idx whose server has no
-// failed or in-flight attempt; else, unless hedging, one without an
-// in-flight attempt, else any; hedging with only in-flight servers gives
-// -1. dst is scratch.
-func (c *call) pickFresh(idx []int32, dst []int32) (int32, []int32) {
+// preferFresh returns, in dst, the servers of idx with no failed or
+// in-flight attempt in this scan; if there are none, those with no
+// in-flight attempt; if none either, all of idx unless hedging (then
+// none).
+func (c *call) preferFresh(idx, dst []int32) []int32 {
 	dst = dst[:0]
 	for _, i := range idx {
 		if c.fresh(i) {
@@ -248,12 +248,16 @@ func (c *call) pickFresh(idx []int32, dst []int32) (int32, []int32) {
 			}
 		}
 	}
-	if len(dst) == 0 {
-		if c.in.Hedge {
-			return -1, dst
-		}
+	if len(dst) == 0 && !c.in.Hedge {
 		dst = append(dst, idx...)
 	}
+	return dst
+}
+
+// pickFresh returns a uniformly random server of preferFresh(idx), or -1
+// when that is empty. dst is scratch.
+func (c *call) pickFresh(idx, dst []int32) (int32, []int32) {
+	dst = c.preferFresh(idx, dst)
 	if len(dst) == 0 {
 		return -1, dst
 	}

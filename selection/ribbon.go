@@ -57,22 +57,7 @@ func (pol ribbonPolicy) Select(in *Input) (Decision, error) {
 		base = c.all()
 	}
 	// Leave out servers tried in this scan while others remain (st.idx2).
-	cands := c.st.idx2[:0]
-	for _, i := range base {
-		if c.fresh(i) {
-			cands = append(cands, i)
-		}
-	}
-	if len(cands) == 0 {
-		for _, i := range base {
-			if !c.flightAt(i) {
-				cands = append(cands, i)
-			}
-		}
-	}
-	if len(cands) == 0 {
-		cands = append(cands, base...)
-	}
+	cands := c.preferFresh(base, c.st.idx2)
 	c.st.idx2 = cands
 
 	zone := c.ribbonZone(cands, o, br)
