@@ -78,8 +78,7 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 	c.zoneAvoidance(&a)
 
 	top := min(len(c.g.hosts), 1+max(0, o.SpillHosts))
-	hosts := c.st.order(c.g, kindHosts, "", top)
-	topHosts := hosts[:top]
+	topHosts := c.st.order(c.g, kindHosts, "", top)[:top]
 	rankOf := func(h int32) int {
 		for r, t := range topHosts {
 			if t == h {
@@ -96,11 +95,10 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 			a.exclHost = c.g.hostOf[c.lastFlight]
 		}
 	}
-	var cands []int32
 	if choice < 0 {
 		// Level 0: the home host and the next spillHosts hosts.
-		cands = c.st.idx[:0]
-		for _, h := range hosts[:top] {
+		cands := c.st.idx[:0]
+		for _, h := range topHosts {
 			if a.skip(h) {
 				continue
 			}

@@ -125,7 +125,7 @@ func (c *call) writeSet(size int) []int32 {
 		need = size * c.g.maxPerHost
 	}
 	order := c.st.order(c.g, kindServers, "", need)
-	ws := growInt32(c.st.idx, 0)
+	ws := c.st.idx[:0]
 	if size <= 0 || size >= n {
 		ws = append(ws, order...)
 		c.st.idx = ws
