@@ -30,7 +30,10 @@ func TestRandomBaseline(t *testing.T) {
 	var h []Attempt
 	seen := map[ServerID]bool{}
 	for k := 0; k < 10; k++ {
-		d, _ := pol.Select(&Input{Tablet: tablet(1), Profile: p, View: v, Rand: r, Attempts: h})
+		d, err := pol.Select(&Input{Tablet: tablet(1), Profile: p, View: v, Rand: r, Attempts: h})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if seen[d.Server] {
 			t.Fatalf("retried %s with untried servers left", d.Server)
 		}

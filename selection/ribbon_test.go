@@ -291,7 +291,10 @@ func TestRibbonSubset(t *testing.T) {
 	}
 	v3 := view(ss...)
 	for k := 0; k < 50; k++ {
-		d, _ := pol.Select(&Input{Tablet: tablet(1), Profile: p, View: v3, Rand: rng(uint64(k)), State: st, Now: t0.Add(61 * time.Second)})
+		d, err := pol.Select(&Input{Tablet: tablet(1), Profile: p, View: v3, Rand: rng(uint64(k)), State: st, Now: t0.Add(61 * time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if d.Server == members[5] {
 			t.Fatal("dead member chosen")
 		}
