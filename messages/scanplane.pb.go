@@ -43,6 +43,8 @@ const (
 	ErrorCode_ERROR_CODE_SHUTTING_DOWN     ErrorCode = 10 // the server is stopping
 	ErrorCode_ERROR_CODE_NO_SUCH_TABLET    ErrorCode = 11 // the tablet is not part of that generation
 	ErrorCode_ERROR_CODE_RESUME_LIMIT      ErrorCode = 12 // the client resumed too often
+	ErrorCode_ERROR_CODE_OVERLOADED        ErrorCode = 13 // a bounded queue of the coordinator is full; retry later
+	ErrorCode_ERROR_CODE_NO_COORDINATOR    ErrorCode = 14 // the coordinator handling the request was lost
 )
 
 // Enum value maps for ErrorCode.
@@ -61,6 +63,8 @@ var (
 		10: "ERROR_CODE_SHUTTING_DOWN",
 		11: "ERROR_CODE_NO_SUCH_TABLET",
 		12: "ERROR_CODE_RESUME_LIMIT",
+		13: "ERROR_CODE_OVERLOADED",
+		14: "ERROR_CODE_NO_COORDINATOR",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":       0,
@@ -76,6 +80,8 @@ var (
 		"ERROR_CODE_SHUTTING_DOWN":     10,
 		"ERROR_CODE_NO_SUCH_TABLET":    11,
 		"ERROR_CODE_RESUME_LIMIT":      12,
+		"ERROR_CODE_OVERLOADED":        13,
+		"ERROR_CODE_NO_COORDINATOR":    14,
 	}
 )
 
@@ -599,6 +605,7 @@ type ClusterInfo struct {
 	HttpAddress        string                 `protobuf:"bytes,3,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	StartedUnixMs      int64                  `protobuf:"varint,4,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Version            string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	Incarnation        string                 `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // random per coordinator start: a change means a restart
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -664,6 +671,13 @@ func (x *ClusterInfo) GetStartedUnixMs() int64 {
 func (x *ClusterInfo) GetVersion() string {
 	if x != nil {
 		return x.Version
+	}
+	return ""
+}
+
+func (x *ClusterInfo) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
 	}
 	return ""
 }
@@ -1351,6 +1365,8 @@ type RowBatch struct {
 	Rows          []*Row                 `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
 	Server        string                 `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	ServerPid     *Pid                   `protobuf:"bytes,6,opt,name=server_pid,json=serverPid,proto3" json:"server_pid,omitempty"` // where BatchAck and Cancel go
+	RowCount      uint64                 `protobuf:"varint,7,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`   // rows this attempt sent up to and including this batch
+	Checksum      uint64                 `protobuf:"fixed64,8,opt,name=checksum,proto3" json:"checksum,omitempty"`                  // tablets.RowDigest over those rows, in order
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1425,6 +1441,20 @@ func (x *RowBatch) GetServerPid() *Pid {
 		return x.ServerPid
 	}
 	return nil
+}
+
+func (x *RowBatch) GetRowCount() uint64 {
+	if x != nil {
+		return x.RowCount
+	}
+	return 0
+}
+
+func (x *RowBatch) GetChecksum() uint64 {
+	if x != nil {
+		return x.Checksum
+	}
+	return 0
 }
 
 // BatchAck: client -> scan server, flow control.
@@ -1504,6 +1534,7 @@ type ScanFinished struct {
 	QueuedUs      int64                  `protobuf:"varint,11,opt,name=queued_us,json=queuedUs,proto3" json:"queued_us,omitempty"`
 	Cancelled     bool                   `protobuf:"varint,12,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	LastKey       []byte                 `protobuf:"bytes,13,opt,name=last_key,json=lastKey,proto3" json:"last_key,omitempty"`
+	Checksum      uint64                 `protobuf:"fixed64,14,opt,name=checksum,proto3" json:"checksum,omitempty"` // tablets.RowDigest over every row sent (rows = their count)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1629,14 +1660,25 @@ func (x *ScanFinished) GetLastKey() []byte {
 	return nil
 }
 
+func (x *ScanFinished) GetChecksum() uint64 {
+	if x != nil {
+		return x.Checksum
+	}
+	return 0
+}
+
 // Cancel: client or tablet actor -> scan server.
 type Cancel struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"` // 0 = every attempt of the request
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Attempt   uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"` // 0 = every attempt of the request
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// unless_streaming: cancel only if the attempt has sent no RowBatch yet.
+	// The tablet actor cancels hedge losers this way, so that the client,
+	// which sees the batches, alone decides which stream wins.
+	UnlessStreaming bool `protobuf:"varint,4,opt,name=unless_streaming,json=unlessStreaming,proto3" json:"unless_streaming,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Cancel) Reset() {
@@ -1688,6 +1730,13 @@ func (x *Cancel) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *Cancel) GetUnlessStreaming() bool {
+	if x != nil {
+		return x.UnlessStreaming
+	}
+	return false
 }
 
 // ScanDone: client -> tablet actor, the client has every row (or gave up).
@@ -2262,6 +2311,12 @@ type StatusReply struct {
 	StartedUnixMs   int64                  `protobuf:"varint,8,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Busy            uint64                 `protobuf:"varint,9,opt,name=busy,proto3" json:"busy,omitempty"`
 	Timeouts        uint64                 `protobuf:"varint,10,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	DeadLetters     uint64                 `protobuf:"varint,11,opt,name=dead_letters,json=deadLetters,proto3" json:"dead_letters,omitempty"`       // messages the actor system could not deliver
+	PublishErrors   uint64                 `protobuf:"varint,12,opt,name=publish_errors,json=publishErrors,proto3" json:"publish_errors,omitempty"` // NATS publishes that failed
+	BadMessages     uint64                 `protobuf:"varint,13,opt,name=bad_messages,json=badMessages,proto3" json:"bad_messages,omitempty"`       // wire messages refused by validation (heartbeats, signals, requests)
+	Flows           uint32                 `protobuf:"varint,14,opt,name=flows,proto3" json:"flows,omitempty"`                                      // scan requests in flight in tablet actors
+	HostActors      uint32                 `protobuf:"varint,15,opt,name=host_actors,json=hostActors,proto3" json:"host_actors,omitempty"`
+	Overloaded      uint64                 `protobuf:"varint,16,opt,name=overloaded,proto3" json:"overloaded,omitempty"` // requests refused because a bounded queue was full
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2362,6 +2417,48 @@ func (x *StatusReply) GetBusy() uint64 {
 func (x *StatusReply) GetTimeouts() uint64 {
 	if x != nil {
 		return x.Timeouts
+	}
+	return 0
+}
+
+func (x *StatusReply) GetDeadLetters() uint64 {
+	if x != nil {
+		return x.DeadLetters
+	}
+	return 0
+}
+
+func (x *StatusReply) GetPublishErrors() uint64 {
+	if x != nil {
+		return x.PublishErrors
+	}
+	return 0
+}
+
+func (x *StatusReply) GetBadMessages() uint64 {
+	if x != nil {
+		return x.BadMessages
+	}
+	return 0
+}
+
+func (x *StatusReply) GetFlows() uint32 {
+	if x != nil {
+		return x.Flows
+	}
+	return 0
+}
+
+func (x *StatusReply) GetHostActors() uint32 {
+	if x != nil {
+		return x.HostActors
+	}
+	return 0
+}
+
+func (x *StatusReply) GetOverloaded() uint64 {
+	if x != nil {
+		return x.Overloaded
 	}
 	return 0
 }
@@ -2697,13 +2794,14 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12&\n" +
 	"\x0fcreated_unix_ms\x18\a \x01(\x03R\rcreatedUnixMs\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\b \x01(\rR\tblockSize\"\xc0\x01\n" +
+	"block_size\x18\b \x01(\rR\tblockSize\"\xe2\x01\n" +
 	"\vClusterInfo\x12/\n" +
 	"\x13coordinator_address\x18\x01 \x01(\tR\x12coordinatorAddress\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\tR\brouterId\x12!\n" +
 	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\x12&\n" +
 	"\x0fstarted_unix_ms\x18\x04 \x01(\x03R\rstartedUnixMs\x12\x18\n" +
-	"\aversion\x18\x05 \x01(\tR\aversion\"-\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12 \n" +
+	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\xaf\x04\n" +
@@ -2780,7 +2878,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06server\x18\x03 \x01(\tR\x06server\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12\x1b\n" +
 	"\tqueue_len\x18\x05 \x01(\rR\bqueueLen\x12\x1b\n" +
-	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\xc6\x01\n" +
+	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\xff\x01\n" +
 	"\bRowBatch\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -2789,12 +2887,14 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x04rows\x18\x04 \x03(\v2\x11.scanplane.v1.RowR\x04rows\x12\x16\n" +
 	"\x06server\x18\x05 \x01(\tR\x06server\x120\n" +
 	"\n" +
-	"server_pid\x18\x06 \x01(\v2\x11.scanplane.v1.PidR\tserverPid\"U\n" +
+	"server_pid\x18\x06 \x01(\v2\x11.scanplane.v1.PidR\tserverPid\x12\x1b\n" +
+	"\trow_count\x18\a \x01(\x04R\browCount\x12\x1a\n" +
+	"\bchecksum\x18\b \x01(\x06R\bchecksum\"U\n" +
 	"\bBatchAck\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"\x98\x03\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"\xb4\x03\n" +
 	"\fScanFinished\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -2813,12 +2913,14 @@ const file_scanplane_proto_rawDesc = "" +
 	"durationUs\x12\x1b\n" +
 	"\tqueued_us\x18\v \x01(\x03R\bqueuedUs\x12\x1c\n" +
 	"\tcancelled\x18\f \x01(\bR\tcancelled\x12\x19\n" +
-	"\blast_key\x18\r \x01(\fR\alastKey\"Y\n" +
+	"\blast_key\x18\r \x01(\fR\alastKey\x12\x1a\n" +
+	"\bchecksum\x18\x0e \x01(\x06R\bchecksum\"\x84\x01\n" +
 	"\x06Cancel\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x9f\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12)\n" +
+	"\x10unless_streaming\x18\x04 \x01(\bR\x0funlessStreaming\"\x9f\x01\n" +
 	"\bScanDone\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12%\n" +
@@ -2885,7 +2987,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\btimeouts\x18\x0e \x01(\x04R\btimeouts\x12\x1c\n" +
 	"\tslowdowns\x18\x0f \x01(\rR\tslowdowns\x12(\n" +
 	"\x10start_latency_us\x18\x10 \x01(\x03R\x0estartLatencyUs\x12+\n" +
-	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\xeb\x02\n" +
+	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\xaf\x04\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +
@@ -2899,7 +3001,16 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x0fstarted_unix_ms\x18\b \x01(\x03R\rstartedUnixMs\x12\x12\n" +
 	"\x04busy\x18\t \x01(\x04R\x04busy\x12\x1a\n" +
 	"\btimeouts\x18\n" +
-	" \x01(\x04R\btimeouts\"\xe6\x01\n" +
+	" \x01(\x04R\btimeouts\x12!\n" +
+	"\fdead_letters\x18\v \x01(\x04R\vdeadLetters\x12%\n" +
+	"\x0epublish_errors\x18\f \x01(\x04R\rpublishErrors\x12!\n" +
+	"\fbad_messages\x18\r \x01(\x04R\vbadMessages\x12\x14\n" +
+	"\x05flows\x18\x0e \x01(\rR\x05flows\x12\x1f\n" +
+	"\vhost_actors\x18\x0f \x01(\rR\n" +
+	"hostActors\x12\x1e\n" +
+	"\n" +
+	"overloaded\x18\x10 \x01(\x04R\n" +
+	"overloaded\"\xe6\x01\n" +
 	"\fRouteRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12;\n" +
@@ -2930,7 +3041,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x0eReloadProfiles\"7\n" +
 	"\vReloadReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\x82\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*\xbc\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1c\n" +
@@ -2945,7 +3056,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x18ERROR_CODE_SHUTTING_DOWN\x10\n" +
 	"\x12\x1d\n" +
 	"\x19ERROR_CODE_NO_SUCH_TABLET\x10\v\x12\x1b\n" +
-	"\x17ERROR_CODE_RESUME_LIMIT\x10\f*\xa6\x02\n" +
+	"\x17ERROR_CODE_RESUME_LIMIT\x10\f\x12\x19\n" +
+	"\x15ERROR_CODE_OVERLOADED\x10\r\x12\x1d\n" +
+	"\x19ERROR_CODE_NO_COORDINATOR\x10\x0e*\xa6\x02\n" +
 	"\rAttemptResult\x12\x1e\n" +
 	"\x1aATTEMPT_RESULT_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ATTEMPT_RESULT_PENDING\x10\x01\x12\x1a\n" +
