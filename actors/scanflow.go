@@ -25,11 +25,16 @@ type FlowConfig struct {
 	// MaxAttempts bounds the dispatches of one request (hedges included);
 	// beyond it the client gets an error. Default 1000.
 	MaxAttempts int
+	// MaxFlowAge is the deadline of a request that carries none
+	// (deadline_unix_ms 0): every flow ends, at the latest this long after
+	// it started, with DEADLINE_EXCEEDED. Default 1h.
+	MaxFlowAge time.Duration
 }
 
 // DefaultFlowConfig returns the documented defaults.
 func DefaultFlowConfig() FlowConfig {
-	return FlowConfig{BusySlack: 25 * time.Millisecond, StartStall: 5 * time.Second, NoServerRetry: 100 * time.Millisecond, MaxAttempts: 1000}
+	return FlowConfig{BusySlack: 25 * time.Millisecond, StartStall: 5 * time.Second, NoServerRetry: 100 * time.Millisecond, MaxAttempts: 1000,
+		MaxFlowAge: time.Hour}
 }
 
 // Validate names the first bad field.
@@ -43,6 +48,8 @@ func (c FlowConfig) Validate() error {
 		return errors.New("actors: flow NoServerRetry must be > 0")
 	case c.MaxAttempts < 1:
 		return errors.New("actors: flow MaxAttempts must be >= 1")
+	case c.MaxFlowAge <= 0:
+		return errors.New("actors: flow MaxFlowAge must be > 0")
 	}
 	return nil
 }
@@ -63,7 +70,8 @@ const (
 	TimerStall
 	// TimerRetry: ask again for a server (none was available).
 	TimerRetry
-	// TimerDeadline: the request deadline passed.
+	// TimerDeadline: the flow's deadline (the request's, else MaxFlowAge)
+	// passed.
 	TimerDeadline
 )
 
@@ -73,7 +81,8 @@ type ActionKind uint8
 const (
 	// ActDispatch: send StartScan for Attempt and count it in flight.
 	ActDispatch ActionKind = iota + 1
-	// ActCancel: send Cancel for Attempt to its server.
+	// ActCancel: send Cancel for Attempt to its server, with
+	// unless_streaming = Action.UnlessStreaming.
 	ActCancel
 	// ActAccount: the attempt ended (Result); close its in-flight count.
 	ActAccount
@@ -85,7 +94,8 @@ const (
 	ActTimer
 	// ActFail: send Error to the client; the flow is over.
 	ActFail
-	// ActComplete: the flow is over; forget it.
+	// ActComplete: the flow is over; forget it and stop its timers. It is
+	// always the last action of a flow.
 	ActComplete
 	// ActTimeoutSignal: publish a timeout signal for the attempt's server.
 	ActTimeoutSignal
@@ -100,6 +110,11 @@ type Action struct {
 	After   time.Duration
 	Latency time.Duration
 	Error   *messages.ScanError
+	// UnlessStreaming (ActCancel): the server must ignore the cancel if the
+	// attempt already sent a RowBatch. The flow cancels this way whenever
+	// the client may be reading the attempt's stream, so that the client
+	// alone decides which stream wins.
+	UnlessStreaming bool
 }
 
 // FlowAttempt is one dispatch of the flow's scan.
@@ -112,6 +127,10 @@ type FlowAttempt struct {
 	started   bool
 	firstData bool
 	slow      bool
+	// softCancelled: told to stop unless it streams (another attempt
+	// delivered data first); if it then ends without news it was cancelled,
+	// not timed out or stalled.
+	softCancelled bool
 }
 
 // live: dispatched (or about to be) and not yet ended.
@@ -120,8 +139,11 @@ func (a *FlowAttempt) live() bool { return !a.closed && a.Sel.End.IsZero() }
 // Live reports whether the attempt has not ended.
 func (a *FlowAttempt) Live() bool { return a.live() }
 
-// FirstData reports whether the attempt delivered data.
+// FirstData reports whether the attempt is known to have delivered data.
 func (a *FlowAttempt) FirstData() bool { return a.firstData }
+
+// Sent reports whether the attempt was dispatched (StartScan sent).
+func (a *FlowAttempt) Sent() bool { return a.sent }
 
 // Picker asks the selection policy for the next server given this scan's
 // history; hedge is true for an additional parallel dispatch.
@@ -132,15 +154,37 @@ type Picker func(now time.Time, history []selection.Attempt, hedge bool) (select
 // hedge when the policy says so, retry errors, finish once. It never sends
 // anything itself: every method returns the Actions to carry out. Not safe
 // for concurrent use.
+//
+// The client decides which attempt's stream it reads (the first whose
+// RowBatch it sees) and cancels the others itself. The flow follows: its
+// winner is the first attempt known to have delivered data (ScanStarted
+// with first_data, or a ScanFinished that reports batches); from then on
+// it neither hedges nor retries, and it cancels the other live attempts
+// only "unless streaming", so it can never kill the stream the client
+// chose. Every flow ends, with exactly one ActComplete:
+//   - on a successful ScanFinished of any attempt;
+//   - on the client's ScanDone;
+//   - when every attempt has ended and at least one delivered data (the
+//     client has part of the stream and resumes it with a new request);
+//   - on a bad request or a corrupt block (the client gets the error);
+//   - when no server can be found within timeToWaitForScanServers, or the
+//     attempts run out (NO_SERVERS);
+//   - at the deadline: the request's, else Start's now + MaxFlowAge
+//     (DEADLINE_EXCEEDED).
+//
+// An attempt that has not delivered data and ends (busy, error, timeout,
+// stall, server lost, cancelled by its server) is retried per the policy.
+// Cancelled attempts are never results the host actor counts as errors.
 type ScanFlow struct {
 	Req          *messages.ScanRequest
 	cfg          FlowConfig
 	deadline     time.Time
 	waitServers  time.Duration
 	noServerFrom time.Time
+	noServerErr  error
 	attempts     []*FlowAttempt
 	avoided      []selection.Attempt
-	winner       uint32 // attempt that delivered data first
+	winner       uint32 // first attempt known to have delivered data
 	done         bool
 }
 
@@ -157,6 +201,13 @@ func NewScanFlow(req *messages.ScanRequest, cfg FlowConfig, waitForServers time.
 
 // Done reports whether the flow is over.
 func (f *ScanFlow) Done() bool { return f.done }
+
+// Deadline is the flow's deadline (zero before Start when the request has
+// none).
+func (f *ScanFlow) Deadline() time.Time { return f.deadline }
+
+// Winner is the first attempt known to have delivered data (0: none yet).
+func (f *ScanFlow) Winner() uint32 { return f.winner }
 
 // Attempts returns the attempts so far (read only).
 func (f *ScanFlow) Attempts() []*FlowAttempt { return f.attempts }
@@ -193,12 +244,12 @@ func (f *ScanFlow) liveCount() int {
 	return n
 }
 
-// Start makes the first dispatch.
+// Start arms the deadline timer and makes the first dispatch.
 func (f *ScanFlow) Start(now time.Time, pick Picker) []Action {
-	var acts []Action
-	if !f.deadline.IsZero() {
-		acts = append(acts, Action{Kind: ActTimer, Timer: TimerDeadline, After: f.deadline.Sub(now)})
+	if f.deadline.IsZero() {
+		f.deadline = now.Add(f.cfg.MaxFlowAge)
 	}
+	acts := []Action{{Kind: ActTimer, Timer: TimerDeadline, After: max(f.deadline.Sub(now), 0)}}
 	return append(acts, f.next(now, pick, false)...)
 }
 
@@ -207,7 +258,7 @@ func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
 		return nil
 	}
 	if !f.deadline.IsZero() && !now.Before(f.deadline) {
-		return f.fail(now, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
+		return f.failDeadline(now)
 	}
 	if len(f.attempts) >= f.cfg.MaxAttempts {
 		if hedge {
@@ -224,14 +275,15 @@ func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
 			if f.noServerFrom.IsZero() {
 				f.noServerFrom = now
 			}
+			f.noServerErr = err
 			if now.Sub(f.noServerFrom) < f.waitServers {
 				return []Action{{Kind: ActTimer, Timer: TimerRetry, After: f.cfg.NoServerRetry}}
 			}
-			return f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, err.Error())
+			return f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, f.noServerReason(now))
 		}
 		return f.fail(now, messages.ErrorCode_ERROR_CODE_INTERNAL, "selection: "+err.Error())
 	}
-	f.noServerFrom = time.Time{}
+	f.noServerFrom, f.noServerErr = time.Time{}, nil
 	a := &FlowAttempt{N: uint32(len(f.attempts) + 1), Decision: dec,
 		Sel: selection.Attempt{Server: dec.Server, Host: dec.Host, Result: selection.Pending, Start: now, PlanIndex: dec.PlanIndex, Hedge: hedge}}
 	f.attempts = append(f.attempts, a)
@@ -257,8 +309,17 @@ func (f *ScanFlow) send(now time.Time, a *FlowAttempt) []Action {
 	return acts
 }
 
+// cancelMode says whether and how end tells the server to stop.
+type cancelMode uint8
+
+const (
+	noCancel   cancelMode = iota
+	softCancel            // Cancel{unless_streaming}
+	hardCancel            // Cancel
+)
+
 // end marks a live attempt ended with result r.
-func (f *ScanFlow) end(now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel bool) []Action {
+func (f *ScanFlow) end(now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel cancelMode) []Action {
 	if a.closed {
 		return nil
 	}
@@ -269,18 +330,60 @@ func (f *ScanFlow) end(now time.Time, a *FlowAttempt, r selection.AttemptResult,
 		return nil
 	}
 	var acts []Action
-	if cancel {
-		acts = append(acts, Action{Kind: ActCancel, Attempt: a})
+	if cancel != noCancel {
+		acts = append(acts, Action{Kind: ActCancel, Attempt: a, UnlessStreaming: cancel == softCancel})
 	}
 	return append(acts, Action{Kind: ActAccount, Attempt: a, Result: r})
 }
 
-// retryIfIdle dispatches again when nothing is live any more.
-func (f *ScanFlow) retryIfIdle(now time.Time, pick Picker) []Action {
+// settle runs after an attempt ended: while others are live it waits; when
+// none is and one delivered data the flow is over (the client resumes
+// whatever it lacks); otherwise it dispatches again.
+func (f *ScanFlow) settle(now time.Time, pick Picker) []Action {
 	if f.done || f.liveCount() > 0 {
 		return nil
 	}
+	if f.winner != 0 {
+		f.done = true
+		return []Action{{Kind: ActComplete}}
+	}
 	return f.next(now, pick, false)
+}
+
+// delivered records that attempt a delivered data. The first such attempt
+// becomes the winner: the other live attempts are asked to stop unless they
+// stream (the client may have chosen one of them), and attempts still
+// waiting for their dispatch are dropped.
+func (f *ScanFlow) delivered(now time.Time, a *FlowAttempt) []Action {
+	a.firstData = true
+	if f.winner != 0 {
+		return nil
+	}
+	f.winner = a.N
+	var acts []Action
+	for _, o := range f.attempts {
+		if o == a || !o.live() {
+			continue
+		}
+		if !o.sent {
+			f.end(now, o, selection.Cancelled, noCancel)
+			continue
+		}
+		if !o.softCancelled {
+			o.softCancelled = true
+			acts = append(acts, Action{Kind: ActCancel, Attempt: o, UnlessStreaming: true})
+		}
+	}
+	return acts
+}
+
+// endStraggler ends a live attempt whose outcome no longer matters: the
+// ones told to stop are cancelled; the others get result r.
+func (f *ScanFlow) endStraggler(now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel cancelMode) []Action {
+	if a.softCancelled {
+		return f.end(now, a, selection.Cancelled, noCancel)
+	}
+	return f.end(now, a, r, cancel)
 }
 
 // OnTimer handles a timer the flow asked for.
@@ -291,9 +394,9 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 	a := f.Attempt(n)
 	switch kind {
 	case TimerDeadline:
-		return f.fail(now, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
+		return f.failDeadline(now)
 	case TimerRetry:
-		return f.retryIfIdle(now, pick)
+		return f.settle(now, pick)
 	}
 	if a == nil || a.closed {
 		return nil
@@ -304,12 +407,16 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 			return f.send(now, a)
 		}
 	case TimerBusy:
-		if a.started {
+		if a.started || a.firstData {
 			return nil
 		}
-		acts := f.end(now, a, selection.Timeout, true)
+		if a.softCancelled {
+			// We told it to stop; its silence is not a timeout.
+			return append(f.end(now, a, selection.Cancelled, noCancel), f.settle(now, pick)...)
+		}
+		acts := f.end(now, a, selection.Timeout, softCancel)
 		acts = append(acts, Action{Kind: ActTimeoutSignal, Attempt: a})
-		return append(acts, f.retryIfIdle(now, pick)...)
+		return append(acts, f.settle(now, pick)...)
 	case TimerHedge, TimerData:
 		if f.winner != 0 || a.firstData || (kind == TimerHedge && a.started) || a.slow {
 			return nil
@@ -328,8 +435,8 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 		if a.firstData {
 			return nil
 		}
-		acts := f.end(now, a, selection.Stalled, true)
-		return append(acts, f.retryIfIdle(now, pick)...)
+		acts := f.endStraggler(now, a, selection.Stalled, softCancel)
+		return append(acts, f.settle(now, pick)...)
 	}
 	return nil
 }
@@ -351,16 +458,15 @@ func (f *ScanFlow) OnStarted(now time.Time, n uint32, firstData bool, queuedFor 
 		}
 	}
 	if firstData && !a.firstData {
-		a.firstData = true
-		acts = append(acts, Action{Kind: ActLatency, Attempt: a, Latency: now.Sub(a.Sel.Start)})
-		if f.winner == 0 {
-			f.winner = a.N
-			// First to deliver data wins; the others are cancelled.
-			for _, o := range f.attempts {
-				if o != a && o.live() {
-					acts = append(acts, f.end(now, o, selection.Cancelled, true)...)
-				}
-			}
+		if !a.closed {
+			acts = append(acts, Action{Kind: ActLatency, Attempt: a, Latency: now.Sub(a.Sel.Start)})
+		}
+		acts = append(acts, f.delivered(now, a)...)
+		if a.closed {
+			// We had given up on it, yet the client reads its stream: no
+			// retry is needed any more.
+			// (A winner exists, so settle completes or waits; it never picks.)
+			acts = append(acts, f.settle(now, nil)...)
 		}
 	}
 	return acts
@@ -372,52 +478,60 @@ func (f *ScanFlow) OnBusy(now time.Time, n uint32, pick Picker) []Action {
 	if f.done || a == nil || a.closed || a.started {
 		return nil
 	}
-	acts := f.end(now, a, selection.Busy, false)
-	return append(acts, f.retryIfIdle(now, pick)...)
+	acts := f.endStraggler(now, a, selection.Busy, noCancel)
+	return append(acts, f.settle(now, pick)...)
 }
 
 // OnFinished handles ScanFinished from attempt n.
 func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Picker) []Action {
 	a := f.Attempt(m.GetAttempt())
-	if f.done || a == nil {
+	if f.done || a == nil || !a.sent {
 		return nil
 	}
 	code := m.GetError()
+	var acts []Action
+	if (code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED || m.GetBatches() > 0) && !a.firstData {
+		acts = append(acts, f.delivered(now, a)...)
+	}
 	if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
-		a.started, a.firstData = true, true
-		acts := f.end(now, a, selection.Started, false)
-		// Success closes the flow; stragglers are cancelled.
+		a.started = true
+		acts = append(acts, f.end(now, a, selection.Started, noCancel)...)
+		// Success closes the flow. A straggler may be the stream the
+		// client reads (it saw that one's batch first): cancel it only
+		// unless it streams.
 		for _, o := range f.attempts {
-			if o != a && o.live() {
-				acts = append(acts, f.end(now, o, selection.Cancelled, true)...)
+			if o.live() {
+				acts = append(acts, f.end(now, o, selection.Cancelled, softCancel)...)
 			}
 		}
 		f.done = true
 		return append(acts, Action{Kind: ActComplete})
 	}
 	if a.closed {
-		return nil // we had already given up on it (timeout, cancel)
+		// We had already given up on it (timeout, stall); what matters is
+		// whether it delivered data.
+		if f.winner != 0 {
+			acts = append(acts, f.settle(now, pick)...)
+		}
+		return acts
 	}
 	switch code {
 	case messages.ErrorCode_ERROR_CODE_CANCELLED:
-		return f.end(now, a, selection.Cancelled, false)
+		// Cancelled by the client (it chose another stream, or stopped
+		// reading), by its ack timeout, or by a server shutting down: never
+		// the server's fault.
+		acts = append(acts, f.end(now, a, selection.Cancelled, noCancel)...)
+	case messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
+		// The request's own deadline, not the server's fault; next (via
+		// settle) fails the flow if the deadline passed here too.
+		acts = append(acts, f.end(now, a, selection.Cancelled, noCancel)...)
 	case messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:
-		acts := f.end(now, a, selection.Error, false)
+		acts = append(acts, f.end(now, a, selection.Error, noCancel)...)
 		return append(acts, f.fail(now, code, m.GetErrorMessage())...)
+	default:
+		acts = append(acts, f.endStraggler(now, a, selection.Error, noCancel)...)
 	}
-	acts := f.end(now, a, selection.Error, false)
-	if f.winner == a.N {
-		// The client has part of the stream and will resume elsewhere with
-		// a new request; this flow is over.
-		f.done = true
-		for _, o := range f.attempts {
-			if o.live() {
-				acts = append(acts, f.end(now, o, selection.Cancelled, true)...)
-			}
-		}
-		return append(acts, Action{Kind: ActComplete})
-	}
-	return append(acts, f.retryIfIdle(now, pick)...)
+	return append(acts, f.settle(now, pick)...)
 }
 
 // OnUnreachable: the chosen server could not be reached (not in the view).
@@ -426,8 +540,22 @@ func (f *ScanFlow) OnUnreachable(now time.Time, n uint32, pick Picker) []Action 
 	if f.done || a == nil || a.closed {
 		return nil
 	}
-	acts := f.end(now, a, selection.Error, false)
-	return append(acts, f.retryIfIdle(now, pick)...)
+	acts := f.end(now, a, selection.Error, noCancel)
+	return append(acts, f.settle(now, pick)...)
+}
+
+// OnServerLost: attempt n's server left the load view (missed heartbeats,
+// endpoint terminated, or restarted as a new incarnation) before the
+// attempt ended; its ScanFinished will never come. The attempt ends as an
+// error (cancelled if we had told it to stop); it is retried unless an
+// attempt delivered data.
+func (f *ScanFlow) OnServerLost(now time.Time, n uint32, pick Picker) []Action {
+	a := f.Attempt(n)
+	if f.done || a == nil || a.closed || !a.sent {
+		return nil
+	}
+	acts := f.endStraggler(now, a, selection.Error, noCancel)
+	return append(acts, f.settle(now, pick)...)
 }
 
 // OnDone handles the client's ScanDone: cancel whatever still runs.
@@ -443,7 +571,7 @@ func (f *ScanFlow) OnDone(now time.Time, abandoned bool) []Action {
 			if a.N == f.winner && !abandoned {
 				r = selection.Started
 			}
-			acts = append(acts, f.end(now, a, r, true)...)
+			acts = append(acts, f.end(now, a, r, hardCancel)...)
 		}
 	}
 	return append(acts, Action{Kind: ActComplete})
@@ -461,7 +589,7 @@ func (f *ScanFlow) fail(now time.Time, code messages.ErrorCode, msg string) []Ac
 	var acts []Action
 	for _, a := range f.attempts {
 		if a.live() {
-			acts = append(acts, f.end(now, a, selection.Cancelled, true)...)
+			acts = append(acts, f.end(now, a, selection.Cancelled, hardCancel)...)
 		}
 	}
 	f.done = true
@@ -473,6 +601,27 @@ func (f *ScanFlow) fail(now time.Time, code messages.ErrorCode, msg string) []Ac
 			DurationUs: a.Sel.End.Sub(a.Sel.Start).Microseconds(), PlanIndex: uint32(a.Sel.PlanIndex), Hedge: a.Sel.Hedge})
 	}
 	return append(acts, Action{Kind: ActFail, Error: e}, Action{Kind: ActComplete})
+}
+
+// failDeadline fails the flow at its deadline; while it was waiting for a
+// server the error says so.
+func (f *ScanFlow) failDeadline(now time.Time) []Action {
+	msg := "deadline exceeded"
+	if !f.noServerFrom.IsZero() && f.liveCount() == 0 {
+		msg += " waiting for a server: " + f.noServerReason(now)
+	}
+	return f.fail(now, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, msg)
+}
+
+// noServerReason is the picker's no-server error (the tablet actor names
+// the profile and group) with the time waited.
+func (f *ScanFlow) noServerReason(now time.Time) string {
+	reason := "no scan server available"
+	if f.noServerErr != nil {
+		reason = f.noServerErr.Error()
+	}
+	return fmt.Sprintf("%s (waited %v, timeToWaitForScanServers %v)", reason, now.Sub(f.noServerFrom).Round(time.Millisecond),
+		selection.FormatDuration(f.waitServers))
 }
 
 func (f *ScanFlow) describe() string {

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,12 +197,16 @@ func TestFlowHedgeFirstDataWins(t *testing.T) {
 	if p.calls[1].history[0].Result != selection.Slow {
 		t.Fatalf("the slow attempt should be shown as slow: %+v", p.calls[1].history)
 	}
-	// Hedge delivers first: the primary is cancelled.
+	// Hedge delivers first: the primary is cancelled unless it streams
+	// (the client decides), and ends when the flow does.
 	l.apply(f.OnStarted(t0.Add(55*time.Millisecond), 2, true, 0))
-	if !l.cancelled[1] || l.accounted[1] != selection.Cancelled {
+	if !l.cancelled[1] {
 		t.Fatal("loser not cancelled")
 	}
 	l.apply(f.OnFinished(t0.Add(60*time.Millisecond), ok(2), p.pick))
+	if l.accounted[1] != selection.Cancelled {
+		t.Fatalf("loser accounted %v, want cancelled", l.accounted[1])
+	}
 	l.balanced()
 }
 
@@ -375,5 +381,238 @@ func TestFlowSelectionErrorIsInternal(t *testing.T) {
 	l.apply(f.Start(t0, p.pick))
 	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_INTERNAL {
 		t.Fatal("want internal error")
+	}
+}
+
+// Issue 7 item 1: the winner streamed, then its client died; the server
+// reports CANCELLED after its ack timeout. The flow must end (before, it
+// stayed in the tablet actor's map for ever).
+func TestFlowEndsWhenStreamingWinnerIsCancelled(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnStarted(t0, 1, false, 0))
+	l.apply(f.OnStarted(t0.Add(time.Millisecond), 1, true, 0))
+	l.apply(f.OnFinished(t0.Add(30*time.Second), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 4, Rows: 2000,
+		Error: messages.ErrorCode_ERROR_CODE_CANCELLED, Cancelled: true}, p.pick))
+	if !f.Done() || l.dispatched[2] || len(l.fails) != 0 {
+		t.Fatalf("flow not ended quietly: done %v dispatched %v fails %v", f.Done(), l.dispatched, l.fails)
+	}
+	if l.accounted[1] != selection.Cancelled {
+		t.Fatalf("a cancelled attempt is accounted %v, want cancelled (never an error)", l.accounted[1])
+	}
+	l.balanced()
+}
+
+// A lost ScanDone: the client stopped reading and cancelled its stream,
+// but its ScanDone never arrived. The CANCELLED ScanFinished ends the flow.
+func TestFlowEndsWithoutScanDone(t *testing.T) {
+	p := &scripted{servers: []string{"a"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	// The first-data notice was lost too; the finish says batches were sent.
+	l.apply(f.OnFinished(t0.Add(time.Second), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 1, Rows: 10,
+		Error: messages.ErrorCode_ERROR_CODE_CANCELLED, Cancelled: true}, p.pick))
+	if !f.Done() || len(p.calls) != 1 {
+		t.Fatalf("done %v, picks %d: an attempt that delivered data is not retried", f.Done(), len(p.calls))
+	}
+	l.balanced()
+}
+
+// Every flow has a deadline: without one in the request, MaxFlowAge.
+func TestFlowMaxFlowAgeWithoutRequestDeadline(t *testing.T) {
+	p := &scripted{servers: []string{"a"}}
+	cfg := DefaultFlowConfig()
+	if cfg.MaxFlowAge != time.Hour {
+		t.Fatalf("default MaxFlowAge %v, want 1h", cfg.MaxFlowAge)
+	}
+	cfg.MaxFlowAge = 10 * time.Minute
+	l := newLedger(t)
+	f := NewScanFlow(req(), cfg, 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	var after time.Duration
+	for _, a := range l.timers {
+		if a.Timer == TimerDeadline {
+			after = a.After
+		}
+	}
+	if after != 10*time.Minute {
+		t.Fatalf("deadline timer after %v, want MaxFlowAge 10m", after)
+	}
+	l.apply(f.OnStarted(t0, 1, true, 0))
+	l.apply(f.OnTimer(t0.Add(10*time.Minute), TimerDeadline, 0, p.pick))
+	if !f.Done() || len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED || !l.cancelled[1] {
+		t.Fatalf("MaxFlowAge not enforced: done %v fails %v", f.Done(), l.fails)
+	}
+	l.balanced()
+}
+
+// An attempt on a server that left the view ends as an error: retried
+// while nothing delivered data, else the flow ends (the client resumes).
+func TestFlowServerLost(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnStarted(t0, 1, false, 0))
+	l.apply(f.OnServerLost(t0.Add(time.Second), 1, p.pick))
+	if l.accounted[1] != selection.Error || !l.dispatched[2] || l.cancelled[1] {
+		t.Fatalf("lost server before data: accounted %v dispatched %v cancelled %v", l.accounted, l.dispatched, l.cancelled)
+	}
+	l.apply(f.OnStarted(t0.Add(2*time.Second), 2, true, 0))
+	l.apply(f.OnServerLost(t0.Add(3*time.Second), 2, p.pick))
+	if !f.Done() || l.dispatched[3] || len(l.fails) != 0 {
+		t.Fatalf("lost server after data: done %v dispatched %v fails %v", f.Done(), l.dispatched, l.fails)
+	}
+	l.balanced()
+}
+
+// Issue 7 item 3: the tablet actor sees attempt 1's data first, the client
+// accepted attempt 2's stream. The tablet cancels attempt 2 only unless it
+// streams (so the server ignores it), the client cancels attempt 1, and
+// attempt 2 finishes: one winner, nobody blamed, the flow ends once.
+func TestFlowTwoWinnersClientDecides(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
+		decs: []selection.Decision{{Server: "a", Host: "ha", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", Host: "hb", BusyTimeout: time.Second}}}
+	l := newLedger(t)
+	var softCancel, hardCancel []uint32
+	apply := func(acts []Action) {
+		for _, a := range acts {
+			if a.Kind == ActCancel {
+				if a.UnlessStreaming {
+					softCancel = append(softCancel, a.Attempt.N)
+				} else {
+					hardCancel = append(hardCancel, a.Attempt.N)
+				}
+			}
+		}
+		l.apply(acts)
+	}
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	apply(f.Start(t0, p.pick))
+	apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	if !l.dispatched[2] {
+		t.Fatal("no hedge")
+	}
+	apply(f.OnStarted(t0.Add(60*time.Millisecond), 1, true, 0))
+	if len(softCancel) != 1 || softCancel[0] != 2 || len(hardCancel) != 0 {
+		t.Fatalf("loser cancels: unless-streaming %v, hard %v; want only attempt 2 unless streaming", softCancel, hardCancel)
+	}
+	if _, ended := l.accounted[2]; ended {
+		t.Fatal("attempt 2 may be the client's stream: it must stay live until it ends")
+	}
+	apply(f.OnStarted(t0.Add(61*time.Millisecond), 2, true, 0))
+	// The client cancelled attempt 1 (it had accepted attempt 2).
+	apply(f.OnFinished(t0.Add(70*time.Millisecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 1, Rows: 500,
+		Error: messages.ErrorCode_ERROR_CODE_CANCELLED, Cancelled: true}, p.pick))
+	if f.Done() || l.dispatched[3] {
+		t.Fatalf("attempt 2 still streams: done %v, dispatched %v", f.Done(), l.dispatched)
+	}
+	apply(f.OnFinished(t0.Add(90*time.Millisecond), ok(2), p.pick))
+	if !f.Done() || len(l.fails) != 0 {
+		t.Fatal("not done after attempt 2 finished")
+	}
+	if l.accounted[1] != selection.Cancelled || l.accounted[2] != selection.Started {
+		t.Fatalf("accounted %v, want 1 cancelled, 2 started", l.accounted)
+	}
+	l.balanced()
+}
+
+// A loser cancelled unless streaming whose busy timer then fires is not
+// blamed with a timeout: we told it to stop.
+func TestFlowCancelledLoserNotBlamed(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
+		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: 100 * time.Millisecond}}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	l.apply(f.OnStarted(t0.Add(60*time.Millisecond), 1, true, 0))
+	l.apply(f.OnTimer(t0.Add(175*time.Millisecond), TimerBusy, 2, p.pick))
+	if l.accounted[2] != selection.Cancelled || l.signals != 0 {
+		t.Fatalf("cancelled loser accounted %v with %d timeout signals, want cancelled and none", l.accounted[2], l.signals)
+	}
+	if f.Done() {
+		t.Fatal("the winner still streams")
+	}
+	l.apply(f.OnFinished(t0.Add(time.Second), ok(1), p.pick))
+	l.balanced()
+}
+
+// A failed attempt that delivered data is not retried while another
+// attempt is still live; the flow ends when that one ends.
+func TestFlowFailedWinnerWaitsForOthers(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
+		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: time.Second}}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	l.apply(f.OnStarted(t0.Add(60*time.Millisecond), 1, true, 0))
+	l.apply(f.OnFinished(t0.Add(70*time.Millisecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 2,
+		Error: messages.ErrorCode_ERROR_CODE_STORAGE}, p.pick))
+	if f.Done() || len(p.calls) != 2 {
+		t.Fatalf("done %v after %d picks: no retry, but attempt 2 is live", f.Done(), len(p.calls))
+	}
+	l.apply(f.OnFinished(t0.Add(80*time.Millisecond), &messages.ScanFinished{RequestId: "r1", Attempt: 2,
+		Error: messages.ErrorCode_ERROR_CODE_CANCELLED, Cancelled: true}, p.pick))
+	if !f.Done() || len(p.calls) != 2 || len(l.fails) != 0 {
+		t.Fatalf("done %v picks %d fails %v: the client resumes, the flow ends", f.Done(), len(p.calls), l.fails)
+	}
+	if l.accounted[1] != selection.Error || l.accounted[2] != selection.Cancelled {
+		t.Fatalf("accounted %v", l.accounted)
+	}
+	l.balanced()
+}
+
+// An attempt cancelled before it delivered anything (its server shut
+// down) is retried, and not blamed.
+func TestFlowCancelledWithoutDataRetries(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnStarted(t0, 1, false, 0))
+	l.apply(f.OnFinished(t0.Add(time.Millisecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1,
+		Error: messages.ErrorCode_ERROR_CODE_CANCELLED, Cancelled: true}, p.pick))
+	if l.accounted[1] != selection.Cancelled || !l.dispatched[2] {
+		t.Fatalf("accounted %v dispatched %v", l.accounted, l.dispatched)
+	}
+	l.apply(f.OnFinished(t0.Add(2*time.Millisecond), ok(2), p.pick))
+	l.balanced()
+}
+
+// Waiting for servers past timeToWaitForScanServers fails NO_SERVERS with
+// the picker's reason (the tablet actor names profile and group) and the
+// time waited.
+func TestFlowNoServerMessage(t *testing.T) {
+	p := &scripted{err: fmt.Errorf("no scan server in group %q for profile %q: %w", "batch", "batch", selection.ErrNoServer)}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_NO_SERVERS {
+		t.Fatalf("fails %v", l.fails)
+	}
+	msg := l.fails[0].Message
+	for _, want := range []string{`group "batch"`, `profile "batch"`, "waited 0s", "timeToWaitForScanServers"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+}
+
+// The deadline passing while no server is available names the wait too.
+func TestFlowDeadlineWhileWaitingForServers(t *testing.T) {
+	p := &scripted{err: fmt.Errorf("no scan server in group %q for profile %q: %w", "batch", "batch", selection.ErrNoServer)}
+	r := req()
+	r.DeadlineUnixMs = t0.Add(time.Second).UnixMilli()
+	l := newLedger(t)
+	f := NewScanFlow(r, DefaultFlowConfig(), time.Hour, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnTimer(t0.Add(time.Second), TimerDeadline, 0, p.pick))
+	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED || !strings.Contains(l.fails[0].Message, `group "batch"`) {
+		t.Fatalf("fails %v", l.fails)
 	}
 }

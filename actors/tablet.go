@@ -21,11 +21,18 @@ func serverIDOf(s string) selection.ServerID { return selection.ServerID(s) }
 // flowTimer is a ScanFlow timer firing (local message).
 type flowTimer struct {
 	req  string
+	seq  uint64 // key in flowEntry.timers
 	kind TimerKind
 	n    uint32
 	// queued: the timer went once through the back of the mailbox.
 	queued bool
 }
+
+// lostCheck asks the tablet actor to look for attempts whose server left
+// the load view (local message; it does not keep an idle actor alive).
+type lostCheck struct{}
+
+func (*lostCheck) NotInfluenceReceiveTimeout() {}
 
 // flowEntry is one running ScanRequest.
 type flowEntry struct {
@@ -33,6 +40,20 @@ type flowEntry struct {
 	profiles *selection.Profiles
 	profile  *selection.Profile
 	targets  map[uint32]*actor.PID
+	// incarnations: the incarnation of each attempt's server at dispatch;
+	// a server that restarted lost the attempt.
+	incarnations map[uint32]string
+	// timers not yet fired, stopped when the flow completes.
+	timers   map[uint64]*time.Timer
+	timerSeq uint64
+}
+
+// stopTimers stops every pending timer of the flow.
+func (e *flowEntry) stopTimers() {
+	for k, tm := range e.timers {
+		tm.Stop()
+		delete(e.timers, k)
+	}
 }
 
 // TabletActor decides, scan by scan, which server serves its tablet. It
@@ -48,6 +69,8 @@ type TabletActor struct {
 	flows map[string]*flowEntry
 	self  *actor.PID
 	root  *actor.RootContext
+	// check is the pending lostCheck timer (armed while flows exist).
+	check *time.Timer
 }
 
 func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
@@ -76,6 +99,13 @@ func (t *TabletActor) Receive(c actor.Context) {
 		for id, e := range t.flows {
 			t.apply(now, id, e, e.flow.Abort(now, messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, "coordinator tablet actor stopping"))
 		}
+		if t.check != nil {
+			t.check.Stop()
+			t.check = nil
+		}
+	case *lostCheck:
+		t.check = nil
+		t.checkLost(now)
 	case *messages.ScanRequest:
 		t.onScanRequest(now, m)
 	case *messages.ScanStarted:
@@ -99,6 +129,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 		if e == nil {
 			return
 		}
+		delete(e.timers, m.seq)
 		if a := e.flow.Attempt(m.n); a != nil && !m.queued && m.kind != TimerDispatch && a.Live() && !a.FirstData() {
 			// Before blaming the server, let whatever already sits in the
 			// mailbox (its ScanStarted or Busy, delayed by our own load) be
@@ -136,7 +167,8 @@ func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 		}
 		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
-	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}}
+	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
+		timers: map[uint64]*time.Timer{}}
 	e.flow = NewScanFlow(m, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.flows[m.RequestId] = e
 	t.co.counters.scans.Add(1)
@@ -147,14 +179,59 @@ func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 		return
 	}
 	t.apply(now, m.RequestId, e, e.flow.Start(now, t.picker(e)))
+	t.armCheck()
 }
+
+// noServerError is selection.ErrNoServer naming the profile and group.
+type noServerError struct{ profile, group string }
+
+func (e *noServerError) Error() string {
+	return fmt.Sprintf("no scan server in group %q for profile %q", e.group, e.profile)
+}
+
+func (e *noServerError) Unwrap() error { return selection.ErrNoServer }
 
 func (t *TabletActor) picker(e *flowEntry) Picker {
 	return func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
 		in := &selection.Input{Tablet: t.sel, Profile: e.profile, Attempts: history, Hedge: hedge, View: t.co.board.View(),
 			Now: now, Rand: t.rng, State: &t.state, LocalHost: t.co.cfg.Hostname}
-		return e.profiles.Policy(e.profile).Select(in)
+		d, err := e.profiles.Policy(e.profile).Select(in)
+		if errors.Is(err, selection.ErrNoServer) {
+			err = &noServerError{profile: e.profile.Name, group: e.profile.Group}
+		}
+		return d, err
 	}
+}
+
+// armCheck schedules the next lostCheck while flows exist.
+func (t *TabletActor) armCheck() {
+	if t.check != nil || len(t.flows) == 0 {
+		return
+	}
+	self, root := t.self, t.root
+	t.check = time.AfterFunc(t.co.cfg.SweepInterval, func() { root.Send(self, &lostCheck{}) })
+}
+
+// checkLost ends the attempts whose server left the view (not alive, gone,
+// or a new incarnation): their ScanFinished will never come.
+func (t *TabletActor) checkLost(now time.Time) {
+	view := t.co.board.View()
+	for id, e := range t.flows {
+		for _, a := range e.flow.Attempts() {
+			if !a.Live() || !a.Sent() {
+				continue
+			}
+			s := view.Server(a.Sel.Server)
+			if s != nil && s.Alive && s.Incarnation == e.incarnations[a.N] {
+				continue
+			}
+			t.apply(now, id, e, e.flow.OnServerLost(now, a.N, t.picker(e)))
+			if t.flows[id] == nil {
+				break
+			}
+		}
+	}
+	t.armCheck()
 }
 
 func (t *TabletActor) hostEvent(host string, e *hostEvent) {
@@ -177,6 +254,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			}
 			pid := actor.NewPID(s.Address, s.ActorID)
 			e.targets[a.Attempt.N] = pid
+			e.incarnations[a.Attempt.N] = s.Incarnation
 			req := e.flow.Req
 			t.root.Send(pid, &messages.StartScan{RequestId: id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: FromPID(t.self),
 				Tablet: t.meta.GetRef(), Files: t.meta.GetFiles(), Range: req.Range, ResumeAfter: req.ResumeAfter,
@@ -190,7 +268,11 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			}
 		case ActCancel:
 			if pid := e.targets[a.Attempt.N]; pid != nil {
-				t.root.Send(pid, &messages.Cancel{RequestId: id, Attempt: a.Attempt.N, Reason: "cancelled by tablet actor: " + a.Attempt.Sel.Result.String()})
+				reason := "cancelled by tablet actor: " + a.Attempt.Sel.Result.String()
+				if a.Attempt.Live() {
+					reason = "cancelled by tablet actor: another attempt delivered data first"
+				}
+				t.root.Send(pid, &messages.Cancel{RequestId: id, Attempt: a.Attempt.N, Reason: reason, UnlessStreaming: a.UnlessStreaming})
 			}
 		case ActAccount:
 			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evEnded, server: a.Attempt.Sel.Server, result: a.Result})
@@ -210,9 +292,10 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			if a.Attempt != nil {
 				n = a.Attempt.N
 			}
-			msg := &flowTimer{req: id, kind: a.Timer, n: n}
+			e.timerSeq++
+			msg := &flowTimer{req: id, seq: e.timerSeq, kind: a.Timer, n: n}
 			self, root := t.self, t.root
-			time.AfterFunc(a.After, func() { root.Send(self, msg) })
+			e.timers[msg.seq] = time.AfterFunc(a.After, func() { root.Send(self, msg) })
 		case ActTimeoutSignal:
 			t.co.publishSignal(bus.SignalTimeout, &messages.LoadSignal{Host: a.Attempt.Sel.Host, Server: string(a.Attempt.Sel.Server),
 				RequestId: id, Table: t.table.GetName(), AtUnixMs: now.UnixMilli(), Origin: t.co.Address()})
@@ -222,6 +305,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				t.root.Send(client, a.Error)
 			}
 		case ActComplete:
+			e.stopTimers()
 			delete(t.flows, id)
 		}
 	}
