@@ -16,15 +16,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/bus"
@@ -62,9 +65,21 @@ func (e *ScanError) Is(target error) bool { return target == ErrScan }
 type Config struct {
 	// NATSURL: the cluster's NATS; default nats://127.0.0.1:4222.
 	NATSURL string
-	// Coordinator: the coordinator's actor address host:port; "" = find
-	// it in the cluster info the coordinator publishes on NATS.
+	// Coordinators: the coordinators' actor addresses (host:port) in order
+	// of preference. A scan request whose coordinator is lost before any
+	// data arrived goes to the next one that is up, or to the same one once
+	// it is back. Empty = find the coordinator in the cluster info it
+	// publishes on NATS, and follow that entry as it changes.
+	Coordinators []string
+	// Coordinator: one coordinator address, shorthand for a one-element
+	// Coordinators (set one of the two, not both).
 	Coordinator string
+	// CoordinatorWait: how long a scan that lost its coordinator waits for
+	// one to be up (again) before it fails with ErrNoCoordinator; default 3s.
+	CoordinatorWait time.Duration
+	// MaxRequestTime: the deadline a scan request carries when the scan's
+	// context has none, so every flow in the coordinator ends; default 1h.
+	MaxRequestTime time.Duration
 	// Listen: the client's own actor endpoint (rows stream to it);
 	// default 127.0.0.1:0 (ephemeral).
 	Listen string
@@ -83,7 +98,8 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxResumes per tablet before giving up; default 10.
 	MaxResumes int
-	// RequestTimeout for status, route and reload calls; default 5s.
+	// RequestTimeout bounds each status, route and reload call (the call's
+	// context may end it sooner); default 5s.
 	RequestTimeout time.Duration
 	// System: an actor system with remote already started to use instead
 	// of starting one (Listen and Advertise are then ignored). A process
@@ -96,7 +112,8 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{NATSURL: "nats://127.0.0.1:4222", Listen: "127.0.0.1:0", Window: 4, StallTimeout: 2 * time.Second,
-		IdleTimeout: 60 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second}
+		IdleTimeout: 60 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
+		CoordinatorWait: 3 * time.Second, MaxRequestTime: time.Hour}
 }
 
 // Validate names the first bad field.
@@ -116,6 +133,12 @@ func (c Config) Validate() error {
 		return errors.New("client: MaxResumes must be >= 0")
 	case c.RequestTimeout <= 0:
 		return errors.New("client: RequestTimeout must be > 0")
+	case c.CoordinatorWait <= 0:
+		return errors.New("client: CoordinatorWait must be > 0")
+	case c.MaxRequestTime <= 0:
+		return errors.New("client: MaxRequestTime must be > 0")
+	case c.Coordinator != "" && len(c.Coordinators) > 0:
+		return errors.New("client: set Coordinators or Coordinator, not both")
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("client: Listen %q: %v", c.Listen, err)
@@ -125,8 +148,25 @@ func (c Config) Validate() error {
 			return fmt.Errorf("client: Coordinator %q: %v", c.Coordinator, err)
 		}
 	}
+	for i, a := range c.Coordinators {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("client: Coordinators[%d] %q: %v", i, a, err)
+		}
+	}
 	return nil
 }
+
+// coordinators is the configured list (Coordinator as a one-element list).
+func (c Config) coordinators() []string {
+	if c.Coordinator != "" {
+		return []string{c.Coordinator}
+	}
+	return slices.Clone(c.Coordinators)
+}
+
+// routerID is the coordinator router's actor id (actors.RouterName; the
+// client may not import actors).
+const routerID = "scanplane-router"
 
 // Client scans scanplane tables.
 type Client struct {
@@ -140,14 +180,28 @@ type Client struct {
 	ownSys bool
 	rem    *remote.Remote
 	rx     *actor.PID
-	router *actor.PID
+	evSub  *eventstream.Subscription
 
 	mu      sync.Mutex
-	inboxes map[string]*inbox
+	inboxes map[string]*inbox              // by request id
+	streams map[*inbox]struct{}            // inboxes of running tablet streams
 	tables  map[string]*messages.TableMeta // by name/gen
 	current map[string]uint64              // current generation per table, from the KV watch
 	watch   context.CancelFunc
 	closed  bool
+	coord   coordDirectory
+}
+
+// coordDirectory is what the client knows about the coordinators; guarded
+// by Client.mu.
+type coordDirectory struct {
+	discover  bool              // the list comes from NATS cluster info
+	list      []string          // in order of preference
+	lost      map[string]string // lost coordinators: why
+	connected map[string]bool   // the endpoint was connected at least once
+	instance  map[string]string // incarnation (and start time) from cluster info
+	routers   map[string]string // router actor id per address, from cluster info
+	probing   bool
 }
 
 // New checks the config; it does no IO.
@@ -157,58 +211,83 @@ func New(cfg Config) (*Client, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
+	list := cfg.coordinators()
 	return &Client{cfg: cfg, log: log, id: "c" + hex.EncodeToString(b[:]), inboxes: map[string]*inbox{},
-		tables: map[string]*messages.TableMeta{}, current: map[string]uint64{}}, nil
+		streams: map[*inbox]struct{}{}, tables: map[string]*messages.TableMeta{}, current: map[string]uint64{},
+		coord: coordDirectory{discover: len(list) == 0, list: list, lost: map[string]string{}, connected: map[string]bool{},
+			instance: map[string]string{}, routers: map[string]string{}}}, nil
 }
 
 // Start connects to NATS, finds the coordinator and starts the client's
-// actor endpoint.
+// actor endpoint. It returns when ctx ends, with ctx's error.
 func (c *Client) Start(ctx context.Context) error {
+	if err := c.start(ctx); err != nil {
+		c.Close()
+		return err
+	}
+	return nil
+}
+
+func (c *Client) start(ctx context.Context) error {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
 	bc := bus.DefaultConfig()
 	bc.URL = c.cfg.NATSURL
 	bc.Name = "scanplane-client-" + c.id
+	bc.Logger = c.log
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		return fmt.Errorf("client: connect to NATS %s: %w", c.cfg.NATSURL, err)
 	}
 	c.conn = conn
 	if c.meta, err = conn.MetaStore(ctx); err != nil {
-		c.Close()
 		return fmt.Errorf("client: metadata store: %w", err)
+	}
+	if c.cfg.System != nil {
+		c.sys = c.cfg.System
+	} else if err := c.startSystem(); err != nil {
+		return err
+	}
+	c.evSub = c.sys.EventStream.Subscribe(c.onEndpointEvent)
+	c.rx, err = c.sys.Root.SpawnNamed(actor.PropsFromFunc(c.receive), "client-"+c.id)
+	if err != nil {
+		return fmt.Errorf("client: start endpoint actor: %w", err)
 	}
 	// Keep every table's current generation up to date, so a scan needs no
 	// metadata round trip unless the table changed.
 	wctx, cancel := context.WithCancel(context.Background())
 	c.watch = cancel
 	if err := c.meta.Watch(wctx, c.onTableChange); err != nil {
-		c.Close()
 		return fmt.Errorf("client: watch metadata: %w", err)
 	}
-	coord := c.cfg.Coordinator
-	if coord == "" {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("client: start: %w", err)
+	}
+	if c.coord.discover {
 		ci, err := c.meta.ClusterInfo(ctx)
 		if err != nil {
-			c.Close()
 			return fmt.Errorf("%w: no cluster info on NATS %s (is a coordinator running?): %v", ErrNoCoordinator, c.cfg.NATSURL, err)
 		}
-		coord = ci.GetCoordinatorAddress()
+		if ci.GetCoordinatorAddress() == "" {
+			return fmt.Errorf("%w: the cluster info on NATS %s names no coordinator address", ErrNoCoordinator, c.cfg.NATSURL)
+		}
+		c.onClusterInfo(ci)
 	}
-	if c.cfg.System != nil {
-		c.sys = c.cfg.System
-	} else if err := c.startSystem(); err != nil {
-		c.Close()
-		return err
+	// Follow the cluster info: a new incarnation is a restarted coordinator.
+	if err := c.meta.WatchClusterInfo(wctx, c.onClusterInfo); err != nil {
+		return fmt.Errorf("client: watch cluster info: %w", err)
 	}
-	c.rx, err = c.sys.Root.SpawnNamed(actor.PropsFromFunc(c.receive), "client-"+c.id)
-	if err != nil {
-		c.Close()
-		return err
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("client: start: %w", err)
 	}
-	c.router = actor.NewPID(coord, "scanplane-router")
 	return nil
 }
 
@@ -218,14 +297,19 @@ func (c *Client) startSystem() error {
 	if err != nil {
 		return fmt.Errorf("client: Listen port %q: %v", portS, err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := slog.New(slog.DiscardHandler)
 	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }), actor.WithDeadLetterThrottleCount(0))
 	c.ownSys = true
 	var opts []remote.ConfigOption
 	if c.cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
 	}
-	c.rem = remote.NewRemote(c.sys, remote.Configure(host, port, opts...))
+	rc := remote.Configure(host, port, opts...)
+	// A connection that fails is reported (EndpointTerminatedEvent) after
+	// one try and its 2s back-off instead of five: a dead coordinator is
+	// noticed sooner and shutdown never waits on a long retry loop.
+	rc.MaxRetryCount = 1
+	c.rem = remote.NewRemote(c.sys, rc)
 	if err := startRemote(c.rem); err != nil {
 		c.rem = nil
 		return fmt.Errorf("client: listen on %s: %v", c.cfg.Listen, err)
@@ -243,10 +327,40 @@ func startRemote(r *remote.Remote) (err error) {
 	return nil
 }
 
-// Coordinator returns the coordinator address in use.
-func (c *Client) Coordinator() string { return c.router.GetAddress() }
+// Coordinator returns the address of the coordinator requests go to
+// first: the first in the list that is not known to be lost.
+func (c *Client) Coordinator() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.coord.list {
+		if _, lost := c.coord.lost[a]; !lost {
+			return a
+		}
+	}
+	if len(c.coord.list) > 0 {
+		return c.coord.list[0]
+	}
+	return ""
+}
 
-// Close stops the client; running scans fail with ErrClosed.
+// Coordinators returns the coordinators the client knows, in order of
+// preference, with why each lost one was lost ("" = up).
+func (c *Client) Coordinators() (addrs, lost []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range c.coord.list {
+		addrs = append(addrs, a)
+		lost = append(lost, c.coord.lost[a])
+	}
+	return addrs, lost
+}
+
+// closeWait bounds how long Close waits for the actor remote to stop.
+const closeWait = 800 * time.Millisecond
+
+// Close stops the client; running scans fail with ErrClosed. It returns
+// within about a second whatever is dead: it does not wait for a graceful
+// remote shutdown (peers see the connection drop).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -257,19 +371,31 @@ func (c *Client) Close() error {
 	for _, in := range c.inboxes {
 		in.close()
 	}
+	for in := range c.streams {
+		in.close()
+	}
 	c.mu.Unlock()
 	if c.watch != nil {
 		c.watch()
+	}
+	if c.sys != nil && c.evSub != nil {
+		c.sys.EventStream.Unsubscribe(c.evSub)
 	}
 	if c.rx != nil {
 		c.sys.Root.Stop(c.rx)
 	}
 	if c.rem != nil {
 		done := make(chan struct{})
-		go func() { c.rem.Shutdown(true); close(done) }()
+		rem := c.rem
+		go func() {
+			defer close(done)
+			rem.Shutdown(false) // stop the gRPC server at once: drops every inbound stream
+			rem.Shutdown(true)  // then stop the endpoints (their outbound connections)
+		}()
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
+		case <-time.After(closeWait):
+			c.log.Debug("actor remote still stopping; not waiting for it", "waited", closeWait)
 		}
 	}
 	if c.sys != nil && c.ownSys {
@@ -308,20 +434,49 @@ func (c *Client) receive(ctx actor.Context) {
 	}
 }
 
-func (c *Client) register(id string) (*inbox, error) {
+// coordEvent tells a running stream that a coordinator was lost or is up.
+type coordEvent struct {
+	addr string
+	lost bool
+	why  string
+}
+
+// openStream registers a tablet stream's inbox for coordinator events and
+// returns the coordinator list and the lost ones at this moment (events
+// after it reach the inbox).
+func (c *Client) openStream() (in *inbox, coords []string, lost map[string]string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, ErrClosed
+		return nil, nil, nil, ErrClosed
 	}
-	in := newInbox()
-	c.inboxes[id] = in
-	return in, nil
+	in = newInbox()
+	c.streams[in] = struct{}{}
+	if len(c.coord.lost) > 0 && !c.coord.probing {
+		c.coord.probing = true
+		go c.probe()
+	}
+	return in, slices.Clone(c.coord.list), maps.Clone(c.coord.lost), nil
 }
 
-func (c *Client) unregister(id string) {
+// register routes a request id's replies to in.
+func (c *Client) register(id string, in *inbox) error {
 	c.mu.Lock()
-	delete(c.inboxes, id)
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.inboxes[id] = in
+	return nil
+}
+
+// closeStream forgets a stream's inbox and request ids.
+func (c *Client) closeStream(in *inbox, ids []string) {
+	c.mu.Lock()
+	delete(c.streams, in)
+	for _, id := range ids {
+		delete(c.inboxes, id)
+	}
 	c.mu.Unlock()
 }
 
@@ -332,6 +487,163 @@ func (c *Client) nextRequestID() string {
 func (c *Client) send(pid *actor.PID, msg any) { c.sys.Root.Send(pid, msg) }
 
 func (c *Client) self() *messages.Pid { return &messages.Pid{Address: c.rx.Address, Id: c.rx.Id} }
+
+// routerPID is the router of the coordinator at addr.
+func (c *Client) routerPID(addr string) *actor.PID {
+	c.mu.Lock()
+	id := c.coord.routers[addr]
+	c.mu.Unlock()
+	if id == "" {
+		id = routerID
+	}
+	return actor.NewPID(addr, id)
+}
+
+// onEndpointEvent watches the actor system's event stream: a coordinator
+// whose endpoint terminated is lost; one that connects again is up.
+func (c *Client) onEndpointEvent(ev any) {
+	switch e := ev.(type) {
+	case *remote.EndpointTerminatedEvent:
+		c.mu.Lock()
+		known := slices.Contains(c.coord.list, e.Address)
+		why := "endpoint terminated"
+		if !c.coord.connected[e.Address] {
+			why = "unreachable: endpoint terminated before it ever connected"
+		}
+		c.mu.Unlock()
+		if known {
+			c.coordLost(e.Address, why)
+		}
+	case *remote.EndpointConnectedEvent:
+		c.mu.Lock()
+		known := slices.Contains(c.coord.list, e.Address)
+		if known {
+			c.coord.connected[e.Address] = true
+		}
+		c.mu.Unlock()
+		if known {
+			c.coordUp(e.Address)
+		}
+	}
+}
+
+// onClusterInfo follows the coordinator's cluster info on NATS.
+func (c *Client) onClusterInfo(ci *messages.ClusterInfo) {
+	if ci == nil {
+		c.mu.Lock()
+		var gone []string
+		for a := range c.coord.instance {
+			gone = append(gone, a)
+		}
+		c.mu.Unlock()
+		for _, a := range gone {
+			c.coordLost(a, "its cluster info was removed from NATS")
+		}
+		return
+	}
+	addr := ci.GetCoordinatorAddress()
+	if addr == "" {
+		return
+	}
+	inst := ci.GetIncarnation() + "@" + strconv.FormatInt(ci.GetStartedUnixMs(), 10)
+	c.mu.Lock()
+	known := slices.Contains(c.coord.list, addr)
+	if !known && c.coord.discover {
+		c.coord.list = append(c.coord.list, addr)
+		known = true
+	}
+	prev, seen := c.coord.instance[addr]
+	if known {
+		c.coord.instance[addr] = inst
+		if id := ci.GetRouterId(); id != "" {
+			c.coord.routers[addr] = id
+		}
+	}
+	c.mu.Unlock()
+	switch {
+	case !known || (seen && prev == inst):
+	case seen:
+		// A new incarnation at the same address: the old one and every
+		// request it held are gone; the new one takes requests.
+		c.coordLost(addr, "restarted (new incarnation)")
+		c.coordUp(addr)
+	default:
+		c.coordUp(addr)
+	}
+}
+
+// coordLost marks a coordinator lost and tells the running streams.
+func (c *Client) coordLost(addr, why string) {
+	c.mu.Lock()
+	if _, already := c.coord.lost[addr]; already || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.coord.lost[addr] = why
+	c.broadcast(coordEvent{addr: addr, lost: true, why: why})
+	probe := !c.coord.probing && len(c.streams) > 0
+	c.coord.probing = c.coord.probing || probe
+	c.mu.Unlock()
+	// Info, not Warn: a scan that cannot do without it fails with an error
+	// that says so; one that goes on elsewhere has not failed.
+	c.log.Info("coordinator lost", "coordinator", addr, "why", why)
+	if probe {
+		go c.probe()
+	}
+}
+
+// coordUp marks a coordinator up and tells the running streams.
+func (c *Client) coordUp(addr string) {
+	c.mu.Lock()
+	_, wasLost := c.coord.lost[addr]
+	delete(c.coord.lost, addr)
+	if !c.closed {
+		c.broadcast(coordEvent{addr: addr})
+	}
+	c.mu.Unlock()
+	if wasLost {
+		c.log.Info("coordinator up again", "coordinator", addr)
+	}
+}
+
+// broadcast puts ev into every running stream's inbox; c.mu held.
+func (c *Client) broadcast(ev coordEvent) {
+	for in := range c.streams {
+		in.put(ev)
+	}
+}
+
+// probeEvery is how often lost coordinators are asked whether they are back.
+const probeEvery = 500 * time.Millisecond
+
+// probe asks every lost coordinator for its status while one is lost and
+// a scan runs (until the client closes); an answer (or a connected
+// endpoint) marks it up. It finds a coordinator restarted on the same
+// address when NATS cannot tell (its NATS died with it).
+func (c *Client) probe() {
+	for {
+		c.mu.Lock()
+		var lost []string
+		for _, a := range c.coord.list {
+			if _, l := c.coord.lost[a]; l {
+				lost = append(lost, a)
+			}
+		}
+		if len(lost) == 0 || len(c.streams) == 0 || c.closed {
+			c.coord.probing = false
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Unlock()
+		for _, a := range lost {
+			res, err := c.sys.Root.RequestFuture(c.routerPID(a), &messages.StatusRequest{}, probeEvery).Result()
+			if _, ok := res.(*messages.StatusReply); ok && err == nil {
+				c.coordUp(a)
+			}
+		}
+		time.Sleep(probeEvery / 4)
+	}
+}
 
 func (c *Client) onTableChange(table string, gen uint64) {
 	c.mu.Lock()
@@ -393,20 +705,85 @@ func (c *Client) Tables(ctx context.Context) ([]string, error) {
 	return c.meta.Tables(ctx)
 }
 
-func (c *Client) request(msg any) (any, error) {
-	if c.sys == nil {
+// request asks the coordinators, those up first, until one answers, within
+// RequestTimeout each and within ctx.
+func (c *Client) request(ctx context.Context, msg any) (any, error) {
+	if c.sys == nil || c.rx == nil {
 		return nil, ErrClosed
 	}
-	res, err := c.sys.Root.RequestFuture(c.router, msg, c.cfg.RequestTimeout).Result()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s did not answer within %v: %v", ErrNoCoordinator, c.router.Address, c.cfg.RequestTimeout, err)
+	c.mu.Lock()
+	var order, lost []string
+	whyLost := maps.Clone(c.coord.lost)
+	for _, a := range c.coord.list {
+		if _, l := whyLost[a]; l {
+			lost = append(lost, a)
+		} else {
+			order = append(order, a)
+		}
 	}
-	return res, nil
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	order = append(order, lost...)
+	if len(order) == 0 {
+		return nil, fmt.Errorf("%w: no coordinator address known", ErrNoCoordinator)
+	}
+	var fails []string
+	for _, addr := range order {
+		timeout := c.cfg.RequestTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, time.Until(dl))
+		}
+		if ctx.Err() != nil || timeout <= 0 {
+			break
+		}
+		res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(addr), msg, timeout))
+		if err == nil {
+			return res, nil
+		}
+		f := addr + " did not answer"
+		if ctx.Err() == nil {
+			f += fmt.Sprintf(" within %v (%v)", timeout.Round(time.Millisecond), err)
+		}
+		if why := whyLost[addr]; why != "" {
+			f += " and was lost: " + why
+		}
+		fails = append(fails, f)
+	}
+	if err := ctx.Err(); err != nil {
+		if len(fails) == 0 {
+			fails = append(fails, "none asked")
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrNoCoordinator, strings.Join(fails, "; "), err)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNoCoordinator, strings.Join(fails, "; "))
+}
+
+// waitFuture waits for a future's result or for ctx to end, whichever is
+// first (the future itself ends at its own timeout).
+func waitFuture(ctx context.Context, f *actor.Future) (any, error) {
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f.Result()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Status asks the coordinator for the cluster status.
 func (c *Client) Status(ctx context.Context) (*messages.StatusReply, error) {
-	res, err := c.request(&messages.StatusRequest{})
+	res, err := c.request(ctx, &messages.StatusRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +796,7 @@ func (c *Client) Status(ctx context.Context) (*messages.StatusReply, error) {
 
 // Route asks where a row's tablet would be scanned.
 func (c *Client) Route(ctx context.Context, req *messages.RouteRequest) (*messages.RouteReply, error) {
-	res, err := c.request(req)
+	res, err := c.request(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -435,7 +812,7 @@ func (c *Client) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 
 // Reload asks the coordinator to re-read its profiles file.
 func (c *Client) Reload(ctx context.Context) (*messages.ReloadReply, error) {
-	res, err := c.request(&messages.ReloadProfiles{})
+	res, err := c.request(ctx, &messages.ReloadProfiles{})
 	if err != nil {
 		return nil, err
 	}

@@ -48,7 +48,10 @@ type Rows struct {
 	pieces []tablets.Piece
 	meta   *messages.TableMeta
 	pi     int
-	cur    *tabletScan
+	cur    *TabletStream // the tablet being read
+	in     *inbox        // its inbox
+	ids    []string      // its request ids
+	timer  *time.Timer
 	batch  []*messages.Row
 	bi     int
 	row    Row
@@ -98,8 +101,8 @@ func (r *Rows) Stats() ScanStats { return r.stats }
 // Close stops the scan early; safe to call more than once.
 func (r *Rows) Close() error {
 	if r.cur != nil {
-		r.cur.abandon()
-		r.cur = nil
+		r.apply(r.cur.Abandon(time.Now()))
+		r.endStream()
 	}
 	r.done = true
 	return nil
@@ -124,6 +127,7 @@ func (r *Rows) Next() bool {
 			r.stats.Rows++
 			return true
 		}
+		r.batch, r.bi = r.batch[:0], 0
 		if r.opts.Limit > 0 && r.stats.Rows >= r.opts.Limit {
 			r.Close()
 			return false
@@ -139,33 +143,145 @@ func (r *Rows) Next() bool {
 				r.done = true
 				return false
 			}
-			p := r.pieces[r.pi]
-			r.cur = &tabletScan{rows: r, ref: r.meta.Tablets[p.Tablet].GetRef(), rng: p.Range}
-			r.stats.Tablets++
-			if err := r.cur.start(); err != nil {
+			if err := r.startStream(r.pieces[r.pi]); err != nil {
 				r.fail(err)
 				return false
 			}
+			continue
 		}
-		rows, end, err := r.cur.next()
-		if err != nil {
+		if err := r.step(); err != nil {
 			r.fail(err)
 			return false
 		}
-		if end {
-			r.cur = nil
-			r.pi++
-			continue
+	}
+}
+
+// startStream starts the tablet stream of one piece of the range.
+func (r *Rows) startStream(p tablets.Piece) error {
+	c := r.c
+	if c.rx == nil {
+		return ErrClosed
+	}
+	in, coords, lost, err := c.openStream()
+	if err != nil {
+		return err
+	}
+	cfg := StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
+		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
+		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
+		RequestID: c.nextRequestID}
+	if r.opts.BatchRows > 0 {
+		cfg.BatchRows = r.opts.BatchRows
+	}
+	if r.opts.Limit > 0 {
+		cfg.Limit = r.opts.Limit - r.stats.Rows
+	}
+	if d, ok := r.ctx.Deadline(); ok {
+		cfg.Deadline = d
+	}
+	r.cur, r.in, r.ids = NewTabletStream(cfg, r.meta.Tablets[p.Tablet].GetRef(), p.Range), in, r.ids[:0]
+	r.stats.Tablets++
+	return r.apply(r.cur.Start(time.Now()))
+}
+
+// step waits for the current stream's next event (a message, a
+// coordinator event, a timer, ctx) and applies what the stream decides.
+func (r *Rows) step() error {
+	m, closed := r.in.take()
+	if m != nil {
+		now := time.Now()
+		if ev, ok := m.(coordEvent); ok {
+			if ev.lost {
+				return r.apply(r.cur.OnCoordinatorLost(now, ev.addr, ev.why))
+			}
+			return r.apply(r.cur.OnCoordinatorUp(now, ev.addr))
 		}
-		r.batch, r.bi = rows, 0
+		return r.apply(r.cur.OnMessage(now, m))
+	}
+	if closed {
+		return ErrClosed
+	}
+	now := time.Now()
+	wake := r.cur.NextWakeup()
+	if !wake.IsZero() && !now.Before(wake) {
+		return r.apply(r.cur.OnTimer(now))
+	}
+	if err := r.ctx.Err(); err != nil {
+		return r.ctxErr(err)
+	}
+	var tc <-chan time.Time
+	if !wake.IsZero() {
+		if r.timer == nil {
+			r.timer = time.NewTimer(wake.Sub(now))
+		} else {
+			r.timer.Reset(wake.Sub(now))
+		}
+		tc = r.timer.C
+	}
+	select {
+	case <-r.ctx.Done():
+		return r.ctxErr(r.ctx.Err())
+	case <-r.in.notify:
+	case <-tc:
+	}
+	return nil
+}
+
+func (r *Rows) ctxErr(err error) error {
+	return fmt.Errorf("client: scan of %s %s, tablet %s: %s: %w", r.table, r.rng, r.cur.tabletName(), r.cur.Waiting(), err)
+}
+
+// apply carries out a stream's actions, in order.
+func (r *Rows) apply(acts []StreamAction) error {
+	c := r.c
+	var err error
+	for _, a := range acts {
+		switch a.Kind {
+		case ActSendRequest:
+			req := a.Msg.(*messages.ScanRequest)
+			if e := c.register(req.GetRequestId(), r.in); e != nil {
+				err = e
+				continue
+			}
+			r.ids = append(r.ids, req.GetRequestId())
+			r.stats.Requests++
+			c.send(c.routerPID(a.Coordinator), a.Msg)
+		case ActSendDone:
+			c.send(c.routerPID(a.Coordinator), a.Msg)
+		case ActSendCancel, ActSendAck:
+			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
+		case ActYield:
+			r.batch = append(r.batch, a.Rows...)
+			r.stats.Batches++
+		case ActFinish:
+			r.endStream()
+			r.pi++
+		case ActFail:
+			err = a.Err
+		}
+	}
+	return err
+}
+
+// endStream forgets the current stream (its actions are carried out).
+func (r *Rows) endStream() {
+	if r.cur == nil {
+		return
+	}
+	st := r.cur.Stats()
+	r.stats.Resumes += st.Resumes
+	r.c.closeStream(r.in, r.ids)
+	r.cur, r.in, r.ids = nil, nil, nil
+	if r.timer != nil {
+		r.timer.Stop()
 	}
 }
 
 func (r *Rows) fail(err error) {
 	r.err = err
 	if r.cur != nil {
-		r.cur.abandon()
-		r.cur = nil
+		r.apply(r.cur.Abandon(time.Now()))
+		r.endStream()
 	}
 }
 
@@ -182,210 +298,4 @@ func (r *Rows) plan() error {
 		}
 	}
 	return nil
-}
-
-// tabletScan reads one tablet's piece of the range, resuming on another
-// server if the stream breaks.
-type tabletScan struct {
-	rows      *Rows
-	ref       *messages.TabletRef
-	rng       tablets.Range
-	lastKey   []byte
-	avoid     []string
-	resumes   int
-	reqID     string
-	in        *inbox
-	sentAt    time.Time
-	accepted  uint32
-	server    string
-	serverPID *actor.PID
-	lastSeq   uint64
-	lastData  time.Time
-	cancelled map[uint32]bool
-}
-
-func (t *tabletScan) start() error {
-	c := t.rows.c
-	t.reqID = c.nextRequestID()
-	in, err := c.register(t.reqID)
-	if err != nil {
-		return err
-	}
-	t.in = in
-	t.accepted, t.server, t.serverPID, t.lastSeq = 0, "", nil, 0
-	t.cancelled = map[uint32]bool{}
-	t.sentAt = time.Now()
-	req := &messages.ScanRequest{RequestId: t.reqID, Client: c.self(), Tablet: t.ref,
-		Range: &messages.KeyRange{Start: t.rng.Start, End: t.rng.End}, ResumeAfter: t.lastKey,
-		BatchRows: c.cfg.BatchRows, Hints: t.rows.opts.Hints, AvoidServers: t.avoid, ResumeCount: uint32(t.resumes),
-		Window: c.cfg.Window}
-	if t.rows.opts.BatchRows > 0 {
-		req.BatchRows = t.rows.opts.BatchRows
-	}
-	if lim := t.rows.opts.Limit; lim > 0 {
-		req.Limit = lim - t.rows.stats.Rows - t.pendingRows()
-	}
-	if d, ok := t.rows.ctx.Deadline(); ok {
-		req.DeadlineUnixMs = d.UnixMilli()
-	}
-	t.rows.stats.Requests++
-	c.send(c.router, req)
-	return nil
-}
-
-// pendingRows: rows received but not yet handed to the caller.
-func (t *tabletScan) pendingRows() uint64 { return uint64(len(t.rows.batch) - t.rows.bi) }
-
-// done tells the tablet actor this request is over and forgets it.
-func (t *tabletScan) done(abandoned bool) {
-	c := t.rows.c
-	if abandoned && t.serverPID != nil {
-		c.send(t.serverPID, &messages.Cancel{RequestId: t.reqID, Attempt: t.accepted, Reason: "client stopped reading"})
-	}
-	c.send(c.router, &messages.ScanDone{RequestId: t.reqID, WinnerAttempt: t.accepted, Abandoned: abandoned, Tablet: t.ref})
-	c.unregister(t.reqID)
-}
-
-func (t *tabletScan) abandon() { t.done(true) }
-
-// resume re-requests the rest of the tablet after lastKey, avoiding the
-// server that broke.
-func (t *tabletScan) resume(why string) error {
-	t.rows.c.log.Debug("resuming scan", "request", t.reqID, "server", t.server, "after", tablets.FormatKey(t.lastKey), "why", why)
-	if t.resumes >= t.rows.c.cfg.MaxResumes {
-		t.abandon()
-		return &ScanError{Code: messages.ErrorCode_ERROR_CODE_RESUME_LIMIT,
-			Message: fmt.Sprintf("tablet %s/g%d/t%d: stream broke %d times (last: %s on %s)", t.ref.GetTable(), t.ref.GetGeneration(), t.ref.GetIndex(), t.resumes+1, why, t.server)}
-	}
-	if t.server != "" {
-		t.avoid = append(t.avoid, t.server)
-		if len(t.avoid) > 16 {
-			t.avoid = t.avoid[len(t.avoid)-16:]
-		}
-	}
-	t.abandon()
-	t.resumes++
-	t.rows.stats.Resumes++
-	return t.start()
-}
-
-// next returns the next batch of rows, or end when the tablet is done.
-func (t *tabletScan) next() (rows []*messages.Row, end bool, err error) {
-	c := t.rows.c
-	ctx := t.rows.ctx
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		m, closed := t.in.take()
-		if m == nil {
-			if closed {
-				return nil, false, ErrClosed
-			}
-			var wait time.Duration
-			if t.accepted != 0 {
-				wait = time.Until(t.lastData.Add(c.cfg.StallTimeout))
-			} else {
-				wait = time.Until(t.sentAt.Add(c.cfg.IdleTimeout))
-			}
-			if wait <= 0 {
-				if t.accepted != 0 {
-					if err := t.resume(fmt.Sprintf("no data for %v", c.cfg.StallTimeout)); err != nil {
-						return nil, false, err
-					}
-					continue
-				}
-				t.abandon()
-				return nil, false, fmt.Errorf("%w: no answer for tablet %s/g%d/t%d within %v from coordinator %s", ErrNoCoordinator,
-					t.ref.GetTable(), t.ref.GetGeneration(), t.ref.GetIndex(), c.cfg.IdleTimeout, c.router.Address)
-			}
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				t.abandon()
-				return nil, false, ctx.Err()
-			case <-t.in.notify:
-			case <-timer.C:
-			}
-			continue
-		}
-		switch m := m.(type) {
-		case *messages.RowBatch:
-			if t.accepted == 0 {
-				t.accepted, t.server = m.GetAttempt(), m.GetServer()
-				if p := m.GetServerPid(); p != nil {
-					t.serverPID = actor.NewPID(p.Address, p.Id)
-				}
-			}
-			if m.GetAttempt() != t.accepted {
-				t.cancelLoser(m)
-				continue
-			}
-			if m.GetSeq() != t.lastSeq+1 {
-				if err := t.resume(fmt.Sprintf("batch %d after %d", m.GetSeq(), t.lastSeq)); err != nil {
-					return nil, false, err
-				}
-				continue
-			}
-			t.lastSeq = m.GetSeq()
-			t.lastData = time.Now()
-			if t.serverPID != nil {
-				c.send(t.serverPID, &messages.BatchAck{RequestId: t.reqID, Attempt: m.GetAttempt(), Seq: m.GetSeq()})
-			}
-			rows := m.GetRows()
-			for _, row := range rows {
-				if len(t.lastKey) > 0 && bytes.Compare(row.Key, t.lastKey) <= 0 || !t.rng.Contains(row.Key) {
-					t.abandon()
-					return nil, false, fmt.Errorf("%w: server %s sent key %s outside the expected order or range %s", ErrStream, t.server, tablets.FormatKey(row.Key), t.rng)
-				}
-				t.lastKey = row.Key
-			}
-			t.rows.stats.Batches++
-			if len(rows) == 0 {
-				continue
-			}
-			return rows, false, nil
-		case *messages.ScanFinished:
-			if t.accepted != 0 && m.GetAttempt() != t.accepted {
-				continue // a loser finishing
-			}
-			ok := m.GetError() == messages.ErrorCode_ERROR_CODE_UNSPECIFIED
-			if t.accepted == 0 && !ok {
-				continue // the tablet actor retries failed attempts that sent nothing
-			}
-			if ok {
-				if t.accepted == 0 {
-					t.accepted = m.GetAttempt()
-				}
-				if m.GetBatches() != t.lastSeq {
-					if err := t.resume(fmt.Sprintf("finished after %d batches, %d received", m.GetBatches(), t.lastSeq)); err != nil {
-						return nil, false, err
-					}
-					continue
-				}
-				t.done(false)
-				return nil, true, nil
-			}
-			switch m.GetError() {
-			case messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
-				t.abandon()
-				return nil, false, &ScanError{Code: m.GetError(), Message: m.GetErrorMessage()}
-			}
-			if err := t.resume(fmt.Sprintf("%s: %s", m.GetError(), m.GetErrorMessage())); err != nil {
-				return nil, false, err
-			}
-		case *messages.ScanError:
-			t.abandon()
-			return nil, false, &ScanError{Code: m.GetCode(), Message: m.GetMessage(), Attempts: m.GetAttempts()}
-		}
-	}
-}
-
-func (t *tabletScan) cancelLoser(m *messages.RowBatch) {
-	if t.cancelled[m.GetAttempt()] {
-		return
-	}
-	t.cancelled[m.GetAttempt()] = true
-	if p := m.GetServerPid(); p != nil {
-		t.rows.c.send(actor.NewPID(p.Address, p.Id), &messages.Cancel{RequestId: t.reqID, Attempt: m.GetAttempt(), Reason: "another attempt delivered first"})
-	}
 }

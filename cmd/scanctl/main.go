@@ -31,8 +31,8 @@ type globals struct {
 
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.nats, "nats", "nats://127.0.0.1:4222", "NATS URL of the cluster")
-	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor address host:port (default: found through NATS)")
-	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long")
+	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor addresses host:port, comma-separated, in order of preference (default: found through NATS)")
+	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long (the command returns within a second of it, whatever is dead)")
 	fs.StringVar(&g.logLevel, "log-level", "warn", "debug, info, warn or error")
 }
 
@@ -113,13 +113,21 @@ func parse(name string, g *globals, fs *flag.FlagSet, args []string, errOut io.W
 		}
 		return nil, usageError{err}
 	}
+	if g.timeout <= 0 {
+		return nil, usageError{fmt.Errorf("--timeout %v must be > 0", g.timeout)}
+	}
 	return fs.Args(), nil
 }
 
 // connect starts a client for the cluster named by the globals.
 func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client, error) {
 	cfg := client.DefaultConfig()
-	cfg.NATSURL, cfg.Coordinator = g.nats, g.coordinator
+	cfg.NATSURL = g.nats
+	if g.coordinator != "" {
+		for _, a := range strings.Split(g.coordinator, ",") {
+			cfg.Coordinators = append(cfg.Coordinators, strings.TrimSpace(a))
+		}
+	}
 	log, err := cliutil.Logger(errOut, g.logLevel)
 	if err != nil {
 		return nil, usageError{err}
@@ -127,7 +135,7 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 	cfg.Logger = log
 	c, err := client.New(cfg)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError{fmt.Errorf("--coordinator or --nats: %w", err)}
 	}
 	if err := c.Start(ctx); err != nil {
 		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)
@@ -136,7 +144,8 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 }
 
 // withClient runs fn with a client for the globals' cluster, under the
-// globals' timeout, and closes the client.
+// globals' timeout, and closes the client (Close is bounded, so the
+// command ends within a second of the timeout).
 func withClient(ctx context.Context, g *globals, errOut io.Writer, fn func(context.Context, *client.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()

@@ -1,0 +1,698 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// TabletStream is the client's side of the scan protocol for one tablet's
+// piece of a range, as a pure state machine in the style of the
+// coordinator's ScanFlow: it takes `now` and the messages that arrive and
+// returns the actions to carry out. It does no IO, reads no clock, starts
+// no goroutine; request ids come from StreamConfig.RequestID. Rows (the
+// iterator behind Client.Scan) is a thin shell around it; the protocol
+// simulation harness drives it directly.
+//
+// The rules it implements (README, "When something dies"):
+//
+//   - One request at a time. Start sends a ScanRequest for the tablet's
+//     range to a coordinator; a resume sends another, with a new request
+//     id, resume_after = the last key yielded, and the servers to avoid.
+//   - The first RowBatch seen decides the winner: its attempt is accepted,
+//     every other attempt of the request that sends a RowBatch gets a
+//     Cancel straight to its server, and ScanFinished or errors of losers
+//     are ignored. ScanDone names the winner.
+//   - Every batch is verified before its rows are yielded: its seq follows
+//     the previous one, and its cumulative row_count and checksum
+//     (tablets.RowDigest) equal what the client computed over the rows of
+//     the attempt so far. A mismatch — a lost, repeated or altered row —
+//     resumes after the last yielded key, avoiding that server; the
+//     batch's rows are never yielded. ScanFinished of the winner must
+//     match the same totals, else the stream resumes.
+//   - A winner that goes quiet for StallTimeout is resumed elsewhere; a
+//     request that gets no answer at all for IdleTimeout fails.
+//   - When the coordinator a request went to is lost before any data
+//     arrived, the request is sent again (new id) to the next coordinator
+//     that is up, or to the same one once it is back; a stream already
+//     flowing from a scan server continues. If no coordinator is up for
+//     CoordinatorWait, the stream fails with an error wrapping
+//     ErrNoCoordinator that names the lost coordinator.
+//   - Every request carries a deadline: StreamConfig.Deadline, or now +
+//     MaxRequestTime when the scan has none. The stream fails when
+//     Deadline passes.
+//
+// A TabletStream is not safe for concurrent use.
+type TabletStream struct {
+	cfg    StreamConfig
+	ref    *messages.TabletRef
+	rng    tablets.Range
+	coords []coordState
+
+	state   streamState
+	lastKey []byte // last yielded key
+	rows    uint64 // rows yielded
+	resumes int
+	avoid   []string
+	stats   StreamStats
+	req     *streamRequest
+	// cancelled: attempts of this stream's requests already sent a Cancel.
+	cancelled map[attemptKey]bool
+
+	// while waiting for a coordinator
+	waitSince time.Time
+	waitAddr  string
+	waitWhy   string
+}
+
+// StreamConfig is what a TabletStream needs from the client and the scan.
+type StreamConfig struct {
+	// Client: where scan servers send RowBatch, ScanFinished and ScanError.
+	Client *messages.Pid
+	// BatchRows, Window, Hints go into every ScanRequest (0 = server default).
+	BatchRows uint32
+	Window    uint32
+	Hints     map[string]string
+	// Limit: rows wanted from this tablet; 0 = all.
+	Limit uint64
+	// Deadline of the scan; zero = none (each request then carries now +
+	// MaxRequestTime).
+	Deadline       time.Time
+	MaxRequestTime time.Duration
+	// StallTimeout, IdleTimeout, CoordinatorWait, MaxResumes: see Config.
+	StallTimeout    time.Duration
+	IdleTimeout     time.Duration
+	CoordinatorWait time.Duration
+	MaxResumes      int
+	// Coordinators: actor addresses in order of preference; Lost: those
+	// known lost when the stream starts, with why.
+	Coordinators []string
+	Lost         map[string]string
+	// RequestID returns a new unique request id.
+	RequestID func() string
+}
+
+// StreamStats counts what one TabletStream did.
+type StreamStats struct {
+	Requests int // ScanRequests sent (resumes and coordinator re-sends included)
+	Resumes  int // resumes after a broken stream
+	Resends  int // requests sent again because their coordinator was lost
+	Batches  int // batches verified and accepted
+	Rows     uint64
+	Rejected int // batches refused by verification (never yielded)
+}
+
+// StreamActionKind says what a StreamAction asks the shell to do.
+type StreamActionKind int
+
+// The actions of a TabletStream.
+const (
+	// ActSendRequest: send Msg (*messages.ScanRequest) to the router of
+	// Coordinator. Msg.RequestId is new: its replies belong to this stream.
+	ActSendRequest StreamActionKind = iota + 1
+	// ActSendDone: send Msg (*messages.ScanDone) to the router of Coordinator.
+	ActSendDone
+	// ActSendCancel: send Msg (*messages.Cancel) to the scan server Server.
+	ActSendCancel
+	// ActSendAck: send Msg (*messages.BatchAck) to the scan server Server.
+	ActSendAck
+	// ActYield: Rows are verified rows, in key order, to hand to the caller.
+	ActYield
+	// ActFinish: the tablet is done; every row was yielded.
+	ActFinish
+	// ActFail: the stream failed with Err; it sent what it had to.
+	ActFail
+)
+
+func (k StreamActionKind) String() string {
+	switch k {
+	case ActSendRequest:
+		return "send-request"
+	case ActSendDone:
+		return "send-done"
+	case ActSendCancel:
+		return "send-cancel"
+	case ActSendAck:
+		return "send-ack"
+	case ActYield:
+		return "yield"
+	case ActFinish:
+		return "finish"
+	case ActFail:
+		return "fail"
+	}
+	return fmt.Sprintf("action(%d)", int(k))
+}
+
+// StreamAction is one thing for the shell to do, in order.
+type StreamAction struct {
+	Kind        StreamActionKind
+	Coordinator string        // ActSendRequest, ActSendDone
+	Server      *messages.Pid // ActSendCancel, ActSendAck
+	Msg         proto.Message // the message to send
+	Rows        []*messages.Row
+	Err         error
+}
+
+func (a StreamAction) String() string {
+	switch a.Kind {
+	case ActSendRequest, ActSendDone:
+		return fmt.Sprintf("%s to %s: %v", a.Kind, a.Coordinator, a.Msg)
+	case ActSendCancel, ActSendAck:
+		return fmt.Sprintf("%s to %s/%s: %v", a.Kind, a.Server.GetAddress(), a.Server.GetId(), a.Msg)
+	case ActYield:
+		return fmt.Sprintf("yield %d rows", len(a.Rows))
+	case ActFail:
+		return fmt.Sprintf("fail: %v", a.Err)
+	}
+	return a.Kind.String()
+}
+
+type streamState int
+
+const (
+	stateNew     streamState = iota
+	stateRunning             // a request is out
+	stateWaiting             // no coordinator is up
+	stateDone                // finished, failed or abandoned
+)
+
+type coordState struct {
+	addr string
+	lost bool
+	why  string
+}
+
+type attemptKey struct {
+	id      string
+	attempt uint32
+}
+
+// streamRequest is the request in flight.
+type streamRequest struct {
+	id        string
+	coord     string
+	coordLost bool // its coordinator was lost since it was sent
+	sentAt    time.Time
+	accepted  uint32 // the winning attempt; 0 = none yet
+	server    string
+	serverPID *messages.Pid
+	lastSeq   uint64
+	digest    tablets.RowDigest
+	lastData  time.Time
+}
+
+// acceptUnverified lets a batch with rows but row_count == 0 and
+// checksum == 0 through unverified: a scan server from before the
+// checksum fields. TODO(issue 7): false once every server fills them.
+const acceptUnverified = true
+
+// NewTabletStream returns the stream for rng (already clipped to the
+// tablet ref). The config is copied; nothing is sent until Start.
+func NewTabletStream(cfg StreamConfig, ref *messages.TabletRef, rng tablets.Range) *TabletStream {
+	s := &TabletStream{cfg: cfg, ref: ref, rng: rng, cancelled: map[attemptKey]bool{}}
+	for _, a := range cfg.Coordinators {
+		if a == "" || slices.ContainsFunc(s.coords, func(c coordState) bool { return c.addr == a }) {
+			continue
+		}
+		why, lost := cfg.Lost[a]
+		s.coords = append(s.coords, coordState{addr: a, lost: lost, why: why})
+	}
+	return s
+}
+
+// Stats returns what the stream did so far.
+func (s *TabletStream) Stats() StreamStats { return s.stats }
+
+// Done reports whether the stream finished, failed or was abandoned.
+func (s *TabletStream) Done() bool { return s.state == stateDone }
+
+// RequestID is the id of the request in flight ("" if none).
+func (s *TabletStream) RequestID() string {
+	if s.req == nil {
+		return ""
+	}
+	return s.req.id
+}
+
+// Waiting describes what the stream waits for, for error messages.
+func (s *TabletStream) Waiting() string {
+	switch {
+	case s.state == stateWaiting:
+		return fmt.Sprintf("waiting for a coordinator (%s was lost: %s)", s.waitAddr, s.waitWhy)
+	case s.state != stateRunning || s.req == nil:
+		return "not running"
+	case s.req.accepted == 0:
+		return fmt.Sprintf("waiting for the first rows of a request sent to coordinator %s", s.req.coord)
+	default:
+		return fmt.Sprintf("reading from server %s after key %s", s.req.server, keyOrStart(s.lastKey))
+	}
+}
+
+func (s *TabletStream) tabletName() string {
+	return fmt.Sprintf("%s/g%d/t%d", s.ref.GetTable(), s.ref.GetGeneration(), s.ref.GetIndex())
+}
+
+// Start sends the first request.
+func (s *TabletStream) Start(now time.Time) []StreamAction {
+	if s.state != stateNew {
+		return nil
+	}
+	s.state = stateRunning
+	var acts []StreamAction
+	if s.expired(now) {
+		return s.failDeadline(acts, "before the first request")
+	}
+	return s.send(now, acts, "", "")
+}
+
+// NextWakeup is when OnTimer must next be called; zero when no timer is
+// needed (the stream is done or not started).
+func (s *TabletStream) NextWakeup() time.Time {
+	var t time.Time
+	earliest := func(c time.Time) {
+		if !c.IsZero() && (t.IsZero() || c.Before(t)) {
+			t = c
+		}
+	}
+	switch s.state {
+	case stateNew, stateDone:
+		return time.Time{}
+	case stateWaiting:
+		earliest(s.waitSince.Add(s.cfg.CoordinatorWait))
+	case stateRunning:
+		if s.req.accepted != 0 {
+			earliest(s.req.lastData.Add(s.cfg.StallTimeout))
+		} else {
+			earliest(s.req.sentAt.Add(s.cfg.IdleTimeout))
+		}
+	}
+	earliest(s.cfg.Deadline)
+	return t
+}
+
+// OnTimer applies the time rules: the scan deadline, the wait for a
+// coordinator, the stall of a flowing stream, the idle request.
+func (s *TabletStream) OnTimer(now time.Time) []StreamAction {
+	if s.state == stateNew || s.state == stateDone {
+		return nil
+	}
+	if s.expired(now) {
+		w := s.Waiting()
+		return s.failDeadline(s.abandon(nil, "deadline passed"), w)
+	}
+	switch s.state {
+	case stateWaiting:
+		if !now.Before(s.waitSince.Add(s.cfg.CoordinatorWait)) {
+			return s.fail(nil, s.noCoordinatorErr())
+		}
+	case stateRunning:
+		r := s.req
+		if r.accepted != 0 {
+			if !now.Before(r.lastData.Add(s.cfg.StallTimeout)) {
+				return s.resume(now, nil, fmt.Sprintf("no data for %v", s.cfg.StallTimeout), true)
+			}
+		} else if !now.Before(r.sentAt.Add(s.cfg.IdleTimeout)) {
+			coord := r.coord
+			acts := s.abandon(nil, "no answer")
+			return s.fail(acts, fmt.Errorf("%w: no answer for tablet %s within %v from coordinator %s", ErrNoCoordinator,
+				s.tabletName(), s.cfg.IdleTimeout, coord))
+		}
+	}
+	return nil
+}
+
+func (s *TabletStream) expired(now time.Time) bool {
+	return !s.cfg.Deadline.IsZero() && !now.Before(s.cfg.Deadline)
+}
+
+func (s *TabletStream) failDeadline(acts []StreamAction, waiting string) []StreamAction {
+	return s.fail(acts, fmt.Errorf("client: tablet %s: deadline passed %s: %w", s.tabletName(), waiting, context.DeadlineExceeded))
+}
+
+func keyOrStart(k []byte) string {
+	if len(k) == 0 {
+		return "(start)"
+	}
+	return tablets.FormatKey(k)
+}
+
+// OnMessage handles a RowBatch, ScanFinished or ScanError addressed to
+// one of this stream's requests (other messages are ignored).
+func (s *TabletStream) OnMessage(now time.Time, msg any) []StreamAction {
+	if s.state == stateDone || s.state == stateNew {
+		if b, ok := msg.(*messages.RowBatch); ok && s.state == stateDone {
+			return s.cancelAttempt(nil, b.GetRequestId(), b.GetAttempt(), b.GetServerPid(), "request already done")
+		}
+		return nil
+	}
+	switch m := msg.(type) {
+	case *messages.RowBatch:
+		return s.onBatch(now, m)
+	case *messages.ScanFinished:
+		return s.onFinished(now, m)
+	case *messages.ScanError:
+		if s.req == nil || m.GetRequestId() != s.req.id {
+			return nil // an old request's
+		}
+		acts := s.abandon(nil, "scan error")
+		return s.fail(acts, &ScanError{Code: m.GetCode(), Message: m.GetMessage(), Attempts: m.GetAttempts()})
+	}
+	return nil
+}
+
+func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamAction {
+	r := s.req
+	if r == nil || b.GetRequestId() != r.id {
+		// A straggler of an earlier request of this stream.
+		return s.cancelAttempt(nil, b.GetRequestId(), b.GetAttempt(), b.GetServerPid(), "request was resumed")
+	}
+	if r.accepted == 0 {
+		if b.GetAttempt() == 0 {
+			return nil
+		}
+		// The first batch seen decides the winner.
+		r.accepted, r.server, r.serverPID = b.GetAttempt(), b.GetServer(), b.GetServerPid()
+		r.lastData = now
+	}
+	if b.GetAttempt() != r.accepted {
+		return s.cancelAttempt(nil, r.id, b.GetAttempt(), b.GetServerPid(), "another attempt delivered first")
+	}
+	switch seq := b.GetSeq(); {
+	case seq <= r.lastSeq:
+		return nil // a duplicate: already verified and yielded
+	case seq != r.lastSeq+1:
+		return s.reject(now, fmt.Sprintf("batch %d after %d (a batch was lost)", seq, r.lastSeq))
+	}
+	rows := b.GetRows()
+	for _, row := range rows {
+		r.digest.Add(row.GetKey(), row.GetValue())
+	}
+	unverified := acceptUnverified && b.GetRowCount() == 0 && b.GetChecksum() == 0 && len(rows) > 0
+	if !unverified && (b.GetRowCount() != r.digest.Rows() || b.GetChecksum() != r.digest.Sum()) {
+		return s.reject(now, fmt.Sprintf("batch %d: %d rows with checksum %016x received, server counts %d with %016x",
+			b.GetSeq(), r.digest.Rows(), r.digest.Sum(), b.GetRowCount(), b.GetChecksum()))
+	}
+	last := s.lastKey
+	for _, row := range rows {
+		if len(last) > 0 && bytes.Compare(row.GetKey(), last) <= 0 || !s.rng.Contains(row.GetKey()) {
+			acts := s.abandon(nil, "bad key order")
+			return s.fail(acts, fmt.Errorf("%w: server %s sent key %s outside the expected order or range %s of tablet %s",
+				ErrStream, r.server, tablets.FormatKey(row.GetKey()), s.rng, s.tabletName()))
+		}
+		last = row.GetKey()
+	}
+	r.lastSeq, r.lastData = b.GetSeq(), now
+	s.lastKey = last
+	s.rows += uint64(len(rows))
+	s.stats.Batches++
+	s.stats.Rows += uint64(len(rows))
+	acts := []StreamAction{{Kind: ActSendAck, Server: r.serverPID,
+		Msg: &messages.BatchAck{RequestId: r.id, Attempt: r.accepted, Seq: b.GetSeq()}}}
+	if len(rows) > 0 {
+		acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
+	}
+	return acts
+}
+
+// reject refuses the batch in hand: nothing of it is yielded and the
+// stream resumes after the last yielded key, avoiding the server.
+func (s *TabletStream) reject(now time.Time, why string) []StreamAction {
+	s.stats.Rejected++
+	return s.resume(now, nil, why, true)
+}
+
+func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []StreamAction {
+	r := s.req
+	if r == nil || m.GetRequestId() != r.id {
+		return nil
+	}
+	ok := m.GetError() == messages.ErrorCode_ERROR_CODE_UNSPECIFIED
+	if r.accepted != 0 && m.GetAttempt() != r.accepted {
+		return nil // a loser ending
+	}
+	if r.accepted == 0 {
+		switch {
+		case m.GetBatches() > 0:
+			// It sent batches and none arrived: they were lost.
+			r.server, r.serverPID = m.GetServer(), nil
+			return s.resume(now, nil, fmt.Sprintf("attempt %d on %s ended (%s) after %d batches, none received",
+				m.GetAttempt(), m.GetServer(), m.GetError(), m.GetBatches()), true)
+		case !ok:
+			return nil // the tablet actor retries attempts that sent nothing
+		}
+		// An empty piece: the attempt finished without a batch.
+		r.accepted, r.server = m.GetAttempt(), m.GetServer()
+	}
+	if ok {
+		if m.GetBatches() != r.lastSeq || m.GetRows() != r.digest.Rows() ||
+			(m.GetChecksum() != r.digest.Sum() && !(acceptUnverified && m.GetChecksum() == 0)) {
+			return s.resume(now, nil, fmt.Sprintf("finished with %d batches, %d rows, checksum %016x; received %d, %d, %016x",
+				m.GetBatches(), m.GetRows(), m.GetChecksum(), r.lastSeq, r.digest.Rows(), r.digest.Sum()), true)
+		}
+		return s.finish()
+	}
+	switch m.GetError() {
+	case messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
+		acts := s.abandon(nil, "scan failed")
+		return s.fail(acts, &ScanError{Code: m.GetError(), Message: m.GetErrorMessage()})
+	}
+	return s.resume(now, nil, fmt.Sprintf("%s: %s", m.GetError(), m.GetErrorMessage()), true)
+}
+
+// OnCoordinatorLost tells the stream that the coordinator at addr is gone
+// (endpoint terminated, restarted, or its cluster info removed). A
+// request on it that has no data yet is sent again elsewhere; a flowing
+// stream continues.
+func (s *TabletStream) OnCoordinatorLost(now time.Time, addr, why string) []StreamAction {
+	i := s.coordIndex(addr)
+	if i < 0 {
+		s.coords = append(s.coords, coordState{addr: addr})
+		i = len(s.coords) - 1
+	}
+	s.coords[i].lost, s.coords[i].why = true, why
+	if s.state != stateRunning || s.req.coord != addr {
+		return nil
+	}
+	s.req.coordLost = true
+	if s.req.accepted != 0 {
+		return nil // the data flows from a scan server, not through the coordinator
+	}
+	acts := s.abandon(nil, "coordinator lost")
+	s.stats.Resends++
+	return s.send(now, acts, "", addr)
+}
+
+// OnCoordinatorUp tells the stream that the coordinator at addr is (back)
+// up; a stream waiting for one sends its request there.
+func (s *TabletStream) OnCoordinatorUp(now time.Time, addr string) []StreamAction {
+	i := s.coordIndex(addr)
+	if i < 0 {
+		s.coords = append(s.coords, coordState{addr: addr})
+	} else {
+		s.coords[i].lost, s.coords[i].why = false, ""
+	}
+	if s.state != stateWaiting {
+		return nil
+	}
+	if s.expired(now) {
+		return s.failDeadline(nil, s.Waiting())
+	}
+	s.state = stateRunning
+	return s.send(now, nil, addr, "")
+}
+
+// Abandon stops the stream early (the caller stopped reading): the
+// winner's server gets a Cancel and the coordinator a ScanDone.
+func (s *TabletStream) Abandon(now time.Time) []StreamAction {
+	if s.state == stateDone {
+		return nil
+	}
+	acts := s.abandon(nil, "client stopped reading")
+	s.state = stateDone
+	return acts
+}
+
+func (s *TabletStream) coordIndex(addr string) int {
+	return slices.IndexFunc(s.coords, func(c coordState) bool { return c.addr == addr })
+}
+
+// pick chooses the coordinator for the next request: prefer if it is up,
+// else the first that is up after `after` (in list order, wrapping; from
+// the start when after is "").
+func (s *TabletStream) pick(prefer, after string) (string, bool) {
+	if i := s.coordIndex(prefer); i >= 0 && !s.coords[i].lost {
+		return prefer, true
+	}
+	n := len(s.coords)
+	start := 0
+	if i := s.coordIndex(after); i >= 0 {
+		start = i + 1
+	}
+	for k := range n {
+		if c := s.coords[(start+k)%n]; !c.lost {
+			return c.addr, true
+		}
+	}
+	return "", false
+}
+
+// send sends a new request for the rest of the tablet to a coordinator
+// that is up (see pick), or starts waiting for one.
+func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after string) []StreamAction {
+	if s.cfg.Limit > 0 && s.rows >= s.cfg.Limit {
+		return s.finishNoRequest(acts)
+	}
+	addr, ok := s.pick(prefer, after)
+	if !ok {
+		if s.state != stateWaiting {
+			s.state, s.waitSince = stateWaiting, now
+			s.waitAddr, s.waitWhy = after, ""
+			if i := s.coordIndex(after); i >= 0 {
+				s.waitWhy = s.coords[i].why
+			}
+			if s.waitAddr == "" {
+				for _, c := range s.coords {
+					if c.lost {
+						s.waitAddr, s.waitWhy = c.addr, c.why
+						break
+					}
+				}
+			}
+		}
+		s.req = nil
+		return acts
+	}
+	s.state = stateRunning
+	deadline := s.cfg.Deadline
+	if deadline.IsZero() {
+		deadline = now.Add(s.cfg.MaxRequestTime)
+	}
+	id := s.cfg.RequestID()
+	req := &messages.ScanRequest{RequestId: id, Client: s.cfg.Client, Tablet: s.ref,
+		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: s.lastKey,
+		BatchRows: s.cfg.BatchRows, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
+		Window: s.cfg.Window, DeadlineUnixMs: deadline.UnixMilli()}
+	if s.cfg.Limit > 0 {
+		req.Limit = s.cfg.Limit - s.rows
+	}
+	s.req = &streamRequest{id: id, coord: addr, sentAt: now}
+	s.stats.Requests++
+	return append(acts, StreamAction{Kind: ActSendRequest, Coordinator: addr, Msg: req})
+}
+
+// resume re-requests the rest of the tablet after the last yielded key.
+func (s *TabletStream) resume(now time.Time, acts []StreamAction, why string, avoidServer bool) []StreamAction {
+	r := s.req
+	server, coord := r.server, r.coord
+	if s.resumes >= s.cfg.MaxResumes {
+		acts = s.abandon(acts, why)
+		return s.fail(acts, &ScanError{Code: messages.ErrorCode_ERROR_CODE_RESUME_LIMIT,
+			Message: fmt.Sprintf("tablet %s: stream broke %d times (last: %s on %s)", s.tabletName(), s.resumes+1, why, orUnknown(server))})
+	}
+	if avoidServer && server != "" && !slices.Contains(s.avoid, server) {
+		s.avoid = append(s.avoid, server)
+		if len(s.avoid) > 16 {
+			s.avoid = s.avoid[len(s.avoid)-16:]
+		}
+	}
+	acts = s.abandon(acts, why)
+	s.resumes++
+	s.stats.Resumes++
+	// Stay on the same coordinator while it is up (its tablet actor knows
+	// the servers' history); else the next one.
+	return s.send(now, acts, coord, coord)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown server"
+	}
+	return s
+}
+
+// abandon ends the request in flight: the winner's server gets a Cancel,
+// the coordinator (unless lost) a ScanDone marked abandoned.
+func (s *TabletStream) abandon(acts []StreamAction, why string) []StreamAction {
+	r := s.req
+	if r == nil {
+		return acts
+	}
+	s.req = nil
+	if r.accepted != 0 && r.serverPID != nil {
+		acts = s.cancelAttempt(acts, r.id, r.accepted, r.serverPID, why)
+	}
+	if !r.coordLost && !s.isLost(r.coord) {
+		acts = append(acts, StreamAction{Kind: ActSendDone, Coordinator: r.coord,
+			Msg: &messages.ScanDone{RequestId: r.id, WinnerAttempt: r.accepted, Abandoned: true, Tablet: s.ref}})
+	}
+	return acts
+}
+
+func (s *TabletStream) isLost(addr string) bool {
+	i := s.coordIndex(addr)
+	return i >= 0 && s.coords[i].lost
+}
+
+func (s *TabletStream) cancelAttempt(acts []StreamAction, id string, attempt uint32, pid *messages.Pid, why string) []StreamAction {
+	k := attemptKey{id, attempt}
+	if pid == nil || s.cancelled[k] {
+		return acts
+	}
+	s.cancelled[k] = true
+	return append(acts, StreamAction{Kind: ActSendCancel, Server: pid, Msg: &messages.Cancel{RequestId: id, Attempt: attempt, Reason: why}})
+}
+
+func (s *TabletStream) finish() []StreamAction {
+	r := s.req
+	s.req = nil
+	s.state = stateDone
+	var acts []StreamAction
+	if !r.coordLost && !s.isLost(r.coord) {
+		acts = append(acts, StreamAction{Kind: ActSendDone, Coordinator: r.coord,
+			Msg: &messages.ScanDone{RequestId: r.id, WinnerAttempt: r.accepted, Tablet: s.ref}})
+	}
+	return append(acts, StreamAction{Kind: ActFinish})
+}
+
+// finishNoRequest ends a stream whose limit is reached without asking again.
+func (s *TabletStream) finishNoRequest(acts []StreamAction) []StreamAction {
+	s.req = nil
+	s.state = stateDone
+	return append(acts, StreamAction{Kind: ActFinish})
+}
+
+func (s *TabletStream) fail(acts []StreamAction, err error) []StreamAction {
+	s.req = nil
+	s.state = stateDone
+	return append(acts, StreamAction{Kind: ActFail, Err: err})
+}
+
+func (s *TabletStream) noCoordinatorErr() error {
+	var others []string
+	for _, c := range s.coords {
+		if c.lost && c.addr != s.waitAddr {
+			others = append(others, fmt.Sprintf("%s (%s)", c.addr, c.why))
+		}
+	}
+	why := s.waitWhy
+	if why == "" {
+		why = "unreachable"
+	}
+	msg := fmt.Sprintf("coordinator %s was lost (%s) and no other answered within %v", s.waitAddr, why, s.cfg.CoordinatorWait)
+	if len(s.coords) == 0 {
+		msg = fmt.Sprintf("no coordinator known, none answered within %v", s.cfg.CoordinatorWait)
+	}
+	if len(others) > 0 {
+		msg += "; also lost: " + strings.Join(others, ", ")
+	}
+	return fmt.Errorf("%w: %s", ErrNoCoordinator, msg)
+}

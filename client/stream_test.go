@@ -1,0 +1,799 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// The tests below drive TabletStream message by message, like the shell
+// (Rows) and the protocol harness do, against attempts that compute the
+// batch counts and checksums a scan server computes.
+
+var t0 = time.Unix(1_000_000, 0)
+
+const (
+	coordA = "127.0.0.1:8090"
+	coordB = "127.0.0.1:8091"
+)
+
+func testRows(n int) []*messages.Row {
+	rows := make([]*messages.Row, n)
+	for i := range rows {
+		rows[i] = &messages.Row{Key: fmt.Appendf(nil, "k%04d", i), Value: fmt.Appendf(nil, "v%d", i)}
+	}
+	return rows
+}
+
+func streamConfig() StreamConfig {
+	n := 0
+	return StreamConfig{Client: &messages.Pid{Address: "127.0.0.1:7000", Id: "client"}, Window: 4,
+		MaxRequestTime: time.Hour, StallTimeout: 2 * time.Second, IdleTimeout: 60 * time.Second,
+		CoordinatorWait: 3 * time.Second, MaxResumes: 10, Coordinators: []string{coordA, coordB},
+		RequestID: func() string { n++; return fmt.Sprintf("r%d", n) }}
+}
+
+var testRef = &messages.TabletRef{Table: "t", Generation: 1, Index: 0}
+
+// run is a stream under test with what it yielded and sent.
+type run struct {
+	t       *testing.T
+	s       *TabletStream
+	yielded []*messages.Row
+	acts    []StreamAction // every action so far
+	last    []StreamAction // the last step's
+	done    bool
+	err     error
+}
+
+func newRun(t *testing.T, cfg StreamConfig) *run {
+	return &run{t: t, s: NewTabletStream(cfg, testRef, tablets.Range{})}
+}
+
+func (r *run) do(acts []StreamAction) []StreamAction {
+	r.t.Helper()
+	if r.done || r.err != nil {
+		if len(acts) > 0 {
+			r.t.Fatalf("actions after the end: %v", acts)
+		}
+	}
+	r.last = acts
+	r.acts = append(r.acts, acts...)
+	for _, a := range acts {
+		switch a.Kind {
+		case ActYield:
+			r.yielded = append(r.yielded, a.Rows...)
+		case ActFinish:
+			r.done = true
+		case ActFail:
+			r.err = a.Err
+		}
+	}
+	return acts
+}
+
+// request returns the ScanRequest the last step sent (fails if none).
+func (r *run) request() (*messages.ScanRequest, string) {
+	r.t.Helper()
+	for _, a := range r.last {
+		if a.Kind == ActSendRequest {
+			return a.Msg.(*messages.ScanRequest), a.Coordinator
+		}
+	}
+	r.t.Fatalf("no ScanRequest sent; actions %v", r.last)
+	return nil, ""
+}
+
+func kinds(acts []StreamAction) string {
+	var b []string
+	for _, a := range acts {
+		b = append(b, a.Kind.String())
+	}
+	return strings.Join(b, ",")
+}
+
+func find(acts []StreamAction, k StreamActionKind) []StreamAction {
+	var out []StreamAction
+	for _, a := range acts {
+		if a.Kind == k {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// attempt plays one scan server attempt: it sends rows after resume_after
+// in batches with cumulative counts and checksums, like actors/scanserver.go.
+type attempt struct {
+	req     string
+	attempt uint32
+	server  string
+	pid     *messages.Pid
+	seq     uint64
+	digest  tablets.RowDigest
+}
+
+func newAttempt(req string, n uint32, server string) *attempt {
+	return &attempt{req: req, attempt: n, server: server, pid: &messages.Pid{Address: server, Id: "srv"}}
+}
+
+func (a *attempt) batch(rows []*messages.Row) *messages.RowBatch {
+	a.seq++
+	for _, r := range rows {
+		a.digest.Add(r.Key, r.Value)
+	}
+	return &messages.RowBatch{RequestId: a.req, Attempt: a.attempt, Seq: a.seq, Rows: rows, Server: a.server, ServerPid: a.pid,
+		RowCount: a.digest.Rows(), Checksum: a.digest.Sum()}
+}
+
+func (a *attempt) finished() *messages.ScanFinished {
+	return &messages.ScanFinished{RequestId: a.req, Attempt: a.attempt, Server: a.server, Rows: a.digest.Rows(),
+		Batches: a.seq, Checksum: a.digest.Sum()}
+}
+
+func (a *attempt) failed(code messages.ErrorCode) *messages.ScanFinished {
+	f := a.finished()
+	f.Error, f.ErrorMessage = code, "boom"
+	return f
+}
+
+func sameRows(t *testing.T, got, want []*messages.Row) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d rows yielded, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) {
+			t.Fatalf("row %d is %s=%s, want %s=%s", i, got[i].Key, got[i].Value, want[i].Key, want[i].Value)
+		}
+	}
+}
+
+func TestStreamHappyPath(t *testing.T) {
+	rows := testRows(10)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	req, coord := r.request()
+	if coord != coordA || req.RequestId != "r1" || req.ResumeAfter != nil || req.Window != 4 || req.Client.GetId() != "client" {
+		t.Fatalf("first request %v to %s", req, coord)
+	}
+	if got, want := time.UnixMilli(req.DeadlineUnixMs), t0.Add(time.Hour); !got.Equal(want) {
+		t.Fatalf("request deadline %v, want now + MaxRequestTime = %v", got, want)
+	}
+	if w := r.s.NextWakeup(); !w.Equal(t0.Add(60 * time.Second)) {
+		t.Fatalf("wakeup %v, want the idle timeout", w)
+	}
+	a := newAttempt("r1", 1, "s1")
+	acts := r.do(r.s.OnMessage(t0.Add(time.Millisecond), a.batch(rows[:4])))
+	if kinds(acts) != "send-ack,yield" || acts[0].Server != a.pid || acts[0].Msg.(*messages.BatchAck).Seq != 1 {
+		t.Fatalf("first batch: %v", acts)
+	}
+	if w := r.s.NextWakeup(); !w.Equal(t0.Add(time.Millisecond + 2*time.Second)) {
+		t.Fatalf("wakeup %v, want the stall timeout after the last batch", w)
+	}
+	r.do(r.s.OnMessage(t0.Add(2*time.Millisecond), a.batch(rows[4:])))
+	acts = r.do(r.s.OnMessage(t0.Add(3*time.Millisecond), a.finished()))
+	if kinds(acts) != "send-done,finish" {
+		t.Fatalf("finish: %v", acts)
+	}
+	done := acts[0].Msg.(*messages.ScanDone)
+	if acts[0].Coordinator != coordA || done.WinnerAttempt != 1 || done.Abandoned || done.RequestId != "r1" {
+		t.Fatalf("ScanDone %v to %s", done, acts[0].Coordinator)
+	}
+	sameRows(t, r.yielded, rows)
+	if !r.s.Done() || !r.s.NextWakeup().IsZero() {
+		t.Fatal("a finished stream needs no timer")
+	}
+	if st := r.s.Stats(); st.Requests != 1 || st.Batches != 2 || st.Rows != 10 || st.Resumes != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestStreamOneWinner (issue 7 item 3): the client alone decides the
+// winner — the first RowBatch seen — cancels other attempts' streams
+// straight at their servers, ignores the losers' ends, and names the
+// winner in ScanDone.
+func TestStreamOneWinner(t *testing.T) {
+	rows := testRows(6)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a1, a2 := newAttempt("r1", 1, "s1"), newAttempt("r1", 2, "s2")
+	acts := r.do(r.s.OnMessage(t0, a2.batch(rows[:3])))
+	if kinds(acts) != "send-ack,yield" {
+		t.Fatalf("winner's batch: %v", acts)
+	}
+	// The loser streamed too (the tablet actor's cancel of it is
+	// unless_streaming): the client cancels it, once.
+	acts = r.do(r.s.OnMessage(t0, a1.batch(rows[:3])))
+	if kinds(acts) != "send-cancel" || acts[0].Server != a1.pid {
+		t.Fatalf("loser's batch: %v", acts)
+	}
+	if c := acts[0].Msg.(*messages.Cancel); c.RequestId != "r1" || c.Attempt != 1 || c.UnlessStreaming {
+		t.Fatalf("cancel %v: want an unconditional cancel of attempt 1", c)
+	}
+	if acts := r.do(r.s.OnMessage(t0, a1.batch(rows[3:]))); len(acts) != 0 {
+		t.Fatalf("second loser batch: %v, want nothing (cancelled already)", acts)
+	}
+	for _, m := range []*messages.ScanFinished{a1.finished(), a1.failed(messages.ErrorCode_ERROR_CODE_CANCELLED), a1.failed(messages.ErrorCode_ERROR_CODE_STORAGE)} {
+		if acts := r.do(r.s.OnMessage(t0, m)); len(acts) != 0 {
+			t.Fatalf("loser's end %v: %v, want it ignored", m.Error, acts)
+		}
+	}
+	r.do(r.s.OnMessage(t0, a2.batch(rows[3:])))
+	acts = r.do(r.s.OnMessage(t0, a2.finished()))
+	if kinds(acts) != "send-done,finish" || acts[0].Msg.(*messages.ScanDone).WinnerAttempt != 2 {
+		t.Fatalf("finish: %v", acts)
+	}
+	sameRows(t, r.yielded, rows)
+	if n := len(find(r.acts, ActSendRequest)); n != 1 {
+		t.Fatalf("%d requests: a healthy loser must not cause a resume", n)
+	}
+}
+
+// TestStreamVerifiesBatches (issue 7 item 5): a batch whose rows do not
+// match its cumulative row count and checksum is never yielded; the
+// stream resumes after the last key of the last verified batch, avoiding
+// that server, and the end result is exactly the rows.
+func TestStreamVerifiesBatches(t *testing.T) {
+	cases := map[string]func(b *messages.RowBatch){
+		"a row missing":   func(b *messages.RowBatch) { b.Rows = append(b.Rows[:1], b.Rows[2:]...) },
+		"a value altered": func(b *messages.RowBatch) { b.Rows[1].Value = []byte("evil") },
+		"a key altered":   func(b *messages.RowBatch) { b.Rows[2].Key = append(bytes.Clone(b.Rows[2].Key), 'x') },
+		"a row repeated":  func(b *messages.RowBatch) { b.Rows = append(b.Rows[:2], b.Rows[1:]...) },
+		"rows swapped":    func(b *messages.RowBatch) { b.Rows[0], b.Rows[1] = b.Rows[1], b.Rows[0] },
+		"an extra row": func(b *messages.RowBatch) {
+			b.Rows = append(b.Rows, &messages.Row{Key: []byte("k0099"), Value: []byte("x")})
+		},
+		"row count off":        func(b *messages.RowBatch) { b.RowCount++ },
+		"checksum off":         func(b *messages.RowBatch) { b.Checksum ^= 1 },
+		"no checksum (zeroed)": func(b *messages.RowBatch) { b.RowCount, b.Checksum = 0, 0 },
+	}
+	for name, corrupt := range cases {
+		t.Run(name, func(t *testing.T) {
+			if name == "no checksum (zeroed)" && acceptUnverified {
+				t.Skip("servers without checksums are still accepted (acceptUnverified)")
+			}
+			rows := testRows(12)
+			r := newRun(t, streamConfig())
+			r.do(r.s.Start(t0))
+			a := newAttempt("r1", 1, "s1")
+			r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+			bad := a.batch(cloneRows(rows[4:8]))
+			corrupt(bad)
+			acts := r.do(r.s.OnMessage(t0, bad))
+			if len(find(acts, ActYield)) != 0 {
+				t.Fatalf("a corrupt batch was yielded: %v", acts)
+			}
+			if kinds(acts) != "send-cancel,send-done,send-request" {
+				t.Fatalf("corrupt batch: %v, want cancel + abandon + resume", acts)
+			}
+			if d := acts[1].Msg.(*messages.ScanDone); !d.Abandoned || d.WinnerAttempt != 1 {
+				t.Fatalf("ScanDone %v", d)
+			}
+			req, coord := r.request()
+			if coord != coordA || !bytes.Equal(req.ResumeAfter, rows[3].Key) || len(req.AvoidServers) != 1 || req.AvoidServers[0] != "s1" || req.ResumeCount != 1 {
+				t.Fatalf("resume %v to %s: want after %s on the same coordinator, avoiding s1", req, coord, rows[3].Key)
+			}
+			// The rest of the stream, from the resume point, through the
+			// same attempt number on another server.
+			b := newAttempt(req.RequestId, 1, "s2")
+			r.do(r.s.OnMessage(t0, b.batch(rows[4:9])))
+			r.do(r.s.OnMessage(t0, b.batch(rows[9:])))
+			r.do(r.s.OnMessage(t0, b.finished()))
+			if !r.done {
+				t.Fatalf("not done: %v", r.last)
+			}
+			sameRows(t, r.yielded, rows)
+			if st := r.s.Stats(); st.Rejected != 1 || st.Resumes != 1 {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}
+
+func cloneRows(rows []*messages.Row) []*messages.Row {
+	out := make([]*messages.Row, len(rows))
+	for i, r := range rows {
+		out[i] = &messages.Row{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}
+	}
+	return out
+}
+
+// TestStreamVerifiesFinish: ScanFinished of the winner must match what was
+// accepted (batches, rows, checksum), else the stream resumes.
+func TestStreamVerifiesFinish(t *testing.T) {
+	cases := map[string]func(f *messages.ScanFinished){
+		"last batch lost": func(f *messages.ScanFinished) { f.Batches++; f.Rows += 3 },
+		"rows off":        func(f *messages.ScanFinished) { f.Rows-- },
+		"checksum off":    func(f *messages.ScanFinished) { f.Checksum ^= 0x10 },
+	}
+	for name, corrupt := range cases {
+		t.Run(name, func(t *testing.T) {
+			rows := testRows(8)
+			r := newRun(t, streamConfig())
+			r.do(r.s.Start(t0))
+			a := newAttempt("r1", 1, "s1")
+			r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+			f := a.finished()
+			corrupt(f)
+			acts := r.do(r.s.OnMessage(t0, f))
+			if kinds(acts) != "send-cancel,send-done,send-request" {
+				t.Fatalf("bad finish: %v", acts)
+			}
+			req, _ := r.request()
+			if !bytes.Equal(req.ResumeAfter, rows[3].Key) {
+				t.Fatalf("resume after %q", req.ResumeAfter)
+			}
+			b := newAttempt(req.RequestId, 1, "s2")
+			r.do(r.s.OnMessage(t0, b.batch(rows[4:])))
+			r.do(r.s.OnMessage(t0, b.finished()))
+			sameRows(t, r.yielded, rows)
+		})
+	}
+}
+
+func TestStreamSeqRules(t *testing.T) {
+	rows := testRows(9)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	b1 := a.batch(rows[:3])
+	r.do(r.s.OnMessage(t0, b1))
+	if acts := r.do(r.s.OnMessage(t0, b1)); len(acts) != 0 {
+		t.Fatalf("a duplicated batch: %v, want it ignored", acts)
+	}
+	a.batch(rows[3:6]) // lost on the way
+	acts := r.do(r.s.OnMessage(t0, a.batch(rows[6:])))
+	if len(find(acts, ActYield)) != 0 || len(find(acts, ActSendRequest)) != 1 {
+		t.Fatalf("a gap: %v, want a resume and nothing yielded", acts)
+	}
+	req, _ := r.request()
+	if !bytes.Equal(req.ResumeAfter, rows[2].Key) {
+		t.Fatalf("resume after %q", req.ResumeAfter)
+	}
+}
+
+// TestStreamStall: a winner quiet for StallTimeout is resumed on another
+// server, avoiding it.
+func TestStreamStall(t *testing.T) {
+	rows := testRows(6)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	r.do(r.s.OnMessage(t0.Add(time.Second), a.batch(rows[:3])))
+	at := t0.Add(3 * time.Second)
+	if w := r.s.NextWakeup(); !w.Equal(at) {
+		t.Fatalf("wakeup %v, want %v", w, at)
+	}
+	if acts := r.do(r.s.OnTimer(at.Add(-time.Nanosecond))); len(acts) != 0 {
+		t.Fatalf("early timer: %v", acts)
+	}
+	acts := r.do(r.s.OnTimer(at))
+	if kinds(acts) != "send-cancel,send-done,send-request" {
+		t.Fatalf("stall: %v", acts)
+	}
+	if c := acts[0].Msg.(*messages.Cancel); c.Attempt != 1 || acts[0].Server != a.pid {
+		t.Fatalf("cancel %v", c)
+	}
+	req, _ := r.request()
+	if !bytes.Equal(req.ResumeAfter, rows[2].Key) || len(req.AvoidServers) != 1 || req.AvoidServers[0] != "s1" {
+		t.Fatalf("resume %v", req)
+	}
+	if w := r.s.NextWakeup(); !w.Equal(at.Add(60 * time.Second)) {
+		t.Fatalf("after a resume the idle timeout runs again: %v", w)
+	}
+	// A straggler batch of the stalled request: cancelled, not yielded.
+	acts = r.do(r.s.OnMessage(at, a.batch(rows[3:])))
+	if len(acts) != 0 {
+		t.Fatalf("straggler of a cancelled attempt: %v (it was cancelled already)", acts)
+	}
+	other := newAttempt("r1", 2, "s3")
+	acts = r.do(r.s.OnMessage(at, other.batch(rows[3:])))
+	if kinds(acts) != "send-cancel" || acts[0].Server != other.pid {
+		t.Fatalf("straggler of another attempt of an old request: %v", acts)
+	}
+	b := newAttempt(req.RequestId, 1, "s2")
+	r.do(r.s.OnMessage(at, b.batch(rows[3:])))
+	r.do(r.s.OnMessage(at, b.finished()))
+	sameRows(t, r.yielded, rows)
+}
+
+// TestStreamIdle: a request without any answer for IdleTimeout fails,
+// naming the coordinator.
+func TestStreamIdle(t *testing.T) {
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	at := t0.Add(60 * time.Second)
+	if w := r.s.NextWakeup(); !w.Equal(at) {
+		t.Fatalf("wakeup %v", w)
+	}
+	acts := r.do(r.s.OnTimer(at))
+	if kinds(acts) != "send-done,fail" {
+		t.Fatalf("idle: %v", acts)
+	}
+	if !errors.Is(r.err, ErrNoCoordinator) || !strings.Contains(r.err.Error(), coordA) || !strings.Contains(r.err.Error(), "1m0s") {
+		t.Fatalf("idle error %v", r.err)
+	}
+}
+
+// TestStreamCoordinatorLostBeforeData (item 6): the request goes again, with
+// a new id, to the next coordinator; nothing goes to the lost one.
+func TestStreamCoordinatorLostBeforeData(t *testing.T) {
+	rows := testRows(4)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	acts := r.do(r.s.OnCoordinatorLost(t0.Add(time.Second), coordA, "endpoint terminated"))
+	if kinds(acts) != "send-request" {
+		t.Fatalf("lost before data: %v, want only a new request (nothing to the dead coordinator)", acts)
+	}
+	req, coord := r.request()
+	if coord != coordB || req.RequestId != "r2" || req.ResumeCount != 0 {
+		t.Fatalf("re-sent %v to %s", req, coord)
+	}
+	// A late answer of the first request's attempt is cancelled.
+	old := newAttempt("r1", 1, "s1")
+	if acts := r.do(r.s.OnMessage(t0, old.batch(rows[:2]))); kinds(acts) != "send-cancel" {
+		t.Fatalf("old request's batch: %v", acts)
+	}
+	a := newAttempt("r2", 1, "s2")
+	r.do(r.s.OnMessage(t0, a.batch(rows)))
+	acts = r.do(r.s.OnMessage(t0, a.finished()))
+	if kinds(acts) != "send-done,finish" || acts[0].Coordinator != coordB {
+		t.Fatalf("finish: %v", acts)
+	}
+	sameRows(t, r.yielded, rows)
+	if st := r.s.Stats(); st.Resends != 1 || st.Resumes != 0 || st.Requests != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestStreamCoordinatorLostAfterData: a stream flowing from a scan server
+// continues; its ScanDone is not sent to the dead coordinator.
+func TestStreamCoordinatorLostAfterData(t *testing.T) {
+	rows := testRows(6)
+	cfg := streamConfig()
+	cfg.Coordinators = []string{coordA}
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(rows[:3])))
+	if acts := r.do(r.s.OnCoordinatorLost(t0, coordA, "endpoint terminated")); len(acts) != 0 {
+		t.Fatalf("lost after data: %v, want the stream to continue", acts)
+	}
+	r.do(r.s.OnMessage(t0, a.batch(rows[3:])))
+	acts := r.do(r.s.OnMessage(t0, a.finished()))
+	if kinds(acts) != "finish" {
+		t.Fatalf("finish: %v, want no ScanDone to the lost coordinator", acts)
+	}
+	sameRows(t, r.yielded, rows)
+}
+
+// TestStreamNoCoordinator: the only coordinator is lost and none comes back
+// within CoordinatorWait: one line naming the lost coordinator.
+func TestStreamNoCoordinator(t *testing.T) {
+	cfg := streamConfig()
+	cfg.Coordinators = []string{coordA}
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	lostAt := t0.Add(time.Second)
+	if acts := r.do(r.s.OnCoordinatorLost(lostAt, coordA, "endpoint terminated")); len(acts) != 0 {
+		t.Fatalf("lost: %v, want waiting", acts)
+	}
+	if w := r.s.NextWakeup(); !w.Equal(lostAt.Add(3 * time.Second)) {
+		t.Fatalf("wakeup %v, want lost + CoordinatorWait", w)
+	}
+	if acts := r.do(r.s.OnTimer(lostAt.Add(2 * time.Second))); len(acts) != 0 {
+		t.Fatalf("early: %v", acts)
+	}
+	acts := r.do(r.s.OnTimer(lostAt.Add(3 * time.Second)))
+	if kinds(acts) != "fail" {
+		t.Fatalf("wait over: %v", acts)
+	}
+	want := "client: no coordinator: coordinator 127.0.0.1:8090 was lost (endpoint terminated) and no other answered within 3s"
+	if r.err.Error() != want || !errors.Is(r.err, ErrNoCoordinator) {
+		t.Fatalf("error %q, want %q", r.err, want)
+	}
+}
+
+// TestStreamCoordinatorBack: the same coordinator coming back (a restart on
+// the same address) gets the request again.
+func TestStreamCoordinatorBack(t *testing.T) {
+	cfg := streamConfig()
+	cfg.Coordinators = []string{coordA}
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	r.do(r.s.OnCoordinatorLost(t0, coordA, "restarted (new incarnation)"))
+	acts := r.do(r.s.OnCoordinatorUp(t0.Add(time.Second), coordA))
+	req, coord := r.request()
+	if kinds(acts) != "send-request" || coord != coordA || req.RequestId != "r2" {
+		t.Fatalf("back: %v", acts)
+	}
+	rows := testRows(3)
+	a := newAttempt("r2", 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(rows)))
+	r.do(r.s.OnMessage(t0, a.finished()))
+	sameRows(t, r.yielded, rows)
+}
+
+// TestStreamStartsWithCoordinatorsLost: a stream that starts while every
+// coordinator is known lost waits for one, then fails naming it.
+func TestStreamStartsWithCoordinatorsLost(t *testing.T) {
+	cfg := streamConfig()
+	cfg.Lost = map[string]string{coordA: "endpoint terminated", coordB: "endpoint terminated"}
+	r := newRun(t, cfg)
+	if acts := r.do(r.s.Start(t0)); len(acts) != 0 {
+		t.Fatalf("start: %v", acts)
+	}
+	r.do(r.s.OnTimer(t0.Add(3 * time.Second)))
+	if r.err == nil || !strings.Contains(r.err.Error(), "coordinator "+coordA+" was lost") || !strings.Contains(r.err.Error(), "also lost: "+coordB) {
+		t.Fatalf("error %v", r.err)
+	}
+}
+
+// TestStreamResumeWhileCoordinatorLost: a flowing stream that breaks after
+// its coordinator died asks the next one.
+func TestStreamResumeWhileCoordinatorLost(t *testing.T) {
+	rows := testRows(6)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(rows[:3])))
+	r.do(r.s.OnCoordinatorLost(t0, coordA, "endpoint terminated"))
+	acts := r.do(r.s.OnMessage(t0, a.failed(messages.ErrorCode_ERROR_CODE_STORAGE)))
+	if kinds(acts) != "send-cancel,send-request" {
+		t.Fatalf("resume: %v, want no ScanDone to the lost coordinator", acts)
+	}
+	req, coord := r.request()
+	if coord != coordB || !bytes.Equal(req.ResumeAfter, rows[2].Key) {
+		t.Fatalf("resume %v to %s", req, coord)
+	}
+}
+
+func TestStreamResumeLimit(t *testing.T) {
+	cfg := streamConfig()
+	cfg.MaxResumes = 2
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	rows := testRows(3)
+	now := t0
+	for i := range 3 {
+		req, _ := r.request()
+		a := newAttempt(req.RequestId, 1, fmt.Sprintf("s%d", i))
+		r.do(r.s.OnMessage(now, a.batch(rows[i:i+1])))
+		now = now.Add(2 * time.Second)
+		r.do(r.s.OnTimer(now))
+	}
+	var se *ScanError
+	if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_RESUME_LIMIT || !strings.Contains(se.Message, "3 times") {
+		t.Fatalf("error %v", r.err)
+	}
+	sameRows(t, r.yielded, rows)
+}
+
+// TestStreamDeadline: every request carries the scan's deadline, and the
+// stream fails when it passes, abandoning its request.
+func TestStreamDeadline(t *testing.T) {
+	cfg := streamConfig()
+	cfg.Deadline = t0.Add(5 * time.Second)
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	req, _ := r.request()
+	if !time.UnixMilli(req.DeadlineUnixMs).Equal(cfg.Deadline) {
+		t.Fatalf("request deadline %v, want the scan's %v", time.UnixMilli(req.DeadlineUnixMs), cfg.Deadline)
+	}
+	if w := r.s.NextWakeup(); !w.Equal(cfg.Deadline) {
+		t.Fatalf("wakeup %v", w)
+	}
+	acts := r.do(r.s.OnTimer(cfg.Deadline))
+	if kinds(acts) != "send-done,fail" || !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("deadline: %v, err %v", acts, r.err)
+	}
+	// A stream started after its deadline fails at once.
+	r = newRun(t, cfg)
+	if acts := r.do(r.s.Start(cfg.Deadline)); kinds(acts) != "fail" {
+		t.Fatalf("late start: %v", acts)
+	}
+}
+
+func TestStreamErrors(t *testing.T) {
+	for _, tc := range []struct {
+		code   messages.ErrorCode
+		resume bool
+	}{
+		{messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, false},
+		{messages.ErrorCode_ERROR_CODE_BAD_REQUEST, false},
+		{messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, false},
+		{messages.ErrorCode_ERROR_CODE_STORAGE, true},
+		{messages.ErrorCode_ERROR_CODE_CANCELLED, true},
+		{messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, true},
+	} {
+		r := newRun(t, streamConfig())
+		r.do(r.s.Start(t0))
+		a := newAttempt("r1", 1, "s1")
+		r.do(r.s.OnMessage(t0, a.batch(testRows(2))))
+		acts := r.do(r.s.OnMessage(t0, a.failed(tc.code)))
+		if got := len(find(acts, ActSendRequest)) == 1; got != tc.resume {
+			t.Errorf("%v: %v, want resume=%v", tc.code, acts, tc.resume)
+		}
+		var se *ScanError
+		if !tc.resume && (!errors.As(r.err, &se) || se.Code != tc.code) {
+			t.Errorf("%v: error %v", tc.code, r.err)
+		}
+	}
+	// ScanError from the coordinator ends the stream with its code.
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	r.do(r.s.OnMessage(t0, &messages.ScanError{RequestId: "r0", Code: messages.ErrorCode_ERROR_CODE_NO_SERVERS}))
+	if r.err != nil {
+		t.Fatal("a ScanError of another request must be ignored")
+	}
+	r.do(r.s.OnMessage(t0, &messages.ScanError{RequestId: "r1", Code: messages.ErrorCode_ERROR_CODE_NO_SERVERS, Message: "group batch has no servers"}))
+	var se *ScanError
+	if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_NO_SERVERS {
+		t.Fatalf("error %v", r.err)
+	}
+	// An attempt failing before any data is the tablet actor's to retry.
+	r = newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	if acts := r.do(r.s.OnMessage(t0, newAttempt("r1", 1, "s1").failed(messages.ErrorCode_ERROR_CODE_STORAGE))); len(acts) != 0 {
+		t.Fatalf("failed attempt without data: %v", acts)
+	}
+}
+
+// TestStreamLostBatchesBeforeWinner: an attempt that ends after sending
+// batches none of which arrived: resume at once rather than wait.
+func TestStreamLostBatchesBeforeWinner(t *testing.T) {
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	a.batch(testRows(3))
+	acts := r.do(r.s.OnMessage(t0, a.finished()))
+	if len(find(acts, ActSendRequest)) != 1 || len(find(acts, ActYield)) != 0 {
+		t.Fatalf("%v", acts)
+	}
+}
+
+func TestStreamEmptyPiece(t *testing.T) {
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	acts := r.do(r.s.OnMessage(t0, newAttempt("r1", 1, "s1").finished()))
+	if kinds(acts) != "send-done,finish" || acts[0].Msg.(*messages.ScanDone).WinnerAttempt != 1 {
+		t.Fatalf("empty: %v", acts)
+	}
+}
+
+func TestStreamBadKeysFail(t *testing.T) {
+	r := &run{t: t, s: NewTabletStream(streamConfig(), testRef, tablets.Range{Start: []byte("k0002"), End: []byte("k0005")})}
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	rows := testRows(8)
+	r.do(r.s.OnMessage(t0, a.batch(rows[2:4])))
+	r.do(r.s.OnMessage(t0, a.batch(rows[4:6]))) // k0005 is past the end
+	if !errors.Is(r.err, ErrStream) || len(r.yielded) != 2 {
+		t.Fatalf("err %v, %d rows", r.err, len(r.yielded))
+	}
+}
+
+// TestStreamLimit: a resume after the limit is reached ends the stream
+// instead of asking for "0 = all" rows.
+func TestStreamLimit(t *testing.T) {
+	cfg := streamConfig()
+	cfg.Limit = 3
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	if req, _ := r.request(); req.Limit != 3 {
+		t.Fatalf("limit %d", req.Limit)
+	}
+	a := newAttempt("r1", 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(testRows(3))))
+	acts := r.do(r.s.OnTimer(t0.Add(2 * time.Second)))
+	if len(find(acts, ActSendRequest)) != 0 || !r.done {
+		t.Fatalf("stall at the limit: %v", acts)
+	}
+}
+
+func TestStreamAbandon(t *testing.T) {
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(testRows(2))))
+	acts := r.do(r.s.Abandon(t0))
+	if kinds(acts) != "send-cancel,send-done" || !acts[1].Msg.(*messages.ScanDone).Abandoned {
+		t.Fatalf("abandon: %v", acts)
+	}
+	if acts := r.s.Abandon(t0); len(acts) != 0 {
+		t.Fatal("second abandon")
+	}
+	// A batch after the end is cancelled at its server.
+	if acts := r.s.OnMessage(t0, newAttempt("r1", 2, "s2").batch(nil)); kinds(acts) != "send-cancel" {
+		t.Fatalf("after the end: %v", acts)
+	}
+}
+
+// TestStreamFaultyTransport: random loss, duplication, corruption and
+// stalls on the row stream; whatever happens, the stream yields exactly
+// the rows in order, never a wrong row. Seeds are fixed; a failure names
+// its seed.
+func TestStreamFaultyTransport(t *testing.T) {
+	truth := testRows(200)
+	rejected, resumes := 0, 0
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		cfg := streamConfig()
+		cfg.MaxResumes = 1000
+		r := newRun(t, cfg)
+		now := t0
+		sent := 0 // requests seen
+		countRequests := func() bool {
+			n := len(find(r.acts, ActSendRequest))
+			resumed := n > sent
+			sent = n
+			return resumed
+		}
+		r.do(r.s.Start(now))
+		countRequests()
+		for rounds := 0; !r.done && r.err == nil; rounds++ {
+			if rounds > 2000 {
+				t.Fatalf("seed %d: no end after %d requests", seed, rounds)
+			}
+			req := find(r.acts, ActSendRequest)[sent-1].Msg.(*messages.ScanRequest)
+			i := 0
+			for i < len(truth) && req.ResumeAfter != nil && bytes.Compare(truth[i].Key, req.ResumeAfter) <= 0 {
+				i++
+			}
+			a := newAttempt(req.RequestId, 1, fmt.Sprintf("s%d", rng.IntN(5)))
+		stream:
+			for !r.done && r.err == nil {
+				now = now.Add(time.Millisecond)
+				n := min(1+rng.IntN(20), len(truth)-i)
+				if n == 0 {
+					r.do(r.s.OnMessage(now, a.finished()))
+					countRequests()
+					break
+				}
+				b := a.batch(cloneRows(truth[i : i+n]))
+				i += n
+				switch rng.IntN(12) {
+				case 0: // lost
+					continue
+				case 1:
+					b.Rows[rng.IntN(len(b.Rows))].Value = []byte("corrupt")
+				case 2:
+					b.Rows = b.Rows[1:]
+				case 3: // duplicated
+					r.do(r.s.OnMessage(now, b))
+				case 4: // the server stalls
+					now = now.Add(cfg.StallTimeout)
+					r.do(r.s.OnTimer(now))
+					if countRequests() {
+						break stream
+					}
+					continue
+				}
+				r.do(r.s.OnMessage(now, b))
+				if countRequests() {
+					break stream
+				}
+			}
+		}
+		if r.err != nil {
+			t.Fatalf("seed %d: %v", seed, r.err)
+		}
+		sameRows(t, r.yielded, truth)
+		st := r.s.Stats()
+		rejected += st.Rejected
+		resumes += st.Resumes
+	}
+	if rejected < 300 || resumes < 600 {
+		t.Fatalf("the faults hardly happened: %d batches rejected, %d resumes over 300 seeds", rejected, resumes)
+	}
+	t.Logf("%d batches rejected, %d resumes over 300 seeds", rejected, resumes)
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/bus"
+)
+
+// buildScanctl builds this command into a temp dir (a real process: its
+// own actor system, its own Close, its own exit).
+func buildScanctl(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs scanctl processes")
+	}
+	bin := filepath.Join(t.TempDir(), "scanctl")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type procResult struct {
+	code    int
+	stdout  string
+	stderr  string
+	elapsed time.Duration
+}
+
+func runProc(t *testing.T, bin string, args ...string) procResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	start := time.Now()
+	err := cmd.Run()
+	res := procResult{stdout: out.String(), stderr: errOut.String(), elapsed: time.Since(start)}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("scanctl %v: %v", args, err)
+	}
+	t.Logf("scanctl %s: exit %d after %v: %s", strings.Join(args, " "), res.code, res.elapsed.Round(time.Millisecond), strings.TrimSpace(res.stderr))
+	return res
+}
+
+// TestTimeoutHonouredWhateverIsDead (issue 7 item 8): with NATS up and the
+// named coordinator dead (nothing listens on 127.0.0.1:1), a command ends
+// soon after its --timeout, with exit 1 and one line naming the
+// coordinator. Before, `status` waited out the 5s request timeout and
+// Close up to 5s more. Elapsed times are checked only as generous upper
+// bounds (timeout + 1s is the goal; the bound allows for a loaded machine).
+func TestTimeoutHonouredWhateverIsDead(t *testing.T) {
+	bin := buildScanctl(t)
+	sc := bus.DefaultServerConfig()
+	sc.Port, sc.StoreDir = -1, t.TempDir()
+	srv, err := bus.StartServer(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	nats := srv.ClientURL()
+	if r := runProc(t, bin, "ingest", "--nats", nats, "--table", "t", "--generate", "1000", "--splits", "2"); r.code != 0 {
+		t.Fatalf("ingest failed: %s", r.stderr)
+	}
+	const slack = 4 * time.Second
+	for _, tc := range []struct {
+		args    []string
+		timeout time.Duration
+		want    string
+	}{
+		{[]string{"status"}, 2 * time.Second, "127.0.0.1:1"},
+		{[]string{"reload"}, 2 * time.Second, "127.0.0.1:1"},
+		{[]string{"route", "--table", "t", "--row", "row000000005"}, 2 * time.Second, "127.0.0.1:1"},
+		{[]string{"scan", "--table", "t"}, 2 * time.Second, "deadline exceeded"},
+	} {
+		args := append(append([]string{}, tc.args...), "--nats", nats, "--coordinator", "127.0.0.1:1", "--timeout", tc.timeout.String())
+		r := runProc(t, bin, args...)
+		if r.code != 1 || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("scanctl %v: exit %d, stderr %q; want exit 1 and one line mentioning %q", args, r.code, r.stderr, tc.want)
+		}
+		if r.elapsed > tc.timeout+slack {
+			t.Errorf("scanctl %v took %v, want about %v (at most %v here)", args, r.elapsed, tc.timeout+time.Second, tc.timeout+slack)
+		}
+	}
+}
+
+// TestScanFailsNamingLostCoordinator (issue 7 item 6): a scan whose
+// coordinator cannot be reached ends with ErrNoCoordinator's one line
+// naming the address, well before a long --timeout.
+func TestScanFailsNamingLostCoordinator(t *testing.T) {
+	bin := buildScanctl(t)
+	sc := bus.DefaultServerConfig()
+	sc.Port, sc.StoreDir = -1, t.TempDir()
+	srv, err := bus.StartServer(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	nats := srv.ClientURL()
+	if r := runProc(t, bin, "ingest", "--nats", nats, "--table", "t", "--generate", "100", "--splits", "1"); r.code != 0 {
+		t.Fatalf("ingest failed: %s", r.stderr)
+	}
+	r := runProc(t, bin, "scan", "--table", "t", "--nats", nats, "--coordinator", "127.0.0.1:1", "--timeout", "60s")
+	want := "scanctl scan: client: no coordinator: coordinator 127.0.0.1:1 was lost"
+	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		t.Fatalf("exit %d, stderr %q; want exit 1 and one line starting %q", r.code, r.stderr, want)
+	}
+	if r.elapsed > 30*time.Second {
+		t.Fatalf("took %v: the loss should be noticed in seconds, not at the 60s timeout", r.elapsed)
+	}
+	// Without --coordinator and without a coordinator's cluster info: at once.
+	r = runProc(t, bin, "status", "--nats", nats, "--timeout", "10s")
+	if r.code != 1 || !strings.Contains(r.stderr, "no cluster info") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
