@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -340,6 +341,12 @@ func (s *ScanServerActor) run(job *scanJob) {
 	if err != nil {
 		fin.Error, fin.ErrorMessage = errorCode(err), fmt.Sprintf("scan server %s, tablet %s/%d: %v", s.id, req.GetTablet().GetTable(), req.GetTablet().GetIndex(), err)
 		fin.Cancelled = fin.Error == messages.ErrorCode_ERROR_CODE_CANCELLED
+		if IsNotFound(err) {
+			fin.ErrorMessage += " (named by the table's metadata but missing from the block store: lost, or its generation was deleted by newer ingests)"
+		}
+		if fin.Error == messages.ErrorCode_ERROR_CODE_STORAGE || fin.Error == messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK {
+			s.log.Warn("scan failed reading the block store", "code", fin.Error.String(), "request", job.key.RequestID, "attempt", job.key.Attempt, "rows", fin.Rows, "err", fin.ErrorMessage)
+		}
 	}
 	fin.DurationUs = time.Since(job.started).Microseconds()
 	s.sys.Root.Send(job.client, fin)
@@ -446,7 +453,9 @@ func errorCode(err error) messages.ErrorCode {
 		return messages.ErrorCode_ERROR_CODE_CANCELLED
 	case errors.Is(err, context.DeadlineExceeded):
 		return messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED
-	case errors.Is(err, tablets.ErrCorrupt):
+	case errors.Is(err, tablets.ErrCorrupt), errors.Is(err, bus.ErrCorrupt), IsNotFound(err):
+		// A missing object is named by the metadata being read: retrying
+		// elsewhere reads the same shared store.
 		return messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK
 	default:
 		return messages.ErrorCode_ERROR_CODE_STORAGE

@@ -25,10 +25,18 @@ const payloadSlack = 4 << 10
 // BlockStore keeps tablet-file blocks and indexes in a JetStream KV bucket,
 // one entry per key, in file storage. It satisfies tablets.BlockStore. Keys
 // may be any non-empty string: characters a KV key cannot hold are escaped
-// (see escapeKey), so "f/0001.idx" is stored as is. Safe for concurrent use.
+// (see escapeKey), so "f/0001.idx" is stored as is. Every operation is
+// bounded by Config.OpTimeout, and every store failure wraps a sentinel
+// (ErrNotFound, ErrCorrupt, ErrStoreFull, ErrUnavailable, ErrStorage). Safe
+// for concurrent use.
 type BlockStore struct {
 	conn *Conn
 	kv   jetstream.KeyValue
+	// stream is the bucket's stream: Delete purges through it, and Get
+	// asks it whether a key it cannot read is still indexed.
+	stream jetstream.Stream
+	// subjects is the prefix of the bucket's subjects, "$KV.<bucket>.".
+	subjects string
 }
 
 // BlockStore binds the blocks bucket, creating it if missing (file storage,
@@ -45,26 +53,49 @@ func (c *Conn) BlockStore(ctx context.Context) (*BlockStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BlockStore{conn: c, kv: kv}, nil
+	st, err := c.kvStream(ctx, c.cfg.BlocksBucket)
+	if err != nil {
+		return nil, err
+	}
+	return &BlockStore{conn: c, kv: kv, stream: st, subjects: kvSubjectPrefix + c.cfg.BlocksBucket + "."}, nil
+}
+
+// kvSubjectPrefix and kvStreamPrefix are how JetStream names a KV
+// bucket's subjects ("$KV.<bucket>.<key>") and stream ("KV_<bucket>").
+const (
+	kvSubjectPrefix = "$KV."
+	kvStreamPrefix  = "KV_"
+)
+
+// kvStream binds the stream behind a KV bucket.
+func (c *Conn) kvStream(ctx context.Context, bucket string) (jetstream.Stream, error) {
+	st, err := timed(c, ctx, func(octx context.Context) (jetstream.Stream, error) {
+		return c.js.Stream(octx, kvStreamPrefix+bucket)
+	})
+	if err != nil {
+		return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
+	}
+	return st, nil
 }
 
 // bucket binds an existing KV bucket or creates it with cfg. An existing
 // bucket is used as is, never reconfigured.
 func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := c.js.KeyValue(ctx, cfg.Bucket)
+	bind := func(octx context.Context) (jetstream.KeyValue, error) { return c.js.KeyValue(octx, cfg.Bucket) }
+	kv, err := timed(c, ctx, bind)
 	if err == nil {
 		return kv, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("bus: bind bucket %s: %w", cfg.Bucket, err)
+		return nil, c.storeErr(ctx, "bind bucket "+cfg.Bucket, err)
 	}
-	kv, err = c.js.CreateKeyValue(ctx, cfg)
+	kv, err = timed(c, ctx, func(octx context.Context) (jetstream.KeyValue, error) { return c.js.CreateKeyValue(octx, cfg) })
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		// Another process created it between our lookup and create.
-		kv, err = c.js.KeyValue(ctx, cfg.Bucket)
+		kv, err = timed(c, ctx, bind)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bus: create bucket %s: %w", cfg.Bucket, err)
+		return nil, c.storeErr(ctx, "create bucket "+cfg.Bucket, err)
 	}
 	return kv, nil
 }
@@ -80,7 +111,8 @@ func (c *Conn) checkSize(what string, n, limit int) error {
 	return nil
 }
 
-// Put stores data under key, replacing any previous value.
+// Put stores data under key, replacing any previous value. A store
+// without space left gives an error wrapping ErrStoreFull.
 func (b *BlockStore) Put(ctx context.Context, key string, data []byte) error {
 	if key == "" {
 		return errors.New("bus: block put: empty key")
@@ -88,36 +120,88 @@ func (b *BlockStore) Put(ctx context.Context, key string, data []byte) error {
 	if err := b.conn.checkSize("block "+key, len(data), MaxBlockBytes); err != nil {
 		return err
 	}
-	if _, err := b.kv.Put(ctx, escapeKey(key, true), data); err != nil {
-		return fmt.Errorf("bus: block put %s: %w", key, err)
+	_, err := timed(b.conn, ctx, func(octx context.Context) (uint64, error) { return b.kv.Put(octx, escapeKey(key, true), data) })
+	if err != nil {
+		return b.conn.storeErr(ctx, "block put "+key, err)
 	}
 	return nil
 }
 
 // Get returns the value of key; a missing key gives an error wrapping
-// ErrNotFound. The returned slice is the caller's.
+// ErrNotFound, a key JetStream still indexes but cannot read (its stored
+// message is damaged on disk) one wrapping ErrCorrupt. The returned slice
+// is the caller's.
 func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 	if key == "" {
 		return nil, fmt.Errorf("bus: block get: empty key: %w", ErrNotFound)
 	}
-	e, err := b.kv.Get(ctx, escapeKey(key, true))
+	ek := escapeKey(key, true)
+	e, err := timed(b.conn, ctx, func(octx context.Context) (jetstream.KeyValueEntry, error) { return b.kv.Get(octx, ek) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("bus: block %s: %w", key, ErrNotFound)
+		return b.missing(ctx, key, ek)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bus: block get %s: %w", key, err)
+		return nil, b.conn.storeErr(ctx, "block get "+key, err)
 	}
 	return e.Value(), nil
 }
 
-// Delete removes key and its history (a KV purge: only a small marker
-// remains). Deleting a missing key is not an error.
+// missing explains a Get that found nothing: JetStream answers a read of
+// a message that fails its checksum on disk with "not found" (it does so
+// while running and after a restart alike, and logs nothing), but its
+// subject index still counts the message. So a key the index counts whose
+// last message cannot be read is ErrCorrupt; anything else (never
+// written, deleted, or gone with a damaged file block the server dropped
+// on restart) is ErrNotFound.
+func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error) {
+	notFound := fmt.Errorf("bus: block %s: %w", key, ErrNotFound)
+	subj := b.subjects + ek
+	info, err := timed(b.conn, ctx, func(octx context.Context) (*jetstream.StreamInfo, error) {
+		return b.stream.Info(octx, jetstream.WithSubjectFilter(subj))
+	})
+	if err != nil {
+		return nil, b.conn.storeErr(ctx, "block get "+key+": stream info", err)
+	}
+	if info.State.Subjects[subj] == 0 {
+		return nil, notFound
+	}
+	m, err := timed(b.conn, ctx, func(octx context.Context) (*jetstream.RawStreamMsg, error) {
+		return b.stream.GetLastMsgForSubject(octx, subj)
+	})
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, fmt.Errorf("bus: block %s: %w: stream %s indexes it but cannot read it (damaged on disk)",
+			key, ErrCorrupt, kvStreamPrefix+b.conn.cfg.BlocksBucket)
+	case err != nil:
+		return nil, b.conn.storeErr(ctx, "block get "+key, err)
+	case m.Header.Get(kvOperationHeader) != "":
+		return nil, notFound // a delete or purge marker
+	}
+	return m.Data, nil // written again since our Get
+}
+
+// kvOperationHeader marks a KV delete or purge marker message.
+const kvOperationHeader = "KV-Operation"
+
+// Delete removes key and its history. It purges the key's subject from
+// the bucket's stream, which removes the messages without writing a
+// marker, so it works on a store that is full (a KV delete or purge would
+// have to write one and be refused). Deleting a missing key is not an
+// error.
 func (b *BlockStore) Delete(ctx context.Context, key string) error {
 	if key == "" {
 		return nil
 	}
-	if err := b.kv.Purge(ctx, escapeKey(key, true)); err != nil {
-		return fmt.Errorf("bus: block delete %s: %w", key, err)
+	if err := purgeSubject(b.conn, ctx, b.stream, b.subjects+escapeKey(key, true)); err != nil {
+		return b.conn.storeErr(ctx, "block delete "+key, err)
 	}
 	return nil
+}
+
+// purgeSubject removes every message of subj from st under OpTimeout.
+func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string) error {
+	_, err := timed(c, ctx, func(octx context.Context) (struct{}, error) {
+		return struct{}{}, st.Purge(octx, jetstream.WithPurgeSubject(subj))
+	})
+	return err
 }

@@ -161,6 +161,7 @@ func TestServerConfigValidate(t *testing.T) {
 		{"Port", func(c *ServerConfig) { c.Port = 70000 }},
 		{"StoreDir", func(c *ServerConfig) { c.StoreDir = "" }},
 		{"MaxPayload", func(c *ServerConfig) { c.MaxPayload = 0 }},
+		{"MaxStore", func(c *ServerConfig) { c.MaxStore = -1 }},
 		{"ReadyTimeout", func(c *ServerConfig) { c.ReadyTimeout = -time.Second }},
 	} {
 		c := DefaultServerConfig()
@@ -183,6 +184,7 @@ func TestConfigValidate(t *testing.T) {
 		{"URL", func(c *Config) { c.URL = " " }},
 		{"URL", func(c *Config) { c.URL = "nats://a:1,,nats://b:2" }},
 		{"ConnectTimeout", func(c *Config) { c.ConnectTimeout = 0 }},
+		{"OpTimeout", func(c *Config) { c.OpTimeout = 0 }},
 		{"BlocksBucket", func(c *Config) { c.BlocksBucket = "a.b" }},
 		{"MetaBucket", func(c *Config) { c.MetaBucket = "" }},
 		{"MetaBucket", func(c *Config) { c.MetaBucket = c.BlocksBucket }},

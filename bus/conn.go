@@ -24,6 +24,11 @@ type Config struct {
 	// ConnectTimeout bounds the initial connection attempt to each server.
 	// Default 5s.
 	ConnectTimeout time.Duration
+	// OpTimeout bounds each store operation (one block get, put or delete;
+	// one metadata read or write); a store that does not answer within it
+	// gives an error wrapping ErrUnavailable, not the caller's deadline.
+	// Default 10s.
+	OpTimeout time.Duration
 	// BlocksBucket is the JetStream KV bucket holding tablet-file blocks.
 	// Default "scanplane-blocks".
 	BlocksBucket string
@@ -43,6 +48,7 @@ func DefaultConfig() Config {
 		URL:            "nats://127.0.0.1:4222",
 		Name:           "scanplane",
 		ConnectTimeout: 5 * time.Second,
+		OpTimeout:      10 * time.Second,
 		BlocksBucket:   "scanplane-blocks",
 		MetaBucket:     "scanplane-meta",
 		Replicas:       1,
@@ -56,6 +62,8 @@ func (c Config) Validate() error {
 		return errors.New("bus: Config.URL is empty")
 	case c.ConnectTimeout <= 0:
 		return fmt.Errorf("bus: Config.ConnectTimeout %s: must be positive", c.ConnectTimeout)
+	case c.OpTimeout <= 0:
+		return fmt.Errorf("bus: Config.OpTimeout %s: must be positive", c.OpTimeout)
 	case !validBucket(c.BlocksBucket):
 		return fmt.Errorf("bus: Config.BlocksBucket %q: want 1+ characters of [A-Za-z0-9_-]", c.BlocksBucket)
 	case !validBucket(c.MetaBucket):

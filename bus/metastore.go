@@ -48,10 +48,14 @@ const (
 // <name> is the table name with characters outside [A-Za-z0-9_-] escaped as
 // "=XX". A generation is written first and then made current by a
 // compare-and-set on the pointer, so readers never see a pointer to a
-// missing generation. Safe for concurrent use.
+// missing generation. Every operation is bounded by Config.OpTimeout per
+// request, and store failures wrap a sentinel (see BlockStore). Safe for
+// concurrent use.
 type MetaStore struct {
-	conn *Conn
-	kv   jetstream.KeyValue
+	conn     *Conn
+	kv       jetstream.KeyValue
+	stream   jetstream.Stream // the bucket's stream (purges)
+	subjects string           // "$KV.<bucket>."
 }
 
 // MetaStore binds the metadata bucket, creating it if missing (file
@@ -67,7 +71,11 @@ func (c *Conn) MetaStore(ctx context.Context) (*MetaStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &MetaStore{conn: c, kv: kv}, nil
+	st, err := c.kvStream(ctx, c.cfg.MetaBucket)
+	if err != nil {
+		return nil, err
+	}
+	return &MetaStore{conn: c, kv: kv, stream: st, subjects: kvSubjectPrefix + c.cfg.MetaBucket + "."}, nil
 }
 
 func currentKey(table string) string {
@@ -102,12 +110,12 @@ func parseGen(v []byte) (uint64, error) {
 // current returns the table's current generation and the pointer's
 // revision; 0, 0 if the table has none.
 func (m *MetaStore) current(ctx context.Context, table string) (gen, rev uint64, err error) {
-	e, err := m.kv.Get(ctx, currentKey(table))
+	e, err := m.get(ctx, currentKey(table))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("bus: current generation of %q: %w", table, err)
+		return 0, 0, m.conn.storeErr(ctx, fmt.Sprintf("current generation of %q", table), err)
 	}
 	gen, err = parseGen(e.Value())
 	if err != nil {
@@ -126,12 +134,12 @@ func (m *MetaStore) Current(ctx context.Context, table string) (uint64, error) {
 // Get returns one generation of a table; a missing one gives an error
 // wrapping ErrNotFound.
 func (m *MetaStore) Get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
-	e, err := m.kv.Get(ctx, genKey(table, gen))
+	e, err := m.get(ctx, genKey(table, gen))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("bus: table %q generation %d: %w", table, gen, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bus: get table %q generation %d: %w", table, gen, err)
+		return nil, m.conn.storeErr(ctx, fmt.Sprintf("get table %q generation %d", table, gen), err)
 	}
 	meta := new(messages.TableMeta)
 	if err := proto.Unmarshal(e.Value(), meta); err != nil {
@@ -162,9 +170,11 @@ func (m *MetaStore) Publish(ctx context.Context, meta *messages.TableMeta, prev 
 		return err
 	}
 	key := genKey(name, gen)
-	rev, err := m.kv.Create(ctx, key, data)
+	rev, err := m.create(ctx, key, data)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		rev, err = m.reuseGeneration(ctx, name, gen, key, data)
+	} else if err != nil {
+		err = m.conn.storeErr(ctx, fmt.Sprintf("publish table %q generation %d", name, gen), err)
 	}
 	if err != nil {
 		return err
@@ -172,7 +182,9 @@ func (m *MetaStore) Publish(ctx context.Context, meta *messages.TableMeta, prev 
 	if err := m.switchCurrent(ctx, name, gen, prev); err != nil {
 		if errors.Is(err, ErrConflict) {
 			// Remove what we wrote, unless someone replaced it since.
-			_ = m.kv.Purge(ctx, key, jetstream.LastRevision(rev))
+			_, _ = timed(m.conn, context.WithoutCancel(ctx), func(octx context.Context) (struct{}, error) {
+				return struct{}{}, m.kv.Purge(octx, key, jetstream.LastRevision(rev))
+			})
 		}
 		return err
 	}
@@ -183,20 +195,21 @@ func (m *MetaStore) Publish(ctx context.Context, meta *messages.TableMeta, prev 
 // bytes (our own earlier attempt) are kept; an abandoned entry is replaced;
 // anything else is a conflict. It returns the entry's revision.
 func (m *MetaStore) reuseGeneration(ctx context.Context, name string, gen uint64, key string, data []byte) (uint64, error) {
-	e, err := m.kv.Get(ctx, key)
+	what := fmt.Sprintf("publish table %q generation %d", name, gen)
+	e, err := m.get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		// Purged since our Create failed: try once more.
-		rev, err := m.kv.Create(ctx, key, data)
+		rev, err := m.create(ctx, key, data)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return 0, fmt.Errorf("%w: table %q generation %d is being published concurrently", ErrConflict, name, gen)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("bus: publish table %q generation %d: %w", name, gen, err)
+			return 0, m.conn.storeErr(ctx, what, err)
 		}
 		return rev, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("bus: publish table %q generation %d: %w", name, gen, err)
+		return 0, m.conn.storeErr(ctx, what, err)
 	}
 	if bytes.Equal(e.Value(), data) {
 		return e.Revision(), nil
@@ -211,12 +224,12 @@ func (m *MetaStore) reuseGeneration(ctx context.Context, name string, gen uint64
 	if time.Since(e.Created()) < abandonedAfter {
 		return 0, fmt.Errorf("%w: table %q generation %d is being published concurrently", ErrConflict, name, gen)
 	}
-	rev, err := m.kv.Update(ctx, key, data, e.Revision())
+	rev, err := m.update(ctx, key, data, e.Revision())
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return 0, fmt.Errorf("%w: table %q generation %d is being published concurrently", ErrConflict, name, gen)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("bus: publish table %q generation %d: %w", name, gen, err)
+		return 0, m.conn.storeErr(ctx, what, err)
 	}
 	return rev, nil
 }
@@ -238,18 +251,18 @@ func (m *MetaStore) switchCurrent(ctx context.Context, name string, gen, prev ui
 		return fmt.Errorf("%w: table %q is at generation %d, not %d", ErrConflict, name, cur, prev)
 	}
 	if prev == 0 {
-		_, err = m.kv.Create(ctx, key, value)
+		_, err = m.create(ctx, key, value)
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return fmt.Errorf("%w: table %q was created concurrently", ErrConflict, name)
 		}
 	} else {
-		_, err = m.kv.Update(ctx, key, value, rev)
+		_, err = m.update(ctx, key, value, rev)
 		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			return fmt.Errorf("%w: table %q moved from generation %d concurrently", ErrConflict, name, prev)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("bus: switch table %q to generation %d: %w", name, gen, err)
+		return m.conn.storeErr(ctx, fmt.Sprintf("switch table %q to generation %d", name, gen), err)
 	}
 	return nil
 }
@@ -265,17 +278,19 @@ func (m *MetaStore) DeleteGeneration(ctx context.Context, table string, gen uint
 	if cur == gen && gen != 0 {
 		return fmt.Errorf("%w: generation %d of table %q is current", ErrConflict, gen, table)
 	}
-	if err := m.kv.Purge(ctx, genKey(table, gen)); err != nil {
-		return fmt.Errorf("bus: delete table %q generation %d: %w", table, gen, err)
+	if err := purgeSubject(m.conn, ctx, m.stream, m.subjects+genKey(table, gen)); err != nil {
+		return m.conn.storeErr(ctx, fmt.Sprintf("delete table %q generation %d", table, gen), err)
 	}
 	return nil
 }
 
 // Tables lists the tables that have a current generation, sorted.
 func (m *MetaStore) Tables(ctx context.Context) ([]string, error) {
-	lister, err := m.kv.ListKeysFiltered(ctx, currentWatchKeys)
+	octx, cancel := m.conn.opCtx(ctx)
+	defer cancel()
+	lister, err := m.kv.ListKeysFiltered(octx, currentWatchKeys)
 	if err != nil {
-		return nil, fmt.Errorf("bus: list tables: %w", err)
+		return nil, m.conn.storeErr(ctx, "list tables", m.conn.opErr(ctx, octx, err))
 	}
 	var tables []string
 	for key := range lister.Keys() {
@@ -349,14 +364,29 @@ func (m *MetaStore) Watch(ctx context.Context, fn func(table string, gen uint64)
 	return nil
 }
 
+// get, create and update are the KV calls bounded by OpTimeout; their
+// errors are the library's (for errors.Is on its sentinels) or
+// ErrUnavailable for the timeout.
+func (m *MetaStore) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	return timed(m.conn, ctx, func(octx context.Context) (jetstream.KeyValueEntry, error) { return m.kv.Get(octx, key) })
+}
+
+func (m *MetaStore) create(ctx context.Context, key string, value []byte) (uint64, error) {
+	return timed(m.conn, ctx, func(octx context.Context) (uint64, error) { return m.kv.Create(octx, key, value) })
+}
+
+func (m *MetaStore) update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	return timed(m.conn, ctx, func(octx context.Context) (uint64, error) { return m.kv.Update(octx, key, value, rev) })
+}
+
 // PutClusterInfo stores ci under cluster.coordinator.
 func (m *MetaStore) PutClusterInfo(ctx context.Context, ci *messages.ClusterInfo) error {
 	data, err := proto.Marshal(ci)
 	if err != nil {
 		return fmt.Errorf("bus: encode cluster info: %w", err)
 	}
-	if _, err := m.kv.Put(ctx, clusterCoordKey, data); err != nil {
-		return fmt.Errorf("bus: put cluster info: %w", err)
+	if _, err := timed(m.conn, ctx, func(octx context.Context) (uint64, error) { return m.kv.Put(octx, clusterCoordKey, data) }); err != nil {
+		return m.conn.storeErr(ctx, "put cluster info", err)
 	}
 	return nil
 }
@@ -364,12 +394,12 @@ func (m *MetaStore) PutClusterInfo(ctx context.Context, ci *messages.ClusterInfo
 // ClusterInfo returns what the coordinator stored; missing gives an error
 // wrapping ErrNotFound.
 func (m *MetaStore) ClusterInfo(ctx context.Context) (*messages.ClusterInfo, error) {
-	e, err := m.kv.Get(ctx, clusterCoordKey)
+	e, err := m.get(ctx, clusterCoordKey)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("bus: cluster info: %w", ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bus: get cluster info: %w", err)
+		return nil, m.conn.storeErr(ctx, "get cluster info", err)
 	}
 	ci := new(messages.ClusterInfo)
 	if err := proto.Unmarshal(e.Value(), ci); err != nil {

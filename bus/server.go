@@ -28,6 +28,11 @@ type ServerConfig struct {
 	// MaxPayload is the largest message the server accepts, in bytes.
 	// Default 8 MiB; at most 64 MiB.
 	MaxPayload int32
+	// MaxStore caps JetStream file storage in bytes (every stream of the
+	// server together); a write beyond it is refused with "insufficient
+	// resources" and JetStream stays up. 0 = nats-server's default, 75%
+	// of the free disk space at start.
+	MaxStore int64
 	// Name is the server name shown in monitoring and logs; empty = the
 	// server's generated id.
 	Name string
@@ -61,6 +66,8 @@ func (c ServerConfig) Validate() error {
 		return errors.New("bus: ServerConfig.StoreDir is empty")
 	case c.MaxPayload <= 0 || c.MaxPayload > 64<<20:
 		return fmt.Errorf("bus: ServerConfig.MaxPayload %d: want 1..%d bytes", c.MaxPayload, 64<<20)
+	case c.MaxStore < 0:
+		return fmt.Errorf("bus: ServerConfig.MaxStore %d is negative (0 = the server's default)", c.MaxStore)
 	case c.ReadyTimeout < 0:
 		return fmt.Errorf("bus: ServerConfig.ReadyTimeout %s is negative", c.ReadyTimeout)
 	}
@@ -91,6 +98,9 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
+	}
+	if cfg.MaxStore > 0 {
+		opts.JetStreamMaxStore = cfg.MaxStore
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
