@@ -147,9 +147,12 @@ func FileID(table string, gen uint64, index int, nonce string, k int) string {
 // Publish fails, Ingest reads the current generation back: if its meta is
 // current after all (a lost reply) Ingest succeeds; if another writer's
 // generation is current or in the way, it is ErrConflict; if nothing was
-// published it returns the error; in both cases it deletes its objects. If
-// even the read-back fails, the outcome is unknown and the objects are left
-// in place rather than risk deleting a published generation.
+// published it returns the error; in both cases it deletes its objects and
+// its generation's metadata if that was stored without becoming current.
+// If even the read-back fails, the outcome is unknown and the objects are
+// left in place rather than risk deleting a published generation. A
+// cleanup that fails (it stops at the first failed delete) is reported in
+// the returned error with the number of files left behind.
 func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string, entries []Entry, cfg IngestConfig) (*messages.TableMeta, error) {
 	if err := ValidateTableName(table); err != nil {
 		return nil, err
@@ -207,11 +210,15 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 		Rows:          uint64(len(rows)),
 	}
 	var written []*messages.FileRef
-	cleanupWritten := func() {
-		dctx := context.WithoutCancel(ctx)
-		for _, ref := range written {
-			_ = DeleteFile(dctx, store, ref)
+	cleanupWritten := func() error { return removeWritten(context.WithoutCancel(ctx), store, written) }
+	// failed is the error of a write that failed: what was written so far
+	// is removed first.
+	failed := func(err error) error {
+		err = fmt.Errorf("tablets: ingest %s: %w", table, err)
+		if cerr := cleanupWritten(); cerr != nil {
+			return fmt.Errorf("%w; %w", err, cerr)
 		}
+		return err
 	}
 	var done int64
 	cfg.Progress("write", 0, total)
@@ -232,8 +239,7 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 			}
 			f, err := w.Finish()
 			if err != nil {
-				cleanupWritten()
-				return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
+				return nil, failed(err)
 			}
 			ref := f.Ref()
 			written = append(written, ref)
@@ -241,8 +247,7 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 				done += n
 				cfg.Progress("write", done, total)
 			}); err != nil {
-				cleanupWritten()
-				return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
+				return nil, failed(err)
 			}
 			tab.Files = append(tab.Files, ref)
 			tm.Bytes += f.Bytes
@@ -300,32 +305,60 @@ func tabletRows(rows []Entry, r Range) (lo, hi int) {
 	return lo, hi
 }
 
+// removeWritten deletes the objects of the files a failed ingest wrote
+// (the last one possibly in part). It stops at the first delete that
+// fails, so a store that does not answer costs one failed call, not one
+// per object, and returns an error saying how many files were left.
+func removeWritten(ctx context.Context, store BlockStore, written []*messages.FileRef) error {
+	for i, ref := range written {
+		id := ref.GetId()
+		keys := []string{IndexKey(id)}
+		for b := 0; b < int(ref.GetBlocks()); b++ {
+			keys = append(keys, BlockKey(id, b))
+		}
+		for _, key := range keys {
+			if err := store.Delete(ctx, key); err != nil {
+				return fmt.Errorf("removing what it wrote failed: %d of %d files left in the store (from %s): %w", len(written)-i, len(written), id, err)
+			}
+		}
+	}
+	return nil
+}
+
 // publishFailed sorts out a failed Publish and returns the error Ingest
 // reports, or nil when tm turns out to be current after all (a lost
-// reply). Our objects are deleted unless the outcome is unknown.
-func publishFailed(ctx context.Context, meta MetaStore, tm *messages.TableMeta, prev uint64, perr error, cleanup func()) error {
+// reply). Unless the outcome is unknown, our objects are deleted, and so
+// is our generation's metadata if it was stored but never made current.
+func publishFailed(ctx context.Context, meta MetaStore, tm *messages.TableMeta, prev uint64, perr error, cleanup func() error) error {
 	name, gen := tm.GetName(), tm.GetGeneration()
 	rctx := context.WithoutCancel(ctx)
 	cur, err := meta.Current(rctx, name)
 	if err != nil {
 		return fmt.Errorf("tablets: ingest %s: publish generation %d: %w (outcome unknown: %v; its objects were left in the store)", name, gen, perr, err)
 	}
-	if cur == gen || cur == prev {
-		got, gerr := meta.Get(rctx, name, gen)
-		ours := gerr == nil && proto.Equal(got, tm)
-		if cur == gen && ours {
-			return nil
-		}
-		if cur == prev && !errors.Is(perr, ErrConflict) && (gerr != nil || ours) {
-			// Nothing was published and no competitor is in sight.
-			cleanup()
-			return fmt.Errorf("tablets: ingest %s: publish generation %d: %w", name, gen, perr)
+	got, gerr := meta.Get(rctx, name, gen)
+	ours := gerr == nil && proto.Equal(got, tm)
+	if cur == gen && ours {
+		return nil
+	}
+	var out error
+	if cur == prev && !errors.Is(perr, ErrConflict) && (gerr != nil || ours) {
+		// Nothing was published and no competitor is in sight.
+		out = fmt.Errorf("tablets: ingest %s: publish generation %d: %w", name, gen, perr)
+	} else {
+		// Another writer published (or is publishing) first.
+		out = fmt.Errorf("%w: ingest %s: generation %d lost to a concurrent publish (table at generation %d): %w",
+			ErrConflict, name, gen, cur, perr)
+	}
+	if ours && cur != gen {
+		if err := meta.DeleteGeneration(rctx, name, gen); err != nil {
+			out = fmt.Errorf("%w; removing its unpublished generation %d metadata failed: %w", out, gen, err)
 		}
 	}
-	// Another writer published (or is publishing) first.
-	cleanup()
-	return fmt.Errorf("%w: ingest %s: generation %d lost to a concurrent publish (table at generation %d): %w",
-		ErrConflict, name, gen, cur, perr)
+	if err := cleanup(); err != nil {
+		out = fmt.Errorf("%w; %w", out, err)
+	}
+	return out
 }
 
 // deleteGenerations deletes generation from and every older one still

@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/messages"
 )
@@ -490,6 +494,98 @@ func TestIngestWriteFailureCleansUp(t *testing.T) {
 	if keys := objectsOf(t, store, ""); len(keys) != 0 {
 		t.Fatalf("objects left after cancel: %v", keys)
 	}
+}
+
+// deadAfterStore accepts n Puts and then fails every Put and Delete, like
+// a store that went away mid-ingest; it counts the Deletes tried.
+type deadAfterStore struct {
+	*DirStore
+	mu      sync.Mutex
+	n       int
+	deletes int
+}
+
+func (d *deadAfterStore) Put(ctx context.Context, key string, data []byte) error {
+	d.mu.Lock()
+	d.n--
+	dead := d.n < 0
+	d.mu.Unlock()
+	if dead {
+		return errors.New("store unavailable")
+	}
+	return d.DirStore.Put(ctx, key, data)
+}
+
+func (d *deadAfterStore) Delete(context.Context, string) error {
+	d.mu.Lock()
+	d.deletes++
+	d.mu.Unlock()
+	return errors.New("store unavailable")
+}
+
+// TestIngestCleanupFailureReported: when removing what a failed ingest
+// wrote fails too, the error says so (how many files were left) instead
+// of leaving them silently, and the cleanup gives up at the first failed
+// delete rather than waiting out one failure per object.
+func TestIngestCleanupFailureReported(t *testing.T) {
+	store, ms := newDirStores(t)
+	cfg := testIngestConfig(9)
+	cfg.Tablets = 4
+	cfg.BlockSize = 1024
+	dead := &deadAfterStore{DirStore: store, n: 60}
+	_, err := Ingest(context.Background(), dead, ms, "gone", GenerateRows(2000), cfg)
+	if err == nil || !strings.Contains(err.Error(), "store unavailable") || !strings.Contains(err.Error(), "files left in the store") {
+		t.Fatalf("err = %v, want the write error and the files left", err)
+	}
+	if dead.deletes != 1 {
+		t.Fatalf("cleanup tried %d deletes on a dead store, want 1", dead.deletes)
+	}
+	t.Logf("error: %v", err)
+}
+
+// partialMeta stores the generation and then fails before making it
+// current, as bus.MetaStore.Publish does when the store refuses the
+// pointer switch (full, unavailable).
+type partialMeta struct{ *DirMetaStore }
+
+func (p partialMeta) Publish(ctx context.Context, meta *messages.TableMeta, prev uint64) error {
+	data, err := proto.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(p.Dir, meta.GetName())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, genFile(meta.GetGeneration())), data, 0o644); err != nil {
+		return err
+	}
+	return errors.New("store full")
+}
+
+// TestIngestFailedPublishRemovesMetadata: a publish that stored the new
+// generation's metadata but never made it current leaves neither that
+// metadata nor any block behind, and the next ingest succeeds.
+func TestIngestFailedPublishRemovesMetadata(t *testing.T) {
+	ctx := context.Background()
+	store, ms := newDirStores(t)
+	first, err := Ingest(ctx, store, ms, "tbl", GenerateRows(300), testIngestConfig(11))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Ingest(ctx, store, partialMeta{ms}, "tbl", GenerateRows(500), testIngestConfig(12))
+	if err == nil || !strings.Contains(err.Error(), "store full") {
+		t.Fatalf("err = %v, want the publish error", err)
+	}
+	if _, err := ms.Get(ctx, "tbl", 2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("generation 2 metadata after the failed publish: %v, want ErrNotFound", err)
+	}
+	expectObjects(t, store, first)
+	second, err := Ingest(ctx, store, ms, "tbl", GenerateRows(500), testIngestConfig(13))
+	if err != nil {
+		t.Fatalf("ingest after the failed publish: %v", err)
+	}
+	expectObjects(t, store, first, second)
 }
 
 // barrierMeta makes every ingest read the same current generation before

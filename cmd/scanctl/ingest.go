@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -97,13 +98,26 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	if errors.Is(err, tablets.ErrCleanup) && tm != nil {
 		fmt.Fprintln(errOut, "warning: published, but old generations were not all removed:", err)
 	} else if err != nil {
-		return err
+		return storageHint(err)
 	}
 	if err := conn.PublishMetaChanged(&messages.TableMeta{Name: tm.Name, Generation: tm.Generation}); err != nil {
 		fmt.Fprintln(errOut, "warning: meta-changed notice not published:", err)
 	}
 	fmt.Fprintf(out, "ingested %s: generation %d, %d rows, %d tablets, %d bytes in %v\n", tm.Name, tm.Generation, tm.Rows, len(tm.Tablets), tm.Bytes, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// storageHint adds what to do about a storage error of an ingest.
+func storageHint(err error) error {
+	switch {
+	case errors.Is(err, bus.ErrStoreFull):
+		return fmt.Errorf("%w (JetStream's storage is at its limit, by default 75%% of the disk space free when the NATS server started: free space and restart it)", err)
+	case errors.Is(err, syscall.ENOSPC):
+		return fmt.Errorf("%w (the disk of --blocks-dir is full)", err)
+	case errors.Is(err, bus.ErrUnavailable):
+		return fmt.Errorf("%w (NATS JetStream did not answer; a server that ran out of disk turns JetStream off until it is restarted)", err)
+	}
+	return err
 }
 
 // dial connects to the cluster's NATS.
