@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -101,6 +102,11 @@ type Conn struct {
 	nc           *nats.Conn
 	js           jetstream.JetStream
 	decodeErrors atomic.Uint64
+
+	mu          sync.Mutex
+	reconnected chan struct{} // closed (and replaced) on every reconnect
+	closed      chan struct{} // closed by Close
+	closeOnce   sync.Once
 }
 
 // Connect dials NATS (failing if no server answers within ConnectTimeout or
@@ -127,6 +133,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	if name == "" {
 		name = "scanplane"
 	}
+	c := &Conn{cfg: cfg, log: log, reconnected: make(chan struct{}), closed: make(chan struct{})}
 	nc, err := nats.Connect(cfg.URL,
 		nats.Name(name),
 		nats.Timeout(timeout),
@@ -139,6 +146,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			c.signalReconnect()
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
@@ -156,7 +164,23 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		nc.Close()
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
-	return &Conn{cfg: cfg, log: log, nc: nc, js: js}, nil
+	c.nc, c.js = nc, js
+	return c, nil
+}
+
+// signalReconnect wakes everyone waiting on reconnectSignal.
+func (c *Conn) signalReconnect() {
+	c.mu.Lock()
+	close(c.reconnected)
+	c.reconnected = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// reconnectSignal returns a channel closed at the next reconnect.
+func (c *Conn) reconnectSignal() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reconnected
 }
 
 // NATS returns the underlying connection.
@@ -167,7 +191,10 @@ func (c *Conn) JetStream() jetstream.JetStream { return c.js }
 
 // Close flushes what was published and closes the connection; its
 // subscriptions and watches end. Safe to call more than once.
-func (c *Conn) Close() { c.nc.Close() }
+func (c *Conn) Close() {
+	c.closeOnce.Do(func() { close(c.closed) })
+	c.nc.Close()
+}
 
 // DecodeErrors counts received payloads that failed to decode.
 func (c *Conn) DecodeErrors() uint64 { return c.decodeErrors.Load() }

@@ -303,58 +303,28 @@ func (m *MetaStore) Tables(ctx context.Context) ([]string, error) {
 }
 
 // Watch calls fn(table, gen) for the current generation of every table and
-// then for every change, until ctx is done (or the connection closes).
-// gen 0 means the table's pointer was removed. fn is called from one
-// goroutine, one call at a time. Watch returns once the watcher is set up
-// and the initial values have been passed to fn (it stops waiting for
-// them after ctx ends or 10s).
+// then for every change, until ctx is done or the connection closes. gen 0
+// means the table's pointer was removed. fn is called from one goroutine,
+// one call at a time. Watch returns once the watcher is set up and the
+// initial values have been passed to fn (it stops waiting for them after
+// ctx ends or 10s).
+//
+// After every NATS reconnect (a server restart, a switch to another
+// cluster member) the watch re-synchronises: it drops its JetStream
+// consumer, which may be gone with the server, starts a new one, and
+// passes every table's current generation to fn again — so fn sees what
+// changed while the connection was down, and later changes, at once
+// instead of after the library's idle-heartbeat timeout. If the new
+// consumer cannot be set up yet (JetStream still starting), it retries
+// with a backoff of up to watchRetryMax, logging at warn.
 func (m *MetaStore) Watch(ctx context.Context, fn func(table string, gen uint64)) error {
+	reconnected := m.conn.reconnectSignal() // before the watcher: no reconnect is missed
 	w, err := m.kv.Watch(ctx, currentWatchKeys)
 	if err != nil {
-		return fmt.Errorf("bus: watch tables: %w", err)
+		return m.conn.storeErr(ctx, "watch tables", err)
 	}
 	initial := make(chan struct{})
-	go func() {
-		defer func() {
-			// Stop, then drain so a delivery blocked on the full channel
-			// returns and the library closes the channel.
-			_ = w.Stop()
-			for range w.Updates() {
-			}
-		}()
-		initDone := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					if !initDone {
-						initDone = true
-						close(initial)
-					}
-					continue
-				}
-				table, ok := tableOfCurrentKey(e.Key())
-				if !ok {
-					continue
-				}
-				var gen uint64
-				if e.Operation() == jetstream.KeyValuePut {
-					g, err := parseGen(e.Value())
-					if err != nil {
-						m.conn.log.Warn("ignoring bad table pointer", "key", e.Key(), "err", err)
-						continue
-					}
-					gen = g
-				}
-				fn(table, gen)
-			}
-		}
-	}()
+	go m.watchLoop(ctx, w, reconnected, fn, initial)
 	select {
 	case <-initial:
 	case <-ctx.Done():
@@ -362,6 +332,116 @@ func (m *MetaStore) Watch(ctx context.Context, fn func(table string, gen uint64)
 		m.conn.log.Warn("table watch: initial values not complete, continuing")
 	}
 	return nil
+}
+
+// Backoff between attempts to set up a table watcher again.
+const (
+	watchRetryMin = 100 * time.Millisecond
+	watchRetryMax = 2 * time.Second
+)
+
+// watchLoop delivers w's updates to fn, replacing w after each reconnect,
+// and closes initial once w's initial values have been delivered.
+func (m *MetaStore) watchLoop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, fn func(string, uint64), initial chan struct{}) {
+	stop := func(w jetstream.KeyWatcher) {
+		// Stop, then drain so a delivery blocked on the full channel
+		// returns and the library closes the channel.
+		_ = w.Stop()
+		for range w.Updates() {
+		}
+	}
+	defer func() {
+		if w != nil {
+			stop(w)
+		}
+	}()
+	initDone := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.conn.closed:
+			return
+		case <-reconnected:
+			reconnected = m.conn.reconnectSignal()
+			stop(w)
+			m.conn.log.Info("table watch: re-synchronising after a NATS reconnect")
+			if w, reconnected = m.rewatch(ctx, reconnected); w == nil {
+				return
+			}
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				// The library ended the watcher (its subscription
+				// closed): set up a new one unless we are closing.
+				if ctx.Err() != nil || m.conn.nc.IsClosed() {
+					w = nil
+					return
+				}
+				m.conn.log.Warn("table watch: watcher ended; setting up a new one")
+				if w, reconnected = m.rewatch(ctx, reconnected); w == nil {
+					return
+				}
+			case e == nil:
+				if !initDone {
+					initDone = true
+					close(initial)
+				}
+			default:
+				m.deliver(e, fn)
+			}
+		}
+	}
+}
+
+// deliver passes one pointer update to fn.
+func (m *MetaStore) deliver(e jetstream.KeyValueEntry, fn func(string, uint64)) {
+	table, ok := tableOfCurrentKey(e.Key())
+	if !ok {
+		return
+	}
+	var gen uint64
+	if e.Operation() == jetstream.KeyValuePut {
+		g, err := parseGen(e.Value())
+		if err != nil {
+			m.conn.log.Warn("ignoring bad table pointer", "key", e.Key(), "err", err)
+			return
+		}
+		gen = g
+	}
+	fn(table, gen)
+}
+
+// rewatch sets up a new watcher, retrying with a backoff; nil when ctx
+// ends or the connection closes first. A reconnect while it retries
+// starts the next attempt at once; it returns the reconnect signal to wait
+// on next.
+func (m *MetaStore) rewatch(ctx context.Context, reconnected <-chan struct{}) (jetstream.KeyWatcher, <-chan struct{}) {
+	backoff := watchRetryMin
+	for {
+		w, err := m.kv.Watch(ctx, currentWatchKeys)
+		if err == nil {
+			return w, reconnected
+		}
+		if ctx.Err() != nil || m.conn.nc.IsClosed() {
+			return nil, reconnected
+		}
+		m.conn.log.Warn("table watch: cannot set up the watcher yet; retrying", "in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, reconnected
+		case <-m.conn.closed:
+			t.Stop()
+			return nil, reconnected
+		case <-reconnected:
+			reconnected = m.conn.reconnectSignal()
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(2*backoff, watchRetryMax)
+	}
 }
 
 // get, create and update are the KV calls bounded by OpTimeout; their
