@@ -11,7 +11,16 @@
 // serialised) and must not block for long: hand the message to an actor or
 // a channel and return. A payload that fails to decode is counted
 // (Conn.DecodeErrors) and logged, and never reaches the callback.
-// MetaStore.Watch calls its callback from one goroutine of its own.
+// MetaStore.Watch calls its callback from one goroutine of its own, which
+// re-synchronises after every reconnect and ends with its context or
+// Conn.Close.
+//
+// Errors: every store operation is bounded by Config.OpTimeout and every
+// failure wraps a sentinel: ErrNotFound, ErrCorrupt (a value JetStream
+// still indexes but can no longer read from disk), ErrStoreFull,
+// ErrUnavailable (no answer in time, no connection, JetStream off),
+// ErrStorage, ErrTooLarge or ErrConflict — or the caller's own context
+// error.
 //
 // Sizes: NATS's default max payload is 1 MiB (the embedded server is started
 // with 8 MiB). Blocks and metadata values must stay well under 1 MiB; the
