@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -32,8 +33,36 @@ type CoordinatorConfig struct {
 	HeartbeatMisses int
 	// SweepInterval: how often missed heartbeats are checked; default 250ms.
 	SweepInterval time.Duration
-	// TabletIdle: a tablet actor with no scans for this long stops; default 10m.
+	// TabletIdle: a tablet actor with no scans and no message for this long
+	// stops (after a handshake with the router, so that no request sent to
+	// it is lost); default 10m.
 	TabletIdle time.Duration
+	// MaxWaiting bounds the scan requests the router holds: those waiting
+	// for their table generation's metadata plus those waiting for a tablet
+	// actor that is stopping. Beyond it a request is answered OVERLOADED at
+	// once. Default 10000.
+	MaxWaiting int
+	// MaxWaitingPerTable bounds the requests waiting for one table
+	// generation's metadata, and those waiting for one stopping tablet
+	// actor. Default 1000.
+	MaxWaitingPerTable int
+	// MaxMetaLoads bounds the metadata loads the router runs at once (one
+	// goroutine each; more table generations wait their turn), and
+	// likewise the RouteRequest lookups (beyond it answered overloaded).
+	// Default 8.
+	MaxMetaLoads int
+	// MaxHosts bounds the host actors (one per host name seen in a valid
+	// heartbeat). A heartbeat of a new host beyond it is refused and
+	// counted as a bad message. Default 10000.
+	MaxHosts int
+	// HostForget: a host actor whose servers have all been out of the view
+	// for this long forgets them and stops (a later heartbeat starts a new
+	// one). Default 1m.
+	HostForget time.Duration
+	// WarnEvery: each kind of warning (dead letters, publish errors, bad
+	// messages, overloaded) is logged at most once per WarnEvery, with the
+	// count of the ones suppressed meanwhile. Default 10s.
+	WarnEvery time.Duration
 	// Hostname: this coordinator's hostname (ClickHouse nearest_hostname).
 	// Default os.Hostname().
 	Hostname string
@@ -44,7 +73,8 @@ type CoordinatorConfig struct {
 func DefaultCoordinatorConfig() CoordinatorConfig {
 	h, _ := os.Hostname()
 	return CoordinatorConfig{System: SystemConfig{Listen: "127.0.0.1:8090"}, Flow: DefaultFlowConfig(), HeartbeatMisses: 3,
-		SweepInterval: 250 * time.Millisecond, TabletIdle: 10 * time.Minute, Hostname: h}
+		SweepInterval: 250 * time.Millisecond, TabletIdle: 10 * time.Minute, MaxWaiting: 10000, MaxWaitingPerTable: 1000,
+		MaxMetaLoads: 8, MaxHosts: 10000, HostForget: time.Minute, WarnEvery: 10 * time.Second, Hostname: h}
 }
 
 // Validate names the first bad field.
@@ -54,8 +84,20 @@ func (c CoordinatorConfig) Validate() error {
 		return fmt.Errorf("actors: coordinator HeartbeatMisses %d must be >= 1", c.HeartbeatMisses)
 	case c.SweepInterval <= 0:
 		return errors.New("actors: coordinator SweepInterval must be > 0")
-	case c.TabletIdle <= 0:
-		return errors.New("actors: coordinator TabletIdle must be > 0")
+	case c.TabletIdle < time.Millisecond:
+		return errors.New("actors: coordinator TabletIdle must be >= 1ms")
+	case c.MaxWaiting < 1:
+		return fmt.Errorf("actors: coordinator MaxWaiting %d must be >= 1", c.MaxWaiting)
+	case c.MaxWaitingPerTable < 1:
+		return fmt.Errorf("actors: coordinator MaxWaitingPerTable %d must be >= 1", c.MaxWaitingPerTable)
+	case c.MaxMetaLoads < 1:
+		return fmt.Errorf("actors: coordinator MaxMetaLoads %d must be >= 1", c.MaxMetaLoads)
+	case c.MaxHosts < 1:
+		return fmt.Errorf("actors: coordinator MaxHosts %d must be >= 1", c.MaxHosts)
+	case c.HostForget <= 0:
+		return errors.New("actors: coordinator HostForget must be > 0")
+	case c.WarnEvery <= 0:
+		return errors.New("actors: coordinator WarnEvery must be > 0")
 	}
 	if err := c.System.Validate(); err != nil {
 		return err
@@ -65,6 +107,47 @@ func (c CoordinatorConfig) Validate() error {
 
 type coordCounters struct {
 	scans, failed, dispatches, hedges, busy, timeouts atomic.Uint64
+	// failures that would otherwise go unnoticed
+	deadLetters, publishErrors, badMessages, overloaded atomic.Uint64
+	tabletStarts                                        atomic.Uint64
+	// gauges
+	flows, tabletActors, hostActors atomic.Int64
+}
+
+// warnLimiter logs each kind of warning at most once per interval, with
+// the number suppressed since the last line. Safe for concurrent use.
+type warnLimiter struct {
+	log   *slog.Logger
+	every time.Duration
+	mu    sync.Mutex
+	kinds map[string]*warnKind
+}
+
+type warnKind struct {
+	last       time.Time
+	suppressed uint64
+}
+
+func (w *warnLimiter) warn(kind, msg string, args ...any) {
+	now := time.Now()
+	w.mu.Lock()
+	k := w.kinds[kind]
+	if k == nil {
+		k = &warnKind{}
+		w.kinds[kind] = k
+	}
+	if !k.last.IsZero() && now.Sub(k.last) < w.every {
+		k.suppressed++
+		w.mu.Unlock()
+		return
+	}
+	n := k.suppressed
+	k.last, k.suppressed = now, 0
+	w.mu.Unlock()
+	if n > 0 {
+		args = append(args, "suppressed", n, "suppressed_for", w.every.String())
+	}
+	w.log.Warn(msg, args...)
 }
 
 // Coordinator runs the registry, host actors, the router and tablet
@@ -74,7 +157,9 @@ type Coordinator struct {
 	conn      *bus.Conn
 	meta      *metaCache
 	log       *slog.Logger
-	sys       *System
+	warns     *warnLimiter
+	sys       *System            // nil when started on a given actor system (tests)
+	as        *actor.ActorSystem // the actor system the actors run on
 	board     *LoadBoard
 	profiles  atomic.Pointer[selection.Profiles]
 	reloadMu  sync.Mutex
@@ -86,6 +171,7 @@ type Coordinator struct {
 	subs      []*bus.Subscription
 	counters  coordCounters
 	stopWatch context.CancelFunc
+	events    *eventstream.Subscription
 	started   time.Time
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -100,6 +186,12 @@ func NewCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 	if conn == nil || meta == nil {
 		return nil, errors.New("actors: coordinator needs a bus connection and a metadata source")
 	}
+	return newCoordinator(cfg, conn, meta, profiles), nil
+}
+
+// newCoordinator builds a validated coordinator; conn may be nil for
+// in-process tests (no heartbeat subscription, signals not published).
+func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, profiles *selection.Profiles) *Coordinator {
 	if profiles == nil {
 		profiles = selection.DefaultProfiles()
 	}
@@ -107,10 +199,11 @@ func NewCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 	if log == nil {
 		log = DiscardLogger()
 	}
-	c := &Coordinator{cfg: cfg, conn: conn, meta: newMetaCache(meta), log: log, stop: make(chan struct{})}
+	c := &Coordinator{cfg: cfg, conn: conn, meta: newMetaCache(meta), log: log, stop: make(chan struct{}),
+		warns: &warnLimiter{log: log, every: cfg.WarnEvery, kinds: map[string]*warnKind{}}}
 	c.board = NewLoadBoard(time.Now, profiles.Decays())
 	c.profiles.Store(profiles)
-	return c, nil
+	return c
 }
 
 // SetReloader sets the function Reload uses to re-read the profiles.
@@ -123,7 +216,6 @@ func (c *Coordinator) SetReloader(fn func() (*selection.Profiles, error)) {
 // Start starts the actor system, actors, NATS subscriptions and sweeps,
 // and publishes ClusterInfo so clients can find this coordinator.
 func (c *Coordinator) Start(ctx context.Context) error {
-	c.started = time.Now()
 	sc := c.cfg.System
 	sc.Logger = c.log
 	sys, err := StartSystem(sc)
@@ -131,22 +223,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		return err
 	}
 	c.sys = sys
+	if err := c.startActors(sys.Actors); err != nil {
+		c.Close()
+		return err
+	}
 	root := sys.Actors.Root
-	reg := &RegistryActor{board: c.board, status: &c.status, hostPID: &c.hostPIDs, misses: c.cfg.HeartbeatMisses, now: time.Now,
-		hosts: map[string]*actor.PID{}, addrs: map[string]map[string]bool{}}
-	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return reg }), "scanplane-registry"); err != nil {
-		c.Close()
-		return err
-	}
-	if c.router, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRouterActor(c) }), RouterName); err != nil {
-		c.Close()
-		return err
-	}
-	sys.Actors.EventStream.Subscribe(func(evt any) {
-		if e, ok := evt.(*remote.EndpointTerminatedEvent); ok {
-			root.Send(c.registry, e)
-		}
-	})
 	hb, err := c.conn.SubscribeHeartbeats(func(m *messages.Heartbeat) { root.Send(c.registry, m) })
 	if err != nil {
 		c.Close()
@@ -160,9 +241,40 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	c.subs = append(c.subs, sig)
 	c.watchMeta()
+	c.log.Info("coordinator started", "address", sys.Address())
+	return nil
+}
+
+// startActors spawns the registry and the router on as, subscribes to its
+// event stream and starts the sweeps. Start calls it with the remote
+// system; in-process tests call it with a local one (and no NATS).
+func (c *Coordinator) startActors(as *actor.ActorSystem) error {
+	c.started = time.Now()
+	c.as = as
+	root := as.Root
+	reg := &RegistryActor{board: c.board, status: &c.status, hostPID: &c.hostPIDs, misses: c.cfg.HeartbeatMisses, now: time.Now,
+		hosts: map[string]*actor.PID{}, addrs: map[string]map[string]bool{}}
+	var err error
+	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return reg }), "scanplane-registry"); err != nil {
+		return err
+	}
+	if c.router, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRouterActor(c) }), RouterName); err != nil {
+		return err
+	}
+	c.events = as.EventStream.Subscribe(func(evt any) {
+		switch e := evt.(type) {
+		case *remote.EndpointTerminatedEvent:
+			root.Send(c.registry, e)
+		case *actor.DeadLetterEvent:
+			if _, ok := e.Message.(*actor.DeadLetterResponse); ok {
+				return // protoactor's own answer to a dead request
+			}
+			c.counters.deadLetters.Add(1)
+			c.warns.warn("dead_letter", "message not delivered (dead letter)", "to", e.PID.String(), "type", fmt.Sprintf("%T", e.Message))
+		}
+	})
 	c.wg.Add(1)
 	go c.sweepLoop()
-	c.log.Info("coordinator started", "address", sys.Address())
 	return nil
 }
 
@@ -205,13 +317,13 @@ func (c *Coordinator) sweepLoop() {
 		case <-c.stop:
 			return
 		case <-t.C:
-			c.sys.Actors.Root.Send(c.registry, &sweepTick{})
+			c.as.Root.Send(c.registry, &sweepTick{})
 		}
 	}
 }
 
 // Address is the actor system's advertised address.
-func (c *Coordinator) Address() string { return c.sys.Address() }
+func (c *Coordinator) Address() string { return c.as.Address() }
 
 // Profiles returns the profiles in force.
 func (c *Coordinator) Profiles() *selection.Profiles { return c.profiles.Load() }
@@ -222,8 +334,8 @@ func (c *Coordinator) SetProfiles(p *selection.Profiles) {
 	c.profiles.Store(p)
 	d := p.Decays()
 	c.board.SetDecays(d)
-	if c.sys != nil {
-		c.sys.Actors.Root.Send(c.registry, &setDecays{decays: d})
+	if c.as != nil && c.registry != nil {
+		c.as.Root.Send(c.registry, &setDecays{decays: d})
 	}
 }
 
@@ -251,9 +363,25 @@ func (c *Coordinator) Reload() (string, error) {
 func (c *Coordinator) View() *selection.LoadView { return c.board.View() }
 
 func (c *Coordinator) publishSignal(k bus.SignalKind, s *messages.LoadSignal) {
-	if err := c.conn.PublishSignal(k, s); err != nil {
-		c.log.Debug("publish signal", "err", err)
+	if c.conn == nil {
+		return // in-process tests run without NATS
 	}
+	if err := c.conn.PublishSignal(k, s); err != nil {
+		c.counters.publishErrors.Add(1)
+		c.warns.warn("publish_error", "publish load signal failed", "kind", k, "err", err)
+	}
+}
+
+// countBad counts a wire message refused by validation.
+func (c *Coordinator) countBad(what string, err error) {
+	c.counters.badMessages.Add(1)
+	c.warns.warn("bad_message", "bad "+what+" refused", "err", err)
+}
+
+// countOverloaded counts a request refused because a bounded queue is full.
+func (c *Coordinator) countOverloaded(queue string) {
+	c.counters.overloaded.Add(1)
+	c.warns.warn("overloaded", "request refused: coordinator overloaded", "queue", queue)
 }
 
 // Status describes the cluster as this coordinator sees it.
@@ -261,7 +389,9 @@ func (c *Coordinator) Status() *messages.StatusReply {
 	r := &messages.StatusReply{ScansStarted: c.counters.scans.Load(), ScansFailed: c.counters.failed.Load(),
 		Dispatches: c.counters.dispatches.Load(), Hedges: c.counters.hedges.Load(), Busy: c.counters.busy.Load(),
 		Timeouts: c.counters.timeouts.Load(), ProfilesSummary: strings.Join(c.Profiles().Summary(), "\n"),
-		StartedUnixMs: c.started.UnixMilli()}
+		StartedUnixMs: c.started.UnixMilli(), DeadLetters: c.counters.deadLetters.Load(), PublishErrors: c.counters.publishErrors.Load(),
+		BadMessages: c.counters.badMessages.Load(), Flows: uint32(max(c.counters.flows.Load(), 0)),
+		HostActors: uint32(max(c.counters.hostActors.Load(), 0)), Overloaded: c.counters.overloaded.Load()}
 	c.status.Range(func(_, v any) bool {
 		r.Servers = append(r.Servers, v.([]*messages.ServerStatus)...)
 		return true
@@ -281,6 +411,10 @@ func (c *Coordinator) Collectors() []prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scanplane_coordinator_" + name, Help: help},
 			func() float64 { return float64(v.Load()) })
 	}
+	g := func(name, help string, v *atomic.Int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_coordinator_" + name, Help: help},
+			func() float64 { return float64(v.Load()) })
+	}
 	return []prometheus.Collector{
 		f("scans_total", "Scan requests received by tablet actors.", &c.counters.scans),
 		f("scans_failed_total", "Scan requests answered with an error.", &c.counters.failed),
@@ -288,6 +422,14 @@ func (c *Coordinator) Collectors() []prometheus.Collector {
 		f("hedges_total", "Hedged or speculative dispatches.", &c.counters.hedges),
 		f("busy_total", "Attempts answered busy.", &c.counters.busy),
 		f("timeouts_total", "Attempts that timed out waiting for the server.", &c.counters.timeouts),
+		f("dead_letters_total", "Messages the actor system could not deliver.", &c.counters.deadLetters),
+		f("publish_errors_total", "NATS publishes of load signals that failed.", &c.counters.publishErrors),
+		f("bad_messages_total", "Wire messages refused by validation (heartbeats, signals, requests) and heartbeats beyond MaxHosts.", &c.counters.badMessages),
+		f("overloaded_total", "Requests refused because a bounded coordinator queue was full.", &c.counters.overloaded),
+		f("tablet_actor_starts_total", "Tablet actors started (they stop when idle).", &c.counters.tabletStarts),
+		g("flows", "Scan requests in flight in tablet actors.", &c.counters.flows),
+		g("tablet_actors", "Tablet actors running.", &c.counters.tabletActors),
+		g("host_actors", "Host actors running.", &c.counters.hostActors),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_coordinator_live_servers", Help: "Live scan servers in the view."},
 			func() float64 {
 				n := 0
@@ -312,13 +454,18 @@ func (c *Coordinator) Close() {
 		for _, s := range c.subs {
 			_ = s.Close()
 		}
-		if c.sys != nil {
+		if c.as != nil {
 			if c.router != nil {
-				_ = c.sys.Actors.Root.StopFuture(c.router).Wait()
+				_ = c.as.Root.StopFuture(c.router).Wait()
 			}
 			if c.registry != nil {
-				_ = c.sys.Actors.Root.StopFuture(c.registry).Wait()
+				_ = c.as.Root.StopFuture(c.registry).Wait()
 			}
+		}
+		if c.events != nil {
+			c.as.EventStream.Unsubscribe(c.events)
+		}
+		if c.sys != nil {
 			c.sys.Close()
 		}
 	})

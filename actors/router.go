@@ -31,15 +31,46 @@ type routeResolved struct {
 }
 
 // RouterActor validates requests and forwards them to tablet actors,
-// spawning them lazily (one per tablet, named table.gGEN.tIDX).
+// spawning them lazily (one per tablet, named table.gGEN.tIDX). Its queues
+// are bounded (CoordinatorConfig.MaxWaiting, MaxWaitingPerTable,
+// MaxMetaLoads): a request beyond a bound is answered OVERLOADED at once.
 type RouterActor struct {
 	co      *Coordinator
 	tablets map[string]*actor.PID
-	waiting map[tableGen][]*messages.ScanRequest
+	names   map[string]string // tablet actor id -> name
+	// retiring: tablet actors that asked to stop for idleness; requests
+	// for them wait here until they stopped (then a new actor gets them)
+	// or stay (then they get them).
+	retiring map[string]*retiringTablet
+	// waiting: requests waiting for their table generation's metadata;
+	// loadQueue: generations waiting for a load slot; loading: loads
+	// running; nwaiting: requests waiting here or for a retiring actor.
+	waiting   map[tableGen][]*messages.ScanRequest
+	loadQueue []tableGen
+	loading   int
+	routing   int // RouteRequest metadata lookups running
+	nwaiting  int
+}
+
+// retiringTablet is a tablet actor between its idle-stop request and its
+// end, with the messages that arrived for its tablet meanwhile.
+type retiringTablet struct {
+	pid    *actor.PID
+	meta   *messages.TableMeta
+	idx    int
+	queued []routed
+}
+
+// routed is a message for a tablet actor; sender is set for a request
+// whose reply goes to someone else (RouteRequest).
+type routed struct {
+	msg    any
+	sender *actor.PID
 }
 
 func newRouterActor(co *Coordinator) *RouterActor {
-	return &RouterActor{co: co, tablets: map[string]*actor.PID{}, waiting: map[tableGen][]*messages.ScanRequest{}}
+	return &RouterActor{co: co, tablets: map[string]*actor.PID{}, names: map[string]string{}, retiring: map[string]*retiringTablet{},
+		waiting: map[tableGen][]*messages.ScanRequest{}}
 }
 
 // Receive implements actor.Actor.
@@ -48,8 +79,10 @@ func (r *RouterActor) Receive(c actor.Context) {
 	case *messages.ScanRequest:
 		r.onScan(c, m)
 	case *metaLoaded:
+		r.loading--
 		reqs := r.waiting[m.key]
 		delete(r.waiting, m.key)
+		r.nwaiting -= len(reqs)
 		for _, req := range reqs {
 			if m.err != nil {
 				r.reject(c, req, m.code, m.err.Error())
@@ -57,10 +90,14 @@ func (r *RouterActor) Receive(c actor.Context) {
 			}
 			r.forward(c, req, m.meta)
 		}
+		r.startLoads(c)
 	case *messages.ScanDone:
 		t := m.GetTablet()
-		if pid := r.tablets[tabletActorName(t.GetTable(), t.GetGeneration(), t.GetIndex())]; pid != nil {
+		name := tabletActorName(t.GetTable(), t.GetGeneration(), t.GetIndex())
+		if pid := r.tablets[name]; pid != nil {
 			c.Send(pid, m)
+		} else if rt := r.retiring[name]; rt != nil {
+			r.queue(c, rt, routed{msg: m}, nil)
 		}
 	case *messages.StatusRequest:
 		c.Respond(r.co.Status())
@@ -72,37 +109,122 @@ func (r *RouterActor) Receive(c actor.Context) {
 			c.Respond(&messages.ReloadReply{Ok: true, Message: msg})
 		}
 	case *messages.RouteRequest:
-		sender, self, co := c.Sender(), c.Self(), r.co
-		root := c.ActorSystem().Root
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			res := &routeResolved{req: m, sender: sender}
-			gen, err := co.meta.src.Current(ctx, m.GetTable())
-			if err == nil && gen == 0 {
-				err = fmt.Errorf("no table %q", m.GetTable())
-			}
-			if err == nil {
-				res.meta, _, err = co.meta.get(ctx, m.GetTable(), gen)
-			}
-			res.err = err
-			root.Send(self, res)
-		}()
+		r.onRoute(c, m)
 	case *routeResolved:
+		r.routing--
 		if m.err != nil {
 			c.Send(m.sender, &messages.RouteReply{Error: m.err.Error()})
 			return
 		}
 		idx := tablets.TabletFor(m.meta.GetSplitPoints(), m.req.GetRow())
-		pid := r.tablet(c, m.meta, idx)
-		c.RequestWithCustomSender(pid, m.req, m.sender)
+		r.deliver(c, m.meta, idx, routed{msg: m.req, sender: m.sender}, func() {
+			c.Send(m.sender, &messages.RouteReply{Error: "coordinator overloaded: too many requests waiting; retry later"})
+		})
+	case *tabletIdle:
+		if pid := r.tablets[m.name]; pid != nil && pid.Equal(m.pid) {
+			delete(r.tablets, m.name)
+			r.retiring[m.name] = &retiringTablet{pid: m.pid}
+			c.Send(m.pid, &idleStopOK{})
+		}
+	case *tabletStays:
+		if rt := r.retiring[m.name]; rt != nil && rt.pid.Equal(m.pid) {
+			delete(r.retiring, m.name)
+			r.tablets[m.name] = m.pid
+			r.flush(c, rt, m.pid)
+		}
 	case *actor.Terminated:
-		for name, pid := range r.tablets {
-			if pid.Equal(m.Who) {
-				delete(r.tablets, name)
+		name, ok := r.names[m.Who.Id]
+		if !ok {
+			return
+		}
+		delete(r.names, m.Who.Id)
+		if pid := r.tablets[name]; pid != nil && pid.Equal(m.Who) {
+			delete(r.tablets, name)
+		}
+		rt := r.retiring[name]
+		if rt == nil || !rt.pid.Equal(m.Who) {
+			return
+		}
+		delete(r.retiring, name)
+		for _, q := range rt.queued {
+			if _, done := q.msg.(*messages.ScanDone); !done {
+				// Requests waited for the old actor: a new one takes them.
+				r.flush(c, rt, r.tablet(c, rt.meta, rt.idx))
+				return
 			}
 		}
+		r.nwaiting -= len(rt.queued) // only ScanDones, for flows that are gone
 	}
+}
+
+// deliver sends msg to tablet idx's actor, spawning it if needed, or queues
+// it while that actor retires; overloaded runs when the queue is full.
+func (r *RouterActor) deliver(c actor.Context, meta *messages.TableMeta, idx int, msg routed, overloaded func()) {
+	name := tabletActorName(meta.GetName(), meta.GetGeneration(), uint32(idx))
+	if rt := r.retiring[name]; rt != nil {
+		if rt.meta == nil {
+			rt.meta, rt.idx = meta, idx
+		}
+		r.queue(c, rt, msg, overloaded)
+		return
+	}
+	send(c, r.tablet(c, meta, idx), msg)
+}
+
+func send(c actor.Context, pid *actor.PID, m routed) {
+	if m.sender != nil {
+		c.RequestWithCustomSender(pid, m.msg, m.sender)
+		return
+	}
+	c.Send(pid, m.msg)
+}
+
+// queue holds msg for a retiring tablet actor, within the bounds.
+func (r *RouterActor) queue(c actor.Context, rt *retiringTablet, msg routed, overloaded func()) {
+	if len(rt.queued) >= r.co.cfg.MaxWaitingPerTable || r.nwaiting >= r.co.cfg.MaxWaiting {
+		r.co.countOverloaded("tablet actor restarting")
+		if overloaded != nil {
+			overloaded()
+		}
+		return
+	}
+	rt.queued = append(rt.queued, msg)
+	r.nwaiting++
+}
+
+func (r *RouterActor) flush(c actor.Context, rt *retiringTablet, pid *actor.PID) {
+	r.nwaiting -= len(rt.queued)
+	for _, q := range rt.queued {
+		send(c, pid, q)
+	}
+	rt.queued = nil
+}
+
+// onRoute resolves a RouteRequest's table off the actor (a metadata read),
+// at most MaxMetaLoads at a time.
+func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
+	if r.routing >= r.co.cfg.MaxMetaLoads {
+		r.co.countOverloaded("route requests")
+		c.Respond(&messages.RouteReply{Error: fmt.Sprintf("coordinator overloaded: %d route requests running; retry later", r.routing)})
+		return
+	}
+	r.routing++
+	sender, self, co := c.Sender(), c.Self(), r.co
+	root := c.ActorSystem().Root
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res := &routeResolved{req: m, sender: sender}
+		gen, err := co.meta.src.Current(ctx, m.GetTable())
+		if err == nil && gen == 0 {
+			err = fmt.Errorf("no table %q", m.GetTable())
+		}
+		if err == nil {
+			res.meta, _, err = co.meta.get(ctx, m.GetTable(), gen)
+		}
+		res.err = err
+		root.Send(self, res)
+	}()
 }
 
 func (r *RouterActor) reject(c actor.Context, m *messages.ScanRequest, code messages.ErrorCode, msg string) {
@@ -114,6 +236,7 @@ func (r *RouterActor) reject(c actor.Context, m *messages.ScanRequest, code mess
 
 func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 	if err := ValidateScanRequest(m); err != nil {
+		r.co.countBad("ScanRequest", err)
 		r.reject(c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
@@ -122,18 +245,36 @@ func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 		r.forward(c, m, meta)
 		return
 	}
-	first := len(r.waiting[key]) == 0
-	r.waiting[key] = append(r.waiting[key], m)
-	if !first {
+	if len(r.waiting[key]) >= r.co.cfg.MaxWaitingPerTable || r.nwaiting >= r.co.cfg.MaxWaiting {
+		r.co.countOverloaded("metadata wait")
+		r.reject(c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, fmt.Sprintf("coordinator overloaded: %d requests wait for table metadata (%d for %s/g%d); retry later",
+			r.nwaiting, len(r.waiting[key]), key.table, key.gen))
 		return
 	}
-	self, root, co := c.Self(), c.ActorSystem().Root, r.co
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		meta, code, err := co.meta.get(ctx, key.table, key.gen)
-		root.Send(self, &metaLoaded{key: key, meta: meta, code: code, err: err})
-	}()
+	first := len(r.waiting[key]) == 0
+	r.waiting[key] = append(r.waiting[key], m)
+	r.nwaiting++
+	if first {
+		r.loadQueue = append(r.loadQueue, key)
+		r.startLoads(c)
+	}
+}
+
+// startLoads starts queued metadata loads, at most MaxMetaLoads at a time.
+func (r *RouterActor) startLoads(c actor.Context) {
+	for r.loading < r.co.cfg.MaxMetaLoads && len(r.loadQueue) > 0 {
+		key := r.loadQueue[0]
+		r.loadQueue[0] = tableGen{}
+		r.loadQueue = r.loadQueue[1:]
+		r.loading++
+		self, root, co := c.Self(), c.ActorSystem().Root, r.co
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			meta, code, err := co.meta.get(ctx, key.table, key.gen)
+			root.Send(self, &metaLoaded{key: key, meta: meta, code: code, err: err})
+		}()
+	}
 }
 
 func (r *RouterActor) forward(c actor.Context, m *messages.ScanRequest, meta *messages.TableMeta) {
@@ -147,7 +288,9 @@ func (r *RouterActor) forward(c actor.Context, m *messages.ScanRequest, meta *me
 		r.reject(c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("tablet %d of %s/g%d has other bounds than requested", idx, meta.Name, meta.Generation))
 		return
 	}
-	c.Send(r.tablet(c, meta, idx), m)
+	r.deliver(c, meta, idx, routed{msg: m}, func() {
+		r.reject(c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, "coordinator overloaded: too many requests wait for a restarting tablet actor; retry later")
+	})
 }
 
 func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int) *actor.PID {
@@ -159,10 +302,13 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	co := r.co
 	pid, err := c.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newTabletActor(co, meta, tm) }), name)
 	if err != nil {
-		// Already exists (a race with a stopping actor): use its PID.
+		// Cannot happen: a name is spawned again only after its actor
+		// terminated. Use the PID the name has.
+		r.co.log.Error("tablet actor spawn", "name", name, "err", err)
 		pid = actor.NewPID(c.Self().Address, c.Self().Id+"/"+name)
 	}
 	r.tablets[name] = pid
+	r.names[pid.Id] = name
 	return pid
 }
 

@@ -81,6 +81,26 @@ type scanJob struct {
 	cancel   context.CancelFunc
 	acked    atomic.Uint64
 	ackCh    chan struct{}
+	// stream is jobFresh until the first RowBatch is sent (jobStreaming)
+	// or the scan is cancelled before that (jobCancelled); the job
+	// goroutine and the actor (a Cancel{unless_streaming}) race for it.
+	stream atomic.Int32
+}
+
+const (
+	jobFresh int32 = iota
+	jobStreaming
+	jobCancelled
+)
+
+// cancelUnlessStreaming cancels the job if it has sent no RowBatch yet and
+// reports whether it did.
+func (j *scanJob) cancelUnlessStreaming() bool {
+	if j.stream.CompareAndSwap(jobFresh, jobCancelled) || j.stream.Load() == jobCancelled {
+		j.cancel()
+		return true
+	}
+	return false
 }
 
 type jobDone struct{ key ScanKey }
@@ -292,9 +312,17 @@ func (s *ScanServerActor) onCancel(m *messages.Cancel) {
 		}
 	}
 	for k, job := range s.running {
-		if k.RequestID == key.RequestID && (key.Attempt == 0 || k.Attempt == key.Attempt) {
-			job.cancel()
+		if k.RequestID != key.RequestID || (key.Attempt != 0 && k.Attempt != key.Attempt) {
+			continue
 		}
+		if m.GetUnlessStreaming() {
+			// The client may be reading this stream: only the client
+			// cancels a stream it reads.
+			job.cancelUnlessStreaming()
+			continue
+		}
+		job.stream.Store(jobCancelled)
+		job.cancel()
 	}
 	s.armTimer()
 }
@@ -381,6 +409,8 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 	self := FromPID(s.self)
 	var rows []*messages.Row
 	size := 0
+	// dig covers every row read; fin's rows and checksum only those sent.
+	var dig tablets.RowDigest
 	flush := func() error {
 		seq := fin.Batches + 1
 		if err := s.waitWindow(job, seq, uint64(window)); err != nil {
@@ -390,8 +420,13 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 		if err := job.ctx.Err(); err != nil {
 			return err
 		}
-		s.sys.Root.Send(job.client, &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id, ServerPid: self})
-		fin.Batches = seq
+		if seq == 1 && !job.stream.CompareAndSwap(jobFresh, jobStreaming) {
+			return context.Canceled // cancelled unless streaming, just now
+		}
+		sum := dig.Sum()
+		s.sys.Root.Send(job.client, &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id,
+			ServerPid: self, RowCount: dig.Rows(), Checksum: sum})
+		fin.Batches, fin.Rows, fin.Checksum, fin.LastKey = seq, dig.Rows(), sum, rows[len(rows)-1].Key
 		if seq == 1 {
 			s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, FirstData: true,
 				QueueLen: uint32(s.counters.QueueLen.Load())})
@@ -403,9 +438,8 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 		e := it.Entry()
 		rows = append(rows, &messages.Row{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
 		size += len(e.Key) + len(e.Value) + 8
-		fin.Rows++
-		fin.LastKey = rows[len(rows)-1].Key
-		if req.Limit > 0 && fin.Rows >= req.Limit {
+		dig.Add(e.Key, e.Value)
+		if req.Limit > 0 && dig.Rows() >= req.Limit {
 			break
 		}
 		if len(rows) >= batchRows || size >= batchBytes {

@@ -32,7 +32,29 @@ type flowTimer struct {
 // the load view (local message; it does not keep an idle actor alive).
 type lostCheck struct{}
 
-func (*lostCheck) NotInfluenceReceiveTimeout() {}
+// idleCheck: the tablet actor's idle timer fired (local message).
+type idleCheck struct{}
+
+// The idle-stop handshake between a tablet actor and the router (local
+// messages). An idle tablet actor asks (tabletIdle); the router removes it
+// from its map, so later requests for the tablet wait in the router, and
+// answers idleStopOK. The router sends nothing more to the actor; whatever
+// it sent before sits in the actor's mailbox ahead of the answer and is
+// handled. So the actor stops on idleStopOK only if it has still no flow;
+// otherwise it tells the router it stays (tabletStays) and the router
+// hands it the requests that waited. Nothing sent to a stopping tablet
+// actor is dropped.
+type tabletIdle struct {
+	name string
+	pid  *actor.PID
+}
+
+type idleStopOK struct{}
+
+type tabletStays struct {
+	name string
+	pid  *actor.PID
+}
 
 // flowEntry is one running ScanRequest.
 type flowEntry struct {
@@ -71,6 +93,11 @@ type TabletActor struct {
 	root  *actor.RootContext
 	// check is the pending lostCheck timer (armed while flows exist).
 	check *time.Timer
+	// idle is the idle timer; lastActive the last message that was not a
+	// timer of ours; retiring: we asked the router to let us stop.
+	idle       *time.Timer
+	lastActive time.Time
+	retiring   bool
 }
 
 func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
@@ -86,22 +113,41 @@ func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.T
 // Receive implements actor.Actor.
 func (t *TabletActor) Receive(c actor.Context) {
 	now := time.Now()
+	switch c.Message().(type) {
+	case *lostCheck, *idleCheck, actor.SystemMessage, actor.AutoReceiveMessage:
+	default:
+		t.lastActive = now
+	}
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		t.self = c.Self()
 		t.root = c.ActorSystem().Root
-		c.SetReceiveTimeout(t.co.cfg.TabletIdle)
-	case *actor.ReceiveTimeout:
+		t.co.counters.tabletActors.Add(1)
+		t.co.counters.tabletStarts.Add(1)
+		t.armIdle(t.co.cfg.TabletIdle)
+	case *actor.Stopped:
+		t.co.counters.tabletActors.Add(-1)
+	case *idleCheck:
+		t.idle = nil
+		t.onIdleCheck(c, now)
+	case *idleStopOK:
+		t.retiring = false
 		if len(t.flows) == 0 {
 			c.Stop(t.self)
+			return
 		}
+		// Requests reached us between our question and the answer.
+		c.Send(c.Parent(), &tabletStays{name: t.name(), pid: t.self})
+		t.armIdle(t.co.cfg.TabletIdle)
 	case *actor.Stopping:
 		for id, e := range t.flows {
 			t.apply(now, id, e, e.flow.Abort(now, messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, "coordinator tablet actor stopping"))
 		}
-		if t.check != nil {
-			t.check.Stop()
-			t.check = nil
+		for _, tm := range []**time.Timer{&t.check, &t.idle} {
+			if *tm != nil {
+				(*tm).Stop()
+				*tm = nil
+			}
 		}
 	case *lostCheck:
 		t.check = nil
@@ -144,6 +190,39 @@ func (t *TabletActor) Receive(c actor.Context) {
 	}
 }
 
+func (t *TabletActor) name() string {
+	return tabletActorName(t.table.GetName(), t.table.GetGeneration(), t.meta.GetRef().GetIndex())
+}
+
+// armIdle (re)starts the idle timer.
+func (t *TabletActor) armIdle(after time.Duration) {
+	if t.idle != nil {
+		t.idle.Stop()
+	}
+	self, root := t.self, t.root
+	t.idle = time.AfterFunc(after, func() { root.Send(self, &idleCheck{}) })
+}
+
+// onIdleCheck asks the router to let us stop once we had no flow and no
+// message for TabletIdle. (protoactor's ReceiveTimeout is not used: it is
+// disarmed for good once it fires, and its timer races with the actor.)
+func (t *TabletActor) onIdleCheck(c actor.Context, now time.Time) {
+	if t.retiring {
+		return
+	}
+	idle := t.co.cfg.TabletIdle
+	if len(t.flows) > 0 {
+		t.armIdle(idle)
+		return
+	}
+	if since := now.Sub(t.lastActive); since < idle {
+		t.armIdle(idle - since)
+		return
+	}
+	t.retiring = true
+	c.Send(c.Parent(), &tabletIdle{name: t.name(), pid: t.self})
+}
+
 func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 	if _, dup := t.flows[m.RequestId]; dup {
 		return
@@ -170,14 +249,14 @@ func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
 		timers: map[uint64]*time.Timer{}}
 	e.flow = NewScanFlow(m, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
-	t.flows[m.RequestId] = e
 	t.co.counters.scans.Add(1)
 	if r.Empty() {
 		// Nothing to read: answer at once without a server.
 		t.root.Send(client, &messages.ScanFinished{RequestId: m.RequestId, Attempt: 0, Server: ""})
-		delete(t.flows, m.RequestId)
 		return
 	}
+	t.flows[m.RequestId] = e
+	t.co.counters.flows.Add(1)
 	t.apply(now, m.RequestId, e, e.flow.Start(now, t.picker(e)))
 	t.armCheck()
 }
@@ -306,7 +385,10 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			}
 		case ActComplete:
 			e.stopTimers()
-			delete(t.flows, id)
+			if t.flows[id] == e {
+				delete(t.flows, id)
+				t.co.counters.flows.Add(-1)
+			}
 		}
 	}
 }
