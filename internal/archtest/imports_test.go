@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"localcluster":      {"messages", "internal/cliutil"},
 	"internal/cliutil":  {},
 	"internal/archtest": {},
+	"internal/protosim": {"actors", "client", "messages", "selection", "tablets"},
 	"e2e":               {},
 }
 

@@ -1,0 +1,340 @@
+package protosim
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/scanplane/scanplane/actors"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// ServerModel is how the simulated scan servers behave when healthy.
+type ServerModel struct {
+	Workers, MaxQueue int           // actors.ServerQueue bounds per server
+	BatchRows, Window int           // defaults when the request says 0
+	AckTimeout        time.Duration // no ack for this long: the client is gone
+	ReadBase          time.Duration // time to read one batch...
+	ReadPerRow        time.Duration // ...plus this per row
+	// ColdRead: the chance that a batch's blocks are not cached and its
+	// read takes up to ColdReadMax (healthy, not a fault: it makes
+	// hedges race).
+	ColdRead    float64
+	ColdReadMax time.Duration
+	Heartbeat   time.Duration // heartbeat interval
+}
+
+// hostProc is one scanserver process: several scan servers behind one
+// address, heartbeating to every coordinator. Killing it loses every
+// server's queue and jobs; a restart brings new servers with a new
+// incarnation on the same address.
+type hostProc struct {
+	w           *world
+	name        string
+	addr        string
+	zone        string
+	proc        *process
+	incarnation string
+	servers     []*scanServer
+}
+
+func (h *hostProc) boot() {
+	h.incarnation = fmt.Sprintf("%s#%d", h.name, h.proc.inc)
+	h.servers = nil
+	for i := range h.w.cfg.ServersPerHost {
+		h.servers = append(h.servers, &scanServer{host: h, idx: i, id: fmt.Sprintf("%s/%d", h.addr, i),
+			self:    pid{h.addr, fmt.Sprintf("scan-%d", i)},
+			queue:   actors.NewServerQueue(h.w.cfg.Server.Workers, h.w.cfg.Server.MaxQueue),
+			pending: map[actors.ScanKey]*serverJob{}, running: map[actors.ScanKey]*serverJob{}})
+	}
+	h.heartbeat()
+}
+
+func (h *hostProc) heartbeat() {
+	for _, s := range h.servers {
+		for _, c := range h.w.coords {
+			h.w.net.send(s.self, pid{c.addr, "hosts"}, &messages.Heartbeat{Host: h.name, Server: s.id, Zone: h.zone, Group: "default",
+				Pid: s.self.wire(), Incarnation: h.incarnation, QueueLen: uint32(s.queue.Len()), Active: uint32(s.queue.Active()),
+				Workers: uint32(h.w.cfg.Server.Workers), IntervalMs: h.w.cfg.Server.Heartbeat.Milliseconds()})
+		}
+	}
+	h.proc.timer(h.w.cfg.Server.Heartbeat, "", "heartbeat", h.heartbeat)
+}
+
+func (h *hostProc) receive(env *envelope) {
+	for _, s := range h.servers {
+		if s.self.id == env.to.id {
+			s.receive(env)
+			return
+		}
+	}
+}
+
+// scanServer is one simulated scan server: admission by the real
+// actors.ServerQueue, and a streamer that sends the ground truth's rows
+// in RowBatches with the cumulative row count and tablets.RowDigest,
+// within the client's window.
+type scanServer struct {
+	host    *hostProc
+	idx     int
+	id      string
+	self    pid
+	queue   *actors.ServerQueue
+	pending map[actors.ScanKey]*serverJob
+	running map[actors.ScanKey]*serverJob
+	expiry  *event
+}
+
+// serverJob is one admitted attempt.
+type serverJob struct {
+	key            actors.ScanKey
+	req            *messages.StartScan
+	client, tablet pid
+	received       time.Time
+	rows           []*messages.Row // what it will send
+	sent           int
+	seq, acked     uint64
+	batchRows      int
+	window         uint64
+	digest         tablets.RowDigest
+	lastKey        []byte
+	read, ackWait  *event
+	deadline       *event
+	blocked        bool // a batch is read and waits for the window
+}
+
+func (s *scanServer) w() *world { return s.host.w }
+
+func (s *scanServer) receive(env *envelope) {
+	switch m := env.msg.(type) {
+	case *messages.StartScan:
+		s.onStartScan(m)
+	case *messages.Cancel:
+		s.onCancel(m)
+	case *messages.BatchAck:
+		s.onAck(m)
+	}
+}
+
+func (s *scanServer) onStartScan(m *messages.StartScan) {
+	w := s.w()
+	if err := actors.ValidateStartScan(m); err != nil {
+		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id,
+			Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST, ErrorMessage: "bad StartScan: " + err.Error()}
+		w.net.send(s.self, pidOf(m.GetTabletActor()), fin)
+		w.net.send(s.self, pidOf(m.GetClient()), fin)
+		return
+	}
+	key := actors.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
+	if s.pending[key] != nil || s.running[key] != nil {
+		return // a duplicate
+	}
+	now := w.s.now
+	j := &serverJob{key: key, req: m, client: pidOf(m.Client), tablet: pidOf(m.TabletActor), received: now}
+	switch s.queue.Offer(now, key, time.Duration(m.BusyTimeoutUs)*time.Microsecond) {
+	case actors.AdmitStart:
+		s.start(j)
+	case actors.AdmitQueued:
+		s.pending[key] = j
+		s.armExpiry()
+	case actors.AdmitBusy:
+		s.replyBusy(j)
+	}
+}
+
+func (s *scanServer) start(j *serverJob) {
+	w := s.w()
+	m := j.req
+	model := w.cfg.Server
+	j.batchRows, j.window = model.BatchRows, uint64(model.Window)
+	if r := int(m.BatchRows); r > 0 && r < model.BatchRows*100 {
+		j.batchRows = r
+	}
+	if v := uint64(m.Window); v > 0 && v <= 1024 {
+		j.window = v
+	}
+	rng := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}
+	j.rows = w.truth.scan(rng, m.GetResumeAfter())
+	if lim := m.GetLimit(); lim > 0 && uint64(len(j.rows)) > lim {
+		j.rows = j.rows[:lim]
+	}
+	s.running[j.key] = j
+	w.net.send(s.self, j.tablet, &messages.ScanStarted{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id,
+		QueueLen: uint32(s.queue.Len()), QueuedUs: w.s.now.Sub(j.received).Microseconds()})
+	if d := m.GetDeadlineUnixMs(); d > 0 {
+		j.deadline = s.host.proc.timer(time.UnixMilli(d).Sub(w.s.now), j.key.RequestID, "server deadline", func() {
+			s.finish(j, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
+		})
+	}
+	s.readNext(j)
+}
+
+// readNext reads the next batch (or finds the end) after the read time.
+func (s *scanServer) readNext(j *serverJob) {
+	model := s.w().cfg.Server
+	n := min(j.batchRows, len(j.rows)-j.sent)
+	d := model.ReadBase + time.Duration(n)*model.ReadPerRow
+	if s.w().s.chance(model.ColdRead) {
+		d += s.w().s.uniform(0, model.ColdReadMax)
+	}
+	j.read = s.host.proc.timer(d, j.key.RequestID, "read batch", func() {
+		j.read = nil
+		if j.sent == len(j.rows) {
+			s.finish(j, messages.ErrorCode_ERROR_CODE_UNSPECIFIED, "")
+			return
+		}
+		s.flush(j)
+	})
+}
+
+// flush sends the batch in hand if the window allows, else waits for an
+// ack (at most AckTimeout).
+func (s *scanServer) flush(j *serverJob) {
+	w := s.w()
+	if j.seq-j.acked >= j.window {
+		j.blocked = true
+		if j.ackWait == nil {
+			j.ackWait = s.host.proc.timer(w.cfg.Server.AckTimeout, j.key.RequestID, "ack timeout", func() {
+				j.ackWait = nil
+				s.finish(j, messages.ErrorCode_ERROR_CODE_CANCELLED, "client stopped acknowledging batches")
+			})
+		}
+		return
+	}
+	j.blocked = false
+	w.s.cancel(j.ackWait)
+	j.ackWait = nil
+	n := min(j.batchRows, len(j.rows)-j.sent)
+	rows := j.rows[j.sent : j.sent+n]
+	if w.mut.serverRows != nil {
+		rows = w.mut.serverRows(rows) // a lying server: the checksum covers what it sends
+	}
+	for _, r := range rows {
+		j.digest.Add(r.Key, r.Value)
+	}
+	j.sent += n
+	j.seq++
+	j.lastKey = j.rows[j.sent-1].Key
+	b := &messages.RowBatch{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Seq: j.seq, Rows: rows, Server: s.id,
+		ServerPid: s.self.wire(), RowCount: j.digest.Rows(), Checksum: j.digest.Sum()}
+	if w.mut.serverBatch != nil {
+		w.mut.serverBatch(b) // a broken server: the batch no longer matches its checksum
+	}
+	w.net.send(s.self, j.client, b)
+	if j.seq == 1 {
+		w.net.send(s.self, j.tablet, &messages.ScanStarted{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, FirstData: true,
+			QueueLen: uint32(s.queue.Len())})
+	}
+	if j.sent == len(j.rows) {
+		s.finish(j, messages.ErrorCode_ERROR_CODE_UNSPECIFIED, "")
+		return
+	}
+	s.readNext(j)
+}
+
+func (s *scanServer) onAck(m *messages.BatchAck) {
+	j := s.running[actors.ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}]
+	if j == nil {
+		return
+	}
+	j.acked = max(j.acked, m.GetSeq())
+	if j.blocked && j.seq-j.acked < j.window {
+		s.flush(j)
+	}
+}
+
+func (s *scanServer) onCancel(m *messages.Cancel) {
+	w := s.w()
+	if m.GetRequestId() == "" || w.mut.ignoreCancel {
+		return
+	}
+	key := actors.ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}
+	for _, k := range s.queue.Remove(key) {
+		j := s.pending[k]
+		delete(s.pending, k)
+		if j != nil {
+			w.net.send(s.self, j.tablet, &messages.ScanFinished{RequestId: k.RequestID, Attempt: k.Attempt, Server: s.id,
+				Error: messages.ErrorCode_ERROR_CODE_CANCELLED, ErrorMessage: "cancelled while queued: " + m.GetReason(), Cancelled: true})
+		}
+	}
+	for _, k := range sortedKeys(s.running) {
+		j := s.running[k]
+		if k.RequestID != key.RequestID || (key.Attempt != 0 && k.Attempt != key.Attempt) {
+			continue
+		}
+		if m.GetUnlessStreaming() && j.seq > 0 {
+			continue // the client may have accepted this stream: it decides
+		}
+		s.finish(j, messages.ErrorCode_ERROR_CODE_CANCELLED, "cancelled: "+m.GetReason())
+	}
+	s.armExpiry()
+}
+
+// finish ends a running job: ScanFinished to the client and the tablet
+// actor, the worker goes to the next queued scan.
+func (s *scanServer) finish(j *serverJob, code messages.ErrorCode, msg string) {
+	w := s.w()
+	if s.running[j.key] != j {
+		return
+	}
+	delete(s.running, j.key)
+	for _, e := range []*event{j.read, j.ackWait, j.deadline} {
+		w.s.cancel(e)
+	}
+	fin := &messages.ScanFinished{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, Error: code,
+		Rows: j.digest.Rows(), Batches: j.seq, Checksum: j.digest.Sum(), LastKey: j.lastKey,
+		Cancelled: code == messages.ErrorCode_ERROR_CODE_CANCELLED}
+	if msg != "" {
+		fin.ErrorMessage = fmt.Sprintf("scan server %s: %s", s.id, msg)
+	}
+	w.net.send(s.self, j.client, fin)
+	w.net.send(s.self, j.tablet, fin)
+	now := w.s.now
+	next, ok, expired := s.queue.Done(now)
+	for _, x := range expired {
+		if q := s.pending[x.Key]; q != nil {
+			delete(s.pending, x.Key)
+			s.replyBusy(q)
+		}
+	}
+	if ok {
+		if q := s.pending[next.Key]; q != nil {
+			delete(s.pending, next.Key)
+			s.start(q)
+		} else {
+			w.violate("server %s: ServerQueue started %v, which is not queued", s.id, next.Key)
+			s.queue.Done(now)
+		}
+	}
+	s.armExpiry()
+}
+
+func (s *scanServer) replyBusy(j *serverJob) {
+	w := s.w()
+	w.net.send(s.self, j.tablet, &messages.Busy{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, Host: s.host.name,
+		QueueLen: uint32(s.queue.Len()), WaitedUs: w.s.now.Sub(j.received).Microseconds()})
+	for _, c := range w.coords {
+		w.net.send(s.self, pid{c.addr, "busy-signals"}, &messages.LoadSignal{Host: s.host.name, Server: s.id, RequestId: j.key.RequestID,
+			QueueLen: uint32(s.queue.Len()), AtUnixMs: w.s.now.UnixMilli(), Origin: s.id})
+	}
+}
+
+func (s *scanServer) armExpiry() {
+	w := s.w()
+	w.s.cancel(s.expiry)
+	s.expiry = nil
+	at, ok := s.queue.NextDeadline()
+	if !ok {
+		return
+	}
+	s.expiry = s.host.proc.timer(at.Sub(w.s.now), "", "queue expiry", func() {
+		s.expiry = nil
+		for _, x := range s.queue.Expire(w.s.now) {
+			if q := s.pending[x.Key]; q != nil {
+				delete(s.pending, x.Key)
+				s.replyBusy(q)
+			}
+		}
+		s.armExpiry()
+	})
+}
