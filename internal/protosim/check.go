@@ -32,7 +32,13 @@ import (
 //     that server was paused, dead or broken, or a message between it and
 //     anyone about that request (or a heartbeat to the blamer) was
 //     dropped, late, duplicated or reordered.
-//  4. A run without any fault completes every scan.
+//  4. A run without any fault completes every scan, and a scan for a
+//     group without servers fails with NO_SERVERS naming the group within
+//     the profile's wait.
+//  5. The components keep their own promises: ServerQueue never runs a
+//     scan it answered Busy and answers or starts within the busy timeout
+//     (unless the server was paused); a completed ScanFlow is Done with no
+//     live attempt; an ended scan's TabletStream is Done.
 
 // endScan records a scan's end and checks property 1; it schedules the
 // check of property 2.

@@ -45,7 +45,7 @@ func (h *hostProc) boot() {
 		h.servers = append(h.servers, &scanServer{host: h, idx: i, id: fmt.Sprintf("%s/%d", h.addr, i),
 			self:    pid{h.addr, fmt.Sprintf("scan-%d", i)},
 			queue:   actors.NewServerQueue(h.w.cfg.Server.Workers, h.w.cfg.Server.MaxQueue),
-			pending: map[actors.ScanKey]*serverJob{}, running: map[actors.ScanKey]*serverJob{}})
+			pending: map[actors.ScanKey]*serverJob{}, running: map[actors.ScanKey]*serverJob{}, busied: map[actors.ScanKey]bool{}})
 	}
 	h.heartbeat()
 }
@@ -59,6 +59,13 @@ func (h *hostProc) heartbeat() {
 		}
 	}
 	h.proc.timer(h.w.cfg.Server.Heartbeat, "", "heartbeat", h.heartbeat)
+}
+
+// stopped reports whether the process was paused since t (its timers
+// then fire late).
+func (h *hostProc) stopped(since time.Time) bool {
+	_, ok := h.w.faults.procTroubled(h.addr, since, h.w.s.now)
+	return ok
 }
 
 func (h *hostProc) receive(env *envelope) {
@@ -83,6 +90,8 @@ type scanServer struct {
 	pending map[actors.ScanKey]*serverJob
 	running map[actors.ScanKey]*serverJob
 	expiry  *event
+	// busied: attempts answered Busy, which must never run.
+	busied map[actors.ScanKey]bool
 }
 
 // serverJob is one admitted attempt.
@@ -145,6 +154,15 @@ func (s *scanServer) onStartScan(m *messages.StartScan) {
 func (s *scanServer) start(j *serverJob) {
 	w := s.w()
 	m := j.req
+	// ServerQueue's promises: a scan answered Busy never runs, and one
+	// that runs started within its busy timeout.
+	if s.busied[j.key] {
+		w.violate("server %s starts %s/%d, which it answered Busy", s.id, j.key.RequestID, j.key.Attempt)
+	}
+	if bt := time.Duration(m.BusyTimeoutUs) * time.Microsecond; bt > 0 && w.s.now.Sub(j.received) > bt && !s.host.stopped(j.received) {
+		w.violate("server %s starts %s/%d after %v in its queue, beyond its busy timeout %v", s.id, j.key.RequestID, j.key.Attempt,
+			w.s.now.Sub(j.received), bt)
+	}
 	model := w.cfg.Server
 	j.batchRows, j.window = model.BatchRows, uint64(model.Window)
 	if r := int(m.BatchRows); r > 0 && r < model.BatchRows*100 {
@@ -311,6 +329,11 @@ func (s *scanServer) finish(j *serverJob, code messages.ErrorCode, msg string) {
 
 func (s *scanServer) replyBusy(j *serverJob) {
 	w := s.w()
+	s.busied[j.key] = true
+	if bt := time.Duration(j.req.BusyTimeoutUs) * time.Microsecond; bt > 0 && w.s.now.Sub(j.received) > bt && !s.host.stopped(j.received) {
+		w.violate("server %s answers Busy for %s/%d after %v, beyond its busy timeout %v", s.id, j.key.RequestID, j.key.Attempt,
+			w.s.now.Sub(j.received), bt)
+	}
 	w.net.send(s.self, j.tablet, &messages.Busy{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, Host: s.host.name,
 		QueueLen: uint32(s.queue.Len()), WaitedUs: w.s.now.Sub(j.received).Microseconds()})
 	for _, c := range w.coords {
