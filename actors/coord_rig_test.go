@@ -29,6 +29,7 @@ type rigOpts struct {
 	rows, tablets int
 	profiles      string // JSON; empty = built-in default
 	coord         func(*CoordinatorConfig)
+	meta          func(MetaSource) MetaSource // wraps the metadata source
 }
 
 type rig struct {
@@ -79,7 +80,11 @@ func newRig(t *testing.T, o rigOpts) *rig {
 		t.Fatal(err)
 	}
 	r.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return DiscardLogger() }))
-	r.co = newCoordinator(cfg, nil, meta, profiles)
+	var src MetaSource = meta
+	if o.meta != nil {
+		src = o.meta(src)
+	}
+	r.co = newCoordinator(cfg, nil, src, profiles)
 	if err := r.co.startActors(r.as); err != nil {
 		t.Fatal(err)
 	}

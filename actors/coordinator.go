@@ -109,7 +109,7 @@ type coordCounters struct {
 	scans, failed, dispatches, hedges, busy, timeouts atomic.Uint64
 	// failures that would otherwise go unnoticed
 	deadLetters, publishErrors, badMessages, overloaded atomic.Uint64
-	tabletStarts                                        atomic.Uint64
+	tabletStarts, hostStarts                            atomic.Uint64
 	// gauges
 	flows, tabletActors, hostActors atomic.Int64
 }
@@ -252,8 +252,7 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 	c.started = time.Now()
 	c.as = as
 	root := as.Root
-	reg := &RegistryActor{board: c.board, status: &c.status, hostPID: &c.hostPIDs, misses: c.cfg.HeartbeatMisses, now: time.Now,
-		hosts: map[string]*actor.PID{}, addrs: map[string]map[string]bool{}}
+	reg := newRegistryActor(c)
 	var err error
 	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return reg }), "scanplane-registry"); err != nil {
 		return err
@@ -427,6 +426,7 @@ func (c *Coordinator) Collectors() []prometheus.Collector {
 		f("bad_messages_total", "Wire messages refused by validation (heartbeats, signals, requests) and heartbeats beyond MaxHosts.", &c.counters.badMessages),
 		f("overloaded_total", "Requests refused because a bounded coordinator queue was full.", &c.counters.overloaded),
 		f("tablet_actor_starts_total", "Tablet actors started (they stop when idle).", &c.counters.tabletStarts),
+		f("host_actor_starts_total", "Host actors started (they stop when their servers are gone).", &c.counters.hostStarts),
 		g("flows", "Scan requests in flight in tablet actors.", &c.counters.flows),
 		g("tablet_actors", "Tablet actors running.", &c.counters.tabletActors),
 		g("host_actors", "Host actors running.", &c.counters.hostActors),

@@ -2,15 +2,38 @@
 //
 //   - ScanServerActor: one scan server; a bounded worker pool and queue
 //     (ServerQueue, pure), streams RowBatches to clients with credit-based
-//     flow control, answers Busy when a scan cannot start within its busy
-//     timeout, honours Cancel.
+//     flow control, each carrying the attempt's cumulative row count and
+//     tablets.RowDigest checksum (ScanFinished carries the totals), answers
+//     Busy when a scan cannot start within its busy timeout, honours Cancel
+//     — except a Cancel{unless_streaming} for an attempt that already sent
+//     a RowBatch, since the client may be reading that stream.
 //   - HostAgent: one scanserver process: one host block cache shared by its
 //     scan-server actors, NATS heartbeats, fault injection.
-//   - Coordinator: the registry (servers join by heartbeat, leave after
-//     missed beats or when their endpoint terminates), one HostActor per host
-//     (load counters → an immutable selection.LoadView), the router, and one
-//     TabletActor per tablet (spawned lazily) that runs the scan flow
-//     (ScanFlow, pure) and asks the profile's selection.Policy where to go.
+//   - Coordinator: the registry (servers join by valid heartbeat, leave
+//     after missed beats or when their endpoint terminates; at most MaxHosts
+//     host actors), one HostActor per host (load counters → an immutable
+//     selection.LoadView; reaped once all its servers are gone), the router,
+//     and one TabletActor per tablet (spawned lazily, stopped when idle)
+//     that runs the scan flow (ScanFlow, pure) and asks the profile's
+//     selection.Policy where to go.
+//
+// Every scan flow ends (see ScanFlow): on success, on ScanDone, when every
+// attempt has ended and one delivered data, or at its deadline (the
+// request's, else FlowConfig.MaxFlowAge); attempts on servers that left the
+// view are ended by a periodic check. The client picks the winning stream;
+// the tablet actor follows and never cancels a stream that already sent a
+// batch.
+//
+// Nothing sent to a stopping actor is lost: a tablet actor that wants to
+// stop for idleness, and a host actor whose servers are gone, first ask
+// their parent (router, registry), which stops routing to them and holds
+// what arrives meanwhile; the actor stops only if it is still idle, else
+// stays and gets what was held. Every queue the coordinator holds is
+// bounded (CoordinatorConfig documents each bound; a request beyond one is
+// answered OVERLOADED), and failures that would otherwise go unseen — dead
+// letters, failed publishes, invalid wire messages, overload — are counted
+// in StatusReply and Coordinator.Collectors and logged at warn, at most one
+// line per kind per CoordinatorConfig.WarnEvery.
 //
 // Concurrency contract: actor state is touched only inside Receive. Pure
 // state machines (ServerQueue, ScanFlow) take `now` and return decisions;

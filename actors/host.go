@@ -56,7 +56,9 @@ type serverState struct {
 
 // HostActor keeps the load counters of one host's servers and publishes
 // them to the LoadBoard after every change. It is the only writer of its
-// host's part of the view.
+// host's part of the view. A server out of the view for forget is
+// forgotten; once all are, the actor asks the registry to be reaped (see
+// hostIdle).
 type HostActor struct {
 	host     string
 	board    *LoadBoard
@@ -66,12 +68,15 @@ type HostActor struct {
 	decays   []selection.DecayParams
 	servers  map[selection.ServerID]*serverState
 	now      func() time.Time
+	counters *coordCounters
 	stopping bool
+	retiring bool // asked the registry to be reaped
 }
 
-func newHostActor(host string, board *LoadBoard, status *sync.Map, misses int, now func() time.Time) *HostActor {
-	return &HostActor{host: host, board: board, status: status, misses: misses, forget: time.Minute,
-		decays: board.Decays(), servers: map[selection.ServerID]*serverState{}, now: now}
+func newHostActor(host string, board *LoadBoard, status *sync.Map, misses int, forget time.Duration, now func() time.Time,
+	counters *coordCounters) *HostActor {
+	return &HostActor{host: host, board: board, status: status, misses: misses, forget: forget,
+		decays: board.Decays(), servers: map[selection.ServerID]*serverState{}, now: now, counters: counters}
 }
 
 // Receive implements actor.Actor.
@@ -98,15 +103,45 @@ func (h *HostActor) Receive(c actor.Context) {
 		h.setDecays(m.decays)
 	case *sweepTick:
 		h.sweep(now)
+		if len(h.servers) == 0 && !h.retiring {
+			h.retiring = true
+			c.Send(c.Parent(), &hostIdle{host: h.host, pid: c.Self()})
+		}
+	case *hostStop:
+		h.retiring = false
+		if len(h.servers) > 0 {
+			// A heartbeat came in meanwhile: stay.
+			c.Send(c.Parent(), &hostStays{host: h.host, pid: c.Self()})
+			return
+		}
+		h.clear()
+		c.Stop(c.Self())
+		return
+	case *actor.Started:
+		if h.counters != nil {
+			h.counters.hostActors.Add(1)
+			h.counters.hostStarts.Add(1)
+		}
+		return
+	case *actor.Stopped:
+		if h.counters != nil {
+			h.counters.hostActors.Add(-1)
+		}
+		return
 	case *actor.Stopping:
-		h.stopping = true
-		h.board.SetHost(h.host, nil)
-		h.status.Delete(h.host)
+		h.clear()
 		return
 	default:
 		return
 	}
 	h.publish()
+}
+
+// clear removes the host from the view and the status for good.
+func (h *HostActor) clear() {
+	h.stopping = true
+	h.board.SetHost(h.host, nil)
+	h.status.Delete(h.host)
 }
 
 // onHeartbeat updates a server; it returns the server's PID when it is new

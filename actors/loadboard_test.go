@@ -87,7 +87,7 @@ func TestHostActorLatencyForgives(t *testing.T) {
 		b.RecordStartLatency(time.Millisecond)
 	}
 	b.View() // tablet actors build snapshots as they decide
-	h := newHostActor("h1", b, &sync.Map{}, 3, func() time.Time { return now })
+	h := newHostActor("h1", b, &sync.Map{}, 3, time.Minute, func() time.Time { return now }, nil)
 	h.servers["s"] = &serverState{load: selection.ServerLoad{ID: "s", Host: "h1", Alive: true}}
 	h.onEvent(now, &hostEvent{kind: evLatency, server: "s", latency: 250 * time.Millisecond})
 	if got := h.servers["s"].load.StartLatency; got != 250*time.Millisecond {

@@ -30,7 +30,14 @@ type SystemConfig struct {
 	// ActorLogger receives protoactor's logs; default discards them
 	// (protoactor is very chatty at INFO).
 	ActorLogger *slog.Logger
+	// ShutdownTimeout bounds Close's graceful remote shutdown (it waits
+	// for open gRPC streams, which a hung peer keeps open); after it the
+	// gRPC server is stopped hard, and Close waits at most as long again
+	// before it returns. 0 means the default, 5s.
+	ShutdownTimeout time.Duration
 }
+
+const defaultShutdownTimeout = 5 * time.Second
 
 // Validate checks the config.
 func (c SystemConfig) Validate() error {
@@ -44,6 +51,9 @@ func (c SystemConfig) Validate() error {
 		if _, _, err := splitHostPort(c.Advertise); err != nil {
 			return fmt.Errorf("actors: Advertise %q: %w", c.Advertise, err)
 		}
+	}
+	if c.ShutdownTimeout < 0 {
+		return fmt.Errorf("actors: ShutdownTimeout %v must be >= 0", c.ShutdownTimeout)
 	}
 	return nil
 }
@@ -65,6 +75,8 @@ type System struct {
 	Actors *actor.ActorSystem
 	Remote *remote.Remote
 	Logger *slog.Logger
+	// shutdown is SystemConfig.ShutdownTimeout (default applied).
+	shutdown time.Duration
 }
 
 // DiscardLogger returns a logger that drops everything.
@@ -104,7 +116,11 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	if err := startRemote(r); err != nil {
 		return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
 	}
-	return &System{Actors: sys, Remote: r, Logger: logger}, nil
+	st := cfg.ShutdownTimeout
+	if st == 0 {
+		st = defaultShutdownTimeout
+	}
+	return &System{Actors: sys, Remote: r, Logger: logger, shutdown: st}, nil
 }
 
 func startRemote(r *remote.Remote) (err error) {
@@ -120,17 +136,36 @@ func startRemote(r *remote.Remote) (err error) {
 // Address is the advertised host:port of this system.
 func (s *System) Address() string { return s.Actors.Address() }
 
-// Close stops remote and the actor system.
+// Close stops remote and the actor system, in at most twice
+// ShutdownTimeout. A graceful remote shutdown waits for open gRPC streams,
+// which a hung peer can hold open; when it has not finished within
+// ShutdownTimeout the gRPC server is stopped hard (closing every
+// connection), which ends the graceful shutdown's goroutine too.
 func (s *System) Close() {
+	st := s.shutdown
+	if st == 0 {
+		st = defaultShutdownTimeout
+	}
 	done := make(chan struct{})
 	go func() {
 		s.Remote.Shutdown(true)
 		close(done)
 	}()
+	t := time.NewTimer(st)
+	defer t.Stop()
 	select {
 	case <-done:
-	case <-time.After(5 * time.Second):
-		s.Logger.Warn("remote shutdown timed out")
+	case <-t.C:
+		s.Logger.Warn("remote shutdown did not finish in time; stopping the gRPC server hard", "timeout", st)
+		s.Remote.Shutdown(false)
+		t.Reset(st)
+		select {
+		case <-done:
+		case <-t.C:
+			// protoactor's own 10s waits (endpoint supervisor and activator
+			// futures) still bound the goroutine.
+			s.Logger.Warn("remote shutdown still blocked after a hard stop; returning", "timeout", st)
+		}
 	}
 	s.Actors.Shutdown()
 }

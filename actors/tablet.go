@@ -400,11 +400,11 @@ func (t *TabletActor) route(now time.Time, m *messages.RouteRequest) *messages.R
 	prof := profiles.ForHints(m.GetHints())
 	reply := &messages.RouteReply{Profile: prof.Name, Policy: prof.Policy, Tablet: t.meta.GetRef()}
 	var hist []selection.Attempt
-	state := t.state // a copy: routing must not disturb real scans
+	state := t.state.Clone() // a deep copy: routing must not disturb real scans
 	rng := rand.New(rand.NewPCG(uint64(now.UnixNano()), 7))
 	view := t.co.board.View()
 	for i := 0; ; i++ {
-		in := &selection.Input{Tablet: t.sel, Profile: prof, Attempts: hist, View: view, Now: now, Rand: rng, State: &state,
+		in := &selection.Input{Tablet: t.sel, Profile: prof, Attempts: hist, View: view, Now: now, Rand: rng, State: state,
 			LocalHost: t.co.cfg.Hostname, Explain: true}
 		d, err := profiles.Policy(prof).Select(in)
 		if err != nil {

@@ -92,6 +92,32 @@ type distCache struct {
 	d     []int
 }
 
+// Clone returns a deep copy of st that shares no memory with it: decisions
+// made with the copy (an explained route, say) leave st exactly as it was.
+// (A plain struct copy would share the cached orders and the subset, and
+// the copy's decisions would overwrite them in place.)
+func (st *TabletState) Clone() *TabletState {
+	c := *st
+	c.key = slices.Clone(st.key)
+	c.keyTmp = slices.Clone(st.keyTmp)
+	c.buf = slices.Clone(st.buf)
+	for i := range c.caches {
+		c.caches[i].order = slices.Clone(st.caches[i].order)
+	}
+	c.pairs = slices.Clone(st.pairs)
+	c.marked = slices.Clone(st.marked)
+	c.hostMarks = slices.Clone(st.hostMarks)
+	c.idx = slices.Clone(st.idx)
+	c.idx2 = slices.Clone(st.idx2)
+	c.dead = slices.Clone(st.dead)
+	c.scores = slices.Clone(st.scores)
+	c.zoneStats = slices.Clone(st.zoneStats)
+	c.flags = slices.Clone(st.flags)
+	c.subset.members = slices.Clone(st.subset.members)
+	c.dist.d = slices.Clone(st.dist.d)
+	return &c
+}
+
 // setTablet points the caches at t, dropping them if the tablet changed.
 func (st *TabletState) setTablet(t Tablet) {
 	st.keyTmp = appendTabletKey(st.keyTmp[:0], t)

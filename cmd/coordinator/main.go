@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -172,8 +174,15 @@ func run(args []string) int {
 		go func() { _ = hs.Serve(l) }()
 		defer hs.Close()
 	}
+	// A new incarnation per start: clients tell a restarted coordinator on
+	// the same address from the one they knew.
+	var inc [8]byte
+	if _, err := rand.Read(inc[:]); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator: incarnation:", err)
+		return 1
+	}
 	if err := meta.PutClusterInfo(ctx, &messages.ClusterInfo{CoordinatorAddress: co.Address(), RouterId: actors.RouterName,
-		HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(), Version: "v1"}); err != nil {
+		HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(), Version: "v1", Incarnation: hex.EncodeToString(inc[:])}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: publish cluster info:", err)
 		return 1
 	}
