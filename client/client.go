@@ -271,13 +271,19 @@ func (c *Client) start(ctx context.Context) error {
 	}
 	// Keep every table's current generation up to date, so a scan needs no
 	// metadata round trip unless the table changed.
+	// The watch lives as long as the client, so it gets its own context;
+	// waiting for its initial values is bounded by ctx.
 	wctx, cancel := context.WithCancel(context.Background())
 	c.watch = cancel
-	if err := c.meta.Watch(wctx, c.onTableChange); err != nil {
-		return fmt.Errorf("client: watch metadata: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("client: start: %w", err)
+	werr := make(chan error, 1)
+	go func() { werr <- c.meta.Watch(wctx, c.onTableChange) }()
+	select {
+	case err := <-werr:
+		if err != nil {
+			return fmt.Errorf("client: watch metadata: %w", err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("client: start: watch metadata: %w", ctx.Err())
 	}
 	if c.coord.discover {
 		ci, err := c.meta.ClusterInfo(ctx)
@@ -460,7 +466,7 @@ func (c *Client) openStream() (in *inbox, coords []string, lost map[string]strin
 	}
 	in = newInbox()
 	c.streams[in] = struct{}{}
-	if len(c.coord.lost) > 0 && !c.coord.probing {
+	if len(c.coord.lost) > 0 && !c.coord.probing && c.sys != nil {
 		c.coord.probing = true
 		go c.probe()
 	}
@@ -589,7 +595,7 @@ func (c *Client) coordLost(addr, why string) {
 	}
 	c.coord.lost[addr] = why
 	c.broadcast(coordEvent{addr: addr, lost: true, why: why})
-	probe := !c.coord.probing && len(c.streams) > 0
+	probe := !c.coord.probing && len(c.streams) > 0 && c.sys != nil
 	c.coord.probing = c.coord.probing || probe
 	c.mu.Unlock()
 	// Info, not Warn: a scan that cannot do without it fails with an error

@@ -1,0 +1,259 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// drain returns the coordinator events queued in an inbox.
+func drain(in *inbox) []coordEvent {
+	var out []coordEvent
+	for {
+		m, _ := in.take()
+		if m == nil {
+			return out
+		}
+		if ev, ok := m.(coordEvent); ok {
+			out = append(out, ev)
+		}
+	}
+}
+
+// TestCoordinatorDirectory: what the client learns about coordinators —
+// endpoint events from the actor system, the cluster info on NATS — reaches
+// every running stream as lost/up events, once per change.
+func TestCoordinatorDirectory(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Coordinators = []string{coordA, coordB}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, coords, lost, err := c.openStream()
+	if err != nil || len(coords) != 2 || len(lost) != 0 {
+		t.Fatalf("openStream: %v %v %v", coords, lost, err)
+	}
+	c.onEndpointEvent(&remote.EndpointConnectedEvent{Address: coordA})
+	drain(in)
+	c.onEndpointEvent(&remote.EndpointTerminatedEvent{Address: coordA})
+	c.onEndpointEvent(&remote.EndpointTerminatedEvent{Address: coordA}) // reported twice: one event
+	c.onEndpointEvent(&remote.EndpointTerminatedEvent{Address: "127.0.0.1:9999"})
+	evs := drain(in)
+	if len(evs) != 1 || !evs[0].lost || evs[0].addr != coordA || evs[0].why != "endpoint terminated" {
+		t.Fatalf("events %+v, want one loss of %s", evs, coordA)
+	}
+	if got := c.Coordinator(); got != coordB {
+		t.Fatalf("Coordinator() = %s, want the next one up", got)
+	}
+	// A stream opened now starts knowing the loss.
+	in2, _, lost2, _ := c.openStream()
+	if lost2[coordA] != "endpoint terminated" {
+		t.Fatalf("snapshot %v", lost2)
+	}
+	c.onEndpointEvent(&remote.EndpointConnectedEvent{Address: coordA})
+	for _, in := range []*inbox{in, in2} {
+		if evs := drain(in); len(evs) != 1 || evs[0].lost || evs[0].addr != coordA {
+			t.Fatalf("events %+v, want %s up", evs, coordA)
+		}
+	}
+	// Never connected, then terminated: unreachable.
+	c.onEndpointEvent(&remote.EndpointTerminatedEvent{Address: coordB})
+	if evs := drain(in); len(evs) != 1 || !strings.Contains(evs[0].why, "unreachable") {
+		t.Fatalf("events %+v", evs)
+	}
+
+	// Cluster info: the first sight is no change; the same incarnation
+	// again is none either (a SIGKILLed coordinator leaves its entry); a
+	// new incarnation is a restart: lost, then up; removal is a loss.
+	ci := &messages.ClusterInfo{CoordinatorAddress: coordA, Incarnation: "i1", StartedUnixMs: 1}
+	c.onClusterInfo(ci)
+	drain(in)
+	c.onClusterInfo(ci)
+	if evs := drain(in); len(evs) != 0 {
+		t.Fatalf("same incarnation: %+v, want no change", evs)
+	}
+	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordA, Incarnation: "i2", StartedUnixMs: 2})
+	evs = drain(in)
+	if len(evs) != 2 || !evs[0].lost || evs[0].why != "restarted (new incarnation)" || evs[1].lost {
+		t.Fatalf("restart: %+v, want lost then up", evs)
+	}
+	c.onClusterInfo(nil)
+	if evs := drain(in); len(evs) != 1 || !evs[0].lost || !strings.Contains(evs[0].why, "removed") {
+		t.Fatalf("removed: %+v", evs)
+	}
+	c.closeStream(in, nil)
+	c.closeStream(in2, nil)
+	c.onEndpointEvent(&remote.EndpointConnectedEvent{Address: coordA})
+	if evs := drain(in); len(evs) != 0 {
+		t.Fatalf("a closed stream got %+v", evs)
+	}
+}
+
+// TestDiscoveredCoordinators: without a configured list, the coordinator
+// comes from the cluster info, and a new address there joins the list.
+func TestDiscoveredCoordinators(t *testing.T) {
+	c, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordA, RouterId: "r", Incarnation: "i1"})
+	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordB, Incarnation: "i9"})
+	if addrs, _ := c.Coordinators(); len(addrs) != 2 || addrs[0] != coordA || addrs[1] != coordB {
+		t.Fatalf("coordinators %v", addrs)
+	}
+	if p := c.routerPID(coordA); p.Id != "r" {
+		t.Fatalf("router %v", p)
+	}
+	if p := c.routerPID(coordB); p.Id != routerID {
+		t.Fatalf("router %v", p)
+	}
+	// With a configured list, an unknown address in the cluster info is not added.
+	cfg := DefaultConfig()
+	cfg.Coordinator = coordA
+	c, _ = New(cfg)
+	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordB})
+	if addrs, _ := c.Coordinators(); len(addrs) != 1 {
+		t.Fatalf("coordinators %v", addrs)
+	}
+}
+
+var (
+	sysOnce sync.Once
+	testSys *actor.ActorSystem
+	sysErr  error
+)
+
+// sharedSystem is this test binary's one actor system with remote (one
+// remote per process: each start rewrites grpc's global logger).
+func sharedSystem(t *testing.T) *actor.ActorSystem {
+	t.Helper()
+	sysOnce.Do(func() {
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		testSys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+		sysErr = startRemote(remote.NewRemote(testSys, remote.Configure("127.0.0.1", 0)))
+	})
+	if sysErr != nil {
+		t.Fatal(sysErr)
+	}
+	return testSys
+}
+
+func startNATS(t *testing.T) string {
+	t.Helper()
+	sc := bus.DefaultServerConfig()
+	sc.Port, sc.StoreDir = -1, t.TempDir()
+	srv, err := bus.StartServer(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv.ClientURL()
+}
+
+// TestCallsHonourContext (issue 7 item 8): Status, Route and Reload end
+// when their context does, not after RequestTimeout, and say which
+// coordinator did not answer. Start honours its context too. Before, they
+// ignored ctx and waited out RequestTimeout (here a minute). Elapsed times
+// are upper bounds with generous slack.
+func TestCallsHonourContext(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NATSURL = startNATS(t)
+	cfg.System = sharedSystem(t)
+	cfg.Coordinators = []string{"127.0.0.1:1"} // nothing listens there
+	cfg.RequestTimeout = time.Minute
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	calls := map[string]func(context.Context) error{
+		"Status": func(ctx context.Context) error { _, err := c.Status(ctx); return err },
+		"Route": func(ctx context.Context) error {
+			_, err := c.Route(ctx, &messages.RouteRequest{Table: "t", Row: []byte("a")})
+			return err
+		},
+		"Reload": func(ctx context.Context) error { _, err := c.Reload(ctx); return err },
+	}
+	for name, call := range calls {
+		for _, how := range []string{"deadline", "cancel"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			if how == "cancel" {
+				ctx, cancel = context.WithCancel(context.Background())
+				time.AfterFunc(300*time.Millisecond, cancel)
+			}
+			start := time.Now()
+			err := call(ctx)
+			took := time.Since(start)
+			cancel()
+			if !errors.Is(err, ErrNoCoordinator) || ctx.Err() == nil || !errors.Is(err, ctx.Err()) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+				t.Errorf("%s (%s): %v; want ErrNoCoordinator and the context's error, naming 127.0.0.1:1", name, how, err)
+			}
+			if took > 20*time.Second {
+				t.Errorf("%s (%s) took %v for a 300ms context", name, how, took)
+			}
+		}
+	}
+
+	// Start with a context that has ended: an error, at once, no leftovers.
+	c2, _ := New(cfg)
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if err := c2.Start(done); err == nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with a cancelled context: %v", err)
+	}
+}
+
+// TestScanFailsWithoutCoordinator: a scan whose only coordinator is known
+// lost fails after CoordinatorWait with the one-line error, and Close ends
+// a scan in progress with ErrClosed.
+func TestScanFailsWithoutCoordinator(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NATSURL = startNATS(t)
+	cfg.System = sharedSystem(t)
+	cfg.Coordinators = []string{"127.0.0.1:1"}
+	cfg.CoordinatorWait = 200 * time.Millisecond
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// A one-tablet table (metadata only: no server will read it).
+	if err := c.meta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 1, Tablets: []*messages.TabletMeta{{Ref: testRef}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.coordLost("127.0.0.1:1", "endpoint terminated")
+	rows := c.Scan(ctx, "t", tablets.Range{}, ScanOptions{})
+	if rows.Next() {
+		t.Fatal("a row without a coordinator")
+	}
+	want := "client: no coordinator: coordinator 127.0.0.1:1 was lost (endpoint terminated) and no other answered within 200ms"
+	if err := rows.Err(); err == nil || err.Error() != want {
+		t.Fatalf("err %v, want %q", err, want)
+	}
+	if st := rows.Stats(); st.Requests != 0 {
+		t.Fatalf("stats %+v: nothing should have been sent to a lost coordinator", st)
+	}
+}
