@@ -746,12 +746,14 @@ func (c *Client) request(ctx context.Context, msg any) (any, error) {
 	}
 	var fails []string
 	for _, addr := range order {
-		timeout := c.cfg.RequestTimeout
-		if dl, ok := ctx.Deadline(); ok {
-			timeout = min(timeout, time.Until(dl))
-		}
-		if ctx.Err() != nil || timeout <= 0 {
+		if ctx.Err() != nil {
 			break
+		}
+		timeout := c.cfg.RequestTimeout
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+			// ctx ends first: let it (a margin keeps the future from
+			// timing out a hair before ctx reports its deadline).
+			timeout = time.Until(dl) + 100*time.Millisecond
 		}
 		res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(addr), msg, timeout))
 		if err == nil {
