@@ -3,13 +3,18 @@ package actors_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -90,4 +95,92 @@ func TestCoordinatorKilledDuringScan(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCoordinatorRestartedDuringScan: the coordinator is killed during a
+// full scan and a new one starts on the same address (a new incarnation
+// in the cluster info on NATS). The scan goes on: the tablet in flight
+// streams from its server, the next tablets' requests wait for the
+// coordinator to be back and go to it, and every row arrives exactly once.
+func TestCoordinatorRestartedDuringScan(t *testing.T) {
+	cl := startCluster(t, clusterOpts{hosts: 2, servers: 1, rows: 8000, tablets: 4})
+	addr := cl.cl.CoordinatorAddr()
+	c := cl.client(func(c *client.Config) { c.Window = 1; c.BatchRows = 50; c.CoordinatorWait = time.Minute })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rows := c.Scan(ctx, "t", tablets.Range{}, client.ScanOptions{})
+	defer rows.Close()
+	i := 0
+	t0 := time.Now()
+	for rows.Next() {
+		r := rows.Row()
+		if i >= len(cl.truth) || !bytes.Equal(r.Key, cl.truth[i].Key) || !bytes.Equal(r.Value, cl.truth[i].Value) {
+			t.Fatalf("row %d is %q, want %q", i, r.Key, cl.truth[min(i, len(cl.truth)-1)].Key)
+		}
+		i++
+		if i == 600 {
+			t0 = time.Now()
+			if err := syscall.Kill(cl.cl.Coordinator().PID(), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-cl.cl.Coordinator().Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the coordinator did not exit within 30s of SIGKILL")
+			}
+			startCoordinator(t, cl, addr)
+			t.Logf("coordinator restarted at %s in %v", addr, time.Since(t0))
+		}
+		if i == 2001 {
+			t.Logf("first row of the second tablet %v after the kill", time.Since(t0))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("after %d rows: %v", i, err)
+	}
+	if i != len(cl.truth) {
+		t.Fatalf("%d rows, want %d", i, len(cl.truth))
+	}
+	t.Logf("scan complete %v after the kill, stats %+v", time.Since(t0), rows.Stats())
+	// The client keeps working with the new coordinator.
+	cl.check(c, 100, 7000, client.ScanOptions{})
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("done %v after the kill", time.Since(t0))
+}
+
+// startCoordinator starts a coordinator process on addr against the
+// test's NATS, waits until it is ready, and stops it at cleanup.
+func startCoordinator(t *testing.T, cl *testCluster, addr string) {
+	t.Helper()
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready.json")
+	logf, err := os.Create(filepath.Join(dir, "coordinator.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binaries(t), "coordinator"), "--nats", cl.srv.ClientURL(), "--listen", addr,
+		"--http", "127.0.0.1:0", "--data", dir, "--log-level", "warn", "--ready-file", ready, "--die-with-parent")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe() // --die-with-parent: it stops when this closes
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		stdin.Close()
+	})
+	waitFor(t, "the restarted coordinator to be ready", 30*time.Second, func() bool {
+		data, err := os.ReadFile(ready)
+		var r cliutil.Ready
+		return err == nil && json.Unmarshal(data, &r) == nil && r.Actor == addr
+	})
 }
