@@ -630,10 +630,14 @@ func (c *Client) broadcast(ev coordEvent) {
 // probeEvery is how often lost coordinators are asked whether they are back.
 const probeEvery = 500 * time.Millisecond
 
-// probe asks every lost coordinator for its status while one is lost and
-// a scan runs (until the client closes); an answer (or a connected
-// endpoint) marks it up. It finds a coordinator restarted on the same
-// address when NATS cannot tell (its NATS died with it).
+// probe checks every lost coordinator while one is lost and a scan runs
+// (until the client closes); one that answers a status request is up
+// again. It finds a coordinator restarted on the same address when NATS
+// cannot tell (its NATS died with it). The status request is sent only
+// once a TCP connection to the address succeeds: an actor message to a
+// dead address makes the actor system's endpoint for it retry with a
+// back-off, and messages sent meanwhile (a scan request to the restarted
+// coordinator) would wait behind it.
 func (c *Client) probe() {
 	for {
 		c.mu.Lock()
@@ -650,12 +654,17 @@ func (c *Client) probe() {
 		}
 		c.mu.Unlock()
 		for _, a := range lost {
-			res, err := c.sys.Root.RequestFuture(c.routerPID(a), &messages.StatusRequest{}, probeEvery).Result()
+			conn, err := net.DialTimeout("tcp", a, probeEvery)
+			if err != nil {
+				continue
+			}
+			conn.Close()
+			res, err := c.sys.Root.RequestFuture(c.routerPID(a), &messages.StatusRequest{}, 2*probeEvery).Result()
 			if _, ok := res.(*messages.StatusReply); ok && err == nil {
 				c.coordUp(a)
 			}
 		}
-		time.Sleep(probeEvery / 4)
+		time.Sleep(probeEvery)
 	}
 }
 
