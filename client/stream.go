@@ -210,11 +210,6 @@ type streamRequest struct {
 	lastData  time.Time
 }
 
-// acceptUnverified lets a batch with rows but row_count == 0 and
-// checksum == 0 through unverified: a scan server from before the
-// checksum fields. TODO(issue 7): false once every server fills them.
-const acceptUnverified = true
-
 // NewTabletStream returns the stream for rng (already clipped to the
 // tablet ref). The config is copied; nothing is sent until Start.
 func NewTabletStream(cfg StreamConfig, ref *messages.TabletRef, rng tablets.Range) *TabletStream {
@@ -396,8 +391,9 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	for _, row := range rows {
 		r.digest.Add(row.GetKey(), row.GetValue())
 	}
-	unverified := acceptUnverified && b.GetRowCount() == 0 && b.GetChecksum() == 0 && len(rows) > 0
-	if !unverified && (b.GetRowCount() != r.digest.Rows() || b.GetChecksum() != r.digest.Sum()) {
+	// A server that leaves the counts out (zero) fails this like any other
+	// mismatch: an unverifiable batch is never yielded.
+	if b.GetRowCount() != r.digest.Rows() || b.GetChecksum() != r.digest.Sum() {
 		return s.reject(now, fmt.Sprintf("batch %d: %d rows with checksum %016x received, server counts %d with %016x",
 			b.GetSeq(), r.digest.Rows(), r.digest.Sum(), b.GetRowCount(), b.GetChecksum()))
 	}
@@ -453,8 +449,7 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 		r.accepted, r.server = m.GetAttempt(), m.GetServer()
 	}
 	if ok {
-		if m.GetBatches() != r.lastSeq || m.GetRows() != r.digest.Rows() ||
-			(m.GetChecksum() != r.digest.Sum() && !(acceptUnverified && m.GetChecksum() == 0)) {
+		if m.GetBatches() != r.lastSeq || m.GetRows() != r.digest.Rows() || m.GetChecksum() != r.digest.Sum() {
 			return s.resume(now, nil, fmt.Sprintf("finished with %d batches, %d rows, checksum %016x; received %d, %d, %016x",
 				m.GetBatches(), m.GetRows(), m.GetChecksum(), r.lastSeq, r.digest.Rows(), r.digest.Sum()), true)
 		}
