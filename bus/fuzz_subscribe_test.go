@@ -46,6 +46,11 @@ func FuzzSubscribe(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = s3.Close() })
+	// The server must have the subscriptions before the first publish
+	// from the other connection, or that message has no subscriber.
+	if err := sub.nc.Flush(); err != nil {
+		f.Fatal(err)
+	}
 
 	hb, _ := proto.Marshal(&messages.Heartbeat{Host: "h", Server: "h:1/0", Pid: &messages.Pid{Address: "h:1", Id: "s"}, Workers: 4})
 	sig, _ := proto.Marshal(&messages.LoadSignal{Host: "h", Server: "h:1/0", QueueLen: 3})
