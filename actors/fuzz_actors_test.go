@@ -283,7 +283,9 @@ func FuzzScanServer(f *testing.F) {
 		func(m *messages.StartScan) { m.Tablet = nil },
 		func(m *messages.StartScan) { m.Range = &messages.KeyRange{Start: []byte("b"), End: []byte("a")} },
 		func(m *messages.StartScan) { m.Files = append(m.Files, &messages.FileRef{}) },
-		func(m *messages.StartScan) { m.Files = []*messages.FileRef{{Id: "nope", Blocks: 1 << 31, Bytes: 1 << 62}} },
+		func(m *messages.StartScan) {
+			m.Files = []*messages.FileRef{{Id: "nope", Blocks: 1 << 31, Bytes: 1 << 62}}
+		},
 		func(m *messages.StartScan) { m.Files = []*messages.FileRef{{Id: "../../etc/passwd"}} },
 		func(m *messages.StartScan) { m.BusyTimeoutUs = -1 },
 		func(m *messages.StartScan) { m.BusyTimeoutUs = 1 },
