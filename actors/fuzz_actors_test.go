@@ -392,10 +392,6 @@ func FuzzScanServer(f *testing.F) {
 	})
 }
 
-// maxHeartbeatInterval: the longest heartbeat interval the fuzz targets
-// expect the coordinator to honour (scan servers default to 1s).
-const maxHeartbeatInterval = time.Minute
-
 func FuzzHeartbeat(f *testing.F) {
 	r := newFuzzRig(f)
 	good := &messages.Heartbeat{Host: "h1", Server: "h1:1/0", Zone: "z", Group: "default", Pid: &messages.Pid{Address: "127.0.0.1:1", Id: "scanserver-0"},
@@ -409,9 +405,9 @@ func FuzzHeartbeat(f *testing.F) {
 		func(m *messages.Heartbeat) { m.Host = "h.with.dots>*" },
 		func(m *messages.Heartbeat) { m.Workers, m.QueueLen, m.Active = 0, 1<<31, 1<<31 },
 		func(m *messages.Heartbeat) { m.IntervalMs = -1 },
-		// Known finding, not a seed until fixed: interval_ms = 1<<40
-		// keeps a silent server alive for decades.
 		func(m *messages.Heartbeat) { m.IntervalMs = 60_000 },
+		func(m *messages.Heartbeat) { m.IntervalMs = 797280 },
+		func(m *messages.Heartbeat) { m.IntervalMs = 1 << 40 },
 		func(m *messages.Heartbeat) { m.SentUnixMs = -1 << 62 },
 		func(m *messages.Heartbeat) { m.CacheHitRatio = 1e300 },
 		func(m *messages.Heartbeat) { m.Zone, m.Group, m.Incarnation = "", "", "" },
@@ -453,11 +449,11 @@ func FuzzHeartbeat(f *testing.F) {
 		// hand at a fixed time, marks it dead once it has missed its
 		// heartbeats at the longest interval a server may announce.
 		t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-		h := newHostActor(m.GetHost(), r.co.board, &sync.Map{}, 3, func() time.Time { return t0 })
+		h := newHostActor(m.GetHost(), r.co.board, &sync.Map{}, 3, time.Minute, func() time.Time { return t0 }, &coordCounters{})
 		h.onHeartbeat(t0, m)
-		h.sweep(t0.Add(3*maxHeartbeatInterval + time.Second))
+		h.sweep(t0.Add(3*maxHeartbeat + time.Second))
 		if s := h.servers[serverIDOf(m.GetServer())]; s != nil && s.load.Alive {
-			t.Fatalf("a server silent for %v is still alive (heartbeat %v)", 3*maxHeartbeatInterval+time.Second, m)
+			t.Fatalf("a server silent for %v is still alive (heartbeat %v)", 3*maxHeartbeat+time.Second, m)
 		}
 	})
 }

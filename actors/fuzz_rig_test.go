@@ -119,8 +119,7 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 		return actor.RestartDirective
 	})
 	root := r.sys.Root
-	reg := &RegistryActor{board: r.co.board, status: &r.co.status, hostPID: &r.co.hostPIDs, misses: cfg.HeartbeatMisses, now: time.Now,
-		hosts: map[string]*actor.PID{}, addrs: map[string]map[string]bool{}}
+	reg := newRegistryActor(r.co)
 	if r.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return reg },
 		actor.WithGuardian(strategy), actor.WithSupervisor(strategy)), "scanplane-registry"); err != nil {
 		tb.Fatal(err)
