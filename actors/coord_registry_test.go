@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -200,5 +202,27 @@ func TestRouterBoundsWaitingRequests(t *testing.T) {
 	}
 	if p := gm.peak.Load(); p != 1 {
 		t.Fatalf("%d metadata loads at once, want MaxMetaLoads 1", p)
+	}
+}
+
+// Warnings are rate-limited per kind: one line per WarnEvery, the next
+// one saying how many were suppressed.
+func TestWarningsRateLimited(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(1000, 0)
+	w := &warnLimiter{log: slog.New(slog.NewTextHandler(&buf, nil)), every: 10 * time.Second, now: func() time.Time { return now },
+		kinds: map[string]*warnKind{}}
+	for range 100 {
+		w.warn("dead_letter", "dead letter")
+		w.warn("overloaded", "overloaded")
+	}
+	if n := strings.Count(buf.String(), "\n"); n != 2 {
+		t.Fatalf("%d lines for 2×100 warnings within WarnEvery, want 2:\n%s", n, buf.String())
+	}
+	now = now.Add(10 * time.Second)
+	buf.Reset()
+	w.warn("dead_letter", "dead letter")
+	if !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "suppressed=99") {
+		t.Fatalf("the next line should be a warning counting 99 suppressed: %s", buf.String())
 	}
 }

@@ -44,6 +44,8 @@ type rig struct {
 	life   context.Context
 	nreq   int
 	mu     sync.Mutex
+	// servers: the scan-server actors, stopped at cleanup.
+	servers []*actor.PID
 }
 
 func newRig(t *testing.T, o rigOpts) *rig {
@@ -95,6 +97,10 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	t.Cleanup(func() {
 		cancel()
 		r.co.Close()
+		for _, pid := range r.servers {
+			_ = r.as.Root.StopFuture(pid).Wait()
+		}
+		_ = r.as.Root.StopFuture(r.client).Wait()
 		r.as.Shutdown()
 	})
 	return r
@@ -113,6 +119,7 @@ func (r *rig) addServer(host string, idx int, cfg ScanServerConfig, fetcher tabl
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	r.servers = append(r.servers, pid)
 	r.heartbeat(host, id, pid, "inc1", cfg.Workers)
 	r.waitFor("server "+id+" in the view", func() bool {
 		s := r.co.board.View().Server(selection.ServerID(id))

@@ -100,6 +100,14 @@ func TestTabletRetriesAttemptOnServerThatLeft(t *testing.T) {
 			if s.accepted != 2 {
 				t.Fatalf("rows came from attempt %d, want the retry (2)", s.accepted)
 			}
+			if how == "new incarnation" {
+				// The restarted server starts clean: the lost attempt of
+				// its previous incarnation is not held against it.
+				v := r.co.board.View().Server("ha/0")
+				if v == nil || v.InFlight != 0 || v.ConsecutiveFailures != 0 || len(v.RecentFailures) != 0 {
+					t.Fatalf("new incarnation charged with the old one's attempt: %+v", v)
+				}
+			}
 		})
 	}
 }

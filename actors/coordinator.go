@@ -119,6 +119,7 @@ type coordCounters struct {
 type warnLimiter struct {
 	log   *slog.Logger
 	every time.Duration
+	now   func() time.Time
 	mu    sync.Mutex
 	kinds map[string]*warnKind
 }
@@ -129,7 +130,7 @@ type warnKind struct {
 }
 
 func (w *warnLimiter) warn(kind, msg string, args ...any) {
-	now := time.Now()
+	now := w.now()
 	w.mu.Lock()
 	k := w.kinds[kind]
 	if k == nil {
@@ -200,7 +201,7 @@ func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 		log = DiscardLogger()
 	}
 	c := &Coordinator{cfg: cfg, conn: conn, meta: newMetaCache(meta), log: log, stop: make(chan struct{}),
-		warns: &warnLimiter{log: log, every: cfg.WarnEvery, kinds: map[string]*warnKind{}}}
+		warns: &warnLimiter{log: log, every: cfg.WarnEvery, now: time.Now, kinds: map[string]*warnKind{}}}
 	c.board = NewLoadBoard(time.Now, profiles.Decays())
 	c.profiles.Store(profiles)
 	return c

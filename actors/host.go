@@ -30,6 +30,10 @@ type hostEvent struct {
 	result   selection.AttemptResult
 	latency  time.Duration
 	queueLen int
+	// incarnation, when set, is the server incarnation the event is
+	// about: an event about an earlier incarnation (an attempt dispatched
+	// before the server restarted) leaves the new one's counters alone.
+	incarnation string
 }
 
 // serverGone tells a host actor its servers at address (or with id) left.
@@ -192,7 +196,7 @@ func (h *HostActor) markDead(now time.Time, s *serverState) {
 
 func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 	s := h.servers[e.server]
-	if s == nil {
+	if s == nil || (e.incarnation != "" && e.incarnation != s.load.Incarnation) {
 		return
 	}
 	l := &s.load

@@ -339,7 +339,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				Tablet: t.meta.GetRef(), Files: t.meta.GetFiles(), Range: req.Range, ResumeAfter: req.ResumeAfter,
 				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
 				DeadlineUnixMs: req.DeadlineUnixMs, Limit: req.Limit, Window: req.Window, Server: string(s.ID)})
-			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID})
+			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation})
 			t.co.board.CountDispatch(a.Attempt.Sel.Hedge)
 			t.co.counters.dispatches.Add(1)
 			if a.Attempt.Sel.Hedge {
@@ -354,7 +354,8 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				t.root.Send(pid, &messages.Cancel{RequestId: id, Attempt: a.Attempt.N, Reason: reason, UnlessStreaming: a.UnlessStreaming})
 			}
 		case ActAccount:
-			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evEnded, server: a.Attempt.Sel.Server, result: a.Result})
+			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evEnded, server: a.Attempt.Sel.Server, result: a.Result,
+				incarnation: e.incarnations[a.Attempt.N]})
 			switch a.Result {
 			case selection.Busy:
 				t.co.counters.busy.Add(1)
@@ -362,9 +363,10 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				t.co.counters.timeouts.Add(1)
 			}
 		case ActSlowdown:
-			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evSlowdown, server: a.Attempt.Sel.Server})
+			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evSlowdown, server: a.Attempt.Sel.Server, incarnation: e.incarnations[a.Attempt.N]})
 		case ActLatency:
-			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evLatency, server: a.Attempt.Sel.Server, latency: a.Latency})
+			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evLatency, server: a.Attempt.Sel.Server, latency: a.Latency,
+				incarnation: e.incarnations[a.Attempt.N]})
 			t.co.board.RecordStartLatency(a.Latency)
 		case ActTimer:
 			var n uint32

@@ -112,6 +112,8 @@ func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 func printStatus(out io.Writer, st *messages.StatusReply) {
 	fmt.Fprintf(out, "coordinator: scans=%d failed=%d dispatches=%d hedges=%d busy=%d timeouts=%d\n",
 		st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
+	fmt.Fprintf(out, "coordinator: flows=%d host_actors=%d dead_letters=%d publish_errors=%d bad_messages=%d overloaded=%d\n",
+		st.Flows, st.HostActors, st.DeadLetters, st.PublishErrors, st.BadMessages, st.Overloaded)
 	for _, l := range strings.Split(st.ProfilesSummary, "\n") {
 		if l != "" {
 			fmt.Fprintf(out, "profile: %s\n", l)
