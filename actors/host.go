@@ -127,7 +127,7 @@ func (h *HostActor) Receive(c actor.Context) {
 			h.counters.hostStarts.Add(1)
 		}
 		return
-	case *actor.Stopped:
+	case *actor.Stopped, *actor.Restarting:
 		if h.counters != nil {
 			h.counters.hostActors.Add(-1)
 		}

@@ -121,9 +121,13 @@ func (r *RouterActor) Receive(c actor.Context) {
 			c.Send(m.sender, &messages.RouteReply{Error: "coordinator overloaded: too many requests waiting; retry later"})
 		})
 	case *tabletIdle:
-		if pid := r.tablets[m.name]; pid != nil && pid.Equal(m.pid) {
+		switch pid := r.tablets[m.name]; {
+		case pid != nil && pid.Equal(m.pid):
 			delete(r.tablets, m.name)
 			r.retiring[m.name] = &retiringTablet{pid: m.pid}
+			c.Send(m.pid, &idleStopOK{})
+		case pid == nil && r.retiring[m.name] == nil:
+			// Unknown to us: nothing is routed to it; let it stop.
 			c.Send(m.pid, &idleStopOK{})
 		}
 	case *tabletStays:

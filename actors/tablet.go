@@ -125,7 +125,8 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.co.counters.tabletActors.Add(1)
 		t.co.counters.tabletStarts.Add(1)
 		t.armIdle(t.co.cfg.TabletIdle)
-	case *actor.Stopped:
+	case *actor.Stopped, *actor.Restarting:
+		// (A restart after a panic delivers Started again.)
 		t.co.counters.tabletActors.Add(-1)
 	case *idleCheck:
 		t.idle = nil
