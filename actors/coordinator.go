@@ -266,8 +266,11 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 		case *remote.EndpointTerminatedEvent:
 			root.Send(c.registry, e)
 		case *actor.DeadLetterEvent:
-			if _, ok := e.Message.(*actor.DeadLetterResponse); ok {
-				return // protoactor's own answer to a dead request
+			switch e.Message.(type) {
+			case *actor.DeadLetterResponse, *flowTimer, *lostCheck, *idleCheck:
+				// protoactor's own answer to a dead request; our timers
+				// racing with their actor's stop.
+				return
 			}
 			c.counters.deadLetters.Add(1)
 			c.warns.warn("dead_letter", "message not delivered (dead letter)", "to", e.PID.String(), "type", fmt.Sprintf("%T", e.Message))

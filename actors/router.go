@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -31,7 +32,10 @@ type routeResolved struct {
 }
 
 // RouterActor validates requests and forwards them to tablet actors,
-// spawning them lazily (one per tablet, named table.gGEN.tIDX). Its queues
+// spawning them lazily (one per tablet, named table.gGEN.tIDX#N: each
+// spawn gets a new N, so that a message for an actor that stopped — a late
+// timer, a late answer from a scan server — never reaches its successor,
+// nor an actor still being spawned). Its queues
 // are bounded (CoordinatorConfig.MaxWaiting, MaxWaitingPerTable,
 // MaxMetaLoads): a request beyond a bound is answered OVERLOADED at once.
 type RouterActor struct {
@@ -50,6 +54,7 @@ type RouterActor struct {
 	loading   int
 	routing   int // RouteRequest metadata lookups running
 	nwaiting  int
+	spawns    uint64
 }
 
 // retiringTablet is a tablet actor between its idle-stop request and its
@@ -304,12 +309,13 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	}
 	tm := meta.GetTablets()[idx]
 	co := r.co
-	pid, err := c.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newTabletActor(co, meta, tm) }), name)
+	r.spawns++
+	id := name + "#" + strconv.FormatUint(r.spawns, 10)
+	pid, err := c.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newTabletActor(co, meta, tm) }), id)
 	if err != nil {
-		// Cannot happen: a name is spawned again only after its actor
-		// terminated. Use the PID the name has.
-		r.co.log.Error("tablet actor spawn", "name", name, "err", err)
-		pid = actor.NewPID(c.Self().Address, c.Self().Id+"/"+name)
+		// Cannot happen: every spawn has a new id.
+		r.co.log.Error("tablet actor spawn", "id", id, "err", err)
+		pid = actor.NewPID(c.Self().Address, c.Self().Id+"/"+id)
 	}
 	r.tablets[name] = pid
 	r.names[pid.Id] = name
