@@ -292,9 +292,15 @@ func (r *fuzzRig) validStart(id string, attempt uint32) *messages.StartScan {
 		Server: r.serverID}
 }
 
-// tabletPID is the router's child actor for tablet idx of the rig's table.
+// tabletPID is the router's child actor for tablet idx of the rig's table
+// (asked of the router: each spawn gets a new actor id).
 func (r *fuzzRig) tabletPID(idx int) *actor.PID {
-	return actor.NewPID(r.router.Address, r.router.Id+"/"+tabletActorName(r.table.Name, r.table.Generation, uint32(idx)))
+	r.tb.Helper()
+	res, err := r.sys.Root.RequestFuture(r.router, &tabletPIDQuery{name: tabletActorName(r.table.Name, r.table.Generation, uint32(idx))}, rigWait).Result()
+	if err != nil || res.(*tabletPIDReply).pid == nil {
+		r.tb.Fatalf("no actor for tablet %d: %v %v", idx, res, err)
+	}
+	return res.(*tabletPIDReply).pid
 }
 
 // healthy fails the test if an actor panicked, and checks the router
