@@ -473,7 +473,7 @@ func TestCancelStopsScan(t *testing.T) {
 }
 
 // TestServerRestartSameAddress: a scan server killed and restarted on the
-// same address (a new incarnation) gets scans again (DESIGN §8).
+// same address (a new incarnation) gets scans again (docs/architecture.md, known pitfalls).
 func TestServerRestartSameAddress(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,11 +1,11 @@
 package selection
 
-// accumuloPolicy is Accumulo's ConfigurableScanServerSelector (REFERENCE
-// §A): plan index = min(failed attempts, plans−1); the plan's salted
+// accumuloPolicy is Accumulo's ConfigurableScanServerSelector (docs/policies.md,
+// accumulo): plan index = min(failed attempts, plans−1); the plan's salted
 // rendezvous subset of N servers; servers already tried (busy or error) in
 // this scan are removed unless that empties the subset; a uniformly random
-// pick; busy timeout escalation (§A.5) and error delay (§A.6). It never
-// hedges (ErrNoHedge).
+// pick; busy timeout escalation and error delay. It never hedges
+// (ErrNoHedge).
 type accumuloPolicy struct{ p *Profile }
 
 func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
@@ -30,7 +30,7 @@ func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
 }
 
 // accumuloHostPolicy is Accumulo's ConfigurableScanServerHostSelector
-// (REFERENCE §B): a plan's "servers" counts hosts, taken as the first N
+// (docs/policies.md, accumulo-host): a plan's "servers" counts hosts, taken as the first N
 // distinct hosts of the servers' salted rendezvous order (a host with more
 // servers is a bit more likely to be chosen). A host is exhausted when all
 // its live servers have a failed attempt in this scan. The first plan with
@@ -38,7 +38,7 @@ func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
 // random untried server on that host. When every host of every plan is
 // exhausted, history is ignored and the last plan's hosts are used. The
 // busy timeout is the reached plan's (no multiplier or cap); delay per
-// §A.6. It never hedges (ErrNoHedge).
+// the error delay rule. It never hedges (ErrNoHedge).
 type accumuloHostPolicy struct{ p *Profile }
 
 func (pol accumuloHostPolicy) Select(in *Input) (Decision, error) {

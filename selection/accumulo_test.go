@@ -261,7 +261,7 @@ func TestAccumuloHostExhaustion(t *testing.T) {
 		h = append(h, att(d.Server, d.Host, Busy))
 	}
 	// Everything exhausted: last plan's hosts, history ignored, timeout of
-	// the last plan (no multiplier, no cap), delay per §A.6 (1 error).
+	// the last plan (no multiplier, no cap), delay per the error delay rule (1 error).
 	for seed := uint64(0); seed < 20; seed++ {
 		d, err := pol.Select(&Input{Tablet: tab, Profile: p, Attempts: h, View: v, Rand: rng(seed), State: st})
 		if err != nil {
@@ -273,7 +273,7 @@ func TestAccumuloHostExhaustion(t *testing.T) {
 	}
 }
 
-// REFERENCE §B seed example: plans [{1, 10s}, {3, 30s}]; host32 has :1000
+// docs/policies.md (accumulo-host) seed example: plans [{1, 10s}, {3, 30s}]; host32 has :1000
 // and :1001; host32 chosen, :1001 picked → busy → host32 again, :1000 →
 // busy → plan 2: three hosts (host32, host40, host09), a non-exhausted one
 // (host09) picked, a server on it → success.
@@ -347,7 +347,7 @@ func TestAccumuloHostSeedExample(t *testing.T) {
 	}
 }
 
-// REFERENCE §B: 100 scans of one tablet that maps to one host with 5
+// docs/policies.md, accumulo-host: 100 scans of one tablet that maps to one host with 5
 // servers spread evenly across those 5 servers.
 func TestAccumuloHostEvenSpread(t *testing.T) {
 	v := hostsView(8, 5)

@@ -4,7 +4,7 @@ import "github.com/spaolacci/murmur3"
 
 // randomPolicy is the "random" baseline: a uniformly random live server of
 // the group, avoiding servers already tried in this scan while others
-// remain. Busy timeout and delay per §A.5/§A.6. It never hedges.
+// remain. Busy timeout and delay per docs/policies.md (busy timeout escalation, error delay). It never hedges.
 type randomPolicy struct{ p *Profile }
 
 func (pol randomPolicy) Select(in *Input) (Decision, error) {
@@ -32,7 +32,7 @@ func (pol randomPolicy) Select(in *Input) (Decision, error) {
 // in ID order, rotated per tablet (TabletState.RoundRobin, starting at an
 // offset hashed from the tablet so tablets do not all start at the same
 // server), skipping servers already tried in this scan while others
-// remain. Busy timeout and delay per §A.5/§A.6. It never hedges.
+// remain. Busy timeout and delay per docs/policies.md (busy timeout escalation, error delay). It never hedges.
 type roundRobinPolicy struct{ p *Profile }
 
 func (pol roundRobinPolicy) Select(in *Input) (Decision, error) {

@@ -6,7 +6,7 @@ import (
 )
 
 // bookkeeperPolicy is BookKeeper's read reordering (PR 1504) with
-// speculative reads (REFERENCE §D).
+// speculative reads (docs/policies.md, bookkeeper).
 //
 //   - Affinity order: the tablet's write set — the first writeSetSize
 //     servers of its unsalted rendezvous order over the group's live

@@ -15,7 +15,7 @@ const (
 	chRoundRobin
 )
 
-// clickhousePolicy is ClickHouse's replica selection (REFERENCE §C) with
+// clickhousePolicy is ClickHouse's replica selection (docs/policies.md, clickhouse) with
 // one load_balancing mode. Replicas (the group's live servers, in the
 // tablet's unsalted rendezvous order as "configuration order") are sorted
 // by (max(0, errors − maxIgnoredErrors), slowdowns if hedging, priority 0,

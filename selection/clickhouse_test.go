@@ -250,7 +250,7 @@ func TestClickHouseHedging(t *testing.T) {
 	}
 }
 
-// REFERENCE §C scenario: one replica hung. Without hedging about
+// docs/policies.md (clickhouse) scenario: one replica hung. Without hedging about
 // 1/replicas of first attempts go to it; with hedging every scan gets a
 // hedge on another replica.
 func TestClickHouseHungReplicaScenario(t *testing.T) {

@@ -138,7 +138,7 @@ func (c *call) plans() []AttemptPlan {
 	return c.p.AttemptPlans
 }
 
-// planIndex is REFERENCE §A.2: min(failed attempts, plans−1).
+// planIndex is docs/policies.md (attempts and the plan index): min(failed attempts, plans−1).
 func (c *call) planIndex() int {
 	n := len(c.plans())
 	if c.failed < n-1 {
@@ -158,7 +158,7 @@ func (c *call) decision(i int32, plan int, busy time.Duration) Decision {
 }
 
 // decisionA5 is decision with the plan index and busy timeout of
-// REFERENCE §A.2/§A.5 for this scan's failed attempts: accumulo's rule,
+// docs/policies.md (plan index, busy timeout escalation) for this scan's failed attempts: accumulo's rule,
 // which every policy without plans of its own uses too (doc.go, "Busy
 // timeout and delay").
 func (c *call) decisionA5(i int32) Decision {
@@ -177,7 +177,7 @@ func (c *call) explain(idx []int32) []ServerID {
 	return out
 }
 
-// busyTimeoutA5 is REFERENCE §A.5: plan[attempts].busyTimeout while
+// busyTimeoutA5 is docs/policies.md (busy timeout escalation): plan[attempts].busyTimeout while
 // attempts < plans, then lastPlan.busyTimeout × multiplier^(attempts −
 // plans + 1) capped at maxBusyTimeout (0 = uncapped). A multiplier of 0
 // gives 0, which means wait indefinitely.
@@ -214,7 +214,7 @@ func busyTimeoutA5(p *Profile, plans []AttemptPlan, attempts int) time.Duration 
 	return t
 }
 
-// errorDelay is REFERENCE §A.6: 0 without errors, else
+// errorDelay is docs/policies.md (error delay): 0 without errors, else
 // min(30 s, 100 ms × 2^(errors−1)).
 func errorDelay(errs int) time.Duration {
 	if errs <= 0 {

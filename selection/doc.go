@@ -22,7 +22,7 @@
 //   - Input.Attempts is this scan's history, oldest first. Results for which
 //     Failed() is true (busy, error, timeout, stalled) count as attempts for
 //     plan escalation (Accumulo's "attempts"); IsError() results count for the
-//     error delay (§A.6). Every policy avoids servers that already failed in
+//     error delay (error delay). Every policy avoids servers that already failed in
 //     this scan while another candidate remains.
 //   - Input.Hedge asks for an additional, parallel dispatch while earlier
 //     attempts are pending, started-without-data or slow. The policy then
@@ -35,9 +35,9 @@
 //     only by policies that hedge; 0 means "do not". Ask for at most one
 //     hedge per attempt (whichever timer fires first) and mark that attempt
 //     Slow in the history of the hedge call.
-//   - Busy timeout and delay: plan-based policies per REFERENCE §A.5/§A.6
-//     (accumulo-host: the reached plan's timeout, §B). Policies without plans
-//     use the same §A.5 escalation by number of failed attempts over the
+//   - Busy timeout and delay: plan-based policies per docs/policies.md (busy timeout escalation, error delay)
+//     (accumulo-host: the reached plan's timeout, see docs/policies.md). Policies without plans
+//     use the same busy timeout escalation by number of failed attempts over the
 //     profile's attemptPlans (Accumulo's default plans when absent), so that
 //     policies differ only in where scans go; Decision.PlanIndex is the plan
 //     whose timeout was used.
@@ -63,21 +63,23 @@
 //
 // # Policies
 //
-//	accumulo                 REFERENCE §A: salted rendezvous subset of N servers per plan, exclude tried, random pick
-//	accumulo-host            REFERENCE §B: plan counts hosts; random non-exhausted host, random untried server on it
-//	clickhouse-random        REFERENCE §C, load_balancing=random
+//	accumulo                 docs/policies.md, accumulo: salted rendezvous subset of N servers per plan, exclude tried, random pick
+//	accumulo-host            docs/policies.md, accumulo-host: plan counts hosts; random non-exhausted host, random untried server on it
+//	clickhouse-random        docs/policies.md, clickhouse, load_balancing=random
 //	clickhouse-nearest_hostname
 //	clickhouse-hostname_levenshtein_distance
 //	clickhouse-in_order
 //	clickhouse-first_or_random
 //	clickhouse-round_robin
-//	bookkeeper               REFERENCE §D: affinity order, pending-threshold move-to-front, speculative re-dispatch
-//	ribbon-zone              REFERENCE §E: subset filter, zone avoidance, availability filtering, round robin
+//	bookkeeper               docs/policies.md, bookkeeper: affinity order, pending-threshold move-to-front, speculative re-dispatch
+//	ribbon-zone              docs/policies.md, ribbon-zone: subset filter, zone avoidance, availability filtering, round robin
 //	random, round-robin      baselines
 //	adaptive                 scanplane's own (below)
 //
-// Rendezvous hashing (hash.go) is Accumulo's: murmur3 x64 128 over (end
-// row, prev end row, table, member, salt if non-empty), smallest first.
+// Rendezvous hashing (hash.go) follows Accumulo's design: murmur3 x64 128
+// over (end row, prev end row, table, member, salt if non-empty), smallest
+// first. It is not bit-for-bit Accumulo's hash (field encoding, member
+// names and byte order differ; docs/policies.md, rendezvous order).
 // ClickHouse's "configuration order" of a tablet's replicas is the tablet's
 // unsalted rendezvous order of the group's servers, so in_order,
 // first_or_random and round_robin keep per-tablet affinity instead of

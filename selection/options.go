@@ -136,7 +136,7 @@ const (
 	PolicyClickHouseRand = clickhousePrefix + "random"
 )
 
-// ClickHouse load_balancing modes, in the order of REFERENCE §C.
+// ClickHouse load_balancing modes, in the order of docs/policies.md.
 var clickhouseModes = []string{"random", "nearest_hostname", "hostname_levenshtein_distance", "in_order", "first_or_random", "round_robin"}
 
 // PolicyNames returns every policy name, sorted.

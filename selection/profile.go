@@ -7,7 +7,7 @@ import (
 
 // Profile is one entry of the profiles JSON (Accumulo's
 // ConfigurableScanServerSelector format, extended with "name", "policy" and
-// per-policy options). See REFERENCE.md §A and doc.go for every field and
+// per-policy options). See docs/policies.md and doc.go for every field and
 // option with its default. Profiles returned by ParseProfiles and
 // DefaultProfiles are immutable: never modify one.
 type Profile struct {

@@ -13,14 +13,14 @@ var defaultPlans = []AttemptPlan{
 	{Servers: ServerCount{Percent: 100}, BusyTimeout: 33 * time.Millisecond},
 }
 
-// DefaultProfilesJSON is Accumulo's default profiles document (REFERENCE
-// §A). DefaultProfiles is this document with policy "accumulo-host".
+// DefaultProfilesJSON is Accumulo's default profiles document (docs/policies.md,
+// accumulo). DefaultProfiles is this document with policy "accumulo-host".
 const DefaultProfilesJSON = `[{"isDefault":true,"maxBusyTimeout":"5m","busyTimeoutMultiplier":8,"scanTypeActivations":[],
   "attemptPlans":[{"servers":"3","busyTimeout":"33ms","salt":"one"},
                   {"servers":"13","busyTimeout":"33ms","salt":"two"},
                   {"servers":"100%","busyTimeout":"33ms"}]}]`
 
-// DefaultProfiles returns Accumulo's default profile (REFERENCE §A) with
+// DefaultProfiles returns Accumulo's default profile (docs/policies.md, accumulo) with
 // policy "accumulo-host": the coordinator's default.
 func DefaultProfiles() *Profiles {
 	p := &Profile{

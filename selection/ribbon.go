@@ -7,7 +7,7 @@ import (
 )
 
 // ribbonPolicy is Ribbon's ZoneAwareLoadBalancer with the
-// AvailabilityFilteringRule over a ServerListSubsetFilter (REFERENCE §E).
+// AvailabilityFilteringRule over a ServerListSubsetFilter (docs/policies.md, ribbon-zone).
 //
 //   - Subset (subsetSize > 0), kept in TabletState and refreshed every
 //     subsetRefresh, when the group's membership changes, or when no member

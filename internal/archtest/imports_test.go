@@ -70,7 +70,7 @@ func TestImportRules(t *testing.T) {
 		}
 		ok, known := allowed[rel]
 		if !known {
-			t.Errorf("package %s has no import rule: add it to allowed (DESIGN.md §6)", rel)
+			t.Errorf("package %s has no import rule: add it to allowed (docs/architecture.md, packages)", rel)
 			continue
 		}
 		for _, imp := range p.Imports {
@@ -79,7 +79,7 @@ func TestImportRules(t *testing.T) {
 			}
 			dep := strings.TrimPrefix(imp, mod)
 			if !contains(ok, dep) {
-				t.Errorf("%s imports %s; it may import only %v (DESIGN.md §6)", rel, dep, ok)
+				t.Errorf("%s imports %s; it may import only %v (docs/architecture.md, packages)", rel, dep, ok)
 			}
 		}
 		for _, bad := range pure[rel] {
