@@ -32,10 +32,11 @@ func serverStatus(tc *testCluster, id string) *messages.ServerStatus {
 // TestHedgedScansSkipPausedServer: one of three servers is paused (a
 // process that still heartbeats but answers nothing, like a long GC) for
 // the whole test. clickhouse-random with hedging dispatches a second server
-// after 50 ms, so every scan completes. The busy timeout (10 min) is far
-// beyond checkScan's 60 s deadline: a scan that waited for the paused
-// server instead of hedging around it would fail, so no wall-clock bound
-// is needed to tell the two apart.
+// after 50 ms, so every scan completes and hedges are counted. The busy
+// timeout (10 min) is far beyond checkScan's 60 s deadline, so no retry
+// after a busy timeout rescues a scan; without hedging the test fails on
+// the hedge count (checked: hedges=0) or on a scan that runs out of time —
+// no wall-clock bound is needed to tell the two apart.
 func TestHedgedScansSkipPausedServer(t *testing.T) {
 	profiles := `[{"isDefault":true,"policy":"clickhouse-random","hedge":true,"hedgedConnectionTimeout":"50ms",
 	  "attemptPlans":[{"servers":"100%","busyTimeout":"10m"}]}]`
