@@ -81,7 +81,10 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return DiscardLogger() }))
+	// The dead-letter throttle's goroutine lives one throttle interval
+	// after a dead letter (default 1s): short, so goleak does not see it.
+	r.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return DiscardLogger() }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
 	var src MetaSource = meta
 	if o.meta != nil {
 		src = o.meta(src)

@@ -29,7 +29,8 @@ type CoordinatorConfig struct {
 	// Flow tunes every scan's ScanFlow.
 	Flow FlowConfig
 	// HeartbeatMisses: a server missing this many heartbeats leaves the
-	// view; default 3.
+	// view; default 3. Only time the coordinator was running counts (see
+	// Liveness): a sweep later than SweepInterval forgives its lateness.
 	HeartbeatMisses int
 	// SweepInterval: how often missed heartbeats are checked; default 250ms.
 	SweepInterval time.Duration

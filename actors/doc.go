@@ -24,6 +24,20 @@
 // the tablet actor follows and never cancels a stream that already sent a
 // batch.
 //
+// Liveness: a server leaves the view when its endpoint terminates, when it
+// restarts (a new incarnation), or when it has missed HeartbeatMisses
+// heartbeats while the coordinator was running (see Liveness): a sweep
+// that runs late — the coordinator was stopped, paused by GC or a VM
+// freeze, or backed up — forgives its lateness, because the heartbeats of
+// that time may still sit unread in its socket or mailboxes; so a
+// coordinator waking from a pause never declares its servers dead before
+// reading their heartbeats. Attempts on a server that left the view end as
+// errors and count against it (its decayed errors, circuit-breaker
+// inputs): with the coordinator's own stalls forgiven, missed heartbeats
+// mean the server, its host or its network stopped answering, which is
+// what those counters are for; an attempt the flow had already told to
+// stop ends as cancelled and is never counted.
+//
 // Nothing sent to a stopping actor is lost: a tablet actor that wants to
 // stop for idleness, and a host actor whose servers are gone, first ask
 // their parent (router, registry), which stops routing to them and holds

@@ -56,6 +56,9 @@ type serverState struct {
 	busy       uint64
 	timeouts   uint64
 	deadSince  time.Time
+	// heardAt is the liveness reference: the last heartbeat's time, moved
+	// forward by the lateness of sweeps since (see Liveness).
+	heardAt time.Time
 }
 
 // HostActor keeps the load counters of one host's servers and publishes
@@ -67,7 +70,7 @@ type HostActor struct {
 	host     string
 	board    *LoadBoard
 	status   *sync.Map // host -> []*messages.ServerStatus
-	misses   int
+	live     Liveness
 	forget   time.Duration
 	decays   []selection.DecayParams
 	servers  map[selection.ServerID]*serverState
@@ -77,9 +80,11 @@ type HostActor struct {
 	retiring bool // asked the registry to be reaped
 }
 
+// newHostActor makes a host actor whose sweeps forgive no lateness; the
+// registry sets live.SweepInterval.
 func newHostActor(host string, board *LoadBoard, status *sync.Map, misses int, forget time.Duration, now func() time.Time,
 	counters *coordCounters) *HostActor {
-	return &HostActor{host: host, board: board, status: status, misses: misses, forget: forget,
+	return &HostActor{host: host, board: board, status: status, live: Liveness{Misses: misses}, forget: forget,
 		decays: board.Decays(), servers: map[selection.ServerID]*serverState{}, now: now, counters: counters}
 }
 
@@ -176,6 +181,7 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID
 	l.QueueLen, l.Active, l.Workers = int(m.GetQueueLen()), int(m.GetActive()), int(m.GetWorkers())
 	l.CacheHitRatio = m.GetCacheHitRatio()
 	l.LastHeartbeat = now
+	s.heardAt = now
 	l.Alive = l.Address != "" && l.ActorID != ""
 	s.deadSince = time.Time{}
 	s.interval = time.Duration(m.GetIntervalMs()) * time.Millisecond
@@ -286,9 +292,14 @@ func (h *HostActor) setDecays(d []selection.DecayParams) {
 	}
 }
 
+// sweep marks dead the servers that missed their heartbeats while the
+// coordinator was running: a late sweep first forgives its lateness (see
+// Liveness), and forgets servers dead for longer than forget.
 func (h *HostActor) sweep(now time.Time) {
+	late := h.live.Sweep(now)
 	for id, s := range h.servers {
-		if s.load.Alive && now.Sub(s.load.LastHeartbeat) > time.Duration(h.misses)*s.interval {
+		s.heardAt = Forgive(s.heardAt, now, late)
+		if s.load.Alive && h.live.Dead(now, s.heardAt, s.interval) {
 			h.markDead(now, s)
 		}
 		if !s.load.Alive && !s.deadSince.IsZero() && now.Sub(s.deadSince) > h.forget {

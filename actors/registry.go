@@ -180,7 +180,9 @@ func (r *RegistryActor) onHeartbeat(c actor.Context, m *messages.Heartbeat) {
 func (r *RegistryActor) spawnHost(c actor.Context, host string) *actor.PID {
 	co := r.co
 	props := actor.PropsFromProducer(func() actor.Actor {
-		return newHostActor(host, r.board, r.status, r.misses, co.cfg.HostForget, r.now, &co.counters)
+		h := newHostActor(host, r.board, r.status, r.misses, co.cfg.HostForget, r.now, &co.counters)
+		h.live.SweepInterval = co.cfg.SweepInterval
+		return h
 	})
 	pid := c.Spawn(props)
 	r.hosts[host] = pid

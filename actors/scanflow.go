@@ -544,11 +544,11 @@ func (f *ScanFlow) OnUnreachable(now time.Time, n uint32, pick Picker) []Action 
 	return append(acts, f.settle(now, pick)...)
 }
 
-// OnServerLost: attempt n's server left the load view (missed heartbeats,
-// endpoint terminated, or restarted as a new incarnation) before the
-// attempt ended; its ScanFinished will never come. The attempt ends as an
-// error (cancelled if we had told it to stop); it is retried unless an
-// attempt delivered data.
+// OnServerLost: attempt n's server left the load view (missed heartbeats
+// while the coordinator ran, endpoint terminated, or restarted as a new
+// incarnation) before the attempt ended; its ScanFinished will never come.
+// The attempt ends as an error (cancelled if we had told it to stop); it
+// is retried unless an attempt delivered data.
 func (f *ScanFlow) OnServerLost(now time.Time, n uint32, pick Picker) []Action {
 	a := f.Attempt(n)
 	if f.done || a == nil || a.closed || !a.sent {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 )
@@ -16,7 +17,7 @@ import (
 // incarnation.
 type loadBook struct {
 	decays  []selection.DecayParams
-	misses  int
+	live    actors.Liveness // the host actors' rule for missed heartbeats
 	servers map[selection.ServerID]*bookEntry
 	ids     []selection.ServerID // sorted: views and sweeps are deterministic
 	lat     []time.Duration      // recent start latencies
@@ -31,10 +32,12 @@ type loadBook struct {
 type bookEntry struct {
 	load     selection.ServerLoad
 	interval time.Duration
+	heardAt  time.Time // liveness reference (actors.Liveness)
 }
 
-func newLoadBook(decays []selection.DecayParams, misses int) *loadBook {
-	return &loadBook{decays: decays, misses: misses, servers: map[selection.ServerID]*bookEntry{}}
+func newLoadBook(decays []selection.DecayParams, misses int, sweepInterval time.Duration) *loadBook {
+	return &loadBook{decays: decays, live: actors.Liveness{Misses: misses, SweepInterval: sweepInterval},
+		servers: map[selection.ServerID]*bookEntry{}}
 }
 
 func (b *loadBook) changed() { b.view = nil }
@@ -92,16 +95,21 @@ func (b *loadBook) onHeartbeat(now time.Time, m *messages.Heartbeat) {
 	l.Incarnation = m.GetIncarnation()
 	l.QueueLen, l.Active, l.Workers = int(m.GetQueueLen()), int(m.GetActive()), int(m.GetWorkers())
 	l.LastHeartbeat = now
+	e.heardAt = now
 	l.Alive = true
 	e.interval = time.Duration(m.GetIntervalMs()) * time.Millisecond
 	b.changed()
 }
 
-// sweep marks servers that missed their heartbeats dead.
+// sweep marks servers that missed their heartbeats dead, as the host
+// actors do: a late sweep (the coordinator was paused) forgives its
+// lateness first.
 func (b *loadBook) sweep(now time.Time) {
+	late := b.live.Sweep(now)
 	for _, id := range b.ids {
 		e := b.servers[id]
-		if e.load.Alive && now.Sub(e.load.LastHeartbeat) > time.Duration(b.misses)*e.interval {
+		e.heardAt = actors.Forgive(e.heardAt, now, late)
+		if e.load.Alive && b.live.Dead(now, e.heardAt, e.interval) {
 			b.markDead(e)
 		}
 	}

@@ -34,7 +34,7 @@ type coordinator struct {
 func (c *coordinator) router() pid { return pid{c.addr, "router"} }
 
 func (c *coordinator) boot() {
-	c.book = newLoadBook(c.w.profiles.Decays(), 3)
+	c.book = newLoadBook(c.w.profiles.Decays(), 3, sweepInterval)
 	c.tablets = make([]*tabletActor, len(c.w.truth.refs))
 	c.sweep()
 }
