@@ -228,7 +228,9 @@ func TestScanFailsWithoutCoordinator(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NATSURL = startNATS(t)
 	cfg.System = sharedSystem(t)
-	cfg.Coordinators = []string{"127.0.0.1:1"}
+	// Not 127.0.0.1:1: the shared actor system may still report that
+	// address's endpoint from the test before.
+	cfg.Coordinators = []string{"127.0.0.1:2"}
 	cfg.CoordinatorWait = 200 * time.Millisecond
 	c, err := New(cfg)
 	if err != nil {
@@ -244,12 +246,12 @@ func TestScanFailsWithoutCoordinator(t *testing.T) {
 	if err := c.meta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 1, Tablets: []*messages.TabletMeta{{Ref: testRef}}}, 0); err != nil {
 		t.Fatal(err)
 	}
-	c.coordLost("127.0.0.1:1", "endpoint terminated")
+	c.coordLost("127.0.0.1:2", "endpoint terminated")
 	rows := c.Scan(ctx, "t", tablets.Range{}, ScanOptions{})
 	if rows.Next() {
 		t.Fatal("a row without a coordinator")
 	}
-	want := "client: no coordinator: coordinator 127.0.0.1:1 was lost (endpoint terminated) and no other answered within 200ms"
+	want := "client: no coordinator: coordinator 127.0.0.1:2 was lost (endpoint terminated) and no other answered within 200ms"
 	if err := rows.Err(); err == nil || err.Error() != want {
 		t.Fatalf("err %v, want %q", err, want)
 	}
