@@ -250,7 +250,6 @@ func (c *Client) start(ctx context.Context) error {
 	bc := bus.DefaultConfig()
 	bc.URL = c.cfg.NATSURL
 	bc.Name = "scanplane-client-" + c.id
-	bc.Logger = c.log
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		return fmt.Errorf("client: connect to NATS %s: %w", c.cfg.NATSURL, err)
