@@ -133,6 +133,7 @@ func TestDiscoveredCoordinators(t *testing.T) {
 var (
 	sysOnce sync.Once
 	testSys *actor.ActorSystem
+	testRem *remote.Remote
 	sysErr  error
 )
 
@@ -143,7 +144,10 @@ func sharedSystem(t *testing.T) *actor.ActorSystem {
 	sysOnce.Do(func() {
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 		testSys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-		sysErr = startRemote(remote.NewRemote(testSys, remote.Configure("127.0.0.1", 0)))
+		rc := remote.Configure("127.0.0.1", 0)
+		rc.MaxRetryCount = 1 // as a client's own system: no pile of retrying connections to dead addresses
+		testRem = remote.NewRemote(testSys, rc)
+		sysErr = startRemote(testRem)
 	})
 	if sysErr != nil {
 		t.Fatal(sysErr)
