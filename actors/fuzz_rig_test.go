@@ -296,11 +296,17 @@ func (r *fuzzRig) validStart(id string, attempt uint32) *messages.StartScan {
 // (asked of the router: each spawn gets a new actor id).
 func (r *fuzzRig) tabletPID(idx int) *actor.PID {
 	r.tb.Helper()
-	res, err := r.sys.Root.RequestFuture(r.router, &tabletPIDQuery{name: tabletActorName(r.table.Name, r.table.Generation, uint32(idx))}, rigWait).Result()
-	if err != nil || res.(*tabletPIDReply).pid == nil {
-		r.tb.Fatalf("no actor for tablet %d: %v %v", idx, res, err)
-	}
-	return res.(*tabletPIDReply).pid
+	// The router spawns the tablet actor once the table's metadata is
+	// loaded (asynchronously, for the first scan): ask until it is there.
+	var pid *actor.PID
+	r.waitFor(fmt.Sprintf("the actor of tablet %d", idx), func() bool {
+		res, err := r.sys.Root.RequestFuture(r.router, &tabletPIDQuery{name: tabletActorName(r.table.Name, r.table.Generation, uint32(idx))}, rigWait).Result()
+		if reply, ok := res.(*tabletPIDReply); err == nil && ok {
+			pid = reply.pid
+		}
+		return pid != nil
+	})
+	return pid
 }
 
 // healthy fails the test if an actor panicked, and checks the router
