@@ -36,17 +36,6 @@ func TestMain(m *testing.M) {
 // ours is closed, each with whose it is and why it cannot be stopped.
 func leakOptions() []goleak.Option {
 	return []goleak.Option{
-		// protoactor-go remote: endpointWriter.initialize retries
-		// initializeInternal (remote.Config.MaxRetryCount, default 5) and
-		// every try grpc.Dials a new ClientConn into state.conn without
-		// closing the previous one; only the last is closed when the writer
-		// stops. So every failed connect to a dead address (a killed
-		// coordinator or scan server) leaves up to four gRPC ClientConns
-		// reconnecting forever, which nothing of ours holds a handle to:
-		// their connect loop and callback serializers. (StartSystem can
-		// avoid them with MaxRetryCount 1.)
-		goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
-		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 		// protoactor-go actor: the dead-letter throttle starts a goroutine
 		// at the first dead letter of a period that waits one
 		// DeadLetterThrottleInterval (1s) on a ticker and ends. A message

@@ -80,7 +80,10 @@ type scanJob struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	acked    atomic.Uint64
-	ackCh    chan struct{}
+	// sent is the seq of the last RowBatch sent; an ack beyond it is
+	// refused (it would wrap waitWindow's arithmetic and stall the stream).
+	sent  atomic.Uint64
+	ackCh chan struct{}
 	// stream is jobFresh until the first RowBatch is sent (jobStreaming)
 	// or the scan is cancelled before that (jobCancelled); the job
 	// goroutine and the actor (a Cancel{unless_streaming}) race for it.
@@ -332,6 +335,10 @@ func (s *ScanServerActor) onAck(m *messages.BatchAck) {
 	if job == nil {
 		return
 	}
+	if m.GetSeq() > job.sent.Load() {
+		s.log.Debug("ignoring BatchAck beyond the batches sent", "request", m.GetRequestId(), "attempt", m.GetAttempt(), "seq", m.GetSeq(), "sent", job.sent.Load())
+		return
+	}
 	for {
 		cur := job.acked.Load()
 		if m.Seq <= cur || job.acked.CompareAndSwap(cur, m.Seq) {
@@ -424,6 +431,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 			return context.Canceled // cancelled unless streaming, just now
 		}
 		sum := dig.Sum()
+		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id,
 			ServerPid: self, RowCount: dig.Rows(), Checksum: sum})
 		fin.Batches, fin.Rows, fin.Checksum, fin.LastKey = seq, dig.Rows(), sum, rows[len(rows)-1].Key
