@@ -768,7 +768,11 @@ func (c *Client) request(ctx context.Context, msg any) (any, error) {
 			return res, nil
 		}
 		f := addr + " did not answer"
-		if ctx.Err() == nil {
+		switch {
+		case errors.Is(err, actor.ErrDeadLetter):
+			// The future ended early: the request could not be delivered.
+			f = addr + " is unreachable (the request could not be delivered)"
+		case ctx.Err() == nil:
 			f += fmt.Sprintf(" within %v (%v)", timeout.Round(time.Millisecond), err)
 		}
 		if why := whyLost[addr]; why != "" {
