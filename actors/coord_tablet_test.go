@@ -22,9 +22,9 @@ func TestTabletActorIdlesOutAfterClientDied(t *testing.T) {
 	req := r.request(0)
 	s := &rigScan{req: req, dead: true, done: make(chan struct{})}
 	r.as.Root.Send(r.client, &rigStartScan{scan: s, router: r.co.router})
-	r.waitFor("the tablet actor to start", func() bool { return r.co.counters.tabletActors.Load() == 1 })
+	r.waitFor("the tablet actor to start (in Status)", func() bool { return r.co.Status().GetTabletActors() == 1 })
 	r.waitFor("the flow to end", func() bool { return r.co.counters.flows.Load() == 0 })
-	r.waitFor("the tablet actor to idle out", func() bool { return r.co.counters.tabletActors.Load() == 0 })
+	r.waitFor("the tablet actor to idle out (in Status)", func() bool { return r.co.Status().GetTabletActors() == 0 })
 	// The tablet is served again after that.
 	r.checkRows(r.scan(r.request(0)), 0)
 }

@@ -395,7 +395,8 @@ func (c *Coordinator) Status() *messages.StatusReply {
 		Timeouts: c.counters.timeouts.Load(), ProfilesSummary: strings.Join(c.Profiles().Summary(), "\n"),
 		StartedUnixMs: c.started.UnixMilli(), DeadLetters: c.counters.deadLetters.Load(), PublishErrors: c.counters.publishErrors.Load(),
 		BadMessages: c.counters.badMessages.Load(), Flows: uint32(max(c.counters.flows.Load(), 0)),
-		HostActors: uint32(max(c.counters.hostActors.Load(), 0)), Overloaded: c.counters.overloaded.Load()}
+		HostActors: uint32(max(c.counters.hostActors.Load(), 0)), Overloaded: c.counters.overloaded.Load(),
+		TabletActors: uint32(max(c.counters.tabletActors.Load(), 0))}
 	c.status.Range(func(_, v any) bool {
 		r.Servers = append(r.Servers, v.([]*messages.ServerStatus)...)
 		return true
