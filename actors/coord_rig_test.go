@@ -37,6 +37,8 @@ type rig struct {
 	as     *actor.ActorSystem
 	co     *Coordinator
 	store  *tablets.DirStore
+	meta   *tablets.DirMetaStore
+	icfg   tablets.IngestConfig // how the table was ingested
 	table  *messages.TableMeta
 	truth  []tablets.Entry
 	client *actor.PID
@@ -60,10 +62,11 @@ func newRig(t *testing.T, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, store: store, truth: tablets.GenerateRows(o.rows)}
+	r := &rig{t: t, store: store, meta: meta, truth: tablets.GenerateRows(o.rows)}
 	icfg := tablets.DefaultIngestConfig()
 	icfg.Tablets = o.tablets
 	icfg.BlockSize = 4 << 10
+	r.icfg = icfg
 	if r.table, err = tablets.Ingest(ctx, store, meta, "t", r.truth, icfg); err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +115,21 @@ func newRig(t *testing.T, o rigOpts) *rig {
 // addServer spawns scan server idx of host and announces it by heartbeat.
 func (r *rig) addServer(host string, idx int, cfg ScanServerConfig, fetcher tablets.BlockFetcher) *actor.PID {
 	r.t.Helper()
+	return r.addServerGens(host, idx, cfg, fetcher, nil)
+}
+
+// addServerGens is addServer for a server that looks up current
+// generations in gens (as a host agent's servers do).
+func (r *rig) addServerGens(host string, idx int, cfg ScanServerConfig, fetcher tablets.BlockFetcher, gens GenerationSource) *actor.PID {
+	r.t.Helper()
 	if fetcher == nil {
 		fetcher = tablets.StoreFetcher{Store: r.store}
 	}
 	id := fmt.Sprintf("%s/%d", host, idx)
 	pid, err := r.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return newScanServerActor(r.life, id, host, cfg, fetcher, r.as, &ServerCounters{}, nil, DiscardLogger())
+		ss := newScanServerActor(r.life, id, host, cfg, fetcher, r.as, &ServerCounters{}, nil, DiscardLogger())
+		ss.gens = gens
+		return ss
 	}), fmt.Sprintf("srv-%s-%d", host, idx))
 	if err != nil {
 		r.t.Fatal(err)

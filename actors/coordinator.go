@@ -299,16 +299,22 @@ func (c *Coordinator) watchMeta() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopWatch = cancel
-	err := w.Watch(ctx, func(table string, gen uint64) {
-		switch {
-		case gen == 0: // table removed
-			c.meta.forget(table, ^uint64(0))
-		case gen > 1:
-			c.meta.forget(table, gen-1)
-		}
-	})
+	err := w.Watch(ctx, c.onCurrent)
 	if err != nil {
 		c.log.Warn("metadata watch failed; cached table generations are kept", "err", err)
+	}
+}
+
+// onCurrent: gen became table's current generation (0: the table was
+// removed). Cached generations no scan can ask for are dropped, and tablet
+// actors learn that older generations were deleted (STALE_GENERATION).
+func (c *Coordinator) onCurrent(table string, gen uint64) {
+	c.meta.noteCurrent(table, gen)
+	switch {
+	case gen == 0: // table removed
+		c.meta.forget(table, ^uint64(0))
+	case gen > 1:
+		c.meta.forget(table, gen-1)
 	}
 }
 

@@ -132,6 +132,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 	_, _ = rand.Read(b[:])
 	h.incarnation = hex.EncodeToString(b[:])
 	fetcher := h.cache.Fetcher(h.store)
+	gens := &lazyMetaStore{conn: h.conn}
 	for i := 0; i < h.cfg.Servers; i++ {
 		id := h.sys.Address() + "/" + strconv.Itoa(i)
 		scfg := h.cfg.Server
@@ -140,6 +141,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		}
 		counters := &ServerCounters{}
 		a := newScanServerActor(h.life, id, h.cfg.Host, scfg, fetcher, h.sys.Actors, counters, h.publishBusy, h.log)
+		a.gens = gens
 		pid, err := h.sys.Actors.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), ServerActorID(i))
 		if err != nil {
 			h.Close()
@@ -226,4 +228,30 @@ func (h *HostAgent) Close() {
 			h.cache.Close()
 		}
 	})
+}
+
+// lazyMetaStore binds the metadata bucket on first use: a scan server
+// needs it only to tell a deleted generation from a lost block, and the
+// store may be down when the agent starts. Safe for concurrent use.
+type lazyMetaStore struct {
+	conn *bus.Conn
+	mu   sync.Mutex
+	ms   *bus.MetaStore
+}
+
+// Current implements GenerationSource.
+func (l *lazyMetaStore) Current(ctx context.Context, table string) (uint64, error) {
+	l.mu.Lock()
+	ms := l.ms
+	l.mu.Unlock()
+	if ms == nil {
+		m, err := l.conn.MetaStore(ctx)
+		if err != nil {
+			return 0, err
+		}
+		l.mu.Lock()
+		l.ms, ms = m, m
+		l.mu.Unlock()
+	}
+	return ms.Current(ctx, table)
 }

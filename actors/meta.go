@@ -39,11 +39,35 @@ type metaCache struct {
 	src    MetaSource
 	mu     sync.Mutex
 	tables map[tableGen]*messages.TableMeta
-	sf     singleflight.Group
+	// current: the newest current generation seen per table (metadata
+	// watch, look-ups of missing generations).
+	current map[string]uint64
+	sf      singleflight.Group
 }
 
 func newMetaCache(src MetaSource) *metaCache {
-	return &metaCache{src: src, tables: map[tableGen]*messages.TableMeta{}}
+	return &metaCache{src: src, tables: map[tableGen]*messages.TableMeta{}, current: map[string]uint64{}}
+}
+
+// noteCurrent records that gen is (or was) table's current generation;
+// 0: the table was removed.
+func (m *metaCache) noteCurrent(table string, gen uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case gen == 0:
+		delete(m.current, table)
+	case gen > m.current[table]:
+		m.current[table] = gen
+	}
+}
+
+// Current implements GenerationSource from what was seen, without IO
+// (0 if nothing was).
+func (m *metaCache) Current(_ context.Context, table string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.current[table], nil
 }
 
 func (m *metaCache) cached(table string, gen uint64) *messages.TableMeta {
@@ -76,6 +100,7 @@ func (m *metaCache) get(ctx context.Context, table string, gen uint64) (*message
 		if IsNotFound(err) {
 			cur, cerr := m.src.Current(ctx, table)
 			if cerr == nil && cur > 0 {
+				m.noteCurrent(table, cur)
 				return nil, messages.ErrorCode_ERROR_CODE_STALE_GENERATION,
 					fmt.Errorf("table %q generation %d is gone (current %d); rescan", table, gen, cur)
 			}

@@ -29,12 +29,20 @@ type FlowConfig struct {
 	// (deadline_unix_ms 0): every flow ends, at the latest this long after
 	// it started, with DEADLINE_EXCEEDED. Default 1h.
 	MaxFlowAge time.Duration
+	// StorageHosts: the flow fails with STORAGE (and the last storage
+	// error's message) once attempts on this many distinct hosts answered
+	// STORAGE without delivering data — the shared store is failing, not
+	// one server — or once one server answered it twice (the policy came
+	// back to it: no other server was left to try, or it is a one-server
+	// group). A single storage error is retried, elsewhere if the policy
+	// can. Default 3.
+	StorageHosts int
 }
 
 // DefaultFlowConfig returns the documented defaults.
 func DefaultFlowConfig() FlowConfig {
 	return FlowConfig{BusySlack: 25 * time.Millisecond, StartStall: 5 * time.Second, NoServerRetry: 100 * time.Millisecond, MaxAttempts: 1000,
-		MaxFlowAge: time.Hour}
+		MaxFlowAge: time.Hour, StorageHosts: 3}
 }
 
 // Validate names the first bad field.
@@ -50,6 +58,8 @@ func (c FlowConfig) Validate() error {
 		return errors.New("actors: flow MaxAttempts must be >= 1")
 	case c.MaxFlowAge <= 0:
 		return errors.New("actors: flow MaxFlowAge must be > 0")
+	case c.StorageHosts < 1:
+		return fmt.Errorf("actors: flow StorageHosts %d must be >= 1", c.StorageHosts)
 	}
 	return nil
 }
@@ -166,7 +176,10 @@ type Picker func(now time.Time, history []selection.Attempt, hedge bool) (select
 //   - on the client's ScanDone;
 //   - when every attempt has ended and at least one delivered data (the
 //     client has part of the stream and resumes it with a new request);
-//   - on a bad request or a corrupt block (the client gets the error);
+//   - on a bad request, a corrupt block or a generation deleted during
+//     the scan (STALE_GENERATION): the client gets the error;
+//   - when the storage errors show the shared store is failing (see
+//     FlowConfig.StorageHosts): STORAGE with the last error's message;
 //   - when no server can be found within timeToWaitForScanServers, or the
 //     attempts run out (NO_SERVERS);
 //   - at the deadline: the request's, else Start's now + MaxFlowAge
@@ -186,6 +199,11 @@ type ScanFlow struct {
 	avoided      []selection.Attempt
 	winner       uint32 // first attempt known to have delivered data
 	done         bool
+	// storage: how often each server answered STORAGE without delivering
+	// data, the hosts of those servers, and the last such message.
+	storage      map[selection.ServerID]int
+	storageHosts map[string]bool
+	storageMsg   string
 }
 
 // NewScanFlow starts a flow. avoid lists servers the client saw stall (they
@@ -493,6 +511,10 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 	if (code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED || m.GetBatches() > 0) && !a.firstData {
 		acts = append(acts, f.delivered(now, a)...)
 	}
+	var storageFailed string // why the flow fails with STORAGE
+	if code == messages.ErrorCode_ERROR_CODE_STORAGE && !a.firstData && f.winner == 0 {
+		storageFailed = f.storageFault(a, m.GetErrorMessage())
+	}
 	if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
 		a.started = true
 		acts = append(acts, f.end(now, a, selection.Started, noCancel)...)
@@ -509,9 +531,12 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 	}
 	if a.closed {
 		// We had already given up on it (timeout, stall); what matters is
-		// whether it delivered data.
+		// whether it delivered data, or showed the store failing.
 		if f.winner != 0 {
 			acts = append(acts, f.settle(now, pick)...)
+		}
+		if storageFailed != "" {
+			acts = append(acts, f.failStorage(now, storageFailed)...)
 		}
 		return acts
 	}
@@ -528,6 +553,16 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 	case messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:
 		acts = append(acts, f.end(now, a, selection.Error, noCancel)...)
 		return append(acts, f.fail(now, code, m.GetErrorMessage())...)
+	case messages.ErrorCode_ERROR_CODE_STALE_GENERATION:
+		// The generation was deleted by newer ingests during the scan: no
+		// server can read it, and none is to blame.
+		acts = append(acts, f.end(now, a, selection.Cancelled, noCancel)...)
+		return append(acts, f.fail(now, code, m.GetErrorMessage())...)
+	case messages.ErrorCode_ERROR_CODE_STORAGE:
+		acts = append(acts, f.endStraggler(now, a, selection.Error, noCancel)...)
+		if storageFailed != "" {
+			return append(acts, f.failStorage(now, storageFailed)...)
+		}
 	default:
 		acts = append(acts, f.endStraggler(now, a, selection.Error, noCancel)...)
 	}
@@ -601,6 +636,31 @@ func (f *ScanFlow) fail(now time.Time, code messages.ErrorCode, msg string) []Ac
 			DurationUs: a.Sel.End.Sub(a.Sel.Start).Microseconds(), PlanIndex: uint32(a.Sel.PlanIndex), Hedge: a.Sel.Hedge})
 	}
 	return append(acts, Action{Kind: ActFail, Error: e}, Action{Kind: ActComplete})
+}
+
+// storageFault records that attempt a answered STORAGE without data; it
+// returns why the flow must fail with STORAGE ("" to retry).
+func (f *ScanFlow) storageFault(a *FlowAttempt, msg string) string {
+	if f.storage == nil {
+		f.storage, f.storageHosts = map[selection.ServerID]int{}, map[string]bool{}
+	}
+	f.storage[a.Sel.Server]++
+	f.storageHosts[a.Sel.Host] = true
+	f.storageMsg = msg
+	switch {
+	case len(f.storageHosts) >= f.cfg.StorageHosts:
+		return fmt.Sprintf("servers on %d hosts failed reading the block store", len(f.storageHosts))
+	case f.storage[a.Sel.Server] >= 2:
+		return fmt.Sprintf("server %s failed reading the block store twice (%d servers on %d hosts failed)", a.Sel.Server,
+			len(f.storage), len(f.storageHosts))
+	}
+	return ""
+}
+
+// failStorage fails the flow with STORAGE: why, and the last storage
+// error a server reported.
+func (f *ScanFlow) failStorage(now time.Time, why string) []Action {
+	return f.fail(now, messages.ErrorCode_ERROR_CODE_STORAGE, why+"; last error: "+f.storageMsg)
 }
 
 // failDeadline fails the flow at its deadline; while it was waiting for a

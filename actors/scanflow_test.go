@@ -616,3 +616,144 @@ func TestFlowDeadlineWhileWaitingForServers(t *testing.T) {
 		t.Fatalf("fails %v", l.fails)
 	}
 }
+
+// Storage follow-up of issue 7 item 11: with the block store down, every
+// scan server answered STORAGE within milliseconds, yet the flow retried
+// (with growing error delays) until the client gave up a minute later
+// with a misleading "no coordinator". The flow fails with STORAGE and the
+// last error once the errors show the store, not one server, is failing;
+// one server's storage error is retried elsewhere.
+func TestFlowStorageErrors(t *testing.T) {
+	const (
+		stor = "storage"
+		data = "storage after data"
+		busy = "busy timeout"
+		good = "ok"
+	)
+	type step struct {
+		server, host string
+		answer       string
+	}
+	for _, tc := range []struct {
+		name string
+		// steps: the policy's picks in order, and each attempt's answer
+		// ("" at the end: picked, no answer).
+		steps []step
+		// wantFail: the flow fails with STORAGE after the last step (no
+		// further pick); otherwise it completes without an error.
+		wantFail   bool
+		wantReason string
+	}{
+		{name: "one server's error is retried elsewhere",
+			steps: []step{{"a", "h1", stor}, {"b", "h2", good}}},
+		{name: "two hosts' errors are retried",
+			steps: []step{{"a", "h1", stor}, {"b", "h2", stor}, {"c", "h3", good}}},
+		{name: "three distinct hosts fail",
+			steps:    []step{{"a", "h1", stor}, {"b", "h2", stor}, {"c", "h3", stor}},
+			wantFail: true, wantReason: "servers on 3 hosts failed reading the block store"},
+		{name: "servers of one host count as one host; a server failing twice ends it",
+			steps:    []step{{"a", "h1", stor}, {"b", "h1", stor}, {"c", "h2", stor}, {"a", "h1", stor}},
+			wantFail: true, wantReason: "server a failed reading the block store twice (3 servers on 2 hosts failed)"},
+		{name: "a one-server group retries once",
+			steps:    []step{{"a", "h1", stor}, {"a", "h1", stor}},
+			wantFail: true, wantReason: "server a failed reading the block store twice"},
+		{name: "a one-server group's single storage error is retried",
+			steps: []step{{"a", "h1", stor}, {"a", "h1", good}}},
+		{name: "other failures between storage errors do not count",
+			steps:    []step{{"a", "h1", stor}, {"b", "h2", busy}, {"c", "h3", stor}, {"d", "h4", stor}},
+			wantFail: true, wantReason: "servers on 3 hosts"},
+		{name: "a late STORAGE answer of an attempt already timed out counts",
+			steps:    []step{{"a", "h1", stor}, {"b", "h2", stor}, {"c", "h3", busy + "+" + stor}, {"d", "h4", ""}},
+			wantFail: true, wantReason: "servers on 3 hosts"},
+		{name: "a storage error after data is the client's to resume",
+			steps: []step{{"a", "h1", data}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &scripted{}
+			for _, s := range tc.steps {
+				p.decs = append(p.decs, selection.Decision{Server: selection.ServerID(s.server), Host: s.host, BusyTimeout: 33 * time.Millisecond})
+			}
+			l := newLedger(t)
+			f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+			now := t0
+			l.apply(f.Start(now, p.pick))
+			for i, s := range tc.steps {
+				n := uint32(i + 1)
+				if s.answer == "" {
+					break // picked, and not dispatched
+				}
+				if !l.dispatched[n] {
+					t.Fatalf("step %d: attempt %d on %s not dispatched (fails %v)", i, n, s.server, l.fails)
+				}
+				now = now.Add(time.Millisecond)
+				msg := fmt.Sprintf("scan server %s: block store: no answer (%d)", s.server, n)
+				fin := &messages.ScanFinished{RequestId: "r1", Attempt: n, Server: s.server, Error: messages.ErrorCode_ERROR_CODE_STORAGE, ErrorMessage: msg}
+				switch s.answer {
+				case good:
+					l.apply(f.OnFinished(now, ok(n), p.pick))
+				case stor:
+					l.apply(f.OnFinished(now, fin, p.pick))
+				case data:
+					l.apply(f.OnStarted(now, n, true, 0))
+					fin.Batches = 3
+					l.apply(f.OnFinished(now, fin, p.pick))
+				case busy:
+					l.apply(f.OnTimer(now, TimerBusy, n, p.pick))
+				case busy + "+" + stor:
+					l.apply(f.OnTimer(now, TimerBusy, n, p.pick))
+					if f.Done() {
+						t.Fatalf("the flow ended on a busy timeout: %v", l.fails)
+					}
+					l.apply(f.OnFinished(now, fin, p.pick))
+				}
+				if f.Done() && i < len(tc.steps)-1 && tc.steps[i+1].answer != "" {
+					t.Fatalf("flow ended after step %d of %d (fails %v)", i, len(tc.steps), l.fails)
+				}
+			}
+			if !f.Done() {
+				t.Fatalf("flow not done after %d picks", len(p.calls))
+			}
+			if len(p.calls) != len(tc.steps) {
+				t.Fatalf("%d picks, want %d", len(p.calls), len(tc.steps))
+			}
+			l.balanced()
+			if !tc.wantFail {
+				if len(l.fails) != 0 {
+					t.Fatalf("failed: %v", l.fails)
+				}
+				return
+			}
+			if len(l.fails) != 1 || l.fails[0].GetCode() != messages.ErrorCode_ERROR_CODE_STORAGE {
+				t.Fatalf("fails %v, want one STORAGE", l.fails)
+			}
+			last := len(tc.steps) - 1
+			for last >= 0 && !strings.Contains(tc.steps[last].answer, stor) {
+				last--
+			}
+			wantMsg := fmt.Sprintf("no answer (%d)", last+1)
+			if m := l.fails[0].GetMessage(); !strings.Contains(m, tc.wantReason) || !strings.Contains(m, "last error: ") || !strings.Contains(m, wantMsg) {
+				t.Fatalf("message %q: want %q and the last storage error (%q)", m, tc.wantReason, wantMsg)
+			}
+		})
+	}
+}
+
+// A block of a generation that newer ingests deleted during the scan is
+// reported STALE_GENERATION (by the scan server or the tablet actor): the
+// flow fails with it at once, counting no error against the server.
+func TestFlowStaleGenerationFails(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnStarted(t0, 1, true, 0))
+	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 2, Error: messages.ErrorCode_ERROR_CODE_STALE_GENERATION,
+		ErrorMessage: "generation 1 was deleted"}, p.pick))
+	if len(l.fails) != 1 || l.fails[0].GetCode() != messages.ErrorCode_ERROR_CODE_STALE_GENERATION || l.dispatched[2] {
+		t.Fatalf("fails %v, dispatched %v: want STALE_GENERATION and no retry", l.fails, l.dispatched)
+	}
+	if l.accounted[1] != selection.Cancelled {
+		t.Fatalf("attempt accounted %v: the server is not to blame", l.accounted[1])
+	}
+	l.balanced()
+}

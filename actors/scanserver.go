@@ -127,6 +127,38 @@ type ScanServerActor struct {
 	log      *slog.Logger
 	// life ends when the host agent closes: it interrupts fault pauses.
 	life context.Context
+	// gens, when set, tells whether a block missing from the store belongs
+	// to a generation newer ingests deleted (STALE_GENERATION) rather than
+	// a lost one (CORRUPT_BLOCK).
+	gens GenerationSource
+}
+
+// GenerationSource tells a table's current generation, 0 if the table is
+// gone (bus.MetaStore, tablets.DirMetaStore).
+type GenerationSource interface {
+	Current(ctx context.Context, table string) (uint64, error)
+}
+
+// staleCheckTimeout bounds a scan server's look-up of the current
+// generation after a block was missing.
+const staleCheckTimeout = 2 * time.Second
+
+// Stale reports whether generation gen of table was deleted by newer
+// ingests: its current generation is more than one ahead (ingest keeps the
+// current and the previous generation readable). It returns the current
+// generation; a failed look-up is not stale.
+func Stale(ctx context.Context, gens GenerationSource, table string, gen uint64) (uint64, bool) {
+	if gens == nil {
+		return 0, false
+	}
+	cur, err := gens.Current(ctx, table)
+	return cur, err == nil && cur > gen+1
+}
+
+// staleMessage is the error message of a scan of a deleted generation.
+func staleMessage(table string, gen, cur uint64) string {
+	return fmt.Sprintf("table %q generation %d was deleted by newer ingests during the scan (current generation %d); scan the current generation",
+		table, gen, cur)
 }
 
 func newScanServerActor(life context.Context, id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, sys *actor.ActorSystem,
@@ -377,7 +409,17 @@ func (s *ScanServerActor) run(job *scanJob) {
 		fin.Error, fin.ErrorMessage = errorCode(err), fmt.Sprintf("scan server %s, tablet %s/%d: %v", s.id, req.GetTablet().GetTable(), req.GetTablet().GetIndex(), err)
 		fin.Cancelled = fin.Error == messages.ErrorCode_ERROR_CODE_CANCELLED
 		if IsNotFound(err) {
-			fin.ErrorMessage += " (named by the table's metadata but missing from the block store: lost, or its generation was deleted by newer ingests)"
+			t := req.GetTablet()
+			ctx, cancel := context.WithTimeout(s.life, staleCheckTimeout)
+			cur, stale := Stale(ctx, s.gens, t.GetTable(), t.GetGeneration())
+			cancel()
+			if stale {
+				fin.Error = messages.ErrorCode_ERROR_CODE_STALE_GENERATION
+				fin.ErrorMessage = fmt.Sprintf("scan server %s, tablet %s/%d: %s (%v)", s.id, t.GetTable(), t.GetIndex(),
+					staleMessage(t.GetTable(), t.GetGeneration(), cur), err)
+			} else {
+				fin.ErrorMessage += " (named by the table's metadata but missing from the block store: lost, or its generation was deleted by newer ingests)"
+			}
 		}
 		if fin.Error == messages.ErrorCode_ERROR_CODE_STORAGE || fin.Error == messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK {
 			s.log.Warn("scan failed reading the block store", "code", fin.Error.String(), "request", job.key.RequestID, "attempt", job.key.Attempt, "rows", fin.Rows, "err", fin.ErrorMessage)

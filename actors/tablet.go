@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/messages"
@@ -165,7 +167,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 		}
 	case *messages.ScanFinished:
 		if e := t.flows[m.GetRequestId()]; e != nil {
-			t.apply(now, m.RequestId, e, e.flow.OnFinished(now, m, t.picker(e)))
+			t.apply(now, m.RequestId, e, e.flow.OnFinished(now, t.stale(m), t.picker(e)))
 		}
 	case *messages.ScanDone:
 		if e := t.flows[m.GetRequestId()]; e != nil {
@@ -260,6 +262,25 @@ func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 	t.co.counters.flows.Add(1)
 	t.apply(now, m.RequestId, e, e.flow.Start(now, t.picker(e)))
 	t.armCheck()
+}
+
+// stale turns a CORRUPT_BLOCK answer into STALE_GENERATION when the
+// coordinator knows that newer ingests deleted the scanned generation (a
+// scan server without a view of the metadata cannot tell). m may be
+// shared with the client (in-process), so it is copied, not changed.
+func (t *TabletActor) stale(m *messages.ScanFinished) *messages.ScanFinished {
+	if m.GetError() != messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK {
+		return m
+	}
+	table, gen := t.table.GetName(), t.table.GetGeneration()
+	cur, stale := Stale(context.Background(), t.co.meta, table, gen)
+	if !stale {
+		return m
+	}
+	c := proto.Clone(m).(*messages.ScanFinished)
+	c.Error = messages.ErrorCode_ERROR_CODE_STALE_GENERATION
+	c.ErrorMessage = staleMessage(table, gen, cur) + " (" + m.GetErrorMessage() + ")"
+	return c
 }
 
 // noServerError is selection.ErrNoServer naming the profile and group.

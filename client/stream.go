@@ -456,7 +456,8 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 		return s.finish()
 	}
 	switch m.GetError() {
-	case messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
+	case messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
+		messages.ErrorCode_ERROR_CODE_STALE_GENERATION:
 		acts := s.abandon(nil, "scan failed")
 		return s.fail(acts, &ScanError{Code: m.GetError(), Message: m.GetErrorMessage()})
 	}

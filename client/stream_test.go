@@ -608,6 +608,7 @@ func TestStreamErrors(t *testing.T) {
 		{messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, false},
 		{messages.ErrorCode_ERROR_CODE_BAD_REQUEST, false},
 		{messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, false},
+		{messages.ErrorCode_ERROR_CODE_STALE_GENERATION, false}, // deleted by newer ingests: resuming cannot help
 		{messages.ErrorCode_ERROR_CODE_STORAGE, true},
 		{messages.ErrorCode_ERROR_CODE_CANCELLED, true},
 		{messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, true},
@@ -635,6 +636,16 @@ func TestStreamErrors(t *testing.T) {
 	r.do(r.s.OnMessage(t0, &messages.ScanError{RequestId: "r1", Code: messages.ErrorCode_ERROR_CODE_NO_SERVERS, Message: "group batch has no servers"}))
 	var se *ScanError
 	if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_NO_SERVERS {
+		t.Fatalf("error %v", r.err)
+	}
+	// The block store failing on every server: the coordinator's STORAGE
+	// error reaches the caller named, with its message.
+	r = newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	r.do(r.s.OnMessage(t0, &messages.ScanError{RequestId: "r1", Code: messages.ErrorCode_ERROR_CODE_STORAGE,
+		Message: "servers on 3 hosts failed reading the block store; last error: no answer within 10s"}))
+	if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_STORAGE || !errors.Is(r.err, ErrScan) ||
+		!strings.Contains(r.err.Error(), "ERROR_CODE_STORAGE: servers on 3 hosts failed reading the block store") {
 		t.Fatalf("error %v", r.err)
 	}
 	// An attempt failing before any data is the tablet actor's to retry.

@@ -231,21 +231,35 @@ func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
 // TestClosedLoop: with Rate 0 the worker runs scans back to back until the
 // window ends, latency from each scan's own start.
 func TestClosedLoop(t *testing.T) {
+	// Bounded by scan count, not wall time (a 50 ms window ran no scan at
+	// all under -race on a busy machine): the window is long, and the
+	// scanner ends it during scan number want. The worker checks the
+	// window before every scan, so it must stop right after that one.
+	const want = 20
 	cfg := DefaultConfig()
 	cfg.Rate, cfg.Clients = 0, 1
 	w := testWorkload(t, WorkloadConfig{Rows: 100, Bounds: []int{0, 100}, ScanRows: 5, Seed: 1})
 	p := &phase{cfg: cfg, wl: w, ver: NewVerifier(100), kinds: []string{FaultNone}}
 	t0 := time.Now()
-	p.measureStart, p.end = t0, t0.Add(50*time.Millisecond)
-	p.rec = newRecorder(p.measureStart, 50*time.Millisecond, 10*time.Millisecond)
+	p.measureStart, p.end = t0, t0.Add(time.Hour)
+	p.rec = newRecorder(p.measureStart, time.Minute, time.Second)
 	n := 0
-	p.scanner = func(ctx context.Context, op Op) outcome { n++; return outcome{rows: op.Hi - op.Lo} }
+	p.scanner = func(ctx context.Context, op Op) outcome {
+		n++
+		switch {
+		case n > want:
+			t.Fatalf("scan %d ran after the window ended during scan %d", n, want)
+		case n == want:
+			p.end = time.Now()
+		}
+		return outcome{rows: op.Hi - op.Lo}
+	}
 	var next atomic.Uint64
 	p.worker(context.Background(), t0, &next)
-	if n == 0 || p.rec.live().scans != int64(n) {
-		t.Fatalf("%d scans ran, recorder saw %d", n, p.rec.live().scans)
+	if n != want || p.rec.live().scans != want {
+		t.Fatalf("%d scans ran, recorder saw %d; want %d back to back until the window ended", n, p.rec.live().scans, want)
 	}
-	if time.Now().Before(p.end) {
-		t.Fatal("worker returned before the window ended")
+	if got := next.Load(); got != want+1 {
+		t.Fatalf("worker took %d ops, want %d (the last one is not run: the window had ended)", got, want+1)
 	}
 }

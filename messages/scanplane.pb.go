@@ -33,11 +33,11 @@ const (
 	ErrorCode_ERROR_CODE_UNSPECIFIED       ErrorCode = 0  // no error
 	ErrorCode_ERROR_CODE_BAD_REQUEST       ErrorCode = 1  // a field of the request is invalid
 	ErrorCode_ERROR_CODE_NO_SUCH_TABLE     ErrorCode = 2  // table (or that generation of it) unknown
-	ErrorCode_ERROR_CODE_STALE_GENERATION  ErrorCode = 3  // the table generation was replaced and removed
+	ErrorCode_ERROR_CODE_STALE_GENERATION  ErrorCode = 3  // the table generation was replaced and removed (also during a scan)
 	ErrorCode_ERROR_CODE_NO_SERVERS        ErrorCode = 4  // no live scan server in the profile's group
 	ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED ErrorCode = 5  // the request deadline passed
-	ErrorCode_ERROR_CODE_STORAGE           ErrorCode = 6  // reading a block from the store failed
-	ErrorCode_ERROR_CODE_CORRUPT_BLOCK     ErrorCode = 7  // a block or index failed its checksum
+	ErrorCode_ERROR_CODE_STORAGE           ErrorCode = 6  // the block store failed (unavailable, full, timed out); a flow fails with it once servers on several hosts did
+	ErrorCode_ERROR_CODE_CORRUPT_BLOCK     ErrorCode = 7  // a block or index named by the metadata is damaged (failed its checksum), unreadable or missing
 	ErrorCode_ERROR_CODE_CANCELLED         ErrorCode = 8  // the scan was cancelled
 	ErrorCode_ERROR_CODE_INTERNAL          ErrorCode = 9  // a bug: details in the message
 	ErrorCode_ERROR_CODE_SHUTTING_DOWN     ErrorCode = 10 // the server is stopping
