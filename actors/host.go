@@ -259,10 +259,18 @@ func (h *HostActor) busy(now time.Time, l *selection.ServerLoad) {
 	}
 }
 
-// fail counts an error: errors per decay, circuit-breaker inputs; a
-// failure resets slowdowns (ClickHouse).
-func (h *HostActor) fail(now time.Time, l *selection.ServerLoad) {
-	for i, d := range h.decays {
+// fail counts an error against one of this host's servers.
+func (h *HostActor) fail(now time.Time, l *selection.ServerLoad) { CountFailure(now, h.decays, l) }
+
+// CountFailure counts one failed try of a server in its load: errors under
+// every decay in use, the circuit-breaker inputs (consecutive failures,
+// last failure, the recent-failure window of 32), and a reset of its
+// slowdowns (ClickHouse resets them on a failed connection). It is the
+// host actor's rule, exported so the protocol simulation applies the same
+// one. RecentFailures is copied when trimmed, never shared with a view
+// already published.
+func CountFailure(now time.Time, decays []selection.DecayParams, l *selection.ServerLoad) {
+	for i, d := range decays {
 		l.Errors[i] = l.Errors[i].Add(now, d, 1)
 		l.Slowdowns[i] = l.Slowdowns[i].Reset(now)
 	}

@@ -172,16 +172,7 @@ func (b *loadBook) ended(now time.Time, id selection.ServerID, r selection.Attem
 }
 
 func (b *loadBook) fail(now time.Time, l *selection.ServerLoad) {
-	for i, d := range b.decays {
-		l.Errors[i] = l.Errors[i].Add(now, d, 1)
-		l.Slowdowns[i] = l.Slowdowns[i].Reset(now)
-	}
-	l.ConsecutiveFailures++
-	l.LastFailure = now
-	l.RecentFailures = append(l.RecentFailures, now)
-	if len(l.RecentFailures) > 32 {
-		l.RecentFailures = l.RecentFailures[len(l.RecentFailures)-32:]
-	}
+	actors.CountFailure(now, b.decays, l)
 }
 
 func (b *loadBook) penalize(now time.Time, id selection.ServerID) {
