@@ -14,6 +14,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -48,8 +49,21 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	t.Cleanup(func() { cl.Close() })
 	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(rows)}
 
+	tm := ingest(t, cl.NATSURL(), f.truth, tabletsN)
+	if len(tm.Tablets) < tabletsN {
+		t.Fatalf("%d tablets", len(tm.Tablets))
+	}
+	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) { cfg.StallTimeout = time.Second })
+	return f
+}
+
+// ingest writes rows as table into the cluster behind natsURL (blocks and
+// metadata in JetStream) over n tablets.
+func ingest(t testing.TB, natsURL string, rows []tablets.Entry, n int) *messages.TableMeta {
+	t.Helper()
+	ctx := context.Background()
 	bc := bus.DefaultConfig()
-	bc.URL = cl.NATSURL()
+	bc.URL = natsURL
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
@@ -64,26 +78,32 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 		t.Fatal(err)
 	}
 	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = tabletsN
-	tm, err := tablets.Ingest(ctx, store, meta, table, f.truth, icfg)
+	icfg.Tablets = n
+	tm, err := tablets.Ingest(ctx, store, meta, table, rows, icfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tm.Tablets) < tabletsN {
-		t.Fatalf("%d tablets", len(tm.Tablets))
-	}
+	return tm
+}
 
+// startClient starts a client of the cluster behind natsURL (mod may
+// change its config) and closes it when the test ends.
+func startClient(t testing.TB, natsURL string, mod func(*client.Config)) *client.Client {
+	t.Helper()
 	cfg := client.DefaultConfig()
-	cfg.NATSURL = cl.NATSURL()
-	cfg.StallTimeout = time.Second
-	if f.c, err = client.New(cfg); err != nil {
+	cfg.NATSURL = natsURL
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.c.Start(ctx); err != nil {
+	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.c.Close() })
-	return f
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // scan scans truth[a:b] and returns an error unless the rows are exactly

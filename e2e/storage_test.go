@@ -123,26 +123,7 @@ func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
 	t.Cleanup(func() { n.srv.Close() })
 
 	truth := tablets.GenerateRows(100000)
-	bc := bus.DefaultConfig()
-	bc.URL = n.srv.ClientURL()
-	conn, err := bus.Connect(ctx, bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := conn.MetaStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = 8
-	if _, err := tablets.Ingest(ctx, store, meta, table, truth, icfg); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close()
+	ingest(t, n.srv.ClientURL(), truth, 8)
 	// Restart once so the server reads blocks from disk rather than from
 	// the cache it keeps of what it wrote last.
 	n.restart()
@@ -154,16 +135,7 @@ func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	cfg := client.DefaultConfig()
-	cfg.NATSURL = n.srv.ClientURL()
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := startClient(t, n.srv.ClientURL(), nil)
 
 	damaged := n.damageBlockFile()
 	t.Logf("damaged %s", damaged)
@@ -227,51 +199,23 @@ func TestClientSeesIngestAfterNATSRestart(t *testing.T) {
 	n.cfg.Port, n.cfg.StoreDir = -1, t.TempDir()
 	n.start()
 	t.Cleanup(func() { n.srv.Close() })
-	ingest := func() uint64 {
+	newGeneration := func() uint64 {
 		t.Helper()
-		bc := bus.DefaultConfig()
-		bc.URL = n.srv.ClientURL()
-		conn, err := bus.Connect(ctx, bc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		store, err := conn.BlockStore(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		meta, err := conn.MetaStore(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tm, err := tablets.Ingest(ctx, store, meta, table, tablets.GenerateRows(1000), tablets.DefaultIngestConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tm.GetGeneration()
+		return ingest(t, n.srv.ClientURL(), tablets.GenerateRows(1000), tablets.DefaultIngestConfig().Tablets).GetGeneration()
 	}
-	ingest()
+	newGeneration()
 	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
 		NATSURL: n.srv.ClientURL(), Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
-	cfg := client.DefaultConfig()
-	cfg.NATSURL = n.srv.ClientURL()
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := startClient(t, n.srv.ClientURL(), nil)
 
 	const bound = 3 * time.Second
 	sees := func(label string) {
 		t.Helper()
-		gen := ingest()
+		gen := newGeneration()
 		start := time.Now()
 		for {
 			tm, err := c.Table(ctx, table)
