@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,17 +64,7 @@ func runProc(t *testing.T, bin string, args ...string) procResult {
 // bounds (timeout + 1s is the goal; the bound allows for a loaded machine).
 func TestTimeoutHonouredWhateverIsDead(t *testing.T) {
 	bin := buildScanctl(t)
-	sc := bus.DefaultServerConfig()
-	sc.Port, sc.StoreDir = -1, t.TempDir()
-	srv, err := bus.StartServer(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	nats := srv.ClientURL()
-	if r := runProc(t, bin, "ingest", "--nats", nats, "--table", "t", "--generate", "1000", "--splits", "2"); r.code != 0 {
-		t.Fatalf("ingest failed: %s", r.stderr)
-	}
+	nats := natsWithTable(t, bin, 1000, 2)
 	const slack = 4 * time.Second
 	for _, tc := range []struct {
 		args    []string
@@ -101,17 +92,7 @@ func TestTimeoutHonouredWhateverIsDead(t *testing.T) {
 // naming the address, well before a long --timeout.
 func TestScanFailsNamingLostCoordinator(t *testing.T) {
 	bin := buildScanctl(t)
-	sc := bus.DefaultServerConfig()
-	sc.Port, sc.StoreDir = -1, t.TempDir()
-	srv, err := bus.StartServer(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	nats := srv.ClientURL()
-	if r := runProc(t, bin, "ingest", "--nats", nats, "--table", "t", "--generate", "100", "--splits", "1"); r.code != 0 {
-		t.Fatalf("ingest failed: %s", r.stderr)
-	}
+	nats := natsWithTable(t, bin, 100, 1)
 	r := runProc(t, bin, "scan", "--table", "t", "--nats", nats, "--coordinator", "127.0.0.1:1", "--timeout", "60s")
 	want := "scanctl scan: client: no coordinator: coordinator 127.0.0.1:1 was lost"
 	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
@@ -125,4 +106,23 @@ func TestScanFailsNamingLostCoordinator(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "no cluster info") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
+}
+
+// natsWithTable starts an embedded NATS server (stopped when the test ends)
+// and ingests table t with the given generated rows and split count through
+// the scanctl binary; it returns the server's URL.
+func natsWithTable(t *testing.T, bin string, rows, splits int) string {
+	t.Helper()
+	sc := bus.DefaultServerConfig()
+	sc.Port, sc.StoreDir = -1, t.TempDir()
+	srv, err := bus.StartServer(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	nats := srv.ClientURL()
+	if r := runProc(t, bin, "ingest", "--nats", nats, "--table", "t", "--generate", strconv.Itoa(rows), "--splits", strconv.Itoa(splits)); r.code != 0 {
+		t.Fatalf("ingest failed: %s", r.stderr)
+	}
+	return nats
 }
