@@ -26,9 +26,12 @@ import (
 //   - The first replica in that order not yet tried in this scan is used;
 //     when all were tried, the order starts over.
 //   - Speculative reads (speculativeReadTimeout > 0): HedgeDelay =
-//     DataTimeout = min(maxSpeculativeReadTimeout, speculativeReadTimeout ×
+//     DataTimeout = min(max, speculativeReadTimeout ×
 //     speculativeBackoffMultiplier^k), k = hedges made in this scan counting
-//     the one being decided. A hedge call returns the next replica not yet
+//     the one being decided; max = maxSpeculativeReadTimeout, or when that
+//     is 0 (the default) speculativeReadTimeout itself, as in BookKeeper's
+//     ClientConfiguration, so by default every speculative read waits the
+//     same 2 s. A hedge call returns the next replica not yet
 //     sent to, or ErrNoHedge when none remain. BookKeeper speculates only
 //     while no replica has answered; for a scan the answer is its first
 //     data, and the coordinator asks for a hedge only while no attempt has
@@ -100,12 +103,13 @@ func reorderPending(order []int32, pend func(int32) int, threshold int) {
 	}
 }
 
-// speculativeTimeout is min(max, timeout × multiplier^k).
+// speculativeTimeout is min(max, timeout × multiplier^k); max 0 means
+// max = timeout (BookKeeper's default maximum is the first timeout).
 func speculativeTimeout(o *Options, k int) time.Duration {
 	t := float64(o.SpeculativeReadTimeout) * math.Pow(math.Max(1, o.SpeculativeBackoffMultiplier), float64(k))
 	limit := o.MaxSpeculativeReadTimeout
 	if limit <= 0 {
-		limit = math.MaxInt64
+		limit = o.SpeculativeReadTimeout
 	}
 	if t >= float64(limit) {
 		return limit

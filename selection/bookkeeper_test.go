@@ -140,7 +140,11 @@ func TestBookKeeperSpeculative(t *testing.T) {
 	tab := tablet(5)
 	v := hostsView(5, 1)
 	ws := writeSetOf(tab, v, 3)
-	p := bkProfile()
+	// BookKeeper's default maximum is the first timeout: no backoff.
+	if def := bkProfile(); speculativeTimeout(&def.Options, 0) != 2*time.Second || speculativeTimeout(&def.Options, 3) != 2*time.Second {
+		t.Errorf("default maximum: %v %v", speculativeTimeout(&def.Options, 0), speculativeTimeout(&def.Options, 3))
+	}
+	p := bkProfile(func(o *Options) { o.MaxSpeculativeReadTimeout = 10 * time.Second })
 	pol := mustPolicy(t, p)
 	sel := func(h []Attempt, hedge bool) (Decision, error) {
 		return pol.Select(&Input{Tablet: tab, Profile: p, View: v, Attempts: h, Hedge: hedge, Rand: rng(1), Now: t0})
@@ -182,5 +186,58 @@ func TestBookKeeperSpeculative(t *testing.T) {
 	if _, err := mustPolicy(t, off).Select(&Input{Tablet: tab, Profile: off, View: v, Rand: rng(1), Hedge: true,
 		Attempts: []Attempt{att(ws[0].ID, ws[0].Host, Slow)}}); !errors.Is(err, ErrNoHedge) {
 		t.Errorf("off hedge: %v", err)
+	}
+}
+
+// BookKeeper's TestSpeculativeRead.testSpeculativeReadMultipleReplicasDown
+// (timing part): five replicas, the 2nd and 3rd never answer, timeout T.
+// A read whose first replica is the 2nd must reach the 4th after two
+// speculative timeouts: at ≥ 2T and < 3T. With BookKeeper's default maximum
+// (= the first timeout) the waits are T, T; a maximum above T (scanplane's
+// old 10 s default) makes them T, 2T = 3T.
+func TestBookKeeperSpeculativeReadMultipleReplicasDown(t *testing.T) {
+	tab := tablet(3)
+	v := hostsView(5, 1)
+	ws := writeSetOf(tab, v, 5)
+	const timeout = 5 * time.Second
+	p := bkProfile(func(o *Options) {
+		o.WriteSetSize = 5
+		o.ReorderThresholdPendingRequests = 0
+		o.SpeculativeReadTimeout = timeout
+	})
+	pol := mustPolicy(t, p)
+	// readAt is when a read whose replicas answer per down first reaches a
+	// live replica: the sum of the hedge delays until then.
+	readAt := func(down map[ServerID]bool) (time.Duration, ServerID) {
+		t.Helper()
+		var h []Attempt
+		var at time.Duration
+		for k := 0; k < len(ws); k++ {
+			d, err := pol.Select(&Input{Tablet: tab, Profile: p, View: v, Attempts: h, Hedge: k > 0, Rand: rng(1), Now: t0.Add(at)})
+			if err != nil {
+				t.Fatalf("dispatch %d: %v", k, err)
+			}
+			if !down[d.Server] {
+				return at, d.Server
+			}
+			h = append(h, Attempt{Server: d.Server, Host: v.Server(d.Server).Host, Result: Slow, Hedge: k > 0})
+			at += d.HedgeDelay
+		}
+		t.Fatal("no live replica reached")
+		return 0, ""
+	}
+	// First read: the first replica answers at once.
+	if at, s := readAt(map[ServerID]bool{ws[1].ID: true, ws[2].ID: true, ws[4].ID: true}); at != 0 || s != ws[0].ID {
+		t.Errorf("first replica up: %v on %v", at, s)
+	}
+	// First replica (and the next) down: two timeouts, less than three.
+	at, s := readAt(map[ServerID]bool{ws[0].ID: true, ws[1].ID: true})
+	if at < 2*timeout || at >= 3*timeout || s != ws[2].ID {
+		t.Errorf("two replicas down: reached %v after %v, want [%v, %v) on %v", s, at, 2*timeout, 3*timeout, ws[2].ID)
+	}
+	// One down: one timeout, less than two.
+	at, _ = readAt(map[ServerID]bool{ws[0].ID: true})
+	if at < timeout || at >= 2*timeout {
+		t.Errorf("one replica down: %v, want [%v, %v)", at, timeout, 2*timeout)
 	}
 }

@@ -133,7 +133,7 @@
 //	| reorderThresholdPendingRequests | 10             | bookkeeper               | T; 0 = no reordering (BookKeeper's own default is 0) |
 //	| writeSetSize                    | 3              | bookkeeper               | replicas: first N of the rendezvous order on distinct hosts; 0 = all servers |
 //	| speculativeReadTimeout          | 2s             | bookkeeper               | first speculative re-dispatch; 0 = off |
-//	| maxSpeculativeReadTimeout       | 10s            | bookkeeper               | cap of the backed-off timeout |
+//	| maxSpeculativeReadTimeout       | 0s             | bookkeeper               | cap of the backed-off timeout; 0 = speculativeReadTimeout (BookKeeper's default) |
 //	| speculativeBackoffMultiplier    | 2.0            | bookkeeper               | backoff per speculative dispatch made (≥ 1) |
 //	| zoneTriggerLoad                 | 0.2            | ribbon-zone              | triggeringLoadPerServerThreshold |
 //	| zoneBlackoutPercent             | 0.99999; adaptive: 0.5 | ribbon-zone, adaptive | avoid a zone whose tripped (adaptive: unhealthy) fraction reaches this |

@@ -51,7 +51,8 @@ type Options struct {
 	// speculative re-dispatch after this; 0 = off. 2s.
 	SpeculativeReadTimeout time.Duration
 	// MaxSpeculativeReadTimeout ("maxSpeculativeReadTimeout"): cap of the
-	// backed-off speculative timeout. 10s.
+	// backed-off speculative timeout; 0 = speculativeReadTimeout (no
+	// backoff), BookKeeper's default. 0.
 	MaxSpeculativeReadTimeout time.Duration
 	// SpeculativeBackoffMultiplier ("speculativeBackoffMultiplier"):
 	// each further speculative dispatch waits prev × this (≥ 1). 2.0.
@@ -173,7 +174,6 @@ func DefaultOptions(policy string) Options {
 		ReorderThresholdPendingRequests: 10,
 		WriteSetSize:                    3,
 		SpeculativeReadTimeout:          2 * time.Second,
-		MaxSpeculativeReadTimeout:       10 * time.Second,
 		SpeculativeBackoffMultiplier:    2.0,
 		ZoneTriggerLoad:                 0.2,
 		ZoneBlackoutPercent:             0.99999,
