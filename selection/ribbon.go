@@ -28,10 +28,11 @@ import (
 //   - AvailabilityFilteringRule inside the zone: skip tripped servers and
 //     servers with pending ≥ activeConnectionsLimit (0 = unlimited); round
 //     robin (TabletState.RoundRobin from a per-tablet offset) over the rest.
-//     If the zone has none, the rule runs over all candidates; if none pass
-//     anywhere, plain round robin over all candidates (Ribbon would fail the
-//     request; scanplane never fails a scan only because every server is
-//     tripped).
+//     If none pass, plain round robin over the same servers — the chosen
+//     zone's, or all candidates when no zone was chosen — as Ribbon's
+//     CompositePredicate falls back to alwaysTrue within the zone's load
+//     balancer. (A chosen zone always has a server that is not tripped;
+//     zone avoidance removes zones whose servers are all tripped.)
 //
 // Load is pending(); Ribbon's per-client active request count is
 // approximated by it. It never hedges (ErrNoHedge).
@@ -61,17 +62,11 @@ func (pol ribbonPolicy) Select(in *Input) (Decision, error) {
 	c.st.idx2 = cands
 
 	zone := c.ribbonZone(cands, o, br)
-	var choice int32 = -1
-	if zone >= 0 {
-		choice = c.availabilityRR(cands, zone, o, br)
-	}
+	// The rule runs over the chosen zone's servers, or over all when no
+	// zone was chosen; its fallback (alwaysTrue) stays in the same set.
+	choice := c.availabilityRR(cands, zone, o, br)
 	if choice < 0 {
-		choice = c.availabilityRR(cands, -1, o, br)
-	}
-	if choice < 0 {
-		n := len(cands)
-		choice = cands[(c.tabletOffset()+c.st.RoundRobin)%uint64(n)]
-		c.st.RoundRobin++
+		choice = c.plainRR(cands, zone)
 	}
 	d := c.decisionA5(choice)
 	if in.Explain {
@@ -118,6 +113,27 @@ func (c *call) availabilityRR(cands []int32, z int32, o *Options, br breaker) in
 		}
 	}
 	return -1
+}
+
+// plainRR is round robin over cands (only zone z when z ≥ 0), unfiltered.
+func (c *call) plainRR(cands []int32, z int32) int32 {
+	n := 0
+	for _, i := range cands {
+		if z < 0 || c.g.zoneOf[i] == z {
+			n++
+		}
+	}
+	k := int((c.tabletOffset() + c.st.RoundRobin) % uint64(n))
+	c.st.RoundRobin++
+	for _, i := range cands {
+		if z < 0 || c.g.zoneOf[i] == z {
+			if k == 0 {
+				return i
+			}
+			k--
+		}
+	}
+	return cands[0]
 }
 
 type zoneStat struct {

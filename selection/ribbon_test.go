@@ -305,3 +305,40 @@ func TestRibbonSubset(t *testing.T) {
 		}
 	}
 }
+
+// Ribbon's ZoneAwareLoadBalancer picks inside the chosen zone with the
+// zone's own AvailabilityFilteringRule, whose CompositePredicate falls back
+// to alwaysTrue over the zone's servers: when every server of the chosen
+// zone is at activeConnectionsLimit, the pick stays in that zone (round
+// robin over its servers) even where another zone has servers below it.
+func TestRibbonZoneAllOverLimitStaysInZone(t *testing.T) {
+	// zone0: load 9/3 = 3 per server (worst, avoided) but two idle servers;
+	// zone1: load 2 per server, every server at the limit 2.
+	v := zonesView([]int{3, 3}, func(z, i int, s *ServerLoad) {
+		switch {
+		case z == 0 && i == 0:
+			s.InFlight = 9
+		case z == 1:
+			s.InFlight = 2
+		}
+	})
+	p := rzProfile(func(o *Options) { o.ActiveConnectionsLimit = 2 })
+	c := zoneCounts(t, p, v, 300)
+	if c["zone1"] != 300 {
+		t.Errorf("picks outside the chosen zone: %v", c)
+	}
+	// Round robin over all of the zone's servers.
+	pol := mustPolicy(t, p)
+	st := &TabletState{}
+	seen := map[ServerID]int{}
+	for k := 0; k < 30; k++ {
+		d, err := pol.Select(&Input{Tablet: tablet(2), Profile: p, View: v, Rand: rng(uint64(k)), State: st, Now: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[d.Server]++
+	}
+	if len(seen) != 3 || seen["z1-00:1/0"] != 10 || seen["z1-01:1/0"] != 10 || seen["z1-02:1/0"] != 10 {
+		t.Errorf("not round robin over the zone: %v", seen)
+	}
+}
