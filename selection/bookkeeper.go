@@ -2,6 +2,7 @@ package selection
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -23,6 +24,7 @@ import (
 //     pending[best] + T, best moves to the front and the others keep their
 //     order. Recomputed per call, so reads return to the first replica as
 //     soon as its queue drains.
+//   - With T = 0, slow replicas last: see healthOrder.
 //   - The first replica in that order not yet tried in this scan is used;
 //     when all were tried, the order starts over.
 //   - Speculative reads (speculativeReadTimeout > 0): HedgeDelay =
@@ -50,6 +52,7 @@ func (pol bookkeeperPolicy) Select(in *Input) (Decision, error) {
 	}
 	ws := c.writeSet(o.WriteSetSize)
 	reorderPending(ws, func(i int32) int { return pending(c.g.alive[i]) }, o.ReorderThresholdPendingRequests)
+	c.healthOrder(ws, o)
 	choice := int32(-1)
 	for _, i := range ws {
 		if c.fresh(i) {
@@ -101,6 +104,71 @@ func reorderPending(order []int32, pend func(int32) int, threshold int) {
 		copy(order[1:best+1], order[:best])
 		order[0] = b
 	}
+}
+
+// healthOrder is the rest of BookKeeper's reorderReadSequence (rack-aware,
+// not region-aware): when a replica of ws is slow, ws is stably reordered
+// into healthy replicas (in their order), then replicas with a failure
+// history (earliest last failure first), then slow replicas (fewest pending
+// first, ties in write-set order). Unavailable replicas, BookKeeper's last
+// class, are never in ws (dead servers are not candidates).
+//
+// What the load view has for BookKeeper's health info:
+//   - slow: BookKeeper registers a bookie as slow when a speculative read
+//     is sent because it did not answer in time, and forgets it after
+//     bookieFailureHistoryExpirationMSec (60 s). Here: the server's
+//     Slowdowns counter under DefaultDecay (one per hedge sent because it
+//     gave no data in time) is > 0 now; one slowdown halves to 0 after the
+//     60 s half-life. As in BookKeeper, slowness is used only when
+//     reorderThresholdPendingRequests is 0 (with T > 0 BookKeeper never
+//     registers slow bookies and relies on the pending reorder).
+//   - failure history: BookKeeper's last failed entry id per bookie,
+//     expiring like the slow list. Here: Errors under DefaultDecay > 0
+//     now, ordered by LastFailure. A failure resets the slowdowns, so a
+//     server that failed is in the failure class, not the slow one
+//     (BookKeeper also puts a bookie with a failure history there).
+//
+// As in BookKeeper, when no replica is slow (or unavailable) the order is
+// left as it is, failure history included.
+func (c *call) healthOrder(ws []int32, o *Options) {
+	if o.ReorderThresholdPendingRequests > 0 || len(ws) < 2 {
+		return
+	}
+	di := c.v.decayIndex(DefaultDecay)
+	if di < 0 || di >= len(c.g.slows) {
+		return
+	}
+	errs, slows := c.g.errs[di], c.g.slows[di]
+	const healthy, failed, slow = 0, 1, 2
+	class := func(i int32) int {
+		switch {
+		case errs[i].Value(c.now, DefaultDecay) > 0:
+			return failed
+		case slows[i].Value(c.now, DefaultDecay) > 0:
+			return slow
+		}
+		return healthy
+	}
+	any := false
+	for _, i := range ws {
+		any = any || class(i) == slow
+	}
+	if !any {
+		return
+	}
+	slices.SortStableFunc(ws, func(a, b int32) int {
+		ca, cb := class(a), class(b)
+		if ca != cb {
+			return ca - cb
+		}
+		switch ca {
+		case failed:
+			return c.g.alive[a].LastFailure.Compare(c.g.alive[b].LastFailure)
+		case slow:
+			return pending(c.g.alive[a]) - pending(c.g.alive[b])
+		}
+		return 0
+	})
 }
 
 // speculativeTimeout is min(max, timeout × multiplier^k); max 0 means

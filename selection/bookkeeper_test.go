@@ -241,3 +241,145 @@ func TestBookKeeperSpeculativeReadMultipleReplicasDown(t *testing.T) {
 		t.Errorf("one replica down: %v, want [%v, %v)", at, timeout, 2*timeout)
 	}
 }
+
+// bkHealthView: hostsView(4, 1) with per-server modifications by write-set
+// position of tab (BookKeeper's ensemble index).
+func bkHealthView(tab Tablet, mod func(pos int, s *ServerLoad)) (*LoadView, []*ServerLoad) {
+	base := hostsView(4, 1)
+	ws := writeSetOf(tab, base, 4)
+	pos := map[ServerID]int{}
+	for k, s := range ws {
+		pos[s.ID] = k
+	}
+	var ss []*ServerLoad
+	for _, s := range base.Servers {
+		c := *s
+		c.Errors = make([]DecayedCount, len(testDecays))
+		c.Slowdowns = make([]DecayedCount, len(testDecays))
+		mod(pos[s.ID], &c)
+		ss = append(ss, &c)
+	}
+	return view(ss...), ws
+}
+
+// slowNow marks s slow as BookKeeper's registerSlowBookie would: one
+// speculative read sent because it gave no data in time, at t0.
+func slowNow(s *ServerLoad) {
+	for i, d := range testDecays {
+		s.Slowdowns[i] = s.Slowdowns[i].Add(t0, d, 1)
+	}
+}
+
+// BookKeeper's TestRackawareEnsemblePlacementPolicy testNodeSlow,
+// testTwoNodesSlow and testNodeDownAndNodeSlow (reorderReadSequence,
+// reorderThresholdPendingRequests 0): a write set 0 1 2 3 becomes
+// 1 2 3 0 when 0 is slow; 2 3 0 1 when 0 (1 pending) and 1 (2 pending) are
+// slow; and 2 3 0 when 0 is slow and 1 is down (here the down server is no
+// candidate: the write set over the live servers is 0 2 3, read as 2 3 0).
+// Order is checked on the candidates (Explain) and on the pick sequence.
+func TestBookKeeperSlowReplicasLast(t *testing.T) {
+	tab := tablet(8)
+	p := bkProfile(func(o *Options) { o.WriteSetSize = 4; o.ReorderThresholdPendingRequests = 0 })
+	pol := mustPolicy(t, p)
+	order := func(v *LoadView, now time.Time) []ServerID {
+		t.Helper()
+		d, err := pol.Select(&Input{Tablet: tab, Profile: p, View: v, Rand: rng(1), Now: now, Explain: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Server != d.Candidates[0] {
+			t.Fatalf("picked %v, first candidate %v", d.Server, d.Candidates[0])
+		}
+		return d.Candidates
+	}
+	ids := func(ss []*ServerLoad, pos ...int) []ServerID {
+		var out []ServerID
+		for _, k := range pos {
+			out = append(out, ss[k].ID)
+		}
+		return out
+	}
+	// testNodeSlow.
+	v, ws := bkHealthView(tab, func(pos int, s *ServerLoad) {
+		if pos == 0 {
+			slowNow(s)
+			s.InFlight = 1
+		}
+	})
+	if got, want := order(v, t0), ids(ws, 1, 2, 3, 0); !slices.Equal(got, want) {
+		t.Errorf("node slow: %v want %v", got, want)
+	}
+	// The slow mark expires like BookKeeper's (60 s): back in order.
+	if got, want := order(v, t0.Add(61*time.Second)), ids(ws, 0, 1, 2, 3); !slices.Equal(got, want) {
+		t.Errorf("slow mark expired: %v want %v", got, want)
+	}
+	// testTwoNodesSlow: slow replicas by pending, fewest first.
+	v, ws = bkHealthView(tab, func(pos int, s *ServerLoad) {
+		switch pos {
+		case 0:
+			slowNow(s)
+			s.InFlight = 2
+		case 1:
+			slowNow(s)
+			s.InFlight = 1
+		}
+	})
+	if got, want := order(v, t0), ids(ws, 2, 3, 1, 0); !slices.Equal(got, want) {
+		t.Errorf("two nodes slow (pending 2, 1): %v want %v", got, want)
+	}
+	v, ws = bkHealthView(tab, func(pos int, s *ServerLoad) {
+		switch pos {
+		case 0:
+			slowNow(s)
+			s.InFlight = 1
+		case 1:
+			slowNow(s)
+			s.InFlight = 2
+		}
+	})
+	if got, want := order(v, t0), ids(ws, 2, 3, 0, 1); !slices.Equal(got, want) {
+		t.Errorf("two nodes slow: %v want %v", got, want)
+	}
+	// testNodeDownAndNodeSlow.
+	v, ws = bkHealthView(tab, func(pos int, s *ServerLoad) {
+		switch pos {
+		case 0:
+			slowNow(s)
+			s.InFlight = 1
+		case 1:
+			s.Alive = false
+		}
+	})
+	if got, want := order(v, t0), ids(ws, 2, 3, 0); !slices.Equal(got, want) {
+		t.Errorf("node down and node slow: %v want %v", got, want)
+	}
+	// A failure history orders after the healthy replicas and before the
+	// slow ones, earliest failure first (only when a replica is slow).
+	v, ws = bkHealthView(tab, func(pos int, s *ServerLoad) {
+		switch pos {
+		case 0:
+			slowNow(s)
+		case 1, 2:
+			at := t0.Add(-time.Duration(pos) * time.Second) // 2 failed first
+			for i, d := range testDecays {
+				s.Errors[i] = s.Errors[i].Add(at, d, 1)
+			}
+			s.LastFailure = at
+		}
+	})
+	if got, want := order(v, t0), ids(ws, 3, 2, 1, 0); !slices.Equal(got, want) {
+		t.Errorf("failure history: %v want %v", got, want)
+	}
+	// With reorderThresholdPendingRequests > 0 BookKeeper never registers a
+	// slow bookie: the order stays.
+	pT := bkProfile(func(o *Options) { o.WriteSetSize = 4; o.ReorderThresholdPendingRequests = 10 })
+	v, ws = bkHealthView(tab, func(pos int, s *ServerLoad) {
+		if pos == 0 {
+			slowNow(s)
+		}
+	})
+	d, _ := mustPolicy(t, pT).Select(&Input{Tablet: tab, Profile: pT, View: v, Rand: rng(1), Now: t0, Explain: true})
+	if want := ids(ws, 0, 1, 2, 3); !slices.Equal(d.Candidates, want) {
+		t.Errorf("T > 0: %v want %v", d.Candidates, want)
+	}
+}

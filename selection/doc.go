@@ -130,7 +130,7 @@
 //	| errorCap                        | 1000           | clickhouse-*, adaptive   | cap of those counters (0 = none) |
 //	| maxIgnoredErrors                | 0              | clickhouse-*             | errors − this (≥ 0) in the sort tuple |
 //	| firstOffset                     | 0              | clickhouse-first_or_random | preferred replica index (mod N) |
-//	| reorderThresholdPendingRequests | 10             | bookkeeper               | T; 0 = no reordering (BookKeeper's own default is 0) |
+//	| reorderThresholdPendingRequests | 10             | bookkeeper               | T; 0 = no pending reordering but slow replicas last (BookKeeper's own default is 0) |
 //	| writeSetSize                    | 3              | bookkeeper               | replicas: first N of the rendezvous order on distinct hosts; 0 = all servers |
 //	| speculativeReadTimeout          | 2s             | bookkeeper               | first speculative re-dispatch; 0 = off |
 //	| maxSpeculativeReadTimeout       | 0s             | bookkeeper               | cap of the backed-off timeout; 0 = speculativeReadTimeout (BookKeeper's default) |
