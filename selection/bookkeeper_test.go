@@ -208,7 +208,9 @@ func TestBookKeeperSpeculativeReadMultipleReplicasDown(t *testing.T) {
 	pol := mustPolicy(t, p)
 	// readAt is when a read whose replicas answer per down first reaches a
 	// live replica: the sum of the hedge delays until then.
-	readAt := func(down map[ServerID]bool) (time.Duration, ServerID) {
+	var readIn func(v *LoadView, down map[ServerID]bool) (time.Duration, ServerID)
+	readAt := func(down map[ServerID]bool) (time.Duration, ServerID) { return readIn(v, down) }
+	readIn = func(v *LoadView, down map[ServerID]bool) (time.Duration, ServerID) {
 		t.Helper()
 		var h []Attempt
 		var at time.Duration
@@ -239,6 +241,23 @@ func TestBookKeeperSpeculativeReadMultipleReplicasDown(t *testing.T) {
 	at, _ = readAt(map[ServerID]bool{ws[0].ID: true})
 	if at < timeout || at >= 2*timeout {
 		t.Errorf("one replica down: %v, want [%v, %v)", at, timeout, 2*timeout)
+	}
+	// The two replicas a speculative read was sent away from are now slow
+	// (the coordinator counts a slowdown for each): the next read goes to
+	// the third replica without a timeout (BookKeeper's reorderThreshold-
+	// PendingRequests is 0 here, its default).
+	var ss []*ServerLoad
+	for _, s := range v.Servers {
+		c := *s
+		c.Slowdowns = make([]DecayedCount, len(testDecays))
+		if c.ID == ws[0].ID || c.ID == ws[1].ID {
+			slowNow(&c)
+		}
+		ss = append(ss, &c)
+	}
+	at, s = readIn(view(ss...), map[ServerID]bool{ws[0].ID: true, ws[1].ID: true})
+	if at != 0 || s != ws[2].ID {
+		t.Errorf("slow replicas registered: reached %v after %v, want %v at once", s, at, ws[2].ID)
 	}
 }
 
