@@ -39,8 +39,10 @@ type Options struct {
 	FirstOffset int
 
 	// ReorderThresholdPendingRequests ("reorderThresholdPendingRequests"):
-	// BookKeeper's T; 0 = no reordering. 10 (BookKeeper's own default is
-	// 0; scanplane reorders out of the box).
+	// BookKeeper's T; 0 = no reordering by pending requests, and then, as
+	// in BookKeeper, slow replicas and those with a failure history are
+	// ordered after healthy ones instead. 10 (BookKeeper's own default is
+	// 0; scanplane reorders by pending requests out of the box).
 	ReorderThresholdPendingRequests int
 	// WriteSetSize ("writeSetSize"): the tablet's replicas: the first N
 	// servers of its rendezvous order on distinct hosts (rack-aware like
