@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // ParseDuration parses an Accumulo duration: an unsigned integer followed
@@ -87,7 +89,12 @@ func jsonInt(raw json.RawMessage, lo, hi int64) (int64, error) {
 	}
 	v, err := strconv.ParseInt(text, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("want an integer, got %s", raw)
+		// Gson's nextInt also takes a number with an integral value (8.0, 8e0).
+		f, ferr := strconv.ParseFloat(text, 64)
+		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+			return 0, fmt.Errorf("want an integer, got %s", raw)
+		}
+		v = int64(f)
 	}
 	if v < lo || v > hi {
 		return 0, fmt.Errorf("%d is out of range [%d, %d]", v, lo, hi)
@@ -111,22 +118,24 @@ func jsonFloat(raw json.RawMessage) (float64, error) {
 	return v, nil
 }
 
-// ParseServerCount parses an attemptPlans[].servers value: "N" with N > 0
-// or "P%" with 0 < P ≤ 100 (integers).
+// ParseServerCount parses an attemptPlans[].servers value as Accumulo's
+// ConfigurableScanServerSelector does: "P%" with P read by Java's
+// Double.parseDouble (so "12.5%" and " 50 %" too) and 0 < P ≤ 100, else
+// "N" read by Integer.parseInt (so "+3" too) with N > 0.
 func ParseServerCount(s string) (ServerCount, error) {
 	if p, ok := strings.CutSuffix(s, "%"); ok {
-		v, err := strconv.Atoi(p)
-		if err != nil || !allDigits(p) {
-			return ServerCount{}, fmt.Errorf("bad server count %q: want \"N\" or \"P%%\" with an integer P", s)
+		v, ok := javaParseDouble(p)
+		if !ok {
+			return ServerCount{}, fmt.Errorf("bad server count %q: want \"N\" or \"P%%\" with a number P", s)
 		}
-		if v <= 0 || v > 100 {
+		if v <= 0 || v > 100 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return ServerCount{}, fmt.Errorf("bad server count %q: percentage must be in (0, 100]", s)
 		}
 		return ServerCount{Percent: v}, nil
 	}
-	v, err := strconv.Atoi(s)
-	if err != nil || !allDigits(s) {
-		return ServerCount{}, fmt.Errorf("bad server count %q: want \"N\" or \"P%%\"", s)
+	v, ok := javaParseInt(s)
+	if !ok {
+		return ServerCount{}, fmt.Errorf("bad server count %q: want \"N\" (a 32-bit integer) or \"P%%\"", s)
 	}
 	if v <= 0 {
 		return ServerCount{}, fmt.Errorf("bad server count %q: must be > 0", s)
@@ -151,32 +160,34 @@ type member struct {
 	raw json.RawMessage
 }
 
-// decodeObject splits a JSON object into its members, in order, rejecting
-// duplicate keys. null members are dropped (treated as absent).
-func decodeObject(raw json.RawMessage) ([]member, error) {
+// decodeObject splits a JSON object into its members, in order. A key
+// given twice keeps its last value, as in Gson, and is listed in dups.
+// null members are dropped (treated as absent).
+func decodeObject(raw json.RawMessage) (out []member, dups []string, err error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, fmt.Errorf("want a JSON object, got %s", firstWord(raw))
+		return nil, nil, fmt.Errorf("want a JSON object, got %s", firstWord(raw))
 	}
-	var out []member
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		key, _ := tok.(string)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		for _, m := range out {
+		for i, m := range out {
 			if m.key == key {
-				return nil, fmt.Errorf("field %q appears twice", key)
+				dups = append(dups, key)
+				out = append(out[:i], out[i+1:]...)
+				break
 			}
 		}
 		if string(v) == "null" {
@@ -184,7 +195,7 @@ func decodeObject(raw json.RawMessage) ([]member, error) {
 		}
 		out = append(out, member{key, v})
 	}
-	return out, nil
+	return out, dups, nil
 }
 
 func firstWord(raw json.RawMessage) string {
@@ -197,8 +208,15 @@ func firstWord(raw json.RawMessage) string {
 
 // profileErr builds errors that name the profile and field.
 type profileErr struct {
-	idx  int
-	name string
+	idx   int
+	name  string
+	warns *[]string // where warnings go; nil drops them
+}
+
+func (pe *profileErr) warnf(field, format string, args ...any) {
+	if pe.warns != nil {
+		*pe.warns = append(*pe.warns, fmt.Sprintf("%s: field %q: %s", pe.label(), field, fmt.Sprintf(format, args...)))
+	}
 }
 
 func (pe *profileErr) label() string {
@@ -217,17 +235,30 @@ func (pe *profileErr) fieldf(field, format string, args ...any) error {
 }
 
 // ParseProfiles parses and validates a profiles JSON document: Accumulo's
-// profiles array as is, or an object {"profiles": [...]}. Every error wraps
-// ErrBadConfig (and ErrUnknownPolicy for an unknown policy) and names the
-// profile and the field.
+// profiles array as is, or an object {"profiles": [...]}, in the lenient
+// syntax Accumulo's parser (Gson) accepts: single-quoted or unquoted
+// strings, comments, "true" as a string, numbers where strings are
+// expected. Unknown fields and keys given twice (the last wins) are
+// accepted as Accumulo does and reported by Profiles.Warnings. Every error
+// wraps ErrBadConfig (and ErrUnknownPolicy for an unknown policy) and
+// names the profile and the field.
 func ParseProfiles(data []byte) (*Profiles, error) {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return nil, fmt.Errorf("%w: empty profiles document", ErrBadConfig)
 	}
+	trimmed, err := lenientToJSON(trimmed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: want a JSON array of profiles: %v", ErrBadConfig, err)
+	}
+	trimmed = bytes.TrimSpace(trimmed)
+	if len(trimmed) == 0 {
+		return nil, fmt.Errorf("%w: empty profiles document", ErrBadConfig)
+	}
+	var warns []string
 	var items []json.RawMessage
 	if trimmed[0] == '{' {
-		ms, err := decodeObject(trimmed)
+		ms, _, err := decodeObject(trimmed)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 		}
@@ -249,20 +280,25 @@ func ParseProfiles(data []byte) (*Profiles, error) {
 	}
 	list := make([]*Profile, 0, len(items))
 	for i, raw := range items {
-		p, err := parseProfile(i, raw)
+		p, err := parseProfile(i, raw, &warns)
 		if err != nil {
 			return nil, err
 		}
 		list = append(list, p)
 	}
-	return buildProfiles(list)
+	ps, err := buildProfiles(list)
+	if err != nil {
+		return nil, err
+	}
+	ps.warnings = warns
+	return ps, nil
 }
 
 func strictUnmarshal(raw []byte, v any) error {
 	if err := json.Unmarshal(raw, v); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return fmt.Errorf("%v (at byte %d)", err, se.Offset)
+			return fmt.Errorf("%v (at byte %d of the document rewritten as strict JSON)", err, se.Offset)
 		}
 		return err
 	}
@@ -273,9 +309,9 @@ func strictUnmarshal(raw []byte, v any) error {
 var coreFields = []string{"name", "isDefault", "scanTypeActivations", "group", "timeToWaitForScanServers",
 	"maxBusyTimeout", "busyTimeoutMultiplier", "attemptPlans", "policy"}
 
-func parseProfile(idx int, raw json.RawMessage) (*Profile, error) {
-	pe := &profileErr{idx: idx}
-	ms, err := decodeObject(raw)
+func parseProfile(idx int, raw json.RawMessage, warns *[]string) (*Profile, error) {
+	pe := &profileErr{idx: idx, warns: warns}
+	ms, dups, err := decodeObject(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadConfig, pe.label(), err)
 	}
@@ -291,24 +327,36 @@ func parseProfile(idx int, raw json.RawMessage) (*Profile, error) {
 
 	// Identity first, so later messages can name the profile.
 	if r, ok := get("name"); ok {
-		if err := json.Unmarshal(r, &p.Name); err != nil || p.Name == "" {
+		if p.Name, ok = jsonString(r); !ok || p.Name == "" {
 			return nil, pe.fieldf("name", "want a non-empty string, got %s", r)
 		}
 		pe.name = p.Name
+		p.explicitName = true
 	}
 	if r, ok := get("isDefault"); ok {
-		if err := json.Unmarshal(r, &p.IsDefault); err != nil {
+		// Gson reads a string as Boolean.parseBoolean does: "true" in any
+		// case is true, anything else false.
+		var s string
+		if json.Unmarshal(r, &s) == nil {
+			p.IsDefault = strings.EqualFold(s, "true")
+		} else if err := json.Unmarshal(r, &p.IsDefault); err != nil {
 			return nil, pe.fieldf("isDefault", "want true or false, got %s", r)
 		}
 	}
 	if r, ok := get("scanTypeActivations"); ok {
-		if err := json.Unmarshal(r, &p.ScanTypeActivations); err != nil {
+		var items []json.RawMessage
+		if err := json.Unmarshal(r, &items); err != nil {
 			return nil, pe.fieldf("scanTypeActivations", "want an array of strings, got %s", firstWord(r))
 		}
-		for _, st := range p.ScanTypeActivations {
+		for _, it := range items {
+			st, ok := jsonString(it)
+			if !ok {
+				return nil, pe.fieldf("scanTypeActivations", "want an array of strings, got %s", firstWord(it))
+			}
 			if st == "" {
 				return nil, pe.fieldf("scanTypeActivations", "empty scan type")
 			}
+			p.ScanTypeActivations = append(p.ScanTypeActivations, st)
 		}
 	}
 	if p.ScanTypeActivations == nil {
@@ -325,8 +373,11 @@ func parseProfile(idx int, raw json.RawMessage) (*Profile, error) {
 		}
 		pe.name = p.Name
 	}
+	for _, d := range dups {
+		pe.warnf(d, "given twice; the last value is used")
+	}
 	if r, ok := get("policy"); ok {
-		if err := json.Unmarshal(r, &p.Policy); err != nil {
+		if p.Policy, ok = jsonString(r); !ok {
 			return nil, pe.fieldf("policy", "want a string, got %s", r)
 		}
 		if !knownPolicy(p.Policy) {
@@ -341,7 +392,8 @@ func parseProfile(idx int, raw json.RawMessage) (*Profile, error) {
 		switch m.key {
 		case "name", "isDefault", "scanTypeActivations", "policy":
 		case "group":
-			if err := json.Unmarshal(r, &p.Group); err != nil || p.Group == "" {
+			var ok bool
+			if p.Group, ok = jsonString(r); !ok || p.Group == "" {
 				return nil, pe.fieldf("group", "want a non-empty string, got %s", r)
 			}
 		case "timeToWaitForScanServers":
@@ -371,8 +423,10 @@ func parseProfile(idx int, raw json.RawMessage) (*Profile, error) {
 		default:
 			spec := findOption(m.key)
 			if spec == nil {
-				return nil, pe.fieldf(m.key, "unknown field (Accumulo fields: %s; options of policy %q: %s)",
+				// Accumulo (Gson) ignores unknown fields.
+				pe.warnf(m.key, "unknown field, ignored (Accumulo fields: %s; options of policy %q: %s)",
 					strings.Join(coreFields, ", "), p.Policy, orNone(optionsFor(p.Policy)))
+				continue
 			}
 			if !spec.appliesTo(p.Policy) {
 				return nil, pe.fieldf(m.key, "not an option of policy %q (it applies to %s; %q takes: %s)",
@@ -424,22 +478,21 @@ func parsePlans(pe *profileErr, raw json.RawMessage) ([]AttemptPlan, error) {
 	plans := make([]AttemptPlan, 0, len(items))
 	for i, it := range items {
 		f := func(name string) string { return fmt.Sprintf("attemptPlans[%d].%s", i, name) }
-		ms, err := decodeObject(it)
+		ms, dups, err := decodeObject(it)
 		if err != nil {
 			return nil, pe.field(fmt.Sprintf("attemptPlans[%d]", i), err)
+		}
+		for _, d := range dups {
+			pe.warnf(f(d), "given twice; the last value is used")
 		}
 		var ap AttemptPlan
 		var haveServers, haveBusy bool
 		for _, m := range ms {
 			switch m.key {
 			case "servers":
-				var s string
-				if err := json.Unmarshal(m.raw, &s); err != nil {
-					var n json.Number
-					if err := json.Unmarshal(m.raw, &n); err != nil {
-						return nil, pe.fieldf(f("servers"), "want \"N\" or \"P%%\", got %s", m.raw)
-					}
-					s = n.String()
+				s, ok := jsonString(m.raw)
+				if !ok {
+					return nil, pe.fieldf(f("servers"), "want \"N\" or \"P%%\", got %s", m.raw)
 				}
 				c, err := ParseServerCount(s)
 				if err != nil {
@@ -453,11 +506,12 @@ func parsePlans(pe *profileErr, raw json.RawMessage) ([]AttemptPlan, error) {
 				}
 				ap.BusyTimeout, haveBusy = d, true
 			case "salt":
-				if err := json.Unmarshal(m.raw, &ap.Salt); err != nil {
+				var ok bool
+				if ap.Salt, ok = jsonString(m.raw); !ok {
 					return nil, pe.fieldf(f("salt"), "want a string, got %s", m.raw)
 				}
 			default:
-				return nil, pe.fieldf(f(m.key), "unknown field (a plan has servers, busyTimeout, salt)")
+				pe.warnf(f(m.key), "unknown field, ignored (a plan has servers, busyTimeout, salt)")
 			}
 		}
 		if !haveServers {
@@ -469,4 +523,229 @@ func parsePlans(pe *profileErr, raw json.RawMessage) ([]AttemptPlan, error) {
 		plans = append(plans, ap)
 	}
 	return plans, nil
+}
+
+// lenientToJSON rewrites a document in the lenient syntax Accumulo's
+// parser (Gson, lenient) accepts into strict JSON: strings in single or
+// double quotes, unquoted names and string values, comments (//, # and
+// /* */), '=' or '=>' between name and value, ';' between elements, and
+// the keywords true, false and null in any case. Numbers keep their
+// literal text. It does not check the structure; json does that after.
+func lenientToJSON(data []byte) ([]byte, error) {
+	out := make([]byte, 0, len(data)+16)
+	isLiteral := func(c byte) bool {
+		switch c {
+		case '/', '\\', ';', '#', '=', '{', '}', '[', ']', ':', ',', ' ', '\t', '\f', '\r', '\n', '"', '\'':
+			return false
+		}
+		return true
+	}
+	for i := 0; i < len(data); {
+		c := data[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+			i++
+		case c == '#' || (c == '/' && i+1 < len(data) && data[i+1] == '/'):
+			for i < len(data) && data[i] != '\n' && data[i] != '\r' {
+				i++
+			}
+		case c == '/' && i+1 < len(data) && data[i+1] == '*':
+			end := bytes.Index(data[i+2:], []byte("*/"))
+			if end < 0 {
+				return nil, fmt.Errorf("unterminated comment at byte %d", i)
+			}
+			i += 2 + end + 2
+		case c == '{' || c == '}' || c == '[' || c == ']' || c == ':' || c == ',':
+			out = append(out, c)
+			i++
+		case c == ';':
+			out = append(out, ',')
+			i++
+		case c == '=':
+			out = append(out, ':')
+			i++
+			if i < len(data) && data[i] == '>' {
+				i++
+			}
+		case c == '"' || c == '\'':
+			s, n, err := lenientString(data[i:])
+			if err != nil {
+				return nil, fmt.Errorf("%v at byte %d", err, i)
+			}
+			q, _ := json.Marshal(s)
+			out = append(out, q...)
+			i += n
+		default:
+			j := i
+			for j < len(data) && isLiteral(data[j]) {
+				j++
+			}
+			if j == i {
+				return nil, fmt.Errorf("unexpected character %q at byte %d", c, i)
+			}
+			lit := string(data[i:j])
+			switch lower := strings.ToLower(lit); {
+			case lower == "true" || lower == "false" || lower == "null":
+				out = append(out, lower...)
+			case jsonNumber(lit):
+				out = append(out, lit...)
+			default:
+				q, _ := json.Marshal(lit)
+				out = append(out, q...)
+			}
+			i = j
+		}
+		out = append(out, ' ')
+	}
+	return out, nil
+}
+
+// lenientString decodes the quoted string at the start of b (quote ' or ")
+// with Gson's escapes; it returns the string and the bytes consumed.
+func lenientString(b []byte) (string, int, error) {
+	quote := b[0]
+	var sb strings.Builder
+	for i := 1; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == quote:
+			return sb.String(), i + 1, nil
+		case c == '\\':
+			i++
+			if i >= len(b) {
+				return "", 0, errors.New("unterminated string")
+			}
+			switch e := b[i]; e {
+			case 'u':
+				if i+4 >= len(b) {
+					return "", 0, errors.New("bad \\u escape")
+				}
+				v, err := strconv.ParseUint(string(b[i+1:i+5]), 16, 16)
+				if err != nil {
+					return "", 0, errors.New("bad \\u escape")
+				}
+				i += 4
+				r := rune(v)
+				if utf16.IsSurrogate(r) && i+6 < len(b) && b[i+1] == '\\' && b[i+2] == 'u' {
+					if lo, err := strconv.ParseUint(string(b[i+3:i+7]), 16, 16); err == nil {
+						if pair := utf16.DecodeRune(r, rune(lo)); pair != utf8.RuneError {
+							r = pair
+							i += 6
+						}
+					}
+				}
+				sb.WriteRune(r)
+			case 't':
+				sb.WriteByte('\t')
+			case 'b':
+				sb.WriteByte('\b')
+			case 'n':
+				sb.WriteByte('\n')
+			case 'r':
+				sb.WriteByte('\r')
+			case 'f':
+				sb.WriteByte('\f')
+			case '\'', '"', '\\', '/', '\n':
+				sb.WriteByte(e)
+			default:
+				return "", 0, fmt.Errorf("bad escape \\%c", e)
+			}
+		default:
+			sb.WriteByte(c)
+		}
+	}
+	return "", 0, errors.New("unterminated string")
+}
+
+// jsonNumber reports whether s is a number in JSON syntax.
+func jsonNumber(s string) bool {
+	var n json.Number
+	return json.Unmarshal([]byte(s), &n) == nil
+}
+
+// jsonString accepts what Gson reads into a String field: a string, a
+// number (its literal text) or a boolean ("true"/"false").
+func jsonString(raw json.RawMessage) (string, bool) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String(), true
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) == nil {
+		return strconv.FormatBool(b), true
+	}
+	return "", false
+}
+
+// javaParseInt is Java's Integer.parseInt for ASCII digits: an optional
+// sign, then digits, within int32.
+func javaParseInt(s string) (int, bool) {
+	d := strings.TrimLeft(s, "+-")
+	if len(s)-len(d) > 1 || !allDigits(d) {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 32)
+	return int(v), err == nil
+}
+
+// javaParseDouble is Java's Double.parseDouble: surrounding characters
+// <= ' ' are trimmed; an optional sign; "NaN", "Infinity", a decimal with
+// an optional exponent, or a hexadecimal with a binary exponent; an
+// optional f, F, d or D suffix.
+func javaParseDouble(s string) (float64, bool) {
+	s = strings.TrimFunc(s, func(r rune) bool { return r <= ' ' })
+	body := strings.TrimLeft(s, "+-")
+	if len(s)-len(body) > 1 {
+		return 0, false
+	}
+	neg := strings.HasPrefix(s, "-")
+	switch body {
+	case "NaN":
+		return math.NaN(), true
+	case "Infinity":
+		if neg {
+			return math.Inf(-1), true
+		}
+		return math.Inf(1), true
+	}
+	if n := len(body); n > 0 && strings.ContainsRune("fFdD", rune(body[n-1])) {
+		body = body[:n-1]
+	}
+	if len(body) > 2 && (body[:2] == "0x" || body[:2] == "0X") {
+		for _, r := range body[2:] {
+			if !strings.ContainsRune("0123456789abcdefABCDEF.pP+-", r) {
+				return 0, false
+			}
+		}
+		if !strings.ContainsAny(body, "pP") {
+			return 0, false
+		}
+	} else {
+		mant, exp := body, ""
+		if k := strings.IndexAny(body, "eE"); k >= 0 {
+			mant, exp = body[:k], strings.TrimLeft(body[k+1:], "+-")
+			if len(body[k+1:])-len(exp) > 1 || !allDigits(exp) {
+				return 0, false
+			}
+		}
+		ip, fp, _ := strings.Cut(mant, ".")
+		if (ip == "" && fp == "") || (ip != "" && !allDigits(ip)) || (fp != "" && !allDigits(fp)) {
+			return 0, false
+		}
+	}
+	if strings.Contains(body, "_") {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(body, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }

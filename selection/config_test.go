@@ -61,7 +61,7 @@ func TestServerCount(t *testing.T) {
 			t.Errorf("String %q != %q", sc.String(), c.in)
 		}
 	}
-	for _, in := range []string{"0", "-1", "0%", "101%", "1.5", "12.5%", "", "%", "a", " 3", "3 "} {
+	for _, in := range []string{"0", "-1", "0%", "101%", "1.5", "", "%", "a", " 3", "3 "} {
 		if _, err := ParseServerCount(in); err == nil {
 			t.Errorf("ParseServerCount(%q) accepted", in)
 		}
@@ -209,10 +209,6 @@ func TestParseProfilesErrors(t *testing.T) {
 			[]string{`profile 1 ("b")`, `"scanTypeActivations"`, `"x"`, `profile "default"`}, false},
 		{"dup scan type same profile", `[{"isDefault":true,"scanTypeActivations":["x","x"],` + plans + `}]`,
 			[]string{`profile 0 ("default")`, `"x" listed twice`}, false},
-		{"unknown field", `[{"isDefault":true,"bogus":1,` + plans + `}]`,
-			[]string{`profile 0 ("default")`, `field "bogus"`, "unknown field"}, false},
-		{"unknown plan field", `[{"isDefault":true,"attemptPlans":[{"servers":"3","busyTimeout":"1s","x":1}]}]`,
-			[]string{`field "attemptPlans[0].x"`, "unknown field"}, false},
 		{"bad duration", `[{"isDefault":true,"name":"p","attemptPlans":[{"servers":"3","busyTimeout":"1.5s"}]}]`,
 			[]string{`profile 0 ("p")`, `field "attemptPlans[0].busyTimeout"`, "decimals"}, false},
 		{"bad max duration", `[{"isDefault":true,"maxBusyTimeout":"5x",` + plans + `}]`,
@@ -235,15 +231,26 @@ func TestParseProfilesErrors(t *testing.T) {
 			[]string{`field "busyTimeoutMultiplier"`}, false},
 		{"negative multiplier", `[{"isDefault":true,"busyTimeoutMultiplier":-1,` + plans + `}]`,
 			[]string{`field "busyTimeoutMultiplier"`}, false},
-		{"bad isDefault", `[{"isDefault":"yes",` + plans + `}]`, []string{`field "isDefault"`}, false},
+		{"bad isDefault", `[{"isDefault":1,` + plans + `}]`, []string{`field "isDefault"`}, false},
+		// Gson reads "yes" as false (Boolean.parseBoolean): no default then.
+		{"isDefault yes", `[{"isDefault":"yes",` + plans + `}]`, []string{"no default profile"}, false},
+		{"NaN percent", `[{'isDefault':true,'attemptPlans':[{'servers':'NaN%','busyTimeout':'60s'}]}]`,
+			[]string{`field "attemptPlans[0].servers"`, "NaN%"}, false},
+		{"Infinity percent", `[{"isDefault":true,"attemptPlans":[{"servers":"Infinity%","busyTimeout":"60s"}]}]`,
+			[]string{`field "attemptPlans[0].servers"`}, false},
+		{"decimal servers", `[{"isDefault":true,"attemptPlans":[{"servers":"2.5","busyTimeout":"60s"}]}]`,
+			[]string{`field "attemptPlans[0].servers"`, `"2.5"`}, false},
+		{"servers over int32", `[{"isDefault":true,"attemptPlans":[{"servers":"2147483648","busyTimeout":"60s"}]}]`,
+			[]string{`field "attemptPlans[0].servers"`}, false},
+		{"servers object", `[{"isDefault":true,"attemptPlans":[{"servers":{},"busyTimeout":"60s"}]}]`,
+			[]string{`field "attemptPlans[0].servers"`}, false},
+		{"unterminated single quote", `[{'isDefault:true}]`, []string{"unterminated string"}, false},
 		{"unknown policy", `[{"isDefault":true,"policy":"fastest",` + plans + `}]`,
 			[]string{`profile 0 ("default")`, `field "policy"`, `"fastest"`, "accumulo-host"}, true},
 		{"option of other policy", `[{"isDefault":true,"hedge":true,` + plans + `}]`,
 			[]string{`profile 0 ("default")`, `field "hedge"`, `not an option of policy "accumulo"`}, false},
 		{"option of other policy 2", `[{"isDefault":true,"policy":"accumulo-host","subsetSize":3,` + plans + `}]`,
 			[]string{`field "subsetSize"`, `policy "accumulo-host"`}, false},
-		{"duplicate key", `[{"isDefault":true,"group":"a","group":"b",` + plans + `}]`,
-			[]string{"profile 0", `"group" appears twice`}, false},
 		{"duplicate name", `[{"isDefault":true,"name":"a",` + plans + `},{"name":"a",` + plans + `}]`,
 			[]string{`profile 1 ("a")`, "duplicate profile name"}, false},
 		{"empty group", `[{"isDefault":true,"group":"",` + plans + `}]`, []string{`field "group"`}, false},
@@ -376,5 +383,227 @@ func TestPolicyNames(t *testing.T) {
 	}
 	if _, err := NewPolicy(&Profile{Policy: "nope"}); !errors.Is(err, ErrUnknownPolicy) {
 		t.Errorf("unknown: %v", err)
+	}
+}
+
+// TestServerCountAccumuloRounding: Accumulo's AttemptPlan.getNumServers is
+// max(1, (int) Math.round(percent / 100.0 * total)) in doubles, and its
+// parse() reads the percentage with Double.parseDouble and the count with
+// Integer.parseInt.
+func TestServerCountAccumuloRounding(t *testing.T) {
+	cases := []struct {
+		in    string
+		total int
+		want  int
+	}{
+		{"29%", 50, 14},    // 0.29*50 = 14.499999999999998 (exactly 14.5)
+		{"50%", 5, 3},      // 2.5 rounds half up
+		{"10%", 1000, 100}, // ConfigurableScanServerSelectorTest.testOpts, profile "long" attempt 3
+		{"50%", 1000, 500}, // testOpts, default profile attempt 3
+		{"12.5%", 8, 1},
+		{"12.5%", 20, 3}, // 2.5 → 3
+		{"0.1%", 10, 1},  // max(1, …)
+		{" 50 %", 10, 5}, // Double.parseDouble trims
+		{"5e1%", 10, 5},
+		{"50.%", 10, 5},
+		{".5%", 1000, 5},
+		{"50d%", 10, 5},
+		{"+50%", 10, 5},
+		{"0x1.9p5%", 100, 50}, // hexadecimal 50
+		{"+3", 10, 3},         // Integer.parseInt takes a sign
+		{"3", 2, 2},
+	}
+	for _, c := range cases {
+		sc, err := ParseServerCount(c.in)
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+			continue
+		}
+		if got := sc.Count(c.total); got != c.want {
+			t.Errorf("%q of %d = %d, want %d", c.in, c.total, got, c.want)
+		}
+	}
+	// What Accumulo's parse() rejects.
+	for _, in := range []string{"NaN%", "Infinity%", "-Infinity%", "-5%", "0.0%", "100.1%", "1e3%",
+		"5 0%", "0x10%", "1_0%", "++3", "-3", "3.0", "2147483648", " 3", "1e1", "five"} {
+		if sc, err := ParseServerCount(in); err == nil {
+			t.Errorf("ParseServerCount(%q) = %v, want an error", in, sc)
+		}
+	}
+}
+
+// accumuloTestProfiles are the three profiles of
+// ConfigurableScanServerSelectorTest.testOpts, in its single-quoted form
+// (the test replaces ' by " before parsing; Gson takes either).
+const accumuloTestProfiles = `[{'scanTypeActivations':['long','st9'],'maxBusyTimeout':'30m',
+ 'busyTimeoutMultiplier':4, 'attemptPlans':[{'servers':'2', 'busyTimeout':'10s'},
+ {'servers':'4', 'busyTimeout':'2m'},{'servers':'10%', 'busyTimeout':'5m'}]},
+ {'isDefault':true,'maxBusyTimeout':'5m','busyTimeoutMultiplier':4, 'attemptPlans':
+ [{'servers':'5', 'busyTimeout':'5ms'},{'servers':'20', 'busyTimeout':'33ms'},
+ {'servers':'50%', 'busyTimeout':'100ms'},{'servers':'100%', 'busyTimeout':'200ms'}]},
+ {'scanTypeActivations':['mega'],'maxBusyTimeout':'60m','busyTimeoutMultiplier':2,
+ 'attemptPlans':[{'servers':'100%', 'busyTimeout':'10m'}]}]`
+
+// TestAccumuloOpts ports the parsing side of
+// ConfigurableScanServerSelectorTest.testOpts: which profile a scan type
+// picks and how many of 1000 servers and which busy timeout each plan
+// gives (attempts past the last plan reuse it; the multiplier is the
+// selector's business).
+func TestAccumuloOpts(t *testing.T) {
+	for _, doc := range []string{accumuloTestProfiles, strings.ReplaceAll(accumuloTestProfiles, "'", `"`)} {
+		ps, err := ParseProfiles([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := ps.Warnings(); len(w) != 0 {
+			t.Errorf("warnings: %q", w)
+		}
+		cases := []struct {
+			scanType string
+			servers  []int
+			busy     []time.Duration
+			maxBusy  time.Duration
+			mult     int
+		}{
+			{"", []int{5, 20, 500, 1000}, []time.Duration{5 * time.Millisecond, 33 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, 5 * time.Minute, 4},
+			{"st7", []int{5, 20, 500, 1000}, []time.Duration{5 * time.Millisecond, 33 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}, 5 * time.Minute, 4},
+			{"long", []int{2, 4, 100}, []time.Duration{10 * time.Second, 2 * time.Minute, 5 * time.Minute}, 30 * time.Minute, 4},
+			{"st9", []int{2, 4, 100}, []time.Duration{10 * time.Second, 2 * time.Minute, 5 * time.Minute}, 30 * time.Minute, 4},
+			{"mega", []int{1000}, []time.Duration{10 * time.Minute}, time.Hour, 2},
+		}
+		for _, c := range cases {
+			p := ps.ForHints(map[string]string{"scan_type": c.scanType})
+			if len(p.AttemptPlans) != len(c.servers) {
+				t.Fatalf("scan type %q: profile %q has %d plans, want %d", c.scanType, p.Name, len(p.AttemptPlans), len(c.servers))
+			}
+			for i, ap := range p.AttemptPlans {
+				if got := ap.Servers.Count(1000); got != c.servers[i] {
+					t.Errorf("scan type %q plan %d: %d servers, want %d", c.scanType, i, got, c.servers[i])
+				}
+				if ap.BusyTimeout != c.busy[i] {
+					t.Errorf("scan type %q plan %d: busy %v, want %v", c.scanType, i, ap.BusyTimeout, c.busy[i])
+				}
+			}
+			if p.MaxBusyTimeout != c.maxBusy || p.BusyTimeoutMultiplier != c.mult {
+				t.Errorf("scan type %q: maxBusy %v mult %d, want %v %d", c.scanType, p.MaxBusyTimeout, p.BusyTimeoutMultiplier, c.maxBusy, c.mult)
+			}
+		}
+	}
+}
+
+// TestAccumuloIncorrectOptions ports
+// ConfigurableScanServerSelectorTest.testIncorrectOptions: a scan type in
+// two profiles is rejected naming it, and so is a document without a
+// default profile.
+func TestAccumuloIncorrectOptions(t *testing.T) {
+	def := `{'isDefault':true,'maxBusyTimeout':'5m','busyTimeoutMultiplier':4, 'attemptPlans':[{'servers':'5', 'busyTimeout':'5ms'},{'servers':'20', 'busyTimeout':'33ms'},{'servers':'50%', 'busyTimeout':'100ms'},{'servers':'100%', 'busyTimeout':'200ms'}]}`
+	p1 := `{'scanTypeActivations':['long','mega'],'maxBusyTimeout':'30m','busyTimeoutMultiplier':4, 'attemptPlans':[{'servers':'2', 'busyTimeout':'10s'},{'servers':'4', 'busyTimeout':'2m'},{'servers':'10%', 'busyTimeout':'5m'}]}`
+	p2 := `{'scanTypeActivations':['mega'],'maxBusyTimeout':'60m','busyTimeoutMultiplier':2, 'attemptPlans':[{'servers':'100%', 'busyTimeout':'10m'}]}`
+	for _, c := range []struct{ doc, want string }{
+		{"[" + def + ", " + p1 + "," + p2 + "]", `"mega"`},
+		{"[" + p1 + "]", "default"},
+	} {
+		_, err := ParseProfiles([]byte(c.doc))
+		if err == nil || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want ErrBadConfig naming %s", c.doc, err, c.want)
+		}
+	}
+}
+
+// TestAccumuloLenient: documents Accumulo's parser (Gson, lenient) accepts
+// parse the same way here. Cases from ConfigurableScanServerSelectorTest:
+// testServerSetChanges and testPreviousFailures parse a single-quoted
+// document (their replace applies to "]" only) with a numeric servers
+// value; testNoScanServers has "isDefault":"true".
+func TestAccumuloLenient(t *testing.T) {
+	cases := []struct {
+		name, doc string
+		summary   string   // Summary()[0]
+		warnings  []string // substrings, one per warning, in order
+	}{
+		{"testServerSetChanges", `[{'isDefault':true,'maxBusyTimeout':'5m','busyTimeoutMultiplier':4,'timeToWaitForScanServers':'120s','attemptPlans':[{'servers':3, 'busyTimeout':'60s'}]}]`,
+			"default: policy=accumulo group=default isDefault scanTypes=[] plans=[3/1m] maxBusyTimeout=5m busyTimeoutMultiplier=4 timeToWait=2m", nil},
+		{"testNoScanServers", `[{"isDefault":"true","maxBusyTimeout":"60m","busyTimeoutMultiplier":2, "timeToWaitForScanServers": "0s","attemptPlans":[{"servers":"100%", "busyTimeout":"10m"}]}]`,
+			"default: policy=accumulo group=default isDefault scanTypes=[] plans=[100%/10m] maxBusyTimeout=1h busyTimeoutMultiplier=2 timeToWait=0s", nil},
+		{"isDefault TRUE string", `[{"isDefault":"TRUE","attemptPlans":[{"servers":"1","busyTimeout":"1s"}]}]`,
+			"default: policy=accumulo group=default isDefault scanTypes=[] plans=[1/1s] maxBusyTimeout=none busyTimeoutMultiplier=0 timeToWait=36500d", nil},
+		{"numeric salt and multiplier as string", `[{"isDefault":true,"busyTimeoutMultiplier":"8","attemptPlans":[{"servers":"1","busyTimeout":"1s","salt":42}]}]`,
+			"default: policy=accumulo group=default isDefault scanTypes=[] plans=[1/1s/42] maxBusyTimeout=none busyTimeoutMultiplier=8 timeToWait=36500d", nil},
+		{"integral double multiplier", `[{"isDefault":true,"busyTimeoutMultiplier":8.0,"attemptPlans":[{"servers":"1","busyTimeout":"1s","salt":true}]}]`,
+			"default: policy=accumulo group=default isDefault scanTypes=[] plans=[1/1s/true] maxBusyTimeout=none busyTimeoutMultiplier=8 timeToWait=36500d", nil},
+		{"unquoted, comments, = and ;", "// profiles\n[{isDefault=true; # the default\n group=>g1, /* plans */ attemptPlans:[{servers:'12.5%';busyTimeout:33ms}]}]",
+			"default: policy=accumulo group=g1 isDefault scanTypes=[] plans=[12.5%/33ms] maxBusyTimeout=none busyTimeoutMultiplier=0 timeToWait=36500d", nil},
+		{"unknown fields", `[{"isDefault":true,"bogus":1,"attemptPlans":[{"servers":"+3","busyTimeout":"1s","x":{"y":[1]}}]}]`,
+			"default: policy=accumulo group=default isDefault scanTypes=[] plans=[3/1s] maxBusyTimeout=none busyTimeoutMultiplier=0 timeToWait=36500d",
+			[]string{`profile 0 ("default"): field "bogus": unknown field, ignored`, `profile 0 ("default"): field "attemptPlans[0].x": unknown field, ignored`}},
+		{"escapes", `[{'isDefault':true,'group':'\u00e9\'\ud83d\ude00','attemptPlans':[{'servers':'1','busyTimeout':'1s'}]}]`,
+			"default: policy=accumulo group=é'😀 isDefault scanTypes=[] plans=[1/1s] maxBusyTimeout=none busyTimeoutMultiplier=0 timeToWait=36500d", nil},
+		{"key twice, last wins", `[{"isDefault":true,"group":"a","group":"b","attemptPlans":[{"servers":"1","busyTimeout":"1s"}]}]`,
+			"default: policy=accumulo group=b isDefault scanTypes=[] plans=[1/1s] maxBusyTimeout=none busyTimeoutMultiplier=0 timeToWait=36500d",
+			[]string{`profile 0 ("default"): field "group": given twice; the last value is used`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ps, err := ParseProfiles([]byte(c.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ps.Summary()[0]; got != c.summary {
+				t.Errorf("summary\n got %s\nwant %s", got, c.summary)
+			}
+			w := ps.Warnings()
+			if len(w) != len(c.warnings) {
+				t.Fatalf("warnings %q, want %d", w, len(c.warnings))
+			}
+			for i := range w {
+				if !strings.Contains(w[i], c.warnings[i]) {
+					t.Errorf("warning %q does not contain %q", w[i], c.warnings[i])
+				}
+			}
+		})
+	}
+}
+
+// TestProfileNamesNotUnique: in Accumulo profiles have no names, so a
+// non-default profile activated by scan type "default", or one activated
+// by "profile0" next to an unnamed profile 0, is valid. Generated names
+// are made unique; explicit "name"s must still be unique.
+func TestProfileNamesNotUnique(t *testing.T) {
+	plans := `"attemptPlans":[{"servers":"1","busyTimeout":"1s"}]`
+	cases := []struct {
+		doc   string
+		names []string
+	}{
+		{`[{"scanTypeActivations":["default"],` + plans + `},{"isDefault":true,` + plans + `}]`, []string{"profile0", "default"}},
+		{`[{"isDefault":true,` + plans + `},{"scanTypeActivations":["default"],` + plans + `}]`, []string{"default", "profile1"}},
+		{`[{"isDefault":true,"scanTypeActivations":["x"],` + plans + `},{` + plans + `},{"scanTypeActivations":["profile1"],` + plans + `}]`,
+			[]string{"default", "profile1", "profile2"}},
+		{`[{"isDefault":true,` + plans + `},{"scanTypeActivations":["profile2"],` + plans + `},{` + plans + `}]`,
+			[]string{"default", "profile2", "profile2-2"}},
+		{`[{"isDefault":true,"name":"profile1",` + plans + `},{` + plans + `}]`, []string{"profile1", "profile1-2"}},
+	}
+	for _, c := range cases {
+		ps, err := ParseProfiles([]byte(c.doc))
+		if err != nil {
+			t.Errorf("%s: %v", c.doc, err)
+			continue
+		}
+		var got []string
+		for _, p := range ps.List {
+			got = append(got, p.Name)
+		}
+		if strings.Join(got, ",") != strings.Join(c.names, ",") {
+			t.Errorf("%s: names %q, want %q", c.doc, got, c.names)
+		}
+	}
+	ps, err := ParseProfiles([]byte(`[{"scanTypeActivations":["default"],"busyTimeoutMultiplier":3,` + plans + `},{"isDefault":true,` + plans + `}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ps.ForHints(map[string]string{"scan_type": "default"}); p.BusyTimeoutMultiplier != 3 {
+		t.Errorf("scan_type=default picked %q, want profile0", p.Name)
+	}
+	if p := ps.ForHints(nil); !p.IsDefault {
+		t.Errorf("no hint picked %q, want the default profile", p.Name)
 	}
 }

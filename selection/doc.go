@@ -93,8 +93,9 @@
 //
 // # Profiles JSON
 //
-// Accumulo's profiles array loads unchanged (an object {"profiles": [...]}
-// is accepted too). Per profile:
+// Accumulo's profiles array loads unchanged, in the lenient syntax its
+// parser (Gson) accepts (an object {"profiles": [...]} is accepted too;
+// docs/policies.md, Profiles JSON). Per profile:
 //
 //	| field                    | default                      | meaning |
 //	|--------------------------|------------------------------|---------|
@@ -105,7 +106,7 @@
 //	| maxBusyTimeout           | absent = no cap              | cap of escalated busy timeouts |
 //	| busyTimeoutMultiplier    | 0                            | integer; 0 → timeout 0 (wait forever) after the plans |
 //	| attemptPlans             | required (accumulo, accumulo-host); else Accumulo's default plans | [{servers, busyTimeout, salt}] |
-//	| servers                  | required                     | "N" (N > 0) or "P%" (0 < P ≤ 100, integer); accumulo-host counts hosts |
+//	| servers                  | required                     | "N" (N > 0) or "P%" (0 < P ≤ 100, decimals allowed; max(1, round(P/100.0 × total)) in float64); accumulo-host counts hosts |
 //	| busyTimeout              | required                     | duration |
 //	| salt                     | ""                           | rendezvous salt |
 //	| name                     | "default" / first scan type / "profile<i>" | display name (extension) |
@@ -114,10 +115,11 @@
 // Durations are an unsigned integer followed by d, h, m, s or ms (no suffix
 // = seconds; decimals rejected); a JSON integer means seconds. Server
 // counts and integers may be JSON numbers or strings. null means absent.
-// Unknown fields, options of another policy, duplicate keys, bad values,
-// a missing or duplicate default profile, duplicate scan types and unknown
-// policies are rejected with an error that wraps ErrBadConfig (and
-// ErrUnknownPolicy) and names the profile and the field.
+// Unknown fields and keys given twice (the last wins) are accepted, as in
+// Accumulo, and listed by Profiles.Warnings. Options of another policy,
+// bad values, a missing or duplicate default profile, duplicate scan
+// types and unknown policies are rejected with an error that wraps
+// ErrBadConfig (and ErrUnknownPolicy) and names the profile and the field.
 //
 // Policy options (Options; "clickhouse-*" = every ClickHouse mode):
 //

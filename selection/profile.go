@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"math"
 	"strconv"
 	"time"
 )
@@ -30,6 +31,10 @@ type Profile struct {
 	// Explicit lists the option names the JSON set explicitly, in the
 	// order of the options table (Summary prints them).
 	Explicit []string
+
+	// explicitName is set when Name came from the "name" field; other
+	// names are generated and renamed on a collision.
+	explicitName bool
 }
 
 // Decay returns the decay parameters of the profile's error and slowdown
@@ -44,19 +49,20 @@ func (p *Profile) Decay() DecayParams {
 
 // ServerCount is an attemptPlans[].servers value: N or P%.
 type ServerCount struct {
-	N       int // > 0 when absolute
-	Percent int // 1..100 when a percentage
+	N       int     // > 0 when absolute
+	Percent float64 // in (0, 100] when a percentage
 }
 
 // Count returns how many of total members the plan uses: min(total, N) for
-// "N", max(1, round(P/100·total)) for "P%" (Java Math.round: halves up);
-// 0 when total is 0.
+// "N", max(1, round(P/100.0 × total)) for "P%", computed in float64 as
+// Accumulo does (Java's Math.round, halves up: 29% of 50 is 14 because
+// 0.29 × 50 = 14.499999999999998); 0 when total is 0.
 func (c ServerCount) Count(total int) int {
 	if total <= 0 {
 		return 0
 	}
 	if c.Percent > 0 {
-		n := (c.Percent*total*2 + 100) / 200
+		n := int(math.Round(c.Percent / 100.0 * float64(total)))
 		if n < 1 {
 			n = 1
 		}
@@ -74,7 +80,7 @@ func (c ServerCount) Count(total int) int {
 // String returns the JSON form: "N" or "P%".
 func (c ServerCount) String() string {
 	if c.Percent > 0 {
-		return strconv.Itoa(c.Percent) + "%"
+		return strconv.FormatFloat(c.Percent, 'g', -1, 64) + "%"
 	}
 	return strconv.Itoa(c.N)
 }
@@ -95,4 +101,15 @@ type Profiles struct {
 	byType   map[string]*Profile
 	policies map[*Profile]Policy
 	decays   []DecayParams
+	warnings []string
+}
+
+// Warnings lists what the parser accepted but ignored, as Accumulo does:
+// unknown fields and keys given twice (the last value is used). Each
+// names the profile and the field. coordinator --check-config prints them.
+func (ps *Profiles) Warnings() []string {
+	if ps == nil {
+		return nil
+	}
+	return append([]string(nil), ps.warnings...)
 }

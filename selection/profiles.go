@@ -42,7 +42,47 @@ func DefaultProfiles() *Profiles {
 // buildProfiles checks cross-profile rules and builds every policy.
 func buildProfiles(list []*Profile) (*Profiles, error) {
 	ps := &Profiles{List: list, byType: map[string]*Profile{}, policies: make(map[*Profile]Policy, len(list))}
+	// Names are scanplane's labels, not Accumulo's: only names given in
+	// "name" must be unique. A generated name ("default", the first scan
+	// type, "profile<i>") that collides is made unique instead, since
+	// Accumulo accepts e.g. a non-default profile activated by scan type
+	// "default".
 	names := map[string]int{}
+	for i, p := range list {
+		if p.explicitName {
+			if j, ok := names[p.Name]; ok {
+				pe := &profileErr{idx: i, name: p.Name}
+				return nil, pe.fieldf("name", "duplicate profile name (profile %d has it too)", j)
+			}
+			names[p.Name] = i
+		}
+	}
+	// The default profile's generated name first, so it keeps "default".
+	order := make([]int, 0, len(list))
+	for i, p := range list {
+		if p.IsDefault {
+			order = append([]int{i}, order...)
+		} else {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		p := list[i]
+		if p.explicitName {
+			continue
+		}
+		if _, taken := names[p.Name]; taken {
+			base := fmt.Sprintf("profile%d", i)
+			p.Name = base
+			for k := 2; ; k++ {
+				if _, taken := names[p.Name]; !taken {
+					break
+				}
+				p.Name = fmt.Sprintf("%s-%d", base, k)
+			}
+		}
+		names[p.Name] = i
+	}
 	for i, p := range list {
 		pe := &profileErr{idx: i, name: p.Name}
 		if p.IsDefault {
@@ -51,10 +91,6 @@ func buildProfiles(list []*Profile) (*Profiles, error) {
 			}
 			ps.def = p
 		}
-		if j, ok := names[p.Name]; ok {
-			return nil, pe.fieldf("name", "duplicate profile name (profile %d has it too)", j)
-		}
-		names[p.Name] = i
 		for _, st := range p.ScanTypeActivations {
 			if q, ok := ps.byType[st]; ok {
 				if q == p {

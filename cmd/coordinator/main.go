@@ -85,6 +85,9 @@ func run(args []string) int {
 		for _, l := range profiles.Summary() {
 			fmt.Println(l)
 		}
+		for _, w := range profiles.Warnings() {
+			fmt.Println("warning:", w)
+		}
 		return 0
 	}
 	cc := actors.DefaultCoordinatorConfig()

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,33 @@ func TestBadFlags(t *testing.T) {
 		if code := run(args); code != 2 {
 			t.Errorf("coordinator %v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestCheckConfigWarnings: an Accumulo document with single quotes and an
+// unknown field passes --check-config, which prints a warning naming the
+// field.
+func TestCheckConfigWarnings(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lenient.json")
+	os.WriteFile(path, []byte(`[{'isDefault':'true','color':'red','attemptPlans':[{'servers':3,'busyTimeout':'33ms','salt':7}]}]`), 0o644)
+	out, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdout
+	os.Stdout = out
+	code := run([]string{"--profiles", path, "--check-config"})
+	os.Stdout = saved
+	out.Close()
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	text, _ := os.ReadFile(out.Name())
+	if !strings.Contains(string(text), "warning: ") || !strings.Contains(string(text), `field "color"`) {
+		t.Errorf("--check-config output lacks the warning for \"color\":\n%s", text)
+	}
+	if !strings.Contains(string(text), "plans=[3/33ms/7]") {
+		t.Errorf("--check-config output lacks the plan with salt 7:\n%s", text)
 	}
 }
