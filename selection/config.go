@@ -90,8 +90,8 @@ func jsonInt(raw json.RawMessage, lo, hi int64) (int64, error) {
 	v, err := strconv.ParseInt(text, 10, 64)
 	if err != nil {
 		// Gson's nextInt also takes a number with an integral value (8.0, 8e0).
-		f, ferr := strconv.ParseFloat(text, 64)
-		if ferr != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
+		f, ok := javaParseDouble(text)
+		if !ok || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
 			return 0, fmt.Errorf("want an integer, got %s", raw)
 		}
 		v = int64(f)
