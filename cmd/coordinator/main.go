@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -90,6 +91,7 @@ func run(args []string) int {
 		}
 		return 0
 	}
+	warnProfiles(log, o.profiles, profiles)
 	cc := actors.DefaultCoordinatorConfig()
 	cc.System = actors.SystemConfig{Listen: o.listen, Advertise: o.advertise}
 	cc.HeartbeatMisses = o.misses
@@ -148,7 +150,13 @@ func run(args []string) int {
 	}
 	if o.profiles != "" {
 		path := o.profiles
-		co.SetReloader(func() (*selection.Profiles, error) { return loadProfiles(path) })
+		co.SetReloader(func() (*selection.Profiles, error) {
+			p, err := loadProfiles(path)
+			if err == nil {
+				warnProfiles(log, path, p)
+			}
+			return p, err
+		})
 	}
 	if err := co.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
@@ -217,6 +225,15 @@ func orNone(s string) string {
 		return "off"
 	}
 	return s
+}
+
+// warnProfiles logs what the profiles parser accepted but warned about
+// (unknown fields, repeated keys), as Accumulo's lenient parser would
+// silently accept them.
+func warnProfiles(log *slog.Logger, path string, p *selection.Profiles) {
+	for _, w := range p.Warnings() {
+		log.Warn("profiles: "+w, "file", path)
+	}
 }
 
 func loadProfiles(path string) (*selection.Profiles, error) {
