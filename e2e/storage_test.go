@@ -29,6 +29,25 @@ type storageNATS struct {
 	srv *bus.EmbeddedServer
 }
 
+// startStorageNATS skips in -short mode, builds the cluster binaries and
+// starts an embedded NATS server with its own store directory (stopped
+// when the test ends); it returns the server and the binaries' directory.
+func startStorageNATS(t *testing.T) (*storageNATS, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes")
+	}
+	bins, err := localcluster.BuildFromSource(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &storageNATS{t: t, cfg: bus.DefaultServerConfig()}
+	n.cfg.Port, n.cfg.StoreDir = -1, t.TempDir()
+	n.start()
+	t.Cleanup(func() { n.srv.Close() })
+	return n, bins
+}
+
 func (n *storageNATS) start() {
 	n.t.Helper()
 	srv, err := bus.StartServer(n.cfg)
@@ -109,18 +128,8 @@ func scanUntilError(ctx context.Context, c *client.Client, truth []tablets.Entry
 // deadline — both while the server runs and after it is restarted (when
 // it drops the damaged records), and the scan server logs it.
 func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
 	ctx := context.Background()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &storageNATS{t: t, cfg: bus.DefaultServerConfig()}
-	n.cfg.Port, n.cfg.StoreDir = -1, t.TempDir()
-	n.start()
-	t.Cleanup(func() { n.srv.Close() })
+	n, bins := startStorageNATS(t)
 
 	truth := tablets.GenerateRows(100000)
 	ingest(t, n.srv.ClientURL(), truth, 8)
@@ -187,18 +196,8 @@ func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
 // instead of waiting for the JetStream library to notice its consumer is
 // gone.
 func TestClientSeesIngestAfterNATSRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
 	ctx := context.Background()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &storageNATS{t: t, cfg: bus.DefaultServerConfig()}
-	n.cfg.Port, n.cfg.StoreDir = -1, t.TempDir()
-	n.start()
-	t.Cleanup(func() { n.srv.Close() })
+	n, bins := startStorageNATS(t)
 	newGeneration := func() uint64 {
 		t.Helper()
 		return ingest(t, n.srv.ClientURL(), tablets.GenerateRows(1000), tablets.DefaultIngestConfig().Tablets).GetGeneration()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -37,6 +38,15 @@ type figures struct {
 	flows       float64 // StatusReply.flows
 	servers     float64 // servers in StatusReply (alive or not yet forgotten)
 	liveServers float64 // of those, alive
+}
+
+// fold sets each figure of a to pick(a's, b's): max for a peak, min for
+// the quiet level.
+func (a *figures) fold(b *figures, pick func(x, y float64) float64) {
+	for _, p := range [...]struct{ a, b *float64 }{{&a.goroutines, &b.goroutines}, {&a.heap, &b.heap}, {&a.tablets, &b.tablets},
+		{&a.hosts, &b.hosts}, {&a.flows, &b.flows}, {&a.servers, &b.servers}, {&a.liveServers, &b.liveServers}} {
+		*p.a = pick(*p.a, *p.b)
+	}
 }
 
 // metric names a figure, its tolerance and how to print it.
@@ -408,13 +418,7 @@ func watchPeak(ctx context.Context, httpAddr string, peak *figures) {
 		if err != nil {
 			continue
 		}
-		peak.goroutines = max(peak.goroutines, f.goroutines)
-		peak.heap = max(peak.heap, f.heap)
-		peak.tablets = max(peak.tablets, f.tablets)
-		peak.hosts = max(peak.hosts, f.hosts)
-		peak.flows = max(peak.flows, f.flows)
-		peak.servers = max(peak.servers, f.servers)
-		peak.liveServers = max(peak.liveServers, f.liveServers)
+		peak.fold(f, math.Max)
 	}
 }
 
@@ -439,13 +443,7 @@ func measure(ctx context.Context, httpAddr string, n int) (*figures, error) {
 			low = f
 			continue
 		}
-		low.goroutines = min(low.goroutines, f.goroutines)
-		low.heap = min(low.heap, f.heap)
-		low.tablets = min(low.tablets, f.tablets)
-		low.hosts = min(low.hosts, f.hosts)
-		low.flows = min(low.flows, f.flows)
-		low.servers = min(low.servers, f.servers)
-		low.liveServers = min(low.liveServers, f.liveServers)
+		low.fold(f, math.Min)
 	}
 	return low, nil
 }
