@@ -36,31 +36,32 @@ func (w *world) scheduleFaults() time.Time {
 			last = t
 		}
 	}
-	for range f.HostPauses {
-		h := w.hosts[s.rng.IntN(len(w.hosts))]
+	// pause and kill draw a fault's start and length in the fault window
+	// (the same draws in the same order for every kind, so seeds replay).
+	pause := func(p *process) {
 		at, d := s.uniform(0, f.Window), s.uniform(time.Millisecond, f.PauseMax)
-		s.after(at, "", "pause", func() { w.pause(h.proc, d) })
+		s.after(at, "", "pause", func() { w.pause(p, d) })
 		note(s.now.Add(at + d))
+	}
+	kill := func(fn func(down time.Duration, never bool)) {
+		at, d := s.uniform(0, f.Window), s.uniform(f.RestartMin, f.RestartMax)
+		never := s.chance(f.NeverRestart)
+		s.after(at, "", "kill", func() { fn(d, never) })
+		note(s.now.Add(at + d))
+	}
+	for range f.HostPauses {
+		pause(w.hosts[s.rng.IntN(len(w.hosts))].proc)
 	}
 	for range f.HostKills {
 		h := w.hosts[s.rng.IntN(len(w.hosts))]
-		at, d := s.uniform(0, f.Window), s.uniform(f.RestartMin, f.RestartMax)
-		never := s.chance(f.NeverRestart)
-		s.after(at, "", "kill", func() { w.killHost(h, d, never) })
-		note(s.now.Add(at + d))
+		kill(func(d time.Duration, never bool) { w.killHost(h, d, never) })
 	}
 	for range f.CoordPauses {
-		c := w.coords[s.rng.IntN(len(w.coords))]
-		at, d := s.uniform(0, f.Window), s.uniform(time.Millisecond, f.PauseMax)
-		s.after(at, "", "pause", func() { w.pause(c.proc, d) })
-		note(s.now.Add(at + d))
+		pause(w.coords[s.rng.IntN(len(w.coords))].proc)
 	}
 	for range f.CoordKills {
 		c := w.coords[s.rng.IntN(len(w.coords))]
-		at, d := s.uniform(0, f.Window), s.uniform(f.RestartMin, f.RestartMax)
-		never := s.chance(f.NeverRestart)
-		s.after(at, "", "kill", func() { w.killCoordinator(c, d, never) })
-		note(s.now.Add(at + d))
+		kill(func(d time.Duration, never bool) { w.killCoordinator(c, d, never) })
 	}
 	for range f.ClientKills {
 		c := w.clients[s.rng.IntN(len(w.clients))]
