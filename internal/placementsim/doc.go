@@ -1,0 +1,28 @@
+// Package placementsim is a pure, in-process simulation of tablet grains
+// placed over many coordinators (issue 8, "a simulation at scale"). It
+// owns:
+//
+//   - the grain identity of tablet actors: kind Kind, identity
+//     "<table>/g<generation>/t<index>" (grainIdentity);
+//   - simulated coordinator member lists (Members, in three addressing
+//     schemes: the placement hashes each member's "host:port");
+//   - the placement of every tablet by protoactor-go's own
+//     cluster.Rendezvous, the function identitylookup/disthash calls (not
+//     a copy), with PlaceIdeal as a well-mixed-hash reference;
+//   - the figures computed from placements: the spread of grains over
+//     coordinators (SpreadOf) and the tablets that move when one
+//     coordinator joins or leaves (Compare);
+//   - HostView, a load view of many scan-server hosts built with
+//     selection's own types, for measuring selection decisions per core.
+//
+// Nothing here touches the network, starts goroutines or reads a clock;
+// randomness comes from seeds. Timings are measured by the package's
+// benchmarks and by its report test, never asserted:
+//
+//	go test ./internal/placementsim -run TestPlacementReport -placementsim.full -v -timeout 0
+//	go test ./internal/placementsim -run '^$' -bench . -benchtime 2s
+//
+// The figures and what they mean are in MEASUREMENTS.md ("Grain placement
+// at scale (issue 8)"). The package is measurement infrastructure: nothing
+// outside its tests imports it.
+package placementsim
