@@ -2,8 +2,11 @@
 // embedded server (with JetStream), connecting to it or to an external
 // cluster, the versioned subject names, publishing and subscribing the
 // protobuf signals of messages/ (heartbeats, busy and timeout events,
-// metadata changes), and the two JetStream key-value stores: BlockStore for
-// tablet-file blocks and MetaStore for table metadata and cluster info.
+// metadata changes), and the JetStream key-value stores: BlockStore for
+// tablet-file blocks, MetaStore for table metadata, and LeaseStore for the
+// coordinators' leases (one key per coordinator, renewed every second,
+// gone after a TTL: how clients and the coordinators' cluster provider
+// find the live coordinators).
 //
 // Concurrency contract: a Conn, a BlockStore and a MetaStore are safe for
 // concurrent use by any number of goroutines. Subscription callbacks run on
@@ -11,9 +14,10 @@
 // serialised) and must not block for long: hand the message to an actor or
 // a channel and return. A payload that fails to decode is counted
 // (Conn.DecodeErrors) and logged, and never reaches the callback.
-// MetaStore.Watch calls its callback from one goroutine of its own, which
-// re-synchronises after every reconnect and ends with its context or
-// Conn.Close.
+// MetaStore.Watch and LeaseStore.Watch call their callback from one
+// goroutine of their own, which re-synchronises after every reconnect and
+// ends with its context or Conn.Close. A Lease renews from a goroutine of
+// its own until Close.
 //
 // Errors: every store operation is bounded by Config.OpTimeout and every
 // failure wraps a sentinel: ErrNotFound, ErrCorrupt (a value JetStream

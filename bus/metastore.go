@@ -343,16 +343,9 @@ const (
 // watchLoop delivers w's updates to fn, replacing w after each reconnect,
 // and closes initial once w's initial values have been delivered.
 func (m *MetaStore) watchLoop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}, fn func(string, uint64), initial chan struct{}) {
-	stop := func(w jetstream.KeyWatcher) {
-		// Stop, then drain so a delivery blocked on the full channel
-		// returns and the library closes the channel.
-		_ = w.Stop()
-		for range w.Updates() {
-		}
-	}
 	defer func() {
 		if w != nil {
-			stop(w)
+			stopWatcher(w)
 		}
 	}()
 	initDone := false
@@ -364,7 +357,7 @@ func (m *MetaStore) watchLoop(ctx context.Context, w jetstream.KeyWatcher, recon
 			return
 		case <-reconnected:
 			reconnected = m.conn.reconnectSignal()
-			stop(w)
+			stopWatcher(w)
 			m.conn.log.Info("table watch: re-synchronising after a NATS reconnect")
 			if w, reconnected = m.rewatch(ctx, reconnected); w == nil {
 				return
@@ -412,36 +405,9 @@ func (m *MetaStore) deliver(e jetstream.KeyValueEntry, fn func(string, uint64)) 
 	fn(table, gen)
 }
 
-// rewatch sets up a new watcher, retrying with a backoff; nil when ctx
-// ends or the connection closes first. A reconnect while it retries
-// starts the next attempt at once; it returns the reconnect signal to wait
-// on next.
+// rewatch sets up a new table watcher (see Conn.rewatch).
 func (m *MetaStore) rewatch(ctx context.Context, reconnected <-chan struct{}) (jetstream.KeyWatcher, <-chan struct{}) {
-	backoff := watchRetryMin
-	for {
-		w, err := m.kv.Watch(ctx, currentWatchKeys)
-		if err == nil {
-			return w, reconnected
-		}
-		if ctx.Err() != nil || m.conn.nc.IsClosed() {
-			return nil, reconnected
-		}
-		m.conn.log.Warn("table watch: cannot set up the watcher yet; retrying", "in", backoff, "err", err)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, reconnected
-		case <-m.conn.closed:
-			t.Stop()
-			return nil, reconnected
-		case <-reconnected:
-			reconnected = m.conn.reconnectSignal()
-		case <-t.C:
-		}
-		t.Stop()
-		backoff = min(2*backoff, watchRetryMax)
-	}
+	return m.conn.rewatch(ctx, "table watch", reconnected, func() (jetstream.KeyWatcher, error) { return m.kv.Watch(ctx, currentWatchKeys) })
 }
 
 // get, create and update are the KV calls bounded by OpTimeout; their

@@ -597,7 +597,10 @@ func (x *TableMeta) GetBlockSize() uint32 {
 	return 0
 }
 
-// ClusterInfo is published by the coordinator so clients find it from NATS.
+// ClusterInfo is a coordinator's lease: every coordinator keeps one in the
+// coordinators KV bucket under the key member_id, renewed every second or
+// so (bus.LeaseStore); clients and the cluster provider find coordinators
+// from these leases.
 type ClusterInfo struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	CoordinatorAddress string                 `protobuf:"bytes,1,opt,name=coordinator_address,json=coordinatorAddress,proto3" json:"coordinator_address,omitempty"` // actor remote host:port
@@ -605,7 +608,14 @@ type ClusterInfo struct {
 	HttpAddress        string                 `protobuf:"bytes,3,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	StartedUnixMs      int64                  `protobuf:"varint,4,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	Version            string                 `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
-	Incarnation        string                 `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"` // random per coordinator start: a change means a restart
+	Incarnation        string                 `protobuf:"bytes,6,opt,name=incarnation,proto3" json:"incarnation,omitempty"`                              // random per coordinator start: a change means a restart
+	MemberId           string                 `protobuf:"bytes,7,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`                    // the lease key: unique per process start (the actor system id); [A-Za-z0-9_=-], at most 128 bytes
+	NatsNode           string                 `protobuf:"bytes,8,opt,name=nats_node,json=natsNode,proto3" json:"nats_node,omitempty"`                    // name of the embedded NATS server; empty with an external NATS
+	NatsUrl            string                 `protobuf:"bytes,9,opt,name=nats_url,json=natsUrl,proto3" json:"nats_url,omitempty"`                       // client URL of the embedded NATS server; empty with an external NATS
+	RenewedUnixMs      int64                  `protobuf:"varint,10,opt,name=renewed_unix_ms,json=renewedUnixMs,proto3" json:"renewed_unix_ms,omitempty"` // when the holder last renewed the lease (its clock; informative only)
+	TabletActors       uint32                 `protobuf:"varint,11,opt,name=tablet_actors,json=tabletActors,proto3" json:"tablet_actors,omitempty"`      // tablet actors (grains) active on this coordinator at the last renewal
+	Kinds              []string               `protobuf:"bytes,12,rep,name=kinds,proto3" json:"kinds,omitempty"`                                         // Proto.Actor cluster grain kinds this member hosts
+	ClusterName        string                 `protobuf:"bytes,13,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`          // Proto.Actor cluster name
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -678,6 +688,55 @@ func (x *ClusterInfo) GetVersion() string {
 func (x *ClusterInfo) GetIncarnation() string {
 	if x != nil {
 		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *ClusterInfo) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClusterInfo) GetNatsNode() string {
+	if x != nil {
+		return x.NatsNode
+	}
+	return ""
+}
+
+func (x *ClusterInfo) GetNatsUrl() string {
+	if x != nil {
+		return x.NatsUrl
+	}
+	return ""
+}
+
+func (x *ClusterInfo) GetRenewedUnixMs() int64 {
+	if x != nil {
+		return x.RenewedUnixMs
+	}
+	return 0
+}
+
+func (x *ClusterInfo) GetTabletActors() uint32 {
+	if x != nil {
+		return x.TabletActors
+	}
+	return 0
+}
+
+func (x *ClusterInfo) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *ClusterInfo) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
 	}
 	return ""
 }
@@ -2316,7 +2375,9 @@ type StatusReply struct {
 	BadMessages     uint64                 `protobuf:"varint,13,opt,name=bad_messages,json=badMessages,proto3" json:"bad_messages,omitempty"`       // wire messages refused by validation (heartbeats, signals, requests)
 	Flows           uint32                 `protobuf:"varint,14,opt,name=flows,proto3" json:"flows,omitempty"`                                      // scan requests in flight in tablet actors
 	HostActors      uint32                 `protobuf:"varint,15,opt,name=host_actors,json=hostActors,proto3" json:"host_actors,omitempty"`
-	Overloaded      uint64                 `protobuf:"varint,16,opt,name=overloaded,proto3" json:"overloaded,omitempty"` // requests refused because a bounded queue was full
+	Overloaded      uint64                 `protobuf:"varint,16,opt,name=overloaded,proto3" json:"overloaded,omitempty"`            // requests refused because a bounded queue was full
+	MemberId        string                 `protobuf:"bytes,17,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"` // this coordinator's lease key (ClusterInfo.member_id)
+	Coordinators    []*ClusterInfo         `protobuf:"bytes,18,rep,name=coordinators,proto3" json:"coordinators,omitempty"`         // the live coordinator leases this coordinator sees, by member_id
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2461,6 +2522,20 @@ func (x *StatusReply) GetOverloaded() uint64 {
 		return x.Overloaded
 	}
 	return 0
+}
+
+func (x *StatusReply) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *StatusReply) GetCoordinators() []*ClusterInfo {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
 }
 
 // RouteRequest / RouteReply: scanctl route.
@@ -2794,14 +2869,22 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12&\n" +
 	"\x0fcreated_unix_ms\x18\a \x01(\x03R\rcreatedUnixMs\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\b \x01(\rR\tblockSize\"\xe2\x01\n" +
+	"block_size\x18\b \x01(\rR\tblockSize\"\xbd\x03\n" +
 	"\vClusterInfo\x12/\n" +
 	"\x13coordinator_address\x18\x01 \x01(\tR\x12coordinatorAddress\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\tR\brouterId\x12!\n" +
 	"\fhttp_address\x18\x03 \x01(\tR\vhttpAddress\x12&\n" +
 	"\x0fstarted_unix_ms\x18\x04 \x01(\x03R\rstartedUnixMs\x12\x18\n" +
 	"\aversion\x18\x05 \x01(\tR\aversion\x12 \n" +
-	"\vincarnation\x18\x06 \x01(\tR\vincarnation\"-\n" +
+	"\vincarnation\x18\x06 \x01(\tR\vincarnation\x12\x1b\n" +
+	"\tmember_id\x18\a \x01(\tR\bmemberId\x12\x1b\n" +
+	"\tnats_node\x18\b \x01(\tR\bnatsNode\x12\x19\n" +
+	"\bnats_url\x18\t \x01(\tR\anatsUrl\x12&\n" +
+	"\x0frenewed_unix_ms\x18\n" +
+	" \x01(\x03R\rrenewedUnixMs\x12#\n" +
+	"\rtablet_actors\x18\v \x01(\rR\ftabletActors\x12\x14\n" +
+	"\x05kinds\x18\f \x03(\tR\x05kinds\x12!\n" +
+	"\fcluster_name\x18\r \x01(\tR\vclusterName\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\xaf\x04\n" +
@@ -2987,7 +3070,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\btimeouts\x18\x0e \x01(\x04R\btimeouts\x12\x1c\n" +
 	"\tslowdowns\x18\x0f \x01(\rR\tslowdowns\x12(\n" +
 	"\x10start_latency_us\x18\x10 \x01(\x03R\x0estartLatencyUs\x12+\n" +
-	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\xaf\x04\n" +
+	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\x8b\x05\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +
@@ -3010,7 +3093,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"hostActors\x12\x1e\n" +
 	"\n" +
 	"overloaded\x18\x10 \x01(\x04R\n" +
-	"overloaded\"\xe6\x01\n" +
+	"overloaded\x12\x1b\n" +
+	"\tmember_id\x18\x11 \x01(\tR\bmemberId\x12=\n" +
+	"\fcoordinators\x18\x12 \x03(\v2\x19.scanplane.v1.ClusterInfoR\fcoordinators\"\xe6\x01\n" +
 	"\fRouteRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12;\n" +
@@ -3141,14 +3226,15 @@ var file_scanplane_proto_depIdxs = []int32{
 	4,  // 18: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
 	2,  // 19: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
 	24, // 20: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	31, // 21: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 22: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 23: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	8,  // 21: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	31, // 22: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 23: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 24: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }

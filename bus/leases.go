@@ -1,0 +1,580 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// LeaseConfig configures coordinator leases (see LeaseStore).
+type LeaseConfig struct {
+	// TTL is how long a lease lives without a renewal: the bucket's MaxAge
+	// (the server drops older entries) and the time after which a watcher
+	// that saw no renewal takes the lease as gone. At least 100ms (the
+	// smallest MaxAge JetStream accepts). Default 3s.
+	TTL time.Duration
+	// Renew is the renewal interval; must be < TTL. Default 1s.
+	Renew time.Duration
+	// Bucket is the JetStream KV bucket holding the leases (file storage,
+	// so a restarted standalone server still has the bucket; history 1;
+	// Config.Replicas of the Conn). Default "scanplane-coordinators".
+	Bucket string
+}
+
+// DefaultLeaseConfig returns the defaults documented on LeaseConfig.
+func DefaultLeaseConfig() LeaseConfig {
+	return LeaseConfig{TTL: 3 * time.Second, Renew: time.Second, Bucket: "scanplane-coordinators"}
+}
+
+// minLeaseTTL is the smallest MaxAge JetStream accepts for a stream.
+const minLeaseTTL = 100 * time.Millisecond
+
+// Validate reports the first invalid field by name.
+func (c LeaseConfig) Validate() error {
+	switch {
+	case c.TTL < minLeaseTTL:
+		return fmt.Errorf("bus: LeaseConfig.TTL %s: must be at least %s", c.TTL, minLeaseTTL)
+	case c.Renew <= 0:
+		return fmt.Errorf("bus: LeaseConfig.Renew %s: must be positive", c.Renew)
+	case c.Renew >= c.TTL:
+		return fmt.Errorf("bus: LeaseConfig.Renew %s: must be less than LeaseConfig.TTL %s", c.Renew, c.TTL)
+	case !validBucket(c.Bucket):
+		return fmt.Errorf("bus: LeaseConfig.Bucket %q: want 1+ characters of [A-Za-z0-9_-]", c.Bucket)
+	}
+	return nil
+}
+
+// MaxMemberIDLen bounds ClusterInfo.MemberId, the lease key.
+const MaxMemberIDLen = 128
+
+// ErrBadLease is wrapped by the errors of CheckLease.
+var ErrBadLease = errors.New("bus: bad lease")
+
+// CheckLease reports why ci cannot be the lease stored under key: key must
+// equal ci.MemberId, be 1..MaxMemberIDLen characters of [A-Za-z0-9_=-],
+// and ci must name its coordinator address. Announce checks what it sends
+// and every reader checks what it receives.
+func CheckLease(key string, ci *messages.ClusterInfo) error {
+	switch {
+	case ci == nil:
+		return fmt.Errorf("%w: no ClusterInfo", ErrBadLease)
+	case ci.GetMemberId() != key:
+		return fmt.Errorf("%w: member_id %q is not the key %q", ErrBadLease, ci.GetMemberId(), key)
+	case key == "" || len(key) > MaxMemberIDLen || strings.ContainsFunc(key, func(r rune) bool { return !isTokenRune(r) && r != '=' }):
+		return fmt.Errorf("%w: member_id %q: want 1..%d characters of [A-Za-z0-9_=-]", ErrBadLease, key, MaxMemberIDLen)
+	case ci.GetCoordinatorAddress() == "":
+		return fmt.Errorf("%w: member %q: empty coordinator_address", ErrBadLease, key)
+	}
+	return nil
+}
+
+// LeaseStore keeps one lease per coordinator in a JetStream KV bucket:
+// key = ClusterInfo.MemberId, value = the ClusterInfo (protobuf). The
+// holder renews it every LeaseConfig.Renew (Lease); the bucket's MaxAge
+// is LeaseConfig.TTL, so the server drops a lease nobody renewed for TTL.
+// A KV watch does not report such an expiry, so Watch also judges it with
+// this process's clock. Safe for concurrent use.
+type LeaseStore struct {
+	conn    *Conn
+	cfg     LeaseConfig
+	kv      jetstream.KeyValue
+	invalid atomic.Uint64
+}
+
+// Leases binds the lease bucket, creating it if missing. If the bucket
+// exists with another TTL (MaxAge) it is updated to cfg.TTL, with a
+// warning: leases only work if every holder and reader agrees on it.
+func (c *Conn) Leases(ctx context.Context, cfg LeaseConfig) (*LeaseStore, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	kv, err := c.bucket(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "scanplane coordinator leases",
+		History:     1,
+		TTL:         cfg.TTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.cfg.Replicas,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st, err := timed(c, ctx, func(octx context.Context) (jetstream.KeyValueStatus, error) { return kv.Status(octx) })
+	if err != nil {
+		return nil, c.storeErr(ctx, "status of bucket "+cfg.Bucket, err)
+	}
+	if st.TTL() != cfg.TTL {
+		c.log.Warn("lease bucket has another TTL; updating it", "bucket", cfg.Bucket, "was", st.TTL(), "now", cfg.TTL)
+		kc := st.Config()
+		kc.TTL = cfg.TTL
+		kv, err = timed(c, ctx, func(octx context.Context) (jetstream.KeyValue, error) { return c.js.UpdateKeyValue(octx, kc) })
+		if err != nil {
+			return nil, c.storeErr(ctx, "update TTL of bucket "+cfg.Bucket, err)
+		}
+	}
+	return &LeaseStore{conn: c, cfg: cfg, kv: kv}, nil
+}
+
+// Config returns the store's configuration.
+func (s *LeaseStore) Config() LeaseConfig { return s.cfg }
+
+// Invalid counts leases read from the bucket and skipped: undecodable, or
+// failing CheckLease. Each is also counted in the Conn's DecodeErrors.
+func (s *LeaseStore) Invalid() uint64 { return s.invalid.Load() }
+
+// decode turns a KV entry into a checked lease; nil (counted and logged)
+// if it is not one.
+func (s *LeaseStore) decode(e jetstream.KeyValueEntry) *messages.ClusterInfo {
+	ci := new(messages.ClusterInfo)
+	err := proto.Unmarshal(e.Value(), ci)
+	if err == nil {
+		err = CheckLease(e.Key(), ci)
+	}
+	if err != nil {
+		s.invalid.Add(1)
+		s.conn.decodeErrors.Add(1)
+		s.conn.log.Warn("ignoring invalid coordinator lease", "bucket", s.cfg.Bucket, "key", e.Key(), "err", err)
+		return nil
+	}
+	return ci
+}
+
+// Lease is one announced lease, renewed until Close.
+type Lease struct {
+	store    *LeaseStore
+	key      string
+	ctx      context.Context // cancelled by Close: stops the renewer and its put
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the renewer has returned
+	failures atomic.Uint64
+
+	mu sync.Mutex
+	ci *messages.ClusterInfo // what the next renewal sends
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Announce puts ci under key ci.MemberId and renews it every Renew until
+// the Lease is closed (Close deletes the key: a clean leave is seen at
+// once) or the Conn is closed (then the lease expires after TTL, as a
+// killed process's would). ci must pass CheckLease. ctx bounds the first
+// put only, whose failure is returned; a failing renewal is retried at the
+// next interval, counted (Lease.Failures) and logged, never fatal. Each
+// renewal sets RenewedUnixMs.
+func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*Lease, error) {
+	if err := CheckLease(ci.GetMemberId(), ci); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	l := &Lease{store: s, key: ci.GetMemberId(), ctx: lctx, cancel: cancel, done: make(chan struct{}),
+		ci: proto.Clone(ci).(*messages.ClusterInfo)}
+	if err := l.put(ctx); err != nil {
+		cancel()
+		return nil, err
+	}
+	go l.renewLoop()
+	return l, nil
+}
+
+// MemberID returns the lease key.
+func (l *Lease) MemberID() string { return l.key }
+
+// Failures counts renewals that failed.
+func (l *Lease) Failures() uint64 { return l.failures.Load() }
+
+// Update replaces the lease's content; the next renewal sends it. The
+// member id cannot change (ci.MemberId is ignored); content that would
+// fail CheckLease is refused with a warning.
+func (l *Lease) Update(ci *messages.ClusterInfo) {
+	c := proto.Clone(ci).(*messages.ClusterInfo)
+	c.MemberId = l.key
+	if err := CheckLease(l.key, c); err != nil {
+		l.store.conn.log.Warn("lease update refused", "err", err)
+		return
+	}
+	l.mu.Lock()
+	l.ci = c
+	l.mu.Unlock()
+}
+
+// put writes the current content with a fresh RenewedUnixMs, bounded by
+// ctx and Config.OpTimeout.
+func (l *Lease) put(ctx context.Context) error {
+	l.mu.Lock()
+	ci := proto.Clone(l.ci).(*messages.ClusterInfo)
+	l.mu.Unlock()
+	ci.RenewedUnixMs = time.Now().UnixMilli()
+	data, err := proto.Marshal(ci)
+	if err != nil {
+		return fmt.Errorf("bus: encode lease %q: %w", l.key, err)
+	}
+	c := l.store.conn
+	if err := c.checkSize("lease "+l.key, len(data), 1<<20); err != nil {
+		return err
+	}
+	if _, err := timed(c, ctx, func(octx context.Context) (uint64, error) { return l.store.kv.Put(octx, l.key, data) }); err != nil {
+		return c.storeErr(ctx, "put lease "+l.key, err)
+	}
+	return nil
+}
+
+// renewLoop renews the lease every Renew until Close or Conn.Close. Each
+// put is bounded by TTL: a later one would not keep the lease alive.
+func (l *Lease) renewLoop() {
+	defer close(l.done)
+	c, cfg := l.store.conn, l.store.cfg
+	t := time.NewTicker(cfg.Renew)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-c.closed:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, cfg.TTL)
+		err := l.put(ctx)
+		cancel()
+		switch {
+		case err != nil && l.ctx.Err() != nil:
+			return
+		case err != nil:
+			n := l.failures.Add(1)
+			if !failing || n%10 == 0 {
+				c.log.Warn("lease renewal failed; retrying", "member", l.key, "failures", n, "err", err)
+			}
+			failing = true
+		case failing:
+			c.log.Info("lease renewed again", "member", l.key, "failures", l.failures.Load())
+			failing = false
+		}
+	}
+}
+
+// Close stops renewing and deletes the lease, so watchers see the leave at
+// once. The delete is bounded by TTL (after which the lease is gone
+// anyway); its failure is returned. Safe to call more than once.
+func (l *Lease) Close() error {
+	l.closeOnce.Do(func() {
+		l.cancel()
+		<-l.done
+		c := l.store.conn
+		ctx, cancel := context.WithTimeout(context.Background(), l.store.cfg.TTL)
+		defer cancel()
+		if _, err := timed(c, ctx, func(octx context.Context) (struct{}, error) {
+			return struct{}{}, l.store.kv.Delete(octx, l.key)
+		}); err != nil {
+			l.closeErr = c.storeErr(ctx, "delete lease "+l.key, err)
+		}
+	})
+	return l.closeErr
+}
+
+// List returns the live leases once, sorted by MemberId: those the server
+// holds (it drops a lease not renewed for TTL, by its own clock). Invalid
+// entries are skipped (see Invalid).
+func (s *LeaseStore) List(ctx context.Context) ([]*messages.ClusterInfo, error) {
+	octx, cancel := s.conn.opCtx(ctx)
+	defer cancel()
+	w, err := s.kv.WatchAll(octx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, s.conn.storeErr(ctx, "list leases", s.conn.opErr(ctx, octx, err))
+	}
+	defer stopWatcher(w)
+	var out []*messages.ClusterInfo
+	for {
+		select {
+		case <-octx.Done():
+			return nil, s.conn.storeErr(ctx, "list leases", s.conn.opErr(ctx, octx, octx.Err()))
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("bus: list leases: %w: watcher ended", ErrUnavailable)
+			case e == nil:
+				slices.SortFunc(out, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.GetMemberId(), b.GetMemberId()) })
+				return out, nil
+			case e.Operation() == jetstream.KeyValuePut:
+				if ci := s.decode(e); ci != nil {
+					out = append(out, ci)
+				}
+			}
+		}
+	}
+}
+
+// Watch calls fn (serially, never concurrently) with the full set of live
+// leases, sorted by MemberId: first once with the current state (before
+// Watch returns, unless that takes longer than 10s or ctx ends) and then
+// on every change — a new or changed lease, a deleted one, and one that
+// expired. Renewals that change nothing but RenewedUnixMs do not call fn.
+// fn owns the slice and the messages it is given.
+//
+// Expiry is judged with this process's clock: a lease of which no renewal
+// arrived for TTL is gone. Before expiring anything the watch checks that
+// it can still hear the server (the connection is up and answers a ping
+// within min(TTL/2, 1s)), so a stalled or lost connection does not make
+// every coordinator look dead; the check is repeated until it passes.
+//
+// After every NATS reconnect the watch re-synchronises as MetaStore.Watch
+// does: a new watcher's initial values replace the set (a lease whose
+// revision did not change keeps the time it was last renewed). Watch
+// returns when the watch is set up; it stops when ctx ends or the Conn
+// closes.
+func (s *LeaseStore) Watch(ctx context.Context, fn func(live []*messages.ClusterInfo)) error {
+	reconnected := s.conn.reconnectSignal() // before the watcher: no reconnect is missed
+	w, err := s.kv.WatchAll(ctx)
+	if err != nil {
+		return s.conn.storeErr(ctx, "watch leases", err)
+	}
+	lw := &leaseWatch{s: s, fn: fn, live: map[string]*leaseEntry{}, syncing: map[string]bool{}, initial: make(chan struct{})}
+	initial := lw.initial
+	go lw.loop(ctx, w, reconnected)
+	select {
+	case <-initial:
+	case <-ctx.Done():
+	case <-s.conn.closed:
+	case <-time.After(watchSetupTimeout):
+		s.conn.log.Warn("lease watch: initial values not complete, continuing")
+	}
+	return nil
+}
+
+// leaseEntry is one live lease as a watch sees it.
+type leaseEntry struct {
+	ci   *messages.ClusterInfo
+	rev  uint64
+	seen time.Time // local time its latest revision arrived
+}
+
+// leaseWatch is the state of one Watch, owned by its loop goroutine.
+type leaseWatch struct {
+	s       *LeaseStore
+	fn      func([]*messages.ClusterInfo)
+	live    map[string]*leaseEntry
+	syncing map[string]bool // keys seen since the current watcher started; nil once its initial values are in
+	changed bool            // live changed since fn was last called
+	initial chan struct{}   // closed after the first fn call; nil after that
+	holdOff time.Time       // no expiry before this (the connection check failed)
+}
+
+func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}) {
+	c := lw.s.conn
+	defer func() {
+		if w != nil {
+			stopWatcher(w)
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		lw.arm(timer)
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
+		case <-reconnected:
+			reconnected = c.reconnectSignal()
+			stopWatcher(w)
+			c.log.Info("lease watch: re-synchronising after a NATS reconnect")
+			if w, reconnected = c.rewatch(ctx, "lease watch", reconnected, func() (jetstream.KeyWatcher, error) { return lw.s.kv.WatchAll(ctx) }); w == nil {
+				return
+			}
+			lw.syncing = map[string]bool{}
+		case e, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() != nil || c.nc.IsClosed() {
+					w = nil
+					return
+				}
+				c.log.Warn("lease watch: watcher ended; setting up a new one")
+				if w, reconnected = c.rewatch(ctx, "lease watch", reconnected, func() (jetstream.KeyWatcher, error) { return lw.s.kv.WatchAll(ctx) }); w == nil {
+					return
+				}
+				lw.syncing = map[string]bool{}
+				continue
+			}
+			lw.handle(e, time.Now())
+		case <-timer.C:
+			lw.expire(w)
+		}
+		lw.emit()
+	}
+}
+
+// arm sets timer to the next moment a lease could expire.
+func (lw *leaseWatch) arm(timer *time.Timer) {
+	next := time.Now().Add(time.Hour)
+	if lw.syncing == nil {
+		for _, le := range lw.live {
+			if d := le.seen.Add(lw.s.cfg.TTL); d.Before(next) {
+				next = d
+			}
+		}
+	}
+	if next.Before(lw.holdOff) {
+		next = lw.holdOff
+	}
+	timer.Reset(time.Until(next))
+}
+
+// handle applies one watcher delivery; e == nil ends a (re)sync.
+func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
+	if e == nil {
+		if lw.syncing != nil {
+			for k := range lw.live {
+				if !lw.syncing[k] {
+					delete(lw.live, k)
+					lw.changed = true
+				}
+			}
+			lw.syncing = nil
+		}
+		return
+	}
+	key := e.Key()
+	old := lw.live[key]
+	var ci *messages.ClusterInfo
+	if e.Operation() == jetstream.KeyValuePut {
+		ci = lw.s.decode(e)
+	}
+	if ci == nil { // deleted, purged, or not a valid lease
+		if old != nil {
+			delete(lw.live, key)
+			lw.changed = true
+		}
+		return
+	}
+	seen := now
+	if old != nil && old.rev == e.Revision() {
+		seen = old.seen // the same revision again (a resync): not a renewal
+	}
+	lw.live[key] = &leaseEntry{ci: ci, rev: e.Revision(), seen: seen}
+	if lw.syncing != nil {
+		lw.syncing[key] = true
+	}
+	if old == nil || !sameLease(old.ci, ci) {
+		lw.changed = true
+	}
+}
+
+// sameLease compares two leases ignoring RenewedUnixMs.
+func sameLease(a, b *messages.ClusterInfo) bool {
+	ra, rb := a.GetRenewedUnixMs(), b.GetRenewedUnixMs()
+	a.RenewedUnixMs, b.RenewedUnixMs = 0, 0
+	eq := proto.Equal(a, b)
+	a.RenewedUnixMs, b.RenewedUnixMs = ra, rb
+	return eq
+}
+
+// expire drops the leases not renewed for TTL — after taking in what the
+// watcher has delivered meanwhile and checking the connection (see Watch).
+func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
+	cfg, nc := lw.s.cfg, lw.s.conn.nc
+	lw.drain(w)
+	if lw.syncing != nil || len(lw.live) == 0 {
+		return
+	}
+	if !nc.IsConnected() || nc.FlushTimeout(min(cfg.TTL/2, time.Second)) != nil {
+		lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))
+		return
+	}
+	lw.drain(w) // renewals that arrived during the ping
+	now := time.Now()
+	for k, le := range lw.live {
+		if now.Sub(le.seen) >= cfg.TTL {
+			lw.s.conn.log.Info("coordinator lease expired", "member", k, "address", le.ci.GetCoordinatorAddress(),
+				"last_renewal_seen", now.Sub(le.seen).Round(time.Millisecond))
+			delete(lw.live, k)
+			lw.changed = true
+		}
+	}
+}
+
+// drain handles what the watcher has delivered already, without waiting.
+func (lw *leaseWatch) drain(w jetstream.KeyWatcher) {
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			lw.handle(e, time.Now())
+		default:
+			return
+		}
+	}
+}
+
+// emit calls fn if the set changed (and the first time, once the initial
+// values are in), unless a resync is under way.
+func (lw *leaseWatch) emit() {
+	if lw.syncing != nil || (!lw.changed && lw.initial == nil) {
+		return
+	}
+	out := make([]*messages.ClusterInfo, 0, len(lw.live))
+	for _, le := range lw.live {
+		out = append(out, proto.Clone(le.ci).(*messages.ClusterInfo))
+	}
+	slices.SortFunc(out, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.GetMemberId(), b.GetMemberId()) })
+	lw.changed = false
+	lw.fn(out)
+	if lw.initial != nil {
+		close(lw.initial)
+		lw.initial = nil
+	}
+}
+
+// stopWatcher stops w, then drains it so a delivery blocked on the full
+// channel returns and the library closes the channel.
+func stopWatcher(w jetstream.KeyWatcher) {
+	_ = w.Stop()
+	for range w.Updates() {
+	}
+}
+
+// rewatch sets up a new watcher with start, retrying with a backoff of
+// watchRetryMin..watchRetryMax; nil when ctx ends or the connection closes
+// first. A reconnect while it retries starts the next attempt at once; it
+// returns the reconnect signal to wait on next. what names the watch in
+// the log.
+func (c *Conn) rewatch(ctx context.Context, what string, reconnected <-chan struct{}, start func() (jetstream.KeyWatcher, error)) (jetstream.KeyWatcher, <-chan struct{}) {
+	backoff := watchRetryMin
+	for {
+		w, err := start()
+		if err == nil {
+			return w, reconnected
+		}
+		if ctx.Err() != nil || c.nc.IsClosed() {
+			return nil, reconnected
+		}
+		c.log.Warn(what+": cannot set up the watcher yet; retrying", "in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, reconnected
+		case <-c.closed:
+			t.Stop()
+			return nil, reconnected
+		case <-reconnected:
+			reconnected = c.reconnectSignal()
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(2*backoff, watchRetryMax)
+	}
+}

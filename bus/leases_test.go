@@ -1,0 +1,307 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+func leaseStore(t *testing.T, c *Conn, cfg LeaseConfig) *LeaseStore {
+	t.Helper()
+	s, err := c.Leases(testCtx(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func leaseInfo(id, addr string) *messages.ClusterInfo {
+	return &messages.ClusterInfo{MemberId: id, CoordinatorAddress: addr, RouterId: "router", Incarnation: "inc-" + id}
+}
+
+func announce(t *testing.T, s *LeaseStore, ci *messages.ClusterInfo) *Lease {
+	t.Helper()
+	l, err := s.Announce(testCtx(t), ci)
+	if err != nil {
+		t.Fatalf("Announce %s: %v", ci.GetMemberId(), err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// leaseLog records what a LeaseStore.Watch delivered and fails the test
+// if fn is ever called concurrently.
+type leaseLog struct {
+	t       *testing.T
+	running atomic.Int32
+	mu      sync.Mutex
+	calls   int
+	last    []*messages.ClusterInfo
+}
+
+func (l *leaseLog) fn(live []*messages.ClusterInfo) {
+	if l.running.Add(1) != 1 {
+		l.t.Error("Watch called fn concurrently")
+	}
+	defer l.running.Add(-1)
+	if !slices.IsSortedFunc(live, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.MemberId, b.MemberId) }) {
+		l.t.Errorf("Watch delivered unsorted leases %v", ids(live))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls++
+	l.last = live
+}
+
+func (l *leaseLog) state() ([]*messages.ClusterInfo, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.last, l.calls
+}
+
+func ids(live []*messages.ClusterInfo) []string {
+	var out []string
+	for _, ci := range live {
+		out = append(out, ci.GetMemberId())
+	}
+	return out
+}
+
+// waitIDs polls until the watch's latest set is exactly want and returns
+// how long that took.
+func (l *leaseLog) waitIDs(want []string, bound time.Duration) time.Duration {
+	l.t.Helper()
+	start := time.Now()
+	for {
+		live, _ := l.state()
+		if slices.Equal(ids(live), want) {
+			return time.Since(start)
+		}
+		if time.Since(start) > bound {
+			l.t.Fatalf("watch reports %v after %v, want %v", ids(live), bound, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func watchLeases(t *testing.T, s *LeaseStore) *leaseLog {
+	t.Helper()
+	l := &leaseLog{t: t}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := s.Watch(ctx, l.fn); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLeaseConfigValidate(t *testing.T) {
+	if err := DefaultLeaseConfig().Validate(); err != nil {
+		t.Fatalf("default: %v", err)
+	}
+	for field, mut := range map[string]func(*LeaseConfig){
+		"LeaseConfig.TTL":    func(c *LeaseConfig) { c.TTL = 50 * time.Millisecond },
+		"LeaseConfig.Renew":  func(c *LeaseConfig) { c.Renew = c.TTL },
+		"LeaseConfig.Bucket": func(c *LeaseConfig) { c.Bucket = "a.b" },
+	} {
+		c := DefaultLeaseConfig()
+		mut(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: Validate = %v, want an error naming it", field, err)
+		}
+	}
+	c := DefaultLeaseConfig()
+	c.Renew = 0
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "LeaseConfig.Renew") {
+		t.Errorf("Renew 0: %v", err)
+	}
+}
+
+func TestCheckLease(t *testing.T) {
+	ok := leaseInfo("m-1", "127.0.0.1:1")
+	if err := CheckLease("m-1", ok); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		key string
+		ci  *messages.ClusterInfo
+	}{
+		"nil":          {"m", nil},
+		"key mismatch": {"m-2", ok},
+		"empty id":     {"", leaseInfo("", "127.0.0.1:1")},
+		"dot in id":    {"a.b", leaseInfo("a.b", "127.0.0.1:1")},
+		"long id":      {strings.Repeat("x", MaxMemberIDLen+1), leaseInfo(strings.Repeat("x", MaxMemberIDLen+1), "h:1")},
+		"no address":   {"m", leaseInfo("m", "")},
+	} {
+		if err := CheckLease(c.key, c.ci); !errors.Is(err, ErrBadLease) {
+			t.Errorf("%s: CheckLease = %v, want ErrBadLease", name, err)
+		}
+	}
+}
+
+// TestLeasesAnnounceWatchUpdateClose: two coordinators announce; a
+// watcher sees both at once, sees an update, is not called for renewals
+// that change nothing, and sees a Close long before the TTL.
+func TestLeasesAnnounceWatchUpdateClose(t *testing.T) {
+	srv := startServer(t)
+	cfg := DefaultLeaseConfig()
+	cfg.TTL, cfg.Renew = 20*time.Second, 50*time.Millisecond
+	a := announce(t, leaseStore(t, connect(t, srv), cfg), leaseInfo("a", "127.0.0.1:1001"))
+	bStore := leaseStore(t, connect(t, srv), cfg)
+	b := announce(t, bStore, leaseInfo("b", "127.0.0.1:1002"))
+	if _, err := bStore.Announce(testCtx(t), leaseInfo("c.d", "x:1")); !errors.Is(err, ErrBadLease) {
+		t.Fatalf("Announce of a bad member id: %v", err)
+	}
+
+	ws := leaseStore(t, connect(t, srv), cfg)
+	w := watchLeases(t, ws)
+	live, calls := w.state()
+	if calls != 1 || !slices.Equal(ids(live), []string{"a", "b"}) {
+		t.Fatalf("after Watch returned: %d calls, %v; want 1 call with [a b]", calls, ids(live))
+	}
+	if live[0].GetCoordinatorAddress() != "127.0.0.1:1001" || live[0].GetRenewedUnixMs() == 0 {
+		t.Fatalf("lease a = %v", live[0])
+	}
+	listed, err := ws.List(testCtx(t))
+	if err != nil || !slices.Equal(ids(listed), []string{"a", "b"}) {
+		t.Fatalf("List = %v, %v", ids(listed), err)
+	}
+
+	// Renewals that change nothing do not call fn: wait until List shows
+	// b renewed 3 times more, then check the call count.
+	r0 := listed[1].GetRenewedUnixMs()
+	eventually(t, "b renewed", func() bool {
+		l, err := ws.List(testCtx(t))
+		return err == nil && len(l) == 2 && l[1].GetRenewedUnixMs() >= r0+3*cfg.Renew.Milliseconds()
+	})
+	if _, calls := w.state(); calls != 1 {
+		t.Fatalf("unchanged renewals made %d calls of fn, want 1", calls)
+	}
+
+	// Update is seen with the next renewal.
+	up := leaseInfo("ignored", "127.0.0.1:1001")
+	up.TabletActors = 7
+	a.Update(up)
+	eventually(t, "update seen", func() bool {
+		live, _ := w.state()
+		return len(live) == 2 && live[0].GetTabletActors() == 7 && live[0].GetMemberId() == "a"
+	})
+	a.Update(leaseInfo("a", "")) // refused: no address
+	// Close: gone at once (the TTL is 20s).
+	start := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	took := w.waitIDs([]string{"a"}, 5*time.Second)
+	t.Logf("closed lease gone from the watch %v after Close returned (Close took %v)", took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if err := b.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if listed, err := ws.List(testCtx(t)); err != nil || !slices.Equal(ids(listed), []string{"a"}) {
+		t.Fatalf("List after Close = %v, %v", ids(listed), err)
+	}
+	if live, _ := w.state(); live[0].GetTabletActors() != 7 {
+		t.Fatalf("refused update replaced the lease: %v", live[0])
+	}
+	if a.Failures() != 0 {
+		t.Fatalf("%d renewal failures", a.Failures())
+	}
+}
+
+// TestLeaseExpiresWhenHolderDies: a holder whose process dies (its
+// connection closed: no more renewals, no delete) disappears from a watch
+// within TTL plus a margin, and from List once the server's MaxAge drops
+// it; the other lease stays.
+func TestLeaseExpiresWhenHolderDies(t *testing.T) {
+	srv := startServer(t)
+	cfg := DefaultLeaseConfig()
+	cfg.TTL, cfg.Renew = 300*time.Millisecond, 50*time.Millisecond
+	dying := connect(t, srv)
+	announce(t, leaseStore(t, dying, cfg), leaseInfo("dies", "127.0.0.1:1001"))
+	announce(t, leaseStore(t, connect(t, srv), cfg), leaseInfo("lives", "127.0.0.1:1002"))
+	ws := leaseStore(t, connect(t, srv), cfg)
+	w := watchLeases(t, ws)
+	w.waitIDs([]string{"dies", "lives"}, 10*time.Second)
+
+	dying.Close() // as SIGKILL would: the key stays until it expires
+	took := w.waitIDs([]string{"lives"}, 10*time.Second)
+	t.Logf("dead holder's lease gone from the watch %v after its connection closed (TTL %v)", took.Round(time.Millisecond), cfg.TTL)
+	eventually(t, "List without the dead lease", func() bool {
+		l, err := ws.List(testCtx(t))
+		return err == nil && slices.Equal(ids(l), []string{"lives"})
+	})
+	// A new watcher does not see it either.
+	w2 := watchLeases(t, ws)
+	w2.waitIDs([]string{"lives"}, 10*time.Second)
+}
+
+// TestLeaseWatchSkipsInvalid: values that are not valid leases are
+// skipped and counted; valid leases still come through.
+func TestLeaseWatchSkipsInvalid(t *testing.T) {
+	srv := startServer(t)
+	cfg := DefaultLeaseConfig()
+	c := connect(t, srv)
+	s := leaseStore(t, c, cfg)
+	announce(t, s, leaseInfo("good", "127.0.0.1:1"))
+	ctx := testCtx(t)
+	put := func(key string, v []byte) {
+		t.Helper()
+		if _, err := s.kv.Put(ctx, key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustMarshal := func(ci *messages.ClusterInfo) []byte {
+		b, err := proto.Marshal(ci)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	put("junk", []byte{0xff, 0xff, 0xff})
+	put("other", mustMarshal(leaseInfo("not-other", "h:1")))
+	put("noaddr", mustMarshal(leaseInfo("noaddr", "")))
+	w := watchLeases(t, s)
+	w.waitIDs([]string{"good"}, 10*time.Second)
+	if n := s.Invalid(); n != 3 {
+		t.Fatalf("Invalid = %d, want 3", n)
+	}
+	if l, err := s.List(ctx); err != nil || !slices.Equal(ids(l), []string{"good"}) {
+		t.Fatalf("List = %v, %v", ids(l), err)
+	}
+	if c.DecodeErrors() < 6 {
+		t.Fatalf("DecodeErrors = %d, want ≥ 6 (3 by the watch, 3 by List)", c.DecodeErrors())
+	}
+	// A valid lease replaced by garbage is gone at once.
+	put("good", []byte("garbage"))
+	w.waitIDs(nil, 10*time.Second)
+}
+
+// TestLeaseWatchResyncsAfterServerRestart: a watch and a holder living
+// through a NATS server restart see the holder's lease again, and a lease
+// announced after the restart promptly.
+func TestLeaseWatchResyncsAfterServerRestart(t *testing.T) {
+	r := startRestartable(t)
+	cfg := DefaultLeaseConfig()
+	holder := connect(t, r.srv)
+	a := announce(t, leaseStore(t, holder, cfg), leaseInfo("a", "127.0.0.1:1"))
+	watcher := connect(t, r.srv)
+	w := watchLeases(t, leaseStore(t, watcher, cfg))
+	w.waitIDs([]string{"a"}, 10*time.Second)
+
+	r.restart()
+	eventually(t, "clients reconnect", func() bool { return watcher.NATS().IsConnected() && holder.NATS().IsConnected() })
+	late := connect(t, r.srv)
+	start := time.Now()
+	announce(t, leaseStore(t, late, cfg), leaseInfo("b", "127.0.0.1:2"))
+	w.waitIDs([]string{"a", "b"}, 2*time.Second) // well under the library's 5s idle heartbeat
+	t.Logf("lease announced after the restart seen %v after Announce began (renewal failures of a during the restart: %d)", time.Since(start).Round(time.Millisecond), a.Failures())
+}
