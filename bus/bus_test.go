@@ -163,12 +163,46 @@ func TestServerConfigValidate(t *testing.T) {
 		{"MaxPayload", func(c *ServerConfig) { c.MaxPayload = 0 }},
 		{"MaxStore", func(c *ServerConfig) { c.MaxStore = -1 }},
 		{"ReadyTimeout", func(c *ServerConfig) { c.ReadyTimeout = -time.Second }},
+		{"Name", func(c *ServerConfig) { c.Name = "two words" }},
+		{"Routes", func(c *ServerConfig) { c.ClusterListen = "" }},
+		{"ClusterListen", func(c *ServerConfig) { c.ClusterListen = "6222" }},
+		{"ClusterListen", func(c *ServerConfig) { c.ClusterListen = ":6222" }},
+		{"ClusterListen", func(c *ServerConfig) { c.ClusterListen = "127.0.0.1:x" }},
+		{"ClusterName", func(c *ServerConfig) { c.ClusterName = "" }},
+		{"ClusterName", func(c *ServerConfig) { c.ClusterName = "a b" }},
+		{"Routes", func(c *ServerConfig) { c.Routes = nil }},
+		{"Routes[1]", func(c *ServerConfig) { c.Routes = append(c.Routes, "127.0.0.1:6223") }},
+		{"Routes[1]", func(c *ServerConfig) { c.Routes = append(c.Routes, "http://127.0.0.1:6223") }},
+		{"Routes[1]", func(c *ServerConfig) { c.Routes = append(c.Routes, "nats-route://127.0.0.1") }},
+		{"Routes[1]", func(c *ServerConfig) { c.Routes = append(c.Routes, "nats-route://127.0.0.1:6223/x") }},
+		{"Name", func(c *ServerConfig) { c.Port = -1 }}, // clustered, random client port, no name
 	} {
 		c := DefaultServerConfig()
+		c.ClusterListen, c.Routes = "127.0.0.1:6222", []string{"nats-route://127.0.0.1:6222"}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("clustered config: %v", err)
+		}
 		tc.mod(&c)
 		err := c.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("Validate with bad %s: %v", tc.field, err)
+		}
+	}
+}
+
+func TestDefaultNodeName(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		port int
+		want string
+	}{
+		{"db1", 4222, "db1-4222"},
+		{"db1.example.com", 4223, "db1.example.com-4223"},
+		{"odd host*name", 1, "odd_host_name-1"},
+		{"", 4222, "node-4222"},
+	} {
+		if got := DefaultNodeName(tc.host, tc.port); got != tc.want {
+			t.Errorf("DefaultNodeName(%q, %d) = %q, want %q", tc.host, tc.port, got, tc.want)
 		}
 	}
 }

@@ -1,11 +1,15 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,9 +37,29 @@ type ServerConfig struct {
 	// resources" and JetStream stays up. 0 = nats-server's default, 75%
 	// of the free disk space at start.
 	MaxStore int64
-	// Name is the server name shown in monitoring and logs; empty = the
-	// server's generated id.
+	// Name is the server name shown in monitoring and logs. JetStream
+	// identifies the peers of a cluster by it, so a clustered node's name
+	// must be unique in the cluster and the same across restarts: a node
+	// restarted with the same Name and StoreDir rejoins with its data.
+	// Default: standalone, the server's generated id; clustered,
+	// DefaultNodeName(os.Hostname(), Port) ("<host>-<client port>", e.g.
+	// "db1-4222"), which needs a fixed Port.
 	Name string
+	// ClusterName is the name of the NATS cluster; every node of one
+	// cluster must use the same. Used only when ClusterListen is set.
+	// Default "scanplane".
+	ClusterName string
+	// ClusterListen is the host:port of this node's route listener (the
+	// port the other nodes of the cluster dial); port 0 picks a free port
+	// (tests; see EmbeddedServer.ClusterAddr). Empty = standalone, no
+	// cluster. Default "".
+	ClusterListen string
+	// Routes are the nats-route://host:port URLs of other nodes this node
+	// dials when ClusterListen is set. The nodes gossip the rest of the
+	// cluster, so one reachable seed suffices, but the usual setup lists
+	// every node, this one included (a route to itself is ignored).
+	// JetStream needs at least one route. Default none.
+	Routes []string
 	// ReadyTimeout bounds how long StartServer waits for the server to
 	// accept connections. Default 10s.
 	ReadyTimeout time.Duration
@@ -51,9 +75,32 @@ func DefaultServerConfig() ServerConfig {
 		Port:         4222,
 		StoreDir:     "./data/nats",
 		MaxPayload:   8 << 20,
+		ClusterName:  "scanplane",
 		ReadyTimeout: 10 * time.Second,
 	}
 }
+
+// DefaultNodeName is the server name a clustered node gets when
+// ServerConfig.Name is empty: host (with characters other than letters,
+// digits, '-', '_' and '.' replaced by '_') and the client port, joined by
+// '-'. It is stable across restarts of a node on the same host and port,
+// and unique among nodes of one host, since they cannot share a port.
+func DefaultNodeName(host string, port int) string {
+	b := []byte(host)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) == 0 {
+		b = []byte("node")
+	}
+	return string(b) + "-" + strconv.Itoa(port)
+}
+
+// Clustered reports whether the configuration makes the server a node of a
+// NATS cluster (ClusterListen is set).
+func (c ServerConfig) Clustered() bool { return c.ClusterListen != "" }
 
 // Validate reports the first invalid field by name.
 func (c ServerConfig) Validate() error {
@@ -70,8 +117,70 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("bus: ServerConfig.MaxStore %d is negative (0 = the server's default)", c.MaxStore)
 	case c.ReadyTimeout < 0:
 		return fmt.Errorf("bus: ServerConfig.ReadyTimeout %s is negative", c.ReadyTimeout)
+	case strings.ContainsAny(c.Name, " \t\r\n"):
+		return fmt.Errorf("bus: ServerConfig.Name %q contains white space", c.Name)
+	}
+	if !c.Clustered() {
+		if len(c.Routes) > 0 {
+			return errors.New("bus: ServerConfig.Routes given without ServerConfig.ClusterListen (a standalone server has no routes)")
+		}
+		return nil
+	}
+	if _, _, err := parseListen(c.ClusterListen); err != nil {
+		return fmt.Errorf("bus: ServerConfig.ClusterListen %q: %w", c.ClusterListen, err)
+	}
+	switch {
+	case c.ClusterName == "":
+		return errors.New("bus: ServerConfig.ClusterName is empty (a clustered server needs one)")
+	case strings.ContainsAny(c.ClusterName, " \t\r\n"):
+		return fmt.Errorf("bus: ServerConfig.ClusterName %q contains white space", c.ClusterName)
+	case len(c.Routes) == 0:
+		return errors.New("bus: ServerConfig.Routes is empty: a clustered JetStream server needs at least one route (list every node's nats-route://host:port)")
+	case c.Name == "" && c.Port == -1:
+		return errors.New("bus: ServerConfig.Name is empty and Port is random: a clustered server needs a stable name (set Name, or a fixed Port for the default <host>-<port>)")
+	}
+	for i, r := range c.Routes {
+		if _, err := parseRoute(r); err != nil {
+			return fmt.Errorf("bus: ServerConfig.Routes[%d] %q: %w", i, r, err)
+		}
 	}
 	return nil
+}
+
+// parseListen splits a host:port listen address; port 0 means any free port.
+func parseListen(s string) (string, int, error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("want host:port: %w", err)
+	}
+	if h == "" {
+		return "", 0, errors.New("want host:port, the host is empty (use 0.0.0.0 for every interface)")
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q: want 0..65535 (0 = any free port)", p)
+	}
+	return h, port, nil
+}
+
+// parseRoute parses a route URL: nats-route://host:port (the scheme
+// nats:// is accepted too, as nats-server does).
+func parseRoute(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("want nats-route://host:port: %w", err)
+	}
+	if u.Scheme != "nats-route" && u.Scheme != "nats" {
+		return nil, fmt.Errorf("scheme %q: want nats-route://host:port", u.Scheme)
+	}
+	port, err := strconv.Atoi(u.Port())
+	if u.Hostname() == "" || err != nil || port < 1 || port > 65535 {
+		return nil, errors.New("want nats-route://host:port with a host and a port 1..65535")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, errors.New("want nats-route://host:port, without path or query")
+	}
+	return u, nil
 }
 
 // EmbeddedServer is a NATS server with JetStream running in this process.
@@ -90,6 +199,13 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Clustered() && cfg.Name == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("bus: ServerConfig.Name is empty and the host name is unknown (%w): set Name", err)
+		}
+		cfg.Name = DefaultNodeName(host, cfg.Port)
+	}
 	opts := &server.Options{
 		ServerName: cfg.Name,
 		Host:       cfg.Host,
@@ -101,6 +217,17 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	}
 	if cfg.MaxStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxStore
+	}
+	if cfg.Clustered() {
+		host, port, _ := parseListen(cfg.ClusterListen)
+		if port == 0 {
+			port = -1 // nats-server's "any free port"
+		}
+		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = cfg.ClusterName, host, port
+		for _, r := range cfg.Routes {
+			u, _ := parseRoute(r)
+			opts.Routes = append(opts.Routes, u)
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -158,6 +285,76 @@ func (s *EmbeddedServer) ClientURL() string {
 		host = "127.0.0.1"
 	}
 	return "nats://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// Name is the server name (ServerConfig.Name, or the default it got).
+func (s *EmbeddedServer) Name() string { return s.srv.Name() }
+
+// ClusterAddr is the host:port of the route listener, with the port it
+// got when ClusterListen asked for port 0; "" when standalone.
+func (s *EmbeddedServer) ClusterAddr() string {
+	addr := s.srv.ClusterAddr()
+	if addr == nil {
+		return ""
+	}
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// RouteURL is the nats-route:// URL other nodes use to reach this node's
+// route listener; "" when standalone.
+func (s *EmbeddedServer) RouteURL() string {
+	if a := s.ClusterAddr(); a != "" {
+		return "nats-route://" + a
+	}
+	return ""
+}
+
+// ErrNoQuorum is wrapped by WaitJetStream when a clustered JetStream has
+// no metadata leader in time: fewer than a majority of its nodes are up
+// and routed to each other.
+var ErrNoQuorum = errors.New("bus: no JetStream quorum")
+
+// WaitJetStream waits until this server's JetStream can serve requests:
+// at once for a standalone server; for a node of a cluster, once the
+// cluster has elected a metadata leader and this node has caught up with
+// it, which needs a majority of the nodes up and routed to each other.
+// It polls until ctx ends, then returns an error wrapping ErrNoQuorum
+// that names the routes this node has and the leader it knows.
+func (s *EmbeddedServer) WaitJetStream(ctx context.Context) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if !s.srv.JetStreamEnabled() {
+			return fmt.Errorf("%w: JetStream is not running on %s", ErrNoQuorum, s.Name())
+		}
+		leader, ok := s.jetStreamReady()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: node %s (cluster %s) sees %d routes and metadata leader %q: %w",
+				ErrNoQuorum, s.Name(), s.srv.ClusterName(), s.srv.NumRoutes(), leader, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// jetStreamReady reports whether JetStream serves requests, and the
+// metadata leader this node knows.
+func (s *EmbeddedServer) jetStreamReady() (leader string, ok bool) {
+	if !s.srv.JetStreamIsClustered() {
+		return "", true
+	}
+	info, err := s.srv.Jsz(&server.JSzOptions{})
+	if err != nil || info.Meta == nil {
+		return "", false
+	}
+	return info.Meta.Leader, info.Meta.Leader != "" && s.srv.JetStreamIsCurrent()
 }
 
 // Server exposes the underlying nats-server (monitoring, tests).

@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -40,8 +39,9 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 type options struct {
 	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
+	natsCluster, natsRoutes, natsName                                                     string
 	checkConfig, dieWithParent                                                            bool
-	misses                                                                                int
+	misses, replicas                                                                      int
 	busySlack, startStall                                                                 time.Duration
 }
 
@@ -52,6 +52,10 @@ func run(args []string) int {
 	fs.StringVar(&o.advertise, "advertise", "", "address other processes use to reach this coordinator (default: the listen address)")
 	fs.StringVar(&o.natsURL, "nats", "", "external NATS URL(s), comma separated; empty = run an embedded NATS server")
 	fs.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", "embedded NATS server address (host:port; port 0 = random)")
+	fs.StringVar(&o.natsCluster, "nats-cluster", "", "route listener (host:port; port 0 = random) making the embedded NATS server one node of a cluster; empty = standalone")
+	fs.StringVar(&o.natsRoutes, "nats-routes", "", "with --nats-cluster: nats-route://host:port URLs of the cluster's nodes, comma separated (every node, this one included, is usual)")
+	fs.StringVar(&o.natsName, "nats-name", "", "embedded NATS server name, unique per node and stable across restarts (default with --nats-cluster: <hostname>-<nats port>)")
+	fs.IntVar(&o.replicas, "replicas", 0, "JetStream replicas of the buckets this coordinator creates, 1..5 (default: 3 with --nats-cluster and 2+ other nodes' routes, else 1)")
 	fs.StringVar(&o.data, "data", "./data", "data directory (embedded JetStream lives in DATA/nats)")
 	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP address for /metrics and /status; empty = off")
 	fs.StringVar(&o.profiles, "profiles", "", "scan server selection profiles JSON (Accumulo format + policy); empty = built-in default")
@@ -108,30 +112,36 @@ func run(args []string) int {
 		cliutil.ExitWhenStdinCloses(stop)
 	}
 
+	replicasSet := false
+	fs.Visit(func(f *flag.Flag) { replicasSet = replicasSet || f.Name == "replicas" })
+	sc, replicas, err := natsSetup(o, replicasSet)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 2
+	}
 	natsURL := o.natsURL
-	if natsURL == "" {
-		sc := bus.DefaultServerConfig()
-		host, port, err := splitHostPort(o.natsListen)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "coordinator: --nats-listen %q: %v\n", o.natsListen, err)
-			return 2
-		}
-		sc.Host, sc.Port = host, port
-		if port == 0 {
-			sc.Port = -1
-		}
-		sc.StoreDir = filepath.Join(o.data, "nats")
-		srv, err := bus.StartServer(sc)
+	if sc != nil {
+		srv, err := bus.StartServer(*sc)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "coordinator: embedded NATS:", err)
 			return 1
 		}
 		defer srv.Close()
 		natsURL = srv.ClientURL()
-		log.Info("embedded NATS started", "url", natsURL, "store", sc.StoreDir)
+		if sc.Clustered() {
+			log.Info("embedded NATS node started; waiting for JetStream quorum", "url", natsURL, "name", srv.Name(), "cluster", srv.ClusterAddr(), "routes", sc.Routes)
+			wctx, cancel := context.WithTimeout(ctx, jetStreamWait)
+			err := srv.WaitJetStream(wctx)
+			cancel()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "coordinator: embedded NATS:", err)
+				return 1
+			}
+		}
+		log.Info("embedded NATS started", "url", natsURL, "store", sc.StoreDir, "replicas", replicas)
 	}
 	bc := bus.DefaultConfig()
-	bc.URL, bc.Name, bc.Logger = natsURL, "scanplane-coordinator", log
+	bc.URL, bc.Name, bc.Logger, bc.Replicas = natsURL, "scanplane-coordinator", log, replicas
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)

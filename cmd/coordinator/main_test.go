@@ -35,6 +35,18 @@ func TestBadFlags(t *testing.T) {
 		{"--heartbeat-misses", "0", "--nats", "nats://127.0.0.1:1"},
 		{"--listen", "nope", "--nats", "nats://127.0.0.1:1"},
 		{"--nats-listen", "nope"},
+		{"--replicas", "0"},
+		{"--replicas", "6"},
+		{"--nats-cluster", "nope"},
+		{"--nats-cluster", "127.0.0.1:70000", "--nats-routes", "nats-route://127.0.0.1:6222"},
+		{"--nats-cluster", "127.0.0.1:0"}, // no routes
+		{"--nats-cluster", "127.0.0.1:0", "--nats-routes", "http://127.0.0.1:6222"},
+		{"--nats-cluster", "127.0.0.1:0", "--nats-routes", "nats-route://127.0.0.1"},
+		{"--nats-cluster", "127.0.0.1:0", "--nats-routes", "nats-route://127.0.0.1:6222", "--nats-listen", "127.0.0.1:0"}, // random port, no name
+		{"--nats-cluster", "127.0.0.1:0", "--nats-routes", "nats-route://127.0.0.1:6222", "--nats-name", "two words"},
+		{"--nats-routes", "nats-route://127.0.0.1:6222"},
+		{"--nats", "nats://127.0.0.1:1", "--nats-cluster", "127.0.0.1:0"},
+		{"--nats", "nats://127.0.0.1:1", "--nats-name", "n1"},
 	} {
 		if code := run(args); code != 2 {
 			t.Errorf("coordinator %v: exit %d, want 2", args, code)
@@ -67,5 +79,66 @@ func TestCheckConfigWarnings(t *testing.T) {
 	}
 	if !strings.Contains(string(text), "plans=[3/33ms/7]") {
 		t.Errorf("--check-config output lacks the plan with salt 7:\n%s", text)
+	}
+}
+
+// TestNATSSetup: the embedded server's cluster settings and the default
+// replica count follow the flags.
+func TestNATSSetup(t *testing.T) {
+	base := options{natsListen: "127.0.0.1:4222", data: "d"}
+	three := "nats-route://127.0.0.1:6222,nats-route://127.0.0.1:6223,nats-route://127.0.0.1:6224"
+	for _, tc := range []struct {
+		name     string
+		mod      func(*options)
+		set      bool
+		replicas int
+		cluster  bool
+	}{
+		{"standalone", func(*options) {}, false, 1, false},
+		{"standalone, --replicas 2", func(o *options) { o.replicas = 2 }, true, 2, false},
+		{"external", func(o *options) { o.natsURL = "nats://a:4222,nats://b:4222" }, false, 1, false},
+		{"external, --replicas 3", func(o *options) { o.natsURL = "nats://a:4222"; o.replicas = 3 }, true, 3, false},
+		{"three nodes, all routes", func(o *options) { o.natsCluster, o.natsRoutes = "127.0.0.1:6222", three }, false, 3, true},
+		{"three nodes, the other two", func(o *options) {
+			o.natsCluster, o.natsRoutes = "127.0.0.1:6222", "nats-route://127.0.0.1:6223, nats-route://127.0.0.1:6224"
+		}, false, 3, true},
+		{"two nodes", func(o *options) {
+			o.natsCluster, o.natsRoutes = "127.0.0.1:6222", "nats-route://127.0.0.1:6222,nats-route://127.0.0.1:6223"
+		}, false, 1, true},
+		{"three nodes, --replicas 1", func(o *options) { o.natsCluster, o.natsRoutes, o.replicas = "127.0.0.1:6222", three, 1 }, true, 1, true},
+	} {
+		o := base
+		tc.mod(&o)
+		sc, replicas, err := natsSetup(o, tc.set)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if replicas != tc.replicas {
+			t.Errorf("%s: replicas %d, want %d", tc.name, replicas, tc.replicas)
+		}
+		if (o.natsURL == "") != (sc != nil) {
+			t.Errorf("%s: embedded server config %v with --nats %q", tc.name, sc, o.natsURL)
+		}
+		if sc != nil && sc.Clustered() != tc.cluster {
+			t.Errorf("%s: clustered %v, want %v", tc.name, sc.Clustered(), tc.cluster)
+		}
+	}
+}
+
+// TestNATSFlagErrorsNameTheFlag: a bad cluster flag's error names it.
+func TestNATSFlagErrorsNameTheFlag(t *testing.T) {
+	base := options{natsListen: "127.0.0.1:4222", data: "d", natsCluster: "127.0.0.1:6222", natsRoutes: "nats-route://127.0.0.1:6223"}
+	for flagName, mod := range map[string]func(*options){
+		"--nats-cluster": func(o *options) { o.natsCluster = "6222" },
+		"--nats-routes":  func(o *options) { o.natsRoutes = "nats-route://127.0.0.1:6223,tcp://x:1" },
+		"--nats-name":    func(o *options) { o.natsName = "a b" },
+	} {
+		o := base
+		mod(&o)
+		_, _, err := natsSetup(o, false)
+		if err == nil || !strings.Contains(err.Error(), flagName) {
+			t.Errorf("%s: error %v does not name the flag", flagName, err)
+		}
 	}
 }
