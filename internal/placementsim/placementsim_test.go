@@ -247,8 +247,39 @@ func TestPlacementReport(t *testing.T) {
 			100*sc.join.Fraction, 100/float64(sc.n+1), 100*sc.leave.Fraction, 100/float64(sc.n))
 	}
 	b.WriteString("moved tablets between members that stayed: 0 in every join and leave above (checked)\n")
+	b.WriteString(oneMachineReport(t, ids))
 	t.Log("\n" + b.String())
 	if *full {
 		t.Log("\n" + timingReport(t, ids))
 	}
+}
+
+// oneMachineReport: the spread of three coordinators on one machine under
+// address choices a launcher could make (protoactor hashes "host:port").
+func oneMachineReport(t *testing.T, ids []*cluster.ClusterIdentity) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("3 coordinators on one machine, by address choice:\n")
+	for _, c := range []struct {
+		name  string
+		hosts []string
+		ports []int32
+	}{
+		{"127.0.0.1:8090, :8091, :8092", []string{"127.0.0.1", "127.0.0.1", "127.0.0.1"}, []int32{8090, 8091, 8092}},
+		{"127.0.0.1:8090, :8190, :8290", []string{"127.0.0.1", "127.0.0.1", "127.0.0.1"}, []int32{8090, 8190, 8290}},
+		{"127.0.0.1:18090, :28090, :38090", []string{"127.0.0.1", "127.0.0.1", "127.0.0.1"}, []int32{18090, 28090, 38090}},
+		{"127.0.0.1, .2, .3 port 8090", []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}, []int32{8090, 8090, 8090}},
+	} {
+		var ms cluster.Members
+		for i := range c.hosts {
+			ms = append(ms, &cluster.Member{Id: fmt.Sprintf("coord-%d", i), Host: c.hosts[i], Port: c.ports[i], Kinds: []string{Kind}})
+		}
+		p, err := Place(ms, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := SpreadOf(p)
+		fmt.Fprintf(&b, "  %-33s min %6d max %6d max/mean %.2fx\n", c.name, s.Min, s.Max, s.MaxOverMean)
+	}
+	return b.String()
 }
