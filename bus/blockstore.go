@@ -40,7 +40,7 @@ type BlockStore struct {
 }
 
 // BlockStore binds the blocks bucket, creating it if missing (file storage,
-// history 1, MaxBlockBytes per value, Config.Replicas).
+// history 1, MaxBlockBytes per value, Config.Replicas; see Conn.bucket).
 func (c *Conn) BlockStore(ctx context.Context) (*BlockStore, error) {
 	kv, err := c.bucket(ctx, jetstream.KeyValueConfig{
 		Bucket:       c.cfg.BlocksBucket,
@@ -76,28 +76,6 @@ func (c *Conn) kvStream(ctx context.Context, bucket string) (jetstream.Stream, e
 		return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
 	}
 	return st, nil
-}
-
-// bucket binds an existing KV bucket or creates it with cfg. An existing
-// bucket is used as is, never reconfigured.
-func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	bind := func(octx context.Context) (jetstream.KeyValue, error) { return c.js.KeyValue(octx, cfg.Bucket) }
-	kv, err := timed(c, ctx, bind)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, c.storeErr(ctx, "bind bucket "+cfg.Bucket, err)
-	}
-	kv, err = timed(c, ctx, func(octx context.Context) (jetstream.KeyValue, error) { return c.js.CreateKeyValue(octx, cfg) })
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		// Another process created it between our lookup and create.
-		kv, err = timed(c, ctx, bind)
-	}
-	if err != nil {
-		return nil, c.storeErr(ctx, "create bucket "+cfg.Bucket, err)
-	}
-	return kv, nil
 }
 
 // checkSize rejects a value the bucket or the connection would refuse.

@@ -222,7 +222,9 @@ func TestConfigValidate(t *testing.T) {
 		{"BlocksBucket", func(c *Config) { c.BlocksBucket = "a.b" }},
 		{"MetaBucket", func(c *Config) { c.MetaBucket = "" }},
 		{"MetaBucket", func(c *Config) { c.MetaBucket = c.BlocksBucket }},
-		{"Replicas", func(c *Config) { c.Replicas = 0 }},
+		{"Replicas", func(c *Config) { c.Replicas = -1 }},
+		{"Replicas", func(c *Config) { c.Replicas = 6 }},
+		{"BucketWait", func(c *Config) { c.BucketWait = -time.Second }},
 	} {
 		c := DefaultConfig()
 		tc.mod(&c)

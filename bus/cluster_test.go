@@ -50,19 +50,20 @@ type testCluster struct {
 	nodes []*bus.EmbeddedServer // nil while a node is down
 }
 
-func startCluster(t *testing.T, n int) *testCluster {
+// newCluster configures n nodes; routes(i, addrs) lists the routes of
+// node i given every node's route address. No node is started.
+func newCluster(t *testing.T, n int, routes func(i int, addrs []string) []string) *testCluster {
 	t.Helper()
 	addrs := freeAddrs(t, n)
-	var routes []string
-	for _, a := range addrs {
-		routes = append(routes, "nats-route://"+a)
-	}
 	tc := &testCluster{t: t}
 	for i := range n {
 		cfg := bus.DefaultServerConfig()
 		cfg.Port, cfg.StoreDir = -1, t.TempDir()
 		cfg.Name = fmt.Sprintf("n%d", i+1)
-		cfg.ClusterListen, cfg.Routes = addrs[i], routes
+		cfg.ClusterListen = addrs[i]
+		for _, a := range routes(i, addrs) {
+			cfg.Routes = append(cfg.Routes, "nats-route://"+a)
+		}
 		tc.cfgs = append(tc.cfgs, cfg)
 		tc.nodes = append(tc.nodes, nil)
 	}
@@ -71,15 +72,31 @@ func startCluster(t *testing.T, n int) *testCluster {
 			tc.stop(i)
 		}
 	})
-	for i := range n {
+	return tc
+}
+
+// startCluster starts n nodes, each routed to all, and waits until their
+// JetStream has a metadata leader. All of them must start: nats-server
+// elects the first leader of a new cluster only once every node its
+// routes name is up (empty logs never form a quorum of a subset).
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	tc := newCluster(t, n, func(_ int, addrs []string) []string { return addrs })
+	tc.startAndWait(0, n)
+	return tc
+}
+
+// startAndWait starts nodes from..to-1 and waits for their JetStream.
+func (tc *testCluster) startAndWait(from, to int) {
+	tc.t.Helper()
+	for i := from; i < to; i++ {
 		tc.start(i)
 	}
-	for i := range n {
-		if err := tc.nodes[i].WaitJetStream(ctxFor(t, 30*time.Second)); err != nil {
-			t.Fatalf("node %d: %v", i, err)
+	for i := from; i < to; i++ {
+		if err := tc.nodes[i].WaitJetStream(ctxFor(tc.t, 30*time.Second)); err != nil {
+			tc.t.Fatalf("node %d: %v", i, err)
 		}
 	}
-	return tc
 }
 
 func (tc *testCluster) start(i int) {
@@ -295,5 +312,118 @@ func TestClusterReplicas3(t *testing.T) {
 			t.Errorf("two nodes down: %s took %s, OpTimeout is %s", op.name, took, opTimeout)
 		}
 		t.Logf("two nodes down: %s returned after %s: %v", op.name, took.Round(time.Millisecond), err)
+	}
+}
+
+// TestClusterBucketReplicas: while a cluster has two nodes of the three
+// it will have, a replicas-3 bucket cannot be placed; opening it retries
+// until the third node joins, or fails after BucketWait with
+// ErrUnavailable naming the bucket and the replicas. Replicas 0 follows
+// the metadata bucket; an existing bucket with fewer replicas is raised,
+// never lowered.
+func TestClusterBucketReplicas(t *testing.T) {
+	// Nodes 0 and 1 route to each other and form a cluster of two; node 2
+	// routes to both and joins later.
+	tc := newCluster(t, 3, func(i int, addrs []string) []string {
+		switch i {
+		case 0:
+			return addrs[1:2]
+		case 1:
+			return addrs[0:1]
+		}
+		return addrs[0:2]
+	})
+	tc.startAndWait(0, 2)
+	mod := func(replicas int, wait time.Duration, bucket string) func(*bus.Config) {
+		return func(cfg *bus.Config) {
+			cfg.URL, cfg.Replicas, cfg.BucketWait, cfg.OpTimeout = tc.url(0, 1), replicas, wait, 3*time.Second
+			cfg.MetaBucket, cfg.BlocksBucket = "meta-"+bucket, "blocks-"+bucket
+		}
+	}
+	ctx := ctxFor(t, 2*time.Minute)
+
+	// Two nodes: one attempt, then a short BucketWait, both fail.
+	_, err := dial(t, tc.nodes[0], mod(3, 0, "a")).MetaStore(ctx)
+	if !errors.Is(err, bus.ErrUnavailable) || !strings.Contains(err.Error(), "meta-a with 3 replicas") {
+		t.Fatalf("R3 bucket on 2 of 3 nodes, one attempt: %v; want ErrUnavailable naming the bucket and replicas", err)
+	}
+	t.Logf("one attempt: %v", err)
+	begin := time.Now()
+	_, err = dial(t, tc.nodes[0], mod(3, time.Second, "a")).MetaStore(ctx)
+	if !errors.Is(err, bus.ErrUnavailable) || !strings.Contains(err.Error(), "meta-a with 3 replicas: not ready after") {
+		t.Fatalf("R3 bucket on 2 of 3 nodes, BucketWait 1s: %v; want ErrUnavailable, not ready after", err)
+	}
+	if took := time.Since(begin); took > 10*time.Second {
+		t.Errorf("BucketWait 1s: gave up after %s", took)
+	}
+	t.Logf("BucketWait 1s: %v", err)
+
+	// With a long BucketWait the open waits for the third node.
+	done := make(chan error, 1)
+	c := dial(t, tc.nodes[0], mod(3, time.Minute, "a"))
+	go func() { _, err := c.MetaStore(ctx); done <- err }()
+	tc.start(2)
+	if err := <-done; err != nil {
+		t.Fatalf("R3 bucket after the third node started: %v", err)
+	}
+	replicasOf := func(c *bus.Conn, bucket string) int {
+		t.Helper()
+		info, err := kvStreamInfo(ctx, c, bucket)
+		if err != nil {
+			t.Fatalf("stream info of %s: %v", bucket, err)
+		}
+		return info.Config.Replicas
+	}
+	if r := replicasOf(c, "meta-a"); r != 3 {
+		t.Fatalf("meta-a: %d replicas, want 3", r)
+	}
+
+	// Auto follows the metadata bucket.
+	auto := dial(t, tc.nodes[1], mod(0, time.Minute, "a"))
+	if _, err := auto.BlockStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := replicasOf(auto, "blocks-a"); r != 3 {
+		t.Fatalf("auto blocks bucket next to an R3 metadata bucket: %d replicas, want 3", r)
+	}
+	// Auto without a metadata bucket: 1.
+	if _, err := dial(t, tc.nodes[1], mod(0, time.Minute, "b")).BlockStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := replicasOf(auto, "blocks-b"); r != 1 {
+		t.Fatalf("auto blocks bucket alone: %d replicas, want 1", r)
+	}
+	// Replicas 3 raises the R1 bucket; auto then follows the blocks bucket
+	// for the metadata bucket.
+	if _, err := dial(t, tc.nodes[0], mod(3, time.Minute, "b")).BlockStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := replicasOf(auto, "blocks-b"); r != 3 {
+		t.Fatalf("R1 blocks bucket opened with Replicas 3: %d replicas, want 3", r)
+	}
+	if _, err := dial(t, tc.nodes[1], mod(0, time.Minute, "b")).MetaStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := replicasOf(auto, "meta-b"); r != 3 {
+		t.Fatalf("auto metadata bucket next to an R3 blocks bucket: %d replicas, want 3", r)
+	}
+	// Replicas 1 never lowers.
+	if _, err := dial(t, tc.nodes[1], mod(1, time.Minute, "b")).BlockStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := replicasOf(auto, "blocks-b"); r != 3 {
+		t.Fatalf("R3 blocks bucket opened with Replicas 1: %d replicas, want 3 (never lowered)", r)
+	}
+	// The raised bucket works: a block written is read back through a
+	// connection to another node.
+	bs, err := dial(t, tc.nodes[2], mod(0, time.Minute, "b")).BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bs.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := bs.Get(ctx, "k"); err != nil || string(v) != "v" {
+		t.Fatalf("Get after raise: %q, %v", v, err)
 	}
 }

@@ -36,9 +36,25 @@ type Config struct {
 	// MetaBucket is the JetStream KV bucket holding table metadata and
 	// cluster info. Default "scanplane-meta".
 	MetaBucket string
-	// Replicas is the JetStream replication factor used when a bucket is
-	// created (1..5; must not exceed the cluster size). Default 1.
+	// Replicas is the JetStream replication factor of the buckets (0..5):
+	// how many NATS nodes keep a copy of every block and metadata entry. A
+	// bucket with R replicas survives the loss of (R-1)/2 nodes without
+	// losing writes or data, so 3 on a cluster of 3 or more nodes (one
+	// node may fail), 5 to survive two; 1 on a single server. It cannot
+	// exceed the number of nodes, and creating a bucket needs that many
+	// nodes up. A missing bucket is created with it. An existing bucket
+	// with fewer replicas is raised to it (one attempt; on failure, e.g.
+	// too few nodes up, a warning is logged and the bucket used as it is);
+	// a bucket is never lowered (do that by hand: nats stream edit).
+	// 0 = auto: the replica count of the other scanplane bucket if that
+	// one exists (the coordinator creates the metadata bucket with its
+	// --replicas at start, so blocks follow it), else 1. Default 0.
 	Replicas int
+	// BucketWait bounds how long opening a bucket (BlockStore, MetaStore)
+	// retries while JetStream cannot create or bind it yet: no metadata
+	// leader, too few nodes up for Replicas, no answer. The caller's
+	// context bounds it too. 0 = one attempt, no retry. Default 1m.
+	BucketWait time.Duration
 	// Logger receives connection events and decode failures; nil = discard.
 	Logger *slog.Logger
 }
@@ -52,7 +68,7 @@ func DefaultConfig() Config {
 		OpTimeout:      10 * time.Second,
 		BlocksBucket:   "scanplane-blocks",
 		MetaBucket:     "scanplane-meta",
-		Replicas:       1,
+		BucketWait:     time.Minute,
 	}
 }
 
@@ -71,8 +87,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bus: Config.MetaBucket %q: want 1+ characters of [A-Za-z0-9_-]", c.MetaBucket)
 	case c.BlocksBucket == c.MetaBucket:
 		return fmt.Errorf("bus: Config.BlocksBucket and Config.MetaBucket are both %q", c.MetaBucket)
-	case c.Replicas < 1 || c.Replicas > 5:
-		return fmt.Errorf("bus: Config.Replicas %d: want 1..5", c.Replicas)
+	case c.Replicas < 0 || c.Replicas > 5:
+		return fmt.Errorf("bus: Config.Replicas %d: want 1..5, or 0 for auto", c.Replicas)
+	case c.BucketWait < 0:
+		return fmt.Errorf("bus: Config.BucketWait %s is negative", c.BucketWait)
 	}
 	for _, u := range strings.Split(c.URL, ",") {
 		if strings.TrimSpace(u) == "" {

@@ -59,7 +59,7 @@ type MetaStore struct {
 }
 
 // MetaStore binds the metadata bucket, creating it if missing (file
-// storage, Config.Replicas).
+// storage, Config.Replicas; see Conn.bucket).
 func (c *Conn) MetaStore(ctx context.Context) (*MetaStore, error) {
 	kv, err := c.bucket(ctx, jetstream.KeyValueConfig{
 		Bucket:      c.cfg.MetaBucket,

@@ -60,7 +60,11 @@ func (c *Conn) storeErr(ctx context.Context, what string, err error) error {
 	if (ctx.Err() != nil && isContextErr(err)) || hasSentinel(err) {
 		return fmt.Errorf("bus: %s: %w", what, err)
 	}
-	return fmt.Errorf("bus: %s: %w: %w", what, classify(err), err)
+	sentinel := classify(err)
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("bus: %s: %w: %w (no JetStream server answered for the bucket: NATS down, or too few nodes of a cluster up for a quorum)", what, sentinel, err)
+	}
+	return fmt.Errorf("bus: %s: %w: %w", what, sentinel, err)
 }
 
 func hasSentinel(err error) bool {

@@ -26,6 +26,7 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	splitKeys := fs.String("split-keys", "", "explicit split points, comma separated (escapes \\xNN); overrides --splits")
 	generate := fs.Int("generate", 0, "ingest N deterministic synthetic rows (row000000000 ...) instead of a file")
 	blockSize := fs.Int("block-size", tablets.DefaultBlockSize, "bytes per block")
+	replicas := fs.Int("replicas", 0, "JetStream replicas of a bucket this ingest creates, 1..5; 0 = as many as the metadata bucket has (the coordinator's --replicas), else 1")
 	blocksDir := fs.String("blocks-dir", "", "write blocks to this shared directory instead of JetStream (scan servers need the same --blocks-dir)")
 	pos, err := parse("ingest", g, fs, args, errOut)
 	if err != nil {
@@ -33,6 +34,9 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	}
 	if *table == "" {
 		return usageError{errors.New("--table is required")}
+	}
+	if *replicas < 0 || *replicas > 5 {
+		return usageError{fmt.Errorf("--replicas %d: want 1..5, or 0 to follow the metadata bucket", *replicas)}
 	}
 	if err := tablets.ValidateTableName(*table); err != nil {
 		return usageError{err}
@@ -75,7 +79,7 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	conn, err := dial(ctx, g)
+	conn, err := dialReplicas(ctx, g, *replicas)
 	if err != nil {
 		return err
 	}
@@ -121,9 +125,13 @@ func storageHint(err error) error {
 }
 
 // dial connects to the cluster's NATS.
-func dial(ctx context.Context, g *globals) (*bus.Conn, error) {
+func dial(ctx context.Context, g *globals) (*bus.Conn, error) { return dialReplicas(ctx, g, 0) }
+
+// dialReplicas connects to the cluster's NATS; buckets it creates get
+// replicas (0 = bus's auto).
+func dialReplicas(ctx context.Context, g *globals, replicas int) (*bus.Conn, error) {
 	bc := bus.DefaultConfig()
-	bc.URL, bc.Name = g.nats, "scanctl"
+	bc.URL, bc.Name, bc.Replicas = g.nats, "scanctl", replicas
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)

@@ -30,6 +30,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ingest", "--table", "t"}, 2, "exactly one of FILE"},
 		{[]string{"ingest", "--table", "bad name", "--generate", "5"}, 2, "bad"},
 		{[]string{"ingest", "--table", "t", "--generate", "5", "somefile"}, 2, "exactly one"},
+		{[]string{"ingest", "--table", "t", "--generate", "5", "--replicas", "6"}, 2, "--replicas"},
 		{[]string{"route", "--table", "t"}, 2, "--row are required"},
 		{[]string{"route", "--table", "t", "--row", "a", "--attempts", "busy,wat"}, 2, "--attempts"},
 		{[]string{"scan", "--table", "t", "--hint", "novalue"}, 2, "key=value"},
