@@ -335,6 +335,10 @@ func (c *Coordinator) sweepLoop() {
 // Address is the actor system's advertised address.
 func (c *Coordinator) Address() string { return c.as.Address() }
 
+// MemberID is this coordinator's lease key and cluster member id: its
+// actor system's id, unique per start ([A-Za-z0-9], 22 characters).
+func (c *Coordinator) MemberID() string { return c.as.ID }
+
 // Profiles returns the profiles in force.
 func (c *Coordinator) Profiles() *selection.Profiles { return c.profiles.Load() }
 

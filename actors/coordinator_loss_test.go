@@ -99,7 +99,7 @@ func TestCoordinatorKilledDuringScan(t *testing.T) {
 
 // TestCoordinatorRestartedDuringScan: the coordinator is killed during a
 // full scan and a new one starts on the same address (a new incarnation
-// in the cluster info on NATS). The scan goes on: the tablet in flight
+// in its lease on NATS). The scan goes on: the tablet in flight
 // streams from its server, the next tablets' requests wait for the
 // coordinator to be back and go to it, and every row arrives exactly once.
 func TestCoordinatorRestartedDuringScan(t *testing.T) {

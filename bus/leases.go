@@ -91,9 +91,11 @@ type LeaseStore struct {
 	invalid atomic.Uint64
 }
 
-// Leases binds the lease bucket, creating it if missing. If the bucket
-// exists with another TTL (MaxAge) it is updated to cfg.TTL, with a
-// warning: leases only work if every holder and reader agrees on it.
+// Leases binds the lease bucket, creating it if missing with TTL
+// cfg.TTL. The bucket's TTL (MaxAge) is the cluster's: if the bucket
+// exists with another one, the store adopts it, with a warning (and a
+// Renew of a third of it if cfg.Renew is not below it), so every holder
+// and reader agrees on when a lease is gone.
 func (c *Conn) Leases(ctx context.Context, cfg LeaseConfig) (*LeaseStore, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -113,19 +115,20 @@ func (c *Conn) Leases(ctx context.Context, cfg LeaseConfig) (*LeaseStore, error)
 	if err != nil {
 		return nil, c.storeErr(ctx, "status of bucket "+cfg.Bucket, err)
 	}
-	if st.TTL() != cfg.TTL {
-		c.log.Warn("lease bucket has another TTL; updating it", "bucket", cfg.Bucket, "was", st.TTL(), "now", cfg.TTL)
-		kc := st.Config()
-		kc.TTL = cfg.TTL
-		kv, err = timed(c, ctx, func(octx context.Context) (jetstream.KeyValue, error) { return c.js.UpdateKeyValue(octx, kc) })
-		if err != nil {
-			return nil, c.storeErr(ctx, "update TTL of bucket "+cfg.Bucket, err)
+	if ttl := st.TTL(); ttl != cfg.TTL && ttl >= minLeaseTTL {
+		adopted := cfg
+		adopted.TTL = ttl
+		if adopted.Renew >= ttl {
+			adopted.Renew = ttl / 3
 		}
+		c.log.Warn("lease bucket exists with another TTL; using it", "bucket", cfg.Bucket,
+			"ttl", ttl, "renew", adopted.Renew, "asked_ttl", cfg.TTL, "asked_renew", cfg.Renew)
+		cfg = adopted
 	}
 	return &LeaseStore{conn: c, cfg: cfg, kv: kv}, nil
 }
 
-// Config returns the store's configuration.
+// Config returns the store's configuration (with the bucket's TTL).
 func (s *LeaseStore) Config() LeaseConfig { return s.cfg }
 
 // Invalid counts leases read from the bucket and skipped: undecodable, or

@@ -305,3 +305,16 @@ func TestLeaseWatchResyncsAfterServerRestart(t *testing.T) {
 	w.waitIDs([]string{"a", "b"}, 2*time.Second) // well under the library's 5s idle heartbeat
 	t.Logf("lease announced after the restart seen %v after Announce began (renewal failures of a during the restart: %d)", time.Since(start).Round(time.Millisecond), a.Failures())
 }
+
+// TestLeasesAdoptBucketTTL: a store asking for another TTL than the
+// bucket's uses the bucket's, so holders and readers agree.
+func TestLeasesAdoptBucketTTL(t *testing.T) {
+	srv := startServer(t)
+	first := DefaultLeaseConfig()
+	first.TTL, first.Renew = 600*time.Millisecond, 100*time.Millisecond
+	leaseStore(t, connect(t, srv), first)
+	s := leaseStore(t, connect(t, srv), DefaultLeaseConfig())
+	if got := s.Config(); got.TTL != first.TTL || got.Renew != first.TTL/3 {
+		t.Fatalf("second store: TTL %v renew %v, want the bucket's %v and %v", got.TTL, got.Renew, first.TTL, first.TTL/3)
+	}
+}

@@ -34,7 +34,6 @@ const watchSetupTimeout = 10 * time.Second
 const (
 	tablesPrefix      = "tables."
 	currentSuffix     = ".current"
-	clusterCoordKey   = "cluster.coordinator"
 	currentWatchKeys  = tablesPrefix + "*" + currentSuffix
 	metaBucketHistory = 8
 )
@@ -43,7 +42,6 @@ const (
 //
 //	tables.<name>.g<gen>    TableMeta (protobuf) of one generation
 //	tables.<name>.current   the current generation, in decimal
-//	cluster.coordinator     ClusterInfo (protobuf)
 //
 // <name> is the table name with characters outside [A-Za-z0-9_-] escaped as
 // "=XX". A generation is written first and then made current by a
@@ -63,7 +61,7 @@ type MetaStore struct {
 func (c *Conn) MetaStore(ctx context.Context) (*MetaStore, error) {
 	kv, err := c.bucket(ctx, jetstream.KeyValueConfig{
 		Bucket:      c.cfg.MetaBucket,
-		Description: "scanplane table metadata and cluster info",
+		Description: "scanplane table metadata",
 		History:     metaBucketHistory,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.cfg.Replicas,
@@ -423,33 +421,4 @@ func (m *MetaStore) create(ctx context.Context, key string, value []byte) (uint6
 
 func (m *MetaStore) update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	return timed(m.conn, ctx, func(octx context.Context) (uint64, error) { return m.kv.Update(octx, key, value, rev) })
-}
-
-// PutClusterInfo stores ci under cluster.coordinator.
-func (m *MetaStore) PutClusterInfo(ctx context.Context, ci *messages.ClusterInfo) error {
-	data, err := proto.Marshal(ci)
-	if err != nil {
-		return fmt.Errorf("bus: encode cluster info: %w", err)
-	}
-	if _, err := timed(m.conn, ctx, func(octx context.Context) (uint64, error) { return m.kv.Put(octx, clusterCoordKey, data) }); err != nil {
-		return m.conn.storeErr(ctx, "put cluster info", err)
-	}
-	return nil
-}
-
-// ClusterInfo returns what the coordinator stored; missing gives an error
-// wrapping ErrNotFound.
-func (m *MetaStore) ClusterInfo(ctx context.Context) (*messages.ClusterInfo, error) {
-	e, err := m.get(ctx, clusterCoordKey)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, fmt.Errorf("bus: cluster info: %w", ErrNotFound)
-	}
-	if err != nil {
-		return nil, m.conn.storeErr(ctx, "get cluster info", err)
-	}
-	ci := new(messages.ClusterInfo)
-	if err := proto.Unmarshal(e.Value(), ci); err != nil {
-		return nil, fmt.Errorf("bus: decode cluster info: %w", err)
-	}
-	return ci, nil
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
@@ -299,8 +298,8 @@ func TestMetaStoreWatch(t *testing.T) {
 	if err := ms.Publish(ctx, tableMeta("b.c", 7, "z"), 0); err != nil {
 		t.Fatal(err)
 	}
-	// Writing generations and cluster info is not a pointer change.
-	if err := ms.PutClusterInfo(ctx, &messages.ClusterInfo{CoordinatorAddress: "x"}); err != nil {
+	// Writing other keys is not a pointer change.
+	if _, err := ms.kv.Put(ctx, "cluster.coordinator", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	want := []change{{"a", 1}, {"a", 2}, {"b.c", 7}}
@@ -329,24 +328,6 @@ func TestMetaStoreWatch(t *testing.T) {
 	receive(t, done)
 	if s := snapshot(); len(s) != len(want) {
 		t.Fatalf("watch called after its context ended: %v", s)
-	}
-}
-
-func TestClusterInfo(t *testing.T) {
-	srv := startServer(t)
-	ms := metaStore(t, connect(t, srv))
-	ctx := testCtx(t)
-	if _, err := ms.ClusterInfo(ctx); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("ClusterInfo before put: %v", err)
-	}
-	ci := &messages.ClusterInfo{CoordinatorAddress: "127.0.0.1:8090", RouterId: "router", HttpAddress: "127.0.0.1:8080",
-		StartedUnixMs: time.Now().UnixMilli(), Version: "dev"}
-	if err := ms.PutClusterInfo(ctx, ci); err != nil {
-		t.Fatal(err)
-	}
-	got, err := metaStore(t, connect(t, srv)).ClusterInfo(ctx)
-	if err != nil || !proto.Equal(got, ci) {
-		t.Fatalf("ClusterInfo = %v, %v; want %v", got, err, ci)
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package client is scanplane's Go client library. A Client knows the
-// coordinators (Config.Coordinators, or the cluster info on NATS), keeps
+// coordinators (Config.Coordinators, or their leases on NATS), keeps
 // table metadata, and scans key ranges: Scan returns an iterator that
 // yields exactly the rows of the range, in key order, each once — or an
 // error that says what failed. Every batch is verified (row count and
@@ -24,6 +24,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"net"
@@ -76,8 +77,11 @@ type Config struct {
 	// Coordinators: the coordinators' actor addresses (host:port) in order
 	// of preference. A scan request whose coordinator is lost before any
 	// data arrived goes to the next one that is up, or to the same one once
-	// it is back. Empty = find the coordinator in the cluster info it
-	// publishes on NATS, and follow that entry as it changes.
+	// it is back. Empty = discover them from the leases they keep on NATS
+	// (bus.LeaseStore) and follow those as coordinators come and go; the
+	// client then prefers the coordinator whose embedded NATS server it is
+	// connected to, else one picked by rendezvous hashing of its client id
+	// (spreading clients over coordinators).
 	Coordinators []string
 	// Coordinator: one coordinator address, shorthand for a one-element
 	// Coordinators (set one of the two, not both).
@@ -184,6 +188,7 @@ type Client struct {
 	seq    atomic.Uint64
 	conn   *bus.Conn
 	meta   *bus.MetaStore
+	leases *bus.LeaseStore
 	sys    *actor.ActorSystem
 	ownSys bool
 	rem    *remote.Remote
@@ -203,12 +208,13 @@ type Client struct {
 // coordDirectory is what the client knows about the coordinators; guarded
 // by Client.mu.
 type coordDirectory struct {
-	discover  bool              // the list comes from NATS cluster info
+	discover  bool              // the list comes from the coordinators' leases
 	list      []string          // in order of preference
 	lost      map[string]string // lost coordinators: why
 	connected map[string]bool   // the endpoint was connected at least once
-	instance  map[string]string // incarnation (and start time) from cluster info
-	routers   map[string]string // router actor id per address, from cluster info
+	instance  map[string]string // incarnation (and start time) from its lease
+	routers   map[string]string // router actor id per address, from its lease
+	leased    map[string]bool   // addresses with a live lease
 	probing   bool
 }
 
@@ -227,7 +233,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg, log: log, id: "c" + hex.EncodeToString(b[:]), inboxes: map[string]*inbox{},
 		streams: map[*inbox]struct{}{}, tables: map[string]*messages.TableMeta{}, current: map[string]uint64{},
 		coord: coordDirectory{discover: len(list) == 0, list: list, lost: map[string]string{}, connected: map[string]bool{},
-			instance: map[string]string{}, routers: map[string]string{}}}, nil
+			instance: map[string]string{}, routers: map[string]string{}, leased: map[string]bool{}}}, nil
 }
 
 // Start connects to NATS, finds the coordinator and starts the client's
@@ -284,19 +290,21 @@ func (c *Client) start(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("client: start: watch metadata: %w", ctx.Err())
 	}
-	if c.coord.discover {
-		ci, err := c.meta.ClusterInfo(ctx)
-		if err != nil {
-			return fmt.Errorf("%w: no cluster info on NATS %s (is a coordinator running?): %v", ErrNoCoordinator, c.cfg.NATSURL, err)
-		}
-		if ci.GetCoordinatorAddress() == "" {
-			return fmt.Errorf("%w: the cluster info on NATS %s names no coordinator address", ErrNoCoordinator, c.cfg.NATSURL)
-		}
-		c.onClusterInfo(ci)
+	// Follow the coordinators' leases: new ones, departed or dead ones,
+	// restarted ones (a new incarnation).
+	if c.leases, err = conn.Leases(ctx, bus.DefaultLeaseConfig()); err != nil {
+		return fmt.Errorf("client: coordinator leases: %w", err)
 	}
-	// Follow the cluster info: a new incarnation is a restarted coordinator.
-	if err := c.meta.WatchClusterInfo(wctx, c.onClusterInfo); err != nil {
-		return fmt.Errorf("client: watch cluster info: %w", err)
+	if err := c.leases.Watch(wctx, c.onLeases); err != nil {
+		return fmt.Errorf("client: watch coordinator leases: %w", err)
+	}
+	if c.coord.discover {
+		c.mu.Lock()
+		n := len(c.coord.list)
+		c.mu.Unlock()
+		if n == 0 && ctx.Err() == nil {
+			return fmt.Errorf("%w: no coordinator lease on NATS %s (is a coordinator running?)", ErrNoCoordinator, c.cfg.NATSURL)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("client: start: %w", err)
@@ -540,49 +548,127 @@ func (c *Client) onEndpointEvent(ev any) {
 	}
 }
 
-// onClusterInfo follows the coordinator's cluster info on NATS.
-func (c *Client) onClusterInfo(ci *messages.ClusterInfo) {
-	if ci == nil {
-		c.mu.Lock()
-		var gone []string
-		for a := range c.coord.instance {
-			gone = append(gone, a)
-		}
-		c.mu.Unlock()
-		for _, a := range gone {
-			c.coordLost(a, "its cluster info was removed from NATS")
-		}
-		return
+// onLeases follows the coordinators' leases (bus.LeaseStore.Watch): a
+// coordinator whose lease appears is up; one whose lease is gone (it left,
+// or renewed it not within the lease TTL) is lost; a new incarnation at a
+// known address is a restart: lost, then up. With discovery, the list is
+// the leased coordinators in order of preference (preferOrder); one whose
+// lease is gone leaves the list once lost. With a configured list, leases
+// of other addresses are ignored.
+func (c *Client) onLeases(live []*messages.ClusterInfo) {
+	node := ""
+	if c.conn != nil {
+		node = c.conn.NATS().ConnectedServerName()
 	}
-	addr := ci.GetCoordinatorAddress()
-	if addr == "" {
-		return
+	byAddr := map[string]*messages.ClusterInfo{}
+	for _, ci := range live {
+		a := ci.GetCoordinatorAddress()
+		// Two leases for one address: a restarted coordinator's and its
+		// predecessor's, not yet expired. The later start wins.
+		if prev := byAddr[a]; prev == nil || ci.GetStartedUnixMs() > prev.GetStartedUnixMs() {
+			byAddr[a] = ci
+		}
 	}
-	inst := ci.GetIncarnation() + "@" + strconv.FormatInt(ci.GetStartedUnixMs(), 10)
+	var ups, gone, restarted []string
 	c.mu.Lock()
-	known := slices.Contains(c.coord.list, addr)
-	if !known && c.coord.discover {
-		c.coord.list = append(c.coord.list, addr)
-		known = true
-	}
-	prev, seen := c.coord.instance[addr]
-	if known {
-		c.coord.instance[addr] = inst
-		if id := ci.GetRouterId(); id != "" {
-			c.coord.routers[addr] = id
+	for a := range c.coord.leased {
+		if byAddr[a] == nil {
+			gone = append(gone, a)
+			delete(c.coord.leased, a)
 		}
+	}
+	for a, ci := range byAddr {
+		if !c.coord.discover && !slices.Contains(c.coord.list, a) {
+			delete(byAddr, a)
+			continue
+		}
+		inst := ci.GetIncarnation() + "@" + strconv.FormatInt(ci.GetStartedUnixMs(), 10)
+		prev, seen := c.coord.instance[a]
+		c.coord.instance[a] = inst
+		if id := ci.GetRouterId(); id != "" {
+			c.coord.routers[a] = id
+		}
+		switch {
+		case seen && prev != inst:
+			restarted = append(restarted, a)
+		case !c.coord.leased[a]:
+			ups = append(ups, a)
+		}
+		c.coord.leased[a] = true
+	}
+	if c.coord.discover {
+		c.coord.list = preferOrder(byAddr, node, c.id)
 	}
 	c.mu.Unlock()
-	switch {
-	case !known || (seen && prev == inst):
-	case seen:
+	slices.Sort(gone)
+	for _, a := range gone {
+		c.coordLost(a, "its lease is gone (it left, or did not renew it in time)")
+	}
+	slices.Sort(restarted)
+	for _, a := range restarted {
 		// A new incarnation at the same address: the old one and every
 		// request it held are gone; the new one takes requests.
-		c.coordLost(addr, "restarted (new incarnation)")
-		c.coordUp(addr)
-	default:
-		c.coordUp(addr)
+		c.coordLost(a, "restarted (new incarnation)")
+		c.coordUp(a)
 	}
+	slices.Sort(ups)
+	for _, a := range ups {
+		c.coordUp(a)
+	}
+	if c.coord.discover && len(gone) > 0 {
+		// Forget the departed: streams have been told, and no probe
+		// should knock on their addresses. A lease brings one back.
+		c.mu.Lock()
+		for _, a := range gone {
+			if !c.coord.leased[a] {
+				delete(c.coord.lost, a)
+				delete(c.coord.connected, a)
+			}
+		}
+		c.mu.Unlock()
+	}
+}
+
+// preferOrder orders the leased coordinators by preference: the one whose
+// embedded NATS server is node (the server the client is connected to:
+// one machine to depend on, not two) first, then by rendezvous hashing of
+// the client id and the address, so clients spread over coordinators and
+// each keeps its order as others come and go.
+func preferOrder(byAddr map[string]*messages.ClusterInfo, node, clientID string) []string {
+	addrs := slices.Collect(maps.Keys(byAddr))
+	local := func(a string) bool { return node != "" && byAddr[a].GetNatsNode() == node }
+	slices.SortFunc(addrs, func(x, y string) int {
+		if lx, ly := local(x), local(y); lx != ly {
+			if lx {
+				return -1
+			}
+			return 1
+		}
+		if hx, hy := rendezvous(clientID, x), rendezvous(clientID, y); hx != hy {
+			if hx > hy {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x, y)
+	})
+	return addrs
+}
+
+// rendezvous is the FNV-1a 64 hash of client id and address, finished
+// with a 64-bit mix (FNV alone barely moves with the last bytes).
+func rendezvous(clientID, addr string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(clientID))
+	h.Write([]byte{0})
+	h.Write([]byte(addr))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x
 }
 
 // coordLost marks a coordinator lost and tells the running streams.
@@ -820,6 +906,36 @@ func (c *Client) Status(ctx context.Context) (*messages.StatusReply, error) {
 		return nil, fmt.Errorf("client: unexpected status answer %T", res)
 	}
 	return r, nil
+}
+
+// StatusOf asks the coordinator at addr for its own status (within
+// RequestTimeout and ctx), not trying another.
+func (c *Client) StatusOf(ctx context.Context, addr string) (*messages.StatusReply, error) {
+	if c.sys == nil || c.rx == nil {
+		return nil, ErrClosed
+	}
+	timeout := c.cfg.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl) + 100*time.Millisecond
+	}
+	res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(addr), &messages.StatusRequest{}, timeout))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s did not answer a status request: %w", ErrNoCoordinator, addr, err)
+	}
+	r, ok := res.(*messages.StatusReply)
+	if !ok {
+		return nil, fmt.Errorf("client: unexpected status answer %T from %s", res, addr)
+	}
+	return r, nil
+}
+
+// CoordinatorLeases returns the coordinators' live leases on NATS, sorted
+// by member id (bus.LeaseStore.List).
+func (c *Client) CoordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo, error) {
+	if c.leases == nil {
+		return nil, ErrClosed
+	}
+	return c.leases.List(ctx)
 }
 
 // Route asks where a row's tablet would be scanned.

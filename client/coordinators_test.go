@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +35,7 @@ func drain(in *inbox) []coordEvent {
 }
 
 // TestCoordinatorDirectory: what the client learns about coordinators —
-// endpoint events from the actor system, the cluster info on NATS — reaches
+// endpoint events from the actor system, the leases on NATS — reaches
 // every running stream as lost/up events, once per change.
 func TestCoordinatorDirectory(t *testing.T) {
 	cfg := DefaultConfig()
@@ -75,24 +77,35 @@ func TestCoordinatorDirectory(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 
-	// Cluster info: the first sight is no change; the same incarnation
-	// again is none either (a SIGKILLed coordinator leaves its entry); a
-	// new incarnation is a restart: lost, then up; removal is a loss.
-	ci := &messages.ClusterInfo{CoordinatorAddress: coordA, Incarnation: "i1", StartedUnixMs: 1}
-	c.onClusterInfo(ci)
+	// Leases: the first sight of a known coordinator is no change (it is
+	// up already); renewals are none either; a new incarnation is a
+	// restart: lost, then up; a lease gone is a loss, and its return
+	// brings the coordinator up again. Unknown addresses are ignored with
+	// a configured list.
+	lease := func(addr, inc string, started int64) *messages.ClusterInfo {
+		return &messages.ClusterInfo{MemberId: inc, CoordinatorAddress: addr, Incarnation: inc, StartedUnixMs: started}
+	}
+	c.onLeases([]*messages.ClusterInfo{lease(coordA, "i1", 1), lease("127.0.0.1:9998", "x", 1)})
 	drain(in)
-	c.onClusterInfo(ci)
+	c.onLeases([]*messages.ClusterInfo{lease(coordA, "i1", 1)})
 	if evs := drain(in); len(evs) != 0 {
 		t.Fatalf("same incarnation: %+v, want no change", evs)
 	}
-	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordA, Incarnation: "i2", StartedUnixMs: 2})
+	c.onLeases([]*messages.ClusterInfo{lease(coordA, "i2", 2)})
 	evs = drain(in)
 	if len(evs) != 2 || !evs[0].lost || evs[0].why != "restarted (new incarnation)" || evs[1].lost {
 		t.Fatalf("restart: %+v, want lost then up", evs)
 	}
-	c.onClusterInfo(nil)
-	if evs := drain(in); len(evs) != 1 || !evs[0].lost || !strings.Contains(evs[0].why, "removed") {
-		t.Fatalf("removed: %+v", evs)
+	c.onLeases(nil)
+	if evs := drain(in); len(evs) != 1 || !evs[0].lost || !strings.Contains(evs[0].why, "lease is gone") {
+		t.Fatalf("lease gone: %+v", evs)
+	}
+	if addrs, _ := c.Coordinators(); len(addrs) != 2 {
+		t.Fatalf("a configured coordinator left the list: %v", addrs)
+	}
+	c.onLeases([]*messages.ClusterInfo{lease(coordA, "i2", 2)})
+	if evs := drain(in); len(evs) != 1 || evs[0].lost || evs[0].addr != coordA {
+		t.Fatalf("lease back: %+v, want %s up", evs, coordA)
 	}
 	c.closeStream(in, nil)
 	c.closeStream(in2, nil)
@@ -102,17 +115,25 @@ func TestCoordinatorDirectory(t *testing.T) {
 	}
 }
 
-// TestDiscoveredCoordinators: without a configured list, the coordinator
-// comes from the cluster info, and a new address there joins the list.
+// TestDiscoveredCoordinators: without a configured list, the coordinators
+// are the leased ones, in an order of preference that puts the one on the
+// client's NATS node first and is otherwise the client's own (rendezvous);
+// one whose lease is gone is lost and leaves the list.
 func TestDiscoveredCoordinators(t *testing.T) {
 	c, err := New(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordA, RouterId: "r", Incarnation: "i1"})
-	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordB, Incarnation: "i9"})
-	if addrs, _ := c.Coordinators(); len(addrs) != 2 || addrs[0] != coordA || addrs[1] != coordB {
-		t.Fatalf("coordinators %v", addrs)
+	in, _, _, _ := c.openStream()
+	a := &messages.ClusterInfo{MemberId: "a", CoordinatorAddress: coordA, RouterId: "r", Incarnation: "i1"}
+	b := &messages.ClusterInfo{MemberId: "b", CoordinatorAddress: coordB, Incarnation: "i9"}
+	c.onLeases([]*messages.ClusterInfo{a, b})
+	addrs, _ := c.Coordinators()
+	if want := preferOrder(map[string]*messages.ClusterInfo{coordA: a, coordB: b}, "", c.id); !slices.Equal(addrs, want) || len(addrs) != 2 {
+		t.Fatalf("coordinators %v, want %v", addrs, want)
+	}
+	if evs := drain(in); len(evs) != 2 || evs[0].lost || evs[1].lost {
+		t.Fatalf("events %+v, want both up", evs)
 	}
 	if p := c.routerPID(coordA); p.Id != "r" {
 		t.Fatalf("router %v", p)
@@ -120,11 +141,43 @@ func TestDiscoveredCoordinators(t *testing.T) {
 	if p := c.routerPID(coordB); p.Id != routerID {
 		t.Fatalf("router %v", p)
 	}
-	// With a configured list, an unknown address in the cluster info is not added.
+	c.onLeases([]*messages.ClusterInfo{b})
+	if evs := drain(in); len(evs) != 1 || !evs[0].lost || evs[0].addr != coordA {
+		t.Fatalf("events %+v, want %s lost", evs, coordA)
+	}
+	if addrs, lost := c.Coordinators(); !slices.Equal(addrs, []string{coordB}) || lost[0] != "" {
+		t.Fatalf("after A's lease went: %v %v", addrs, lost)
+	}
+	// The NATS node the client is on wins over rendezvous.
+	nodeA := &messages.ClusterInfo{MemberId: "a", CoordinatorAddress: coordA, NatsNode: "n1"}
+	nodeB := &messages.ClusterInfo{MemberId: "b", CoordinatorAddress: coordB, NatsNode: "n2"}
+	m := map[string]*messages.ClusterInfo{coordA: nodeA, coordB: nodeB}
+	for _, node := range []string{"n1", "n2"} {
+		if got := preferOrder(m, node, c.id); got[0] != map[string]string{"n1": coordA, "n2": coordB}[node] {
+			t.Fatalf("on node %s: order %v", node, got)
+		}
+	}
+	// Rendezvous spreads clients: of 1000 client ids, each of 4
+	// coordinators is first for 250 ± 80.
+	four := map[string]*messages.ClusterInfo{}
+	for i := range 4 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 8090+2*i)
+		four[addr] = &messages.ClusterInfo{CoordinatorAddress: addr}
+	}
+	first := map[string]int{}
+	for i := range 1000 {
+		first[preferOrder(four, "", fmt.Sprintf("c%012x", i*7919))[0]]++
+	}
+	for addr, n := range first {
+		if n < 170 || n > 330 {
+			t.Errorf("%s is first for %d of 1000 clients: %v", addr, n, first)
+		}
+	}
+	// With a configured list, an unknown address in a lease is not added.
 	cfg := DefaultConfig()
 	cfg.Coordinator = coordA
 	c, _ = New(cfg)
-	c.onClusterInfo(&messages.ClusterInfo{CoordinatorAddress: coordB})
+	c.onLeases([]*messages.ClusterInfo{b})
 	if addrs, _ := c.Coordinators(); len(addrs) != 1 {
 		t.Fatalf("coordinators %v", addrs)
 	}

@@ -465,7 +465,7 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 }
 
 // OnCoordinatorLost tells the stream that the coordinator at addr is gone
-// (endpoint terminated, restarted, or its cluster info removed). A
+// (endpoint terminated, restarted, or its lease gone). A
 // request on it that has no data yet is sent again elsewhere; a flowing
 // stream continues.
 func (s *TabletStream) OnCoordinatorLost(now time.Time, addr, why string) []StreamAction {

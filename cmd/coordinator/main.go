@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -120,6 +121,7 @@ func run(args []string) int {
 		return 2
 	}
 	natsURL := o.natsURL
+	var natsNode, natsNodeURL string // the embedded NATS server, for the lease
 	if sc != nil {
 		srv, err := bus.StartServer(*sc)
 		if err != nil {
@@ -138,6 +140,7 @@ func run(args []string) int {
 				return 1
 			}
 		}
+		natsNode, natsNodeURL = srv.Name(), natsURL
 		log.Info("embedded NATS started", "url", natsURL, "store", sc.StoreDir, "replicas", replicas)
 	}
 	bc := bus.DefaultConfig()
@@ -174,6 +177,7 @@ func run(args []string) int {
 	}
 	defer co.Close()
 
+	var ann atomic.Pointer[announcement] // set once the lease is announced
 	httpAddr := ""
 	if o.httpAddr != "" {
 		l, err := net.Listen("tcp", o.httpAddr)
@@ -189,7 +193,11 @@ func run(args []string) int {
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(co.Status())
+			st := co.Status()
+			if a := ann.Load(); a != nil {
+				st = a.status(st)
+			}
+			_ = json.NewEncoder(w).Encode(st)
 		})
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(l) }()
@@ -202,11 +210,21 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "coordinator: incarnation:", err)
 		return 1
 	}
-	if err := meta.PutClusterInfo(ctx, &messages.ClusterInfo{CoordinatorAddress: co.Address(), RouterId: actors.RouterName,
-		HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(), Version: "v1", Incarnation: hex.EncodeToString(inc[:])}); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator: publish cluster info:", err)
+	a, err := announce(ctx, conn, co, &messages.ClusterInfo{MemberId: co.MemberID(), CoordinatorAddress: co.Address(),
+		RouterId: actors.RouterName, HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(), Version: "v1",
+		Incarnation: hex.EncodeToString(inc[:]), NatsNode: natsNode, NatsUrl: natsNodeURL})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		return 1
 	}
+	// Deferred last, so it runs first: the lease is withdrawn while the
+	// actor system still answers.
+	defer func() {
+		if err := a.Close(); err != nil {
+			log.Warn("withdrawing the coordinator lease failed; it expires by itself", "err", err)
+		}
+	}()
+	ann.Store(a)
 	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{NATS: natsURL, Actor: co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: ready file:", err)
 		return 1

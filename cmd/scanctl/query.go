@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -104,9 +106,92 @@ func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 		if err != nil {
 			return err
 		}
+		coords, err := coordinatorRows(ctx, c)
+		if err != nil {
+			return err
+		}
+		printCoordinators(out, coords)
 		printStatus(out, st)
 		return nil
 	})
+}
+
+// coordRow is one line of the coordinators table of scanctl status.
+type coordRow struct {
+	lease   *messages.ClusterInfo // nil: a configured coordinator without a lease
+	addr    string
+	status  *messages.StatusReply // nil: did not answer
+	problem string
+}
+
+// coordStatusWait bounds each coordinator's own status request in
+// scanctl status (they run in parallel).
+const coordStatusWait = 2 * time.Second
+
+// coordinatorRows lists every coordinator lease (alive: it is renewed)
+// and the configured coordinators that have none, each with its own
+// status if it answers within coordStatusWait.
+func coordinatorRows(ctx context.Context, c *client.Client) ([]coordRow, error) {
+	leases, err := c.CoordinatorLeases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rows []coordRow
+	seen := map[string]bool{}
+	for _, l := range leases {
+		rows = append(rows, coordRow{lease: l, addr: l.GetCoordinatorAddress()})
+		seen[l.GetCoordinatorAddress()] = true
+	}
+	addrs, _ := c.Coordinators()
+	for _, a := range addrs {
+		if !seen[a] {
+			rows = append(rows, coordRow{addr: a, problem: "no lease"})
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range rows {
+		wg.Add(1)
+		go func(r *coordRow) {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, coordStatusWait)
+			defer cancel()
+			st, err := c.StatusOf(sctx, r.addr)
+			if err != nil {
+				if r.problem == "" {
+					r.problem = "no status answer"
+				}
+				return
+			}
+			r.status = st
+		}(&rows[i])
+	}
+	wg.Wait()
+	return rows, nil
+}
+
+func printCoordinators(out io.Writer, rows []coordRow) {
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COORDINATOR	MEMBER	ALIVE	TABLETS	NATS-NODE	HTTP	NOTE")
+	for _, r := range rows {
+		alive, tabs, note := "no", "-", r.problem
+		if r.lease != nil {
+			alive = "yes"
+			tabs = strconv.FormatUint(uint64(r.lease.GetTabletActors()), 10) + " (lease)"
+		}
+		if r.status != nil {
+			tabs = strconv.FormatUint(uint64(r.status.GetTabletActors()), 10)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.lease.GetMemberId()), alive, tabs,
+			orDash(r.lease.GetNatsNode()), orDash(r.lease.GetHttpAddress()), note)
+	}
+	tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func printStatus(out io.Writer, st *messages.StatusReply) {

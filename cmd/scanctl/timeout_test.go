@@ -101,9 +101,9 @@ func TestScanFailsNamingLostCoordinator(t *testing.T) {
 	if r.elapsed > 30*time.Second {
 		t.Fatalf("took %v: the loss should be noticed in seconds, not at the 60s timeout", r.elapsed)
 	}
-	// Without --coordinator and without a coordinator's cluster info: at once.
+	// Without --coordinator and without a coordinator lease: at once.
 	r = runProc(t, bin, "status", "--nats", nats, "--timeout", "10s")
-	if r.code != 1 || !strings.Contains(r.stderr, "no cluster info") {
+	if r.code != 1 || !strings.Contains(r.stderr, "no coordinator lease") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 }
