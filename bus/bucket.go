@@ -53,7 +53,7 @@ func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstr
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("bus: %s: %w (last error: %v)", what, context.Cause(ctx), last)
 		}
-		if !transientBucketErr(err) {
+		if !transientBucketErr(err, c.nc.ConnectedClusterName() != "") {
 			return nil, c.storeErr(ctx, what, err)
 		}
 		if c.cfg.BucketWait == 0 || wctx.Err() != nil || time.Now().Add(pause).After(start.Add(c.cfg.BucketWait)) {
@@ -163,16 +163,22 @@ func (c *Conn) raiseReplicas(ctx context.Context, st jetstream.Stream, want int)
 // transientBucketErr reports whether opening a bucket may succeed later
 // without anyone changing anything: JetStream is electing a leader, the
 // cluster has too few nodes up to place the replicas, or nothing answered.
-func transientBucketErr(err error) bool {
+// "Insufficient resources" is transient only from a clustered server
+// (too few peers yet); from a standalone one it means a full store.
+func transientBucketErr(err error, clustered bool) bool {
+	if errors.Is(err, ErrUnavailable) { // OpTimeout passed (see opErr)
+		return true
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
 		case 10005, // JSClusterNoPeersErrF: no suitable peers for placement
 			10008, // JSClusterNotAvailErr: JetStream system temporarily unavailable
 			10009, // JSClusterNotLeaderErr: JetStream cluster can not handle request
-			10023, // JSInsufficientResourcesErr: too few peers (or space) for the replicas
 			10075: // JSPeerRemapErr
 			return true
+		case 10023: // JSInsufficientResourcesErr: too few peers (or space) for the replicas
+			return clustered
 		}
 		return apiErr.Code == 503
 	}

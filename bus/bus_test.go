@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/messages"
@@ -427,4 +429,33 @@ func TestStartServerBadStoreDir(t *testing.T) {
 		t.Fatal("server started with a file as its store dir")
 	}
 	t.Logf("error: %v", err)
+}
+
+// TestTransientBucketErr: the errors opening a bucket retries are those a
+// forming or degraded cluster gives, not configuration errors.
+func TestTransientBucketErr(t *testing.T) {
+	api := func(code, errCode int) error {
+		return fmt.Errorf("wrapped: %w", &jetstream.APIError{Code: code, ErrorCode: jetstream.ErrorCode(errCode), Description: "x"})
+	}
+	if transientBucketErr(api(503, 10023), false) {
+		t.Error("insufficient resources from a standalone server (a full store) is transient")
+	}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("%w: no answer within 10s", ErrUnavailable), true},
+		{api(400, 10005), true}, // no suitable peers for placement
+		{api(503, 10008), true}, // JetStream system temporarily unavailable
+		{api(503, 10023), true}, // insufficient resources, from a clustered server
+		{jetstream.ErrNoStreamResponse, true},
+		{context.DeadlineExceeded, true},
+		{api(500, 10074), false}, // replicas > 1 not supported in non-clustered mode
+		{api(400, 10058), false}, // stream name already in use with a different configuration
+		{errors.New("something else"), false},
+	} {
+		if got := transientBucketErr(tc.err, true); got != tc.want {
+			t.Errorf("transientBucketErr(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }

@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scanplane/scanplane/bus"
@@ -425,5 +427,25 @@ func TestClusterBucketReplicas(t *testing.T) {
 	}
 	if v, err := bs.Get(ctx, "k"); err != nil || string(v) != "v" {
 		t.Fatalf("Get after raise: %q, %v", v, err)
+	}
+}
+
+// TestDeployNATSConfig: deploy/nats-server.conf parses, takes its server
+// name from NATS_SERVER_NAME (and refuses to start without it, rather than
+// give every node the same name), and names the cluster as the embedded
+// server does.
+func TestDeployNATSConfig(t *testing.T) {
+	const path = "../deploy/nats-server.conf"
+	t.Setenv("NATS_SERVER_NAME", "n2")
+	o, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ServerName != "n2" || o.Cluster.Name != bus.DefaultServerConfig().ClusterName || len(o.Routes) != 3 || !o.JetStream {
+		t.Errorf("%s: server_name %q, cluster %q, %d routes, JetStream %v", path, o.ServerName, o.Cluster.Name, len(o.Routes), o.JetStream)
+	}
+	os.Unsetenv("NATS_SERVER_NAME")
+	if _, err := server.ProcessConfigFile(path); err == nil || !strings.Contains(err.Error(), "NATS_SERVER_NAME") {
+		t.Errorf("%s without NATS_SERVER_NAME: %v, want an error naming it", path, err)
 	}
 }

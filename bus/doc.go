@@ -26,6 +26,26 @@
 // ErrStorage, ErrTooLarge or ErrConflict — or the caller's own context
 // error.
 //
+// Clustering: StartServer with ServerConfig.ClusterListen and Routes makes
+// the embedded server one node of a NATS cluster (three coordinators, each
+// embedding a node, is the highly available setup on one machine or
+// three). Each node needs its own client port, route port and StoreDir,
+// and a server Name unique in the cluster and stable across restarts
+// (JetStream knows peers by name; a node restarted with the same name and
+// store rejoins with its data). StartServer returns once the client port
+// is ready; EmbeddedServer.WaitJetStream waits for the metadata leader. A
+// new cluster elects its first leader only once every node its routes
+// name (at least two) is up; after that a majority keeps JetStream
+// running. Config.Replicas sets how many nodes keep each bucket: with 3,
+// losing one node loses no data and no write (measured in
+// TestClusterReplicas3: a connection attached to a live node keeps
+// reading and writing at once; one attached to the dead node reconnects
+// to another; the restarted node is current in both buckets within about
+// 3 s); losing two of three makes every write fail with ErrUnavailable
+// within OpTimeout, while reads may still be answered by the lone node,
+// possibly stale. Opening a bucket retries, up to Config.BucketWait, while
+// the cluster is forming or has too few nodes for its replicas.
+//
 // Sizes: NATS's default max payload is 1 MiB (the embedded server is started
 // with 8 MiB). Blocks and metadata values must stay well under 1 MiB; the
 // stores reject larger values with ErrTooLarge before sending them.

@@ -119,7 +119,7 @@ func storageHint(err error) error {
 	case errors.Is(err, syscall.ENOSPC):
 		return fmt.Errorf("%w (the disk of --blocks-dir is full)", err)
 	case errors.Is(err, bus.ErrUnavailable):
-		return fmt.Errorf("%w (NATS JetStream did not answer; a server that ran out of disk turns JetStream off until it is restarted)", err)
+		return fmt.Errorf("%w (NATS JetStream did not answer: NATS is down, a NATS cluster has too few nodes up for a quorum, or a server ran out of disk, which turns JetStream off until it is restarted)", err)
 	}
 	return err
 }
