@@ -89,6 +89,7 @@ type LeaseStore struct {
 	cfg     LeaseConfig
 	kv      jetstream.KeyValue
 	invalid atomic.Uint64
+	held    atomic.Uint64
 }
 
 // Leases binds the lease bucket, creating it if missing with TTL
@@ -134,6 +135,11 @@ func (s *LeaseStore) Config() LeaseConfig { return s.cfg }
 // Invalid counts leases read from the bucket and skipped: undecodable, or
 // failing CheckLease. Each is also counted in the Conn's DecodeErrors.
 func (s *LeaseStore) Invalid() uint64 { return s.invalid.Load() }
+
+// ExpiryHeld counts the times a watch of this store had a lease to expire
+// but put it off because its NATS connection was down or did not answer a
+// ping (see Watch).
+func (s *LeaseStore) ExpiryHeld() uint64 { return s.held.Load() }
 
 // decode turns a KV entry into a checked lease; nil (counted and logged)
 // if it is not one.
@@ -488,14 +494,18 @@ func sameLease(a, b *messages.ClusterInfo) bool {
 func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 	cfg, nc := lw.s.cfg, lw.s.conn.nc
 	lw.drain(w)
-	if lw.syncing != nil || len(lw.live) == 0 {
+	if lw.syncing != nil || !lw.anyDue(time.Now()) {
 		return
 	}
 	if !nc.IsConnected() || nc.FlushTimeout(min(cfg.TTL/2, time.Second)) != nil {
 		lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))
+		lw.s.held.Add(1)
 		return
 	}
 	lw.drain(w) // renewals that arrived during the ping
+	if lw.syncing != nil {
+		return
+	}
 	now := time.Now()
 	for k, le := range lw.live {
 		if now.Sub(le.seen) >= cfg.TTL {
@@ -505,6 +515,16 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 			lw.changed = true
 		}
 	}
+}
+
+// anyDue reports whether a lease has had no renewal for TTL at now.
+func (lw *leaseWatch) anyDue(now time.Time) bool {
+	for _, le := range lw.live {
+		if now.Sub(le.seen) >= lw.s.cfg.TTL {
+			return true
+		}
+	}
+	return false
 }
 
 // drain handles what the watcher has delivered already, without waiting.

@@ -318,3 +318,30 @@ func TestLeasesAdoptBucketTTL(t *testing.T) {
 		t.Fatalf("second store: TTL %v renew %v, want the bucket's %v and %v", got.TTL, got.Renew, first.TTL, first.TTL/3)
 	}
 }
+
+// TestLeaseWatchHoldsExpiryWhileDisconnected: a watcher that cannot hear
+// the server drops no lease however long that lasts (its expiry checks
+// are held, and counted), and follows the leases again once the server is
+// back.
+func TestLeaseWatchHoldsExpiryWhileDisconnected(t *testing.T) {
+	r := startRestartable(t)
+	cfg := DefaultLeaseConfig()
+	cfg.TTL, cfg.Renew = 300*time.Millisecond, 50*time.Millisecond
+	holder := connect(t, r.srv)
+	announce(t, leaseStore(t, holder, cfg), leaseInfo("a", "127.0.0.1:1"))
+	watcher := connect(t, r.srv)
+	ws := leaseStore(t, watcher, cfg)
+	w := watchLeases(t, ws)
+	w.waitIDs([]string{"a"}, 10*time.Second)
+
+	r.srv.Close()
+	// Two held checks: the lease was due (no renewal for TTL) at least
+	// twice while the connection was down.
+	eventually(t, "expiry checks held", func() bool { return ws.ExpiryHeld() >= 2 })
+	if live, _ := w.state(); !slices.Equal(ids(live), []string{"a"}) {
+		t.Fatalf("a watcher cut off from NATS dropped leases: %v", ids(live))
+	}
+	r.start()
+	eventually(t, "clients reconnect", func() bool { return watcher.NATS().IsConnected() && holder.NATS().IsConnected() })
+	w.waitIDs([]string{"a"}, 10*time.Second)
+}

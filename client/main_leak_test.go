@@ -10,8 +10,12 @@ import (
 
 // TestMain fails the package's tests when a goroutine outlives them: the
 // client's watches, probes and waits must end with Close. The test
-// binary's one actor system (sharedSystem) is stopped first.
+// binary's one actor system (sharedSystem) is stopped first. With
+// fakeCoordEnv set the binary is a fake coordinator (leases_test.go).
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeCoordEnv); mode != "" {
+		os.Exit(fakeCoordinatorMain(mode))
+	}
 	code := m.Run()
 	if testRem != nil {
 		testRem.Shutdown(false)
