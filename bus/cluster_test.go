@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,6 +226,18 @@ func TestClusterReplicas3(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Table watches through both connections.
+	var seen [2]atomic.Uint64
+	for i, ms := range []*bus.MetaStore{ms0, ms2} {
+		if err := ms.Watch(ctx, func(table string, gen uint64) {
+			if table == "t" {
+				seen[i].Store(gen)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// One node down: the one c0 is attached to.
 	tc.stop(0)
 	for _, c := range []struct {
@@ -264,8 +277,21 @@ func TestClusterReplicas3(t *testing.T) {
 		t.Fatalf("one node down: metadata: %v", err)
 	}
 	t.Logf("one node down: metadata read+publish after %s", took)
+	published := time.Now()
 	if g, err := ms2.Current(ctx, "t"); err != nil || g != 2 {
 		t.Fatalf("one node down: generation through the other conn = %d, %v; want 2", g, err)
+	}
+	for i, name := range []string{"conn of the dead node", "conn of a live node"} {
+		_, err := retry(30*time.Second, func(context.Context) error {
+			if g := seen[i].Load(); g != 2 {
+				return fmt.Errorf("watch saw generation %d", g)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("one node down: table watch of the %s: %v", name, err)
+		}
+		t.Logf("one node down: table watch of the %s saw generation 2 within %s of the publish", name, time.Since(published).Round(time.Millisecond))
 	}
 
 	// The node restarts with its name and store dir and rejoins both
