@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,6 +112,7 @@ type coordCounters struct {
 	// failures that would otherwise go unnoticed
 	deadLetters, publishErrors, badMessages, overloaded atomic.Uint64
 	tabletStarts, hostStarts                            atomic.Uint64
+	forwarded                                           atomic.Uint64 // scan requests sent to the tablet's owner
 	// gauges
 	flows, tabletActors, hostActors atomic.Int64
 }
@@ -266,6 +268,8 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 		switch e := evt.(type) {
 		case *remote.EndpointTerminatedEvent:
 			root.Send(c.registry, e)
+		case *cluster.ClusterTopology:
+			root.Send(c.router, &topologyChanged{})
 		case *actor.DeadLetterEvent:
 			switch e.Message.(type) {
 			case *actor.DeadLetterResponse, *flowTimer, *lostCheck, *idleCheck:

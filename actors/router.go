@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -55,6 +56,12 @@ type RouterActor struct {
 	routing   int // RouteRequest metadata lookups running
 	nwaiting  int
 	spawns    uint64
+	// place: the tablet owners as of the last cluster topology (nil: not
+	// clustered, every tablet is ours); self: our actor address.
+	place *placement
+	self  string
+	// idents: tablet actor name -> cluster identity, for the running ones.
+	idents map[string]string
 }
 
 // retiringTablet is a tablet actor between its idle-stop request and its
@@ -82,12 +89,17 @@ type tabletPIDReply struct{ pid *actor.PID }
 
 func newRouterActor(co *Coordinator) *RouterActor {
 	return &RouterActor{co: co, tablets: map[string]*actor.PID{}, names: map[string]string{}, retiring: map[string]*retiringTablet{},
-		waiting: map[tableGen][]*messages.ScanRequest{}}
+		waiting: map[tableGen][]*messages.ScanRequest{}, idents: map[string]string{}}
 }
 
 // Receive implements actor.Actor.
 func (r *RouterActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
+	case *actor.Started:
+		r.self = c.Self().Address
+		r.onTopology(c)
+	case *topologyChanged:
+		r.onTopology(c)
 	case *messages.ScanRequest:
 		r.onScan(c, m)
 	case *metaLoaded:
@@ -105,6 +117,12 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.startLoads(c)
 	case *messages.ScanDone:
 		t := m.GetTablet()
+		if owner := r.owner(t.GetTable(), t.GetGeneration(), t.GetIndex()); owner != "" && m.GetForwardedBy() == "" {
+			fwd := proto.Clone(m).(*messages.ScanDone)
+			fwd.ForwardedBy = r.self
+			c.Send(actor.NewPID(owner, RouterName), fwd)
+			return
+		}
 		name := tabletActorName(t.GetTable(), t.GetGeneration(), t.GetIndex())
 		if pid := r.tablets[name]; pid != nil {
 			c.Send(pid, m)
@@ -156,6 +174,7 @@ func (r *RouterActor) Receive(c actor.Context) {
 			return
 		}
 		delete(r.names, m.Who.Id)
+		delete(r.idents, name)
 		if pid := r.tablets[name]; pid != nil && pid.Equal(m.Who) {
 			delete(r.tablets, name)
 		}
@@ -258,6 +277,10 @@ func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 		r.reject(c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
+	if owner := r.owner(m.Tablet.Table, m.Tablet.Generation, m.Tablet.Index); owner != "" && m.GetForwardedBy() == "" {
+		r.forwardToOwner(c, owner, m)
+		return
+	}
 	key := tableGen{m.Tablet.Table, m.Tablet.Generation}
 	if meta := r.co.meta.cached(key.table, key.gen); meta != nil {
 		r.forward(c, m, meta)
@@ -328,7 +351,55 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	}
 	r.tablets[name] = pid
 	r.names[pid.Id] = name
+	r.idents[name] = TabletIdentity(meta.GetName(), meta.GetGeneration(), uint32(idx))
 	return pid
+}
+
+// owner is the address of the coordinator that owns the tablet when that
+// is another coordinator; "" when it is us, when we are not clustered, or
+// when no owner is known yet (then we serve it: tablet-actor state is
+// soft, a second activation costs cache affinity, never rows).
+func (r *RouterActor) owner(table string, gen uint64, idx uint32) string {
+	if r.place == nil {
+		return ""
+	}
+	o := r.place.owner(TabletIdentity(table, gen, idx))
+	if o == r.self {
+		return ""
+	}
+	return o
+}
+
+// forwardToOwner sends a scan request to the router of the tablet's
+// owner and tells the client who serves it, so that the client re-sends
+// it if that coordinator is lost before data flows.
+func (r *RouterActor) forwardToOwner(c actor.Context, owner string, m *messages.ScanRequest) {
+	fwd := proto.Clone(m).(*messages.ScanRequest)
+	fwd.ForwardedBy = r.self
+	c.Send(actor.NewPID(owner, RouterName), fwd)
+	r.co.counters.forwarded.Add(1)
+	if client := ToPID(m.GetClient()); client != nil {
+		c.Send(client, &messages.ScanRouted{RequestId: m.GetRequestId(), Owner: owner})
+	}
+}
+
+// topologyChanged: the cluster topology changed (local message; the
+// router reads the latest placement, so a late nudge is harmless).
+type topologyChanged struct{}
+
+// onTopology takes the latest cluster topology: tablet actors whose tablet
+// is now owned by another coordinator stop as soon as their flows end.
+func (r *RouterActor) onTopology(c actor.Context) {
+	p := r.co.sys.placement()
+	if p == nil || p == r.place {
+		return
+	}
+	r.place = p
+	for name, pid := range r.tablets {
+		if id, ok := r.idents[name]; ok && r.place.owner(id) != r.self && r.place.owner(id) != "" {
+			c.Send(pid, &movedAway{})
+		}
+	}
 }
 
 func tabletActorName(table string, gen uint64, idx uint32) string {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/messages"
@@ -35,6 +36,9 @@ type SystemConfig struct {
 	// gRPC server is stopped hard, and Close waits at most as long again
 	// before it returns. 0 means the default, 5s.
 	ShutdownTimeout time.Duration
+	// Cluster, when set, makes the system a Proto.Actor cluster member
+	// (coordinators; see ClusterConfig); nil = a plain remote system.
+	Cluster *ClusterConfig
 }
 
 const defaultShutdownTimeout = 5 * time.Second
@@ -55,6 +59,9 @@ func (c SystemConfig) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("actors: ShutdownTimeout %v must be >= 0", c.ShutdownTimeout)
 	}
+	if c.Cluster != nil {
+		return c.Cluster.Validate()
+	}
 	return nil
 }
 
@@ -74,7 +81,9 @@ func splitHostPort(addr string) (string, int, error) {
 type System struct {
 	Actors *actor.ActorSystem
 	Remote *remote.Remote
-	Logger *slog.Logger
+	// Cluster is the cluster this system is a member of (nil: none).
+	Cluster *cluster.Cluster
+	Logger  *slog.Logger
 	// shutdown is SystemConfig.ShutdownTimeout (default applied).
 	shutdown time.Duration
 }
@@ -119,13 +128,24 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	// dials a new gRPC ClientConn per try without closing the previous one,
 	// leaks nothing (the single conn is closed when the writer stops).
 	rc.MaxRetryCount = 1
-	r := remote.NewRemote(sys, rc)
-	if err := startRemote(r); err != nil {
-		return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
-	}
 	st := cfg.ShutdownTimeout
 	if st == 0 {
 		st = defaultShutdownTimeout
+	}
+	if cfg.Cluster != nil {
+		c, err := startClusterMember(sys, rc, *cfg.Cluster, logger)
+		if err != nil {
+			if c.Remote != nil {
+				c.Remote.Shutdown(false)
+			}
+			sys.Shutdown()
+			return nil, fmt.Errorf("%w on %s: cluster member: %v", ErrListen, cfg.Listen, err)
+		}
+		return &System{Actors: sys, Remote: c.Remote, Cluster: c, Logger: logger, shutdown: st}, nil
+	}
+	r := remote.NewRemote(sys, rc)
+	if err := startRemote(r); err != nil {
+		return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
 	}
 	return &System{Actors: sys, Remote: r, Logger: logger, shutdown: st}, nil
 }
@@ -152,6 +172,9 @@ func (s *System) Close() {
 	st := s.shutdown
 	if st == 0 {
 		st = defaultShutdownTimeout
+	}
+	if s.Cluster != nil {
+		stopCluster(s.Cluster, s.Logger, st)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -53,6 +53,14 @@ type tabletIdle struct {
 
 type idleStopOK struct{}
 
+// movedAway: the cluster topology changed and another coordinator owns
+// this tablet now (local message from the router). The actor stops as
+// soon as its flows have ended (through the idle-stop handshake).
+type movedAway struct{}
+
+// movedIdle is how soon a moved tablet actor asks to stop once idle.
+const movedIdle = 100 * time.Millisecond
+
 type tabletStays struct {
 	name string
 	pid  *actor.PID
@@ -100,6 +108,8 @@ type TabletActor struct {
 	idle       *time.Timer
 	lastActive time.Time
 	retiring   bool
+	// moved: another coordinator owns the tablet now (movedAway).
+	moved bool
 }
 
 func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
@@ -116,7 +126,7 @@ func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.T
 func (t *TabletActor) Receive(c actor.Context) {
 	now := time.Now()
 	switch c.Message().(type) {
-	case *lostCheck, *idleCheck, actor.SystemMessage, actor.AutoReceiveMessage:
+	case *lostCheck, *idleCheck, *movedAway, actor.SystemMessage, actor.AutoReceiveMessage:
 	default:
 		t.lastActive = now
 	}
@@ -133,6 +143,11 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *idleCheck:
 		t.idle = nil
 		t.onIdleCheck(c, now)
+	case *movedAway:
+		if !t.moved {
+			t.moved = true
+			t.armIdle(movedIdle)
+		}
 	case *idleStopOK:
 		t.retiring = false
 		if len(t.flows) == 0 {
@@ -214,6 +229,9 @@ func (t *TabletActor) onIdleCheck(c actor.Context, now time.Time) {
 		return
 	}
 	idle := t.co.cfg.TabletIdle
+	if t.moved {
+		idle = min(idle, movedIdle)
+	}
 	if len(t.flows) > 0 {
 		t.armIdle(idle)
 		return
@@ -477,6 +495,8 @@ func ValidateScanRequest(m *messages.ScanRequest) error {
 		return errors.New("batch_bytes is over 4 MiB")
 	case len(m.GetAvoidServers()) > 64:
 		return errors.New("avoid_servers has more than 64 entries")
+	case len(m.GetForwardedBy()) > 256:
+		return errors.New("forwarded_by is longer than 256 bytes")
 	}
 	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}
 	if err := r.Validate(); err != nil {

@@ -809,8 +809,13 @@ type ScanRequest struct {
 	ResumeCount    uint32                 `protobuf:"varint,11,opt,name=resume_count,json=resumeCount,proto3" json:"resume_count,omitempty"`
 	Limit          uint64                 `protobuf:"varint,12,opt,name=limit,proto3" json:"limit,omitempty"`   // max rows; 0 = all
 	Window         uint32                 `protobuf:"varint,13,opt,name=window,proto3" json:"window,omitempty"` // unacknowledged batches in flight; 0 = default
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// forwarded_by: the coordinator (actor address) whose router forwarded
+	// this request to the tablet's owner; a forwarded request is never
+	// forwarded again (coordinators that briefly disagree on the owner
+	// cannot bounce it).
+	ForwardedBy   string `protobuf:"bytes,14,opt,name=forwarded_by,json=forwardedBy,proto3" json:"forwarded_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -934,6 +939,68 @@ func (x *ScanRequest) GetWindow() uint32 {
 	return 0
 }
 
+func (x *ScanRequest) GetForwardedBy() string {
+	if x != nil {
+		return x.ForwardedBy
+	}
+	return ""
+}
+
+// ScanRouted: coordinator router -> client; the request was forwarded to
+// the tablet's owner, the coordinator at owner (actor address). The client
+// re-sends the request if that coordinator is lost before data flows.
+type ScanRouted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanRouted) Reset() {
+	*x = ScanRouted{}
+	mi := &file_scanplane_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanRouted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanRouted) ProtoMessage() {}
+
+func (x *ScanRouted) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanRouted.ProtoReflect.Descriptor instead.
+func (*ScanRouted) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ScanRouted) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ScanRouted) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 // ScanError: tablet actor or server -> client; the request failed.
 type ScanError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -947,7 +1014,7 @@ type ScanError struct {
 
 func (x *ScanError) Reset() {
 	*x = ScanError{}
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1026,7 @@ func (x *ScanError) String() string {
 func (*ScanError) ProtoMessage() {}
 
 func (x *ScanError) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1039,7 @@ func (x *ScanError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanError.ProtoReflect.Descriptor instead.
 func (*ScanError) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{9}
+	return file_scanplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ScanError) GetRequestId() string {
@@ -1017,7 +1084,7 @@ type AttemptInfo struct {
 
 func (x *AttemptInfo) Reset() {
 	*x = AttemptInfo{}
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1096,7 @@ func (x *AttemptInfo) String() string {
 func (*AttemptInfo) ProtoMessage() {}
 
 func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1109,7 @@ func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptInfo.ProtoReflect.Descriptor instead.
 func (*AttemptInfo) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{10}
+	return file_scanplane_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AttemptInfo) GetAttempt() uint32 {
@@ -1111,7 +1178,7 @@ type StartScan struct {
 
 func (x *StartScan) Reset() {
 	*x = StartScan{}
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1190,7 @@ func (x *StartScan) String() string {
 func (*StartScan) ProtoMessage() {}
 
 func (x *StartScan) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1203,7 @@ func (x *StartScan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartScan.ProtoReflect.Descriptor instead.
 func (*StartScan) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{11}
+	return file_scanplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StartScan) GetRequestId() string {
@@ -1260,7 +1327,7 @@ type ScanStarted struct {
 
 func (x *ScanStarted) Reset() {
 	*x = ScanStarted{}
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1339,7 @@ func (x *ScanStarted) String() string {
 func (*ScanStarted) ProtoMessage() {}
 
 func (x *ScanStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1352,7 @@ func (x *ScanStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanStarted.ProtoReflect.Descriptor instead.
 func (*ScanStarted) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{12}
+	return file_scanplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanStarted) GetRequestId() string {
@@ -1345,7 +1412,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1424,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1437,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{13}
+	return file_scanplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Busy) GetRequestId() string {
@@ -1432,7 +1499,7 @@ type RowBatch struct {
 
 func (x *RowBatch) Reset() {
 	*x = RowBatch{}
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1511,7 @@ func (x *RowBatch) String() string {
 func (*RowBatch) ProtoMessage() {}
 
 func (x *RowBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1524,7 @@ func (x *RowBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowBatch.ProtoReflect.Descriptor instead.
 func (*RowBatch) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{14}
+	return file_scanplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RowBatch) GetRequestId() string {
@@ -1528,7 +1595,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1540,7 +1607,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1553,7 +1620,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{15}
+	return file_scanplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BatchAck) GetRequestId() string {
@@ -1600,7 +1667,7 @@ type ScanFinished struct {
 
 func (x *ScanFinished) Reset() {
 	*x = ScanFinished{}
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1679,7 @@ func (x *ScanFinished) String() string {
 func (*ScanFinished) ProtoMessage() {}
 
 func (x *ScanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1692,7 @@ func (x *ScanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanFinished.ProtoReflect.Descriptor instead.
 func (*ScanFinished) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{16}
+	return file_scanplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ScanFinished) GetRequestId() string {
@@ -1742,7 +1809,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +1821,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +1834,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{17}
+	return file_scanplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Cancel) GetRequestId() string {
@@ -1804,14 +1871,15 @@ type ScanDone struct {
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	WinnerAttempt uint32                 `protobuf:"varint,2,opt,name=winner_attempt,json=winnerAttempt,proto3" json:"winner_attempt,omitempty"`
 	Abandoned     bool                   `protobuf:"varint,3,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
-	Tablet        *TabletRef             `protobuf:"bytes,4,opt,name=tablet,proto3" json:"tablet,omitempty"` // routes the message to the tablet actor
+	Tablet        *TabletRef             `protobuf:"bytes,4,opt,name=tablet,proto3" json:"tablet,omitempty"`                              // routes the message to the tablet actor
+	ForwardedBy   string                 `protobuf:"bytes,5,opt,name=forwarded_by,json=forwardedBy,proto3" json:"forwarded_by,omitempty"` // as ScanRequest.forwarded_by
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanDone) Reset() {
 	*x = ScanDone{}
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1891,7 @@ func (x *ScanDone) String() string {
 func (*ScanDone) ProtoMessage() {}
 
 func (x *ScanDone) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1904,7 @@ func (x *ScanDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanDone.ProtoReflect.Descriptor instead.
 func (*ScanDone) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{18}
+	return file_scanplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScanDone) GetRequestId() string {
@@ -1867,6 +1935,13 @@ func (x *ScanDone) GetTablet() *TabletRef {
 	return nil
 }
 
+func (x *ScanDone) GetForwardedBy() string {
+	if x != nil {
+		return x.ForwardedBy
+	}
+	return ""
+}
+
 // Heartbeat: scan server -> NATS scanplane.v1.hb.<host>.<server>.
 type Heartbeat struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1895,7 +1970,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +1982,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +1995,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{19}
+	return file_scanplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Heartbeat) GetHost() string {
@@ -2072,7 +2147,7 @@ type LoadSignal struct {
 
 func (x *LoadSignal) Reset() {
 	*x = LoadSignal{}
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2159,7 @@ func (x *LoadSignal) String() string {
 func (*LoadSignal) ProtoMessage() {}
 
 func (x *LoadSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2172,7 @@ func (x *LoadSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSignal.ProtoReflect.Descriptor instead.
 func (*LoadSignal) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{20}
+	return file_scanplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LoadSignal) GetHost() string {
@@ -2158,7 +2233,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2245,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2258,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{21}
+	return file_scanplane_proto_rawDescGZIP(), []int{22}
 }
 
 type ServerStatus struct {
@@ -2211,7 +2286,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2298,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2311,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{22}
+	return file_scanplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ServerStatus) GetId() string {
@@ -2384,7 +2459,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2471,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2484,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{23}
+	return file_scanplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StatusReply) GetServers() []*ServerStatus {
@@ -2551,7 +2626,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2638,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2651,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{24}
+	return file_scanplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RouteRequest) GetTable() string {
@@ -2627,7 +2702,7 @@ type RouteReply struct {
 
 func (x *RouteReply) Reset() {
 	*x = RouteReply{}
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2639,7 +2714,7 @@ func (x *RouteReply) String() string {
 func (*RouteReply) ProtoMessage() {}
 
 func (x *RouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2652,7 +2727,7 @@ func (x *RouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteReply.ProtoReflect.Descriptor instead.
 func (*RouteReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{25}
+	return file_scanplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RouteReply) GetProfile() string {
@@ -2748,7 +2823,7 @@ type ReloadProfiles struct {
 
 func (x *ReloadProfiles) Reset() {
 	*x = ReloadProfiles{}
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2760,7 +2835,7 @@ func (x *ReloadProfiles) String() string {
 func (*ReloadProfiles) ProtoMessage() {}
 
 func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2773,7 +2848,7 @@ func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadProfiles.ProtoReflect.Descriptor instead.
 func (*ReloadProfiles) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{26}
+	return file_scanplane_proto_rawDescGZIP(), []int{27}
 }
 
 type ReloadReply struct {
@@ -2786,7 +2861,7 @@ type ReloadReply struct {
 
 func (x *ReloadReply) Reset() {
 	*x = ReloadReply{}
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2873,7 @@ func (x *ReloadReply) String() string {
 func (*ReloadReply) ProtoMessage() {}
 
 func (x *ReloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2886,7 @@ func (x *ReloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadReply.ProtoReflect.Descriptor instead.
 func (*ReloadReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{27}
+	return file_scanplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReloadReply) GetOk() bool {
@@ -2887,7 +2962,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fcluster_name\x18\r \x01(\tR\vclusterName\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xaf\x04\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xd2\x04\n" +
 	"\vScanRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12)\n" +
@@ -2905,11 +2980,17 @@ const file_scanplane_proto_rawDesc = "" +
 	" \x03(\tR\favoidServers\x12!\n" +
 	"\fresume_count\x18\v \x01(\rR\vresumeCount\x12\x14\n" +
 	"\x05limit\x18\f \x01(\x04R\x05limit\x12\x16\n" +
-	"\x06window\x18\r \x01(\rR\x06window\x1a8\n" +
+	"\x06window\x18\r \x01(\rR\x06window\x12!\n" +
+	"\fforwarded_by\x18\x0e \x01(\tR\vforwardedBy\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\n" +
+	"ScanRouted\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xa8\x01\n" +
 	"\tScanError\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -3003,13 +3084,14 @@ const file_scanplane_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12)\n" +
-	"\x10unless_streaming\x18\x04 \x01(\bR\x0funlessStreaming\"\x9f\x01\n" +
+	"\x10unless_streaming\x18\x04 \x01(\bR\x0funlessStreaming\"\xc2\x01\n" +
 	"\bScanDone\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12%\n" +
 	"\x0ewinner_attempt\x18\x02 \x01(\rR\rwinnerAttempt\x12\x1c\n" +
 	"\tabandoned\x18\x03 \x01(\bR\tabandoned\x12/\n" +
-	"\x06tablet\x18\x04 \x01(\v2\x17.scanplane.v1.TabletRefR\x06tablet\"\xc8\x04\n" +
+	"\x06tablet\x18\x04 \x01(\v2\x17.scanplane.v1.TabletRefR\x06tablet\x12!\n" +
+	"\fforwarded_by\x18\x05 \x01(\tR\vforwardedBy\"\xc8\x04\n" +
 	"\tHeartbeat\x12\x12\n" +
 	"\x04host\x18\x01 \x01(\tR\x04host\x12\x16\n" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x12\n" +
@@ -3169,7 +3251,7 @@ func file_scanplane_proto_rawDescGZIP() []byte {
 }
 
 var file_scanplane_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_scanplane_proto_goTypes = []any{
 	(ErrorCode)(0),         // 0: scanplane.v1.ErrorCode
 	(AttemptResult)(0),     // 1: scanplane.v1.AttemptResult
@@ -3182,27 +3264,28 @@ var file_scanplane_proto_goTypes = []any{
 	(*ClusterInfo)(nil),    // 8: scanplane.v1.ClusterInfo
 	(*Row)(nil),            // 9: scanplane.v1.Row
 	(*ScanRequest)(nil),    // 10: scanplane.v1.ScanRequest
-	(*ScanError)(nil),      // 11: scanplane.v1.ScanError
-	(*AttemptInfo)(nil),    // 12: scanplane.v1.AttemptInfo
-	(*StartScan)(nil),      // 13: scanplane.v1.StartScan
-	(*ScanStarted)(nil),    // 14: scanplane.v1.ScanStarted
-	(*Busy)(nil),           // 15: scanplane.v1.Busy
-	(*RowBatch)(nil),       // 16: scanplane.v1.RowBatch
-	(*BatchAck)(nil),       // 17: scanplane.v1.BatchAck
-	(*ScanFinished)(nil),   // 18: scanplane.v1.ScanFinished
-	(*Cancel)(nil),         // 19: scanplane.v1.Cancel
-	(*ScanDone)(nil),       // 20: scanplane.v1.ScanDone
-	(*Heartbeat)(nil),      // 21: scanplane.v1.Heartbeat
-	(*LoadSignal)(nil),     // 22: scanplane.v1.LoadSignal
-	(*StatusRequest)(nil),  // 23: scanplane.v1.StatusRequest
-	(*ServerStatus)(nil),   // 24: scanplane.v1.ServerStatus
-	(*StatusReply)(nil),    // 25: scanplane.v1.StatusReply
-	(*RouteRequest)(nil),   // 26: scanplane.v1.RouteRequest
-	(*RouteReply)(nil),     // 27: scanplane.v1.RouteReply
-	(*ReloadProfiles)(nil), // 28: scanplane.v1.ReloadProfiles
-	(*ReloadReply)(nil),    // 29: scanplane.v1.ReloadReply
-	nil,                    // 30: scanplane.v1.ScanRequest.HintsEntry
-	nil,                    // 31: scanplane.v1.RouteRequest.HintsEntry
+	(*ScanRouted)(nil),     // 11: scanplane.v1.ScanRouted
+	(*ScanError)(nil),      // 12: scanplane.v1.ScanError
+	(*AttemptInfo)(nil),    // 13: scanplane.v1.AttemptInfo
+	(*StartScan)(nil),      // 14: scanplane.v1.StartScan
+	(*ScanStarted)(nil),    // 15: scanplane.v1.ScanStarted
+	(*Busy)(nil),           // 16: scanplane.v1.Busy
+	(*RowBatch)(nil),       // 17: scanplane.v1.RowBatch
+	(*BatchAck)(nil),       // 18: scanplane.v1.BatchAck
+	(*ScanFinished)(nil),   // 19: scanplane.v1.ScanFinished
+	(*Cancel)(nil),         // 20: scanplane.v1.Cancel
+	(*ScanDone)(nil),       // 21: scanplane.v1.ScanDone
+	(*Heartbeat)(nil),      // 22: scanplane.v1.Heartbeat
+	(*LoadSignal)(nil),     // 23: scanplane.v1.LoadSignal
+	(*StatusRequest)(nil),  // 24: scanplane.v1.StatusRequest
+	(*ServerStatus)(nil),   // 25: scanplane.v1.ServerStatus
+	(*StatusReply)(nil),    // 26: scanplane.v1.StatusReply
+	(*RouteRequest)(nil),   // 27: scanplane.v1.RouteRequest
+	(*RouteReply)(nil),     // 28: scanplane.v1.RouteReply
+	(*ReloadProfiles)(nil), // 29: scanplane.v1.ReloadProfiles
+	(*ReloadReply)(nil),    // 30: scanplane.v1.ReloadReply
+	nil,                    // 31: scanplane.v1.ScanRequest.HintsEntry
+	nil,                    // 32: scanplane.v1.RouteRequest.HintsEntry
 }
 var file_scanplane_proto_depIdxs = []int32{
 	4,  // 0: scanplane.v1.TabletMeta.ref:type_name -> scanplane.v1.TabletRef
@@ -3211,9 +3294,9 @@ var file_scanplane_proto_depIdxs = []int32{
 	2,  // 3: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
 	4,  // 4: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
 	3,  // 5: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
-	30, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	31, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
 	0,  // 7: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
-	12, // 8: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
+	13, // 8: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
 	1,  // 9: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
 	2,  // 10: scanplane.v1.StartScan.client:type_name -> scanplane.v1.Pid
 	2,  // 11: scanplane.v1.StartScan.tablet_actor:type_name -> scanplane.v1.Pid
@@ -3225,9 +3308,9 @@ var file_scanplane_proto_depIdxs = []int32{
 	0,  // 17: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
 	4,  // 18: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
 	2,  // 19: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	24, // 20: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	25, // 20: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
 	8,  // 21: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	31, // 22: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	32, // 22: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
 	1,  // 23: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
 	4,  // 24: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
 	25, // [25:25] is the sub-list for method output_type
@@ -3248,7 +3331,7 @@ func file_scanplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_proto_rawDesc), len(file_scanplane_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
