@@ -86,6 +86,8 @@ func TestMaxHostsCapsHostActors(t *testing.T) {
 		r.as.Root.Send(r.co.registry, hb(fmt.Sprintf("h%d", i), fmt.Sprintf("h%d/0", i), fake, time.Hour))
 	}
 	r.waitFor("7 refused heartbeats", func() bool { return r.co.Status().GetBadMessages() == 7 })
+	// Host actors count themselves when they start (asynchronously).
+	r.waitFor("5 host actors (MaxHosts)", func() bool { return r.co.Status().GetHostActors() == 5 })
 	if n := r.co.Status().GetHostActors(); n != 5 {
 		t.Fatalf("%d host actors, want MaxHosts 5", n)
 	}

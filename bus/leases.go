@@ -166,6 +166,11 @@ type Lease struct {
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the renewer has returned
 	failures atomic.Uint64
+	// lapsed is closed when a renewal succeeded more than TTL after the
+	// previous one; lastOK is when the last put succeeded (renewer only).
+	lapsed     chan struct{}
+	lapsedOnce sync.Once
+	lastOK     time.Time
 
 	mu sync.Mutex
 	ci *messages.ClusterInfo // what the next renewal sends
@@ -187,13 +192,29 @@ func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*L
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	l := &Lease{store: s, key: ci.GetMemberId(), ctx: lctx, cancel: cancel, done: make(chan struct{}),
-		ci: proto.Clone(ci).(*messages.ClusterInfo)}
+		ci: proto.Clone(ci).(*messages.ClusterInfo), lapsed: make(chan struct{})}
 	if err := l.put(ctx); err != nil {
 		cancel()
 		return nil, err
 	}
+	l.lastOK = time.Now()
 	go l.renewLoop()
 	return l, nil
+}
+
+// Lapsed is closed once a renewal succeeded more than TTL after the
+// previous successful one: the holder was paused or cut off from NATS for
+// that long, so watchers may have taken the lease as gone meanwhile (and
+// a Proto.Actor cluster blocks a member id that left). The lease is still
+// renewed; the holder decides what to do (a coordinator rejoins under a
+// new member id).
+func (l *Lease) Lapsed() <-chan struct{} { return l.lapsed }
+
+// Info returns a copy of the content the next renewal sends.
+func (l *Lease) Info() *messages.ClusterInfo {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return proto.Clone(l.ci).(*messages.ClusterInfo)
 }
 
 // MemberID returns the lease key.
@@ -266,9 +287,18 @@ func (l *Lease) renewLoop() {
 				c.log.Warn("lease renewal failed; retrying", "member", l.key, "failures", n, "err", err)
 			}
 			failing = true
-		case failing:
-			c.log.Info("lease renewed again", "member", l.key, "failures", l.failures.Load())
-			failing = false
+		default:
+			now := time.Now()
+			if gap := now.Sub(l.lastOK); gap > cfg.TTL {
+				c.log.Warn("lease renewed after a gap longer than its TTL: watchers may have dropped it", "member", l.key,
+					"gap", gap.Round(time.Millisecond), "ttl", cfg.TTL)
+				l.lapsedOnce.Do(func() { close(l.lapsed) })
+			}
+			l.lastOK = now
+			if failing {
+				c.log.Info("lease renewed again", "member", l.key, "failures", l.failures.Load())
+				failing = false
+			}
 		}
 	}
 }

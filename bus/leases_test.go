@@ -345,3 +345,32 @@ func TestLeaseWatchHoldsExpiryWhileDisconnected(t *testing.T) {
 	eventually(t, "clients reconnect", func() bool { return watcher.NATS().IsConnected() && holder.NATS().IsConnected() })
 	w.waitIDs([]string{"a"}, 10*time.Second)
 }
+
+func TestLeaseLapsedAfterRenewalsStoppedLongerThanTTL(t *testing.T) {
+	r := startRestartable(t)
+	cfg := LeaseConfig{TTL: 300 * time.Millisecond, Renew: 100 * time.Millisecond, Bucket: "lapse"}
+	holder := connect(t, r.srv)
+	l := announce(t, leaseStore(t, holder, cfg), leaseInfo("a", "127.0.0.1:1"))
+	// Renewals every 100ms: no lapse while they succeed.
+	deadline := time.Now().Add(600 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		select {
+		case <-l.Lapsed():
+			t.Fatal("lapsed while renewals succeed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	// The server is down for longer than the TTL: renewals fail; the
+	// first one that succeeds afterwards reports the lapse.
+	r.srv.Close()
+	time.Sleep(2 * cfg.TTL) // the outage itself: this is what is tested, not a wait for a condition
+	r.start()
+	select {
+	case <-l.Lapsed():
+	case <-time.After(15 * time.Second):
+		t.Fatalf("no lapse reported after a %v outage (renewal failures %d)", 2*cfg.TTL, l.Failures())
+	}
+	if got := l.Info().GetMemberId(); got != "a" {
+		t.Fatalf("Info member id %q", got)
+	}
+}

@@ -1,0 +1,156 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/messages"
+)
+
+// LeaseProvider is the default cluster.ClusterProvider of coordinators:
+// membership over NATS JetStream KV leases (bus.LeaseStore), so a cluster
+// of coordinators needs no server besides NATS. A member announces a lease
+// keyed by its actor system id (ClusterInfo: address, router, HTTP
+// address, NATS node, kinds) and renews it; every member watches the
+// leases and hands the live ones of its cluster to the MemberList. A
+// member that leaves cleanly deletes its lease (seen at once); a killed
+// one is gone when its lease has not been renewed for the lease TTL
+// (default 3 s). Clients read the same leases to find coordinators.
+//
+// A member whose own renewals lapsed for longer than the TTL (it was
+// paused, or cut off from NATS) may have been dropped by the others, and
+// protoactor's MemberList blocks a member id that left for good: Lapsed
+// then closes, and the coordinator rejoins under a new actor system id
+// (cmd/coordinator restarts the coordinator component).
+type LeaseProvider struct {
+	store *bus.LeaseStore
+	info  *messages.ClusterInfo
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	lease  *bus.Lease
+	cancel context.CancelFunc
+}
+
+// NewLeaseProvider returns a provider announcing info (its member id,
+// address, kinds and cluster name are filled in at StartMember).
+func NewLeaseProvider(store *bus.LeaseStore, info *messages.ClusterInfo, log *slog.Logger) *LeaseProvider {
+	if log == nil {
+		log = DiscardLogger()
+	}
+	return &LeaseProvider{store: store, info: proto.Clone(info).(*messages.ClusterInfo), log: log}
+}
+
+// StartMember announces this member and starts following the others.
+func (p *LeaseProvider) StartMember(c *cluster.Cluster) error {
+	ci := proto.Clone(p.info).(*messages.ClusterInfo)
+	ci.MemberId = c.ActorSystem.ID
+	ci.CoordinatorAddress = c.ActorSystem.Address()
+	ci.Kinds = c.GetClusterKinds()
+	ci.ClusterName = c.Config.Name
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := p.watch(ctx, c); err != nil {
+		cancel()
+		return err
+	}
+	lease, err := p.store.Announce(ctx, ci)
+	if err != nil {
+		cancel()
+		return err
+	}
+	p.mu.Lock()
+	p.lease, p.cancel = lease, cancel
+	p.mu.Unlock()
+	return nil
+}
+
+// StartClient follows the members without announcing one.
+func (p *LeaseProvider) StartClient(c *cluster.Cluster) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := p.watch(ctx, c); err != nil {
+		cancel()
+		return err
+	}
+	p.mu.Lock()
+	p.cancel = cancel
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *LeaseProvider) watch(ctx context.Context, c *cluster.Cluster) error {
+	name := c.Config.Name
+	return p.store.Watch(ctx, func(live []*messages.ClusterInfo) {
+		c.MemberList.UpdateClusterTopology(LeaseMembers(live, name))
+	})
+}
+
+// LeaseMembers turns the live leases of cluster name into cluster
+// members; a lease with an address that is not host:port is skipped.
+func LeaseMembers(live []*messages.ClusterInfo, name string) []*cluster.Member {
+	var ms []*cluster.Member
+	for _, ci := range live {
+		if ci.GetClusterName() != name {
+			continue
+		}
+		host, ps, err := net.SplitHostPort(ci.GetCoordinatorAddress())
+		if err != nil {
+			continue
+		}
+		port, err := strconv.ParseUint(ps, 10, 16)
+		if err != nil || host == "" {
+			continue
+		}
+		ms = append(ms, &cluster.Member{Id: ci.GetMemberId(), Host: host, Port: int32(port), Kinds: ci.GetKinds()})
+	}
+	return ms
+}
+
+// Update replaces the announced content (address, id, kinds and cluster
+// name stay); it is sent with the next renewal.
+func (p *LeaseProvider) Update(fn func(ci *messages.ClusterInfo)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lease == nil {
+		return
+	}
+	ci := p.lease.Info()
+	fn(ci)
+	p.lease.Update(ci)
+}
+
+// Lapsed is closed when this member's lease went unrenewed for longer
+// than the TTL (nil before StartMember).
+func (p *LeaseProvider) Lapsed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lease == nil {
+		return nil
+	}
+	return p.lease.Lapsed()
+}
+
+// Shutdown withdraws this member's lease and stops following the others.
+func (p *LeaseProvider) Shutdown(bool) error {
+	p.mu.Lock()
+	lease, cancel := p.lease, p.cancel
+	p.lease, p.cancel = nil, nil
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if lease == nil {
+		return nil
+	}
+	if err := lease.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
