@@ -184,3 +184,11 @@ func (s *System) placement() *placement {
 	}
 	return nil
 }
+
+// memberList is the addresses of the members owning tablets.
+func (p *placement) memberList() []string {
+	if p == nil {
+		return nil
+	}
+	return p.addrs
+}

@@ -157,29 +157,32 @@ func (w *warnLimiter) warn(kind, msg string, args ...any) {
 // Coordinator runs the registry, host actors, the router and tablet
 // actors over one actor system, fed by NATS heartbeats and signals.
 type Coordinator struct {
-	cfg       CoordinatorConfig
-	conn      *bus.Conn
-	meta      *metaCache
-	log       *slog.Logger
-	warns     *warnLimiter
-	sys       *System            // nil when started on a given actor system (tests)
-	as        *actor.ActorSystem // the actor system the actors run on
-	board     *LoadBoard
-	profiles  atomic.Pointer[selection.Profiles]
-	reloadMu  sync.Mutex
-	reloader  func() (*selection.Profiles, error)
-	status    sync.Map
-	hostPIDs  sync.Map
-	registry  *actor.PID
-	router    *actor.PID
-	subs      []*bus.Subscription
-	counters  coordCounters
-	stopWatch context.CancelFunc
-	events    *eventstream.Subscription
-	started   time.Time
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	once      sync.Once
+	cfg      CoordinatorConfig
+	conn     *bus.Conn
+	meta     *metaCache
+	log      *slog.Logger
+	warns    *warnLimiter
+	sys      *System            // nil when started on a given actor system (tests)
+	as       *actor.ActorSystem // the actor system the actors run on
+	board    *LoadBoard
+	profiles atomic.Pointer[selection.Profiles]
+	reloadMu sync.Mutex
+	reloader func() (*selection.Profiles, error)
+	// leaseUpdate, when set, edits the coordinator's lease content (the
+	// tablet actors it holds go there once per LeaseEvery).
+	leaseUpdate func(func(*messages.ClusterInfo))
+	status      sync.Map
+	hostPIDs    sync.Map
+	registry    *actor.PID
+	router      *actor.PID
+	subs        []*bus.Subscription
+	counters    coordCounters
+	stopWatch   context.CancelFunc
+	events      *eventstream.Subscription
+	started     time.Time
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	once        sync.Once
 }
 
 // NewCoordinator checks its inputs; it does no IO.
@@ -208,6 +211,14 @@ func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 	c.board = NewLoadBoard(time.Now, profiles.Decays())
 	c.profiles.Store(profiles)
 	return c
+}
+
+// SetLeaseUpdater sets how the coordinator edits its cluster lease (see
+// LeaseProvider.Update); the sweep loop reports the tablet actors held.
+func (c *Coordinator) SetLeaseUpdater(fn func(func(*messages.ClusterInfo))) {
+	c.reloadMu.Lock()
+	c.leaseUpdate = fn
+	c.reloadMu.Unlock()
 }
 
 // SetReloader sets the function Reload uses to re-read the profiles.
@@ -277,6 +288,9 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 				// racing with their actor's stop.
 				return
 			}
+			if strings.HasPrefix(fmt.Sprintf("%T", e.Message), "*cluster.") {
+				return // cluster gossip answering a request that timed out
+			}
 			c.counters.deadLetters.Add(1)
 			c.warns.warn("dead_letter", "message not delivered (dead letter)", "to", e.PID.String(), "type", fmt.Sprintf("%T", e.Message))
 		}
@@ -326,12 +340,23 @@ func (c *Coordinator) sweepLoop() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.cfg.SweepInterval)
 	defer t.Stop()
+	var leaseAt time.Time
 	for {
 		select {
 		case <-c.stop:
 			return
-		case <-t.C:
+		case now := <-t.C:
 			c.as.Root.Send(c.registry, &sweepTick{})
+			if now.Sub(leaseAt) >= time.Second {
+				leaseAt = now
+				c.reloadMu.Lock()
+				up := c.leaseUpdate
+				c.reloadMu.Unlock()
+				if up != nil {
+					n := uint32(max(c.counters.tabletActors.Load(), 0))
+					up(func(ci *messages.ClusterInfo) { ci.TabletActors = n })
+				}
+			}
 		}
 	}
 }
@@ -426,32 +451,55 @@ func (c *Coordinator) Status() *messages.StatusReply {
 
 // Collectors returns Prometheus collectors for the coordinator's counters.
 func (c *Coordinator) Collectors() []prometheus.Collector {
-	f := func(name, help string, v *atomic.Uint64) prometheus.Collector {
+	return CoordinatorCollectors(func() *Coordinator { return c })
+}
+
+// CoordinatorCollectors returns Prometheus collectors that read the
+// counters of the coordinator get returns at scrape time (cmd/coordinator
+// replaces its coordinator when it rejoins the cluster; a nil coordinator
+// reads as zeros).
+func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
+	f := func(name, help string, v func(*coordCounters) *atomic.Uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scanplane_coordinator_" + name, Help: help},
-			func() float64 { return float64(v.Load()) })
+			func() float64 {
+				if c := get(); c != nil {
+					return float64(v(&c.counters).Load())
+				}
+				return 0
+			})
 	}
-	g := func(name, help string, v *atomic.Int64) prometheus.Collector {
+	g := func(name, help string, v func(*coordCounters) *atomic.Int64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_coordinator_" + name, Help: help},
-			func() float64 { return float64(v.Load()) })
+			func() float64 {
+				if c := get(); c != nil {
+					return float64(v(&c.counters).Load())
+				}
+				return 0
+			})
 	}
 	return []prometheus.Collector{
-		f("scans_total", "Scan requests received by tablet actors.", &c.counters.scans),
-		f("scans_failed_total", "Scan requests answered with an error.", &c.counters.failed),
-		f("dispatches_total", "StartScan messages sent (retries and hedges included).", &c.counters.dispatches),
-		f("hedges_total", "Hedged or speculative dispatches.", &c.counters.hedges),
-		f("busy_total", "Attempts answered busy.", &c.counters.busy),
-		f("timeouts_total", "Attempts that timed out waiting for the server.", &c.counters.timeouts),
-		f("dead_letters_total", "Messages the actor system could not deliver.", &c.counters.deadLetters),
-		f("publish_errors_total", "NATS publishes of load signals that failed.", &c.counters.publishErrors),
-		f("bad_messages_total", "Wire messages refused by validation (heartbeats, signals, requests) and heartbeats beyond MaxHosts.", &c.counters.badMessages),
-		f("overloaded_total", "Requests refused because a bounded coordinator queue was full.", &c.counters.overloaded),
-		f("tablet_actor_starts_total", "Tablet actors started (they stop when idle).", &c.counters.tabletStarts),
-		f("host_actor_starts_total", "Host actors started (they stop when their servers are gone).", &c.counters.hostStarts),
-		g("flows", "Scan requests in flight in tablet actors.", &c.counters.flows),
-		g("tablet_actors", "Tablet actors running.", &c.counters.tabletActors),
-		g("host_actors", "Host actors running.", &c.counters.hostActors),
+		f("scans_total", "Scan requests received by tablet actors.", func(k *coordCounters) *atomic.Uint64 { return &k.scans }),
+		f("scans_failed_total", "Scan requests answered with an error.", func(k *coordCounters) *atomic.Uint64 { return &k.failed }),
+		f("dispatches_total", "StartScan messages sent (retries and hedges included).", func(k *coordCounters) *atomic.Uint64 { return &k.dispatches }),
+		f("hedges_total", "Hedged or speculative dispatches.", func(k *coordCounters) *atomic.Uint64 { return &k.hedges }),
+		f("busy_total", "Attempts answered busy.", func(k *coordCounters) *atomic.Uint64 { return &k.busy }),
+		f("timeouts_total", "Attempts that timed out waiting for the server.", func(k *coordCounters) *atomic.Uint64 { return &k.timeouts }),
+		f("dead_letters_total", "Messages the actor system could not deliver.", func(k *coordCounters) *atomic.Uint64 { return &k.deadLetters }),
+		f("publish_errors_total", "NATS publishes of load signals that failed.", func(k *coordCounters) *atomic.Uint64 { return &k.publishErrors }),
+		f("bad_messages_total", "Wire messages refused by validation (heartbeats, signals, requests) and heartbeats beyond MaxHosts.", func(k *coordCounters) *atomic.Uint64 { return &k.badMessages }),
+		f("overloaded_total", "Requests refused because a bounded coordinator queue was full.", func(k *coordCounters) *atomic.Uint64 { return &k.overloaded }),
+		f("tablet_actor_starts_total", "Tablet actors started (they stop when idle).", func(k *coordCounters) *atomic.Uint64 { return &k.tabletStarts }),
+		f("host_actor_starts_total", "Host actors started (they stop when their servers are gone).", func(k *coordCounters) *atomic.Uint64 { return &k.hostStarts }),
+		f("forwarded_total", "Scan requests forwarded to the coordinator that owns their tablet.", func(k *coordCounters) *atomic.Uint64 { return &k.forwarded }),
+		g("flows", "Scan requests in flight in tablet actors.", func(k *coordCounters) *atomic.Int64 { return &k.flows }),
+		g("tablet_actors", "Tablet actors running.", func(k *coordCounters) *atomic.Int64 { return &k.tabletActors }),
+		g("host_actors", "Host actors running.", func(k *coordCounters) *atomic.Int64 { return &k.hostActors }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_coordinator_live_servers", Help: "Live scan servers in the view."},
 			func() float64 {
+				c := get()
+				if c == nil {
+					return 0
+				}
 				n := 0
 				for _, s := range c.board.View().Servers {
 					if s.Alive {
@@ -459,6 +507,13 @@ func (c *Coordinator) Collectors() []prometheus.Collector {
 					}
 				}
 				return float64(n)
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_coordinator_cluster_members", Help: "Coordinators in this coordinator's cluster topology (0 when not clustered)."},
+			func() float64 {
+				if c := get(); c != nil {
+					return float64(len(c.sys.placement().memberList()))
+				}
+				return 0
 			}),
 	}
 }

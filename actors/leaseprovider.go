@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -38,6 +39,7 @@ type LeaseProvider struct {
 	mu     sync.Mutex
 	lease  *bus.Lease
 	cancel context.CancelFunc
+	live   []*messages.ClusterInfo // the live leases the watch saw last
 }
 
 // NewLeaseProvider returns a provider announcing info (its member id,
@@ -88,6 +90,9 @@ func (p *LeaseProvider) StartClient(c *cluster.Cluster) error {
 func (p *LeaseProvider) watch(ctx context.Context, c *cluster.Cluster) error {
 	name := c.Config.Name
 	return p.store.Watch(ctx, func(live []*messages.ClusterInfo) {
+		p.mu.Lock()
+		p.live = live
+		p.mu.Unlock()
 		c.MemberList.UpdateClusterTopology(LeaseMembers(live, name))
 	})
 }
@@ -124,6 +129,14 @@ func (p *LeaseProvider) Update(fn func(ci *messages.ClusterInfo)) {
 	ci := p.lease.Info()
 	fn(ci)
 	p.lease.Update(ci)
+}
+
+// Live returns the live coordinator leases (every cluster), as the watch
+// saw them last.
+func (p *LeaseProvider) Live() []*messages.ClusterInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.live)
 }
 
 // Lapsed is closed when this member's lease went unrenewed for longer

@@ -40,10 +40,10 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 type options struct {
 	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
-	natsCluster, natsRoutes, natsName                                                     string
+	natsCluster, natsRoutes, natsName, clusterProvider, clusterName                       string
 	checkConfig, dieWithParent                                                            bool
 	misses, replicas                                                                      int
-	busySlack, startStall                                                                 time.Duration
+	busySlack, startStall, leaseTTL                                                       time.Duration
 }
 
 func run(args []string) int {
@@ -66,6 +66,9 @@ func run(args []string) int {
 	fs.IntVar(&o.misses, "heartbeat-misses", 3, "heartbeats a server may miss before it leaves the view")
 	fs.DurationVar(&o.busySlack, "busy-slack", actors.DefaultFlowConfig().BusySlack, "network slack added to busy timeouts")
 	fs.DurationVar(&o.startStall, "start-stall", actors.DefaultFlowConfig().StartStall, "a started scan without data for this long is retried elsewhere")
+	fs.StringVar(&o.clusterProvider, "cluster-provider", "nats-kv", "coordinator membership: nats-kv (leases in NATS JetStream KV: several coordinators form a Proto.Actor cluster) or none (this coordinator alone serves every tablet)")
+	fs.StringVar(&o.clusterName, "cluster-name", actors.DefaultClusterName, "Proto.Actor cluster name; coordinators with the same name share the tablets")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", bus.DefaultLeaseConfig().TTL, "a coordinator whose lease is not renewed for this long is taken as gone (renewed every third of it)")
 	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -97,6 +100,17 @@ func run(args []string) int {
 		return 0
 	}
 	warnProfiles(log, o.profiles, profiles)
+	switch {
+	case o.clusterProvider != "nats-kv" && o.clusterProvider != "none":
+		fmt.Fprintf(os.Stderr, "coordinator: --cluster-provider %q: want nats-kv or none\n", o.clusterProvider)
+		return 2
+	case o.leaseTTL < 300*time.Millisecond:
+		fmt.Fprintf(os.Stderr, "coordinator: --lease-ttl %v: must be at least 300ms\n", o.leaseTTL)
+		return 2
+	case o.clusterName == "":
+		fmt.Fprintln(os.Stderr, "coordinator: --cluster-name is empty")
+		return 2
+	}
 	cc := actors.DefaultCoordinatorConfig()
 	cc.System = actors.SystemConfig{Listen: o.listen, Advertise: o.advertise}
 	cc.HeartbeatMisses = o.misses
@@ -120,8 +134,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		return 2
 	}
-	natsURL := o.natsURL
-	var natsNode, natsNodeURL string // the embedded NATS server, for the lease
+	natsURL, natsNode := o.natsURL, ""
 	if sc != nil {
 		srv, err := bus.StartServer(*sc)
 		if err != nil {
@@ -129,7 +142,7 @@ func run(args []string) int {
 			return 1
 		}
 		defer srv.Close()
-		natsURL = srv.ClientURL()
+		natsURL, natsNode = srv.ClientURL(), srv.Name()
 		if sc.Clustered() {
 			log.Info("embedded NATS node started; waiting for JetStream quorum", "url", natsURL, "name", srv.Name(), "cluster", srv.ClusterAddr(), "routes", sc.Routes)
 			wctx, cancel := context.WithTimeout(ctx, jetStreamWait)
@@ -140,7 +153,6 @@ func run(args []string) int {
 				return 1
 			}
 		}
-		natsNode, natsNodeURL = srv.Name(), natsURL
 		log.Info("embedded NATS started", "url", natsURL, "store", sc.StoreDir, "replicas", replicas)
 	}
 	bc := bus.DefaultConfig()
@@ -156,28 +168,19 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "coordinator: metadata store:", err)
 		return 1
 	}
-	co, err := actors.NewCoordinator(cc, conn, meta, profiles)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		return 2
-	}
+	var reloader func() (*selection.Profiles, error)
 	if o.profiles != "" {
 		path := o.profiles
-		co.SetReloader(func() (*selection.Profiles, error) {
+		reloader = func() (*selection.Profiles, error) {
 			p, err := loadProfiles(path)
 			if err == nil {
 				warnProfiles(log, path, p)
 			}
 			return p, err
-		})
+		}
 	}
-	if err := co.Start(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
-		return 1
-	}
-	defer co.Close()
-
-	var ann atomic.Pointer[announcement] // set once the lease is announced
+	// The HTTP listener first: its address goes into the lease.
+	var cur atomic.Pointer[member]
 	httpAddr := ""
 	if o.httpAddr != "" {
 		l, err := net.Listen("tcp", o.httpAddr)
@@ -188,64 +191,167 @@ func run(args []string) int {
 		httpAddr = l.Addr().String()
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		reg.MustRegister(co.Collectors()...)
+		reg.MustRegister(actors.CoordinatorCollectors(func() *actors.Coordinator {
+			if m := cur.Load(); m != nil {
+				return m.co
+			}
+			return nil
+		})...)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			st := co.Status()
-			if a := ann.Load(); a != nil {
-				st = a.status(st)
+			m := cur.Load()
+			if m == nil {
+				http.Error(w, "coordinator (re)starting", http.StatusServiceUnavailable)
+				return
 			}
-			_ = json.NewEncoder(w).Encode(st)
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(m.status())
 		})
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(l) }()
 		defer hs.Close()
 	}
-	// A new incarnation per start: clients tell a restarted coordinator on
-	// the same address from the one they knew.
-	var inc [8]byte
-	if _, err := rand.Read(inc[:]); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator: incarnation:", err)
-		return 1
+	var leases *bus.LeaseStore
+	if o.clusterProvider == "nats-kv" {
+		lc := bus.DefaultLeaseConfig()
+		lc.TTL = o.leaseTTL
+		lc.Renew = o.leaseTTL / 3
+		if leases, err = conn.Leases(ctx, lc); err != nil {
+			fmt.Fprintln(os.Stderr, "coordinator: coordinator leases:", err)
+			return 1
+		}
 	}
-	a, err := announce(ctx, conn, co, &messages.ClusterInfo{MemberId: co.MemberID(), CoordinatorAddress: co.Address(),
-		RouterId: actors.RouterName, HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(), Version: "v1",
-		Incarnation: hex.EncodeToString(inc[:]), NatsNode: natsNode, NatsUrl: natsNodeURL})
+	// start starts a coordinator: a new actor system (a new member id in
+	// the cluster) and a new incarnation, so clients tell a restarted
+	// coordinator on the same address from the one they knew.
+	start := func() (*member, error) {
+		var inc [8]byte
+		if _, err := rand.Read(inc[:]); err != nil {
+			return nil, fmt.Errorf("incarnation: %w", err)
+		}
+		ci := &messages.ClusterInfo{RouterId: actors.RouterName, HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(),
+			Version: "v1", Incarnation: hex.EncodeToString(inc[:])}
+		if sc != nil {
+			ci.NatsUrl, ci.NatsNode = natsURL, natsNode
+		}
+		ccfg := cc
+		m := &member{}
+		if leases != nil {
+			m.lp = actors.NewLeaseProvider(leases, ci, log)
+			ccfg.System.Cluster = &actors.ClusterConfig{Name: o.clusterName, Provider: m.lp}
+		}
+		co, err := actors.NewCoordinator(ccfg, conn, meta, profiles)
+		if err != nil {
+			return nil, err
+		}
+		m.co = co
+		co.SetReloader(reloader)
+		if m.lp != nil {
+			co.SetLeaseUpdater(m.lp.Update)
+		}
+		if err := co.Start(ctx); err != nil {
+			return nil, err
+		}
+		if m.lp == nil {
+			// Not a cluster member: a lease all the same, so that clients
+			// find this coordinator.
+			ci.MemberId, ci.CoordinatorAddress = co.MemberID(), co.Address()
+			if m.ann, err = announce(ctx, conn, co, ci); err != nil {
+				co.Close()
+				return nil, err
+			}
+		}
+		return m, nil
+	}
+	m, err := start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		return 1
 	}
-	// Deferred last, so it runs first: the lease is withdrawn while the
-	// actor system still answers.
-	defer func() {
-		if err := a.Close(); err != nil {
-			log.Warn("withdrawing the coordinator lease failed; it expires by itself", "err", err)
-		}
-	}()
-	ann.Store(a)
-	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{NATS: natsURL, Actor: co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
+	cur.Store(m)
+	defer func() { cur.Load().close(log) }()
+	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{NATS: natsURL, Actor: m.co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: ready file:", err)
 		return 1
 	}
-	fmt.Printf("coordinator ready: nats=%s actor=%s http=%s profiles=%s\n", natsURL, co.Address(), orNone(httpAddr), strings.Join(profiles.Summary(), " | "))
+	fmt.Printf("coordinator ready: nats=%s actor=%s http=%s cluster=%s profiles=%s\n", natsURL, m.co.Address(), orNone(httpAddr),
+		o.clusterProvider, strings.Join(profiles.Summary(), " | "))
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	for {
+		var lapsed <-chan struct{}
+		if m.lp != nil {
+			lapsed = m.lp.Lapsed()
+		}
 		select {
 		case <-ctx.Done():
 			log.Info("coordinator stopping")
 			return 0
 		case <-hup:
-			if msg, err := co.Reload(); err != nil {
+			if msg, err := m.co.Reload(); err != nil {
 				log.Warn("SIGHUP reload failed; old profiles kept", "err", err)
 			} else {
 				log.Info("SIGHUP: " + msg)
 			}
+		case <-lapsed:
+			// Paused or cut off for longer than the lease TTL: the other
+			// members may have dropped us, and protoactor blocks a member
+			// id that left for good. Rejoin as a new member, same address.
+			log.Warn("coordinator lease lapsed; rejoining the cluster as a new member", "address", m.co.Address())
+			cur.Store(nil)
+			m.close(log)
+			for {
+				if m, err = start(); err == nil {
+					break
+				}
+				log.Warn("coordinator rejoin failed; retrying", "err", err)
+				select {
+				case <-ctx.Done():
+					return 0
+				case <-time.After(time.Second):
+				}
+			}
+			cur.Store(m)
+			log.Info("coordinator rejoined", "address", m.co.Address(), "member", m.co.MemberID())
 		}
 	}
+}
+
+// member is one start of the coordinator: the coordinator and how it
+// announces itself (a cluster member's provider, or a plain lease).
+type member struct {
+	co  *actors.Coordinator
+	lp  *actors.LeaseProvider
+	ann *announcement
+}
+
+// status is the coordinator's status with its member id and the live
+// coordinator leases.
+func (m *member) status() *messages.StatusReply {
+	st := m.co.Status()
+	switch {
+	case m.lp != nil:
+		st.MemberId, st.Coordinators = m.co.MemberID(), m.lp.Live()
+	case m.ann != nil:
+		st = m.ann.status(st)
+	}
+	return st
+}
+
+// close withdraws the lease first (clients move on at once), then stops
+// the coordinator (a cluster member withdraws as it stops).
+func (m *member) close(log *slog.Logger) {
+	if m == nil {
+		return
+	}
+	if m.ann != nil {
+		if err := m.ann.Close(); err != nil {
+			log.Warn("withdrawing the coordinator lease failed; it expires by itself", "err", err)
+		}
+	}
+	m.co.Close()
 }
 
 func orNone(s string) string {
