@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -277,9 +278,11 @@ func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 		r.reject(c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
-	if owner := r.owner(m.Tablet.Table, m.Tablet.Generation, m.Tablet.Index); owner != "" && m.GetForwardedBy() == "" {
-		r.forwardToOwner(c, owner, m)
-		return
+	if m.GetForwardedBy() == "" {
+		if owner := r.ownerAvoiding(m.Tablet.Table, m.Tablet.Generation, m.Tablet.Index, m.GetAvoidCoordinators()); owner != "" {
+			r.forwardToOwner(c, owner, m)
+			return
+		}
 	}
 	key := tableGen{m.Tablet.Table, m.Tablet.Generation}
 	if meta := r.co.meta.cached(key.table, key.gen); meta != nil {
@@ -368,6 +371,23 @@ func (r *RouterActor) owner(table string, gen uint64, idx uint32) string {
 		return ""
 	}
 	return o
+}
+
+// ownerAvoiding is owner among the members the client did not lose.
+func (r *RouterActor) ownerAvoiding(table string, gen uint64, idx uint32, avoid []string) string {
+	if len(avoid) == 0 || r.place == nil {
+		return r.owner(table, gen, idx)
+	}
+	addrs := make([]string, 0, len(r.place.addrs))
+	for _, a := range r.place.addrs {
+		if a == r.self || !slices.Contains(avoid, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	if o := tablets.Owner(addrs, TabletIdentity(table, gen, idx)); o != r.self {
+		return o
+	}
+	return ""
 }
 
 // forwardToOwner sends a scan request to the router of the tablet's

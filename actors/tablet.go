@@ -497,6 +497,8 @@ func ValidateScanRequest(m *messages.ScanRequest) error {
 		return errors.New("avoid_servers has more than 64 entries")
 	case len(m.GetForwardedBy()) > 256:
 		return errors.New("forwarded_by is longer than 256 bytes")
+	case len(m.GetAvoidCoordinators()) > 16:
+		return errors.New("avoid_coordinators has more than 16 entries")
 	}
 	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}
 	if err := r.Validate(); err != nil {

@@ -439,6 +439,8 @@ func (c *Client) receive(ctx actor.Context) {
 		id = m.GetRequestId()
 	case *messages.ScanError:
 		id = m.GetRequestId()
+	case *messages.ScanRouted:
+		id = m.GetRequestId()
 	default:
 		return
 	}

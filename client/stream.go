@@ -96,6 +96,11 @@ type StreamConfig struct {
 	// known lost when the stream starts, with why.
 	Coordinators []string
 	Lost         map[string]string
+	// ByOwner: the coordinators form one cluster; a request goes to the
+	// tablet's owner among those up (tablets.Owner over their addresses,
+	// as the coordinators place tablet actors), so it needs no forwarding.
+	// Otherwise the first one up in list order.
+	ByOwner bool
 	// RequestID returns a new unique request id.
 	RequestID func() string
 }
@@ -201,6 +206,9 @@ type streamRequest struct {
 	id        string
 	coord     string
 	coordLost bool // its coordinator was lost since it was sent
+	// owner: the coordinator that serves the request when the router
+	// forwarded it (ScanRouted); "" = coord.
+	owner     string
 	sentAt    time.Time
 	accepted  uint32 // the winning attempt; 0 = none yet
 	server    string
@@ -354,6 +362,8 @@ func (s *TabletStream) OnMessage(now time.Time, msg any) []StreamAction {
 		return s.onBatch(now, m)
 	case *messages.ScanFinished:
 		return s.onFinished(now, m)
+	case *messages.ScanRouted:
+		return s.onRouted(now, m)
 	case *messages.ScanError:
 		if s.req == nil || m.GetRequestId() != s.req.id {
 			return nil // an old request's
@@ -475,16 +485,37 @@ func (s *TabletStream) OnCoordinatorLost(now time.Time, addr, why string) []Stre
 		i = len(s.coords) - 1
 	}
 	s.coords[i].lost, s.coords[i].why = true, why
-	if s.state != stateRunning || s.req.coord != addr {
+	if s.state != stateRunning || (s.req.coord != addr && s.req.owner != addr) {
 		return nil
 	}
-	s.req.coordLost = true
+	if s.req.coord == addr {
+		s.req.coordLost = true
+	}
 	if s.req.accepted != 0 {
 		return nil // the data flows from a scan server, not through the coordinator
 	}
 	acts := s.abandon(nil, "coordinator lost")
 	s.stats.Resends++
 	return s.send(now, acts, "", addr)
+}
+
+// onRouted: the router forwarded the request to the tablet's owner. If
+// that coordinator is already known lost and no data flows, the request
+// is sent again (the router's view lags ours; the new request names the
+// lost coordinators so that it is not forwarded there again).
+func (s *TabletStream) onRouted(now time.Time, m *messages.ScanRouted) []StreamAction {
+	r := s.req
+	if r == nil || m.GetRequestId() != r.id || m.GetOwner() == "" {
+		return nil
+	}
+	r.owner = m.GetOwner()
+	if r.accepted != 0 || !s.isLost(r.owner) {
+		return nil
+	}
+	r.coordLost = r.coordLost || s.isLost(r.coord)
+	acts := s.abandon(nil, "owner "+r.owner+" lost")
+	s.stats.Resends++
+	return s.send(now, acts, "", "")
 }
 
 // OnCoordinatorUp tells the stream that the coordinator at addr is (back)
@@ -527,6 +558,16 @@ func (s *TabletStream) coordIndex(addr string) int {
 func (s *TabletStream) pick(prefer, after string) (string, bool) {
 	if i := s.coordIndex(prefer); i >= 0 && !s.coords[i].lost {
 		return prefer, true
+	}
+	if s.cfg.ByOwner {
+		up := make([]string, 0, len(s.coords))
+		for _, c := range s.coords {
+			if !c.lost {
+				up = append(up, c.addr)
+			}
+		}
+		o := tablets.Owner(up, tablets.Identity(s.ref.GetTable(), s.ref.GetGeneration(), s.ref.GetIndex()))
+		return o, o != ""
 	}
 	n := len(s.coords)
 	start := 0
@@ -576,7 +617,7 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 	req := &messages.ScanRequest{RequestId: id, Client: s.cfg.Client, Tablet: s.ref,
 		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: s.lastKey,
 		BatchRows: s.cfg.BatchRows, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
-		Window: s.cfg.Window, DeadlineUnixMs: deadline.UnixMilli()}
+		Window: s.cfg.Window, DeadlineUnixMs: deadline.UnixMilli(), AvoidCoordinators: s.lostCoordinators()}
 	if s.cfg.Limit > 0 {
 		req.Limit = s.cfg.Limit - s.rows
 	}
@@ -631,6 +672,17 @@ func (s *TabletStream) abandon(acts []StreamAction, why string) []StreamAction {
 			Msg: &messages.ScanDone{RequestId: r.id, WinnerAttempt: r.accepted, Abandoned: true, Tablet: s.ref}})
 	}
 	return acts
+}
+
+// lostCoordinators lists the coordinators known lost (at most 16).
+func (s *TabletStream) lostCoordinators() []string {
+	var out []string
+	for _, c := range s.coords {
+		if c.lost && len(out) < 16 {
+			out = append(out, c.addr)
+		}
+	}
+	return out
 }
 
 func (s *TabletStream) isLost(addr string) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -804,4 +805,83 @@ func TestStreamFaultyTransport(t *testing.T) {
 		t.Fatalf("the faults hardly happened: %d batches rejected, %d resumes over 300 seeds", rejected, resumes)
 	}
 	t.Logf("%d batches rejected, %d resumes over 300 seeds", rejected, resumes)
+}
+
+// TestStreamByOwner: with ByOwner a tablet's request goes to its owner
+// among the coordinators up (tablets.Owner, as the coordinators place
+// tablet actors), and to the next owner when that one is lost.
+func TestStreamByOwner(t *testing.T) {
+	coords := []string{coordA, coordB, "127.0.0.1:8092"}
+	id := tablets.Identity(testRef.Table, testRef.Generation, testRef.Index)
+	owner := tablets.Owner(coords, id)
+	cfg := streamConfig()
+	cfg.Coordinators, cfg.ByOwner = coords, true
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	if _, c := r.request(); c != owner {
+		t.Fatalf("first request to %s, want the owner %s", c, owner)
+	}
+	r.do(r.s.OnCoordinatorLost(t0, owner, "lease expired"))
+	rest := slices.DeleteFunc(slices.Clone(coords), func(a string) bool { return a == owner })
+	req, c := r.request()
+	if want := tablets.Owner(rest, id); c != want {
+		t.Fatalf("re-sent to %s, want the next owner %s", c, want)
+	}
+	if !slices.Equal(req.AvoidCoordinators, []string{owner}) {
+		t.Fatalf("avoid_coordinators %v, want [%s]", req.AvoidCoordinators, owner)
+	}
+}
+
+// TestStreamRoutedToLostOwner: the router forwarded the request to a
+// coordinator the client knows lost (the router's view lags): the request
+// is sent again at once, naming the lost one; when the owner is lost
+// later, before data, likewise; after data the stream continues.
+func TestStreamRoutedToLostOwner(t *testing.T) {
+	const coordC = "127.0.0.1:8092"
+	cfg := streamConfig()
+	cfg.Coordinators = []string{coordA, coordB, coordC}
+	r := newRun(t, cfg)
+	r.do(r.s.OnCoordinatorLost(t0, coordC, "lease expired"))
+	r.do(r.s.Start(t0))
+	if _, c := r.request(); c != coordA {
+		t.Fatalf("first request to %s", c)
+	}
+	acts := r.do(r.s.OnMessage(t0, &messages.ScanRouted{RequestId: "r1", Owner: coordC}))
+	if kinds(acts) != "send-done,send-request" {
+		t.Fatalf("routed to a lost owner: %v, want ScanDone to the router and a new request", acts)
+	}
+	req, _ := r.request()
+	if req.RequestId != "r2" || !slices.Equal(req.AvoidCoordinators, []string{coordC}) {
+		t.Fatalf("re-sent %v", req)
+	}
+	// Routed to a live owner that is lost later, before data: re-sent.
+	r.do(r.s.OnMessage(t0, &messages.ScanRouted{RequestId: "r2", Owner: coordB}))
+	if len(r.last) != 0 {
+		t.Fatalf("routed to a live owner: %v", r.last)
+	}
+	acts = r.do(r.s.OnCoordinatorLost(t0, coordB, "lease expired"))
+	if kinds(acts) != "send-done,send-request" {
+		t.Fatalf("owner lost before data: %v", acts)
+	}
+	req, _ = r.request()
+	if req.RequestId != "r3" {
+		t.Fatalf("re-sent %v", req)
+	}
+	// Routed to coordC? no: a stale ScanRouted of an old request is ignored.
+	if acts := r.do(r.s.OnMessage(t0, &messages.ScanRouted{RequestId: "r1", Owner: coordC})); len(acts) != 0 {
+		t.Fatalf("old request's ScanRouted: %v", acts)
+	}
+	rows := testRows(4)
+	a := newAttempt("r3", 1, "s1")
+	r.do(r.s.OnMessage(t0, &messages.ScanRouted{RequestId: "r3", Owner: coordA}))
+	r.do(r.s.OnMessage(t0, a.batch(rows[:2])))
+	if acts := r.do(r.s.OnCoordinatorLost(t0, coordA, "lease expired")); len(acts) != 0 {
+		t.Fatalf("owner lost after data: %v, want the stream to continue", acts)
+	}
+	r.do(r.s.OnMessage(t0, a.batch(rows[2:])))
+	r.do(r.s.OnMessage(t0, a.finished()))
+	sameRows(t, r.yielded, rows)
+	if !r.done {
+		t.Fatal("not finished")
+	}
 }

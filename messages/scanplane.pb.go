@@ -813,9 +813,13 @@ type ScanRequest struct {
 	// this request to the tablet's owner; a forwarded request is never
 	// forwarded again (coordinators that briefly disagree on the owner
 	// cannot bounce it).
-	ForwardedBy   string `protobuf:"bytes,14,opt,name=forwarded_by,json=forwardedBy,proto3" json:"forwarded_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ForwardedBy string `protobuf:"bytes,14,opt,name=forwarded_by,json=forwardedBy,proto3" json:"forwarded_by,omitempty"`
+	// avoid_coordinators: coordinators (actor addresses) the client lost;
+	// the router does not forward to them even if its own view still has
+	// them (its lease watch may lag the client's by up to the lease TTL).
+	AvoidCoordinators []string `protobuf:"bytes,15,rep,name=avoid_coordinators,json=avoidCoordinators,proto3" json:"avoid_coordinators,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -944,6 +948,13 @@ func (x *ScanRequest) GetForwardedBy() string {
 		return x.ForwardedBy
 	}
 	return ""
+}
+
+func (x *ScanRequest) GetAvoidCoordinators() []string {
+	if x != nil {
+		return x.AvoidCoordinators
+	}
+	return nil
 }
 
 // ScanRouted: coordinator router -> client; the request was forwarded to
@@ -2962,7 +2973,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fcluster_name\x18\r \x01(\tR\vclusterName\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xd2\x04\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x81\x05\n" +
 	"\vScanRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12)\n" +
@@ -2981,7 +2992,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fresume_count\x18\v \x01(\rR\vresumeCount\x12\x14\n" +
 	"\x05limit\x18\f \x01(\x04R\x05limit\x12\x16\n" +
 	"\x06window\x18\r \x01(\rR\x06window\x12!\n" +
-	"\fforwarded_by\x18\x0e \x01(\tR\vforwardedBy\x1a8\n" +
+	"\fforwarded_by\x18\x0e \x01(\tR\vforwardedBy\x12-\n" +
+	"\x12avoid_coordinators\x18\x0f \x03(\tR\x11avoidCoordinators\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
