@@ -215,6 +215,9 @@ type coordDirectory struct {
 	instance  map[string]string // incarnation (and start time) from its lease
 	routers   map[string]string // router actor id per address, from its lease
 	leased    map[string]bool   // addresses with a live lease
+	// clustered: the leased coordinators form a cluster (their leases
+	// name the tablet kind): requests go to each tablet's owner.
+	clustered bool
 	probing   bool
 }
 
@@ -600,6 +603,10 @@ func (c *Client) onLeases(live []*messages.ClusterInfo) {
 	}
 	if c.coord.discover {
 		c.coord.list = preferOrder(byAddr, node, c.id)
+		c.coord.clustered = false
+		for _, ci := range byAddr {
+			c.coord.clustered = c.coord.clustered || slices.Contains(ci.GetKinds(), TabletKind)
+		}
 	}
 	c.mu.Unlock()
 	slices.Sort(gone)
@@ -629,6 +636,19 @@ func (c *Client) onLeases(live []*messages.ClusterInfo) {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// TabletKind is the cluster kind coordinators that hold tablet actors
+// announce in their leases (actors.TabletKind).
+const TabletKind = "tablet"
+
+// byOwner reports whether requests go to each tablet's owner (see
+// StreamConfig.ByOwner): the coordinators were discovered and form a
+// cluster.
+func (c *Client) byOwner() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.coord.discover && c.coord.clustered
 }
 
 // preferOrder orders the leased coordinators by preference: the one whose

@@ -169,7 +169,7 @@ func (r *Rows) startStream(p tablets.Piece) error {
 	cfg := StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
-		RequestID: c.nextRequestID}
+		RequestID: c.nextRequestID, ByOwner: c.byOwner()}
 	if r.opts.BatchRows > 0 {
 		cfg.BatchRows = r.opts.BatchRows
 	}
