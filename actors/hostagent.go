@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/cache"
@@ -93,6 +94,7 @@ type HostAgent struct {
 	ids         []string
 	pids        []*actor.PID
 	counters    []*ServerCounters
+	metrics     *serverMetrics
 	stop        chan struct{}
 	life        context.Context
 	endLife     context.CancelFunc
@@ -113,7 +115,8 @@ func NewHostAgent(cfg HostAgentConfig, conn *bus.Conn, store tablets.BlockStore)
 		log = DiscardLogger()
 	}
 	life, end := context.WithCancel(context.Background())
-	return &HostAgent{cfg: cfg, conn: conn, store: store, log: log.With("host", cfg.Host), stop: make(chan struct{}), life: life, endLife: end}, nil
+	return &HostAgent{cfg: cfg, conn: conn, store: store, log: log.With("host", cfg.Host), stop: make(chan struct{}), life: life, endLife: end,
+		metrics: newServerMetrics(cfg.Host, cfg.Server.Workers)}, nil
 }
 
 // Start starts the actor system, the cache, the servers and heartbeats.
@@ -132,6 +135,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 	_, _ = rand.Read(b[:])
 	h.incarnation = hex.EncodeToString(b[:])
 	fetcher := h.cache.Fetcher(h.store)
+	source := blockSource(h.store)
 	gens := &lazyMetaStore{conn: h.conn}
 	for i := 0; i < h.cfg.Servers; i++ {
 		id := h.sys.Address() + "/" + strconv.Itoa(i)
@@ -142,6 +146,9 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		counters := &ServerCounters{}
 		a := newScanServerActor(h.life, id, h.cfg.Host, scfg, fetcher, h.sys.Actors, counters, h.publishBusy, h.log)
 		a.gens = gens
+		// Timed outside the fault wrapper: injected slowness shows in
+		// the fetch latency as an operator would see a slow disk.
+		a.fetcher = h.metrics.timed(a.fetcher, source)
 		pid, err := h.sys.Actors.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), ServerActorID(i))
 		if err != nil {
 			h.Close()
@@ -150,6 +157,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		h.ids = append(h.ids, id)
 		h.pids = append(h.pids, pid)
 		h.counters = append(h.counters, counters)
+		h.metrics.add(id, counters)
 	}
 	h.heartbeat(false)
 	h.wg.Add(1)
@@ -204,6 +212,17 @@ func (h *HostAgent) ServerIDs() []string { return append([]string(nil), h.ids...
 
 // Cache returns the host block cache.
 func (h *HostAgent) Cache() *cache.BlockCache { return h.cache }
+
+// Collectors returns the Prometheus collectors of this process's scan
+// servers (scanplane_scanserver_*: queue length, running scans, workers,
+// scans started and finished by outcome, busy answers, rows and bytes
+// streamed, labelled by server and host; block fetch latency by source)
+// and of its block cache (scanplane_cache_*). Call it after Start and
+// register the result once per registry; the Go runtime and process
+// collectors are the caller's.
+func (h *HostAgent) Collectors() []prometheus.Collector {
+	return append([]prometheus.Collector{h.metrics}, h.cache.Collectors()...)
+}
 
 // Incarnation is this process's incarnation id.
 func (h *HostAgent) Incarnation() string { return h.incarnation }

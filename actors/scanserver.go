@@ -61,12 +61,17 @@ func (c ScanServerConfig) Validate() error {
 	return c.Fault.Validate()
 }
 
-// ServerCounters are a scan server's counters, read by heartbeats.
+// ServerCounters are a scan server's counters, read by heartbeats and by
+// the host agent's metrics (Collectors).
 type ServerCounters struct {
-	QueueLen atomic.Int64
-	Active   atomic.Int64
-	Busy     atomic.Uint64
-	Scans    atomic.Uint64
+	QueueLen atomic.Int64  // scans waiting for a worker
+	Active   atomic.Int64  // scans running
+	Busy     atomic.Uint64 // attempts answered busy
+	Scans    atomic.Uint64 // scans started
+	Rows     atomic.Uint64 // rows sent in row batches
+	Bytes    atomic.Uint64 // key and value bytes sent in row batches
+	// Finished counts ended scans by messages.ErrorCode (index 0: ok).
+	Finished [numOutcomes]atomic.Uint64
 }
 
 // scanJob is one admitted attempt.
@@ -239,6 +244,7 @@ func ValidateStartScan(m *messages.StartScan) error {
 func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 	if err := ValidateStartScan(m); err != nil {
 		s.log.Warn("bad StartScan", "err", err)
+		s.counters.countFinished(messages.ErrorCode_ERROR_CODE_BAD_REQUEST)
 		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id,
 			Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST, ErrorMessage: "scan server " + s.id + ": bad StartScan: " + err.Error()}
 		if p := ToPID(m.GetTabletActor()); p != nil {
@@ -426,6 +432,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 		}
 	}
 	fin.DurationUs = time.Since(job.started).Microseconds()
+	s.counters.countFinished(fin.Error)
 	s.sys.Root.Send(job.client, fin)
 	s.sys.Root.Send(job.tablet, fin)
 	s.sys.Root.Send(s.self, &jobDone{key: job.key})
@@ -457,7 +464,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 	}()
 	self := FromPID(s.self)
 	var rows []*messages.Row
-	size := 0
+	size, kv := 0, 0
 	// dig covers every row read; fin's rows and checksum only those sent.
 	var dig tablets.RowDigest
 	flush := func() error {
@@ -477,16 +484,19 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 		s.sys.Root.Send(job.client, &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id,
 			ServerPid: self, RowCount: dig.Rows(), Checksum: sum})
 		fin.Batches, fin.Rows, fin.Checksum, fin.LastKey = seq, dig.Rows(), sum, rows[len(rows)-1].Key
+		s.counters.Rows.Add(uint64(len(rows)))
+		s.counters.Bytes.Add(uint64(kv))
 		if seq == 1 {
 			s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, FirstData: true,
 				QueueLen: uint32(s.counters.QueueLen.Load())})
 		}
-		rows, size = nil, 0
+		rows, size, kv = nil, 0, 0
 		return nil
 	}
 	for it.Next() {
 		e := it.Entry()
 		rows = append(rows, &messages.Row{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
+		kv += len(e.Key) + len(e.Value)
 		size += len(e.Key) + len(e.Value) + 8
 		dig.Add(e.Key, e.Value)
 		if req.Limit > 0 && dig.Rows() >= req.Limit {

@@ -13,6 +13,7 @@ package localcluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/messages"
@@ -360,7 +363,8 @@ func (c *Cluster) Status(ctx context.Context) (*messages.StatusReply, error) {
 	return FetchStatus(ctx, c.HTTPAddr())
 }
 
-// FetchStatus reads a coordinator's HTTP /status.
+// FetchStatus reads a coordinator's HTTP /status (the protobuf JSON
+// mapping of messages.StatusReply, see cliutil.WriteStatusJSON).
 func FetchStatus(ctx context.Context, httpAddr string) (*messages.StatusReply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/status", nil)
 	if err != nil {
@@ -371,9 +375,16 @@ func FetchStatus(ctx context.Context, httpAddr string) (*messages.StatusReply, e
 		return nil, err
 	}
 	defer res.Body.Close()
-	var st messages.StatusReply
-	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+	data, err := io.ReadAll(io.LimitReader(res.Body, 64<<20))
+	if err != nil {
 		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /status: %s: %s", res.Status, bytes.TrimSpace(data))
+	}
+	var st messages.StatusReply
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("GET /status: %w", err)
 	}
 	return &st, nil
 }

@@ -95,7 +95,7 @@ func within(start, end *figures) bool {
 }
 
 func soak(ctx context.Context, o options, out io.Writer) (bool, error) {
-	log, err := cliutil.Logger(os.Stderr, o.logLevel)
+	log, err := cliutil.Logger(os.Stderr, o.logLevel, "text")
 	if err != nil {
 		return false, err
 	}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,6 +62,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.checkConfig, "check-config", false, "validate --profiles, print one line per profile, and exit")
 	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON file with the listen addresses once ready")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", cliutil.LogFormatUsage)
 	fs.IntVar(&o.misses, "heartbeat-misses", 3, "heartbeats a server may miss before it leaves the view")
 	fs.DurationVar(&o.busySlack, "busy-slack", actors.DefaultFlowConfig().BusySlack, "network slack added to busy timeouts")
 	fs.DurationVar(&o.startStall, "start-stall", actors.DefaultFlowConfig().StartStall, "a started scan without data for this long is retried elsewhere")
@@ -77,7 +77,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "coordinator: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	log, err := cliutil.Logger(os.Stderr, o.logLevel)
+	log, err := cliutil.Logger(os.Stderr, o.logLevel, *logFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		return 2
@@ -205,8 +205,7 @@ func run(args []string) int {
 				http.Error(w, "coordinator (re)starting", http.StatusServiceUnavailable)
 				return
 			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(m.status())
+			cliutil.WriteStatusJSON(w, m.status())
 		})
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(l) }()

@@ -31,6 +31,7 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--nosuch"},
 		{"--log-level", "loud", "--check-config"},
+		{"--log-format", "xml", "--check-config"},
 		{"extra-arg"},
 		{"--heartbeat-misses", "0", "--nats", "nats://127.0.0.1:1"},
 		{"--listen", "nope", "--nats", "nats://127.0.0.1:1"},

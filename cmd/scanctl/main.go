@@ -27,6 +27,7 @@ type globals struct {
 	coordinator string
 	timeout     time.Duration
 	logLevel    string
+	logFormat   string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -34,6 +35,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor addresses host:port, comma-separated, in order of preference (default: found through NATS)")
 	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long (the command returns within a second of it, whatever is dead)")
 	fs.StringVar(&g.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.StringVar(&g.logFormat, "log-format", "text", cliutil.LogFormatUsage)
 }
 
 type command struct {
@@ -99,7 +101,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
-	fmt.Fprintln(w, "\nevery command also takes --nats URL (default nats://127.0.0.1:4222), --coordinator ADDR, --timeout DUR, --log-level L")
+	fmt.Fprintln(w, "\nevery command also takes --nats URL (default nats://127.0.0.1:4222), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json")
 }
 
 // parse parses a command's flags (globals included); positional arguments
@@ -128,7 +130,7 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 			cfg.Coordinators = append(cfg.Coordinators, strings.TrimSpace(a))
 		}
 	}
-	log, err := cliutil.Logger(errOut, g.logLevel)
+	log, err := cliutil.Logger(errOut, g.logLevel, g.logFormat)
 	if err != nil {
 		return nil, usageError{err}
 	}

@@ -8,6 +8,11 @@
 // --fault-slow FACTOR makes every block read FACTOR× slower. A hung or
 // killed process is injected from outside (SIGSTOP/SIGKILL).
 //
+// --http ADDR serves /metrics (Prometheus text or protobuf exposition):
+// scanplane_scanserver_* per server, scanplane_cache_* of the host cache,
+// and the Go runtime and process collectors; off by default. The address
+// actually listened on is in the ready line and --ready-file ("http").
+//
 // Exit status: 0 after SIGINT/SIGTERM, 1 on runtime failure, 2 on bad flags.
 package main
 
@@ -15,11 +20,17 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/bus"
@@ -28,6 +39,13 @@ import (
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
+
+func orOff(s string) string {
+	if s == "" {
+		return "off"
+	}
+	return s
+}
 
 func defaultHost() string {
 	h, err := os.Hostname()
@@ -39,7 +57,7 @@ func defaultHost() string {
 
 func run(args []string) int {
 	cfg := actors.DefaultHostAgentConfig()
-	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel string
+	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr string
 	var dieWithParent bool
 	fs := flag.NewFlagSet("scanserver", flag.ContinueOnError)
 	fs.StringVar(&natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL(s) of the cluster, comma separated")
@@ -60,6 +78,8 @@ func run(args []string) int {
 	fs.IntVar(&cfg.FaultServer, "fault-server", -1, "FAULT INJECTION: only this server index gets the faults (-1 = all)")
 	fs.StringVar(&readyFile, "ready-file", "", "write a JSON file with the addresses once ready")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logFormat, "log-format", "text", cliutil.LogFormatUsage)
+	fs.StringVar(&httpAddr, "http", "", "HTTP address for /metrics (host:port; port 0 = ephemeral); empty = off")
 	fs.BoolVar(&dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -69,11 +89,16 @@ func run(args []string) int {
 		return 2
 	}
 	bad := func(err error) int { fmt.Fprintln(os.Stderr, "scanserver:", err); return 2 }
-	log, err := cliutil.Logger(os.Stderr, logLevel)
+	log, err := cliutil.Logger(os.Stderr, logLevel, logFormat)
 	if err != nil {
 		return bad(err)
 	}
 	cfg.Logger = log
+	if httpAddr != "" {
+		if _, _, err := net.SplitHostPort(httpAddr); err != nil {
+			return bad(fmt.Errorf("--http %q: want host:port (port 0 = ephemeral): %v", httpAddr, err))
+		}
+	}
 	cfg.System = actors.SystemConfig{Listen: listen, Advertise: advertise}
 	if cfg.Cache.MaxBytes, err = cliutil.ParseBytes(cacheSize); err != nil {
 		return bad(fmt.Errorf("--cache-size: %w", err))
@@ -126,12 +151,27 @@ func run(args []string) int {
 		return 1
 	}
 	defer agent.Close()
-	if err := cliutil.WriteReadyFile(readyFile, cliutil.Ready{Actor: agent.Address(), Host: cfg.Host, Servers: agent.ServerIDs(),
+	served := ""
+	if httpAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(agent.Collectors()...)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		addr, closeHTTP, err := cliutil.ServeHTTP("http", httpAddr, mux)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scanserver:", err)
+			return 1
+		}
+		defer closeHTTP()
+		served = addr
+	}
+	if err := cliutil.WriteReadyFile(readyFile, cliutil.Ready{Actor: agent.Address(), HTTP: served, Host: cfg.Host, Servers: agent.ServerIDs(),
 		PID: os.Getpid(), Incarnation: agent.Incarnation()}); err != nil {
 		fmt.Fprintln(os.Stderr, "scanserver: ready file:", err)
 		return 1
 	}
-	fmt.Printf("scanserver ready: host=%s zone=%s actor=%s servers=%d\n", cfg.Host, cfg.Zone, agent.Address(), cfg.Servers)
+	fmt.Printf("scanserver ready: host=%s zone=%s actor=%s http=%s servers=%d\n", cfg.Host, cfg.Zone, agent.Address(), orOff(served), cfg.Servers)
 	<-ctx.Done()
 	log.Info("scanserver stopping")
 	return 0

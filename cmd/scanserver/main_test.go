@@ -17,6 +17,8 @@ func TestBadFlags(t *testing.T) {
 		{"--heartbeat", "1ms"},
 		{"--listen", "nope"},
 		{"--log-level", "loud"},
+		{"--log-format", "xml"},
+		{"--http", "nope"},
 		{"extra"},
 	} {
 		if code := run(args); code != 2 {

@@ -1,5 +1,6 @@
 // Package cliutil holds what the scanplane commands share: logging setup,
-// byte-size flags, ready files, and parent-death handling. It owns no
+// byte-size flags, ready files, the HTTP endpoint and its status JSON, and
+// parent-death handling. It owns no
 // state; everything is safe for concurrent use.
 package cliutil
 
@@ -9,20 +10,60 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
-// Logger returns a text logger on w at the named level.
-func Logger(w io.Writer, level string) (*slog.Logger, error) {
+// Logger returns a logger on w at the named level (--log-level: debug,
+// info, warn, error) in the named format (--log-format: text, the
+// key=value lines of slog.TextHandler, or json, one JSON object per line
+// from slog.JSONHandler with the keys time, level, msg and one per
+// attribute).
+func Logger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// LogFormatUsage is the usage text of a --log-format flag.
+const LogFormatUsage = "log line format: text (key=value) or json (one object per line)"
+
+// WriteStatusJSON writes msg as the JSON of an HTTP status endpoint: the
+// protobuf JSON mapping with every field present (false, 0, "" and empty
+// lists included, so a dead server shows "alive": false) under the .proto
+// field names (snake_case); 64-bit integers are strings, as that mapping
+// prescribes. Decode it with protojson.Unmarshal.
+func WriteStatusJSON(w http.ResponseWriter, msg proto.Message) {
+	data, err := MarshalStatus(msg)
+	if err != nil {
+		http.Error(w, "encoding status: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// MarshalStatus is the encoding of WriteStatusJSON.
+func MarshalStatus(msg proto.Message) ([]byte, error) {
+	return protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true}.Marshal(msg)
 }
 
 var sizeRe = regexp.MustCompile(`^(\d+)\s*([KMGT]i?B?|B)?$`)
@@ -65,6 +106,24 @@ func WriteReadyFile(path string, v any) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// ServeHTTP listens on addr (host:port; port 0 = ephemeral) and serves
+// handler there until the returned close function is called. It returns
+// the address it listens on. An address that cannot be listened on is an
+// error naming flag.
+func ServeHTTP(flag, addr string, handler http.Handler) (string, func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("--%s %s: %w", flag, addr, err)
+	}
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = hs.Serve(l)
+	}()
+	return l.Addr().String(), func() { _ = hs.Close(); <-done }, nil
 }
 
 // ExitWhenStdinCloses calls fn once stdin reaches EOF: a parent that holds

@@ -1,10 +1,20 @@
 package cliutil
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
 )
 
 func TestParseBytes(t *testing.T) {
@@ -22,11 +32,92 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestLogger(t *testing.T) {
-	if _, err := Logger(os.Stderr, "debug"); err != nil {
+	if _, err := Logger(os.Stderr, "debug", "text"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Logger(os.Stderr, "loud"); err == nil {
-		t.Fatal("bad level accepted")
+	if _, err := Logger(os.Stderr, "loud", "text"); err == nil || !strings.Contains(err.Error(), "--log-level") {
+		t.Fatalf("bad level: %v", err)
+	}
+	if _, err := Logger(os.Stderr, "info", "xml"); err == nil || !strings.Contains(err.Error(), "--log-format") {
+		t.Fatalf("bad format: %v", err)
+	}
+	var buf bytes.Buffer
+	log, err := Logger(&buf, "info", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("hidden")
+	log.Info("scan done", "request", "r1", "rows", 3)
+	var line map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("json log line %q: %v", buf.String(), err)
+	}
+	if line["msg"] != "scan done" || line["request"] != "r1" || line["rows"] != 3.0 || line["level"] != "INFO" {
+		t.Fatalf("json log line %q", buf.String())
+	}
+	buf.Reset()
+	log, _ = Logger(&buf, "info", "text")
+	log.Info("scan done", "request", "r1")
+	if !strings.Contains(buf.String(), `msg="scan done" request=r1`) {
+		t.Fatalf("text log line %q", buf.String())
+	}
+}
+
+// TestWriteStatusJSON: every field is present, false and zero included,
+// under the .proto names, and protojson reads it back.
+func TestWriteStatusJSON(t *testing.T) {
+	st := &messages.StatusReply{Servers: []*messages.ServerStatus{{Id: "a/0", Host: "a", Alive: false}}, ScansStarted: 5}
+	rec := httptest.NewRecorder()
+	WriteStatusJSON(rec, st)
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("content type %q", ct)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"scans_started", "scans_failed", "tablet_actors", "servers"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("status lacks %q: %s", k, rec.Body.String())
+		}
+	}
+	srv := raw["servers"].([]any)[0].(map[string]any)
+	if v, ok := srv["alive"]; !ok || v != false {
+		t.Errorf(`server lacks "alive": false: %v`, srv)
+	}
+	if v, ok := srv["queue_len"]; !ok || v != 0.0 {
+		t.Errorf(`server lacks "queue_len": 0: %v`, srv)
+	}
+	var back messages.StatusReply
+	if err := protojson.Unmarshal(rec.Body.Bytes(), &back); err != nil || !proto.Equal(&back, st) {
+		t.Fatalf("round trip: %v, %v", &back, err)
+	}
+}
+
+// TestServeHTTP: an ephemeral port is served and closing stops it; a bad
+// address is an error naming the flag.
+func TestServeHTTP(t *testing.T) {
+	addr, stop, err := ServeHTTP("http", "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(body) != "ok" {
+		t.Fatalf("body %q", body)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	stop()
+	if _, err := http.Get("http://" + addr + "/"); err == nil {
+		t.Fatal("still serving after close")
+	}
+	http.DefaultClient.CloseIdleConnections()
+	if _, _, err := ServeHTTP("http", "nope", nil); err == nil || !strings.Contains(err.Error(), "--http nope") {
+		t.Fatalf("bad address: %v", err)
 	}
 }
 
