@@ -521,6 +521,7 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 // Close stops everything Start started.
 func (c *Coordinator) Close() {
 	c.once.Do(func() {
+		c.sys.LeaveCluster()
 		close(c.stop)
 		c.wg.Wait()
 		if c.stopWatch != nil {

@@ -612,19 +612,32 @@ func (f *ScanFlow) OnDone(now time.Time, abandoned bool) []Action {
 	return append(acts, Action{Kind: ActComplete})
 }
 
-// Abort ends the flow (tablet actor stopping, sweep) with an error.
+// Abort ends the flow (sweep) with an error; its attempts are cancelled.
 func (f *ScanFlow) Abort(now time.Time, code messages.ErrorCode, msg string) []Action {
-	return f.fail(now, code, msg)
+	return f.failWith(now, code, msg, hardCancel)
+}
+
+// Leave ends the flow because its tablet actor stops (the coordinator
+// leaves or shuts down): the client gets SHUTTING_DOWN and sends its
+// request to another coordinator, and an attempt that already streams to
+// the client goes on (Cancel{unless_streaming}): the rows flow from the
+// scan server, not through the coordinator.
+func (f *ScanFlow) Leave(now time.Time, msg string) []Action {
+	return f.failWith(now, messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, msg, softCancel)
 }
 
 func (f *ScanFlow) fail(now time.Time, code messages.ErrorCode, msg string) []Action {
+	return f.failWith(now, code, msg, hardCancel)
+}
+
+func (f *ScanFlow) failWith(now time.Time, code messages.ErrorCode, msg string, cancel cancelMode) []Action {
 	if f.done {
 		return nil
 	}
 	var acts []Action
 	for _, a := range f.attempts {
 		if a.live() {
-			acts = append(acts, f.end(now, a, selection.Cancelled, hardCancel)...)
+			acts = append(acts, f.end(now, a, selection.Cancelled, cancel)...)
 		}
 	}
 	f.done = true

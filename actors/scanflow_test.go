@@ -757,3 +757,32 @@ func TestFlowStaleGenerationFails(t *testing.T) {
 	}
 	l.balanced()
 }
+
+// TestFlowLeaveKeepsTheStream: a tablet actor that stops (its coordinator
+// leaves) ends its flows with SHUTTING_DOWN, and an attempt already
+// streaming to the client is told to stop only unless it streams.
+func TestFlowLeaveKeepsTheStream(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}}
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f.Start(t0, p.pick)
+	f.OnStarted(t0.Add(time.Millisecond), 1, true, 0)
+	acts := f.Leave(t0.Add(2*time.Millisecond), "coordinator leaving")
+	var cancel, fail bool
+	for _, a := range acts {
+		switch a.Kind {
+		case ActCancel:
+			cancel = true
+			if !a.UnlessStreaming {
+				t.Fatalf("leave cancelled attempt %d outright: %+v", a.Attempt.N, a)
+			}
+		case ActFail:
+			fail = true
+			if a.Error.GetCode() != messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN {
+				t.Fatalf("leave failed with %v", a.Error.GetCode())
+			}
+		}
+	}
+	if !cancel || !fail || !f.Done() {
+		t.Fatalf("leave: cancel %v fail %v done %v: %+v", cancel, fail, f.Done(), acts)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -86,6 +87,18 @@ type System struct {
 	Logger  *slog.Logger
 	// shutdown is SystemConfig.ShutdownTimeout (default applied).
 	shutdown time.Duration
+	leave    sync.Once
+}
+
+// LeaveCluster withdraws this member from its cluster (its lease is
+// deleted: the others and the clients see it leave at once) and stops
+// gossip; the actors keep running. Close calls it; a coordinator calls it
+// first when it stops, so nothing is sent to it while it winds down.
+func (s *System) LeaveCluster() {
+	if s == nil || s.Cluster == nil {
+		return
+	}
+	s.leave.Do(func() { stopCluster(s.Cluster, s.Logger, s.shutdown) })
 }
 
 // DiscardLogger returns a logger that drops everything.
@@ -173,9 +186,7 @@ func (s *System) Close() {
 	if st == 0 {
 		st = defaultShutdownTimeout
 	}
-	if s.Cluster != nil {
-		stopCluster(s.Cluster, s.Logger, st)
-	}
+	s.LeaveCluster()
 	done := make(chan struct{})
 	go func() {
 		s.Remote.Shutdown(true)

@@ -159,7 +159,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.armIdle(t.co.cfg.TabletIdle)
 	case *actor.Stopping:
 		for id, e := range t.flows {
-			t.apply(now, id, e, e.flow.Abort(now, messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, "coordinator tablet actor stopping"))
+			t.apply(now, id, e, e.flow.Leave(now, "coordinator tablet actor stopping"))
 		}
 		for _, tm := range []**time.Timer{&t.check, &t.idle} {
 			if *tm != nil {

@@ -368,6 +368,15 @@ func (s *TabletStream) OnMessage(now time.Time, msg any) []StreamAction {
 		if s.req == nil || m.GetRequestId() != s.req.id {
 			return nil // an old request's
 		}
+		if m.GetCode() == messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN {
+			// The coordinator serving the request stops (it leaves the
+			// cluster or shuts down): as if it were lost.
+			at := s.req.owner
+			if at == "" {
+				at = s.req.coord
+			}
+			return s.OnCoordinatorLost(now, at, "shutting down")
+		}
 		acts := s.abandon(nil, "scan error")
 		return s.fail(acts, &ScanError{Code: m.GetCode(), Message: m.GetMessage(), Attempts: m.GetAttempts()})
 	}

@@ -885,3 +885,30 @@ func TestStreamRoutedToLostOwner(t *testing.T) {
 		t.Fatal("not finished")
 	}
 }
+
+// TestStreamCoordinatorShuttingDown: SHUTTING_DOWN from the coordinator
+// (it leaves the cluster) re-sends a request without data elsewhere and
+// lets a flowing stream go on.
+func TestStreamCoordinatorShuttingDown(t *testing.T) {
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	acts := r.do(r.s.OnMessage(t0, &messages.ScanError{RequestId: "r1", Code: messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN}))
+	if kinds(acts) != "send-request" || r.err != nil {
+		t.Fatalf("shutting down before data: %v (err %v)", acts, r.err)
+	}
+	if _, c := r.request(); c != coordB {
+		t.Fatalf("re-sent to %s", c)
+	}
+	rows := testRows(4)
+	a := newAttempt("r2", 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(rows[:2])))
+	if acts := r.do(r.s.OnMessage(t0, &messages.ScanError{RequestId: "r2", Code: messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN})); len(acts) != 0 || r.err != nil {
+		t.Fatalf("shutting down after data: %v (err %v)", acts, r.err)
+	}
+	r.do(r.s.OnMessage(t0, a.batch(rows[2:])))
+	r.do(r.s.OnMessage(t0, a.finished()))
+	sameRows(t, r.yielded, rows)
+	if !r.done {
+		t.Fatal("not finished")
+	}
+}
