@@ -88,8 +88,9 @@ type LeaseStore struct {
 	conn    *Conn
 	cfg     LeaseConfig
 	kv      jetstream.KeyValue
-	invalid atomic.Uint64
-	held    atomic.Uint64
+	invalid  atomic.Uint64
+	held     atomic.Uint64
+	forgiven atomic.Uint64
 }
 
 // Leases binds the lease bucket, creating it if missing with TTL
@@ -140,6 +141,10 @@ func (s *LeaseStore) Invalid() uint64 { return s.invalid.Load() }
 // but put it off because its NATS connection was down or did not answer a
 // ping (see Watch).
 func (s *LeaseStore) ExpiryHeld() uint64 { return s.held.Load() }
+
+// PausesForgiven counts expiry checks that ran late (this process was
+// stopped or paused) and did not count that time against any lease.
+func (s *LeaseStore) PausesForgiven() uint64 { return s.forgiven.Load() }
 
 // decode turns a KV entry into a checked lease; nil (counted and logged)
 // if it is not one.
@@ -407,6 +412,7 @@ type leaseWatch struct {
 	changed bool            // live changed since fn was last called
 	initial chan struct{}   // closed after the first fn call; nil after that
 	holdOff time.Time       // no expiry before this (the connection check failed)
+	due     time.Time       // when the expiry timer was armed to fire
 }
 
 func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}) {
@@ -467,6 +473,7 @@ func (lw *leaseWatch) arm(timer *time.Timer) {
 	if next.Before(lw.holdOff) {
 		next = lw.holdOff
 	}
+	lw.due = next
 	timer.Reset(time.Until(next))
 }
 
@@ -523,6 +530,16 @@ func sameLease(a, b *messages.ClusterInfo) bool {
 // watcher has delivered meanwhile and checking the connection (see Watch).
 func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 	cfg, nc := lw.s.cfg, lw.s.conn.nc
+	if late := time.Since(lw.due); late > pauseForgiven {
+		// The timer fired late: this process was stopped, paused or
+		// starved meanwhile, and renewals of that time may still sit in
+		// the connection's buffers, delivered after the ping below. Only
+		// time this watch was running counts against a lease.
+		for _, le := range lw.live {
+			le.seen = le.seen.Add(late)
+		}
+		lw.s.forgiven.Add(1)
+	}
 	lw.drain(w)
 	if lw.syncing != nil || !lw.anyDue(time.Now()) {
 		return
@@ -546,6 +563,10 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 		}
 	}
 }
+
+// pauseForgiven: an expiry check this much later than armed forgives its
+// lateness (see expire).
+const pauseForgiven = 250 * time.Millisecond
 
 // anyDue reports whether a lease has had no renewal for TTL at now.
 func (lw *leaseWatch) anyDue(now time.Time) bool {

@@ -374,3 +374,43 @@ func TestLeaseLapsedAfterRenewalsStoppedLongerThanTTL(t *testing.T) {
 		t.Fatalf("Info member id %q", got)
 	}
 }
+
+// TestLeaseWatchForgivesItsOwnPause: an expiry check that runs late (the
+// watching process was stopped) does not count the time it was stopped
+// against the leases: renewals of that time may not be delivered yet.
+func TestLeaseWatchForgivesItsOwnPause(t *testing.T) {
+	srv := startServer(t)
+	cfg := LeaseConfig{TTL: time.Second, Renew: 300 * time.Millisecond, Bucket: "pause"}
+	s := leaseStore(t, connect(t, srv), cfg)
+	w, err := s.kv.WatchAll(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopWatcher(w)
+	now := time.Now()
+	lw := &leaseWatch{s: s, fn: func([]*messages.ClusterInfo) {}, live: map[string]*leaseEntry{
+		"a": {ci: leaseInfo("a", "127.0.0.1:1"), seen: now.Add(-1500 * time.Millisecond)},
+	}}
+	for e := range w.Updates() { // the initial (empty) state
+		if e == nil {
+			break
+		}
+	}
+	// The check was due 1.2s ago: the watch was stopped for that long. Of
+	// the 1.5s since the last renewal only 0.3s were lived: not expired.
+	lw.due = now.Add(-1200 * time.Millisecond)
+	lw.expire(w)
+	if lw.live["a"] == nil {
+		t.Fatal("a lease expired for time the watch itself was stopped")
+	}
+	if s.PausesForgiven() != 1 {
+		t.Fatalf("PausesForgiven %d", s.PausesForgiven())
+	}
+	// On time, the same age expires it.
+	lw.live["a"].seen = time.Now().Add(-1500 * time.Millisecond)
+	lw.due = time.Now()
+	lw.expire(w)
+	if lw.live["a"] != nil {
+		t.Fatal("a lease 1.5s without renewal (TTL 1s) did not expire")
+	}
+}

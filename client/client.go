@@ -525,6 +525,21 @@ func (c *Client) routerPID(addr string) *actor.PID {
 	return actor.NewPID(addr, id)
 }
 
+// dropEndpoint makes the remote forget its connection to addr, so that
+// the next message opens a new one: a connection to a coordinator that
+// left or restarted on the same address may not have failed yet, and what
+// is sent into it is lost (protoactor reports nothing for it). Publishing
+// EndpointTerminatedEvent is how protoactor's own cluster drops a member's
+// endpoint (MemberList.TerminateMember).
+func (c *Client) dropEndpoint(addr string) {
+	c.mu.Lock()
+	sys := c.sys
+	c.mu.Unlock()
+	if sys != nil {
+		sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
+	}
+}
+
 // onEndpointEvent watches the actor system's event stream: a coordinator
 // whose endpoint terminated is lost; one that connects again is up.
 func (c *Client) onEndpointEvent(ev any) {
@@ -612,12 +627,14 @@ func (c *Client) onLeases(live []*messages.ClusterInfo) {
 	slices.Sort(gone)
 	for _, a := range gone {
 		c.coordLost(a, "its lease is gone (it left, or did not renew it in time)")
+		c.dropEndpoint(a)
 	}
 	slices.Sort(restarted)
 	for _, a := range restarted {
 		// A new incarnation at the same address: the old one and every
 		// request it held are gone; the new one takes requests.
 		c.coordLost(a, "restarted (new incarnation)")
+		c.dropEndpoint(a)
 		c.coordUp(a)
 	}
 	slices.Sort(ups)
