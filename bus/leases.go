@@ -85,9 +85,9 @@ func CheckLease(key string, ci *messages.ClusterInfo) error {
 // A KV watch does not report such an expiry, so Watch also judges it with
 // this process's clock. Safe for concurrent use.
 type LeaseStore struct {
-	conn    *Conn
-	cfg     LeaseConfig
-	kv      jetstream.KeyValue
+	conn     *Conn
+	cfg      LeaseConfig
+	kv       jetstream.KeyValue
 	invalid  atomic.Uint64
 	held     atomic.Uint64
 	forgiven atomic.Uint64
