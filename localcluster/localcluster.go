@@ -1,9 +1,15 @@
 // Package localcluster starts a scanplane cluster of real processes on one
-// machine: one coordinator (with its embedded NATS server) and one
-// scanserver process per host, each an OS process talking over loopback.
-// It is what `scanctl up`, the end-to-end tests and the load-test harness
-// stand on. It can signal hosts (SIGSTOP, SIGCONT, SIGKILL) and restart
-// them, to inject faults from outside.
+// machine: one or more coordinators and one scanserver process per host,
+// each an OS process talking over loopback. With an embedded NATS (the
+// default), a single coordinator embeds the only NATS server; several
+// coordinators each embed one node of a NATS cluster (routes between them,
+// JetStream replicas min(Coordinators, 3)), and the scan servers and
+// clients get every node's URL, so the loss of one coordinator loses
+// neither NATS nor data. It is what `scanctl up`, the end-to-end tests and
+// the load-test harness stand on. It can signal hosts and coordinators
+// (SIGSTOP, SIGCONT, SIGKILL) and restart them, to inject faults from
+// outside; a restarted coordinator keeps its name, ports and data
+// directory (its JetStream peer identity).
 //
 // Children get --die-with-parent and a stdin pipe: if the parent dies, the
 // pipe closes and they shut down, so nothing lingers.
@@ -19,11 +25,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -37,31 +45,74 @@ import (
 // ErrNotReady: a process did not become ready in time.
 var ErrNotReady = errors.New("localcluster: not ready")
 
+// CoordinatorAddrs are one coordinator's listen addresses (host:port). An
+// empty field means 127.0.0.1:0: the NATS client, actor and HTTP ports are
+// then chosen by the coordinator at its first start, the route port by
+// Start just before (a free port, listened on and closed), and a restart
+// reuses them all.
+type CoordinatorAddrs struct {
+	// NATS: the embedded NATS node's client port (--nats-listen).
+	NATS string
+	// Routes: the embedded NATS node's route port (--nats-cluster); only
+	// used with Coordinators >= 2 and an embedded NATS.
+	Routes string
+	// Actor: the coordinator's actor remote (--listen).
+	Actor string
+	// HTTP: /status and /metrics (--http).
+	HTTP string
+}
+
+// WellKnownAddrs are the fixed local ports of coordinator i that `scanctl
+// up` uses, so the other scanctl commands find the cluster: NATS 4222+i,
+// routes 6222+i, actors 8090+2i, HTTP 8091+2i, all on 127.0.0.1.
+func WellKnownAddrs(i int) CoordinatorAddrs {
+	hp := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+	return CoordinatorAddrs{NATS: hp(4222 + i), Routes: hp(6222 + i), Actor: hp(8090 + 2*i), HTTP: hp(8091 + 2*i)}
+}
+
+// WellKnownNATSURLs is the comma-separated client URL list of n
+// coordinators on their well-known ports (WellKnownAddrs).
+func WellKnownNATSURLs(n int) string {
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = "nats://" + WellKnownAddrs(i).NATS
+	}
+	return strings.Join(urls, ",")
+}
+
 // Config describes a local cluster.
 type Config struct {
+	// Coordinators: coordinator processes; default 1, at most 9. With an
+	// embedded NATS and 2 or more, each embeds one node of a NATS cluster
+	// (see the package comment); with NATSURL set they all use it.
+	Coordinators int
 	// Hosts: scanserver processes; default 3.
 	Hosts int
 	// ServersPerHost: scan-server actors per process; default 2.
 	ServersPerHost int
 	// Zones: hosts are spread round-robin over zone-1..zone-Z; default 1.
 	Zones int
-	// NATSURL: an existing NATS (with JetStream) for the coordinator to
-	// use; "" = the coordinator runs its embedded server.
+	// NATSURL: an existing NATS (with JetStream; comma-separated URLs of a
+	// cluster) for the coordinators to use; "" = embedded (default).
 	NATSURL string
-	// DataDir: coordinator data (embedded JetStream) and child logs. Required.
+	// Replicas: JetStream replicas of every bucket (--replicas) with an
+	// embedded NATS cluster; 0 = min(Coordinators, 3). Ignored with one
+	// coordinator or NATSURL.
+	Replicas int
+	// DataDir: coordinator data (embedded JetStream) and child logs.
+	// Required. One coordinator keeps its data in DataDir (JetStream in
+	// DataDir/nats); several in DataDir/coordinatorI (I = 1..N).
 	DataDir string
 	// BinDir holds the coordinator and scanserver executables; "" = find
 	// them (see FindBinaries).
 	BinDir string
-	// NATSListen, CoordinatorListen, HTTPListen: coordinator addresses;
-	// defaults 127.0.0.1:0 (ephemeral). `scanctl up` uses the well-known
-	// ports so the other scanctl commands find the cluster.
-	NATSListen        string
-	CoordinatorListen string
-	HTTPListen        string
-	// Profiles: path of a profiles JSON for the coordinator ("" = default).
+	// Addrs[i]: coordinator i's listen addresses; missing entries and
+	// empty fields are 127.0.0.1:0 (see CoordinatorAddrs). `scanctl up`
+	// uses WellKnownAddrs so the other scanctl commands find the cluster.
+	Addrs []CoordinatorAddrs
+	// Profiles: path of a profiles JSON for the coordinators ("" = default).
 	Profiles string
-	// CoordinatorArgs are extra coordinator flags.
+	// CoordinatorArgs are extra flags of every coordinator.
 	CoordinatorArgs []string
 	// HostArgs returns extra scanserver flags for host i (faults, cache
 	// size); may be nil.
@@ -76,6 +127,9 @@ type Config struct {
 
 // Defaults fills zero fields with defaults.
 func (c *Config) Defaults() {
+	if c.Coordinators == 0 {
+		c.Coordinators = 1
+	}
 	if c.Hosts == 0 {
 		c.Hosts = 3
 	}
@@ -85,14 +139,8 @@ func (c *Config) Defaults() {
 	if c.Zones == 0 {
 		c.Zones = 1
 	}
-	if c.NATSListen == "" {
-		c.NATSListen = "127.0.0.1:0"
-	}
-	if c.CoordinatorListen == "" {
-		c.CoordinatorListen = "127.0.0.1:0"
-	}
-	if c.HTTPListen == "" {
-		c.HTTPListen = "127.0.0.1:0"
+	if c.Replicas == 0 {
+		c.Replicas = min(c.Coordinators, 3)
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = time.Second
@@ -108,14 +156,30 @@ func (c *Config) Defaults() {
 // Validate names the first bad field.
 func (c Config) Validate() error {
 	switch {
+	case c.Coordinators < 1 || c.Coordinators > 9:
+		return fmt.Errorf("localcluster: Coordinators %d must be in [1, 9]", c.Coordinators)
 	case c.Hosts < 1 || c.Hosts > 64:
 		return fmt.Errorf("localcluster: Hosts %d must be in [1, 64]", c.Hosts)
 	case c.ServersPerHost < 1 || c.ServersPerHost > 64:
 		return fmt.Errorf("localcluster: ServersPerHost %d must be in [1, 64]", c.ServersPerHost)
 	case c.Zones < 1 || c.Zones > c.Hosts:
 		return fmt.Errorf("localcluster: Zones %d must be in [1, Hosts=%d]", c.Zones, c.Hosts)
+	case c.Replicas < 1 || c.Replicas > c.Coordinators || c.Replicas > 5:
+		return fmt.Errorf("localcluster: Replicas %d must be in [1, min(Coordinators=%d, 5)]", c.Replicas, c.Coordinators)
+	case len(c.Addrs) > c.Coordinators:
+		return fmt.Errorf("localcluster: Addrs has %d entries for %d coordinators", len(c.Addrs), c.Coordinators)
 	case c.DataDir == "":
 		return errors.New("localcluster: DataDir is empty")
+	}
+	for i, a := range c.Addrs {
+		for _, f := range []struct{ name, v string }{{"NATS", a.NATS}, {"Routes", a.Routes}, {"Actor", a.Actor}, {"HTTP", a.HTTP}} {
+			if f.v == "" {
+				continue
+			}
+			if _, _, err := net.SplitHostPort(f.v); err != nil {
+				return fmt.Errorf("localcluster: Addrs[%d].%s %q: %v", i, f.name, f.v, err)
+			}
+		}
 	}
 	return nil
 }
@@ -145,13 +209,22 @@ func (p *Proc) PID() int { return p.cmd.Process.Pid }
 
 // Cluster is a running local cluster.
 type Cluster struct {
-	cfg         Config
-	coordBin    string
-	serverBin   string
-	mu          sync.Mutex
-	coordinator *Proc
-	hosts       []*Proc
-	closed      bool
+	cfg       Config
+	coordBin  string
+	serverBin string
+	natsURLs  []string // every coordinator's NATS client URL (or NATSURL's), fixed at Start
+	mu        sync.Mutex
+	coords    []*coord
+	hosts     []*Proc
+	closed    bool
+}
+
+// coord is one coordinator: its current process and what a restart needs.
+type coord struct {
+	name    string
+	dataDir string
+	addrs   CoordinatorAddrs // after the first start: the ports it bound
+	proc    *Proc
 }
 
 // HostName is the host id of host i.
@@ -160,8 +233,20 @@ func HostName(i int) string { return fmt.Sprintf("host%d", i+1) }
 // ZoneName is the zone of host i among z zones.
 func ZoneName(i, z int) string { return fmt.Sprintf("zone-%d", i%z+1) }
 
-// Start launches the coordinator, then every host, and waits until the
-// coordinator sees every scan server alive.
+// CoordinatorName is the name of coordinator i of n: its process, log
+// file (DataDir/logs/NAME.log) and NATS server name; "coordinator" when it
+// is the only one, else "coordinator1".."coordinatorN".
+func CoordinatorName(i, n int) string {
+	if n == 1 {
+		return "coordinator"
+	}
+	return fmt.Sprintf("coordinator%d", i+1)
+}
+
+// Start launches the coordinators (in parallel: an embedded NATS cluster's
+// JetStream needs a quorum of its nodes before any of them is ready), then
+// every host, and waits until every coordinator sees every scan server
+// alive.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.Defaults()
 	if err := cfg.Validate(); err != nil {
@@ -175,17 +260,57 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{cfg: cfg, coordBin: coordBin, serverBin: serverBin}
-	args := []string{"--data", cfg.DataDir, "--nats-listen", cfg.NATSListen, "--listen", cfg.CoordinatorListen,
-		"--http", cfg.HTTPListen, "--log-level", cfg.LogLevel}
-	if cfg.Profiles != "" {
-		args = append(args, "--profiles", cfg.Profiles)
+	n := cfg.Coordinators
+	clustered := n > 1 && cfg.NATSURL == ""
+	for i := 0; i < n; i++ {
+		co := &coord{name: CoordinatorName(i, n), dataDir: cfg.DataDir}
+		if i < len(cfg.Addrs) {
+			co.addrs = cfg.Addrs[i]
+		}
+		if n > 1 {
+			co.dataDir = filepath.Join(cfg.DataDir, co.name)
+		}
+		for _, p := range []*string{&co.addrs.NATS, &co.addrs.Actor, &co.addrs.HTTP} {
+			if *p == "" {
+				*p = "127.0.0.1:0"
+			}
+		}
+		if clustered {
+			// Every node's route port must be known before any starts.
+			if co.addrs.Routes, err = freePort(co.addrs.Routes); err != nil {
+				return nil, err
+			}
+		} else {
+			co.addrs.Routes = ""
+		}
+		c.coords = append(c.coords, co)
+	}
+	procs := make([]*Proc, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range c.coords {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			procs[i], errs[i] = c.spawn(ctx, c.coords[i].name, coordBin, c.coordArgs(i))
+		}(i)
+	}
+	wg.Wait()
+	for i, p := range procs {
+		c.coords[i].proc = p
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.Close()
+		return nil, err
+	}
+	for _, co := range c.coords {
+		co.settle()
+		if cfg.NATSURL == "" {
+			c.natsURLs = append(c.natsURLs, co.proc.Ready.NATS)
+		}
 	}
 	if cfg.NATSURL != "" {
-		args = append(args, "--nats", cfg.NATSURL)
-	}
-	args = append(args, cfg.CoordinatorArgs...)
-	if c.coordinator, err = c.spawn(ctx, "coordinator", coordBin, args); err != nil {
-		return nil, err
+		c.natsURLs = splitURLs(cfg.NATSURL)
 	}
 	for i := 0; i < cfg.Hosts; i++ {
 		p, err := c.spawn(ctx, HostName(i), serverBin, c.hostArgs(i))
@@ -202,8 +327,77 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
+// freePort returns addr if its port is not 0, else addr's host with a
+// port that was free a moment ago (listened on and closed).
+func freePort(addr string) (string, error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("localcluster: %q: %w", addr, err)
+	}
+	if port != "0" {
+		return addr, nil
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", fmt.Errorf("localcluster: pick a free port on %s: %w", host, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func splitURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// settle records the addresses the coordinator bound at its first start,
+// so that a restart listens on the same ones.
+func (co *coord) settle() {
+	r := co.proc.Ready
+	if u := strings.TrimPrefix(r.NATS, "nats://"); u != r.NATS && !strings.Contains(u, ",") {
+		co.addrs.NATS = u
+	}
+	if r.Actor != "" {
+		co.addrs.Actor = r.Actor
+	}
+	if r.HTTP != "" {
+		co.addrs.HTTP = r.HTTP
+	}
+}
+
+// coordArgs are coordinator i's flags.
+func (c *Cluster) coordArgs(i int) []string {
+	co := c.coords[i]
+	args := []string{"--data", co.dataDir, "--nats-listen", co.addrs.NATS, "--listen", co.addrs.Actor,
+		"--http", co.addrs.HTTP, "--log-level", c.cfg.LogLevel}
+	if c.cfg.Profiles != "" {
+		args = append(args, "--profiles", c.cfg.Profiles)
+	}
+	if c.cfg.NATSURL != "" {
+		args = append(args, "--nats", c.cfg.NATSURL)
+	} else if co.addrs.Routes != "" {
+		var routes []string
+		for j, o := range c.coords {
+			if j != i {
+				routes = append(routes, "nats-route://"+o.addrs.Routes)
+			}
+		}
+		args = append(args, "--nats-cluster", co.addrs.Routes, "--nats-routes", strings.Join(routes, ","),
+			"--nats-name", co.name, "--replicas", strconv.Itoa(c.cfg.Replicas))
+	}
+	return append(args, c.cfg.CoordinatorArgs...)
+}
+
 func (c *Cluster) hostArgs(i int) []string {
-	args := []string{"--nats", c.coordinator.Ready.NATS, "--host", HostName(i), "--zone", ZoneName(i, c.cfg.Zones),
+	args := []string{"--nats", c.NATSURL(), "--host", HostName(i), "--zone", ZoneName(i, c.cfg.Zones),
 		"--servers", strconv.Itoa(c.cfg.ServersPerHost), "--heartbeat", c.cfg.Heartbeat.String(), "--log-level", c.cfg.LogLevel}
 	if c.cfg.HostArgs != nil {
 		args = append(args, c.cfg.HostArgs(i)...)
@@ -301,17 +495,54 @@ func (p *Proc) stop(grace time.Duration) {
 	_ = p.stdin.Close()
 }
 
-// NATSURL is the cluster's NATS URL.
-func (c *Cluster) NATSURL() string { return c.coordinator.Ready.NATS }
+// NATSURL is the cluster's NATS: every node's client URL, comma-separated
+// (one URL with one coordinator), as bus.Config.URL and client.Config.NATSURL
+// take it, so a connection survives the loss of a node.
+func (c *Cluster) NATSURL() string { return strings.Join(c.natsURLs, ",") }
 
-// CoordinatorAddr is the coordinator's actor address.
-func (c *Cluster) CoordinatorAddr() string { return c.coordinator.Ready.Actor }
+// NATSURLs are the client URLs of every NATS node (with NATSURL set: its
+// entries), in coordinator order.
+func (c *Cluster) NATSURLs() []string { return append([]string(nil), c.natsURLs...) }
 
-// HTTPAddr is the coordinator's HTTP address.
-func (c *Cluster) HTTPAddr() string { return c.coordinator.Ready.HTTP }
+// Coordinators is the number of coordinators.
+func (c *Cluster) Coordinators() int { return len(c.coords) }
 
-// Coordinator returns the coordinator process.
-func (c *Cluster) Coordinator() *Proc { return c.coordinator }
+// CoordinatorProc returns coordinator i's current process.
+func (c *Cluster) CoordinatorProc(i int) *Proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.coords[i].proc
+}
+
+// CoordinatorAddr is coordinator i's actor address (i = 0 when omitted),
+// the same across its restarts.
+func (c *Cluster) CoordinatorAddr(i ...int) string { return c.coordAddrs(i).Actor }
+
+// CoordinatorAddrs are every coordinator's actor addresses, in order (a
+// client's Config.Coordinators).
+func (c *Cluster) CoordinatorAddrs() []string {
+	out := make([]string, len(c.coords))
+	for i := range out {
+		out[i] = c.CoordinatorAddr(i)
+	}
+	return out
+}
+
+// HTTPAddr is coordinator i's HTTP address (i = 0 when omitted).
+func (c *Cluster) HTTPAddr(i ...int) string { return c.coordAddrs(i).HTTP }
+
+func (c *Cluster) coordAddrs(i []int) CoordinatorAddrs {
+	idx := 0
+	if len(i) > 0 {
+		idx = i[0]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.coords[idx].addrs
+}
+
+// Coordinator returns coordinator 0's current process.
+func (c *Cluster) Coordinator() *Proc { return c.CoordinatorProc(0) }
 
 // Host returns host i's current process.
 func (c *Cluster) Host(i int) *Proc {
@@ -324,8 +555,14 @@ func (c *Cluster) Host(i int) *Proc {
 func (c *Cluster) Hosts() int { return len(c.hosts) }
 
 // Signal sends sig to host i's process.
-func (c *Cluster) Signal(i int, sig syscall.Signal) error {
-	p := c.Host(i)
+func (c *Cluster) Signal(i int, sig syscall.Signal) error { return signal(c.Host(i), sig) }
+
+// SignalCoordinator sends sig to coordinator i's process.
+func (c *Cluster) SignalCoordinator(i int, sig syscall.Signal) error {
+	return signal(c.CoordinatorProc(i), sig)
+}
+
+func signal(p *Proc, sig syscall.Signal) error {
 	if !p.Alive() {
 		return fmt.Errorf("localcluster: %s is not running", p.Name)
 	}
@@ -333,8 +570,12 @@ func (c *Cluster) Signal(i int, sig syscall.Signal) error {
 }
 
 // Kill SIGKILLs host i and waits for it to exit.
-func (c *Cluster) Kill(i int) error {
-	p := c.Host(i)
+func (c *Cluster) Kill(i int) error { return kill(c.Host(i)) }
+
+// KillCoordinator SIGKILLs coordinator i and waits for it to exit.
+func (c *Cluster) KillCoordinator(i int) error { return kill(c.CoordinatorProc(i)) }
+
+func kill(p *Proc) error {
 	if err := p.cmd.Process.Kill(); err != nil && p.Alive() {
 		return err
 	}
@@ -344,7 +585,7 @@ func (c *Cluster) Kill(i int) error {
 }
 
 // Restart starts host i again (after Kill) with the same flags; it waits
-// until its servers are alive in the coordinator's view.
+// until its servers are alive in every coordinator's view.
 func (c *Cluster) Restart(ctx context.Context, i int) error {
 	old := c.Host(i)
 	old.stop(5 * time.Second)
@@ -358,9 +599,34 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	return c.WaitServers(ctx, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
 }
 
-// Status fetches the coordinator's /status.
+// RestartCoordinator starts coordinator i again (after KillCoordinator,
+// or stops it first) with the same name, ports and data directory; it
+// waits until the coordinator is ready (its embedded NATS node rejoined
+// and JetStream answers) and sees every scan server alive.
+func (c *Cluster) RestartCoordinator(ctx context.Context, i int) error {
+	c.mu.Lock()
+	co := c.coords[i]
+	old := co.proc
+	c.mu.Unlock()
+	old.stop(5 * time.Second)
+	p, err := c.spawn(ctx, co.name, c.coordBin, c.coordArgs(i))
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	co.proc = p
+	c.mu.Unlock()
+	return c.waitServersOf(ctx, []int{i}, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
+}
+
+// Status fetches coordinator 0's /status.
 func (c *Cluster) Status(ctx context.Context) (*messages.StatusReply, error) {
-	return FetchStatus(ctx, c.HTTPAddr())
+	return FetchStatus(ctx, c.HTTPAddr(0))
+}
+
+// StatusOf fetches coordinator i's /status.
+func (c *Cluster) StatusOf(ctx context.Context, i int) (*messages.StatusReply, error) {
+	return FetchStatus(ctx, c.HTTPAddr(i))
 }
 
 // FetchStatus reads a coordinator's HTTP /status (the protobuf JSON
@@ -389,24 +655,46 @@ func FetchStatus(ctx context.Context, httpAddr string) (*messages.StatusReply, e
 	return &st, nil
 }
 
-// WaitServers polls until the coordinator sees at least n live servers.
+// WaitServers polls until every coordinator whose process runs sees at
+// least n live servers.
 func (c *Cluster) WaitServers(ctx context.Context, n int, timeout time.Duration) error {
+	var all []int
+	for i := range c.coords {
+		all = append(all, i)
+	}
+	return c.waitServersOf(ctx, all, n, timeout)
+}
+
+func (c *Cluster) waitServersOf(ctx context.Context, coords []int, n int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	live := 0
+	var last string
 	for {
-		if st, err := c.Status(ctx); err == nil {
-			live = 0
+		ok := true
+		for _, i := range coords {
+			if !c.CoordinatorProc(i).Alive() {
+				continue
+			}
+			st, err := c.StatusOf(ctx, i)
+			if err != nil {
+				ok, last = false, fmt.Sprintf("%s: %v", c.coords[i].name, err)
+				break
+			}
+			live := 0
 			for _, s := range st.Servers {
 				if s.Alive {
 					live++
 				}
 			}
-			if live >= n {
-				return nil
+			if live < n {
+				ok, last = false, fmt.Sprintf("%s sees %d live servers, want %d", c.coords[i].name, live, n)
+				break
 			}
 		}
+		if ok {
+			return nil
+		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: coordinator sees %d live servers, want %d, after %v", ErrNotReady, live, n, timeout)
+			return fmt.Errorf("%w: after %v: %s", ErrNotReady, timeout, last)
 		}
 		select {
 		case <-ctx.Done():
@@ -416,7 +704,7 @@ func (c *Cluster) WaitServers(ctx context.Context, n int, timeout time.Duration)
 	}
 }
 
-// Close stops every host, then the coordinator.
+// Close stops every host, then every coordinator (in parallel).
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -425,16 +713,23 @@ func (c *Cluster) Close() error {
 	}
 	c.closed = true
 	hosts := append([]*Proc(nil), c.hosts...)
+	var coords []*Proc
+	for _, co := range c.coords {
+		if co.proc != nil {
+			coords = append(coords, co.proc)
+		}
+	}
 	c.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range hosts {
-		wg.Add(1)
-		go func(p *Proc) { defer wg.Done(); p.stop(10 * time.Second) }(p)
+	stopAll := func(ps []*Proc) {
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Add(1)
+			go func(p *Proc) { defer wg.Done(); p.stop(10 * time.Second) }(p)
+		}
+		wg.Wait()
 	}
-	wg.Wait()
-	if c.coordinator != nil {
-		c.coordinator.stop(10 * time.Second)
-	}
+	stopAll(hosts)
+	stopAll(coords)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -22,6 +23,7 @@ import (
 func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	cfg := localcluster.Config{}
+	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "coordinator processes (1..9; several: each embeds one node of a NATS cluster)")
 	fs.IntVar(&cfg.Hosts, "hosts", 3, "scanserver processes (hosts)")
 	fs.IntVar(&cfg.ServersPerHost, "servers-per-host", 2, "scan servers per host")
 	rowsN := fs.Int("rows", 100000, "rows of sample data")
@@ -34,6 +36,9 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 		return err
 	}
 	if err := checkSize(cfg.Hosts, cfg.ServersPerHost); err != nil {
+		return err
+	}
+	if err := checkCoordinators(cfg.Coordinators); err != nil {
 		return err
 	}
 	if *compare != "quick" && *compare != "full" && *compare != "off" {
@@ -53,14 +58,14 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	}
 	step := func(format string, a ...any) { fmt.Fprintf(out, "==> "+format+"\n", a...) }
 
-	step("starting a local cluster: 1 coordinator (embedded NATS) + %d scanserver processes × %d servers", cfg.Hosts, cfg.ServersPerHost)
+	step("starting a local cluster: %s + %d scanserver processes × %d servers", coordinatorsText(cfg.Coordinators), cfg.Hosts, cfg.ServersPerHost)
 	t0 := time.Now()
 	cl, err := localcluster.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	step("cluster ready in %v: nats %s, coordinator %s", time.Since(t0).Round(time.Millisecond), cl.NATSURL(), cl.CoordinatorAddr())
+	step("cluster ready in %v: nats %s, coordinators %s", time.Since(t0).Round(time.Millisecond), cl.NATSURL(), strings.Join(cl.CoordinatorAddrs(), ","))
 
 	g.nats = cl.NATSURL()
 	step("ingesting table demo: %d synthetic rows over %d tablets into JetStream", *rowsN, *tabletsN)
@@ -72,6 +77,7 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 
 	ccfg := client.DefaultConfig()
 	ccfg.NATSURL = cl.NATSURL()
+	ccfg.Coordinators = cl.CoordinatorAddrs() // in order of preference: another takes over if one is lost
 	c, err := client.New(ccfg)
 	if err != nil {
 		return err

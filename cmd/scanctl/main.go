@@ -19,7 +19,12 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/localcluster"
 )
+
+// defaultNATS lists the well-known client URLs of the NATS nodes `scanctl
+// up` starts (one per coordinator): a command connects to whichever is up.
+var defaultNATS = localcluster.WellKnownNATSURLs(defaultCoordinators)
 
 // globals are the flags every command takes.
 type globals struct {
@@ -31,7 +36,7 @@ type globals struct {
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.nats, "nats", "nats://127.0.0.1:4222", "NATS URL of the cluster")
+	fs.StringVar(&g.nats, "nats", defaultNATS, "NATS URL(s) of the cluster, comma-separated (default: the nodes `scanctl up` starts, so any one up will do)")
 	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor addresses host:port, comma-separated, in order of preference (default: found through NATS)")
 	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long (the command returns within a second of it, whatever is dead)")
 	fs.StringVar(&g.logLevel, "log-level", "warn", "debug, info, warn or error")
@@ -44,8 +49,8 @@ type command struct {
 }
 
 var commands = []command{
-	{"demo", "[--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
-	{"up", "[--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
+	{"demo", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
+	{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
 	{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
 	{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
 	{"tables", "", "list tables", runTables},
@@ -101,7 +106,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
-	fmt.Fprintln(w, "\nevery command also takes --nats URL (default nats://127.0.0.1:4222), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json")
+	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json\n", defaultNATS)
 }
 
 // parse parses a command's flags (globals included); positional arguments

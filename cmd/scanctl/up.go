@@ -6,21 +6,24 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/scanplane/scanplane/localcluster"
 )
 
+// defaultCoordinators is the coordinator count of `scanctl up` and
+// `scanctl demo` (README "A cluster to play with").
+const defaultCoordinators = 3
+
 func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	cfg := localcluster.Config{}
+	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "coordinator processes, each embedding one node of a NATS cluster (1..9); coordinator i listens on NATS 4222+i, routes 6222+i, actors 8090+2i, HTTP 8091+2i")
 	fs.IntVar(&cfg.Hosts, "hosts", 3, "scanserver processes (hosts)")
 	fs.IntVar(&cfg.ServersPerHost, "servers-per-host", 2, "scan servers per host")
 	fs.IntVar(&cfg.Zones, "zones", 1, "zones (hosts spread round-robin)")
 	fs.StringVar(&cfg.DataDir, "data", "./data", "data directory (JetStream store, logs)")
-	fs.StringVar(&cfg.Profiles, "profiles", "", "selection profiles JSON for the coordinator")
-	fs.StringVar(&cfg.NATSListen, "nats-listen", "127.0.0.1:4222", "embedded NATS address")
-	fs.StringVar(&cfg.CoordinatorListen, "listen", "127.0.0.1:8090", "coordinator actor address")
-	fs.StringVar(&cfg.HTTPListen, "http", "127.0.0.1:8091", "coordinator HTTP address (/metrics, /status)")
+	fs.StringVar(&cfg.Profiles, "profiles", "", "selection profiles JSON for the coordinators")
 	fs.StringVar(&cfg.BinDir, "bin", "", "directory with the coordinator and scanserver executables (default: next to scanctl, PATH, or built from source)")
 	fs.StringVar(&cfg.LogLevel, "child-log-level", "info", "log level of the child processes")
 	if _, err := parse("up", g, fs, args, errOut); err != nil {
@@ -29,6 +32,12 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	if err := checkSize(cfg.Hosts, cfg.ServersPerHost); err != nil {
 		return err
 	}
+	if err := checkCoordinators(cfg.Coordinators); err != nil {
+		return err
+	}
+	for i := 0; i < cfg.Coordinators; i++ {
+		cfg.Addrs = append(cfg.Addrs, localcluster.WellKnownAddrs(i))
+	}
 	if cfg.Profiles != "" {
 		abs, err := filepath.Abs(cfg.Profiles)
 		if err != nil {
@@ -36,7 +45,7 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		}
 		cfg.Profiles = abs
 	}
-	fmt.Fprintf(out, "starting %d hosts × %d servers (data in %s) ...\n", cfg.Hosts, cfg.ServersPerHost, cfg.DataDir)
+	fmt.Fprintf(out, "starting %s + %d hosts × %d servers (data in %s) ...\n", coordinatorsText(cfg.Coordinators), cfg.Hosts, cfg.ServersPerHost, cfg.DataDir)
 	cl, err := localcluster.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -46,20 +55,41 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		cl.Close()
 		fmt.Fprintln(out, "stopped")
 	}()
-	fmt.Fprintf(out, "cluster ready\n  nats         %s\n  coordinator  %s\n  http         http://%s/status  http://%s/metrics\n  logs         %s\n",
-		cl.NATSURL(), cl.CoordinatorAddr(), cl.HTTPAddr(), cl.HTTPAddr(), filepath.Join(cfg.DataDir, "logs"))
+	fmt.Fprintf(out, "cluster ready\n  nats         %s\n  logs         %s\n", cl.NATSURL(), filepath.Join(cfg.DataDir, "logs"))
+	for i := 0; i < cl.Coordinators(); i++ {
+		p := cl.CoordinatorProc(i)
+		fmt.Fprintf(out, "  %-12s %s  http://%s/status  pid %d\n", p.Name, cl.CoordinatorAddr(i), cl.HTTPAddr(i), p.PID())
+	}
 	for i := 0; i < cl.Hosts(); i++ {
 		p := cl.Host(i)
 		fmt.Fprintf(out, "  %-12s %s pid %d\n", p.Name, p.Ready.Actor, p.PID())
 	}
 	fmt.Fprintln(out, "try: scanctl ingest --table demo --generate 100000 && scanctl scan --table demo --start row000000100 --end row000000110")
 	fmt.Fprintln(out, "press Ctrl-C to stop")
-	select {
-	case <-ctx.Done():
-	case <-cl.Coordinator().Done():
-		return fmt.Errorf("the coordinator exited; see %s", filepath.Join(cfg.DataDir, "logs", "coordinator.log"))
+	// up runs until Ctrl-C, or until every coordinator has exited (one
+	// lost is what several coordinators are for; a killed one is not
+	// restarted by up).
+	done := make(chan int, cl.Coordinators())
+	for i := 0; i < cl.Coordinators(); i++ {
+		go func(i int, p *localcluster.Proc) {
+			<-p.Done()
+			done <- i
+		}(i, cl.CoordinatorProc(i))
 	}
-	return nil
+	var exited []string
+	for len(exited) < cl.Coordinators() {
+		select {
+		case <-ctx.Done():
+			return nil
+		case i := <-done:
+			name := cl.CoordinatorProc(i).Name
+			exited = append(exited, name)
+			if len(exited) < cl.Coordinators() {
+				fmt.Fprintf(out, "warning: %s exited (see %s); the others go on\n", name, filepath.Join(cfg.DataDir, "logs", name+".log"))
+			}
+		}
+	}
+	return fmt.Errorf("every coordinator exited (%s); see their logs in %s", strings.Join(exited, ", "), filepath.Join(cfg.DataDir, "logs"))
 }
 
 func checkSize(hosts, servers int) error {
@@ -67,4 +97,18 @@ func checkSize(hosts, servers int) error {
 		return usageError{fmt.Errorf("--hosts and --servers-per-host must be >= 1")}
 	}
 	return nil
+}
+
+func checkCoordinators(n int) error {
+	if n < 1 || n > 9 {
+		return usageError{fmt.Errorf("--coordinators %d must be in [1, 9]", n)}
+	}
+	return nil
+}
+
+func coordinatorsText(n int) string {
+	if n == 1 {
+		return "1 coordinator (embedded NATS)"
+	}
+	return fmt.Sprintf("%d coordinators (each one node of an embedded NATS cluster)", n)
 }

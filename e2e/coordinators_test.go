@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// TestCoordinatorKilledAndRestarted: three coordinators (each one node of
+// an embedded three-node NATS cluster, JetStream replicas 3) and two
+// hosts. A verified full scan works; coordinator 0 — the client's first
+// choice, and a NATS node — is SIGKILLed; the next scans, through a client
+// that knows every coordinator, are still exactly right; coordinator 0
+// restarted on its ports and data directory answers /status, sees the
+// scan servers, and serves a scan again.
+func TestCoordinatorKilledAndRestarted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bins, err := localcluster.BuildFromSource(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 3, Hosts: 2, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	if got := len(cl.NATSURLs()); got != 3 {
+		t.Fatalf("NATSURLs %v: want one per coordinator", cl.NATSURLs())
+	}
+	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(20000)}
+	ingest(t, cl.NATSURL(), f.truth, 4)
+	coords := cl.CoordinatorAddrs()
+	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) {
+		cfg.Coordinators = coords
+		cfg.StallTimeout = time.Second
+	})
+	if err := f.scan(ctx, 0, len(f.truth)); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := cl.KillCoordinator(0); err != nil {
+		t.Fatal(err)
+	}
+	// Every scan after the loss is right: the client sends to the next
+	// coordinator, and the NATS cluster keeps its quorum.
+	t0 := time.Now()
+	for i := 0; i < 5; i++ {
+		a, b := i*3000, i*3000+5000
+		if i == 0 {
+			a, b = 0, len(f.truth)
+		}
+		if err := f.scan(ctx, a, b); err != nil {
+			t.Fatalf("scan %d after coordinator 0 was killed: %v", i, err)
+		}
+	}
+	t.Logf("5 scans after the kill took %v", time.Since(t0).Round(time.Millisecond))
+	for i := 1; i < 3; i++ {
+		if _, err := cl.StatusOf(ctx, i); err != nil {
+			t.Fatalf("coordinator %d after coordinator 0 was killed: %v", i, err)
+		}
+	}
+
+	if err := cl.RestartCoordinator(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.StatusOf(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive := 0
+	for _, s := range st.Servers {
+		if s.Alive {
+			alive++
+		}
+	}
+	if alive != 2 {
+		t.Fatalf("restarted coordinator 0 sees %d live servers, want 2", alive)
+	}
+	if got := cl.CoordinatorAddr(0); got != coords[0] {
+		t.Fatalf("restarted coordinator 0 is at %s, was at %s", got, coords[0])
+	}
+	// A client that prefers the restarted coordinator scans through it.
+	f.c.Close()
+	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) { cfg.Coordinators = coords })
+	if err := f.scan(ctx, 0, len(f.truth)); err != nil {
+		t.Fatalf("scan after coordinator 0 was restarted: %v", err)
+	}
+	st, err = cl.StatusOf(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ScansStarted == 0 {
+		t.Fatalf("restarted coordinator 0 started no scan")
+	}
+}
