@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -90,16 +91,21 @@ func startTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 		if t.cacheBytes == 0 {
 			t.cacheBytes = autoCacheBytes(estimateTableBytes(cfg.Rows), cfg.Hosts)
 		}
-		cfg.logf("starting a local cluster: coordinator (embedded NATS) + %d scanserver processes × %d servers, %d zone(s), data in %s",
-			cfg.Hosts, cfg.ServersPerHost, cfg.Zones, t.dataDir)
+		coords := cfg.coordinators()
+		what := "coordinator (embedded NATS)"
+		if coords > 1 {
+			what = fmt.Sprintf("%d coordinators (each a node of an embedded NATS cluster)", coords)
+		}
+		cfg.logf("starting a local cluster: %s + %d scanserver processes × %d servers, %d zone(s), data in %s",
+			what, cfg.Hosts, cfg.ServersPerHost, cfg.Zones, t.dataDir)
 		t0 := time.Now()
-		t.local, err = localcluster.Start(ctx, localcluster.Config{Hosts: cfg.Hosts, ServersPerHost: cfg.ServersPerHost, Zones: cfg.Zones,
+		t.local, err = localcluster.Start(ctx, localcluster.Config{Coordinators: coords, Hosts: cfg.Hosts, ServersPerHost: cfg.ServersPerHost, Zones: cfg.Zones,
 			DataDir: t.dataDir, BinDir: cfg.BinDir, Profiles: t.profiles, HostArgs: t.hostArgs, Heartbeat: cfg.Heartbeat})
 		if err != nil {
 			return nil, err
 		}
 		natsURL = t.local.NATSURL()
-		cfg.logf("cluster ready in %v (nats %s, coordinator %s)", time.Since(t0).Round(time.Millisecond), natsURL, t.local.CoordinatorAddr())
+		cfg.logf("cluster ready in %v (nats %s, coordinators %s)", time.Since(t0).Round(time.Millisecond), natsURL, strings.Join(t.local.CoordinatorAddrs(), ","))
 	}
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name = natsURL, "scanplane-loadtest"
@@ -111,6 +117,11 @@ func startTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 	}
 	ccfg := client.DefaultConfig()
 	ccfg.NATSURL, ccfg.Coordinator = natsURL, cfg.Coordinator
+	if t.local != nil && t.local.Coordinators() > 1 {
+		// Every coordinator, in order of preference: the client sends to
+		// the next when one is lost.
+		ccfg.Coordinators = t.local.CoordinatorAddrs()
+	}
 	if t.client, err = client.New(ccfg); err != nil {
 		return nil, err
 	}
@@ -248,12 +259,41 @@ func (t *target) usePolicy(ctx context.Context, ps PolicySpec) error {
 	if !rep.Ok {
 		return fmt.Errorf("loadtest: the coordinator refused the profiles for %s: %s", ps.Label, rep.Message)
 	}
-	st, err := t.client.Status(ctx)
-	if err != nil {
-		return err
+	if t.local == nil || t.local.Coordinators() == 1 {
+		st, err := t.client.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if !summaryHasPolicy(st.ProfilesSummary, ps.Policy) {
+			return fmt.Errorf("loadtest: after reload the coordinator runs %q, not policy %s (is %s its --profiles file?)", st.ProfilesSummary, ps.Policy, t.profiles)
+		}
+		return nil
 	}
-	if !summaryHasPolicy(st.ProfilesSummary, ps.Policy) {
-		return fmt.Errorf("loadtest: after reload the coordinator runs %q, not policy %s (is %s its --profiles file?)", st.ProfilesSummary, ps.Policy, t.profiles)
+	// The client reloaded one coordinator; SIGHUP makes every one re-read
+	// the file (the same one), and each must then run the policy.
+	for i := 0; i < t.local.Coordinators(); i++ {
+		if err := t.local.SignalCoordinator(i, syscall.SIGHUP); err != nil {
+			return fmt.Errorf("loadtest: reload profiles for %s: %w", ps.Label, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; i < t.local.Coordinators(); {
+		st, err := t.local.StatusOf(ctx, i)
+		if err == nil && summaryHasPolicy(st.ProfilesSummary, ps.Policy) {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("it runs %q (see its log in %s)", st.ProfilesSummary, filepath.Join(t.dataDir, "logs"))
+			}
+			return fmt.Errorf("loadtest: coordinator %d did not switch to policy %s within 10s: %w", i, ps.Policy, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	return nil
 }
@@ -344,6 +384,56 @@ func (t *target) unhang() error { return t.local.Signal(t.cfg.FaultHost, syscall
 func (t *target) crash() error  { return t.local.Kill(t.cfg.FaultHost) }
 func (t *target) restartFaultHost(ctx context.Context) error {
 	return t.local.Restart(ctx, t.cfg.FaultHost)
+}
+
+// faultCoordinator is the index of the coordinator the coordinator faults
+// hit: Config.FaultCoordinator, or (-1) the one the client sends its
+// requests to now.
+func (t *target) faultCoordinator() int {
+	if t.cfg.FaultCoordinator >= 0 {
+		return t.cfg.FaultCoordinator
+	}
+	cur := t.client.Coordinator()
+	for i, a := range t.local.CoordinatorAddrs() {
+		if a == cur {
+			return i
+		}
+	}
+	return 0
+}
+
+// statusAll snapshots the counters of every coordinator the harness can
+// reach: over HTTP from each coordinator of a local cluster (keyed by
+// name and pid, so a restarted coordinator is a new key), else the
+// client's coordinator.
+func (t *target) statusAll(ctx context.Context) (statusSet, error) {
+	if t.local == nil {
+		st, err := t.client.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return statusSet{"": st}, nil
+	}
+	set := statusSet{}
+	var errs []error
+	for i := 0; i < t.local.Coordinators(); i++ {
+		p := t.local.CoordinatorProc(i)
+		if !p.Alive() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := t.local.StatusOf(sctx, i)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
+			continue
+		}
+		set[fmt.Sprintf("%s@%d", p.Name, p.PID())] = st
+	}
+	if len(set) == 0 {
+		return nil, fmt.Errorf("loadtest: no coordinator status: %w", errors.Join(errs...))
+	}
+	return set, nil
 }
 
 // cacheTracker follows the per-host block cache counters in heartbeats.

@@ -40,3 +40,32 @@ func TestCacheTrackerDelta(t *testing.T) {
 		t.Errorf("%d marks left after delta", len(c.marks))
 	}
 }
+
+// TestCounterDeltaOverCoordinators: a window's counters are summed over
+// the coordinators: growth since the start for one that ran throughout,
+// everything for one (re)started in the window, nothing for one killed in
+// it; per-server dispatches likewise.
+func TestCounterDeltaOverCoordinators(t *testing.T) {
+	srv := func(dispatched uint64) []*messages.ServerStatus {
+		return []*messages.ServerStatus{{Id: "host1/0", Host: "host1", Incarnation: "a", Alive: true, Dispatched: dispatched,
+			InFlight: 2, QueueLen: uint32(dispatched % 10)}}
+	}
+	s0 := statusSet{
+		"coordinator1@10": {Dispatches: 100, Servers: srv(60)},
+		"coordinator2@11": {Dispatches: 50, Servers: srv(30)}, // killed in the window
+	}
+	s1 := statusSet{
+		"coordinator1@10": {Dispatches: 130, Servers: srv(80)},
+		"coordinator2@12": {Dispatches: 7, Servers: srv(5)}, // restarted: a new pid
+	}
+	if got := counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Dispatches }); got != 30+7 {
+		t.Errorf("dispatches %d, want 37", got)
+	}
+	if got := serverDispatches(s0, s1)["host1/0"]; got != 20+5 {
+		t.Errorf("server dispatches %d, want 25", got)
+	}
+	// In flight: each coordinator's own, summed; queue: the largest report.
+	if h := serverHealth(s1)["host1/0"]; h.InFlight != 4 || h.QueueLen != 5 {
+		t.Errorf("health %+v, want 4 in flight, queue 5", h)
+	}
+}

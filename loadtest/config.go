@@ -37,11 +37,21 @@ const (
 	// FaultHotTablet: during the fault window HotShare of the scans go to
 	// one tablet (the 100-clients-one-tablet case).
 	FaultHotTablet = "hot-tablet"
+	// FaultCrashCoordinator: the fault coordinator (FaultCoordinator) is
+	// SIGKILLed at the start of the fault window and restarted, with the
+	// same name, ports and data directory, at its end. Needs
+	// Coordinators >= 2.
+	FaultCrashCoordinator = "crash-coordinator"
+	// FaultHungCoordinator: the fault coordinator's process (with its NATS
+	// node) is SIGSTOPped for the fault window (3.5 s with the default
+	// Duration), then SIGCONTed. Needs Coordinators >= 2.
+	FaultHungCoordinator = "hung-coordinator"
 )
 
 // FaultNames lists the fault kinds.
 func FaultNames() []string {
-	return []string{FaultNone, FaultSlowServer, FaultSlowHost, FaultHungServer, FaultCrashHost, FaultHotTablet}
+	return []string{FaultNone, FaultSlowServer, FaultSlowHost, FaultHungServer, FaultCrashHost, FaultHotTablet,
+		FaultCrashCoordinator, FaultHungCoordinator}
 }
 
 // flagFaults are injected with scanserver flags: active from the fault
@@ -49,10 +59,13 @@ func FaultNames() []string {
 var flagFaults = []string{FaultSlowServer, FaultSlowHost}
 
 // timedFaults are injected by the harness during the fault window.
-var timedFaults = []string{FaultHungServer, FaultCrashHost, FaultHotTablet}
+var timedFaults = []string{FaultHungServer, FaultCrashHost, FaultHotTablet, FaultCrashCoordinator, FaultHungCoordinator}
 
 // processFaults need control over the cluster's processes.
-var processFaults = []string{FaultSlowServer, FaultSlowHost, FaultHungServer, FaultCrashHost}
+var processFaults = []string{FaultSlowServer, FaultSlowHost, FaultHungServer, FaultCrashHost, FaultCrashCoordinator, FaultHungCoordinator}
+
+// coordinatorFaults hit a coordinator; they need several.
+var coordinatorFaults = []string{FaultCrashCoordinator, FaultHungCoordinator}
 
 // ParseFault splits a fault spec into its kinds (sorted, deduplicated);
 // "none" combined with others is dropped.
@@ -121,6 +134,13 @@ func ParsePolicy(s string) (PolicySpec, error) {
 // Config configures a load test. Start from DefaultConfig (or
 // QuickConfig); every field documents its unit and default.
 type Config struct {
+	// Coordinators: coordinator processes of the local cluster (each
+	// embeds one node of a NATS cluster when 2 or more, see localcluster);
+	// 0 (default) = 3 when a fault spec has crash-coordinator or
+	// hung-coordinator, else 1 (a policy comparison on 2 cores is not
+	// disturbed by idle coordinators and stays comparable with earlier
+	// runs). At most 9.
+	Coordinators int
 	// Hosts: scanserver processes of the local cluster; default 4.
 	Hosts int
 	// ServersPerHost: scan servers per host; default 2.
@@ -193,6 +213,10 @@ type Config struct {
 	Faults []string
 	// FaultHost: index of the host that gets the fault; default 0.
 	FaultHost int
+	// FaultCoordinator: index of the coordinator crash-coordinator and
+	// hung-coordinator hit; -1 (default) = the one the load's clients
+	// send their requests to at the fault's start (client.Coordinator).
+	FaultCoordinator int
 	// FaultAfter: timed faults (hung-server, crash-host, hot-tablet) start
 	// this long into the measured window; 0 = Duration/4.
 	FaultAfter time.Duration
@@ -236,7 +260,7 @@ func DefaultConfig() Config {
 		Table: "loadtest", Rows: 200000, Tablets: 64,
 		Clients: 32, Rate: 250, Zipf: 0.99, ScanRows: 100, FullTablet: 0.001,
 		Duration: 7 * time.Second, Warmup: 3 * time.Second, ScanTimeout: 30 * time.Second, Drain: 5 * time.Second,
-		Faults: []string{FaultNone, FaultSlowServer}, SlowPause: "150ms/1s", SlowFactor: 10, HotShare: 0.8, HotTablet: -1,
+		Faults: []string{FaultNone, FaultSlowServer}, FaultCoordinator: -1, SlowPause: "150ms/1s", SlowFactor: 10, HotShare: 0.8, HotTablet: -1,
 		Policies: DefaultPolicies(), Seed: 1, ProgressEvery: 500 * time.Millisecond,
 	}
 }
@@ -300,6 +324,12 @@ func (c Config) Validate() error {
 		return bad("Faults is empty (use %q for a run without faults)", FaultNone)
 	case c.Local() && (c.FaultHost < 0 || c.FaultHost >= c.Hosts):
 		return bad("FaultHost %d must be in [0, Hosts=%d)", c.FaultHost, c.Hosts)
+	case c.Coordinators < 0 || c.Coordinators > 9:
+		return bad("Coordinators %d must be in [0, 9] (0 = auto)", c.Coordinators)
+	case !c.Local() && c.Coordinators != 0:
+		return bad("Coordinators %d applies to a local cluster only (NATS is set)", c.Coordinators)
+	case c.FaultCoordinator < -1 || c.FaultCoordinator >= c.coordinators():
+		return bad("FaultCoordinator %d must be -1 (the clients' coordinator) or in [0, Coordinators=%d)", c.FaultCoordinator, c.coordinators())
 	case c.FaultAfter < 0 || c.FaultFor < 0:
 		return bad("FaultAfter %v and FaultFor %v must be >= 0", c.FaultAfter, c.FaultFor)
 	case c.faultAfter()+c.faultFor() > c.Duration:
@@ -338,6 +368,9 @@ func (c Config) Validate() error {
 			if !c.Local() && slices.Contains(processFaults, k) {
 				return bad("Faults: %q needs process control; against a running cluster only %s and %s are possible", k, FaultNone, FaultHotTablet)
 			}
+			if slices.Contains(coordinatorFaults, k) && c.coordinators() < 2 {
+				return bad("Faults: %q needs Coordinators >= 2 (have %d; 0 = auto gives 3)", k, c.Coordinators)
+			}
 		}
 	}
 	seenP := map[string]bool{}
@@ -358,6 +391,23 @@ func (c Config) Validate() error {
 		seenP[ps.Label] = true
 	}
 	return nil
+}
+
+// coordinators is Coordinators with the auto default applied (an unknown
+// fault counts as none: Validate reports it).
+func (c Config) coordinators() int {
+	if c.Coordinators > 0 {
+		return c.Coordinators
+	}
+	for _, f := range c.Faults {
+		kinds, _ := ParseFault(f)
+		for _, k := range kinds {
+			if slices.Contains(coordinatorFaults, k) {
+				return 3
+			}
+		}
+	}
+	return 1
 }
 
 func (c Config) faultAfter() time.Duration {

@@ -37,6 +37,12 @@ func TestConfigValidate(t *testing.T) {
 		{"Faults", func(c *Config) { c.Faults = []string{"slow-disk"} }},
 		{"Faults", func(c *Config) { c.Faults = []string{"none", "none"} }},
 		{"FaultHost", func(c *Config) { c.FaultHost = c.Hosts }},
+		{"Coordinators", func(c *Config) { c.Coordinators = 10 }},
+		{"Coordinators", func(c *Config) { c.Coordinators, c.Faults = 1, []string{FaultCrashCoordinator} }},
+		{"Coordinators", func(c *Config) { c.NATS, c.Policies, c.Coordinators = "nats://127.0.0.1:4222", []string{PolicyCurrent}, 3 }},
+		{"FaultCoordinator", func(c *Config) { c.Coordinators, c.FaultCoordinator = 3, 3 }},
+		{"FaultCoordinator", func(c *Config) { c.FaultCoordinator = 1 }}, // one coordinator (auto, no coordinator fault)
+		{"Faults", func(c *Config) { c.NATS, c.Policies, c.Faults = "nats://127.0.0.1:4222", []string{PolicyCurrent}, []string{FaultHungCoordinator} }},
 		{"FaultAfter", func(c *Config) { c.FaultAfter, c.FaultFor = c.Duration, time.Second }},
 		{"SlowPause", func(c *Config) { c.SlowPause = "1s/150ms" }},
 		{"SlowFactor", func(c *Config) { c.SlowFactor = 0.5 }},
@@ -62,6 +68,26 @@ func TestConfigValidate(t *testing.T) {
 	c.NATS, c.Policies, c.Faults = "nats://127.0.0.1:4222", []string{PolicyCurrent}, []string{"none", "hot-tablet"}
 	if err := c.Validate(); err != nil {
 		t.Errorf("running cluster with current profiles: %v", err)
+	}
+}
+
+// TestCoordinatorsAuto: Coordinators 0 means 3 when a fault spec hits a
+// coordinator, else 1; an explicit count stays.
+func TestCoordinatorsAuto(t *testing.T) {
+	c := DefaultConfig()
+	if got := c.coordinators(); got != 1 {
+		t.Errorf("default faults: %d coordinators, want 1", got)
+	}
+	c.Faults = []string{FaultNone, "hot-tablet+" + FaultHungCoordinator}
+	if got := c.coordinators(); got != 3 {
+		t.Errorf("faults %v: %d coordinators, want 3", c.Faults, got)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("faults %v: %v", c.Faults, err)
+	}
+	c.Coordinators = 2
+	if got := c.coordinators(); got != 2 {
+		t.Errorf("explicit 2: %d coordinators", got)
 	}
 }
 

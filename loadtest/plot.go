@@ -154,7 +154,7 @@ func p99Plot(fault string, rs []Result) (*plot.Plot, error) {
 			}
 		}
 		xmax = math.Max(xmax, float64(len(res.P99OverTimeMs)))
-		return xy, res.Policy
+		return xy, fmt.Sprintf("%s (longest gap without a completed scan %.0f ms at %.1f s)", res.Policy, res.LongestGapMs, res.LongestGapAtS)
 	})
 	if err != nil || len(ls) == 0 {
 		return nil, err

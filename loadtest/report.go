@@ -42,6 +42,7 @@ type Report struct {
 
 // ClusterInfo describes the cluster under test.
 type ClusterInfo struct {
+	Coordinators   int    `json:"coordinators,omitempty"`
 	Hosts          int    `json:"hosts"`
 	ServersPerHost int    `json:"servers_per_host"`
 	Zones          int    `json:"zones"`
@@ -99,6 +100,16 @@ type Result struct {
 	DispatchesPerScan   float64 `json:"dispatches_per_scan"`
 	BusyRejections      uint64  `json:"busy_rejections"`
 	Hedges              uint64  `json:"hedges"`
+	// LongestGapMs: the longest stretch of the measured window in which
+	// no scan completed with the right rows (the window's edges count as
+	// bounds); LongestGapAtS: where it began, seconds into the window.
+	// Under load a healthy cluster completes a scan every few ms; a
+	// fault that stops every scan shows here.
+	LongestGapMs  float64 `json:"longest_gap_ms"`
+	LongestGapAtS float64 `json:"longest_gap_at_s"`
+	// FaultCoordinator: the coordinator crash-coordinator or
+	// hung-coordinator hit (e.g. coordinator1).
+	FaultCoordinator string `json:"fault_coordinator,omitempty"`
 
 	// Extra fields.
 	SelectionPolicy string        `json:"selection_policy"`
@@ -230,14 +241,14 @@ func (r *Report) Faults() []string {
 // WriteTable prints the comparison, one line per fault and policy.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "fault\tpolicy\tscans\tscans/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\terrors\twrong\tcache hit\tdisp/scan\tbusy\thedges\t")
+	fmt.Fprintln(tw, "fault\tpolicy\tscans\tscans/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tgap ms\terrors\twrong\tcache hit\tdisp/scan\tbusy\thedges\t")
 	for _, f := range r.Faults() {
 		for _, res := range r.Results {
 			if res.Fault != f {
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%d\t%.1f%%\t%.3f\t%d\t%d\t\n",
-				res.Fault, res.Policy, res.Scans, res.ThroughputScansPerS, res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms, res.MaxMs,
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%d\t%d\t%.1f%%\t%.3f\t%d\t%d\t\n",
+				res.Fault, res.Policy, res.Scans, res.ThroughputScansPerS, res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms, res.MaxMs, res.LongestGapMs,
 				res.Errors, res.Wrong, 100*res.CacheHitRatio, res.DispatchesPerScan, res.BusyRejections, res.Hedges)
 		}
 	}
@@ -327,6 +338,7 @@ func MedianReport(reports []*Report) (*Report, error) {
 		m.P99Ms = med(func(r Result) float64 { return r.P99Ms })
 		m.P999Ms = med(func(r Result) float64 { return r.P999Ms })
 		m.MaxMs = med(func(r Result) float64 { return r.MaxMs })
+		m.LongestGapMs = med(func(r Result) float64 { return r.LongestGapMs })
 		m.MeanMs = med(func(r Result) float64 { return r.MeanMs })
 		m.CacheHitRatio = med(func(r Result) float64 { return r.CacheHitRatio })
 		m.DispatchesPerScan = med(func(r Result) float64 { return r.DispatchesPerScan })

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/scanplane/scanplane/messages"
@@ -52,6 +53,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer t.close()
 	if cfg.Local() {
 		rep.Workload.FaultHost = fmt.Sprintf("host%d", cfg.FaultHost+1)
+		rep.Cluster.Coordinators = t.local.Coordinators()
 	} else {
 		st, err := t.client.Status(ctx)
 		if err != nil {
@@ -105,8 +107,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return finish(fmt.Errorf("loadtest: phase %d/%d (policy %s, fault %s): %w", n, total, ps.Label, ph.fault, err))
 			}
 			rep.Results = append(rep.Results, *res)
-			cfg.logf("%-18s %-12s scans %6d  p50 %7.2f ms  p99 %8.2f ms  errors %d  wrong %d  cache hit %5.1f%%  disp/scan %.3f  hedges %d  (load %.1f)",
-				ps.Label, ph.fault, res.Scans, res.P50Ms, res.P99Ms, res.Errors, res.Wrong, 100*res.CacheHitRatio, res.DispatchesPerScan, res.Hedges, res.LoadAvg)
+			cfg.logf("%-18s %-12s scans %6d  p50 %7.2f ms  p99 %8.2f ms  p99.9 %8.2f ms  gap %6.0f ms  errors %d  wrong %d  cache hit %5.1f%%  disp/scan %.3f  hedges %d  (load %.1f)",
+				ps.Label, ph.fault, res.Scans, res.P50Ms, res.P99Ms, res.P999Ms, res.LongestGapMs, res.Errors, res.Wrong, 100*res.CacheHitRatio, res.DispatchesPerScan, res.Hedges, res.LoadAvg)
 			if res.Missed > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s/%s: %d scheduled scans never started (the harness fell more than %v behind its open-loop schedule: the cluster could not keep up with %v scans/s)",
 					ps.Label, ph.fault, res.Missed, cfg.Drain, cfg.Rate))
@@ -131,6 +133,7 @@ type phase struct {
 	index, total int
 	runStart     time.Time
 	setupTime    time.Duration
+	faultCoord   string // the coordinator a coordinator fault hit (its name)
 
 	// scanner runs one op (default p.scan); observe, if set, sees every
 	// outcome (tests).
@@ -189,14 +192,14 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 	}()
 
 	// The measured window: snapshots at its start, faults inside it.
-	var s0 *messages.StatusReply
+	var s0 statusSet
 	var m0 *cacheMark
 	var windows [][2]float64
 	var faultErr error
 	if err := sleepUntil(pctx, p.measureStart); err == nil {
 		p.stage.Store("measure")
 		m0 = p.t.cache.mark()
-		s0, faultErr = p.t.client.Status(pctx)
+		s0, faultErr = p.t.statusAll(pctx)
 		if p.hasAny(flagFaults) {
 			windows = append(windows, [2]float64{0, cfg.Duration.Seconds()})
 		}
@@ -229,7 +232,7 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 		}
 	}
 	m1 := p.t.cache.mark()
-	s1, err := p.t.client.Status(ctx)
+	s1, err := p.t.statusAll(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -262,13 +265,43 @@ func (p *phase) injectTimed(ctx context.Context) (w [2]float64, err error) {
 			return w, fmt.Errorf("loadtest: crash-host: SIGKILL: %w", err)
 		}
 	}
+	coord := -1
+	if p.hasAny(coordinatorFaults) {
+		coord = p.t.faultCoordinator()
+		p.faultCoord = p.t.local.CoordinatorProc(coord).Name
+	}
+	if p.has(FaultHungCoordinator) {
+		if err := p.t.local.SignalCoordinator(coord, syscall.SIGSTOP); err != nil {
+			return w, fmt.Errorf("loadtest: hung-coordinator: SIGSTOP: %w", err)
+		}
+	}
+	if p.has(FaultCrashCoordinator) {
+		if err := p.t.local.KillCoordinator(coord); err != nil {
+			return w, fmt.Errorf("loadtest: crash-coordinator: SIGKILL: %w", err)
+		}
+	}
 	_ = sleepUntil(ctx, to) // on cancellation, still undo the faults
 	if p.has(FaultHungServer) {
 		if err := p.t.unhang(); err != nil {
 			return w, fmt.Errorf("loadtest: hung-server: SIGCONT: %w", err)
 		}
 	}
+	if p.has(FaultHungCoordinator) {
+		if err := p.t.local.SignalCoordinator(coord, syscall.SIGCONT); err != nil {
+			return w, fmt.Errorf("loadtest: hung-coordinator: SIGCONT: %w", err)
+		}
+	}
 	w[1] = time.Since(p.measureStart).Seconds()
+	if p.has(FaultCrashCoordinator) {
+		p.stage.Store("measure, restarting coordinator")
+		// The workers go on meanwhile; the restarted coordinator is ready
+		// (NATS node rejoined, JetStream answers, every server in its
+		// view) before the phase ends.
+		if err := p.t.local.RestartCoordinator(context.WithoutCancel(ctx), coord); err != nil {
+			return w, fmt.Errorf("loadtest: crash-coordinator: restart: %w", err)
+		}
+		w[1] = time.Since(p.measureStart).Seconds()
+	}
 	if p.has(FaultCrashHost) {
 		p.stage.Store("measure, restarting host")
 		// The workers go on meanwhile; the phase waits for the full view
@@ -336,7 +369,8 @@ func (p *phase) worker(ctx context.Context, t0 time.Time, next *atomic.Uint64) {
 		if ctx.Err() != nil && o.err != nil {
 			return // cancelled: not the cluster's fault
 		}
-		o.sched, o.latency, o.full = due, time.Since(due), op.Full
+		o.done = time.Now()
+		o.sched, o.latency, o.full = due, o.done.Sub(due), op.Full
 		p.rec.add(o)
 		if p.observe != nil {
 			p.observe(op, o)
@@ -393,16 +427,41 @@ func (p *phase) progress(ctx context.Context) {
 	}
 }
 
-// serverDispatches is every server's StartScans in the window, keyed
-// host/index (e.g. host1/0), from two coordinator status snapshots.
-func serverDispatches(s0, s1 *messages.StatusReply) map[string]uint64 {
-	before := map[string]uint64{}
-	for _, s := range s0.Servers {
-		before[s.Id+"@"+s.Incarnation] = s.Dispatched
+// statusSet is one status snapshot per coordinator (see
+// target.statusAll).
+type statusSet map[string]*messages.StatusReply
+
+// counterDelta sums a counter's growth over the window across the
+// coordinators of s1: since s0 for one that was in s0, all it counted for
+// one started in the window (a restarted coordinator). A coordinator
+// killed in the window counts nothing.
+func counterDelta(s0, s1 statusSet, f func(*messages.StatusReply) uint64) uint64 {
+	var n uint64
+	for k, st := range s1 {
+		v := f(st)
+		if b, ok := s0[k]; ok {
+			v -= min(f(b), v)
+		}
+		n += v
 	}
+	return n
+}
+
+// serverDispatches is every server's StartScans in the window, keyed
+// host/index (e.g. host1/0), summed over the coordinators (as
+// counterDelta).
+func serverDispatches(s0, s1 statusSet) map[string]uint64 {
 	out := map[string]uint64{}
-	for _, s := range s1.Servers {
-		out[serverKey(s)] += s.Dispatched - min(before[s.Id+"@"+s.Incarnation], s.Dispatched)
+	for k, st := range s1 {
+		before := map[string]uint64{}
+		if b, ok := s0[k]; ok {
+			for _, s := range b.Servers {
+				before[s.Id+"@"+s.Incarnation] = s.Dispatched
+			}
+		}
+		for _, s := range st.Servers {
+			out[serverKey(s)] += s.Dispatched - min(before[s.Id+"@"+s.Incarnation], s.Dispatched)
+		}
 	}
 	return out
 }
@@ -417,16 +476,25 @@ func serverKey(s *messages.ServerStatus) string {
 	return s.Host + "/" + idx
 }
 
-// serverHealth is the coordinator's view of each live server (host/index)
-// at the window's end.
-func serverHealth(st *messages.StatusReply) map[string]ServerHealth {
+// serverHealth is the coordinators' view of each live server
+// (host/index) at the window's end: counts and in-flight scans summed over
+// the coordinators, the queue length the largest any reports.
+func serverHealth(set statusSet) map[string]ServerHealth {
 	out := map[string]ServerHealth{}
-	for _, s := range st.Servers {
-		if !s.Alive {
-			continue
+	for _, st := range set {
+		for _, s := range st.Servers {
+			if !s.Alive {
+				continue
+			}
+			h := out[serverKey(s)]
+			h.Errors += s.Errors
+			h.Timeouts += s.Timeouts
+			h.Busy += s.BusyTotal
+			h.Slowdowns += s.Slowdowns
+			h.InFlight += s.InFlight
+			h.QueueLen = max(h.QueueLen, s.QueueLen)
+			out[serverKey(s)] = h
 		}
-		out[serverKey(s)] = ServerHealth{Errors: s.Errors, Timeouts: s.Timeouts, Busy: s.BusyTotal, Slowdowns: s.Slowdowns,
-			InFlight: s.InFlight, QueueLen: s.QueueLen}
 	}
 	return out
 }
@@ -440,9 +508,10 @@ var cdfQuantiles = func() []float64 {
 	return append([]float64{0, 0.1, 0.5}, append(q, 99.5, 99.9, 99.95, 99.99, 100)...)
 }()
 
-func (p *phase) result(s0, s1 *messages.StatusReply, hits, misses uint64, windows [][2]float64) *Result {
+func (p *phase) result(s0, s1 statusSet, hits, misses uint64, windows [][2]float64) *Result {
 	r := p.rec
 	samples := r.errorSamples()
+	gap, gapAt := r.longestGap()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.hist
@@ -452,7 +521,9 @@ func (p *phase) result(s0, s1 *messages.StatusReply, hits, misses uint64, window
 		P999Ms: ms(h.ValueAtQuantile(99.9)), MaxMs: ms(h.Max()), MeanMs: h.Mean() / 1000,
 		SelectionPolicy: p.policy.Policy, Hedge: p.policy.Hedge, CacheHits: hits, CacheMisses: misses,
 		Missed: r.missed, WarmupScans: r.wScans, WarmupErrors: r.wErrors, WarmupWrong: r.wWrong,
-		WrongSamples: slices.Clone(r.wrongs), FaultWindowsS: windows, P99OverTimeMs: []float64{}}
+		WrongSamples: slices.Clone(r.wrongs), FaultWindowsS: windows, P99OverTimeMs: []float64{},
+		LongestGapMs: float64(gap.Microseconds()) / 1000, LongestGapAtS: gapAt.Seconds()}
+	res.FaultCoordinator = p.faultCoord
 	if h.TotalCount() == 0 {
 		res.MaxMs = 0
 	}
@@ -460,11 +531,11 @@ func (p *phase) result(s0, s1 *messages.StatusReply, hits, misses uint64, window
 		res.CacheHitRatio = float64(hits) / float64(hits+misses)
 	}
 	if s0 != nil && s1 != nil {
-		res.Dispatches = s1.Dispatches - min(s0.Dispatches, s1.Dispatches)
-		res.Hedges = s1.Hedges - min(s0.Hedges, s1.Hedges)
-		res.BusyRejections = s1.Busy - min(s0.Busy, s1.Busy)
-		res.Timeouts = s1.Timeouts - min(s0.Timeouts, s1.Timeouts)
-		res.CoordScans = s1.ScansStarted - min(s0.ScansStarted, s1.ScansStarted)
+		res.Dispatches = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Dispatches })
+		res.Hedges = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Hedges })
+		res.BusyRejections = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Busy })
+		res.Timeouts = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Timeouts })
+		res.CoordScans = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.ScansStarted })
 		if r.scans > 0 {
 			res.DispatchesPerScan = float64(res.Dispatches) / float64(r.scans)
 		}

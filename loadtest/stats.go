@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -36,11 +37,12 @@ func ms(us int64) float64 { return float64(us) / 1000 }
 
 // recorder collects one phase's measured scans: an HDR histogram of
 // latencies, one histogram per second of the window (by scheduled start)
-// for p99 over time, counts, and a sample of error messages. Safe for
-// concurrent use.
+// for p99 over time, counts, a sample of error messages, and when in the
+// window scans completed (for the longest gap). Safe for concurrent use.
 type recorder struct {
 	mu       sync.Mutex
-	start    time.Time // measured window start
+	start    time.Time     // measured window start
+	window   time.Duration // its length
 	bucket   time.Duration
 	hist     *hdrhistogram.Histogram
 	full     *hdrhistogram.Histogram // whole-tablet scans only
@@ -52,13 +54,16 @@ type recorder struct {
 	missed   int64
 	errs     map[string]int64
 	wrongs   []string
+	// completed: offsets from start of the completions in the window of
+	// every scan with the right rows (whenever it was due).
+	completed []time.Duration
 	// warm-up: not in the figures, but wrong rows and errors are reported.
 	wScans, wErrors, wWrong int64
 }
 
 func newRecorder(start time.Time, window, bucket time.Duration) *recorder {
 	n := int((window + bucket - 1) / bucket)
-	r := &recorder{start: start, bucket: bucket, hist: newHist(), full: newHist(), errs: map[string]int64{}}
+	r := &recorder{start: start, window: window, bucket: bucket, hist: newHist(), full: newHist(), errs: map[string]int64{}}
 	for i := 0; i < n; i++ {
 		r.timeline = append(r.timeline, newHist())
 	}
@@ -69,6 +74,7 @@ func newRecorder(start time.Time, window, bucket time.Duration) *recorder {
 type outcome struct {
 	sched   time.Time // when it was due (open loop) or started (closed)
 	latency time.Duration
+	done    time.Time // when it completed (zero: unknown)
 	rows    int
 	full    bool  // a whole-tablet scan
 	err     error // scan error
@@ -78,6 +84,11 @@ type outcome struct {
 func (r *recorder) add(o outcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if o.err == nil && o.wrong == nil && !o.done.IsZero() {
+		if at := o.done.Sub(r.start); at >= 0 && at <= r.window {
+			r.completed = append(r.completed, at)
+		}
+	}
 	if o.sched.Before(r.start) {
 		r.wScans++
 		switch {
@@ -126,6 +137,25 @@ func (r *recorder) addMissed(n int64) {
 	r.mu.Lock()
 	r.missed += n
 	r.mu.Unlock()
+}
+
+// longestGap is the longest stretch of the measured window in which no
+// scan completed with the right rows, and where it began (offset from the
+// window's start); the window's edges bound the first and the last
+// stretch, so a window without any completion is one gap of its length.
+func (r *recorder) longestGap() (gap, at time.Duration) {
+	r.mu.Lock()
+	done := slices.Clone(r.completed)
+	r.mu.Unlock()
+	slices.Sort(done)
+	prev := time.Duration(0)
+	for _, d := range append(done, r.window) {
+		if d-prev > gap {
+			gap, at = d-prev, prev
+		}
+		prev = d
+	}
+	return gap, at
 }
 
 // live is a snapshot for the progress line.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -89,5 +90,50 @@ func TestRecorderCountsWrong(t *testing.T) {
 	}
 	if s := r.errorSamples(); len(s) != 1 || s[0].Message != "boom" || s[0].Count != 1 {
 		t.Fatalf("error samples %+v", s)
+	}
+}
+
+// TestRecorderLongestGap: the longest stretch of the window without a
+// completed right scan, bounded by the window's edges; failed and wrong
+// scans and completions outside the window do not close a gap, and the
+// order in which outcomes arrive does not matter.
+func TestRecorderLongestGap(t *testing.T) {
+	ms := time.Millisecond
+	at := func(d time.Duration) time.Time { return fixedStart.Add(d) }
+	r := newRecorder(fixedStart, 10*time.Second, time.Second)
+	if gap, from := r.longestGap(); gap != 10*time.Second || from != 0 {
+		t.Fatalf("empty window: gap %v at %v, want the whole window", gap, from)
+	}
+	v := NewVerifier(10)
+	var bad Tally
+	bad.Add(rowKey(0), []byte("x"))
+	wrong := v.Check(0, 1, bad)
+	for _, o := range []outcome{
+		{sched: at(0), done: at(500 * ms), rows: 1},
+		{sched: at(0), done: at(4500 * ms), rows: 1}, // arrives before the 1 s one
+		{sched: at(0), done: at(1000 * ms), rows: 1},
+		{sched: at(0), done: at(2000 * ms), err: errors.New("failed")}, // no completion
+		{sched: at(0), done: at(2500 * ms), rows: 1, wrong: wrong},     // no completion
+		{sched: at(-ms), done: at(5000 * ms), rows: 1},                 // due in warm-up: counts
+		{sched: at(0), done: at(11 * time.Second), rows: 1},            // after the window
+		{sched: at(0), done: at(8000 * ms), rows: 1},
+	} {
+		r.add(o)
+	}
+	// Completions at 0.5, 1, 4.5, 5, 8 s; edges 0 and 10 s: the longest
+	// gap is 1 → 4.5 s.
+	if gap, from := r.longestGap(); gap != 3500*ms || from != time.Second {
+		t.Fatalf("gap %v at %v, want 3.5s at 1s", gap, from)
+	}
+	r.add(outcome{sched: at(0), done: at(2 * time.Second), rows: 1})
+	// Now 5 → 8 s is the longest; then 8 → 10 s, to the window's end.
+	if gap, from := r.longestGap(); gap != 3*time.Second || from != 5*time.Second {
+		t.Fatalf("gap %v at %v, want 3s at 5s", gap, from)
+	}
+	r.add(outcome{sched: at(0), done: at(6 * time.Second), rows: 1})
+	r.add(outcome{sched: at(0), done: at(7 * time.Second), rows: 1})
+	r.add(outcome{sched: at(0), done: at(3 * time.Second), rows: 1})
+	if gap, from := r.longestGap(); gap != 2*time.Second || from != 8*time.Second {
+		t.Fatalf("gap %v at %v, want 2s at 8s (to the window's end)", gap, from)
 	}
 }

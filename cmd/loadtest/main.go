@@ -7,6 +7,7 @@
 //	go run ./cmd/loadtest                 # default comparison, about 2 minutes
 //	go run ./cmd/loadtest --quick         # smoke test, about 30 seconds
 //	go run ./cmd/loadtest --fault none --fault hung-server --policies clickhouse-random,adaptive
+//	go run ./cmd/loadtest --fault crash-coordinator,hung-coordinator   # 3 coordinators
 //	go run ./cmd/loadtest --median a,b,c  # combine three runs' report.json into medians
 //
 // Exit status: 0 when every scan was right, 1 on a runtime failure or when
@@ -94,6 +95,7 @@ type options struct {
 }
 
 func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
+	fs.IntVar(&c.Coordinators, "coordinators", c.Coordinators, "coordinator processes of the local cluster, each a node of an embedded NATS cluster when 2 or more (0 = 3 with a crash-coordinator or hung-coordinator fault, else 1)")
 	fs.IntVar(&c.Hosts, "hosts", c.Hosts, "scanserver processes (hosts) of the local cluster")
 	fs.IntVar(&c.ServersPerHost, "servers-per-host", c.ServersPerHost, "scan servers per host")
 	fs.IntVar(&c.Zones, "zones", c.Zones, "zones the hosts are spread over")
@@ -117,6 +119,7 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.DurationVar(&c.ScanTimeout, "scan-timeout", c.ScanTimeout, "a scan not done after this long is an error")
 	fs.Var(&listFlag{p: &c.Faults}, "fault", "fault to compare, repeatable or comma separated: "+strings.Join(loadtest.FaultNames(), ", ")+" (combine with +)")
 	fs.IntVar(&c.FaultHost, "fault-host", c.FaultHost, "index of the host that gets the fault")
+	fs.IntVar(&c.FaultCoordinator, "fault-coordinator", c.FaultCoordinator, "index of the coordinator crash-coordinator and hung-coordinator hit (-1 = the one the load's clients talk to)")
 	fs.DurationVar(&c.FaultAfter, "fault-after", c.FaultAfter, "timed faults start this long into the window (0 = duration/4)")
 	fs.DurationVar(&c.FaultFor, "fault-for", c.FaultFor, "timed faults last this long (0 = duration/2)")
 	fs.StringVar(&c.SlowPause, "slow-pause", c.SlowPause, "slow-server: pause DUR every EVERY")
