@@ -39,10 +39,14 @@ func TestConfigValidate(t *testing.T) {
 		{"FaultHost", func(c *Config) { c.FaultHost = c.Hosts }},
 		{"Coordinators", func(c *Config) { c.Coordinators = 10 }},
 		{"Coordinators", func(c *Config) { c.Coordinators, c.Faults = 1, []string{FaultCrashCoordinator} }},
-		{"Coordinators", func(c *Config) { c.NATS, c.Policies, c.Coordinators = "nats://127.0.0.1:4222", []string{PolicyCurrent}, 3 }},
+		{"Coordinators", func(c *Config) {
+			c.NATS, c.Policies, c.Coordinators = "nats://127.0.0.1:4222", []string{PolicyCurrent}, 3
+		}},
 		{"FaultCoordinator", func(c *Config) { c.Coordinators, c.FaultCoordinator = 3, 3 }},
 		{"FaultCoordinator", func(c *Config) { c.FaultCoordinator = 1 }}, // one coordinator (auto, no coordinator fault)
-		{"Faults", func(c *Config) { c.NATS, c.Policies, c.Faults = "nats://127.0.0.1:4222", []string{PolicyCurrent}, []string{FaultHungCoordinator} }},
+		{"Faults", func(c *Config) {
+			c.NATS, c.Policies, c.Faults = "nats://127.0.0.1:4222", []string{PolicyCurrent}, []string{FaultHungCoordinator}
+		}},
 		{"FaultAfter", func(c *Config) { c.FaultAfter, c.FaultFor = c.Duration, time.Second }},
 		{"SlowPause", func(c *Config) { c.SlowPause = "1s/150ms" }},
 		{"SlowFactor", func(c *Config) { c.SlowFactor = 0.5 }},
