@@ -15,21 +15,39 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestCloseLeavesNothing: a cluster started, with a host killed and
-// restarted on the way, and closed leaves no child process running and
-// (TestMain) no goroutine behind.
+// TestCloseLeavesNothing: a cluster of three coordinators started, with a
+// host and a coordinator killed and restarted on the way (the coordinator
+// on its ports), and closed leaves no child process running and (TestMain)
+// no goroutine behind.
 func TestCloseLeavesNothing(t *testing.T) {
 	ctx := context.Background()
 	bins, err := BuildFromSource(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := Start(ctx, Config{Hosts: 2, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+	cl, err := Start(ctx, Config{Coordinators: 3, Hosts: 2, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
 		Heartbeat: 100 * time.Millisecond, ReadyTimeout: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	procs := []*Proc{cl.Coordinator(), cl.Host(0), cl.Host(1)}
+	procs := []*Proc{cl.CoordinatorProc(0), cl.CoordinatorProc(1), cl.CoordinatorProc(2), cl.Host(0), cl.Host(1)}
+	if n := len(cl.NATSURLs()); n != 3 {
+		t.Fatalf("NATS URLs %v, want 3", cl.NATSURLs())
+	}
+	addr, http := cl.CoordinatorAddr(1), cl.HTTPAddr(1)
+	if err := cl.KillCoordinator(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.RestartCoordinator(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if cl.CoordinatorAddr(1) != addr || cl.HTTPAddr(1) != http || cl.CoordinatorProc(1).Ready.HTTP != http {
+		t.Errorf("restarted coordinator at %s/%s (ready file %s), was at %s/%s", cl.CoordinatorAddr(1), cl.HTTPAddr(1), cl.CoordinatorProc(1).Ready.HTTP, addr, http)
+	}
+	if _, err := cl.StatusOf(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	procs = append(procs, cl.CoordinatorProc(1))
 	if err := cl.Kill(1); err != nil {
 		t.Fatal(err)
 	}

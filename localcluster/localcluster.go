@@ -45,6 +45,17 @@ import (
 // ErrNotReady: a process did not become ready in time.
 var ErrNotReady = errors.New("localcluster: not ready")
 
+// errExited: a process exited before it was ready (wraps ErrNotReady).
+var errExited = fmt.Errorf("%w", ErrNotReady)
+
+// coordinatorTries: how often a coordinator of an embedded NATS cluster
+// is started before its failure to become ready is final. While the
+// cluster forms, JetStream may refuse or not answer a coordinator's first
+// bucket operations long enough for it to give up and exit (measured: in
+// 2 of 6 cold starts of three coordinators on a loaded 2-core machine);
+// started again, it joins the formed cluster.
+const coordinatorTries = 3
+
 // CoordinatorAddrs are one coordinator's listen addresses (host:port). An
 // empty field means 127.0.0.1:0: the NATS client, actor and HTTP ports are
 // then chosen by the coordinator at its first start, the route port by
@@ -292,7 +303,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			procs[i], errs[i] = c.spawn(ctx, c.coords[i].name, coordBin, c.coordArgs(i))
+			procs[i], errs[i] = c.spawnCoordinator(ctx, i)
 		}(i)
 	}
 	wg.Wait()
@@ -373,6 +384,30 @@ func (co *coord) settle() {
 	}
 }
 
+// spawnCoordinator starts coordinator i and waits until it is ready; a
+// node of an embedded NATS cluster that exits before it is ready is
+// started again, up to coordinatorTries times (its log keeps every try).
+func (c *Cluster) spawnCoordinator(ctx context.Context, i int) (*Proc, error) {
+	tries := 1
+	if c.coords[i].addrs.Routes != "" {
+		tries = coordinatorTries
+	}
+	var errs []error
+	for try := 1; ; try++ {
+		p, err := c.spawn(ctx, c.coords[i].name, c.coordBin, c.coordArgs(i))
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+		if try == tries || !errors.Is(err, errExited) || ctx.Err() != nil {
+			if len(errs) > 1 {
+				return nil, fmt.Errorf("%w (after %d tries; the first: %v)", err, try, errs[0])
+			}
+			return nil, err
+		}
+	}
+}
+
 // coordArgs are coordinator i's flags.
 func (c *Cluster) coordArgs(i int) []string {
 	co := c.coords[i]
@@ -444,7 +479,7 @@ func (c *Cluster) spawn(ctx context.Context, name, bin string, args []string) (*
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("%w: %s exited (%v) before it was ready; log: %s%s", ErrNotReady, name, p.err, logPath, tail(logPath))
+			return nil, fmt.Errorf("%w: %s exited (%v) before it was ready; log: %s%s", errExited, name, p.err, logPath, tail(logPath))
 		case <-ctx.Done():
 			p.stop(time.Second)
 			return nil, ctx.Err()
@@ -609,7 +644,7 @@ func (c *Cluster) RestartCoordinator(ctx context.Context, i int) error {
 	old := co.proc
 	c.mu.Unlock()
 	old.stop(5 * time.Second)
-	p, err := c.spawn(ctx, co.name, c.coordBin, c.coordArgs(i))
+	p, err := c.spawnCoordinator(ctx, i)
 	if err != nil {
 		return err
 	}
