@@ -117,11 +117,6 @@ func startTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 	}
 	ccfg := client.DefaultConfig()
 	ccfg.NATSURL, ccfg.Coordinator = natsURL, cfg.Coordinator
-	if t.local != nil && t.local.Coordinators() > 1 {
-		// Every coordinator, in order of preference: the client sends to
-		// the next when one is lost.
-		ccfg.Coordinators = t.local.CoordinatorAddrs()
-	}
 	if t.client, err = client.New(ccfg); err != nil {
 		return nil, err
 	}

@@ -77,7 +77,6 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 
 	ccfg := client.DefaultConfig()
 	ccfg.NATSURL = cl.NATSURL()
-	ccfg.Coordinators = cl.CoordinatorAddrs() // in order of preference: another takes over if one is lost
 	c, err := client.New(ccfg)
 	if err != nil {
 		return err
