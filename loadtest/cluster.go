@@ -399,8 +399,9 @@ func (t *target) faultCoordinator() int {
 
 // statusAll snapshots the counters of every coordinator the harness can
 // reach: over HTTP from each coordinator of a local cluster (keyed by
-// name and pid, so a restarted coordinator is a new key), else the
-// client's coordinator.
+// name, pid and cluster member id, so a restarted coordinator, or one that
+// rejoined the cluster as a new member with fresh counters, is a new key),
+// else the client's coordinator.
 func (t *target) statusAll(ctx context.Context) (statusSet, error) {
 	if t.local == nil {
 		st, err := t.client.Status(ctx)
@@ -423,7 +424,7 @@ func (t *target) statusAll(ctx context.Context) (statusSet, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
 			continue
 		}
-		set[fmt.Sprintf("%s@%d", p.Name, p.PID())] = st
+		set[fmt.Sprintf("%s@%d/%s", p.Name, p.PID(), st.GetMemberId())] = st
 	}
 	if len(set) == 0 {
 		return nil, fmt.Errorf("loadtest: no coordinator status: %w", errors.Join(errs...))

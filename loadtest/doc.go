@@ -7,8 +7,10 @@
 //
 // # How a run works
 //
-// Run starts a local cluster (localcluster: a coordinator with embedded
-// NATS and one scanserver process per host) or connects to a running one,
+// Run starts a local cluster (localcluster: Coordinators coordinators —
+// one with embedded NATS, or several each embedding one node of a NATS
+// cluster — and one scanserver process per host) or connects to a running
+// one,
 // ingests Rows generated rows (tablets.GenerateRows) over Tablets tablets
 // unless the table is already there, and then runs one phase per (fault,
 // policy), faults outer, policies inner. A phase on a local cluster:
@@ -23,16 +25,25 @@
 //     coordinator warms a new server's connections in both directions on
 //     its first heartbeat, so no phase starts with servers shunned for
 //     busy timeouts of connection setup (Result.Servers shows any);
-//  2. rewrites the coordinator's profiles file (ProfilesJSON: one default
-//     profile with the policy) and reloads it;
+//  2. rewrites the coordinators' profiles file (ProfilesJSON: one default
+//     profile with the policy) and reloads it (every coordinator: the
+//     client's through a reload request, all of them with SIGHUP, and
+//     waits until each runs the policy);
 //  3. runs Warmup of workload (not in the figures) then Duration measured;
 //     timed faults (hung-server: SIGSTOP/SIGCONT of the fault host's
-//     process; crash-host: SIGKILL then restart; hot-tablet: HotShare of
+//     process; crash-host: SIGKILL then restart; crash-coordinator:
+//     SIGKILL of the fault coordinator — by default the one the client
+//     sends its requests to — then a restart on its ports and data
+//     directory; hung-coordinator: SIGSTOP/SIGCONT of it, its NATS node
+//     included; hot-tablet: HotShare of
 //     the scans on one tablet) cover [FaultAfter, FaultAfter+FaultFor) of
 //     the measured window;
-//  4. collects the Result: HDR latency percentiles, the coordinator's
-//     dispatch, hedge and busy counters (deltas over the window), and the
-//     hosts' block cache hits and misses from their heartbeats (deltas).
+//  4. collects the Result: HDR latency percentiles (p99.9 included), the
+//     longest stretch of the window in which no scan completed with the
+//     right rows (LongestGapMs: what a coordinator fault costs shows here),
+//     the coordinators' dispatch, hedge and busy counters (deltas over the
+//     window, summed over every coordinator), and the hosts' block cache
+//     hits and misses from their heartbeats (deltas).
 //
 // Every scan is checked against the ground truth (Verifier: row count and
 // a checksum of keys and values); a wrong or missing row counts in Wrong
