@@ -256,6 +256,16 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	}
 	c.subs = append(c.subs, sig)
 	c.watchMeta()
+	// Announce this member last: its lease is what clients and the other
+	// coordinators send requests on, so the router must be there first.
+	if sys.Cluster != nil {
+		if a, ok := sys.Cluster.Config.ClusterProvider.(memberAnnouncer); ok {
+			if err := a.Announce(ctx); err != nil {
+				c.Close()
+				return fmt.Errorf("actors: announce coordinator: %w", err)
+			}
+		}
+	}
 	c.log.Info("coordinator started", "address", sys.Address())
 	return nil
 }
@@ -298,6 +308,12 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 	c.wg.Add(1)
 	go c.sweepLoop()
 	return nil
+}
+
+// memberAnnouncer is a cluster provider that announces the member only
+// when asked (LeaseProvider): after the coordinator's actors started.
+type memberAnnouncer interface {
+	Announce(ctx context.Context) error
 }
 
 // metaWatcher is a MetaSource that reports current-generation changes

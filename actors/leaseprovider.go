@@ -37,6 +37,8 @@ type LeaseProvider struct {
 	log   *slog.Logger
 
 	mu     sync.Mutex
+	c      *cluster.Cluster
+	ctx    context.Context // ends at Shutdown
 	lease  *bus.Lease
 	cancel context.CancelFunc
 	live   []*messages.ClusterInfo // the live leases the watch saw last
@@ -51,26 +53,46 @@ func NewLeaseProvider(store *bus.LeaseStore, info *messages.ClusterInfo, log *sl
 	return &LeaseProvider{store: store, info: proto.Clone(info).(*messages.ClusterInfo), log: log}
 }
 
-// StartMember announces this member and starts following the others.
+// StartMember starts following the members. This member is announced by
+// Announce, once its actors can take requests: a lease is what clients
+// and the other coordinators send requests on.
 func (p *LeaseProvider) StartMember(c *cluster.Cluster) error {
-	ci := proto.Clone(p.info).(*messages.ClusterInfo)
-	ci.MemberId = c.ActorSystem.ID
-	ci.CoordinatorAddress = c.ActorSystem.Address()
-	ci.Kinds = c.GetClusterKinds()
-	ci.ClusterName = c.Config.Name
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := p.watch(ctx, c); err != nil {
 		cancel()
 		return err
 	}
+	p.mu.Lock()
+	p.c, p.ctx, p.cancel = c, ctx, cancel
+	p.mu.Unlock()
+	return nil
+}
+
+// Announce puts this member's lease (after StartMember) and renews it
+// until Shutdown.
+func (p *LeaseProvider) Announce(ctx context.Context) error {
+	p.mu.Lock()
+	c, lctx := p.c, p.ctx
+	p.mu.Unlock()
+	if c == nil {
+		return errors.New("actors: LeaseProvider.Announce before StartMember")
+	}
+	ci := proto.Clone(p.info).(*messages.ClusterInfo)
+	ci.MemberId = c.ActorSystem.ID
+	ci.CoordinatorAddress = c.ActorSystem.Address()
+	ci.Kinds = c.GetClusterKinds()
+	ci.ClusterName = c.Config.Name
 	lease, err := p.store.Announce(ctx, ci)
 	if err != nil {
-		cancel()
 		return err
 	}
 	p.mu.Lock()
-	p.lease, p.cancel = lease, cancel
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if lctx.Err() != nil { // shut down meanwhile
+		_ = lease.Close()
+		return errors.New("actors: cluster provider shut down")
+	}
+	p.lease = lease
 	return nil
 }
 

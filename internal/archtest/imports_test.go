@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"internal/protosim": {"actors", "client", "messages", "selection", "tablets"},
 	"e2e":               {},
 
-	"internal/placementsim": {"selection"}, // pure simulation (issue 8)
+	"internal/placementsim": {"selection", "tablets"}, // pure simulation (issue 8)
 }
 
 // pure packages must not depend, even indirectly, on these.

@@ -8,7 +8,8 @@
 //     schemes: the placement hashes each member's "host:port");
 //   - the placement of every tablet by protoactor-go's own
 //     cluster.Rendezvous, the function identitylookup/disthash calls (not
-//     a copy), with PlaceIdeal as a well-mixed-hash reference;
+//     a copy), with PlaceOwner (tablets.Owner, what coordinators use since protoactor's
+//     hash proved skewed);
 //   - the figures computed from placements: the spread of grains over
 //     coordinators (SpreadOf) and the tablets that move when one
 //     coordinator joins or leaves (Compare);

@@ -8,7 +8,8 @@ import (
 	"strconv"
 
 	"github.com/asynkron/protoactor-go/cluster"
-	"github.com/cespare/xxhash/v2"
+
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // ErrBadInput: a bad argument (a count out of range, an unknown
@@ -22,17 +23,12 @@ var ErrNoOwner = errors.New("placementsim: tablet without an owner")
 // Kind is the cluster kind of tablet grains.
 const Kind = "tablet"
 
-// grainIdentity is the grain identity of tablet index of a table's generation:
+// grainIdentity is the grain identity of tablet index of a table's generation
+// (tablets.Identity):
 // "<table>/g<generation>/t<index>", e.g. "demo/g3/t17". Table names have
 // no '/' (tablets.ValidateTableName), so the identity is unambiguous.
 func grainIdentity(table string, generation uint64, index uint32) string {
-	b := make([]byte, 0, len(table)+24)
-	b = append(b, table...)
-	b = append(b, "/g"...)
-	b = strconv.AppendUint(b, generation, 10)
-	b = append(b, "/t"...)
-	b = strconv.AppendUint(b, uint64(index), 10)
-	return string(b)
+	return tablets.Identity(table, generation, index)
 }
 
 // Tablets returns the cluster identities of tables × perTable tablets:
@@ -144,26 +140,20 @@ func Place(members cluster.Members, ids []*cluster.ClusterIdentity) (Placement, 
 	return p, nil
 }
 
-// PlaceIdeal is a reference placement, not what the system does: highest
-// random weight with a well-mixed 64-bit hash (xxhash64 of identity, 0,
-// address; ties to the lower index). It shows what a rendezvous placement
-// spreads like when the hash is not the limit (binomial noise only).
-func PlaceIdeal(members cluster.Members, ids []*cluster.ClusterIdentity) Placement {
+// PlaceOwner is the placement coordinators use: tablets.Owner
+// (rendezvous, xxHash64 of identity, 0, address) over the members'
+// addresses. Place is protoactor's cluster.Rendezvous, the reference it
+// replaced.
+func PlaceOwner(members cluster.Members, ids []*cluster.ClusterIdentity) Placement {
 	addrs := make([]string, len(members))
+	index := make(map[string]int, len(members))
 	for i, m := range members {
 		addrs[i] = m.Address()
+		index[addrs[i]] = i
 	}
 	p := Placement{Members: members, Owner: make([]int, len(ids))}
-	var buf []byte
 	for i, id := range ids {
-		best, owner := uint64(0), 0
-		for j, a := range addrs {
-			buf = append(append(append(buf[:0], id.Identity...), 0), a...)
-			if h := xxhash.Sum64(buf); j == 0 || h > best {
-				best, owner = h, j
-			}
-		}
-		p.Owner[i] = owner
+		p.Owner[i] = index[tablets.Owner(addrs, id.Identity)]
 	}
 	return p
 }

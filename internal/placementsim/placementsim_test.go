@@ -158,17 +158,17 @@ func runScenario(t *testing.T, a Addressing, n int, ids []*cluster.ClusterIdenti
 		return p
 	}
 	pb, pj, pl := place(base), place(joined), place(left)
-	sc := scenario{a: a, n: n, base: SpreadOf(pb), ideal: SpreadOf(PlaceIdeal(base, ids))}
+	sc := scenario{a: a, n: n, base: SpreadOf(pb), ideal: SpreadOf(PlaceOwner(base, ids))}
 	if sc.join, err = Compare(pb, pj); err != nil {
 		t.Fatal(err)
 	}
 	if sc.leave, err = Compare(pb, pl); err != nil {
 		t.Fatal(err)
 	}
-	if sc.idealJ, err = Compare(PlaceIdeal(base, ids), PlaceIdeal(joined, ids)); err != nil {
+	if sc.idealJ, err = Compare(PlaceOwner(base, ids), PlaceOwner(joined, ids)); err != nil {
 		t.Fatal(err)
 	}
-	if sc.idealLv, err = Compare(PlaceIdeal(base, ids), PlaceIdeal(left, ids)); err != nil {
+	if sc.idealLv, err = Compare(PlaceOwner(base, ids), PlaceOwner(left, ids)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -193,7 +193,7 @@ func runScenario(t *testing.T, a Addressing, n int, ids []*cluster.ClusterIdenti
 	for _, c := range []struct {
 		what string
 		mv   Movement
-	}{{"join", sc.join}, {"leave", sc.leave}, {"ideal join", sc.idealJ}, {"ideal leave", sc.idealLv}} {
+	}{{"join", sc.join}, {"leave", sc.leave}, {"owner join", sc.idealJ}, {"owner leave", sc.idealLv}} {
 		if c.mv.Stray != 0 || c.mv.Moved != c.mv.Owned {
 			t.Errorf("%s n=%d %s of %s: %d moved, %d of them between members that stayed; %d owned by it",
 				a, n, c.what, c.mv.Changed, c.mv.Moved, c.mv.Stray, c.mv.Owned)
@@ -229,15 +229,15 @@ func TestPlacementReport(t *testing.T) {
 			t.Errorf("hosts n=10: max/mean %.2f > 1.5", sc.base.MaxOverMean)
 		}
 		if sc.n == 10 && sc.ideal.MaxOverMean > 1.5 {
-			t.Errorf("ideal n=10: max/mean %.2f > 1.5", sc.ideal.MaxOverMean)
+			t.Errorf("tablets.Owner n=10: max/mean %.2f > 1.5", sc.ideal.MaxOverMean)
 		}
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "placement of %d tablets (%d tables × %d) by protoactor cluster.Rendezvous; ideal = xxhash64 rendezvous reference\n",
+	fmt.Fprintf(&b, "placement of %d tablets (%d tables × %d) by protoactor cluster.Rendezvous; owner = tablets.Owner (xxHash64 rendezvous), what coordinators use\n",
 		len(ids), tables, perTable)
 	fmt.Fprintf(&b, "%-9s %3s | %6s %6s %7s %8s %6s | %8s %6s | %8s %7s %8s %7s\n", "addresses", "n",
-		"min", "max", "mean", "max/mean", "CV", "ideal", "ideal", "join", "1/(n+1)", "leave", "1/n")
+		"min", "max", "mean", "max/mean", "CV", "owner", "owner", "join", "1/(n+1)", "leave", "1/n")
 	fmt.Fprintf(&b, "%-9s %3s | %6s %6s %7s %8s %6s | %8s %6s | %8s %7s %8s %7s\n", "", "",
 		"", "", "", "", "", "max/mean", "CV", "moved", "", "moved", "")
 	for _, sc := range rows {
