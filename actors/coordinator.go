@@ -61,6 +61,14 @@ type CoordinatorConfig struct {
 	// for this long forgets them and stops (a later heartbeat starts a new
 	// one). Default 1m.
 	HostForget time.Duration
+	// NoQuorumAfter: a clustered coordinator that has not been able to
+	// renew its lease for this long (NATS lost its quorum, or this
+	// coordinator is cut off from it) answers new scan requests
+	// NO_COORDINATOR naming why, instead of serving what its caches
+	// still allow: the cluster is not whole, and the client should know.
+	// It is longer than a JetStream leader election (seconds), which
+	// must cost no scan. Default 15s.
+	NoQuorumAfter time.Duration
 	// WarnEvery: each kind of warning (dead letters, publish errors, bad
 	// messages, overloaded) is logged at most once per WarnEvery, with the
 	// count of the ones suppressed meanwhile. Default 10s.
@@ -76,7 +84,7 @@ func DefaultCoordinatorConfig() CoordinatorConfig {
 	h, _ := os.Hostname()
 	return CoordinatorConfig{System: SystemConfig{Listen: "127.0.0.1:8090"}, Flow: DefaultFlowConfig(), HeartbeatMisses: 3,
 		SweepInterval: 250 * time.Millisecond, TabletIdle: 10 * time.Minute, MaxWaiting: 10000, MaxWaitingPerTable: 1000,
-		MaxMetaLoads: 8, MaxHosts: 10000, HostForget: time.Minute, WarnEvery: 10 * time.Second, Hostname: h}
+		MaxMetaLoads: 8, MaxHosts: 10000, HostForget: time.Minute, WarnEvery: 10 * time.Second, NoQuorumAfter: 15 * time.Second, Hostname: h}
 }
 
 // Validate names the first bad field.
@@ -100,6 +108,8 @@ func (c CoordinatorConfig) Validate() error {
 		return errors.New("actors: coordinator HostForget must be > 0")
 	case c.WarnEvery <= 0:
 		return errors.New("actors: coordinator WarnEvery must be > 0")
+	case c.NoQuorumAfter <= 0:
+		return errors.New("actors: coordinator NoQuorumAfter must be > 0")
 	}
 	if err := c.System.Validate(); err != nil {
 		return err
@@ -307,6 +317,29 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 	})
 	c.wg.Add(1)
 	go c.sweepLoop()
+	return nil
+}
+
+// leaseHolder is a cluster provider that knows how long its lease went
+// unrenewed (LeaseProvider).
+type leaseHolder interface {
+	Unrenewed() time.Duration
+}
+
+// quorumErr says why this coordinator takes no new scans: its lease has
+// not been renewed for NoQuorumAfter; nil otherwise.
+func (c *Coordinator) quorumErr() error {
+	if c.sys == nil || c.sys.Cluster == nil {
+		return nil
+	}
+	h, ok := c.sys.Cluster.Config.ClusterProvider.(leaseHolder)
+	if !ok {
+		return nil
+	}
+	if d := h.Unrenewed(); d > c.cfg.NoQuorumAfter {
+		return fmt.Errorf("coordinator %s cannot renew its lease in NATS for %v: NATS has lost its quorum (too few nodes up) or this coordinator is cut off from it",
+			c.Address(), d.Round(time.Second))
+	}
 	return nil
 }
 

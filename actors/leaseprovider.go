@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/cluster"
 	"google.golang.org/protobuf/proto"
@@ -159,6 +160,18 @@ func (p *LeaseProvider) Live() []*messages.ClusterInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.live)
+}
+
+// Unrenewed is how long this member's lease has not been written (0
+// before Announce): long means NATS has lost its quorum or this
+// coordinator is cut off from it.
+func (p *LeaseProvider) Unrenewed() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lease == nil {
+		return 0
+	}
+	return p.lease.Unrenewed()
 }
 
 // Lapsed is closed when this member's lease went unrenewed for longer

@@ -278,6 +278,10 @@ func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 		r.reject(c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
+	if err := r.co.quorumErr(); err != nil {
+		r.reject(c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
+		return
+	}
 	if m.GetForwardedBy() == "" {
 		if owner := r.ownerAvoiding(m.Tablet.Table, m.Tablet.Generation, m.Tablet.Index, m.GetAvoidCoordinators()); owner != "" {
 			r.forwardToOwner(c, owner, m)

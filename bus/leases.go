@@ -91,6 +91,7 @@ type LeaseStore struct {
 	invalid  atomic.Uint64
 	held     atomic.Uint64
 	forgiven atomic.Uint64
+	lagging  atomic.Uint64
 }
 
 // Leases binds the lease bucket, creating it if missing with TTL
@@ -139,8 +140,12 @@ func (s *LeaseStore) Invalid() uint64 { return s.invalid.Load() }
 
 // ExpiryHeld counts the times a watch of this store had a lease to expire
 // but put it off because its NATS connection was down or did not answer a
-// ping (see Watch).
+// ping, or the lease bucket's stream had no leader (see Watch).
 func (s *LeaseStore) ExpiryHeld() uint64 { return s.held.Load() }
+
+// WatchLagged counts leases a watch was about to expire that the bucket
+// showed renewed (the watch had not delivered the renewal yet).
+func (s *LeaseStore) WatchLagged() uint64 { return s.lagging.Load() }
 
 // PausesForgiven counts expiry checks that ran late (this process was
 // stopped or paused) and did not count that time against any lease.
@@ -176,6 +181,8 @@ type Lease struct {
 	lapsed     chan struct{}
 	lapsedOnce sync.Once
 	lastOK     time.Time
+	// lastPut: unix nanoseconds of the last successful put.
+	lastPut atomic.Int64
 
 	mu sync.Mutex
 	ci *messages.ClusterInfo // what the next renewal sends
@@ -203,6 +210,7 @@ func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*L
 		return nil, err
 	}
 	l.lastOK = time.Now()
+	l.lastPut.Store(l.lastOK.UnixNano())
 	go l.renewLoop()
 	return l, nil
 }
@@ -214,6 +222,11 @@ func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*L
 // renewed; the holder decides what to do (a coordinator rejoins under a
 // new member id).
 func (l *Lease) Lapsed() <-chan struct{} { return l.lapsed }
+
+// Unrenewed is how long ago the lease was last written successfully.
+func (l *Lease) Unrenewed() time.Duration {
+	return time.Since(time.Unix(0, l.lastPut.Load()))
+}
 
 // Info returns a copy of the content the next renewal sends.
 func (l *Lease) Info() *messages.ClusterInfo {
@@ -287,6 +300,11 @@ func (l *Lease) renewLoop() {
 		case err != nil && l.ctx.Err() != nil:
 			return
 		case err != nil:
+			if l.store.leaderless(min(cfg.TTL/2, time.Second)) {
+				// No holder can renew now, and watchers hold their expiry
+				// meanwhile: this time does not count toward a lapse.
+				l.lastOK = time.Now()
+			}
 			n := l.failures.Add(1)
 			if !failing || n%10 == 0 {
 				c.log.Warn("lease renewal failed; retrying", "member", l.key, "failures", n, "err", err)
@@ -294,6 +312,7 @@ func (l *Lease) renewLoop() {
 			failing = true
 		default:
 			now := time.Now()
+			l.lastPut.Store(now.UnixNano())
 			if gap := now.Sub(l.lastOK); gap > cfg.TTL {
 				c.log.Warn("lease renewed after a gap longer than its TTL: watchers may have dropped it", "member", l.key,
 					"gap", gap.Round(time.Millisecond), "ttl", cfg.TTL)
@@ -370,11 +389,17 @@ func (s *LeaseStore) List(ctx context.Context) ([]*messages.ClusterInfo, error) 
 // arrived for TTL is gone. Before expiring anything the watch checks that
 // it can still hear the server (the connection is up and answers a ping
 // within min(TTL/2, 1s)), so a stalled or lost connection does not make
-// every coordinator look dead; the check is repeated until it passes.
+// every coordinator look dead; the check is repeated until it passes. It
+// likewise holds while the bucket's stream has no leader (a NATS node was
+// lost and JetStream elects a new one, which takes seconds: nobody can
+// renew meanwhile), and then gives every lease a full TTL.
 //
-// After every NATS reconnect the watch re-synchronises as MetaStore.Watch
-// does: a new watcher's initial values replace the set (a lease whose
-// revision did not change keeps the time it was last renewed). Watch
+// After every NATS reconnect the watch re-synchronises with a new
+// watcher: its initial values update the set (a lease whose revision did
+// not change keeps the time it was last renewed); a lease it does not
+// deliver is not dropped at once but expires by the TTL unless renewed
+// (the initial values of a watcher on a node whose stream is still
+// electing a leader can be incomplete). Watch
 // returns when the watch is set up; it stops when ctx ends or the Conn
 // closes.
 func (s *LeaseStore) Watch(ctx context.Context, fn func(live []*messages.ClusterInfo)) error {
@@ -413,6 +438,7 @@ type leaseWatch struct {
 	initial chan struct{}   // closed after the first fn call; nil after that
 	holdOff time.Time       // no expiry before this (the connection check failed)
 	due     time.Time       // when the expiry timer was armed to fire
+	outage  bool            // the bucket had no leader at the last check
 }
 
 func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}) {
@@ -480,15 +506,13 @@ func (lw *leaseWatch) arm(timer *time.Timer) {
 // handle applies one watcher delivery; e == nil ends a (re)sync.
 func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
 	if e == nil {
-		if lw.syncing != nil {
-			for k := range lw.live {
-				if !lw.syncing[k] {
-					delete(lw.live, k)
-					lw.changed = true
-				}
-			}
-			lw.syncing = nil
-		}
+		// End of a (re)sync. A lease the new watcher did not deliver is
+		// not dropped here: after a reconnect to another NATS node whose
+		// stream is still electing a leader, the initial values can come
+		// back incomplete (seen: every coordinator "gone" at once when the
+		// client's NATS node was killed). It stays until it expires by the
+		// TTL, like any lease that is no longer renewed.
+		lw.syncing = nil
 		return
 	}
 	key := e.Key()
@@ -553,15 +577,79 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 	if lw.syncing != nil {
 		return
 	}
+	if !lw.anyDue(time.Now()) {
+		return
+	}
+	if lw.s.leaderless(min(cfg.TTL/2, time.Second)) {
+		// Nobody can renew: hold, and give every lease a full TTL from
+		// the moment the bucket can take renewals again.
+		lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))
+		lw.outage = true
+		lw.s.held.Add(1)
+		return
+	}
+	if lw.outage {
+		lw.outage = false
+		now := time.Now()
+		for _, le := range lw.live {
+			le.seen = now
+		}
+		return
+	}
 	now := time.Now()
 	for k, le := range lw.live {
-		if now.Sub(le.seen) >= cfg.TTL {
-			lw.s.conn.log.Info("coordinator lease expired", "member", k, "address", le.ci.GetCoordinatorAddress(),
-				"last_renewal_seen", now.Sub(le.seen).Round(time.Millisecond))
-			delete(lw.live, k)
-			lw.changed = true
+		if now.Sub(le.seen) < cfg.TTL {
+			continue
 		}
+		// Ask the bucket before believing the watch: its deliveries can
+		// lag (after a reconnect to another node, or behind a busy
+		// connection), and a renewal it has not delivered yet is not an
+		// expiry. Only a lease the bucket no longer has, or still has at
+		// the same revision, is gone; no answer: decide later.
+		gctx, cancel := context.WithTimeout(context.Background(), min(cfg.TTL/2, time.Second))
+		e, err := lw.s.kv.Get(gctx, k)
+		cancel()
+		switch {
+		case err == nil && e.Revision() != le.rev:
+			lw.handle(e, time.Now())
+			lw.s.lagging.Add(1)
+			continue
+		case err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+			lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))
+			lw.s.held.Add(1)
+			continue
+		}
+		lw.s.conn.log.Info("coordinator lease expired", "member", k, "address", le.ci.GetCoordinatorAddress(),
+			"last_renewal_seen", now.Sub(le.seen).Round(time.Millisecond))
+		delete(lw.live, k)
+		lw.changed = true
 	}
+}
+
+// leaderless reports whether the lease bucket's stream has no leader (or
+// does not answer within d): then no holder can renew its lease, and
+// neither holders nor watchers count that time (a JetStream leader
+// election takes seconds, longer than the default TTL).
+//
+// A connection that is down is this process's trouble, not the bucket's:
+// not leaderless (a holder cut off from NATS may well have been dropped).
+// Connected but without an answer (JetStream answers stream info from the
+// stream's leader) counts as leaderless.
+func (s *LeaseStore) leaderless(d time.Duration) bool {
+	if !s.conn.nc.IsConnected() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	st, err := s.conn.js.Stream(ctx, kvStreamPrefix+s.cfg.Bucket)
+	if err != nil {
+		return s.conn.nc.IsConnected()
+	}
+	ci := st.CachedInfo()
+	if ci == nil || ci.Cluster == nil {
+		return false // standalone server: it answered, so it has its stream
+	}
+	return ci.Cluster.Leader == ""
 }
 
 // pauseForgiven: an expiry check this much later than armed forgives its

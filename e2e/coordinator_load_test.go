@@ -1,0 +1,244 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// steadyLoad runs verified random scans on `workers` goroutines until
+// stopped, recording failures (with their time), wrong rows, and the time
+// of every completed scan.
+type steadyLoad struct {
+	f       *fixture
+	mu      sync.Mutex
+	fails   []string
+	wrong   int
+	doneAt  []time.Time
+	count   atomic.Int64
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	started time.Time
+}
+
+func startLoad(f *fixture, workers int) *steadyLoad {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &steadyLoad{f: f, stop: cancel, started: time.Now()}
+	for w := range workers {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for ctx.Err() == nil {
+				a := r.IntN(len(f.truth) - 500)
+				b := a + 1 + r.IntN(400)
+				sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
+				err := f.scan(sctx, a, b)
+				scancel()
+				if ctx.Err() != nil {
+					return
+				}
+				l.mu.Lock()
+				switch {
+				case err == nil:
+					l.doneAt = append(l.doneAt, time.Now())
+					l.count.Add(1)
+				case wrongRows(err):
+					l.wrong++
+					l.fails = append(l.fails, err.Error())
+				default:
+					l.fails = append(l.fails, fmt.Sprintf("%s: %v", time.Now().Format("15:04:05.000"), err))
+				}
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+// snapshot returns the failures so far and clears them.
+func (l *steadyLoad) takeFails() (fails []string, wrong int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fails, wrong = l.fails, l.wrong
+	l.fails, l.wrong = nil, 0
+	return fails, wrong
+}
+
+// longestGap is the longest time without a completed scan in [from, to].
+func (l *steadyLoad) longestGap(from, to time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev, gap := from, time.Duration(0)
+	for _, t := range l.doneAt {
+		if t.Before(from) || t.After(to) {
+			continue
+		}
+		gap = max(gap, t.Sub(prev))
+		prev = t
+	}
+	return max(gap, to.Sub(prev))
+}
+
+// waitScans waits until n more scans completed (or fails the test).
+func (l *steadyLoad) waitScans(t *testing.T, n int64, what string) {
+	t.Helper()
+	target := l.count.Load() + n
+	deadline := time.Now().Add(90 * time.Second)
+	for l.count.Load() < target {
+		if time.Now().After(deadline) {
+			fails, _ := l.takeFails()
+			t.Fatalf("%s: no %d completed scans within 90s; failures: %q", what, n, fails)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (l *steadyLoad) close() {
+	l.stop()
+	l.wg.Wait()
+}
+
+// TestCoordinatorLossUnderLoad: three coordinators (each one node of the
+// embedded three-node NATS cluster, replicas 3), three hosts, and a client
+// that discovers the coordinators from their leases and scans without a
+// pause on four goroutines, every scan verified against the ground truth.
+// Each coordinator in turn is SIGKILLed — the first is the one whose NATS
+// node the client is connected to — and restarted: no scan fails, no row
+// is wrong, scans keep completing (the longest gap is logged), and the
+// restarted coordinator takes tablet actors again. Then two of three are
+// killed: scans fail with an error that names what is missing, and work
+// again once one is back.
+func TestCoordinatorLossUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	bins, err := localcluster.BuildFromSource(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 3, Hosts: 3, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(20000)}
+	ingest(t, cl.NATSURL(), f.truth, 12)
+	// Discovery through the leases: the production path.
+	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) {
+		cfg.StallTimeout = time.Second
+		if testing.Verbose() {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		}
+	})
+
+	load := startLoad(f, 4)
+	defer load.close()
+	load.waitScans(t, 50, "steady state")
+	if fails, _ := load.takeFails(); len(fails) > 0 {
+		t.Fatalf("failures before any fault: %q", fails)
+	}
+
+	for _, victim := range []int{0, 1, 2} {
+		killed := time.Now()
+		if err := cl.KillCoordinator(victim); err != nil {
+			t.Fatal(err)
+		}
+		// Scans go on through the others, within the lease TTL (3 s) and
+		// then some.
+		load.waitScans(t, 50, fmt.Sprintf("after killing coordinator %d", victim))
+		if err := cl.RestartCoordinator(ctx, victim); err != nil {
+			t.Fatalf("restart coordinator %d: %v", victim, err)
+		}
+		restarted := time.Now()
+		// The restarted coordinator owns tablets again and serves them.
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			st, err := cl.StatusOf(ctx, victim)
+			if err == nil && st.GetTabletActors() > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("restarted coordinator %d holds no tablet actor after 90s (status err %v)", victim, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		load.waitScans(t, 30, fmt.Sprintf("after restarting coordinator %d", victim))
+		fails, wrong := load.takeFails()
+		if wrong > 0 || len(fails) > 0 {
+			t.Fatalf("coordinator %d killed and restarted: %d wrong, %d failed scans: %q", victim, wrong, len(fails), fails)
+		}
+		t.Logf("coordinator %d SIGKILLed: longest gap without a completed scan %v (kill to restart %v); back with tablet actors after %v; %d scans so far",
+			victim, load.longestGap(killed, restarted).Round(time.Millisecond), restarted.Sub(killed).Round(time.Millisecond),
+			time.Since(restarted).Round(time.Millisecond), load.count.Load())
+	}
+
+	// Two of three: no NATS quorum, no coordinator for their tablets.
+	load.close()
+	for _, i := range []int{1, 2} {
+		if err := cl.KillCoordinator(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Within the lease TTL the survivor may still serve from what is
+	// cached; once its lease cannot be renewed (no NATS quorum) it is gone
+	// for the client too, and scans fail naming what is missing.
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		err = f.scan(sctx, 0, len(f.truth))
+		scancel()
+		if wrongRows(err) {
+			t.Fatalf("wrong rows with two of three coordinators dead: %v", err)
+		}
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("full scans still succeed 90s after two of three coordinators (and NATS nodes) died")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "coordinator") && !strings.Contains(msg, "NATS") && !strings.Contains(msg, "nats") {
+		t.Fatalf("error with two of three coordinators dead does not say what is missing: %v", err)
+	}
+	t.Logf("two of three dead: %v", err)
+	if err := cl.RestartCoordinator(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		err := f.scan(sctx, 0, len(f.truth))
+		scancel()
+		if err == nil {
+			break
+		}
+		if wrongRows(err) {
+			t.Fatalf("wrong rows after one coordinator came back: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scans still fail 90s after one of the two came back: %v", err)
+		}
+	}
+}
+
+// wrongRows: err is the fixture's verification failing (a wrong, missing
+// or extra row), not an error the client returned (those are wrapped).
+func wrongRows(err error) bool { return err != nil && errors.Unwrap(err) == nil }
