@@ -52,9 +52,10 @@ var errExited = fmt.Errorf("%w", ErrNotReady)
 // is started before its failure to become ready is final. While the
 // cluster forms, JetStream may refuse or not answer a coordinator's first
 // bucket operations long enough for it to give up and exit (measured: in
-// 2 of 6 cold starts of three coordinators on a loaded 2-core machine);
-// started again, it joins the formed cluster.
-const coordinatorTries = 3
+// 2 of 6 cold starts of three coordinators on a loaded 2-core machine; a
+// coordinator restarted after two of three were killed exited three
+// times before it stayed up); started again, it joins the formed cluster.
+const coordinatorTries = 5
 
 // CoordinatorAddrs are one coordinator's listen addresses (host:port). An
 // empty field means 127.0.0.1:0: the NATS client, actor and HTTP ports are
@@ -386,7 +387,8 @@ func (co *coord) settle() {
 
 // spawnCoordinator starts coordinator i and waits until it is ready; a
 // node of an embedded NATS cluster that exits before it is ready is
-// started again, up to coordinatorTries times (its log keeps every try).
+// started again, up to coordinatorTries (5) times (its log keeps every
+// try).
 func (c *Cluster) spawnCoordinator(ctx context.Context, i int) (*Proc, error) {
 	tries := 1
 	if c.coords[i].addrs.Routes != "" {
