@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/scanplane/scanplane/internal/remotestop"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -88,6 +89,9 @@ type System struct {
 	// shutdown is SystemConfig.ShutdownTimeout (default applied).
 	shutdown time.Duration
 	leave    sync.Once
+	// stops knows the remote's running stream handlers, so Close can stop
+	// it without racing protoactor's graceful shutdown (internal/remotestop).
+	stops *remotestop.Tracker
 }
 
 // LeaveCluster withdraws this member from its cluster (its lease is
@@ -134,6 +138,8 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	if cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
+	stops := remotestop.NewTracker()
+	opts = append(opts, remote.WithServerOptions(stops.ServerOption()))
 	rc := remote.Configure(host, port, opts...)
 	// One connect try (then its 2s back-off) before the endpoint is
 	// reported terminated, instead of protoactor's five: a dead peer is
@@ -154,13 +160,13 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 			sys.Shutdown()
 			return nil, fmt.Errorf("%w on %s: cluster member: %v", ErrListen, cfg.Listen, err)
 		}
-		return &System{Actors: sys, Remote: c.Remote, Cluster: c, Logger: logger, shutdown: st}, nil
+		return &System{Actors: sys, Remote: c.Remote, Cluster: c, Logger: logger, shutdown: st, stops: stops}, nil
 	}
 	r := remote.NewRemote(sys, rc)
 	if err := startRemote(r); err != nil {
 		return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
 	}
-	return &System{Actors: sys, Remote: r, Logger: logger, shutdown: st}, nil
+	return &System{Actors: sys, Remote: r, Logger: logger, shutdown: st, stops: stops}, nil
 }
 
 func startRemote(r *remote.Remote) (err error) {
@@ -176,37 +182,30 @@ func startRemote(r *remote.Remote) (err error) {
 // Address is the advertised host:port of this system.
 func (s *System) Address() string { return s.Actors.Address() }
 
-// Close stops remote and the actor system, in at most twice
-// ShutdownTimeout. A graceful remote shutdown waits for open gRPC streams,
-// which a hung peer can hold open; when it has not finished within
-// ShutdownTimeout the gRPC server is stopped hard (closing every
-// connection), which ends the graceful shutdown's goroutine too.
+// Close stops remote and the actor system, in at most about twice
+// ShutdownTimeout. Inbound gRPC streams are stopped at once (what arrives
+// during a shutdown is dropped either way), then, once their handlers have
+// returned, the outbound endpoints are stopped gracefully; see
+// internal/remotestop for why this order and not protoactor's.
 func (s *System) Close() {
 	st := s.shutdown
 	if st == 0 {
 		st = defaultShutdownTimeout
 	}
 	s.LeaveCluster()
-	done := make(chan struct{})
-	go func() {
-		s.Remote.Shutdown(true)
-		close(done)
-	}()
-	t := time.NewTimer(st)
+	done := make(chan bool, 1)
+	go func() { done <- s.stops.Stop(s.Remote, st) }()
+	t := time.NewTimer(2 * st)
 	defer t.Stop()
 	select {
-	case <-done:
-	case <-t.C:
-		s.Logger.Warn("remote shutdown did not finish in time; stopping the gRPC server hard", "timeout", st)
-		s.Remote.Shutdown(false)
-		t.Reset(st)
-		select {
-		case <-done:
-		case <-t.C:
-			// protoactor's own 10s waits (endpoint supervisor and activator
-			// futures) still bound the goroutine.
-			s.Logger.Warn("remote shutdown still blocked after a hard stop; returning", "timeout", st)
+	case clean := <-done:
+		if !clean {
+			s.Logger.Warn("remote stream handlers still running after the gRPC server stopped; outbound endpoints not stopped gracefully", "waited", st)
 		}
+	case <-t.C:
+		// protoactor's own 10s waits (endpoint supervisor and activator
+		// futures) still bound the goroutine.
+		s.Logger.Warn("remote shutdown still blocked; returning", "timeout", 2*st)
 	}
 	s.Actors.Shutdown()
 }

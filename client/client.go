@@ -40,6 +40,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/remotestop"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -192,6 +193,7 @@ type Client struct {
 	sys    *actor.ActorSystem
 	ownSys bool
 	rem    *remote.Remote
+	stops  *remotestop.Tracker // the remote's stream handlers, for a race-free Close
 	rx     *actor.PID
 	evSub  *eventstream.Subscription
 
@@ -328,6 +330,8 @@ func (c *Client) startSystem() error {
 	if c.cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
 	}
+	c.stops = remotestop.NewTracker()
+	opts = append(opts, remote.WithServerOptions(c.stops.ServerOption()))
 	rc := remote.Configure(host, port, opts...)
 	// A connection that fails is reported (EndpointTerminatedEvent) after
 	// one try and its 2s back-off instead of five: a dead coordinator is
@@ -413,8 +417,9 @@ func (c *Client) Close() error {
 		rem := c.rem
 		go func() {
 			defer close(done)
-			rem.Shutdown(false) // stop the gRPC server at once: drops every inbound stream
-			rem.Shutdown(true)  // then stop the endpoints (their outbound connections)
+			// Inbound streams stop at once; the outbound endpoints stop
+			// once no stream handler runs (internal/remotestop).
+			c.stops.Stop(rem, closeWait)
 		}()
 		select {
 		case <-done:
