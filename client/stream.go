@@ -272,7 +272,7 @@ func (s *TabletStream) Start(now time.Time) []StreamAction {
 	s.state = stateRunning
 	var acts []StreamAction
 	if s.expired(now) {
-		return s.failDeadline(acts, "before the first request")
+		return s.failDeadline(acts, "before the first request", false)
 	}
 	return s.send(now, acts, "", "")
 }
@@ -309,8 +309,8 @@ func (s *TabletStream) OnTimer(now time.Time) []StreamAction {
 		return nil
 	}
 	if s.expired(now) {
-		w := s.Waiting()
-		return s.failDeadline(s.abandon(nil, "deadline passed"), w)
+		w, unanswered := s.Waiting(), s.state == stateRunning && s.req != nil && s.req.accepted == 0
+		return s.failDeadline(s.abandon(nil, "deadline passed"), w, unanswered)
 	}
 	switch s.state {
 	case stateWaiting:
@@ -337,7 +337,17 @@ func (s *TabletStream) expired(now time.Time) bool {
 	return !s.cfg.Deadline.IsZero() && !now.Before(s.cfg.Deadline)
 }
 
-func (s *TabletStream) failDeadline(acts []StreamAction, waiting string) []StreamAction {
+// failDeadline fails the scan at its deadline. When the deadline passed
+// while no coordinator had answered the request (not even accepted it),
+// the error is ErrNoCoordinator as well as context.DeadlineExceeded: the
+// coordinator was reached but nothing behind it answered, as when it
+// forwarded the request to a member that died while NATS has no quorum
+// to let the survivors see it leave.
+// unanswered (read before the request is abandoned) says whether it was.
+func (s *TabletStream) failDeadline(acts []StreamAction, waiting string, unanswered bool) []StreamAction {
+	if unanswered {
+		return s.fail(acts, fmt.Errorf("%w answered for tablet %s before the deadline: %s: %w", ErrNoCoordinator, s.tabletName(), waiting, context.DeadlineExceeded))
+	}
 	return s.fail(acts, fmt.Errorf("client: tablet %s: deadline passed %s: %w", s.tabletName(), waiting, context.DeadlineExceeded))
 }
 
@@ -540,7 +550,7 @@ func (s *TabletStream) OnCoordinatorUp(now time.Time, addr string) []StreamActio
 		return nil
 	}
 	if s.expired(now) {
-		return s.failDeadline(nil, s.Waiting())
+		return s.failDeadline(nil, s.Waiting(), false)
 	}
 	s.state = stateRunning
 	return s.send(now, nil, addr, "")

@@ -594,6 +594,21 @@ func TestStreamDeadline(t *testing.T) {
 	if kinds(acts) != "send-done,fail" || !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("deadline: %v, err %v", acts, r.err)
 	}
+	// Nothing answered the request: no coordinator did (as when the one
+	// reached forwarded it to a member that died), and the error says so.
+	if !errors.Is(r.err, ErrNoCoordinator) || !strings.Contains(r.err.Error(), "sent to coordinator") {
+		t.Fatalf("deadline without an answer: %v, want ErrNoCoordinator naming the coordinator", r.err)
+	}
+	// Rows were flowing: the deadline is only a deadline.
+	r = newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	req, _ = r.request()
+	a := newAttempt(req.RequestId, 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(testRows(2))))
+	r.do(r.s.OnTimer(cfg.Deadline))
+	if !errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, ErrNoCoordinator) {
+		t.Fatalf("deadline while reading: %v, want DeadlineExceeded only", r.err)
+	}
 	// A stream started after its deadline fails at once.
 	r = newRun(t, cfg)
 	if acts := r.do(r.s.Start(cfg.Deadline)); kinds(acts) != "fail" {
