@@ -40,7 +40,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 type options struct {
 	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
 	natsCluster, natsRoutes, natsName, clusterProvider, clusterName                       string
-	checkConfig, dieWithParent                                                            bool
+	checkConfig, dieWithParent, insecure                                                  bool
 	misses, replicas                                                                      int
 	busySlack, startStall, leaseTTL                                                       time.Duration
 }
@@ -70,6 +70,7 @@ func run(args []string) int {
 	fs.StringVar(&o.clusterName, "cluster-name", actors.DefaultClusterName, "Proto.Actor cluster name; coordinators with the same name share the tablets")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", bus.DefaultLeaseConfig().TTL, "a coordinator whose lease is not renewed for this long is taken as gone (renewed every third of it)")
 	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
+	fs.BoolVar(&o.insecure, "insecure", false, cliutil.InsecureUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -100,6 +101,10 @@ func run(args []string) int {
 		return 0
 	}
 	warnProfiles(log, o.profiles, profiles)
+	if err := checkListens(o, log); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 2
+	}
 	switch {
 	case o.clusterProvider != "nats-kv" && o.clusterProvider != "none":
 		fmt.Fprintf(os.Stderr, "coordinator: --cluster-provider %q: want nats-kv or none\n", o.clusterProvider)
@@ -351,6 +356,17 @@ func (m *member) close(log *slog.Logger) {
 		}
 	}
 	m.co.Close()
+}
+
+// checkListens applies cliutil.CheckListen to every address this
+// coordinator listens on: the actor remote, the HTTP endpoint and, when
+// it embeds NATS, the NATS client and route ports.
+func checkListens(o options, log *slog.Logger) error {
+	listens := []cliutil.Listen{{Flag: "listen", Addr: o.listen}, {Flag: "http", Addr: o.httpAddr}}
+	if o.natsURL == "" {
+		listens = append(listens, cliutil.Listen{Flag: "nats-listen", Addr: o.natsListen}, cliutil.Listen{Flag: "nats-cluster", Addr: o.natsCluster})
+	}
+	return cliutil.CheckListens(log, o.insecure, cliutil.SystemLookupIP, listens...)
 }
 
 func orNone(s string) string {

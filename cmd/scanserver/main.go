@@ -20,7 +20,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -58,7 +57,7 @@ func defaultHost() string {
 func run(args []string) int {
 	cfg := actors.DefaultHostAgentConfig()
 	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr string
-	var dieWithParent bool
+	var dieWithParent, insecure bool
 	fs := flag.NewFlagSet("scanserver", flag.ContinueOnError)
 	fs.StringVar(&natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL(s) of the cluster, comma separated")
 	fs.StringVar(&cfg.Host, "host", defaultHost(), "host id ([A-Za-z0-9_-]); servers of one host share its cache")
@@ -81,6 +80,7 @@ func run(args []string) int {
 	fs.StringVar(&logFormat, "log-format", "text", cliutil.LogFormatUsage)
 	fs.StringVar(&httpAddr, "http", "", "HTTP address for /metrics (host:port; port 0 = ephemeral); empty = off")
 	fs.BoolVar(&dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
+	fs.BoolVar(&insecure, "insecure", false, cliutil.InsecureUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,10 +94,8 @@ func run(args []string) int {
 		return bad(err)
 	}
 	cfg.Logger = log
-	if httpAddr != "" {
-		if _, _, err := net.SplitHostPort(httpAddr); err != nil {
-			return bad(fmt.Errorf("--http %q: want host:port (port 0 = ephemeral): %v", httpAddr, err))
-		}
+	if err := cliutil.CheckListens(log, insecure, cliutil.SystemLookupIP, cliutil.Listen{Flag: "listen", Addr: listen}, cliutil.Listen{Flag: "http", Addr: httpAddr}); err != nil {
+		return bad(err)
 	}
 	cfg.System = actors.SystemConfig{Listen: listen, Advertise: advertise}
 	if cfg.Cache.MaxBytes, err = cliutil.ParseBytes(cacheSize); err != nil {

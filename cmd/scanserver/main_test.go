@@ -16,6 +16,8 @@ func TestBadFlags(t *testing.T) {
 		{"--fault-server", "5"},
 		{"--heartbeat", "1ms"},
 		{"--listen", "nope"},
+		{"--listen", "0.0.0.0:0"}, // not loopback, no --insecure
+		{"--http", ":0"},
 		{"--log-level", "loud"},
 		{"--log-format", "xml"},
 		{"--http", "nope"},

@@ -1,0 +1,114 @@
+package cliutil
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+)
+
+// ErrInsecureListen is wrapped by CheckListen's error for an address that
+// would accept connections from the network without --insecure.
+var ErrInsecureListen = errors.New("TLS is not implemented yet")
+
+// InsecureUsage is the usage text of the --insecure flag.
+const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (TLS is not implemented yet; see the README's Security section)"
+
+// LookupIP resolves a host name to its addresses (SystemLookupIP, i.e.
+// net.LookupIP, in production; tests inject a table).
+type LookupIP func(host string) ([]net.IP, error)
+
+// CheckListen is the rule of every listening flag (CockroachDB's: a
+// network address needs security or an explicit opt-out): addr
+// (host:port, the value of --flag) must listen on loopback only unless
+// insecure (--insecure) is set. The host is loopback when it is a
+// loopback IP (127.0.0.0/8, ::1), "localhost" or a name under
+// ".localhost" (RFC 6761 §6.3: always loopback), or a name every address
+// of which (by lookup) is loopback. An empty host, 0.0.0.0 and :: mean
+// every interface and are refused. An empty addr (the listener is off)
+// passes. A malformed addr is an error naming the flag whatever insecure
+// says; a network address without insecure is a one-line error naming
+// --insecure that wraps ErrInsecureListen.
+//
+// TLS (--secrets) is not implemented yet; once it is, it will be the
+// secure way to listen on the network and --insecure the opt-out.
+func CheckListen(flag, addr string, insecure bool, lookup LookupIP) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--%s %q: want host:port (port 0 = ephemeral): %v", flag, addr, err)
+	}
+	if port == "" {
+		return fmt.Errorf("--%s %q: want host:port (port 0 = ephemeral): missing port", flag, addr)
+	}
+	what, err := listenScope(host, lookup)
+	if err != nil {
+		return fmt.Errorf("--%s %q: %w", flag, addr, err)
+	}
+	if what == "" || insecure {
+		return nil
+	}
+	return fmt.Errorf("--%s %s listens on %s, not loopback only: %w; pass --insecure to listen on a network address without it (--secrets will be the secure way once it exists)", flag, addr, what, ErrInsecureListen)
+}
+
+// listenScope returns "" for a loopback-only host, else what the host
+// exposes (for the error).
+func listenScope(host string, lookup LookupIP) (string, error) {
+	if host == "" {
+		return "every interface", nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		switch {
+		case ip.IsUnspecified():
+			return "every interface", nil
+		case ip.Unmap().IsLoopback():
+			return "", nil
+		}
+		return "a network address", nil
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	if name == "localhost" || strings.HasSuffix(name, ".localhost") {
+		return "", nil
+	}
+	if lookup == nil {
+		return "", fmt.Errorf("host %q: no resolver to check that it is loopback", host)
+	}
+	ips, err := lookup(host)
+	if err != nil {
+		return "", fmt.Errorf("host %q: %w", host, err)
+	}
+	if len(ips) == 0 {
+		return "", fmt.Errorf("host %q: resolves to no address", host)
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return fmt.Sprintf("a network address (%s is %s)", host, ip), nil
+		}
+	}
+	return "", nil
+}
+
+// SystemLookupIP is LookupIP through the system resolver.
+func SystemLookupIP(host string) ([]net.IP, error) { return net.LookupIP(host) }
+
+// Listen is one listening flag and its value.
+type Listen struct{ Flag, Addr string }
+
+// CheckListens applies CheckListen to each listening flag of a command
+// and, with insecure, logs a warning for each network address it lets
+// through.
+func CheckListens(log *slog.Logger, insecure bool, lookup LookupIP, listens ...Listen) error {
+	for _, l := range listens {
+		if err := CheckListen(l.Flag, l.Addr, insecure, lookup); err != nil {
+			return err
+		}
+		if insecure && CheckListen(l.Flag, l.Addr, false, lookup) != nil {
+			log.Warn("--insecure: listening on a network address without TLS or authentication", "flag", "--"+l.Flag, "addr", l.Addr)
+		}
+	}
+	return nil
+}
