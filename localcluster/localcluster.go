@@ -229,6 +229,7 @@ type Cluster struct {
 	coords    []*coord
 	hosts     []*Proc
 	closed    bool
+	closedCh  chan struct{} // closed by Close
 }
 
 // coord is one coordinator: its current process and what a restart needs.
@@ -271,7 +272,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, coordBin: coordBin, serverBin: serverBin}
+	c := &Cluster{cfg: cfg, coordBin: coordBin, serverBin: serverBin, closedCh: make(chan struct{})}
 	n := cfg.Coordinators
 	clustered := n > 1 && cfg.NATSURL == ""
 	for i := 0; i < n; i++ {
@@ -631,6 +632,11 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 		return err
 	}
 	c.mu.Lock()
+	if c.closed { // Close ran meanwhile and did not see p: stop it here
+		c.mu.Unlock()
+		p.stop(5 * time.Second)
+		return ErrClosed
+	}
 	c.hosts[i] = p
 	c.mu.Unlock()
 	return c.WaitServers(ctx, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
@@ -651,6 +657,11 @@ func (c *Cluster) RestartCoordinator(ctx context.Context, i int) error {
 		return err
 	}
 	c.mu.Lock()
+	if c.closed { // Close ran meanwhile and did not see p: stop it here
+		c.mu.Unlock()
+		p.stop(5 * time.Second)
+		return ErrClosed
+	}
 	co.proc = p
 	c.mu.Unlock()
 	return c.waitServersOf(ctx, []int{i}, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
@@ -749,6 +760,7 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
+	close(c.closedCh)
 	hosts := append([]*Proc(nil), c.hosts...)
 	var coords []*Proc
 	for _, co := range c.coords {

@@ -26,6 +26,7 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	fs.StringVar(&cfg.Profiles, "profiles", "", "selection profiles JSON for the coordinators")
 	fs.StringVar(&cfg.BinDir, "bin", "", "directory with the coordinator and scanserver executables (default: next to scanctl, PATH, or built from source)")
 	fs.StringVar(&cfg.LogLevel, "child-log-level", "info", "log level of the child processes")
+	noRestart := fs.Bool("no-restart", false, "do not restart a child process that dies (default: restart it, with exponential backoff from 1s to 30s)")
 	if _, err := parse("up", g, fs, args, errOut); err != nil {
 		return err
 	}
@@ -66,9 +67,18 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	}
 	fmt.Fprintln(out, "try: scanctl ingest --table demo --generate 100000 && scanctl scan --table demo --start row000000100 --end row000000110")
 	fmt.Fprintln(out, "press Ctrl-C to stop")
-	// up runs until Ctrl-C, or until every coordinator has exited (one
-	// lost is what several coordinators are for; a killed one is not
-	// restarted by up).
+	if !*noRestart {
+		// up restarts what dies (a line for each death and restart) and
+		// runs until Ctrl-C.
+		return cl.Supervise(ctx, localcluster.SuperviseConfig{Out: out})
+	}
+	return waitCoordinators(ctx, cl, cfg.DataDir, out)
+}
+
+// waitCoordinators is `up --no-restart`: it runs until Ctrl-C, or until
+// every coordinator has exited (one lost is what several coordinators are
+// for).
+func waitCoordinators(ctx context.Context, cl *localcluster.Cluster, dataDir string, out io.Writer) error {
 	done := make(chan int, cl.Coordinators())
 	for i := 0; i < cl.Coordinators(); i++ {
 		go func(i int, p *localcluster.Proc) {
@@ -85,11 +95,11 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 			name := cl.CoordinatorProc(i).Name
 			exited = append(exited, name)
 			if len(exited) < cl.Coordinators() {
-				fmt.Fprintf(out, "warning: %s exited (see %s); the others go on\n", name, filepath.Join(cfg.DataDir, "logs", name+".log"))
+				fmt.Fprintf(out, "warning: %s exited (see %s); the others go on\n", name, filepath.Join(dataDir, "logs", name+".log"))
 			}
 		}
 	}
-	return fmt.Errorf("every coordinator exited (%s); see their logs in %s", strings.Join(exited, ", "), filepath.Join(cfg.DataDir, "logs"))
+	return fmt.Errorf("every coordinator exited (%s); see their logs in %s", strings.Join(exited, ", "), filepath.Join(dataDir, "logs"))
 }
 
 func checkSize(hosts, servers int) error {
