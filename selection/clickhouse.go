@@ -1,7 +1,10 @@
 package selection
 
 import (
+	"math"
 	"slices"
+	"sync"
+	"time"
 )
 
 type chMode int
@@ -31,6 +34,12 @@ const (
 type clickhousePolicy struct {
 	p    *Profile
 	mode chMode
+	pool *chPool
+}
+
+// newClickHousePolicy is the policy of p with load_balancing mode.
+func newClickHousePolicy(p *Profile, mode chMode) clickhousePolicy {
+	return clickhousePolicy{p: p, mode: mode, pool: &chPool{}}
 }
 
 type chKey struct {
@@ -69,7 +78,6 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 	if pol.mode == chInOrder || pol.mode == chRoundRobin {
 		order = c.st.order(c.g, kindServers, "", n)
 	}
-	decay := c.p.Decay()
 	var dist []int
 	if pol.mode == chNearestHostname || pol.mode == chLevenshtein {
 		dist = c.hostDistances(pol.mode, in.LocalHost)
@@ -96,22 +104,27 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 			level = 2
 		}
 	}
-	var errs, slows []DecayedCount
-	if di := c.v.decayIndex(decay); di >= 0 && di < len(c.g.errs) {
-		errs, slows = c.g.errs[di], c.g.slows[di]
+	var errT, slowT []DecayedCount
+	if di := c.v.decayIndex(clickhouseTally); di >= 0 && di < len(c.g.errs) {
+		errT, slowT = c.g.errs[di], c.g.slows[di]
+	}
+	var counts []uint32 // errors then slowdowns per server index; nil = all 0
+	if pol.pool != nil {
+		counts = pol.pool.query(c.g, errT, slowT, c.now, o.ErrorHalfLife, o.ErrorCap, !in.Explain)
 	}
 	key := func(pos int, i int32) chKey {
 		var k chKey
-		if errs != nil {
-			k.errs = errs[i].Value(c.now, decay)
+		if counts != nil {
+			k.errs = counts[i]
+			if o.Hedge {
+				k.slow = counts[n+int(i)]
+			}
 		}
+		// distributed_replica_max_ignored_errors, on the query's copy.
 		if k.errs > o.MaxIgnoredErrors {
 			k.errs -= o.MaxIgnoredErrors
 		} else {
 			k.errs = 0
-		}
-		if o.Hedge && slows != nil {
-			k.slow = slows[i].Value(c.now, decay)
 		}
 		switch pol.mode {
 		case chNearestHostname, chLevenshtein:
@@ -281,4 +294,192 @@ func levenshteinFold(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// clickhouseTally is the decay parameter of the load view's counters that
+// clickhouse-* policies read (Profile.Decay): a plain tally that never
+// halves and is not capped. The policy applies ClickHouse's halving and cap
+// itself, in its chPool.
+var clickhouseTally = DecayParams{}
+
+// chPool is the error and slowdown state of ClickHouse's
+// PoolWithFailoverBase (src/Common/PoolWithFailoverBase.h) for one
+// clickhouse-* policy: one count pair per replica and ONE halving clock
+// (last_error_decrease_time) for the whole pool. Every Select is a query:
+//
+//   - errors and slowdowns counted since the previous query (the view's
+//     tallies grew) are added first, errors capped at errorCap
+//     (updateSharedErrorCounts: min(max_error_cap, count + new); slowdowns
+//     are not capped);
+//   - then updateErrorCounts: on the first query the clock is set to now;
+//     later, shift = (now − clock) / errorHalfLife whole periods, and if
+//     shift > 0 every count of the pool (replicas not alive included) is
+//     shifted right by it and the clock is set to now, dropping the
+//     remainder of the period.
+//
+// So counts halve only when a query comes, at most once per half-life,
+// and a halving restarts the period. Differences from ClickHouse:
+// ClickHouse measures in whole seconds (time(nullptr)), this in the clock's
+// resolution; errorHalfLife 0 means "never halves" (ClickHouse's 0 clears
+// every count at every query: use 1ns for that); errorCap 0 means
+// "uncapped" (ClickHouse's 0 would keep every count at 0).
+//
+// A replica's tallies are first read as a baseline (its errors before this
+// policy saw it do not count, as a profile reload, like ClickHouse's
+// SYSTEM RELOAD CONFIG, starts with clean counts). An Explain call reads
+// the state without changing it (as ClickHouse's system.clusters does).
+type chPool struct {
+	mu sync.Mutex
+	// last is last_error_decrease_time; zero before the first query.
+	last time.Time
+	byID map[ServerID]*chReplica
+	// g is the group index at is aligned with (at[i] is g.alive[i]'s
+	// state); the tallies of one view never change, so a query with the
+	// same g has nothing new to add.
+	g  *groupIndex
+	at []*chReplica
+}
+
+type chReplica struct {
+	errs, slows uint32
+	// seenErrs and seenSlows are the view tallies already added.
+	seenErrs, seenSlows DecayedCount
+}
+
+// tallyDelta is what the tally cur adds to seen: the growth when it is
+// the same counter (same origin), all of cur when the counter restarted
+// (a newer origin: the view reset it, or the server re-registered), and 0
+// for a stale view (older origin or smaller count). newer reports whether
+// cur should replace seen.
+func tallyDelta(seen, cur DecayedCount) (delta uint32, newer bool) {
+	switch {
+	case cur.Origin.After(seen.Origin):
+		return cur.Count, true
+	case cur.Origin.Equal(seen.Origin) && cur.Count > seen.Count:
+		return cur.Count - seen.Count, true
+	}
+	return 0, false
+}
+
+func addCapped(a, b, limit uint32) uint32 {
+	s := uint64(a) + uint64(b)
+	if limit > 0 && s > uint64(limit) {
+		s = uint64(limit)
+	}
+	if s > math.MaxUint32 {
+		s = math.MaxUint32
+	}
+	return uint32(s)
+}
+
+// query runs one query's updates (see chPool) at now for g's alive
+// servers, whose view tallies are errT and slowT (nil when the view has
+// none), and returns their counts after the updates, errors then
+// slowdowns (2n values), or nil when all are 0. With commit false nothing
+// is stored.
+func (p *chPool) query(g *groupIndex, errT, slowT []DecayedCount, now time.Time, halfLife time.Duration, limit uint32, commit bool) []uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(g.alive)
+	fresh := p.g != g
+	if fresh && commit {
+		if p.byID == nil {
+			p.byID = make(map[ServerID]*chReplica, n)
+		}
+		// Forget replicas gone for good (their counts are 0 and they are
+		// not in this view) so the map stays the size of the group.
+		if len(p.byID) > 2*n+16 {
+			for id, r := range p.byID {
+				if r.errs == 0 && r.slows == 0 {
+					if _, ok := g.index(id); !ok {
+						delete(p.byID, id)
+					}
+				}
+			}
+		}
+		p.at = p.at[:0]
+		for i, s := range g.alive {
+			r := p.byID[s.ID]
+			if r == nil {
+				r = &chReplica{}
+				if errT != nil {
+					r.seenErrs = errT[i]
+				}
+				if slowT != nil {
+					r.seenSlows = slowT[i]
+				}
+				p.byID[s.ID] = r
+			}
+			p.at = append(p.at, r)
+		}
+		p.g = g
+	}
+	// updateErrorCounts: the shift of this query.
+	shift := 0
+	if p.last.IsZero() {
+		if commit {
+			p.last = now
+		}
+	} else if d := now.Sub(p.last); d >= 0 && halfLife > 0 {
+		if k := d / halfLife; k > 0 {
+			shift = int(min(k, 64))
+			if commit {
+				p.last = now
+			}
+		}
+	}
+	var out []uint32
+	for i, s := range g.alive {
+		var r *chReplica
+		if commit || !fresh {
+			r = p.at[i]
+		} else {
+			r = p.byID[s.ID]
+		}
+		if r == nil {
+			continue // first sight (Explain): the baseline, 0
+		}
+		e, sl := r.errs, r.slows
+		if fresh {
+			if errT != nil {
+				if d, newer := tallyDelta(r.seenErrs, errT[i]); newer {
+					e = addCapped(e, d, limit)
+					if commit {
+						r.seenErrs = errT[i]
+					}
+				}
+			}
+			if slowT != nil {
+				if d, newer := tallyDelta(r.seenSlows, slowT[i]); newer {
+					sl = addCapped(sl, d, 0)
+					if commit {
+						r.seenSlows = slowT[i]
+					}
+				}
+			}
+			if commit {
+				r.errs, r.slows = e, sl
+			}
+		}
+		e, sl = shr(e, shift), shr(sl, shift)
+		if e|sl != 0 {
+			if out == nil {
+				out = make([]uint32, 2*n)
+			}
+			out[i], out[n+i] = e, sl
+		}
+	}
+	if commit && shift > 0 {
+		for _, r := range p.byID {
+			r.errs, r.slows = shr(r.errs, shift), shr(r.slows, shift)
+		}
+	}
+	return out
+}
+
+func shr(v uint32, k int) uint32 {
+	if k >= 32 {
+		return 0
+	}
+	return v >> uint(k)
 }

@@ -131,76 +131,86 @@ func TestClickHouseErrors(t *testing.T) {
 	hv := hostsView(4, 1)
 	tab := tablet(9)
 	order := RendezvousOrder(tab, hv.group("").alive, "")
-	mk := func(errs []uint32, slows []uint32, decays []DecayParams) *LoadView {
-		var ss []*ServerLoad
-		for k, s := range order {
-			c := *s
-			c.Errors = make([]DecayedCount, len(decays))
-			c.Slowdowns = make([]DecayedCount, len(decays))
-			for j := range decays {
-				c.Errors[j] = DecayedCount{Count: errs[k], Origin: t0}
-				c.Slowdowns[j] = DecayedCount{Count: slows[k], Origin: t0}
-			}
-			ss = append(ss, &c)
+	// The pool baselines the tallies it first sees; errors counted after
+	// that (later views with grown tallies) count.
+	clean := chTallyView(order, []uint32{0, 0, 0, 0}, []uint32{0, 0, 0, 0}, t0)
+	with := func(p *Profile) Policy {
+		pol := mustPolicy(t, p)
+		if _, err := pol.Select(&Input{Tablet: tab, View: clean, Profile: p, Now: t0, Rand: rng(1)}); err != nil {
+			t.Fatal(err)
 		}
-		return NewLoadView(ss, decays, t0)
+		return pol
 	}
-	dd := []DecayParams{DefaultDecay}
+	sel := func(pol Policy, p *Profile, v *LoadView) ServerID {
+		t.Helper()
+		d, err := pol.Select(&Input{Tablet: tab, View: v, Profile: p, Now: t0.Add(time.Second), Rand: rng(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Server
+	}
+	noHedge := func(o *Options) { o.Hedge = false }
 	// Errors dominate mode priority: in_order skips position 0 (1 error).
-	v := mk([]uint32{1, 0, 0, 0}, []uint32{0, 0, 0, 0}, dd)
-	if d, _ := chSelect(t, chProfile("in_order"), Input{Tablet: tab, View: v}); d.Server != order[1].ID {
-		t.Errorf("errors first: %v", d.Server)
+	// ClickHouse's test_distributed_replica_max_ignored_errors: n1 with one
+	// error is skipped (n2 answers), with max_ignored_errors=1 it is n1.
+	v := chTallyView(order, []uint32{1, 0, 0, 0}, []uint32{0, 0, 0, 0}, t0)
+	p := chProfile("in_order", noHedge)
+	if got := sel(with(p), p, v); got != order[1].ID {
+		t.Errorf("errors first: %v", got)
 	}
-	// maxIgnoredErrors: up to that many errors do not count.
-	if d, _ := chSelect(t, chProfile("in_order", func(o *Options) { o.MaxIgnoredErrors = 1 }), Input{Tablet: tab, View: v}); d.Server != order[0].ID {
-		t.Errorf("ignored errors: %v", d.Server)
+	p = chProfile("in_order", noHedge, func(o *Options) { o.MaxIgnoredErrors = 1 })
+	if got := sel(with(p), p, v); got != order[0].ID {
+		t.Errorf("ignored errors: %v", got)
 	}
-	v = mk([]uint32{3, 2, 2, 5}, []uint32{0, 0, 0, 0}, dd)
-	if d, _ := chSelect(t, chProfile("in_order", func(o *Options) { o.MaxIgnoredErrors = 2 }), Input{Tablet: tab, View: v}); d.Server != order[1].ID {
-		t.Errorf("max(0, errors-ignored): %v", d.Server)
+	v = chTallyView(order, []uint32{3, 2, 2, 5}, []uint32{0, 0, 0, 0}, t0)
+	p = chProfile("in_order", noHedge, func(o *Options) { o.MaxIgnoredErrors = 2 })
+	if got := sel(with(p), p, v); got != order[1].ID {
+		t.Errorf("max(0, errors-ignored): %v", got)
 	}
-	// Halving per whole half-life, lazily: 8 errors 2.5 half-lives later
-	// are 2 (≤ 2 ignored), 3 are 0.
-	v = mk([]uint32{8, 3, 3, 3}, []uint32{0, 0, 0, 0}, dd)
-	ign := func(o *Options) { o.MaxIgnoredErrors = 2 }
-	if d, _ := chSelect(t, chProfile("in_order", ign), Input{Tablet: tab, View: v, Now: t0.Add(59 * time.Second)}); d.Server != order[1].ID {
-		t.Errorf("before a half-life: %v", d.Server)
-	}
-	if d, _ := chSelect(t, chProfile("in_order", ign), Input{Tablet: tab, View: v, Now: t0.Add(150 * time.Second)}); d.Server != order[0].ID {
-		t.Errorf("after 2 half-lives 8→2: %v", d.Server)
-	}
-	// The profile's own decay params (errorHalfLife 10s) are read.
-	short := DecayParams{HalfLife: 10 * time.Second, Cap: 1000}
-	v = mk([]uint32{8, 3, 3, 3}, []uint32{0, 0, 0, 0}, []DecayParams{DefaultDecay, short})
-	p := chProfile("in_order", ign, func(o *Options) { o.ErrorHalfLife = 10 * time.Second })
-	if d, _ := chSelect(t, p, Input{Tablet: tab, View: v, Now: t0.Add(20 * time.Second)}); d.Server != order[0].ID {
-		t.Errorf("profile half-life: %v", d.Server)
-	}
-	p = chProfile("in_order", ign)
-	if d, _ := chSelect(t, p, Input{Tablet: tab, View: v, Now: t0.Add(20 * time.Second)}); d.Server != order[1].ID {
-		t.Errorf("default half-life: %v", d.Server)
-	}
-	// errorCap caps counters as they are added.
-	var dc DecayedCount
-	for k := 0; k < 2000; k++ {
-		dc = dc.Add(t0, DefaultDecay, 1)
-	}
-	if dc.Value(t0, DefaultDecay) != 1000 {
-		t.Errorf("cap: %d", dc.Value(t0, DefaultDecay))
+	// Errors before the pool first saw a replica do not count.
+	p = chProfile("in_order", noHedge)
+	if d, _ := mustPolicy(t, p).Select(&Input{Tablet: tab, View: v, Profile: p, Now: t0, Rand: rng(1)}); d.Server != order[0].ID {
+		t.Errorf("baseline: %v", d.Server)
 	}
 	// Slowdowns join the tuple only when hedging is on.
-	v = mk([]uint32{0, 0, 0, 0}, []uint32{2, 0, 0, 0}, dd)
-	if d, _ := chSelect(t, chProfile("in_order"), Input{Tablet: tab, View: v}); d.Server != order[0].ID {
-		t.Errorf("slowdowns without hedge: %v", d.Server)
+	v = chTallyView(order, []uint32{0, 0, 0, 0}, []uint32{2, 0, 0, 0}, t0)
+	p = chProfile("in_order", noHedge)
+	if got := sel(with(p), p, v); got != order[0].ID {
+		t.Errorf("slowdowns without hedge: %v", got)
 	}
-	if d, _ := chSelect(t, chProfile("in_order", func(o *Options) { o.Hedge = true }), Input{Tablet: tab, View: v}); d.Server != order[1].ID {
-		t.Errorf("slowdowns with hedge: %v", d.Server)
+	p = chProfile("in_order", func(o *Options) { o.Hedge = true })
+	if got := sel(with(p), p, v); got != order[1].ID {
+		t.Errorf("slowdowns with hedge: %v", got)
 	}
 	// Errors before slowdowns.
-	v = mk([]uint32{0, 1, 0, 0}, []uint32{5, 0, 5, 5}, dd)
-	if d, _ := chSelect(t, chProfile("in_order", func(o *Options) { o.Hedge = true }), Input{Tablet: tab, View: v}); d.Server != order[0].ID {
-		t.Errorf("errors before slowdowns: %v", d.Server)
+	v = chTallyView(order, []uint32{0, 1, 0, 0}, []uint32{5, 0, 5, 5}, t0)
+	if got := sel(with(p), p, v); got != order[0].ID {
+		t.Errorf("errors before slowdowns: %v", got)
 	}
+	// A view without the tallies (another profile's decays) counts 0.
+	if d, _ := mustPolicy(t, p).Select(&Input{Tablet: tab, View: hv, Profile: p, Now: t0, Rand: rng(1)}); d.Server != order[0].ID {
+		t.Errorf("no tallies: %v", d.Server)
+	}
+}
+
+// chTallyView is a view of servers (in this order) whose clickhouseTally
+// error and slowdown counters hold errs and slows, counted since origin.
+func chTallyView(servers []*ServerLoad, errs, slows []uint32, origin time.Time) *LoadView {
+	decays := []DecayParams{DefaultDecay, clickhouseTally}
+	var ss []*ServerLoad
+	for k, s := range servers {
+		c := *s
+		c.Errors = make([]DecayedCount, len(decays))
+		c.Slowdowns = make([]DecayedCount, len(decays))
+		if errs[k] > 0 {
+			c.Errors[1] = DecayedCount{Count: errs[k], Origin: origin}
+		}
+		if slows[k] > 0 {
+			c.Slowdowns[1] = DecayedCount{Count: slows[k], Origin: origin}
+		}
+		ss = append(ss, &c)
+	}
+	return NewLoadView(ss, decays, t0)
 }
 
 func TestClickHouseHedging(t *testing.T) {

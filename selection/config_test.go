@@ -181,7 +181,9 @@ func TestParseProfilesOptions(t *testing.T) {
 	if ps.List[4].Options.Hedge {
 		t.Error("hedge false ignored")
 	}
-	want := []DecayParams{DefaultDecay, {HalfLife: 30 * time.Second, Cap: 50}, {HalfLife: 5 * time.Second, Cap: 1000}}
+	// clickhouse-* read plain tallies (clickhouseTally) and halve them on
+	// their own pool clock.
+	want := []DecayParams{DefaultDecay, {}, {HalfLife: 30 * time.Second, Cap: 50}, {HalfLife: 5 * time.Second, Cap: 1000}}
 	got := ps.Decays()
 	if !slices.Equal(got, want) {
 		t.Errorf("Decays = %v, want %v", got, want)

@@ -3,6 +3,7 @@ package selection
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,11 +39,17 @@ type Profile struct {
 }
 
 // Decay returns the decay parameters of the profile's error and slowdown
-// counters (errorHalfLife, errorCap). Profiles whose policy reads no
-// counters return DefaultDecay.
+// counters in the load view (errorHalfLife, errorCap). Profiles whose
+// policy reads no counters return DefaultDecay; clickhouse-* profiles read
+// plain tallies (HalfLife 0, Cap 0) and apply errorHalfLife and errorCap
+// on ClickHouse's per-pool clock themselves (docs/policies.md, clickhouse).
 func (p *Profile) Decay() DecayParams {
 	if p == nil || !usesDecay(p.Policy) {
 		return DefaultDecay
+	}
+	if strings.HasPrefix(p.Policy, clickhousePrefix) {
+		// Tallies: the policy halves them on ClickHouse's pool clock.
+		return clickhouseTally
 	}
 	return DecayParams{HalfLife: p.Options.ErrorHalfLife, Cap: p.Options.ErrorCap}
 }

@@ -154,7 +154,7 @@ func NewPolicy(p *Profile) (Policy, error) {
 	if mode, ok := strings.CutPrefix(name, clickhousePrefix); ok {
 		for i, m := range clickhouseModes {
 			if m == mode {
-				return clickhousePolicy{p: p, mode: chMode(i)}, nil
+				return newClickHousePolicy(p, chMode(i)), nil
 			}
 		}
 	}
