@@ -425,5 +425,5 @@ func ExampleHomeHost() {
 	}, nil, time.Time{})
 	tab := Tablet{Table: "t", EndRow: []byte("m")}
 	fmt.Println(HomeHost(tab, v, "default"), HostOrder(tab, v, "default"))
-	// Output: b [b a c]
+	// Output: b [b c a]
 }

@@ -2,23 +2,38 @@ package selection
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"slices"
 
 	"github.com/spaolacci/murmur3"
 )
 
-// Rendezvous (highest-random-weight) hashing, as Accumulo's scan server
-// selectors do it: every member gets a 128-bit murmur3 hash of (tablet end
-// row, prev end row, table, member, salt if non-empty) and members are
-// ordered by that hash, smallest first. The first N members form the
-// tablet's subset of size N; the same salt gives nested subsets as N grows;
-// different salts give independent subsets; removing one of n members
-// remaps only the tablets whose first member it was (≈1/n).
+// Rendezvous (highest-random-weight) hashing, bit for bit as Accumulo's
+// RendezvousHasher (core/src/main/java/org/apache/accumulo/core/spi/scan/
+// RendezvousHasher.java, method hash) computes it; docs/policies.md,
+// rendezvous order. Every member gets Guava's Hashing.murmur3_128() (murmur3
+// x64 128-bit, seed 0) of, in this order and with no length prefixes or
+// separators:
 //
-// Encoding: every field is written as uvarint(len) followed by its bytes,
-// so no two different (tablet, member, salt) tuples hash the same input.
-// The hash is murmur3 x64 128-bit, seed 0; (h1, h2) compare as an unsigned
-// 128-bit number, h1 most significant. Equal hashes order by member name.
+//   - the tablet's end row bytes, or the single byte 5 when it has none;
+//   - its prev end row bytes, or the single byte 7 when it has none;
+//   - the table (UTF-8);
+//   - the member's name (UTF-8);
+//   - the salt (UTF-8), only when non-empty.
+//
+// An empty row is an open end (Tablet), so it is absent here: Accumulo's
+// rows are never empty. Members are ordered by their hash's 16 bytes as
+// Guava's HashCode.asBytes() gives them (h1 then h2, each little-endian)
+// compared lexicographically as signed Java bytes (Arrays.compare), smallest
+// first. The first N members form the tablet's subset of size N (Accumulo's
+// SERVER mode); the same salt gives nested subsets as N grows; different
+// salts give independent subsets; removing one of n members remaps only the
+// tablets whose first member it was (≈1/n). Equal hashes (never seen at 128
+// bits) order by member name; Accumulo keeps its set's iteration order.
+//
+// Internally a hash is kept as its order key (u128): each 8-byte half
+// byte-reversed to big-endian with every byte's sign bit flipped, so that
+// unsigned (hi, lo) order is the signed-byte lexicographic order.
 
 type u128 struct{ hi, lo uint64 }
 
@@ -36,37 +51,79 @@ func (a u128) cmp(b u128) int {
 	return 0
 }
 
-// appendTabletKey appends the tablet part of the hash input.
-func appendTabletKey(b []byte, t Tablet) []byte {
-	b = binary.AppendUvarint(b, uint64(len(t.EndRow)))
-	b = append(b, t.EndRow...)
-	b = binary.AppendUvarint(b, uint64(len(t.PrevEndRow)))
-	b = append(b, t.PrevEndRow...)
-	b = binary.AppendUvarint(b, uint64(len(t.Table)))
-	b = append(b, t.Table...)
-	return b
+// signBits flips the sign bit of every byte: signed byte order becomes
+// unsigned byte order.
+const signBits = 0x8080808080808080
+
+// orderKey turns murmur3's (h1, h2) into the order key of Guava's asBytes()
+// (h1 then h2, little-endian) under signed lexicographic comparison.
+func orderKey(h1, h2 uint64) u128 {
+	return u128{bits.ReverseBytes64(h1) ^ signBits, bits.ReverseBytes64(h2) ^ signBits}
 }
 
-// hashMember hashes buf[:keyLen] (a tablet key) + member + salt. It
-// returns the (possibly grown) buffer for reuse.
+// bytes returns the Guava HashCode.asBytes() of the hash with order key k.
+func (k u128) bytes() (out [16]byte) {
+	binary.BigEndian.PutUint64(out[:8], k.hi^signBits)
+	binary.BigEndian.PutUint64(out[8:], k.lo^signBits)
+	return out
+}
+
+// Accumulo's stand-ins for an absent end row and prev end row.
+const (
+	absentEndRow     = 5
+	absentPrevEndRow = 7
+)
+
+// appendTabletKey appends the tablet part of the hash input. Different
+// tablets may give the same bytes (no length prefixes, as in Accumulo);
+// they then have the same rendezvous orders.
+func appendTabletKey(b []byte, t Tablet) []byte {
+	if len(t.EndRow) > 0 {
+		b = append(b, t.EndRow...)
+	} else {
+		b = append(b, absentEndRow)
+	}
+	if len(t.PrevEndRow) > 0 {
+		b = append(b, t.PrevEndRow...)
+	} else {
+		b = append(b, absentPrevEndRow)
+	}
+	return append(b, t.Table...)
+}
+
+// hashMember hashes buf[:keyLen] (a tablet key) + member + salt and returns
+// the hash's order key and the (possibly grown) buffer for reuse.
 func hashMember(buf []byte, keyLen int, member, salt string) (u128, []byte) {
-	b := buf[:keyLen]
-	b = binary.AppendUvarint(b, uint64(len(member)))
-	b = append(b, member...)
+	b := append(buf[:keyLen], member...)
 	if salt != "" {
-		b = binary.AppendUvarint(b, uint64(len(salt)))
 		b = append(b, salt...)
 	}
 	h1, h2 := murmur3.Sum128(b)
-	return u128{h1, h2}, b
+	return orderKey(h1, h2), b
 }
 
-// RendezvousHash returns the 128-bit rendezvous hash of member (a server
-// id or a host name) for tablet t and salt.
-func RendezvousHash(t Tablet, member, salt string) (hi, lo uint64) {
+// RendezvousHash returns Accumulo's rendezvous hash of member (a server id
+// or a host name) for tablet t and salt, as the 16 bytes of Guava's
+// HashCode.asBytes(). Compare two with CompareRendezvousHashes.
+func RendezvousHash(t Tablet, member, salt string) [16]byte {
 	b := appendTabletKey(nil, t)
 	h, _ := hashMember(b, len(b), member, salt)
-	return h.hi, h.lo
+	return h.bytes()
+}
+
+// CompareRendezvousHashes orders two rendezvous hashes as Accumulo does
+// (Java's Arrays.compare(byte[], byte[]): lexicographic, signed bytes):
+// -1, 0 or +1.
+func CompareRendezvousHashes(a, b [16]byte) int {
+	for i := range a {
+		if x, y := int8(a[i]), int8(b[i]); x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
 }
 
 // RendezvousOrder returns servers ordered by their rendezvous hash for t
@@ -104,7 +161,8 @@ func RendezvousOrder(t Tablet, servers []*ServerLoad, salt string) []*ServerLoad
 // HostOrder returns the hosts of group's live servers in view, ordered by
 // the rendezvous hash of the host name for t (unsalted), smallest first.
 // Every host is equally likely to come first whatever its server count.
-// The first is HomeHost.
+// The first is HomeHost. (Accumulo has no such order: its host selector
+// takes the distinct hosts of the server order, see accumulo-host.)
 func HostOrder(t Tablet, view *LoadView, group string) []string {
 	if view == nil {
 		return nil

@@ -23,32 +23,34 @@ func serversN(n int) []*ServerLoad {
 // force over the exported RendezvousHash.
 func firstOf(tab Tablet, ss []*ServerLoad, salt string) ServerID {
 	var best ServerID
-	var bh, bl uint64
+	var bh [16]byte
 	for k, s := range ss {
-		h, l := RendezvousHash(tab, string(s.ID), salt)
-		if k == 0 || h < bh || (h == bh && l < bl) {
-			best, bh, bl = s.ID, h, l
+		h := RendezvousHash(tab, string(s.ID), salt)
+		if k == 0 || CompareRendezvousHashes(h, bh) < 0 {
+			best, bh = s.ID, h
 		}
 	}
 	return best
 }
 
+// The encoding itself is pinned against Accumulo's own hash in
+// accumulo_hash_test.go; here: murmur3_128 of the concatenated fields.
 func TestRendezvousHashIsMurmur3(t *testing.T) {
 	tab := Tablet{Table: "tbl", PrevEndRow: []byte("a"), EndRow: []byte("b")}
-	// uvarint(len) + bytes per field: end row, prev end row, table, member, salt.
-	in := []byte("\x01b\x01a\x03tbl\x03srv\x04salt")
-	h1, h2 := murmur3.Sum128(in)
-	if a, b := RendezvousHash(tab, "srv", "salt"); a != h1 || b != h2 {
+	// end row, prev end row, table, member, salt; no length prefixes.
+	h1, h2 := murmur3.Sum128([]byte("batblsrvsalt"))
+	if got := RendezvousHash(tab, "srv", "salt"); got != orderKey(h1, h2).bytes() {
 		t.Fatal("RendezvousHash is not murmur3_128 of the documented encoding")
 	}
 	// No salt: the salt field is omitted.
-	h1, h2 = murmur3.Sum128([]byte("\x01b\x01a\x03tbl\x03srv"))
-	if a, b := RendezvousHash(tab, "srv", ""); a != h1 || b != h2 {
+	h1, h2 = murmur3.Sum128([]byte("batblsrv"))
+	if got := RendezvousHash(tab, "srv", ""); got != orderKey(h1, h2).bytes() {
 		t.Fatal("unsalted encoding")
 	}
-	// Open ends and field boundaries are unambiguous.
-	if x, _ := RendezvousHash(Tablet{Table: "ab"}, "c", ""); x == func() uint64 { y, _ := RendezvousHash(Tablet{Table: "a"}, "bc", ""); return y }() {
-		t.Error("field boundary collision")
+	// Open ends are the bytes 5 (end row) and 7 (prev end row).
+	h1, h2 = murmur3.Sum128([]byte("\x05\x07tblsrv"))
+	if got := RendezvousHash(Tablet{Table: "tbl"}, "srv", ""); got != orderKey(h1, h2).bytes() {
+		t.Fatal("open ends")
 	}
 }
 
@@ -64,9 +66,7 @@ func TestRendezvousOrderMatchesReference(t *testing.T) {
 		}
 		for i := 1; i < len(order); i++ {
 			a, b := order[i-1], order[i]
-			ah, al := RendezvousHash(tab, string(a.ID), "s")
-			bh, bl := RendezvousHash(tab, string(b.ID), "s")
-			if ah > bh || (ah == bh && al > bl) {
+			if CompareRendezvousHashes(RendezvousHash(tab, string(a.ID), "s"), RendezvousHash(tab, string(b.ID), "s")) > 0 {
 				t.Fatalf("not sorted at %d", i)
 			}
 		}
