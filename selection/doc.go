@@ -76,10 +76,17 @@
 //	random, round-robin      baselines
 //	adaptive                 scanplane's own (below)
 //
-// Rendezvous hashing (hash.go) follows Accumulo's design: murmur3 x64 128
-// over (end row, prev end row, table, member, salt if non-empty), smallest
-// first. It is not bit-for-bit Accumulo's hash (field encoding, member
-// names and byte order differ; docs/policies.md, rendezvous order).
+// Rendezvous hashing (hash.go) is Accumulo's RendezvousHasher bit for bit:
+// Guava's murmur3_128 (x64, seed 0) of the end row (or the byte 5), the prev
+// end row (or the byte 7), the table, the member's name and the salt if
+// non-empty, with no length prefixes; members ordered by the 16 hash bytes
+// compared as signed bytes, smallest first. Given the same table string and
+// server names, a tablet gets the same subsets as in Accumulo (pinned by
+// Accumulo's own tests, ported in accumulo_hash_test.go). The names differ:
+// a server is "<actor address>/<index>" (the scan servers of one process
+// share its address) where Accumulo hashes "host:port", and the table is its
+// name where Accumulo hashes the table id (docs/policies.md, rendezvous
+// order).
 // ClickHouse's "configuration order" of a tablet's replicas is the tablet's
 // unsalted rendezvous order of the group's servers, so in_order,
 // first_or_random and round_robin keep per-tablet affinity instead of
