@@ -134,6 +134,10 @@ func (h *HostAgent) Start(ctx context.Context) error {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	h.incarnation = hex.EncodeToString(b[:])
+	if _, err := h.sys.Actors.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return echoActor{} }), EchoName); err != nil {
+		h.Close()
+		return fmt.Errorf("actors: spawn echo actor: %w", err)
+	}
 	fetcher := h.cache.Fetcher(h.store)
 	source := blockSource(h.store)
 	gens := &lazyMetaStore{conn: h.conn}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -37,8 +39,16 @@ func BenchmarkFullTabletScan100k(b *testing.B) {
 
 // BenchmarkOneRowScan: a one-row scan's round trip through the coordinator
 // (client → router → tablet actor → scan server → client), on 3 hosts × 2
-// servers with 100 000 rows over 8 tablets. Run with -benchtime=10000x for
-// p50/p99 over 10 000 scans.
+// servers with 100 000 rows over 8 tablets, and, in the same run on the
+// same processes, its floor: a bare remote request/response between the
+// client and the echo actor of a scan-server process (client.Ping).
+// Scans and pings alternate in blocks of 100, so both see the same
+// machine. Reported: p50-µs and p99-µs of the scans, rtt-p50-µs and
+// rtt-p99-µs of the pings, and the CPU time (user + system, from
+// /proc/PID/stat, 10 ms ticks summed over the scan blocks only) that the
+// coordinator process and the scan-server processes spent per scan:
+// coord-cpu-µs/scan, server-cpu-µs/scan (their heartbeats and other
+// background work included). Run with -benchtime=3000x or more.
 func BenchmarkOneRowScan(b *testing.B) {
 	f := start(b)
 	ctx := context.Background()
@@ -47,24 +57,80 @@ func BenchmarkOneRowScan(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	hosts := make([]string, f.cl.Hosts())
+	for i := range hosts {
+		hosts[i] = f.cl.Host(i).Ready.Actor
+		for j := 0; j < 20; j++ { // warm the client's endpoint to each host
+			if _, err := f.c.Ping(ctx, hosts[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	coordPIDs := []int{f.cl.Coordinator().PID()}
+	var serverPIDs []int
+	for i := 0; i < f.cl.Hosts(); i++ {
+		serverPIDs = append(serverPIDs, f.cl.Host(i).PID())
+	}
 	lat := make([]time.Duration, 0, b.N)
+	rtt := make([]time.Duration, 0, b.N)
+	var coordCPU, serverCPU float64
+	const block = 100
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		k := (i * 7919) % len(f.truth)
-		t := time.Now()
-		rows := f.c.Scan(ctx, table, tablets.Range{Start: f.truth[k].Key, End: append(f.truth[k].Key[:len(f.truth[k].Key):len(f.truth[k].Key)], 0)}, client.ScanOptions{})
-		n := 0
-		for rows.Next() {
-			n++
+	for done := 0; done < b.N; {
+		n := min(block, b.N-done)
+		c0, s0 := cpuSeconds(b, coordPIDs), cpuSeconds(b, serverPIDs)
+		for i := done; i < done+n; i++ {
+			k := (i * 7919) % len(f.truth)
+			t := time.Now()
+			rows := f.c.Scan(ctx, table, tablets.Range{Start: f.truth[k].Key, End: append(f.truth[k].Key[:len(f.truth[k].Key):len(f.truth[k].Key)], 0)}, client.ScanOptions{})
+			got := 0
+			for rows.Next() {
+				got++
+			}
+			if rows.Err() != nil || got != 1 {
+				b.Fatalf("%d rows, err %v", got, rows.Err())
+			}
+			lat = append(lat, time.Since(t))
 		}
-		if rows.Err() != nil || n != 1 {
-			b.Fatalf("%d rows, err %v", n, rows.Err())
+		coordCPU += cpuSeconds(b, coordPIDs) - c0
+		serverCPU += cpuSeconds(b, serverPIDs) - s0
+		for i := done; i < done+n; i++ {
+			d, err := f.c.Ping(ctx, hosts[i%len(hosts)])
+			if err != nil {
+				b.Fatal(err)
+			}
+			rtt = append(rtt, d)
 		}
-		lat = append(lat, time.Since(t))
+		done += n
 	}
 	b.StopTimer()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
-	b.ReportMetric(q(0.50), "p50-µs")
-	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(quantileMicros(lat, 0.50), "p50-µs")
+	b.ReportMetric(quantileMicros(lat, 0.99), "p99-µs")
+	b.ReportMetric(quantileMicros(rtt, 0.50), "rtt-p50-µs")
+	b.ReportMetric(quantileMicros(rtt, 0.99), "rtt-p99-µs")
+	b.ReportMetric(coordCPU*1e6/float64(b.N), "coord-cpu-µs/scan")
+	b.ReportMetric(serverCPU*1e6/float64(b.N), "server-cpu-µs/scan")
+}
+
+// quantileMicros is the q-quantile of ds in µs (ds is sorted in place).
+func quantileMicros(ds []time.Duration, q float64) float64 {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return float64(ds[int(q*float64(len(ds)-1))].Nanoseconds()) / 1e3
+}
+
+// cpuSeconds is the user + system CPU time the processes have used.
+func cpuSeconds(b *testing.B, pids []int) float64 {
+	var sum float64
+	for _, pid := range pids {
+		p, err := procfs.NewProc(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		st, err := p.Stat()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum += st.CPUTime()
+	}
+	return sum
 }

@@ -206,6 +206,16 @@ func TestRandomScansMatchGroundTruth(t *testing.T) {
 	if st.ScansFailed != 0 {
 		t.Fatalf("coordinator reports %d failed scans", st.ScansFailed)
 	}
+	// The floor under a scan: every scan-server process answers a ping
+	// (its echo actor); a process without one (the coordinator) does not.
+	for i := 0; i < f.cl.Hosts(); i++ {
+		if d, err := f.c.Ping(context.Background(), f.cl.Host(i).Ready.Actor); err != nil || d <= 0 {
+			t.Fatalf("ping host %d: %v, %v", i, d, err)
+		}
+	}
+	if _, err := f.c.Ping(context.Background(), f.cl.CoordinatorAddr()); err == nil {
+		t.Fatal("ping of the coordinator, which has no echo actor, succeeded")
+	}
 
 	// Faults mid-run: one scanserver process stopped (hung), another killed.
 	var once1, once2 sync.Once
