@@ -379,7 +379,7 @@ func TestOptionsDocumented(t *testing.T) {
 
 func TestPolicyNames(t *testing.T) {
 	names := PolicyNames()
-	if len(names) != 13 {
+	if len(names) != 15 {
 		t.Errorf("names %v", names)
 	}
 	for _, n := range names {

@@ -73,6 +73,8 @@
 //	clickhouse-round_robin
 //	bookkeeper               docs/policies.md, bookkeeper: affinity order, pending-threshold move-to-front, speculative re-dispatch
 //	ribbon-zone              docs/policies.md, ribbon-zone: subset filter, zone avoidance, availability filtering, round robin
+//	peak-ewma                docs/policies.md, peak-ewma: Finagle's power of two choices over peak-EWMA latency × (in flight + 1)
+//	c3                       docs/policies.md, c3: C3's (NSDI'15) ranking of the tablet's replicas, without its rate control
 //	random, round-robin      baselines
 //	adaptive                 scanplane's own (below)
 //
@@ -140,7 +142,7 @@
 //	| maxIgnoredErrors                | 0              | clickhouse-*             | errors − this (≥ 0) in the sort tuple |
 //	| firstOffset                     | 0              | clickhouse-first_or_random | preferred replica index (mod N) |
 //	| reorderThresholdPendingRequests | 10             | bookkeeper               | T; 0 = no pending reordering but slow replicas last (BookKeeper's own default is 0) |
-//	| writeSetSize                    | 3              | bookkeeper               | replicas: first N of the rendezvous order on distinct hosts; 0 = all servers |
+//	| writeSetSize                    | 3              | bookkeeper, c3           | replicas: first N of the rendezvous order on distinct hosts; 0 = all servers |
 //	| speculativeReadTimeout          | 2s             | bookkeeper               | first speculative re-dispatch; 0 = off |
 //	| maxSpeculativeReadTimeout       | 0s             | bookkeeper               | cap of the backed-off timeout; 0 = speculativeReadTimeout (BookKeeper's default) |
 //	| speculativeBackoffMultiplier    | 2.0            | bookkeeper               | backoff per speculative dispatch made (≥ 1) |
@@ -162,6 +164,9 @@
 //	| spillCost                       | 4              | adaptive                 | score per host rank away from home (queued scans per worker) |
 //	| spillHosts                      | 2              | adaptive                 | hosts after home scored before falling back to all servers |
 //	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long scores +8 and is not a sibling-hedge target (0 = ignore) |
+//	| decayTime                       | 10s            | peak-ewma                | τ of the peak-EWMA latency (Finagle's decayTime; > 0) |
+//	| defaultRTT                      | 0s             | peak-ewma                | estimate of a server with no sample (tower's default_rtt); 0 = Finagle's: 0, penalty once in flight |
+//	| c3Clients                       | 1              | c3                       | C3's n: coordinators sharing the servers (q̂ = 1 + os·n + q̄) |
 //
 // # The adaptive policy
 //

@@ -120,6 +120,18 @@ type Options struct {
 	// score +8 and a hedge does not go to a sibling on it. 0 = ignore
 	// heartbeats. 2s.
 	StaleHeartbeat time.Duration
+
+	// DecayTime ("decayTime"): peak-ewma's τ: a latency below the
+	// estimate moves it by 1 − exp(−Δt/τ), and the estimate decays toward 0
+	// with it while unobserved (Finagle's decayTime). 10s.
+	DecayTime time.Duration
+	// DefaultRTT ("defaultRTT"): peak-ewma's estimate for a server with no
+	// latency sample yet (tower's default_rtt); 0 = Finagle's rule: cost 0,
+	// and Penalty + pending once a scan is in flight there. 0s.
+	DefaultRTT time.Duration
+	// C3Clients ("c3Clients"): C3's n, the number of coordinators sharing
+	// the scan servers (concurrency compensation: q̂ = 1 + os·n + q̄). 1.
+	C3Clients int
 }
 
 // Policy names.
@@ -131,6 +143,8 @@ const (
 	PolicyRandom       = "random"
 	PolicyRoundRobin   = "round-robin"
 	PolicyAdaptive     = "adaptive"
+	PolicyPeakEWMA     = "peak-ewma"
+	PolicyC3           = "c3"
 	// ClickHouse policies are "clickhouse-" + a load_balancing mode:
 	// random, nearest_hostname, hostname_levenshtein_distance, in_order,
 	// first_or_random, round_robin.
@@ -144,7 +158,7 @@ var clickhouseModes = []string{"random", "nearest_hostname", "hostname_levenshte
 
 // PolicyNames returns every policy name, sorted.
 func PolicyNames() []string {
-	out := []string{PolicyAccumulo, PolicyAccumuloHost, PolicyBookKeeper, PolicyRibbonZone, PolicyRandom, PolicyRoundRobin, PolicyAdaptive}
+	out := []string{PolicyAccumulo, PolicyAccumuloHost, PolicyBookKeeper, PolicyRibbonZone, PolicyRandom, PolicyRoundRobin, PolicyAdaptive, PolicyPeakEWMA, PolicyC3}
 	for _, m := range clickhouseModes {
 		out = append(out, clickhousePrefix+m)
 	}
@@ -192,6 +206,8 @@ func DefaultOptions(policy string) Options {
 		SpillCost:                       4,
 		SpillHosts:                      2,
 		StaleHeartbeat:                  2 * time.Second,
+		DecayTime:                       defaultDecayTime,
+		C3Clients:                       1,
 	}
 	if policy == PolicyAdaptive {
 		o.Hedge = true
@@ -226,6 +242,8 @@ var (
 	chAll     = []string{"clickhouse-*"}
 	chAdapt   = []string{"clickhouse-*", PolicyAdaptive}
 	bkOnly    = []string{PolicyBookKeeper}
+	bkC3      = []string{PolicyBookKeeper, PolicyC3}
+	peakOnly  = []string{PolicyPeakEWMA}
 	ribbon    = []string{PolicyRibbonZone}
 	ribAdapt  = []string{PolicyRibbonZone, PolicyAdaptive}
 	adaptOnly = []string{PolicyAdaptive}
@@ -309,7 +327,7 @@ var optionSpecs = []optionSpec{
 	u32Opt("maxIgnoredErrors", chAll, func(o *Options) *uint32 { return &o.MaxIgnoredErrors }),
 	intOpt("firstOffset", []string{"clickhouse-first_or_random"}, 0, math.MaxInt32, func(o *Options) *int { return &o.FirstOffset }),
 	intOpt("reorderThresholdPendingRequests", bkOnly, 0, math.MaxInt32, func(o *Options) *int { return &o.ReorderThresholdPendingRequests }),
-	intOpt("writeSetSize", bkOnly, 0, math.MaxInt32, func(o *Options) *int { return &o.WriteSetSize }),
+	intOpt("writeSetSize", bkC3, 0, math.MaxInt32, func(o *Options) *int { return &o.WriteSetSize }),
 	durOpt("speculativeReadTimeout", bkOnly, func(o *Options) *time.Duration { return &o.SpeculativeReadTimeout }),
 	durOpt("maxSpeculativeReadTimeout", bkOnly, func(o *Options) *time.Duration { return &o.MaxSpeculativeReadTimeout }),
 	floatOpt("speculativeBackoffMultiplier", bkOnly, 1, 1000, false, func(o *Options) *float64 { return &o.SpeculativeBackoffMultiplier }),
@@ -331,6 +349,9 @@ var optionSpecs = []optionSpec{
 	floatOpt("spillCost", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.SpillCost }),
 	intOpt("spillHosts", adaptOnly, 0, 1000, func(o *Options) *int { return &o.SpillHosts }),
 	durOpt("staleHeartbeat", adaptOnly, func(o *Options) *time.Duration { return &o.StaleHeartbeat }),
+	durOpt("decayTime", peakOnly, func(o *Options) *time.Duration { return &o.DecayTime }),
+	durOpt("defaultRTT", peakOnly, func(o *Options) *time.Duration { return &o.DefaultRTT }),
+	intOpt("c3Clients", []string{PolicyC3}, 1, 1<<20, func(o *Options) *int { return &o.C3Clients }),
 }
 
 func findOption(name string) *optionSpec {
@@ -372,6 +393,9 @@ func validateOptions(policy string, o *Options) (field string, err error) {
 	if policy == PolicyAdaptive && o.HedgeDelayMax > 0 && o.HedgeDelayMax < o.HedgeDelayMin {
 		return "hedgeDelayMax", fmt.Errorf("%s is less than hedgeDelayMin %s",
 			FormatDuration(o.HedgeDelayMax), FormatDuration(o.HedgeDelayMin))
+	}
+	if policy == PolicyPeakEWMA && o.DecayTime <= 0 {
+		return "decayTime", fmt.Errorf("%s must be greater than 0", FormatDuration(o.DecayTime))
 	}
 	if policy == PolicyRibbonZone && o.BreakerMaxTimeout < o.BreakerTimeoutFactor {
 		return "breakerMaxTimeout", fmt.Errorf("%s is less than breakerTimeoutFactor %s",

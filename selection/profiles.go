@@ -150,6 +150,10 @@ func NewPolicy(p *Profile) (Policy, error) {
 		return ribbonPolicy{p: p}, nil
 	case PolicyAdaptive:
 		return adaptivePolicy{p: p}, nil
+	case PolicyPeakEWMA:
+		return newPeakEWMAPolicy(p), nil
+	case PolicyC3:
+		return c3Policy{p: p}, nil
 	}
 	if mode, ok := strings.CutPrefix(name, clickhousePrefix); ok {
 		for i, m := range clickhouseModes {
