@@ -33,6 +33,14 @@ func conformanceCases() []policyCase {
 	p = profileFor(PolicyBookKeeper)
 	p.Options.WriteSetSize = 0
 	out = append(out, policyCase{"bookkeeper+allreplicas", p})
+	p = profileFor(PolicyPeakEWMA)
+	p.Options.DefaultRTT = 5 * time.Millisecond
+	p.Options.DecayTime = time.Second
+	out = append(out, policyCase{"peak-ewma+defaultRTT", p})
+	p = profileFor(PolicyC3)
+	p.Options.WriteSetSize = 0
+	p.Options.C3Clients = 3
+	out = append(out, policyCase{"c3+allreplicas+3clients", p})
 	return out
 }
 

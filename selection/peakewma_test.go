@@ -433,3 +433,30 @@ func TestPeakEWMATablePruned(t *testing.T) {
 		t.Fatalf("table holds %d servers", n)
 	}
 }
+
+// The estimator table is shared by every tablet of a profile: concurrent
+// Selects are safe (run with -race) and every decision stays valid.
+func TestPeakEWMAConcurrent(t *testing.T) {
+	p := profileFor(PolicyPeakEWMA)
+	pol := mustPolicy(t, p)
+	done := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			r := rng(uint64(g))
+			for k := 0; k < 200; k++ {
+				at := t0.Add(time.Duration(k) * time.Millisecond)
+				v := randomView(r, 20, at)
+				if _, err := pol.Select(&Input{Tablet: tablet(k), Profile: p, View: v, Now: at, Rand: rng(uint64(k)), State: &TabletState{}}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
