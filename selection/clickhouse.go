@@ -16,16 +16,30 @@ const (
 	chInOrder
 	chFirstOrRandom
 	chRoundRobin
+	chLongestCommonPrefix
+	chLongestCommonSuffix
+	chLeastRequest
 )
+
+// hostnameMode reports whether mode's priority is a hostname distance.
+func (m chMode) hostnameMode() bool {
+	switch m {
+	case chNearestHostname, chLevenshtein, chLongestCommonPrefix, chLongestCommonSuffix:
+		return true
+	}
+	return false
+}
 
 // clickhousePolicy is ClickHouse's replica selection (docs/policies.md, clickhouse) with
 // one load_balancing mode. Replicas (the group's live servers, in the
 // tablet's unsalted rendezvous order as "configuration order") are sorted
-// by (max(0, errors − maxIgnoredErrors), slowdowns if hedging, priority 0,
-// mode priority, random redrawn per call) and the first one not already
-// tried in this scan is used. Errors and slowdowns are the view's decayed
-// counters for the profile's DecayParams (errorHalfLife, errorCap); the
-// coordinator adds 1 per failed try and per slowdown.
+// by (max(0, errors − maxIgnoredErrors), slowdowns if hedging, replica
+// priority (replicaPriority, default 1), mode priority, random redrawn per
+// call) — PoolState::compare in ClickHouse's PoolWithFailoverBase.h — and
+// the first one not already tried in this scan is used. Errors and
+// slowdowns are the pool's counts (chPool): the coordinator adds 1 per
+// failed try and per slowdown to the view's tallies, the pool halves them
+// on ClickHouse's per-pool clock.
 //
 // Hedging (hedge = true): every decision carries HedgeDelay =
 // hedgedConnectionTimeout and DataTimeout = receiveDataTimeout; a hedge
@@ -44,7 +58,8 @@ func newClickHousePolicy(p *Profile, mode chMode) clickhousePolicy {
 
 type chKey struct {
 	errs, slow uint32
-	prio       int
+	cfg        int // replica (config) priority
+	prio       int // mode priority
 	rnd        uint64
 }
 
@@ -54,6 +69,9 @@ func (a chKey) less(b chKey) bool {
 	}
 	if a.slow != b.slow {
 		return a.slow < b.slow
+	}
+	if a.cfg != b.cfg {
+		return a.cfg < b.cfg
 	}
 	if a.prio != b.prio {
 		return a.prio < b.prio
@@ -79,8 +97,12 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 		order = c.st.order(c.g, kindServers, "", n)
 	}
 	var dist []int
-	if pol.mode == chNearestHostname || pol.mode == chLevenshtein {
+	if pol.mode.hostnameMode() {
 		dist = c.hostDistances(pol.mode, in.LocalHost)
+	}
+	lrBest := int32(-1)
+	if pol.mode == chLeastRequest {
+		lrBest = c.leastRequestWinner(o.LeastRequestChoiceCount, o.LeastRequestActiveRequestBias)
 	}
 	var lastUsed int
 	if pol.mode == chRoundRobin {
@@ -126,9 +148,18 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 		} else {
 			k.errs = 0
 		}
+		if len(o.ReplicaPriority) > 0 {
+			k.cfg = o.replicaPriority(c.g.alive[i])
+		} else {
+			k.cfg = DefaultReplicaPriority
+		}
 		switch pol.mode {
-		case chNearestHostname, chLevenshtein:
+		case chNearestHostname, chLevenshtein, chLongestCommonPrefix, chLongestCommonSuffix:
 			k.prio = dist[c.g.hostOf[i]]
+		case chLeastRequest:
+			if i != lrBest {
+				k.prio = 1
+			}
 		case chInOrder:
 			k.prio = pos
 		case chFirstOrRandom:
@@ -227,10 +258,13 @@ func at(order []int32, pos int) int32 {
 	return order[pos]
 }
 
-// hostDistances returns, per host index, the distance of the host name to
-// local: differing bytes at equal positions over the shorter length
-// (nearest_hostname, case-sensitive) or the case-insensitive Levenshtein
-// distance. Cached in the state per (mode, local host, membership).
+// hostDistances returns, per host index, the mode priority of the host
+// name for local: differing bytes at equal positions over the shorter
+// length (nearest_hostname, case-sensitive), the case-insensitive
+// Levenshtein distance, or minus the length of the longest common prefix
+// or suffix (case-sensitive; ClickHouse negates the similarity so that
+// lower is preferred). Cached in the state per (mode, local host,
+// membership).
 func (c *call) hostDistances(mode chMode, local string) []int {
 	dc := &c.st.dist
 	if dc.valid && dc.mode == uint8(mode) && dc.local == local && dc.group == c.g.name && dc.fp == c.g.fp && len(dc.d) == len(c.g.hosts) {
@@ -239,10 +273,16 @@ func (c *call) hostDistances(mode chMode, local string) []int {
 	dc.valid, dc.mode, dc.local, dc.group, dc.fp = true, uint8(mode), local, c.g.name, c.g.fp
 	dc.d = slices.Grow(dc.d[:0], len(c.g.hosts))[:len(c.g.hosts)]
 	for h := range c.g.hosts {
-		if mode == chNearestHostname {
-			dc.d[h] = hostnameDifference(local, c.g.hosts[h].name)
-		} else {
-			dc.d[h] = levenshteinFold(local, c.g.hosts[h].name)
+		name := c.g.hosts[h].name
+		switch mode {
+		case chNearestHostname:
+			dc.d[h] = hostnameDifference(local, name)
+		case chLongestCommonPrefix:
+			dc.d[h] = -commonPrefixLen(local, name)
+		case chLongestCommonSuffix:
+			dc.d[h] = -commonSuffixLen(local, name)
+		default:
+			dc.d[h] = levenshteinFold(local, name)
 		}
 	}
 	return dc.d
@@ -259,6 +299,55 @@ func hostnameDifference(a, b string) int {
 		}
 	}
 	return d
+}
+
+// commonPrefixLen is ClickHouse's getHostNameLongestCommonPrefix: the
+// number of equal leading bytes (case-sensitive).
+func commonPrefixLen(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+// commonSuffixLen is ClickHouse's getHostNameLongestCommonSuffix: the
+// number of equal trailing bytes (case-sensitive).
+func commonSuffixLen(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[len(a)-1-n] == b[len(b)-1-n] {
+		n++
+	}
+	return n
+}
+
+// leastRequestWinner is ClickHouse's least_request (GetPriorityForLoadBalancing.cpp,
+// Envoy's LEAST_REQUEST): a uniform sample of min(max(2, choiceCount), n)
+// distinct servers of the pool (a partial Fisher–Yates shuffle), and the
+// first of them with the strictly highest 1 / (in-flight + 1)^bias wins.
+// The winner gets mode priority 0, every other server 1. In-flight is the
+// view's ServerLoad.InFlight (this coordinator's scans dispatched there and
+// not finished), ClickHouse's connections in use.
+func (c *call) leastRequestWinner(choiceCount int, bias float64) int32 {
+	n := len(c.g.alive)
+	k := min(max(2, choiceCount), n)
+	idx := slices.Grow(c.st.idx[:0], n)[:n]
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	for i := 0; i+1 < n && i < k; i++ {
+		j := i + c.rnd.IntN(n-i)
+		idx[i], idx[j] = idx[j], idx[i]
+	}
+	best, bestScore := idx[0], 0.0
+	for _, i := range idx[:k] {
+		score := 1 / math.Pow(float64(max(c.g.alive[i].InFlight, 0))+1, bias)
+		if score > bestScore {
+			best, bestScore = i, score
+		}
+	}
+	c.st.idx = idx
+	return best
 }
 
 func lowerASCII(b byte) byte {

@@ -71,6 +71,9 @@
 //	clickhouse-in_order
 //	clickhouse-first_or_random
 //	clickhouse-round_robin
+//	clickhouse-hostname_longest_common_prefix
+//	clickhouse-hostname_longest_common_suffix
+//	clickhouse-least_request
 //	bookkeeper               docs/policies.md, bookkeeper: affinity order, pending-threshold move-to-front, speculative re-dispatch
 //	ribbon-zone              docs/policies.md, ribbon-zone: subset filter, zone avoidance, availability filtering, round robin
 //	peak-ewma                docs/policies.md, peak-ewma: Finagle's power of two choices over peak-EWMA latency × (in flight + 1)
@@ -92,8 +95,8 @@
 // ClickHouse's "configuration order" of a tablet's replicas is the tablet's
 // unsalted rendezvous order of the group's servers, so in_order,
 // first_or_random and round_robin keep per-tablet affinity instead of
-// sending every tablet to the same first server; config_priority is 0 for
-// every server (scan servers have no weights).
+// sending every tablet to the same first server; a replica's config
+// priority is the replicaPriority option's (ClickHouse's default 1).
 //
 // Load ("pending") for bookkeeper, ribbon-zone and adaptive is
 // max(InFlight, Active+QueueLen): this coordinator's own in-flight scans
@@ -141,6 +144,9 @@
 //	| errorCap                        | 1000           | clickhouse-*, adaptive   | cap of those counters (0 = none) |
 //	| maxIgnoredErrors                | 0              | clickhouse-*             | errors − this (≥ 0) in the sort tuple |
 //	| firstOffset                     | 0              | clickhouse-first_or_random | preferred replica index (mod N) |
+//	| replicaPriority                 | {}             | clickhouse-*             | ClickHouse's per-replica <priority>: {server ID or host: integer}, others 1; lower first, after errors and slowdowns |
+//	| leastRequestChoiceCount         | 2              | clickhouse-least_request | servers sampled (at least 2) |
+//	| leastRequestActiveRequestBias   | 1.0            | clickhouse-least_request | score 1/(in-flight+1)^bias |
 //	| reorderThresholdPendingRequests | 10             | bookkeeper               | T; 0 = no pending reordering but slow replicas last (BookKeeper's own default is 0) |
 //	| writeSetSize                    | 3              | bookkeeper, c3           | replicas: first N of the rendezvous order on distinct hosts; 0 = all servers |
 //	| speculativeReadTimeout          | 2s             | bookkeeper               | first speculative re-dispatch; 0 = off |

@@ -37,6 +37,20 @@ type Options struct {
 	// FirstOffset ("firstOffset"): first_or_random's preferred replica
 	// index (load_balancing_first_offset). 0.
 	FirstOffset int
+	// ReplicaPriority ("replicaPriority"): ClickHouse's per-replica
+	// <priority> (lower is preferred), a JSON object from a server ID or a
+	// host name (the ID wins) to an integer; servers not listed have
+	// DefaultReplicaPriority (1). Sorted after errors and slowdowns, before
+	// the mode's priority. Empty.
+	ReplicaPriority map[string]int
+	// LeastRequestChoiceCount ("leastRequestChoiceCount"): least_request's
+	// sample size (load_balancing_least_request_choice_count; below 2
+	// counts as 2, at least the server count examines all). 2.
+	LeastRequestChoiceCount int
+	// LeastRequestActiveRequestBias ("leastRequestActiveRequestBias"):
+	// least_request scores 1/(in-flight+1)^bias
+	// (load_balancing_least_request_active_request_bias). 1.0.
+	LeastRequestActiveRequestBias float64
 
 	// ReorderThresholdPendingRequests ("reorderThresholdPendingRequests"):
 	// BookKeeper's T; 0 = no reordering by pending requests, and then, as
@@ -147,14 +161,32 @@ const (
 	PolicyC3           = "c3"
 	// ClickHouse policies are "clickhouse-" + a load_balancing mode:
 	// random, nearest_hostname, hostname_levenshtein_distance, in_order,
-	// first_or_random, round_robin.
+	// first_or_random, round_robin, hostname_longest_common_prefix,
+	// hostname_longest_common_suffix, least_request.
 	clickhousePrefix = "clickhouse-"
 	// PolicyClickHouseRand is "clickhouse-random".
 	PolicyClickHouseRand = clickhousePrefix + "random"
 )
 
 // ClickHouse load_balancing modes, in the order of docs/policies.md.
-var clickhouseModes = []string{"random", "nearest_hostname", "hostname_levenshtein_distance", "in_order", "first_or_random", "round_robin"}
+var clickhouseModes = []string{"random", "nearest_hostname", "hostname_levenshtein_distance", "in_order", "first_or_random", "round_robin",
+	"hostname_longest_common_prefix", "hostname_longest_common_suffix", "least_request"}
+
+// DefaultReplicaPriority is the priority of a replica replicaPriority does
+// not list: ClickHouse's default <priority> (Cluster.cpp).
+const DefaultReplicaPriority = 1
+
+// replicaPriority is s's replica priority: by server ID, else by host
+// name, else DefaultReplicaPriority.
+func (o *Options) replicaPriority(s *ServerLoad) int {
+	if p, ok := o.ReplicaPriority[string(s.ID)]; ok {
+		return p
+	}
+	if p, ok := o.ReplicaPriority[s.Host]; ok {
+		return p
+	}
+	return DefaultReplicaPriority
+}
 
 // PolicyNames returns every policy name, sorted.
 func PolicyNames() []string {
@@ -187,6 +219,8 @@ func DefaultOptions(policy string) Options {
 		ReceiveDataTimeout:              2 * time.Second,
 		ErrorHalfLife:                   60 * time.Second,
 		ErrorCap:                        1000,
+		LeastRequestChoiceCount:         2,
+		LeastRequestActiveRequestBias:   1.0,
 		ReorderThresholdPendingRequests: 10,
 		WriteSetSize:                    3,
 		SpeculativeReadTimeout:          2 * time.Second,
@@ -326,6 +360,9 @@ var optionSpecs = []optionSpec{
 	u32Opt("errorCap", chAdapt, func(o *Options) *uint32 { return &o.ErrorCap }),
 	u32Opt("maxIgnoredErrors", chAll, func(o *Options) *uint32 { return &o.MaxIgnoredErrors }),
 	intOpt("firstOffset", []string{"clickhouse-first_or_random"}, 0, math.MaxInt32, func(o *Options) *int { return &o.FirstOffset }),
+	{"replicaPriority", chAll, setReplicaPriority, formatReplicaPriority},
+	intOpt("leastRequestChoiceCount", []string{"clickhouse-least_request"}, 0, math.MaxInt32, func(o *Options) *int { return &o.LeastRequestChoiceCount }),
+	floatOpt("leastRequestActiveRequestBias", []string{"clickhouse-least_request"}, 0, 1000, false, func(o *Options) *float64 { return &o.LeastRequestActiveRequestBias }),
 	intOpt("reorderThresholdPendingRequests", bkOnly, 0, math.MaxInt32, func(o *Options) *int { return &o.ReorderThresholdPendingRequests }),
 	intOpt("writeSetSize", bkC3, 0, math.MaxInt32, func(o *Options) *int { return &o.WriteSetSize }),
 	durOpt("speculativeReadTimeout", bkOnly, func(o *Options) *time.Duration { return &o.SpeculativeReadTimeout }),
@@ -352,6 +389,46 @@ var optionSpecs = []optionSpec{
 	durOpt("decayTime", peakOnly, func(o *Options) *time.Duration { return &o.DecayTime }),
 	durOpt("defaultRTT", peakOnly, func(o *Options) *time.Duration { return &o.DefaultRTT }),
 	intOpt("c3Clients", []string{PolicyC3}, 1, 1<<20, func(o *Options) *int { return &o.C3Clients }),
+}
+
+// setReplicaPriority parses replicaPriority: an object of integers.
+func setReplicaPriority(o *Options, raw json.RawMessage) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return fmt.Errorf("want an object from server ID or host name to an integer priority, got %s", raw)
+	}
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		if k == "" {
+			return fmt.Errorf("empty server ID or host name")
+		}
+		p, err := jsonInt(v, math.MinInt32, math.MaxInt32)
+		if err != nil {
+			return fmt.Errorf("%q: %w", k, err)
+		}
+		out[k] = int(p)
+	}
+	o.ReplicaPriority = out
+	return nil
+}
+
+// formatReplicaPriority prints replicaPriority as {name:p,...}, sorted.
+func formatReplicaPriority(o *Options) string {
+	keys := make([]string, 0, len(o.ReplicaPriority))
+	for k := range o.ReplicaPriority {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s:%d", k, o.ReplicaPriority[k])
+	}
+	b.WriteByte('}')
+	return b.String()
 }
 
 func findOption(name string) *optionSpec {
