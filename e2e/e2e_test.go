@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -41,12 +44,14 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: hosts, ServersPerHost: servers, DataDir: t.TempDir(), BinDir: bins,
+	dataDir := t.TempDir()
+	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: hosts, ServersPerHost: servers, DataDir: dataDir, BinDir: bins,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cl.Close() })
+	t.Cleanup(func() { logTails(t, dataDir) }) // runs first: the processes are still up
 	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(rows)}
 
 	tm := ingest(t, cl.NATSURL(), f.truth, tabletsN)
@@ -55,6 +60,24 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	}
 	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) { cfg.StallTimeout = time.Second })
 	return f
+}
+
+// logTails prints, when t failed, the last lines of every child's log
+// (DataDir/logs), which the test's temporary directory takes with it.
+func logTails(t testing.TB, dataDir string) {
+	if !t.Failed() {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		lines = lines[max(0, len(lines)-40):]
+		t.Logf("last %d lines of %s:\n%s", len(lines), filepath.Base(l), strings.Join(lines, "\n"))
+	}
 }
 
 // ingest writes rows as table into the cluster behind natsURL (blocks and
