@@ -213,7 +213,11 @@ func (t *peakTable) load(c *call, i int32, tau float64, defaultRTT, failRTT time
 	}
 	var evs [2]ev
 	k := 0
-	if s.StartLatency > 0 && (s.StartLatencyAt != e.sampleAt || s.StartLatency != e.sample) {
+	// A sample is new when it was measured after the last one ingested (a
+	// concurrent caller may hold an older view: its sample is not new), or,
+	// without a time, when its value changed.
+	newer := s.StartLatencyAt.After(e.sampleAt) || (s.StartLatencyAt.IsZero() && s.StartLatency != e.sample)
+	if s.StartLatency > 0 && newer {
 		at := now
 		if !s.StartLatencyAt.IsZero() {
 			at = s.StartLatencyAt.UnixNano()

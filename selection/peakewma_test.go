@@ -460,3 +460,31 @@ func TestPeakEWMAConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// An older view (a concurrent caller's) does not bring its old sample
+// back: only samples measured after the last one ingested count.
+func TestPeakEWMAStaleView(t *testing.T) {
+	p := profileFor(PolicyPeakEWMA)
+	pol := mustPolicy(t, p)
+	ms := time.Millisecond
+	at1, at2 := t0.Add(time.Second), t0.Add(2*time.Second)
+	old := latView(at1, latSrv{id: "a:1/0", lat: 90 * ms, at: at1}, latSrv{id: "b:1/0", lat: 20 * ms, at: t0})
+	cur := latView(at2, latSrv{id: "a:1/0", lat: 10 * ms, at: at2}, latSrv{id: "b:1/0", lat: 20 * ms, at: t0})
+	sel := func(v *LoadView, now time.Time) Decision {
+		d, err := pol.Select(&Input{Tablet: tablet(1), Profile: p, View: v, Now: now, Rand: rng(1), Explain: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	sel(old, at1)
+	sel(cur, at2)
+	d := sel(old, at2) // stale view, read at the current time
+	for j, id := range d.Candidates {
+		// a: 90 peak at 1 s, then 10 at 2 s blended with w = exp(−0.1).
+		want := 90*math.Exp(-0.1) + 10*(1-math.Exp(-0.1))
+		if id == "a:1/0" && math.Abs(d.Scores[j]-want) > 1e-6 {
+			t.Fatalf("a's load %v after a stale view, want %v", d.Scores[j], want)
+		}
+	}
+}
