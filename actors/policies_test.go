@@ -39,7 +39,7 @@ func serverStatus(tc *testCluster, id string) *messages.ServerStatus {
 // no wall-clock bound is needed to tell the two apart.
 func TestHedgedScansSkipPausedServer(t *testing.T) {
 	profiles := `[{"isDefault":true,"policy":"clickhouse-random","hedge":true,"hedgedConnectionTimeout":"50ms",
-	  "attemptPlans":[{"servers":"100%","busyTimeout":"10m"}]}]`
+	  "connectTimeoutWithFailover":"10m","attemptPlans":[{"servers":"100%","busyTimeout":"10m"}]}]`
 	tc := startCluster(t, clusterOpts{hosts: 3, servers: 1, rows: 4000, tablets: 4, profiles: profiles,
 		hostArgs: func(i int) []string {
 			if i == 0 {

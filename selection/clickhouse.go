@@ -41,10 +41,14 @@ func (m chMode) hostnameMode() bool {
 // failed try and per slowdown to the view's tallies, the pool halves them
 // on ClickHouse's per-pool clock.
 //
-// Hedging (hedge = true): every decision carries HedgeDelay =
-// hedgedConnectionTimeout and DataTimeout = receiveDataTimeout; a hedge
-// call returns the next replica in order that has no attempt in flight,
-// or ErrNoHedge.
+// Every attempt's busy timeout is connectTimeoutWithFailover (1s,
+// ClickHouse's connect_timeout_with_failover_ms) unless that is 0, when
+// the attemptPlans' escalation applies. Hedging (hedge = true, ClickHouse's
+// default): every decision carries HedgeDelay = hedgedConnectionTimeout
+// (50ms) and DataTimeout = receiveDataTimeout (2s); a hedge call returns
+// the next replica in order that has no attempt in flight, or ErrNoHedge.
+// With ClickHouse's defaults an attempt not accepted within 50ms is hedged
+// long before it times out.
 type clickhousePolicy struct {
 	p    *Profile
 	mode chMode
@@ -243,6 +247,11 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 	}
 	d := c.decisionA5(best)
 	d.Candidates = cands
+	if o.ConnectTimeoutWithFailover > 0 {
+		// connect_timeout_with_failover_ms: ClickHouse has no busy
+		// timeout escalation; every try gets the same timeout.
+		d.BusyTimeout = o.ConnectTimeoutWithFailover
+	}
 	if o.Hedge {
 		d.HedgeDelay = o.HedgedConnectionTimeout
 		d.DataTimeout = o.ReceiveDataTimeout
@@ -410,7 +419,7 @@ var clickhouseTally = DecayParams{}
 // and a halving restarts the period. Differences from ClickHouse:
 // ClickHouse measures in whole seconds (time(nullptr)), this in the clock's
 // resolution; errorHalfLife 0 means "never halves" (ClickHouse's 0 clears
-// every count at every query: use 1ns for that); errorCap 0 means
+// every count at every query; 1ms comes close); errorCap 0 means
 // "uncapped" (ClickHouse's 0 would keep every count at 0).
 //
 // A replica's tallies are first read as a baseline (its errors before this

@@ -218,17 +218,19 @@ func TestClickHouseHedging(t *testing.T) {
 	tab := tablet(2)
 	order := RendezvousOrder(tab, hv.group("").alive, "")
 	// Off: no delays, hedges declined.
-	d, err := chSelect(t, chProfile("in_order"), Input{Tablet: tab, View: hv})
+	off := chProfile("in_order", func(o *Options) { o.Hedge = false })
+	d, err := chSelect(t, off, Input{Tablet: tab, View: hv})
 	if err != nil || d.HedgeDelay != 0 || d.DataTimeout != 0 {
 		t.Fatalf("off: %+v %v", d, err)
 	}
 	pend := []Attempt{att(order[0].ID, order[0].Host, Pending)}
-	if _, err := chSelect(t, chProfile("in_order"), Input{Tablet: tab, View: hv, Attempts: pend, Hedge: true}); !errors.Is(err, ErrNoHedge) {
+	if _, err := chSelect(t, off, Input{Tablet: tab, View: hv, Attempts: pend, Hedge: true}); !errors.Is(err, ErrNoHedge) {
 		t.Fatalf("hedge while off: %v", err)
 	}
-	on := chProfile("in_order", func(o *Options) { o.Hedge = true })
+	// On by default (use_hedged_requests = 1), with ClickHouse's timeouts.
+	on := chProfile("in_order")
 	d, err = chSelect(t, on, Input{Tablet: tab, View: hv})
-	if err != nil || d.HedgeDelay != 50*time.Millisecond || d.DataTimeout != 2*time.Second {
+	if err != nil || d.HedgeDelay != 50*time.Millisecond || d.DataTimeout != 2*time.Second || d.BusyTimeout != time.Second {
 		t.Fatalf("on: %+v %v", d, err)
 	}
 	// A hedge goes to the next replica in order, never a pending/slow one.

@@ -37,16 +37,17 @@
 //     Slow in the history of the hedge call.
 //   - Busy timeout and delay: plan-based policies per docs/policies.md (busy timeout escalation, error delay)
 //     (accumulo-host: the reached plan's timeout, see docs/policies.md). Policies without plans
-//     use the same busy timeout escalation by number of failed attempts over the
+//     (except clickhouse-*, below) use the same busy timeout escalation by number of failed attempts over the
 //     profile's attemptPlans (Accumulo's default plans when absent), so that
 //     policies differ only in where scans go; Decision.PlanIndex is the plan
 //     whose timeout was used.
 //   - Decision.Candidates is filled only when Input.Explain is set.
-//   - Note for clickhouse-* with hedge: an attempt not started within its
-//     busy timeout ends as Busy/Timeout and is retried; with Accumulo's 33ms
-//     plans that happens before hedgedConnectionTimeout (50ms), so only
-//     receiveDataTimeout hedges. Give such profiles longer busy timeouts
-//     (or a shorter hedgedConnectionTimeout) to hedge unaccepted attempts.
+//   - clickhouse-* use connectTimeoutWithFailover (1s, ClickHouse's
+//     default) as every attempt's busy timeout, not the plans', so an
+//     attempt not accepted within hedgedConnectionTimeout (50ms) is hedged
+//     before it times out. With connectTimeoutWithFailover 0 the plans'
+//     timeouts apply, and with Accumulo's 33ms plans an unaccepted attempt
+//     is retried before 50ms: only receiveDataTimeout hedges then.
 //
 // # What the load view must carry
 //
@@ -137,9 +138,10 @@
 //
 //	| option                          | default        | policies                 | meaning |
 //	|---------------------------------|----------------|--------------------------|---------|
-//	| hedge                           | false; adaptive: true | clickhouse-*, adaptive | hedged requests (ClickHouse's use_hedged_requests defaults to 1; scanplane's clickhouse-* default off so the modes compare like for like) |
-//	| hedgedConnectionTimeout         | 50ms           | clickhouse-*             | HedgeDelay when hedging |
-//	| receiveDataTimeout              | 2s             | clickhouse-*             | DataTimeout when hedging |
+//	| hedge                           | true           | clickhouse-*, adaptive   | hedged requests (ClickHouse's use_hedged_requests, default 1) |
+//	| hedgedConnectionTimeout         | 50ms           | clickhouse-*             | HedgeDelay when hedging (hedged_connection_timeout_ms) |
+//	| receiveDataTimeout              | 2s             | clickhouse-*             | DataTimeout when hedging (receive_data_timeout_ms) |
+//	| connectTimeoutWithFailover      | 1s             | clickhouse-*             | busy timeout of every attempt (connect_timeout_with_failover_ms); 0 = the attemptPlans' busy timeouts |
 //	| errorHalfLife                   | 60s; adaptive: 5s | clickhouse-*, adaptive | error, slowdown (clickhouse-*) and busy (adaptive) counters halve per whole half-life (0 = never) |
 //	| errorCap                        | 1000           | clickhouse-*, adaptive   | cap of those counters (0 = none) |
 //	| maxIgnoredErrors                | 0              | clickhouse-*             | errors − this (≥ 0) in the sort tuple |

@@ -15,8 +15,9 @@ import (
 // has the same table with the policies each option applies to. Setting an
 // option in JSON for a policy it does not apply to is an error.
 type Options struct {
-	// Hedge ("hedge"): hedged requests / hedged dispatch. false (set true
-	// for ClickHouse's use_hedged_requests); adaptive: true.
+	// Hedge ("hedge"): hedged requests / hedged dispatch. true
+	// (clickhouse-*: ClickHouse's use_hedged_requests defaults to 1;
+	// adaptive).
 	Hedge bool
 	// HedgedConnectionTimeout ("hedgedConnectionTimeout"): ClickHouse's
 	// hedged_connection_timeout; Decision.HedgeDelay when hedging. 50ms.
@@ -24,6 +25,12 @@ type Options struct {
 	// ReceiveDataTimeout ("receiveDataTimeout"): ClickHouse's
 	// receive_data_timeout; Decision.DataTimeout when hedging. 2s.
 	ReceiveDataTimeout time.Duration
+	// ConnectTimeoutWithFailover ("connectTimeoutWithFailover"):
+	// ClickHouse's connect_timeout_with_failover_ms; the busy timeout of
+	// every clickhouse-* attempt (an attempt not accepted by then fails and
+	// the next replica is tried); 0 = the attemptPlans' busy timeouts and
+	// their escalation instead. 1s.
+	ConnectTimeoutWithFailover time.Duration
 
 	// ErrorHalfLife ("errorHalfLife"): the error and slowdown
 	// (clickhouse-*) or error and busy (adaptive) counters halve once per
@@ -217,6 +224,7 @@ func DefaultOptions(policy string) Options {
 	o := Options{
 		HedgedConnectionTimeout:         50 * time.Millisecond,
 		ReceiveDataTimeout:              2 * time.Second,
+		ConnectTimeoutWithFailover:      time.Second,
 		ErrorHalfLife:                   60 * time.Second,
 		ErrorCap:                        1000,
 		LeastRequestChoiceCount:         2,
@@ -242,6 +250,10 @@ func DefaultOptions(policy string) Options {
 		StaleHeartbeat:                  2 * time.Second,
 		DecayTime:                       defaultDecayTime,
 		C3Clients:                       1,
+	}
+	if strings.HasPrefix(policy, clickhousePrefix) {
+		// ClickHouse's defaults (Settings.cpp): use_hedged_requests = 1.
+		o.Hedge = true
 	}
 	if policy == PolicyAdaptive {
 		o.Hedge = true
@@ -356,6 +368,7 @@ var optionSpecs = []optionSpec{
 		func(o *Options) string { return strconv.FormatBool(o.Hedge) }},
 	durOpt("hedgedConnectionTimeout", chAll, func(o *Options) *time.Duration { return &o.HedgedConnectionTimeout }),
 	durOpt("receiveDataTimeout", chAll, func(o *Options) *time.Duration { return &o.ReceiveDataTimeout }),
+	durOpt("connectTimeoutWithFailover", chAll, func(o *Options) *time.Duration { return &o.ConnectTimeoutWithFailover }),
 	durOpt("errorHalfLife", chAdapt, func(o *Options) *time.Duration { return &o.ErrorHalfLife }),
 	u32Opt("errorCap", chAdapt, func(o *Options) *uint32 { return &o.ErrorCap }),
 	u32Opt("maxIgnoredErrors", chAll, func(o *Options) *uint32 { return &o.MaxIgnoredErrors }),
