@@ -355,7 +355,7 @@ func TestBusyWithinBusyTimeoutNeverRuns(t *testing.T) {
 		t.Fatalf("busy after %v (server says %dµs), before the busy timeout of 100ms", waited, b.WaitedUs)
 	}
 	// Free the worker; a scan queued after "late" runs, "late" never does.
-	p.root.Send(server, &messages.Cancel{RequestId: "hold"})
+	p.root.Send(server, &messages.Cancel{RequestId: "hold", Attempt: 1})
 	p.startScan(tc, server, "after", time.Minute, 16)
 	if f := p.waitFor(t, "after finished", finished("after")).(*messages.ScanFinished); f.Error != 0 || f.Rows != 2000 {
 		t.Fatalf("after: %+v", f)

@@ -193,7 +193,7 @@ func TestQueueAwarePoliciesMoveAwayAndBack(t *testing.T) {
 				t.Fatalf("%d of 10 scans still went to the overloaded home server: %+v", got, serverStatus(tc, home))
 			}
 			for i := 0; i < 14; i++ {
-				p.root.Send(serverPID(tc, homeHost, 0), &messages.Cancel{RequestId: fmt.Sprintf("hold-%d", i)})
+				p.root.Send(serverPID(tc, homeHost, 0), &messages.Cancel{RequestId: fmt.Sprintf("hold-%d", i), Attempt: 1})
 			}
 			waitFor(t, "the queue drained", 30*time.Second, settled(0))
 			if got := scan(10, 0); got < 8 {

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -202,58 +201,4 @@ func (r *RegistryActor) forgetHost(host string) {
 		}
 	}
 	delete(r.hostAddr, host)
-}
-
-// maxNameLen bounds the names a heartbeat or signal carries.
-const maxNameLen = 256
-
-// Heartbeat intervals outside [minHeartbeat, maxHeartbeat] are refused.
-const (
-	minHeartbeat = 10 * time.Millisecond
-	maxHeartbeat = time.Hour
-)
-
-// errBadHeartbeat is the sentinel of every heartbeat validation error.
-var errBadHeartbeat = errors.New("actors: bad heartbeat")
-
-// validateHeartbeat checks a heartbeat from the network, naming the bad
-// field.
-func validateHeartbeat(m *messages.Heartbeat) error {
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{errBadHeartbeat}, a...)...)
-	}
-	for _, f := range []struct{ name, v string }{{"host", m.GetHost()}, {"server", m.GetServer()}} {
-		if f.v == "" {
-			return bad("%s is empty", f.name)
-		}
-	}
-	for _, f := range []struct{ name, v string }{{"host", m.GetHost()}, {"server", m.GetServer()}, {"zone", m.GetZone()},
-		{"group", m.GetGroup()}, {"incarnation", m.GetIncarnation()}, {"pid.address", m.GetPid().GetAddress()}, {"pid.id", m.GetPid().GetId()}} {
-		if len(f.v) > maxNameLen {
-			return bad("%s is longer than %d bytes", f.name, maxNameLen)
-		}
-	}
-	if m.GetLeaving() {
-		return nil
-	}
-	switch iv := time.Duration(m.GetIntervalMs()) * time.Millisecond; {
-	case m.GetPid().GetAddress() == "" || m.GetPid().GetId() == "":
-		return bad("pid is missing")
-	case iv < minHeartbeat || iv > maxHeartbeat:
-		return bad("interval_ms %d is outside [%d, %d]", m.GetIntervalMs(), minHeartbeat.Milliseconds(), maxHeartbeat.Milliseconds())
-	}
-	return nil
-}
-
-// validateSignal checks a load signal from the network.
-func validateSignal(s *messages.LoadSignal) error {
-	switch {
-	case s == nil:
-		return errors.New("actors: bad load signal: empty")
-	case s.GetHost() == "" || s.GetServer() == "":
-		return errors.New("actors: bad load signal: host or server is empty")
-	case len(s.GetHost()) > maxNameLen || len(s.GetServer()) > maxNameLen:
-		return fmt.Errorf("actors: bad load signal: host or server is longer than %d bytes", maxNameLen)
-	}
-	return nil
 }

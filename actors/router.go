@@ -117,6 +117,10 @@ func (r *RouterActor) Receive(c actor.Context) {
 		}
 		r.startLoads(c)
 	case *messages.ScanDone:
+		if err := ValidateScanDone(m); err != nil {
+			r.co.countBad("ScanDone", err)
+			return
+		}
 		t := m.GetTablet()
 		if owner := r.owner(t.GetTable(), t.GetGeneration(), t.GetIndex()); owner != "" && m.GetForwardedBy() == "" {
 			fwd := proto.Clone(m).(*messages.ScanDone)

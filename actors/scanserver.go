@@ -49,12 +49,14 @@ func (c ScanServerConfig) Validate() error {
 		return fmt.Errorf("actors: scan server Workers %d must be >= 1", c.Workers)
 	case c.MaxQueue < 0:
 		return fmt.Errorf("actors: scan server MaxQueue %d must be >= 0", c.MaxQueue)
-	case c.BatchRows < 1:
-		return fmt.Errorf("actors: scan server BatchRows %d must be >= 1", c.BatchRows)
-	case c.BatchBytes < 1024 || c.BatchBytes > 4<<20:
+	case c.BatchRows < 1 || c.BatchRows > MaxBatchRows:
+		return fmt.Errorf("actors: scan server BatchRows %d must be in [1, %d]", c.BatchRows, MaxBatchRows)
+	case c.BatchBytes < MinBatchBytes || c.BatchBytes > MaxBatchBytes:
 		return fmt.Errorf("actors: scan server BatchBytes %d must be in [1 KiB, 4 MiB]", c.BatchBytes)
-	case c.Window < 1:
-		return fmt.Errorf("actors: scan server Window %d must be >= 1", c.Window)
+	case c.Window < 1 || c.Window > MaxWindow:
+		return fmt.Errorf("actors: scan server Window %d must be in [1, %d]", c.Window, MaxWindow)
+	case int64(c.Window)*int64(c.BatchBytes) > MaxInFlightBytes:
+		return fmt.Errorf("actors: scan server Window %d × BatchBytes %d must be at most %d MiB", c.Window, c.BatchBytes, MaxInFlightBytes>>20)
 	case c.AckTimeout <= 0:
 		return fmt.Errorf("actors: scan server AckTimeout must be > 0")
 	}
@@ -203,8 +205,16 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 			}
 			return
 		}
+		if err := ValidateCancel(m); err != nil {
+			s.log.Debug("bad Cancel dropped", "err", err)
+			return
+		}
 		s.onCancel(m)
 	case *messages.BatchAck:
+		if err := ValidateBatchAck(m); err != nil {
+			s.log.Debug("bad BatchAck dropped", "err", err)
+			return
+		}
 		s.onAck(m)
 	case *jobDone:
 		s.onJobDone(m.key)
@@ -215,34 +225,12 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 	s.counters.Active.Store(int64(s.queue.Active()))
 }
 
-// ValidateStartScan checks a StartScan from the network, naming the bad field.
-func ValidateStartScan(m *messages.StartScan) error {
-	switch {
-	case m.GetRequestId() == "":
-		return errors.New("request_id is empty")
-	case m.GetAttempt() == 0:
-		return errors.New("attempt must be >= 1")
-	case ToPID(m.GetClient()) == nil:
-		return errors.New("client pid is missing")
-	case ToPID(m.GetTabletActor()) == nil:
-		return errors.New("tablet_actor pid is missing")
-	case m.GetTablet() == nil:
-		return errors.New("tablet is missing")
-	}
-	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}
-	if err := r.Validate(); err != nil {
-		return fmt.Errorf("range: %w", err)
-	}
-	for i, f := range m.GetFiles() {
-		if f.GetId() == "" {
-			return fmt.Errorf("files[%d].id is empty", i)
-		}
-	}
-	return nil
-}
-
 func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
-	if err := ValidateStartScan(m); err != nil {
+	err := ValidateStartScan(m)
+	if err == nil {
+		err = ValidateFlow(m.GetWindow(), m.GetBatchRows(), m.GetBatchBytes(), s.cfg.Window, s.cfg.BatchBytes)
+	}
+	if err != nil {
 		s.log.Warn("bad StartScan", "err", err)
 		s.counters.countFinished(messages.ErrorCode_ERROR_CODE_BAD_REQUEST)
 		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id,
@@ -353,7 +341,7 @@ func (s *ScanServerActor) onCancel(m *messages.Cancel) {
 		}
 	}
 	for k, job := range s.running {
-		if k.RequestID != key.RequestID || (key.Attempt != 0 && k.Attempt != key.Attempt) {
+		if k != key {
 			continue
 		}
 		if m.GetUnlessStreaming() {
@@ -443,13 +431,14 @@ var errClientGone = errors.New("client stopped acknowledging batches")
 func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error {
 	req := job.req
 	batchRows, batchBytes, window := s.cfg.BatchRows, s.cfg.BatchBytes, s.cfg.Window
-	if r := int(req.BatchRows); r > 0 && r < batchRows*100 {
+	// Within the limits (ValidateStartScan, ValidateFlow); 0 = ours.
+	if r := int(req.BatchRows); r > 0 {
 		batchRows = r
 	}
-	if b := int(req.BatchBytes); b >= 1024 && b <= 4<<20 {
+	if b := int(req.BatchBytes); b > 0 {
 		batchBytes = b
 	}
-	if w := int(req.Window); w > 0 && w <= 1024 {
+	if w := int(req.Window); w > 0 {
 		window = w
 	}
 	rng := tablets.Range{Start: req.GetRange().GetStart(), End: req.GetRange().GetEnd()}

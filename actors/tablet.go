@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -473,39 +472,4 @@ func (t *TabletActor) route(now time.Time, m *messages.RouteRequest) *messages.R
 		hist = append(hist, selection.Attempt{Server: d.Server, Host: d.Host, Result: r, Start: now, End: now, PlanIndex: d.PlanIndex})
 		reply.Tried = append(reply.Tried, fmt.Sprintf("%s=%s", d.Server, r))
 	}
-}
-
-// ValidateScanRequest checks a ScanRequest from the network, naming the
-// bad field.
-func ValidateScanRequest(m *messages.ScanRequest) error {
-	switch {
-	case m.GetRequestId() == "":
-		return errors.New("request_id is empty")
-	case len(m.GetRequestId()) > 256:
-		return errors.New("request_id is longer than 256 bytes")
-	case ToPID(m.GetClient()) == nil:
-		return errors.New("client pid is missing")
-	case m.GetTablet() == nil:
-		return errors.New("tablet is missing")
-	case m.GetTablet().GetTable() == "":
-		return errors.New("tablet.table is empty")
-	case m.GetTablet().GetGeneration() == 0:
-		return errors.New("tablet.generation must be >= 1")
-	case m.GetBatchBytes() > 4<<20:
-		return errors.New("batch_bytes is over 4 MiB")
-	case len(m.GetAvoidServers()) > 64:
-		return errors.New("avoid_servers has more than 64 entries")
-	case len(m.GetForwardedBy()) > 256:
-		return errors.New("forwarded_by is longer than 256 bytes")
-	case len(m.GetAvoidCoordinators()) > 16:
-		return errors.New("avoid_coordinators has more than 16 entries")
-	}
-	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}
-	if err := r.Validate(); err != nil {
-		return fmt.Errorf("range: %w", err)
-	}
-	if after := m.GetResumeAfter(); len(after) > 0 && len(r.End) > 0 && bytes.Compare(after, r.End) >= 0 {
-		return errors.New("resume_after is at or beyond the range end")
-	}
-	return nil
 }

@@ -32,7 +32,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -101,7 +100,8 @@ type Config struct {
 	Advertise string
 	// BatchRows asks servers for this many rows per batch; 0 = server default.
 	BatchRows uint32
-	// Window: unacknowledged batches in flight per scan; default 4.
+	// Window: unacknowledged batches in flight per scan, 1..MaxWindow;
+	// default 4.
 	Window uint32
 	// StallTimeout: a stream that delivered data and then nothing for this
 	// long is resumed on another server; default 2s.
@@ -136,8 +136,8 @@ func (c Config) Validate() error {
 		return errors.New("client: NATSURL is empty")
 	case c.Listen == "":
 		return errors.New("client: Listen is empty")
-	case c.Window < 1 || c.Window > 1024:
-		return fmt.Errorf("client: Window %d must be in [1, 1024]", c.Window)
+	case c.Window < 1 || c.Window > MaxWindow:
+		return fmt.Errorf("client: Window %d must be in [1, %d]", c.Window, MaxWindow)
 	case c.StallTimeout <= 0:
 		return errors.New("client: StallTimeout must be > 0")
 	case c.IdleTimeout <= 0:
@@ -186,7 +186,6 @@ type Client struct {
 	cfg    Config
 	log    *slog.Logger
 	id     string
-	seq    atomic.Uint64
 	conn   *bus.Conn
 	meta   *bus.MetaStore
 	leases *bus.LeaseStore
@@ -511,8 +510,26 @@ func (c *Client) closeStream(in *inbox, ids []string) {
 	c.mu.Unlock()
 }
 
+// MaxWindow is the largest Config.Window: servers refuse a larger window
+// (actors.MaxWindow; README "Security").
+const MaxWindow = 256
+
+// nextRequestID returns a new request id: the client's id (for logs) and
+// 128 random bits from crypto/rand, so that no one who sees or guesses
+// other ids can name (and cancel) a request of this client.
 func (c *Client) nextRequestID() string {
-	return c.id + "-" + strconv.FormatUint(c.seq.Add(1), 10)
+	return c.id + "-" + newRequestID()
+}
+
+// newRequestID is 128 bits from crypto/rand in hex (32 characters).
+func newRequestID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand.Read does not fail on supported platforms (Go 1.24+
+		// crashes the program instead); never fall back to guessable ids.
+		panic("client: crypto/rand: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
 }
 
 func (c *Client) send(pid *actor.PID, msg any) { c.sys.Root.Send(pid, msg) }

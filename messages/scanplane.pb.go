@@ -796,7 +796,7 @@ func (x *Row) GetValue() []byte {
 // ScanRequest: client -> coordinator router -> tablet actor.
 type ScanRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // unique per client request
+	RequestId      string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // unique per client request: 128 random bits (the client library's ids)
 	Client         *Pid                   `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`                        // where RowBatch / ScanFinished / ScanError go
 	Tablet         *TabletRef             `protobuf:"bytes,3,opt,name=tablet,proto3" json:"tablet,omitempty"`
 	Range          *KeyRange              `protobuf:"bytes,4,opt,name=range,proto3" json:"range,omitempty"`                                                                           // clipped to the tablet by the client
@@ -1808,7 +1808,7 @@ func (x *ScanFinished) GetChecksum() uint64 {
 type Cancel struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Attempt   uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"` // 0 = every attempt of the request
+	Attempt   uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"` // >= 1: a Cancel stops the one attempt it names (request id and attempt must match)
 	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// unless_streaming: cancel only if the attempt has sent no RowBatch yet.
 	// The tablet actor cancels hedge losers this way, so that the client,
