@@ -379,8 +379,8 @@ func TestOptionsDocumented(t *testing.T) {
 
 func TestPolicyNames(t *testing.T) {
 	names := PolicyNames()
-	// 9 policies of their own plus the ClickHouse modes.
-	if len(names) != 9+len(clickhouseModes) || len(clickhouseModes) != 9 {
+	// 10 policies of their own plus the ClickHouse modes.
+	if len(names) != 10+len(clickhouseModes) || len(clickhouseModes) != 9 {
 		t.Errorf("names %v", names)
 	}
 	for _, n := range names {

@@ -41,6 +41,11 @@ func conformanceCases() []policyCase {
 	p.Options.WriteSetSize = 0
 	p.Options.C3Clients = 3
 	out = append(out, policyCase{"c3+allreplicas+3clients", p})
+	p = profileFor(PolicyPrequal)
+	p.Options.RIFQuantile = 0.6
+	p.Options.ProbePoolSize = 4
+	p.Options.ProbesPerQuery = 0.5
+	out = append(out, policyCase{"prequal+q0.6+pool4", p})
 	return out
 }
 

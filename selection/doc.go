@@ -79,6 +79,7 @@
 //	ribbon-zone              docs/policies.md, ribbon-zone: subset filter, zone avoidance, availability filtering, round robin
 //	peak-ewma                docs/policies.md, peak-ewma: Finagle's power of two choices over peak-EWMA latency × (in flight + 1)
 //	c3                       docs/policies.md, c3: C3's (NSDI'15) ranking of the tablet's replicas, without its rate control
+//	prequal                  docs/policies.md, prequal: Prequal's (NSDI'24) probe pool (real probes to the scan servers) and hot-cold lexicographic rule
 //	random, round-robin      baselines
 //	adaptive                 scanplane's own (below)
 //
@@ -175,6 +176,11 @@
 //	| decayTime                       | 10s            | peak-ewma                | τ of the peak-EWMA latency (Finagle's decayTime; > 0) |
 //	| defaultRTT                      | 0s             | peak-ewma                | estimate of a server with no sample (tower's default_rtt); 0 = Finagle's: 0, penalty once in flight |
 //	| c3Clients                       | 1              | c3                       | C3's n: coordinators sharing the servers (q̂ = 1 + os·n + q̄) |
+//	| probesPerQuery                  | 3              | prequal                  | Prequal's r_probe: probes per query (fractions spread over queries) |
+//	| probePoolSize                   | 16             | prequal                  | probe pool capacity (newest answer per server) |
+//	| probeMaxAge                     | 1s             | prequal                  | answers older than this leave the pool (> 0) |
+//	| probeRemovesPerQuery            | 1              | prequal                  | Prequal's r_remove: answers removed per query, oldest and worst in turn |
+//	| rifQuantile                     | 0.84           | prequal                  | Prequal's Q_RIF: hot above this quantile of recent RIFs |
 //
 // # The adaptive policy
 //

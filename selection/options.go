@@ -153,6 +153,22 @@ type Options struct {
 	// C3Clients ("c3Clients"): C3's n, the number of coordinators sharing
 	// the scan servers (concurrency compensation: q̂ = 1 + os·n + q̄). 1.
 	C3Clients int
+
+	// ProbesPerQuery ("probesPerQuery"): prequal's r_probe, probes sent
+	// per query (fractions spread over queries). 3.
+	ProbesPerQuery float64
+	// ProbePoolSize ("probePoolSize"): prequal's pool capacity (the newest
+	// answer per server). 16.
+	ProbePoolSize int
+	// ProbeMaxAge ("probeMaxAge"): prequal drops answers older than this.
+	// 1s.
+	ProbeMaxAge time.Duration
+	// ProbeRemovesPerQuery ("probeRemovesPerQuery"): prequal's r_remove,
+	// answers removed per query, alternating oldest and worst. 1.
+	ProbeRemovesPerQuery float64
+	// RIFQuantile ("rifQuantile"): prequal's Q_RIF: an answer is hot when
+	// its requests in flight exceed this quantile of recent answers'. 0.84.
+	RIFQuantile float64
 }
 
 // Policy names.
@@ -166,6 +182,7 @@ const (
 	PolicyAdaptive     = "adaptive"
 	PolicyPeakEWMA     = "peak-ewma"
 	PolicyC3           = "c3"
+	PolicyPrequal      = "prequal"
 	// ClickHouse policies are "clickhouse-" + a load_balancing mode:
 	// random, nearest_hostname, hostname_levenshtein_distance, in_order,
 	// first_or_random, round_robin, hostname_longest_common_prefix,
@@ -197,7 +214,7 @@ func (o *Options) replicaPriority(s *ServerLoad) int {
 
 // PolicyNames returns every policy name, sorted.
 func PolicyNames() []string {
-	out := []string{PolicyAccumulo, PolicyAccumuloHost, PolicyBookKeeper, PolicyRibbonZone, PolicyRandom, PolicyRoundRobin, PolicyAdaptive, PolicyPeakEWMA, PolicyC3}
+	out := []string{PolicyAccumulo, PolicyAccumuloHost, PolicyBookKeeper, PolicyRibbonZone, PolicyRandom, PolicyRoundRobin, PolicyAdaptive, PolicyPeakEWMA, PolicyC3, PolicyPrequal}
 	for _, m := range clickhouseModes {
 		out = append(out, clickhousePrefix+m)
 	}
@@ -250,6 +267,11 @@ func DefaultOptions(policy string) Options {
 		StaleHeartbeat:                  2 * time.Second,
 		DecayTime:                       defaultDecayTime,
 		C3Clients:                       1,
+		ProbesPerQuery:                  3,
+		ProbePoolSize:                   defaultProbePoolSize,
+		ProbeMaxAge:                     defaultProbeMaxAge,
+		ProbeRemovesPerQuery:            1,
+		RIFQuantile:                     0.84,
 	}
 	if strings.HasPrefix(policy, clickhousePrefix) {
 		// ClickHouse's defaults (Settings.cpp): use_hedged_requests = 1.
@@ -293,6 +315,7 @@ var (
 	ribbon    = []string{PolicyRibbonZone}
 	ribAdapt  = []string{PolicyRibbonZone, PolicyAdaptive}
 	adaptOnly = []string{PolicyAdaptive}
+	prequal   = []string{PolicyPrequal}
 )
 
 func durOpt(name string, applies []string, f func(o *Options) *time.Duration) optionSpec {
@@ -402,6 +425,11 @@ var optionSpecs = []optionSpec{
 	durOpt("decayTime", peakOnly, func(o *Options) *time.Duration { return &o.DecayTime }),
 	durOpt("defaultRTT", peakOnly, func(o *Options) *time.Duration { return &o.DefaultRTT }),
 	intOpt("c3Clients", []string{PolicyC3}, 1, 1<<20, func(o *Options) *int { return &o.C3Clients }),
+	floatOpt("probesPerQuery", prequal, 0, 64, false, func(o *Options) *float64 { return &o.ProbesPerQuery }),
+	intOpt("probePoolSize", prequal, 1, 4096, func(o *Options) *int { return &o.ProbePoolSize }),
+	durOpt("probeMaxAge", prequal, func(o *Options) *time.Duration { return &o.ProbeMaxAge }),
+	floatOpt("probeRemovesPerQuery", prequal, 0, 64, false, func(o *Options) *float64 { return &o.ProbeRemovesPerQuery }),
+	floatOpt("rifQuantile", prequal, 0, 1, false, func(o *Options) *float64 { return &o.RIFQuantile }),
 }
 
 // setReplicaPriority parses replicaPriority: an object of integers.
@@ -486,6 +514,9 @@ func validateOptions(policy string, o *Options) (field string, err error) {
 	}
 	if policy == PolicyPeakEWMA && o.DecayTime <= 0 {
 		return "decayTime", fmt.Errorf("%s must be greater than 0", FormatDuration(o.DecayTime))
+	}
+	if policy == PolicyPrequal && o.ProbeMaxAge <= 0 {
+		return "probeMaxAge", fmt.Errorf("%s must be greater than 0", FormatDuration(o.ProbeMaxAge))
 	}
 	if policy == PolicyRibbonZone && o.BreakerMaxTimeout < o.BreakerTimeoutFactor {
 		return "breakerMaxTimeout", fmt.Errorf("%s is less than breakerTimeoutFactor %s",

@@ -154,6 +154,8 @@ func NewPolicy(p *Profile) (Policy, error) {
 		return newPeakEWMAPolicy(p), nil
 	case PolicyC3:
 		return c3Policy{p: p}, nil
+	case PolicyPrequal:
+		return newPrequalPolicy(p), nil
 	}
 	if mode, ok := strings.CutPrefix(name, clickhousePrefix); ok {
 		for i, m := range clickhouseModes {
