@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"e2e":                 {},
 
 	"internal/placementsim": {"selection", "tablets"}, // pure simulation (issue 8)
+	"deploy/deploytest":     {},                       // tests only: deploy/ files against real processes (issue 10)
 }
 
 // pure packages must not depend, even indirectly, on these.

@@ -1,0 +1,8 @@
+// Package deploytest checks the operator files under deploy/ against the
+// system they describe: deploy/prometheus/alerts.yml is loaded with
+// Prometheus's rule parser, every query of the rules and of the Grafana
+// dashboard (deploy/grafana/scanplane.json) is parsed as PromQL, and every
+// metric, label and label value they use is looked up in the /metrics of a
+// real coordinator and scanserver, so renaming a metric fails the tests.
+// It has only tests.
+package deploytest
