@@ -1,7 +1,8 @@
 // Command coordinator runs scanplane's coordinator: an embedded NATS server
 // with JetStream (unless --nats names an external cluster), the actor
 // system with remote, the registry, host actors, the router and tablet
-// actors, and an HTTP endpoint with /metrics and /status.
+// actors, and an HTTP endpoint with /metrics, /status (JSON) and / (the
+// same status as an HTML page that reloads itself).
 //
 // Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 1 on a runtime
 // failure, 2 on bad flags or config. SIGHUP reloads --profiles.
@@ -57,7 +58,7 @@ func run(args []string) int {
 	fs.StringVar(&o.natsName, "nats-name", "", "embedded NATS server name, unique per node and stable across restarts (default with --nats-cluster: <hostname>-<nats port>)")
 	fs.IntVar(&o.replicas, "replicas", 0, "JetStream replicas of the buckets this coordinator creates, 1..5 (default: 3 with --nats-cluster and 2+ other nodes' routes, else 1)")
 	fs.StringVar(&o.data, "data", "./data", "data directory (embedded JetStream lives in DATA/nats)")
-	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP address for /metrics and /status; empty = off")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP address for /metrics, /status (JSON) and the HTML status page /; empty = off")
 	fs.StringVar(&o.profiles, "profiles", "", "scan server selection profiles JSON (Accumulo format + policy); empty = built-in default")
 	fs.BoolVar(&o.checkConfig, "check-config", false, "validate --profiles, print one line per profile, and exit")
 	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON file with the listen addresses once ready")
@@ -211,6 +212,14 @@ func run(args []string) int {
 				return
 			}
 			cliutil.WriteStatusJSON(w, m.status())
+		})
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			m := cur.Load()
+			if m == nil {
+				http.Error(w, "coordinator (re)starting", http.StatusServiceUnavailable)
+				return
+			}
+			writeStatusPage(w, m.status(), time.Now())
 		})
 		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = hs.Serve(l) }()
