@@ -54,7 +54,7 @@ var commands = []command{
 	{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
 	{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
 	{"tables", "", "list tables", runTables},
-	{"status", "", "hosts, servers, queues, cache hit ratios, busy counts", runStatus},
+	{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
 	{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
 	{"reload", "", "make the coordinator re-read its --profiles file", runReload},
 }

@@ -98,22 +98,36 @@ func printTables(ctx context.Context, c *client.Client, out io.Writer) error {
 
 func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	var w watchFlags
+	w.register(fs)
 	if _, err := parse("status", g, fs, args, errOut); err != nil {
 		return err
 	}
+	if err := w.check(fs); err != nil {
+		return err
+	}
+	if w.watch {
+		return watchStatus(ctx, g, w, out, errOut, isTerminal(out))
+	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		st, err := c.Status(ctx)
-		if err != nil {
-			return err
-		}
-		coords, err := coordinatorRows(ctx, c)
-		if err != nil {
-			return err
-		}
-		printCoordinators(out, coords)
-		printStatus(out, st)
-		return nil
+		return printFullStatus(ctx, c, out)
 	})
+}
+
+// printFullStatus prints the coordinators table and the status of the
+// coordinator c asks.
+func printFullStatus(ctx context.Context, c *client.Client, out io.Writer) error {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return err
+	}
+	coords, err := coordinatorRows(ctx, c)
+	if err != nil {
+		return err
+	}
+	printCoordinators(out, coords)
+	printStatus(out, st)
+	return nil
 }
 
 // coordRow is one line of the coordinators table of scanctl status.
