@@ -583,11 +583,24 @@ func (f *ScanFlow) OnUnreachable(now time.Time, n uint32, pick Picker) []Action 
 // while the coordinator ran, endpoint terminated, or restarted as a new
 // incarnation) before the attempt ended; its ScanFinished will never come.
 // The attempt ends as an error (cancelled if we had told it to stop); it
-// is retried unless an attempt delivered data.
+// is retried unless another attempt delivered data.
+//
+// When the lost attempt is the winner, it is retried too. Its server said
+// the first batch went out, but the batch may have been lost with the
+// server: it sends the batch to the client and ScanStarted to us on two
+// connections, and a process stopped or killed between them leaves a
+// client that never saw a row and would wait for its idle timeout (found
+// by e2e TestRandomScansMatchGroundTruth). A client that has the batch
+// takes no harm: it cancels the new attempt's stream ("another attempt
+// delivered first"), whose ScanFinished then ends the flow, and resumes
+// from its last key by itself.
 func (f *ScanFlow) OnServerLost(now time.Time, n uint32, pick Picker) []Action {
 	a := f.Attempt(n)
 	if f.done || a == nil || a.closed || !a.sent {
 		return nil
+	}
+	if a.N == f.winner {
+		f.winner = 0
 	}
 	acts := f.endStraggler(now, a, selection.Error, noCancel)
 	return append(acts, f.settle(now, pick)...)

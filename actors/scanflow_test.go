@@ -449,10 +449,12 @@ func TestFlowMaxFlowAgeWithoutRequestDeadline(t *testing.T) {
 	l.balanced()
 }
 
-// An attempt on a server that left the view ends as an error: retried
-// while nothing delivered data, else the flow ends (the client resumes).
+// An attempt on a server that left the view ends as an error and is
+// retried. So is the winner: the first batch it announced may have died
+// with it, before the client saw it. A client that has it cancels the new
+// attempt's stream, and that ScanFinished (a batch sent) ends the flow.
 func TestFlowServerLost(t *testing.T) {
-	p := &scripted{servers: []string{"a", "b"}}
+	p := &scripted{servers: []string{"a", "b", "c"}}
 	l := newLedger(t)
 	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
@@ -463,8 +465,28 @@ func TestFlowServerLost(t *testing.T) {
 	}
 	l.apply(f.OnStarted(t0.Add(2*time.Second), 2, true, 0))
 	l.apply(f.OnServerLost(t0.Add(3*time.Second), 2, p.pick))
-	if !f.Done() || l.dispatched[3] || len(l.fails) != 0 {
-		t.Fatalf("lost server after data: done %v dispatched %v fails %v", f.Done(), l.dispatched, l.fails)
+	if f.Done() || !l.dispatched[3] || len(l.fails) != 0 || l.accounted[2] != selection.Error {
+		t.Fatalf("lost winner: done %v dispatched %v fails %v accounted %v; want attempt 3 dispatched", f.Done(), l.dispatched, l.fails, l.accounted)
+	}
+	// The client had attempt 2's batch: it cancels attempt 3, which had
+	// sent one. The flow ends, nobody blamed, no fourth attempt.
+	l.apply(f.OnFinished(t0.Add(4*time.Second), &messages.ScanFinished{RequestId: "r1", Attempt: 3, Batches: 1,
+		Error: messages.ErrorCode_ERROR_CODE_CANCELLED}, p.pick))
+	if !f.Done() || l.dispatched[4] || len(l.fails) != 0 || l.accounted[3] != selection.Cancelled {
+		t.Fatalf("after the client cancelled attempt 3: done %v dispatched %v fails %v accounted %v", f.Done(), l.dispatched, l.fails, l.accounted)
+	}
+	l.balanced()
+
+	// The client had nothing: attempt 3's stream is the one it reads.
+	l = newLedger(t)
+	f = NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnStarted(t0, 1, true, 0))
+	l.apply(f.OnServerLost(t0.Add(time.Second), 1, p.pick))
+	l.apply(f.OnStarted(t0.Add(2*time.Second), 2, true, 0))
+	l.apply(f.OnFinished(t0.Add(3*time.Second), &messages.ScanFinished{RequestId: "r1", Attempt: 2, Batches: 1, Rows: 1}, p.pick))
+	if !f.Done() || len(l.fails) != 0 || l.accounted[2] != selection.Started {
+		t.Fatalf("retried winner finishing: done %v fails %v accounted %v", f.Done(), l.fails, l.accounted)
 	}
 	l.balanced()
 }

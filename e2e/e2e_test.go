@@ -46,7 +46,7 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	}
 	dataDir := t.TempDir()
 	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: hosts, ServersPerHost: servers, DataDir: dataDir, BinDir: bins,
-		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: os.Getenv("E2E_CHILD_LOG_LEVEL")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,16 +63,24 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 }
 
 // logTails prints, when t failed, the last lines of every child's log
-// (DataDir/logs), which the test's temporary directory takes with it.
+// (DataDir/logs), which the test's temporary directory takes with it; with
+// E2E_LOGS=DIR it also copies the whole logs to DIR/TESTNAME/.
 func logTails(t testing.TB, dataDir string) {
 	if !t.Failed() {
 		return
 	}
+	keep := os.Getenv("E2E_LOGS")
 	logs, _ := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
 	for _, l := range logs {
 		data, err := os.ReadFile(l)
 		if err != nil {
 			continue
+		}
+		if keep != "" {
+			dir := filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_"))
+			if err := os.MkdirAll(dir, 0o755); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(l)), data, 0o644)
+			}
 		}
 		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 		lines = lines[max(0, len(lines)-40):]
