@@ -144,12 +144,12 @@ func (t *target) close() {
 	}
 }
 
-// hostArgs are the extra scanserver flags of host i: the cache size, and
-// the flag faults if i is the fault host.
+// hostArgs are the extra scanserver flags of host i: the cache size and
+// workers, and the flag faults if i is the fault host.
 func (t *target) hostArgs(i int) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	args := []string{"--cache-size", strconv.FormatInt(t.cacheBytes, 10)}
+	args := []string{"--cache-size", strconv.FormatInt(t.cacheBytes, 10), "--workers", strconv.Itoa(t.hostWorkers(i))}
 	if i != t.cfg.FaultHost {
 		return args
 	}
@@ -191,7 +191,49 @@ func (t *target) restartHosts(ctx context.Context, kinds []string) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return t.waitView(ctx, 30*time.Second)
+	if err := t.waitView(ctx, 30*time.Second); err != nil {
+		return err
+	}
+	return t.checkWorkers(ctx)
+}
+
+// hostWorkers is the --workers host i is started with: Workers, half of
+// it on the fault host under heterogeneous.
+func (t *target) hostWorkers(i int) int {
+	if i == t.cfg.FaultHost && slices.Contains(t.flagFaults, FaultHeterogeneous) {
+		return t.cfg.Workers / 2
+	}
+	return t.cfg.Workers
+}
+
+// checkWorkers makes sure every host process runs the workers it was
+// started with, from the count in its heartbeats (waiting up to three
+// heartbeat intervals for one), so a heterogeneous phase is what it says.
+func (t *target) checkWorkers(ctx context.Context) error {
+	deadline := time.Now().Add(3*t.cfg.Heartbeat + time.Second)
+	for i := 0; i < t.local.Hosts(); {
+		t.mu.Lock()
+		want := t.hostWorkers(i)
+		t.mu.Unlock()
+		key := localcluster.HostName(i) + "/" + t.local.Host(i).Ready.Incarnation
+		got, ok := t.cache.workers(key)
+		if ok && got != want {
+			return fmt.Errorf("loadtest: %s's heartbeats report %d workers per server, want %d", localcluster.HostName(i), got, want)
+		}
+		if ok {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("loadtest: no heartbeat from %s (%s) to check its workers", localcluster.HostName(i), key)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // waitView polls the coordinator until the live servers are exactly those
@@ -445,6 +487,7 @@ type cacheTracker struct {
 
 type cacheCounters struct {
 	hits, misses uint64
+	workers      int // per server, as the heartbeat says
 	at           time.Time
 	gone         bool // the process said it is leaving
 }
@@ -464,12 +507,22 @@ func (c *cacheTracker) observe(hb *messages.Heartbeat) {
 	cur := c.latest[key]
 	cur.hits, cur.misses, cur.at = max(cur.hits, hb.GetCacheHits()), max(cur.misses, hb.GetCacheMisses()), now
 	cur.gone = cur.gone || hb.GetLeaving()
+	cur.workers = int(hb.GetWorkers())
 	c.latest[key] = cur
 	for _, m := range c.marks {
 		if _, ok := m.after[key]; !ok {
 			m.after[key] = cur
 		}
 	}
+}
+
+// workers is the per-server workers process key (host/incarnation)
+// reported, if it sent a heartbeat.
+func (c *cacheTracker) workers(key string) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.latest[key]
+	return v.workers, ok
 }
 
 // mark starts a snapshot.

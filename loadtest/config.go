@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -46,23 +48,35 @@ const (
 	// node) is SIGSTOPped for the fault window (3.5 s with the default
 	// Duration), then SIGCONTed. Needs Coordinators >= 2.
 	FaultHungCoordinator = "hung-coordinator"
+	// FaultHeterogeneous: the fault host's scan servers run half the
+	// workers of the others' (scanserver --workers Workers/2 against
+	// Workers), from the host's (re)start before the phase to its end: a
+	// host of a smaller machine type.
+	FaultHeterogeneous = "heterogeneous"
+	// FaultAntagonist: Prequal's antagonist load. For the fault window a
+	// CPU-burning child process (AntagonistThreads busy threads) runs
+	// beside the fault host's scanserver, both pinned to one CPU
+	// (AntagonistCPU); then the antagonist is killed and the scanserver
+	// gets its own CPU affinity back. See antagonist.go.
+	FaultAntagonist = "antagonist"
 )
 
 // FaultNames lists the fault kinds.
 func FaultNames() []string {
 	return []string{FaultNone, FaultSlowServer, FaultSlowHost, FaultHungServer, FaultCrashHost, FaultHotTablet,
-		FaultCrashCoordinator, FaultHungCoordinator}
+		FaultCrashCoordinator, FaultHungCoordinator, FaultHeterogeneous, FaultAntagonist}
 }
 
 // flagFaults are injected with scanserver flags: active from the fault
 // host's (re)start before the phase's warm-up until the phase ends.
-var flagFaults = []string{FaultSlowServer, FaultSlowHost}
+var flagFaults = []string{FaultSlowServer, FaultSlowHost, FaultHeterogeneous}
 
 // timedFaults are injected by the harness during the fault window.
-var timedFaults = []string{FaultHungServer, FaultCrashHost, FaultHotTablet, FaultCrashCoordinator, FaultHungCoordinator}
+var timedFaults = []string{FaultHungServer, FaultCrashHost, FaultHotTablet, FaultCrashCoordinator, FaultHungCoordinator, FaultAntagonist}
 
 // processFaults need control over the cluster's processes.
-var processFaults = []string{FaultSlowServer, FaultSlowHost, FaultHungServer, FaultCrashHost, FaultCrashCoordinator, FaultHungCoordinator}
+var processFaults = []string{FaultSlowServer, FaultSlowHost, FaultHungServer, FaultCrashHost, FaultCrashCoordinator, FaultHungCoordinator,
+	FaultHeterogeneous, FaultAntagonist}
 
 // coordinatorFaults hit a coordinator; they need several.
 var coordinatorFaults = []string{FaultCrashCoordinator, FaultHungCoordinator}
@@ -171,6 +185,10 @@ type Config struct {
 	CacheSize int64
 	// Heartbeat: scan-server heartbeat interval; default 1s.
 	Heartbeat time.Duration
+	// Workers: concurrent scans per scan server (scanserver --workers,
+	// passed to every host); default 4, the scanserver's own default. The
+	// heterogeneous fault gives the fault host Workers/2.
+	Workers int
 
 	// Table to scan; default "loadtest". Reused when it exists with Rows
 	// rows and Tablets tablets of generated data (tablets.GenerateRows).
@@ -209,7 +227,7 @@ type Config struct {
 	Drain time.Duration
 
 	// Faults: fault specs compared side by side (see FaultNames; kinds
-	// combine with "+"). Default none, slow-server.
+	// combine with "+"). Default DefaultFaults.
 	Faults []string
 	// FaultHost: index of the host that gets the fault; default 0.
 	FaultHost int
@@ -217,8 +235,9 @@ type Config struct {
 	// hung-coordinator hit; -1 (default) = the one the load's clients
 	// send their requests to at the fault's start (client.Coordinator).
 	FaultCoordinator int
-	// FaultAfter: timed faults (hung-server, crash-host, hot-tablet) start
-	// this long into the measured window; 0 = Duration/4.
+	// FaultAfter: timed faults (hung-server, crash-host, hot-tablet,
+	// antagonist, the coordinator faults) start this long into the
+	// measured window; 0 = Duration/4.
 	FaultAfter time.Duration
 	// FaultFor: how long timed faults last; 0 = Duration/2.
 	FaultFor time.Duration
@@ -231,9 +250,17 @@ type Config struct {
 	HotShare float64
 	// HotTablet: the hot tablet's index; -1 (default) = Tablets/2.
 	HotTablet int
+	// AntagonistThreads: busy threads of the antagonist process; default
+	// 1. They share its one CPU, so more threads take a larger share of
+	// it from the scanserver, never more than the one CPU.
+	AntagonistThreads int
+	// AntagonistCPU: the CPU the antagonist and the fault host's
+	// scanserver are pinned to during the fault window; -1 (default) =
+	// the lowest-numbered CPU the scanserver may run on.
+	AntagonistCPU int
 
-	// Policies compared, in order (see ParsePolicy). Default random,
-	// accumulo-host, bookkeeper, clickhouse-random (hedged), adaptive.
+	// Policies compared, in order (see ParsePolicy). Default
+	// DefaultPolicies.
 	Policies []string
 
 	// Seed of the workload; default 1.
@@ -247,31 +274,53 @@ type Config struct {
 	Log io.Writer
 }
 
-// DefaultPolicies are the policies of the default comparison.
+// policyPrequal is Prequal's policy name (issue 12); the default
+// comparison includes it once selection knows it.
+const policyPrequal = "prequal"
+
+// DefaultPolicies are the policies of the default comparison: the seeds'
+// (random, accumulo-host, bookkeeper, clickhouse-random hedged,
+// ribbon-zone), the modern ones (peak-ewma, c3, and prequal when
+// selection.PolicyNames has it) and adaptive, last.
 func DefaultPolicies() []string {
-	return []string{selection.PolicyRandom, selection.PolicyAccumuloHost, selection.PolicyBookKeeper, selection.PolicyClickHouseRand, selection.PolicyAdaptive}
+	out := []string{selection.PolicyRandom, selection.PolicyAccumuloHost, selection.PolicyBookKeeper, selection.PolicyClickHouseRand,
+		selection.PolicyRibbonZone, selection.PolicyPeakEWMA, selection.PolicyC3}
+	if slices.Contains(selection.PolicyNames(), policyPrequal) {
+		out = append(out, policyPrequal)
+	}
+	return append(out, selection.PolicyAdaptive)
 }
 
-// DefaultConfig is the default comparison: about two minutes on a 2-core
-// machine (10 phases of 3s warm-up + 7s measured, plus host restarts).
+// DefaultFaults are the faults of the default comparison.
+func DefaultFaults() []string {
+	return []string{FaultNone, FaultSlowServer, FaultHungServer, FaultSlowHost, FaultAntagonist, FaultHeterogeneous}
+}
+
+// DefaultConfig is the default comparison: DefaultPolicies under
+// DefaultFaults, one phase of 3s warm-up + 7s measured (plus host
+// restarts, about 13 s in all on a 2-core machine) per pair: 54 phases,
+// about 12 minutes, with prequal.
 func DefaultConfig() Config {
 	return Config{
-		Hosts: 4, ServersPerHost: 2, Zones: 1, Heartbeat: time.Second,
+		Hosts: 4, ServersPerHost: 2, Zones: 1, Heartbeat: time.Second, Workers: 4,
 		Table: "loadtest", Rows: 200000, Tablets: 64,
 		Clients: 32, Rate: 250, Zipf: 0.99, ScanRows: 100, FullTablet: 0.001,
 		Duration: 7 * time.Second, Warmup: 3 * time.Second, ScanTimeout: 30 * time.Second, Drain: 5 * time.Second,
-		Faults: []string{FaultNone, FaultSlowServer}, FaultCoordinator: -1, SlowPause: "150ms/1s", SlowFactor: 10, HotShare: 0.8, HotTablet: -1,
+		Faults: DefaultFaults(), FaultCoordinator: -1, SlowPause: "150ms/1s", SlowFactor: 10, HotShare: 0.8, HotTablet: -1,
+		AntagonistThreads: 1, AntagonistCPU: -1,
 		Policies: DefaultPolicies(), Seed: 1, ProgressEvery: 500 * time.Millisecond,
 	}
 }
 
-// QuickConfig is a smoke test of at most about 30 seconds: a smaller
-// cluster and table, two policies, short phases.
+// QuickConfig is a smoke test of about 20 seconds (under 30 on a loaded
+// 2-core machine): a smaller cluster and table, two policies under one
+// fault (slow-server), short phases.
 func QuickConfig() Config {
 	c := DefaultConfig()
 	c.Hosts, c.Rows, c.Tablets, c.Clients, c.Rate = 3, 20000, 16, 8, 100
 	c.Duration, c.Warmup = 3*time.Second, time.Second
 	c.Policies = []string{selection.PolicyAccumuloHost, selection.PolicyAdaptive}
+	c.Faults = []string{FaultSlowServer}
 	return c
 }
 
@@ -296,6 +345,8 @@ func (c Config) Validate() error {
 		return bad("CacheSize %d must be >= 0 (0 = auto)", c.CacheSize)
 	case c.Heartbeat <= 0:
 		return bad("Heartbeat %v must be > 0", c.Heartbeat)
+	case c.Local() && (c.Workers < 1 || c.Workers > 1024):
+		return bad("Workers %d must be in [1, 1024]", c.Workers)
 	case tablets.ValidateTableName(c.Table) != nil:
 		return bad("Table: %v", tablets.ValidateTableName(c.Table))
 	case c.Rows < 1 || c.Rows > 100_000_000:
@@ -340,6 +391,10 @@ func (c Config) Validate() error {
 		return bad("HotShare %v must be in [0, 1]", c.HotShare)
 	case c.HotTablet < -1 || c.HotTablet >= c.Tablets:
 		return bad("HotTablet %d must be -1 (auto) or in [0, Tablets=%d)", c.HotTablet, c.Tablets)
+	case c.AntagonistThreads < 1 || c.AntagonistThreads > 64:
+		return bad("AntagonistThreads %d must be in [1, 64]", c.AntagonistThreads)
+	case c.AntagonistCPU < -1 || c.AntagonistCPU >= 1024:
+		return bad("AntagonistCPU %d must be -1 (the scanserver's lowest CPU) or a CPU number in [0, 1024)", c.AntagonistCPU)
 	case len(c.Policies) == 0:
 		return bad("Policies is empty")
 	case c.ProgressEvery < 0:
@@ -367,6 +422,15 @@ func (c Config) Validate() error {
 		for _, k := range kinds {
 			if !c.Local() && slices.Contains(processFaults, k) {
 				return bad("Faults: %q needs process control; against a running cluster only %s and %s are possible", k, FaultNone, FaultHotTablet)
+			}
+			if k == FaultAntagonist && c.AntagonistCPU >= 0 {
+				var own unix.CPUSet
+				if err := unix.SchedGetaffinity(0, &own); err == nil && !own.IsSet(c.AntagonistCPU) {
+					return bad("AntagonistCPU %d is not one this process (and so the scanservers it starts) may run on: %s", c.AntagonistCPU, formatCPUSet(own))
+				}
+			}
+			if k == FaultHeterogeneous && c.Workers < 2 {
+				return bad("Faults: %q gives the fault host Workers/2 workers: needs Workers >= 2 (have %d)", k, c.Workers)
 			}
 			if slices.Contains(coordinatorFaults, k) && c.coordinators() < 2 {
 				return bad("Faults: %q needs Coordinators >= 2 (have %d; 0 = auto gives 3)", k, c.Coordinators)

@@ -2,10 +2,12 @@ package loadtest
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/selection"
 )
 
@@ -52,6 +54,21 @@ func TestConfigValidate(t *testing.T) {
 		{"SlowFactor", func(c *Config) { c.SlowFactor = 0.5 }},
 		{"HotShare", func(c *Config) { c.HotShare = 2 }},
 		{"HotTablet", func(c *Config) { c.HotTablet = c.Tablets }},
+		{"Workers", func(c *Config) { c.Workers = 0 }},
+		{"Workers", func(c *Config) { c.Workers, c.Faults = 1, []string{FaultHeterogeneous} }},
+		{"Faults", func(c *Config) { c.Faults = []string{"heterogenous"} }},
+		{"Faults", func(c *Config) { c.Faults = []string{FaultNone, FaultAntagonist + "+antagonists"} }},
+		{"Faults", func(c *Config) {
+			c.NATS, c.Policies, c.Faults = "nats://127.0.0.1:4222", []string{PolicyCurrent}, []string{FaultAntagonist}
+		}},
+		{"Faults", func(c *Config) {
+			c.NATS, c.Policies, c.Faults = "nats://127.0.0.1:4222", []string{PolicyCurrent}, []string{FaultHeterogeneous}
+		}},
+		{"AntagonistThreads", func(c *Config) { c.AntagonistThreads = 0 }},
+		{"AntagonistThreads", func(c *Config) { c.AntagonistThreads = 65 }},
+		{"AntagonistCPU", func(c *Config) { c.AntagonistCPU = -2 }},
+		{"AntagonistCPU", func(c *Config) { c.AntagonistCPU = 1024 }},
+		{"AntagonistCPU", func(c *Config) { c.AntagonistCPU, c.Faults = 1023, []string{FaultAntagonist} }}, // not ours
 		{"Policies", func(c *Config) { c.Policies = nil }},
 		{"Policies", func(c *Config) { c.Policies = []string{"fastest"} }},
 		{"Policies", func(c *Config) { c.Policies = []string{"random:hedge"} }},
@@ -92,6 +109,102 @@ func TestCoordinatorsAuto(t *testing.T) {
 	c.Coordinators = 2
 	if got := c.coordinators(); got != 2 {
 		t.Errorf("explicit 2: %d coordinators", got)
+	}
+}
+
+// TestNewFaultsConfig: heterogeneous and antagonist parse, alone and
+// combined; a CPU outside ours is refused only when the antagonist fault
+// is asked for; the default comparison covers issue 12's policies and
+// faults while --quick stays small.
+func TestNewFaultsConfig(t *testing.T) {
+	for spec, want := range map[string]string{
+		"heterogeneous":                  "heterogeneous",
+		"antagonist":                     "antagonist",
+		"antagonist+hung-server":         "antagonist+hung-server",
+		" heterogeneous + antagonist ":   "antagonist+heterogeneous",
+		"none+heterogeneous+slow-server": "heterogeneous+slow-server",
+	} {
+		kinds, err := ParseFault(spec)
+		if err != nil || strings.Join(kinds, "+") != want {
+			t.Errorf("ParseFault(%q) = %v, %v; want %s", spec, kinds, err, want)
+		}
+	}
+	for _, k := range []string{FaultHeterogeneous, FaultAntagonist} {
+		if !slices.Contains(FaultNames(), k) || !slices.Contains(processFaults, k) {
+			t.Errorf("%s: not in FaultNames or processFaults", k)
+		}
+	}
+	if !slices.Contains(flagFaults, FaultHeterogeneous) || !slices.Contains(timedFaults, FaultAntagonist) {
+		t.Error("heterogeneous must be a flag fault (the whole phase), antagonist a timed one (the fault window)")
+	}
+	c := DefaultConfig()
+	c.Faults, c.AntagonistCPU = []string{FaultNone, FaultHeterogeneous}, 1023
+	if err := c.Validate(); err != nil {
+		t.Errorf("AntagonistCPU without the antagonist fault: %v", err)
+	}
+	c.Faults, c.AntagonistCPU, c.Workers = []string{FaultHeterogeneous + "+" + FaultAntagonist}, 0, 2
+	if err := c.Validate(); err != nil {
+		t.Errorf("heterogeneous+antagonist, Workers 2, CPU 0: %v", err)
+	}
+
+	d := DefaultConfig()
+	for _, p := range []string{"random", "accumulo-host", "bookkeeper", "clickhouse-random", "ribbon-zone", "peak-ewma", "c3", "adaptive"} {
+		if !slices.Contains(d.Policies, p) {
+			t.Errorf("default policies %v lack %s", d.Policies, p)
+		}
+	}
+	if slices.Contains(d.Policies, "prequal") != slices.Contains(selection.PolicyNames(), "prequal") {
+		t.Errorf("default policies %v: prequal in them iff selection knows it", d.Policies)
+	}
+	if d.Policies[len(d.Policies)-1] != selection.PolicyAdaptive {
+		t.Errorf("default policies %v: adaptive is not last", d.Policies)
+	}
+	for _, f := range []string{"none", "slow-server", "hung-server", "slow-host", "antagonist", "heterogeneous"} {
+		if !slices.Contains(d.Faults, f) {
+			t.Errorf("default faults %v lack %s", d.Faults, f)
+		}
+	}
+	q := QuickConfig()
+	if phases := len(q.Policies) * len(q.Faults); phases > 2 || q.Duration+q.Warmup > 5*time.Second {
+		t.Errorf("quick config: %d phases of %v: too long for 30 s", phases, q.Duration+q.Warmup)
+	}
+}
+
+// TestHostArgsWorkers: every host gets --workers Workers; under
+// heterogeneous the fault host gets half.
+func TestHostArgsWorkers(t *testing.T) {
+	workers := func(args []string) string {
+		i := slices.Index(args, "--workers")
+		if i < 0 || i+1 >= len(args) {
+			return ""
+		}
+		return args[i+1]
+	}
+	cfg := DefaultConfig()
+	cfg.FaultHost = 1
+	tg := &target{cfg: cfg, cacheBytes: 1 << 20}
+	for i := range cfg.Hosts {
+		if w := workers(tg.hostArgs(i)); w != "4" {
+			t.Errorf("no fault: host %d --workers %q, want 4", i, w)
+		}
+	}
+	tg.flagFaults = []string{FaultHeterogeneous}
+	for i := range cfg.Hosts {
+		want := "4"
+		if i == cfg.FaultHost {
+			want = "2"
+		}
+		if w := workers(tg.hostArgs(i)); w != want {
+			t.Errorf("heterogeneous: host %d --workers %q, want %s", i, w, want)
+		}
+	}
+	tg.cfg.Workers = 5
+	if w := workers(tg.hostArgs(cfg.FaultHost)); w != "2" {
+		t.Errorf("heterogeneous, Workers 5: fault host --workers %q, want 2", w)
+	}
+	// Workers' default is the scanserver's own.
+	if def := actors.DefaultHostAgentConfig().Server.Workers; cfg.Workers != def {
+		t.Errorf("DefaultConfig().Workers %d, scanserver default %d", cfg.Workers, def)
 	}
 }
 

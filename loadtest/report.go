@@ -80,6 +80,23 @@ type WorkloadInfo struct {
 	SlowFactor float64 `json:"slow_factor,omitempty"`
 	HotTablet  int     `json:"hot_tablet"`
 	HotShare   float64 `json:"hot_share,omitempty"`
+	// Workers: concurrent scans per scan server; FaultHostWorkers: the
+	// fault host's under the heterogeneous fault (Workers/2).
+	Workers          int `json:"workers,omitempty"`
+	FaultHostWorkers int `json:"fault_host_workers,omitempty"`
+	// AntagonistThreads: the antagonist's busy threads (antagonist fault).
+	AntagonistThreads int `json:"antagonist_threads,omitempty"`
+}
+
+// AntagonistInfo is what the antagonist fault did in a phase.
+type AntagonistInfo struct {
+	PID       int    `json:"pid"`
+	ServerPID int    `json:"server_pid"` // the fault host's scanserver
+	CPUs      string `json:"cpus"`       // both were pinned to these
+	Threads   int    `json:"threads"`
+	// CPUS: CPU seconds the antagonist used; WallS: seconds it ran.
+	CPUS  float64 `json:"cpu_s"`
+	WallS float64 `json:"wall_s"`
 }
 
 // Result is one policy under one fault.
@@ -110,6 +127,8 @@ type Result struct {
 	// FaultCoordinator: the coordinator crash-coordinator or
 	// hung-coordinator hit (e.g. coordinator1).
 	FaultCoordinator string `json:"fault_coordinator,omitempty"`
+	// Antagonist: the antagonist fault's process and what it burned.
+	Antagonist *AntagonistInfo `json:"antagonist,omitempty"`
 
 	// Extra fields.
 	SelectionPolicy string        `json:"selection_policy"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -54,6 +55,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Local() {
 		rep.Workload.FaultHost = fmt.Sprintf("host%d", cfg.FaultHost+1)
 		rep.Cluster.Coordinators = t.local.Coordinators()
+		rep.Workload.Workers = cfg.Workers
+		for _, f := range cfg.Faults {
+			kinds, _ := ParseFault(f) // validated
+			if slices.Contains(kinds, FaultHeterogeneous) {
+				rep.Workload.FaultHostWorkers = cfg.Workers / 2
+			}
+			if slices.Contains(kinds, FaultAntagonist) {
+				rep.Workload.AntagonistThreads = cfg.AntagonistThreads
+			}
+		}
 	} else {
 		st, err := t.client.Status(ctx)
 		if err != nil {
@@ -109,6 +120,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Results = append(rep.Results, *res)
 			cfg.logf("%-18s %-12s scans %6d  p50 %7.2f ms  p99 %8.2f ms  p99.9 %8.2f ms  gap %6.0f ms  errors %d  wrong %d  cache hit %5.1f%%  disp/scan %.3f  hedges %d  (load %.1f)",
 				ps.Label, ph.fault, res.Scans, res.P50Ms, res.P99Ms, res.P999Ms, res.LongestGapMs, res.Errors, res.Wrong, 100*res.CacheHitRatio, res.DispatchesPerScan, res.Hedges, res.LoadAvg)
+			if a := res.Antagonist; a != nil {
+				cfg.logf("antagonist pid %d (%d thread(s)) burned %.2f CPU-s in %.2f s on CPU %s beside host%d's scanserver (pid %d)",
+					a.PID, a.Threads, a.CPUS, a.WallS, a.CPUs, cfg.FaultHost+1, a.ServerPID)
+			}
 			if res.Missed > 0 {
 				rep.Notes = append(rep.Notes, fmt.Sprintf("%s/%s: %d scheduled scans never started (the harness fell more than %v behind its open-loop schedule: the cluster could not keep up with %v scans/s)",
 					ps.Label, ph.fault, res.Missed, cfg.Drain, cfg.Rate))
@@ -134,6 +149,7 @@ type phase struct {
 	runStart     time.Time
 	setupTime    time.Duration
 	faultCoord   string // the coordinator a coordinator fault hit (its name)
+	antagonist   AntagonistInfo
 
 	// scanner runs one op (default p.scan); observe, if set, sees every
 	// outcome (tests).
@@ -255,6 +271,19 @@ func (p *phase) injectTimed(ctx context.Context) (w [2]float64, err error) {
 	}
 	w[0] = time.Since(p.measureStart).Seconds()
 	p.stage.Store("measure, fault on")
+	if p.has(FaultAntagonist) {
+		// Before the other faults, while the host's process surely runs;
+		// undone on every way out (window end, error, cancellation).
+		stop, aerr := p.startAntagonist(to)
+		if aerr != nil {
+			return w, aerr
+		}
+		defer func() { // err: the named result
+			if uerr := stop(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
+	}
 	if p.has(FaultHungServer) {
 		if err := p.t.hang(); err != nil {
 			return w, fmt.Errorf("loadtest: hung-server: SIGSTOP: %w", err)
@@ -313,6 +342,43 @@ func (p *phase) injectTimed(ctx context.Context) (w [2]float64, err error) {
 	}
 	p.stage.Store("measure")
 	return w, nil
+}
+
+// startAntagonist pins the fault host's scanserver to one CPU and starts
+// the antagonist pinned to the same CPU, burning until to (and no longer);
+// stop kills it, gives the scanserver its affinity back and records what
+// the antagonist burned in p.antagonist.
+func (p *phase) startAntagonist(to time.Time) (stop func() error, err error) {
+	cfg := p.cfg
+	pid := p.t.local.Host(cfg.FaultHost).PID()
+	cpus, err := antagonistCPUs(pid, cfg.AntagonistCPU)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: antagonist: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: antagonist: %w", err)
+	}
+	pin, err := pinProcess(pid, cpus)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: antagonist: pin host%d's scanserver: %w", cfg.FaultHost+1, err)
+	}
+	// Its own limit, a little past the window: stop kills it at the window's end.
+	a, err := startAntagonist(exe, cpus, cfg.AntagonistThreads, time.Until(to)+time.Second)
+	if err != nil {
+		_ = pin.restore()
+		return nil, err
+	}
+	started := time.Now()
+	p.antagonist = AntagonistInfo{PID: a.pid(), CPUs: formatCPUSet(cpus), Threads: cfg.AntagonistThreads, ServerPID: pid}
+	return func() error {
+		used := a.stop()
+		p.antagonist.CPUS, p.antagonist.WallS = used.Seconds(), time.Since(started).Seconds()
+		if err := pin.restore(); err != nil {
+			return fmt.Errorf("loadtest: antagonist: restore host%d's scanserver's CPU affinity: %w", cfg.FaultHost+1, err)
+		}
+		return nil
+	}, nil
 }
 
 func sleepUntil(ctx context.Context, t time.Time) error {
@@ -524,6 +590,10 @@ func (p *phase) result(s0, s1 statusSet, hits, misses uint64, windows [][2]float
 		WrongSamples: slices.Clone(r.wrongs), FaultWindowsS: windows, P99OverTimeMs: []float64{},
 		LongestGapMs: float64(gap.Microseconds()) / 1000, LongestGapAtS: gapAt.Seconds()}
 	res.FaultCoordinator = p.faultCoord
+	if p.antagonist.PID != 0 {
+		a := p.antagonist
+		res.Antagonist = &a
+	}
 	if h.TotalCount() == 0 {
 		res.MaxMs = 0
 	}

@@ -4,10 +4,11 @@
 // under each fault, prints a comparison table and writes report.json and
 // PNG plots to --out. See package loadtest.
 //
-//	go run ./cmd/loadtest                 # default comparison, about 2 minutes
-//	go run ./cmd/loadtest --quick         # smoke test, about 30 seconds
+//	go run ./cmd/loadtest                 # default comparison, about 12 minutes
+//	go run ./cmd/loadtest --quick         # smoke test, about 20 seconds
 //	go run ./cmd/loadtest --fault none --fault hung-server --policies clickhouse-random,adaptive
 //	go run ./cmd/loadtest --fault crash-coordinator,hung-coordinator   # 3 coordinators
+//	go run ./cmd/loadtest --fault heterogeneous,antagonist --policies accumulo-host,adaptive
 //	go run ./cmd/loadtest --median a,b,c  # combine three runs' report.json into medians
 //
 // Exit status: 0 when every scan was right, 1 on a runtime failure or when
@@ -35,6 +36,10 @@ import (
 )
 
 func main() {
+	// The antagonist fault re-executes this binary as its CPU burner.
+	if loadtest.BurnArgs(os.Args[1:]) {
+		os.Exit(loadtest.BurnMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -106,6 +111,7 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "local cluster data directory (default: a temporary directory, removed afterwards)")
 	fs.Var(bytesFlag{&c.CacheSize}, "cache-size", "block cache per host, e.g. 8MiB (auto: 1.5 × the table / hosts)")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "scan-server heartbeat interval")
+	fs.IntVar(&c.Workers, "workers", c.Workers, "concurrent scans per scan server (scanserver --workers; heterogeneous gives the fault host half)")
 	fs.StringVar(&c.Table, "table", c.Table, "table to scan (ingested unless present with the same rows and tablets)")
 	fs.IntVar(&c.Rows, "rows", c.Rows, "rows of generated data")
 	fs.IntVar(&c.Tablets, "tablets", c.Tablets, "tablets")
@@ -117,7 +123,9 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured window per policy and fault")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "warm-up before each measured window (not in the figures)")
 	fs.DurationVar(&c.ScanTimeout, "scan-timeout", c.ScanTimeout, "a scan not done after this long is an error")
-	fs.Var(&listFlag{p: &c.Faults}, "fault", "fault to compare, repeatable or comma separated: "+strings.Join(loadtest.FaultNames(), ", ")+" (combine with +)")
+	fs.Var(&listFlag{p: &c.Faults}, "fault", "fault to compare, repeatable or comma separated: "+strings.Join(loadtest.FaultNames(), ", ")+
+		" (combine with +). heterogeneous: the fault host runs --workers/2 per server for the whole phase; antagonist: for the fault window a"+
+		" CPU-burning process runs beside the fault host's scanserver, both pinned to one CPU (Prequal's antagonist load)")
 	fs.IntVar(&c.FaultHost, "fault-host", c.FaultHost, "index of the host that gets the fault")
 	fs.IntVar(&c.FaultCoordinator, "fault-coordinator", c.FaultCoordinator, "index of the coordinator crash-coordinator and hung-coordinator hit (-1 = the one the load's clients talk to)")
 	fs.DurationVar(&c.FaultAfter, "fault-after", c.FaultAfter, "timed faults start this long into the window (0 = duration/4)")
@@ -126,11 +134,13 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.Float64Var(&c.SlowFactor, "slow-factor", c.SlowFactor, "slow-host: block reads this many times slower")
 	fs.Float64Var(&c.HotShare, "hot-share", c.HotShare, "hot-tablet: share of scans on the hot tablet")
 	fs.IntVar(&c.HotTablet, "hot-tablet", c.HotTablet, "hot-tablet: the tablet (-1 = tablets/2)")
+	fs.IntVar(&c.AntagonistThreads, "antagonist-threads", c.AntagonistThreads, "antagonist: busy threads of the CPU burner (all on its one CPU)")
+	fs.IntVar(&c.AntagonistCPU, "antagonist-cpu", c.AntagonistCPU, "antagonist: the CPU the burner and the fault host's scanserver are pinned to (-1 = the scanserver's lowest)")
 	fs.Var(&listFlag{p: &c.Policies}, "policies", "policies to compare, repeatable or comma separated ("+strings.Join(selection.PolicyNames(), ", ")+
 		"; suffix :hedge or :nohedge; clickhouse-* hedge by default; \"current\" = a running cluster's own profiles)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
 	fs.StringVar(&o.out, "out", o.out, "directory for report.json and the plots (\"\" = none)")
-	fs.BoolVar(&o.quick, "quick", o.quick, "smoke test of about 30 s (smaller cluster, table and phases; explicit flags still apply)")
+	fs.BoolVar(&o.quick, "quick", o.quick, "smoke test of about 20 s: accumulo-host and adaptive under slow-server, smaller cluster, table and phases (explicit flags still apply)")
 	fs.StringVar(&o.median, "median", o.median, "no run: combine these report directories (comma separated) into medians, print and write them to --out")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line on stderr: auto (when a terminal), on, off")
 }
