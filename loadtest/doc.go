@@ -20,8 +20,11 @@
 //     and is warmed equally; the fault host is started with the
 //     scanserver's fault flags when the fault has them (slow-server:
 //     --fault-pause SlowPause --fault-server 0, one server of the host;
-//     slow-host: --fault-slow SlowFactor). Those faults are active from the
-//     restart, through the warm-up and the whole measured window. The
+//     slow-host: --fault-slow SlowFactor; heterogeneous: --workers
+//     Workers/2 where the other hosts get --workers Workers, checked
+//     against the workers the host's heartbeats report). Those faults are
+//     active from the restart, through the warm-up and the whole measured
+//     window. The
 //     coordinator warms a new server's connections in both directions on
 //     its first heartbeat, so no phase starts with servers shunned for
 //     busy timeouts of connection setup (Result.Servers shows any);
@@ -36,8 +39,11 @@
 //     sends its requests to — then a restart on its ports and data
 //     directory; hung-coordinator: SIGSTOP/SIGCONT of it, its NATS node
 //     included; hot-tablet: HotShare of
-//     the scans on one tablet) cover [FaultAfter, FaultAfter+FaultFor) of
-//     the measured window;
+//     the scans on one tablet; antagonist: a CPU-burning child process
+//     beside the fault host's scanserver, both pinned to one CPU, killed
+//     at the window's end when the scanserver gets its affinity back, see
+//     BurnMain) cover [FaultAfter, FaultAfter+FaultFor) of the measured
+//     window;
 //  4. collects the Result: HDR latency percentiles (p99.9 included), the
 //     longest stretch of the window in which no scan completed with the
 //     right rows (LongestGapMs: what a coordinator fault costs shows here),
