@@ -37,14 +37,14 @@ var (
 	dashboardFile  = filepath.Join("..", "grafana", "scanplane.json")
 )
 
-var promql = parser.NewParser(parser.Options{})
+var promqlParser = parser.NewParser(parser.Options{})
 
 // loadRules parses alerts.yml with Prometheus's own rule-file parser, as
 // `promtool check rules` and the Prometheus server do (unknown fields are
 // errors).
 func loadRules(t *testing.T) *rulefmt.RuleGroups {
 	t.Helper()
-	groups, errs := rulefmt.ParseFile(alertsFile, false, model.LegacyValidation, promql, slog.New(slog.DiscardHandler))
+	groups, errs := rulefmt.ParseFile(alertsFile, false, model.LegacyValidation, promqlParser, slog.New(slog.DiscardHandler))
 	for _, err := range errs {
 		t.Error(err)
 	}
@@ -224,7 +224,7 @@ func TestFilesParse(t *testing.T) {
 			t.Errorf("%s: a Grafana variable this test does not know: %s", q.where, q.expr)
 			continue
 		}
-		if _, err := promql.ParseExpr(q.expr); err != nil {
+		if _, err := promqlParser.ParseExpr(q.expr); err != nil {
 			t.Errorf("%s: %v", q.where, err)
 		}
 	}
@@ -307,7 +307,7 @@ var simpleAlternatives = regexp.MustCompile(`^[a-z0-9_]+(\|[a-z0-9_]+)*$`)
 // equality (or a plain a|b regex) on a label value never seen; `up` must
 // select one of jobs.
 func (e exposition) check(expr string, jobs []string) []error {
-	root, err := promql.ParseExpr(expr)
+	root, err := promqlParser.ParseExpr(expr)
 	if err != nil {
 		return []error{err}
 	}

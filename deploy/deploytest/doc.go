@@ -4,5 +4,7 @@
 // dashboard (deploy/grafana/scanplane.json) is parsed as PromQL, and every
 // metric, label and label value they use is looked up in the /metrics of a
 // real coordinator and scanserver, so renaming a metric fails the tests.
-// It has only tests.
+// Every alert is also evaluated with Prometheus's PromQL engine over
+// series where it must fire and series where it must not. It has only
+// tests.
 package deploytest
