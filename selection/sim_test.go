@@ -59,9 +59,9 @@ type simServer struct {
 	host    int
 	queue   []*simAttempt
 	running *simAttempt
-	slowdns DecayedCount
-	ewma    time.Duration // dispatch → first data
-	gen     int           // bumps when running changes (stale events)
+	slowdns []DecayedCount // per sim.decays
+	ewma    time.Duration  // dispatch → first data
+	gen     int            // bumps when running changes (stale events)
 }
 
 type simEvent struct {
@@ -153,9 +153,9 @@ func (s *sim) rebuildView() {
 		_ = i
 		ss = append(ss, &ServerLoad{ID: sv.id, Host: fmt.Sprintf("host%02d", sv.host), Zone: "z", Group: DefaultGroup, Alive: true,
 			InFlight: inflight + active, QueueLen: len(sv.queue), Active: active, Workers: 1, LastHeartbeat: hb,
-			Slowdowns: []DecayedCount{sv.slowdns}, StartLatency: sv.ewma})
+			Slowdowns: sv.slowdns, StartLatency: sv.ewma})
 	}
-	v := NewLoadView(ss, []DecayParams{DefaultDecay}, s.now)
+	v := NewLoadView(ss, s.decays(), s.now)
 	if len(s.starts) >= 20 {
 		l := slices.Clone(s.starts)
 		slices.Sort(l)
@@ -170,6 +170,16 @@ func (s *sim) rebuildView() {
 	}
 	v.RecentDispatches, v.RecentHedges = uint64(len(s.recent)), uint64(len(s.recentH))
 	s.view = v
+}
+
+// decays are the view's decay parameters, as Profiles.Decays gives them
+// for the profile: DefaultDecay, then the profile's own (clickhouse-*
+// read plain tallies).
+func (s *sim) decays() []DecayParams {
+	if d := s.p.Decay(); d != DefaultDecay {
+		return []DecayParams{DefaultDecay, d}
+	}
+	return []DecayParams{DefaultDecay}
 }
 
 func (s *sim) serverIndex(id ServerID) int {
@@ -276,7 +286,9 @@ func (s *sim) onTimer(a *simAttempt, data bool) {
 	a.slow = true
 	a.result = Slow
 	sv := s.servers[a.server]
-	sv.slowdns = sv.slowdns.Add(s.now, DefaultDecay, 1)
+	for i, d := range s.decays() {
+		sv.slowdns[i] = sv.slowdns[i].Add(s.now, d, 1)
+	}
 	s.dispatch(sc, true)
 }
 
@@ -286,7 +298,8 @@ func (s *sim) run() simResult {
 	for h := 0; h < cfg.hosts; h++ {
 		s.caches = append(s.caches, map[int]time.Time{})
 		for i := 0; i < cfg.perHost; i++ {
-			s.servers = append(s.servers, &simServer{id: ServerID(fmt.Sprintf("host%02d:9000/%d", h, i)), host: h})
+			s.servers = append(s.servers, &simServer{id: ServerID(fmt.Sprintf("host%02d:9000/%d", h, i)), host: h,
+				slowdns: make([]DecayedCount, len(s.decays()))})
 		}
 	}
 	s.states = make([]*TabletState, cfg.tablets)
