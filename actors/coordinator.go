@@ -123,6 +123,7 @@ type coordCounters struct {
 	deadLetters, publishErrors, badMessages, overloaded atomic.Uint64
 	tabletStarts, hostStarts                            atomic.Uint64
 	forwarded                                           atomic.Uint64 // scan requests sent to the tablet's owner
+	probesSent, probeReplies                            atomic.Uint64 // prequal probes (probe.go)
 	// gauges
 	flows, tabletActors, hostActors atomic.Int64
 }
@@ -484,7 +485,8 @@ func (c *Coordinator) Status() *messages.StatusReply {
 		StartedUnixMs: c.started.UnixMilli(), DeadLetters: c.counters.deadLetters.Load(), PublishErrors: c.counters.publishErrors.Load(),
 		BadMessages: c.counters.badMessages.Load(), Flows: uint32(max(c.counters.flows.Load(), 0)),
 		HostActors: uint32(max(c.counters.hostActors.Load(), 0)), Overloaded: c.counters.overloaded.Load(),
-		TabletActors: uint32(max(c.counters.tabletActors.Load(), 0))}
+		TabletActors: uint32(max(c.counters.tabletActors.Load(), 0)), ProbesSent: c.counters.probesSent.Load(),
+		ProbeReplies: c.counters.probeReplies.Load()}
 	c.status.Range(func(_, v any) bool {
 		r.Servers = append(r.Servers, v.([]*messages.ServerStatus)...)
 		return true
@@ -540,6 +542,8 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 		f("tablet_actor_starts_total", "Tablet actors started (they stop when idle).", func(k *coordCounters) *atomic.Uint64 { return &k.tabletStarts }),
 		f("host_actor_starts_total", "Host actors started (they stop when their servers are gone).", func(k *coordCounters) *atomic.Uint64 { return &k.hostStarts }),
 		f("forwarded_total", "Scan requests forwarded to the coordinator that owns their tablet.", func(k *coordCounters) *atomic.Uint64 { return &k.forwarded }),
+		f("probes_sent_total", "Prequal probes sent to scan servers.", func(k *coordCounters) *atomic.Uint64 { return &k.probesSent }),
+		f("probe_replies_total", "Prequal probe answers fed into a probe pool.", func(k *coordCounters) *atomic.Uint64 { return &k.probeReplies }),
 		g("flows", "Scan requests in flight in tablet actors.", func(k *coordCounters) *atomic.Int64 { return &k.flows }),
 		g("tablet_actors", "Tablet actors running.", func(k *coordCounters) *atomic.Int64 { return &k.tabletActors }),
 		g("host_actors", "Host actors running.", func(k *coordCounters) *atomic.Int64 { return &k.hostActors }),

@@ -72,6 +72,7 @@ type ServerCounters struct {
 	Scans    atomic.Uint64 // scans started
 	Rows     atomic.Uint64 // rows sent in row batches
 	Bytes    atomic.Uint64 // key and value bytes sent in row batches
+	Probes   atomic.Uint64 // Prequal probes answered (probe.go)
 	// Finished counts ended scans by messages.ErrorCode (index 0: ok).
 	Finished [numOutcomes]atomic.Uint64
 }
@@ -95,6 +96,8 @@ type scanJob struct {
 	// or the scan is cancelled before that (jobCancelled); the job
 	// goroutine and the actor (a Cancel{unless_streaming}) race for it.
 	stream atomic.Int32
+	// rif: scans running and queued here when it arrived (probe.go).
+	rif int
 }
 
 const (
@@ -138,6 +141,8 @@ type ScanServerActor struct {
 	// to a generation newer ingests deleted (STALE_GENERATION) rather than
 	// a lost one (CORRUPT_BLOCK).
 	gens GenerationSource
+	// lat answers Prequal probes (probe.go).
+	lat latencyEstimator
 }
 
 // GenerationSource tells a table's current generation, 0 if the table is
@@ -216,6 +221,9 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 			return
 		}
 		s.onAck(m)
+	case *messages.Probe:
+		s.gate.wait(s.life)
+		s.onProbe(m)
 	case *jobDone:
 		s.onJobDone(m.key)
 	case *expireTick:
@@ -248,7 +256,8 @@ func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 		return // duplicate delivery
 	}
 	now := time.Now()
-	job := &scanJob{key: key, req: m, client: ToPID(m.Client), tablet: ToPID(m.TabletActor), received: now, ackCh: make(chan struct{}, 1)}
+	job := &scanJob{key: key, req: m, client: ToPID(m.Client), tablet: ToPID(m.TabletActor), received: now, ackCh: make(chan struct{}, 1),
+		rif: s.queue.Len() + s.queue.Active()}
 	switch s.queue.Offer(now, key, time.Duration(m.BusyTimeoutUs)*time.Microsecond) {
 	case AdmitStart:
 		s.start(job, now)
@@ -309,8 +318,11 @@ func (s *ScanServerActor) armTimer() {
 }
 
 func (s *ScanServerActor) onJobDone(key ScanKey) {
-	delete(s.running, key)
 	now := time.Now()
+	if job := s.running[key]; job != nil && job.stream.Load() != jobCancelled {
+		s.lat.add(job.rif, now.Sub(job.received))
+	}
+	delete(s.running, key)
 	next, ok, expired := s.queue.Done(now)
 	for _, w := range expired {
 		if job := s.pending[w.Key]; job != nil {

@@ -102,7 +102,7 @@ type serverMetrics struct {
 	mu      sync.Mutex
 	servers []serverSeries
 
-	queueLen, running, workersDesc, scans, finished, busy, rows, bytes *prometheus.Desc
+	queueLen, running, workersDesc, scans, finished, busy, rows, bytes, probes *prometheus.Desc
 }
 
 func newServerMetrics(host string, workers int) *serverMetrics {
@@ -121,6 +121,7 @@ func newServerMetrics(host string, workers int) *serverMetrics {
 		busy:        d("busy_total", "Attempts answered busy (no worker within the busy timeout, or queue full)."),
 		rows:        d("rows_streamed_total", "Rows sent to clients in row batches."),
 		bytes:       d("bytes_streamed_total", "Key and value bytes sent to clients in row batches."),
+		probes:      d("probes_answered_total", "Prequal probes answered (requests in flight and a latency estimate)."),
 	}
 }
 
@@ -139,7 +140,7 @@ func (m *serverMetrics) timed(f tablets.BlockFetcher, store string) tablets.Bloc
 
 // Describe implements prometheus.Collector.
 func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.queueLen, m.running, m.workersDesc, m.scans, m.finished, m.busy, m.rows, m.bytes} {
+	for _, d := range []*prometheus.Desc{m.queueLen, m.running, m.workersDesc, m.scans, m.finished, m.busy, m.rows, m.bytes, m.probes} {
 		ch <- d
 	}
 	m.fetch.Describe(ch)
@@ -165,6 +166,7 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 		n(m.busy, c.Busy.Load())
 		n(m.rows, c.Rows.Load())
 		n(m.bytes, c.Bytes.Load())
+		n(m.probes, c.Probes.Load())
 		var always [len(c.Finished)]bool
 		for _, code := range alwaysOutcomes {
 			always[code] = true

@@ -109,6 +109,8 @@ type TabletActor struct {
 	retiring   bool
 	// moved: another coordinator owns the tablet now (movedAway).
 	moved bool
+	// probes: prequal probes sent and not answered yet (probe.go).
+	probes prober
 }
 
 func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
@@ -125,7 +127,7 @@ func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.T
 func (t *TabletActor) Receive(c actor.Context) {
 	now := time.Now()
 	switch c.Message().(type) {
-	case *lostCheck, *idleCheck, *movedAway, actor.SystemMessage, actor.AutoReceiveMessage:
+	case *lostCheck, *idleCheck, *movedAway, *messages.ProbeReply, actor.SystemMessage, actor.AutoReceiveMessage:
 	default:
 		t.lastActive = now
 	}
@@ -204,6 +206,8 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.apply(now, m.req, e, e.flow.OnTimer(now, m.kind, m.n, t.picker(e)))
 	case *messages.RouteRequest:
 		c.Respond(t.route(now, m))
+	case *messages.ProbeReply:
+		t.onProbeReply(now, m)
 	}
 }
 
@@ -313,7 +317,11 @@ func (t *TabletActor) picker(e *flowEntry) Picker {
 	return func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
 		in := &selection.Input{Tablet: t.sel, Profile: e.profile, Attempts: history, Hedge: hedge, View: t.co.board.View(),
 			Now: now, Rand: t.rng, State: &t.state, LocalHost: t.co.cfg.Hostname}
-		d, err := e.profiles.Policy(e.profile).Select(in)
+		pol := e.profiles.Policy(e.profile)
+		d, err := pol.Select(in)
+		if pr, ok := pol.(selection.Prober); ok && err == nil {
+			t.sendProbes(now, pr, in)
+		}
 		if errors.Is(err, selection.ErrNoServer) {
 			err = &noServerError{profile: e.profile.Name, group: e.profile.Group}
 		}

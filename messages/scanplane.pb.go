@@ -2461,9 +2461,11 @@ type StatusReply struct {
 	BadMessages     uint64                 `protobuf:"varint,13,opt,name=bad_messages,json=badMessages,proto3" json:"bad_messages,omitempty"`       // wire messages refused by validation (heartbeats, signals, requests)
 	Flows           uint32                 `protobuf:"varint,14,opt,name=flows,proto3" json:"flows,omitempty"`                                      // scan requests in flight in tablet actors
 	HostActors      uint32                 `protobuf:"varint,15,opt,name=host_actors,json=hostActors,proto3" json:"host_actors,omitempty"`
-	Overloaded      uint64                 `protobuf:"varint,16,opt,name=overloaded,proto3" json:"overloaded,omitempty"`            // requests refused because a bounded queue was full
-	MemberId        string                 `protobuf:"bytes,17,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"` // this coordinator's lease key (ClusterInfo.member_id)
-	Coordinators    []*ClusterInfo         `protobuf:"bytes,18,rep,name=coordinators,proto3" json:"coordinators,omitempty"`         // the live coordinator leases this coordinator sees, by member_id
+	Overloaded      uint64                 `protobuf:"varint,16,opt,name=overloaded,proto3" json:"overloaded,omitempty"`                         // requests refused because a bounded queue was full
+	MemberId        string                 `protobuf:"bytes,17,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`              // this coordinator's lease key (ClusterInfo.member_id)
+	Coordinators    []*ClusterInfo         `protobuf:"bytes,18,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                      // the live coordinator leases this coordinator sees, by member_id
+	ProbesSent      uint64                 `protobuf:"varint,19,opt,name=probes_sent,json=probesSent,proto3" json:"probes_sent,omitempty"`       // Prequal probes sent to scan servers (policy prequal)
+	ProbeReplies    uint64                 `protobuf:"varint,20,opt,name=probe_replies,json=probeReplies,proto3" json:"probe_replies,omitempty"` // probe answers fed into a prequal pool
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2622,6 +2624,20 @@ func (x *StatusReply) GetCoordinators() []*ClusterInfo {
 		return x.Coordinators
 	}
 	return nil
+}
+
+func (x *StatusReply) GetProbesSent() uint64 {
+	if x != nil {
+		return x.ProbesSent
+	}
+	return 0
+}
+
+func (x *StatusReply) GetProbeReplies() uint64 {
+	if x != nil {
+		return x.ProbeReplies
+	}
+	return 0
 }
 
 // RouteRequest / RouteReply: scanctl route.
@@ -2914,6 +2930,138 @@ func (x *ReloadReply) GetMessage() string {
 	return ""
 }
 
+// Probe: coordinator (tablet actor) -> scan server, Prequal's load probe
+// (docs/policies.md, prequal). The server answers ProbeReply to reply_to
+// at once, without queueing behind scans.
+type Probe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`                         // echoed in the reply; the prober matches replies by it
+	ReplyTo       *Pid                   `protobuf:"bytes,2,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"` // where the ProbeReply goes
+	Server        string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`                  // the server id the prober meant
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Probe) Reset() {
+	*x = Probe{}
+	mi := &file_scanplane_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Probe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Probe) ProtoMessage() {}
+
+func (x *Probe) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Probe.ProtoReflect.Descriptor instead.
+func (*Probe) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Probe) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Probe) GetReplyTo() *Pid {
+	if x != nil {
+		return x.ReplyTo
+	}
+	return nil
+}
+
+func (x *Probe) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+// ProbeReply: scan server -> the probe's reply_to.
+type ProbeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Server        string                 `protobuf:"bytes,2,opt,name=server,proto3" json:"server,omitempty"`
+	Rif           uint32                 `protobuf:"varint,3,opt,name=rif,proto3" json:"rif,omitempty"`                              // requests in flight: scans running plus queued
+	LatencyUs     int64                  `protobuf:"varint,4,opt,name=latency_us,json=latencyUs,proto3" json:"latency_us,omitempty"` // the server's latency estimate at that RIF; 0 = none yet
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProbeReply) Reset() {
+	*x = ProbeReply{}
+	mi := &file_scanplane_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProbeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProbeReply) ProtoMessage() {}
+
+func (x *ProbeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProbeReply.ProtoReflect.Descriptor instead.
+func (*ProbeReply) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ProbeReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ProbeReply) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *ProbeReply) GetRif() uint32 {
+	if x != nil {
+		return x.Rif
+	}
+	return 0
+}
+
+func (x *ProbeReply) GetLatencyUs() int64 {
+	if x != nil {
+		return x.LatencyUs
+	}
+	return 0
+}
+
 var File_scanplane_proto protoreflect.FileDescriptor
 
 const file_scanplane_proto_rawDesc = "" +
@@ -3164,7 +3312,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\btimeouts\x18\x0e \x01(\x04R\btimeouts\x12\x1c\n" +
 	"\tslowdowns\x18\x0f \x01(\rR\tslowdowns\x12(\n" +
 	"\x10start_latency_us\x18\x10 \x01(\x03R\x0estartLatencyUs\x12+\n" +
-	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\x8b\x05\n" +
+	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\xd1\x05\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +
@@ -3189,7 +3337,10 @@ const file_scanplane_proto_rawDesc = "" +
 	"overloaded\x18\x10 \x01(\x04R\n" +
 	"overloaded\x12\x1b\n" +
 	"\tmember_id\x18\x11 \x01(\tR\bmemberId\x12=\n" +
-	"\fcoordinators\x18\x12 \x03(\v2\x19.scanplane.v1.ClusterInfoR\fcoordinators\"\xe6\x01\n" +
+	"\fcoordinators\x18\x12 \x03(\v2\x19.scanplane.v1.ClusterInfoR\fcoordinators\x12\x1f\n" +
+	"\vprobes_sent\x18\x13 \x01(\x04R\n" +
+	"probesSent\x12#\n" +
+	"\rprobe_replies\x18\x14 \x01(\x04R\fprobeReplies\"\xe6\x01\n" +
 	"\fRouteRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12;\n" +
@@ -3220,7 +3371,18 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x0eReloadProfiles\"7\n" +
 	"\vReloadReply\x12\x0e\n" +
 	"\x02ok\x18\x01 \x01(\bR\x02ok\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*\xbc\x03\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"]\n" +
+	"\x05Probe\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12,\n" +
+	"\breply_to\x18\x02 \x01(\v2\x11.scanplane.v1.PidR\areplyTo\x12\x16\n" +
+	"\x06server\x18\x03 \x01(\tR\x06server\"e\n" +
+	"\n" +
+	"ProbeReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
+	"\x06server\x18\x02 \x01(\tR\x06server\x12\x10\n" +
+	"\x03rif\x18\x03 \x01(\rR\x03rif\x12\x1d\n" +
+	"\n" +
+	"latency_us\x18\x04 \x01(\x03R\tlatencyUs*\xbc\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1c\n" +
@@ -3263,7 +3425,7 @@ func file_scanplane_proto_rawDescGZIP() []byte {
 }
 
 var file_scanplane_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_scanplane_proto_goTypes = []any{
 	(ErrorCode)(0),         // 0: scanplane.v1.ErrorCode
 	(AttemptResult)(0),     // 1: scanplane.v1.AttemptResult
@@ -3296,8 +3458,10 @@ var file_scanplane_proto_goTypes = []any{
 	(*RouteReply)(nil),     // 28: scanplane.v1.RouteReply
 	(*ReloadProfiles)(nil), // 29: scanplane.v1.ReloadProfiles
 	(*ReloadReply)(nil),    // 30: scanplane.v1.ReloadReply
-	nil,                    // 31: scanplane.v1.ScanRequest.HintsEntry
-	nil,                    // 32: scanplane.v1.RouteRequest.HintsEntry
+	(*Probe)(nil),          // 31: scanplane.v1.Probe
+	(*ProbeReply)(nil),     // 32: scanplane.v1.ProbeReply
+	nil,                    // 33: scanplane.v1.ScanRequest.HintsEntry
+	nil,                    // 34: scanplane.v1.RouteRequest.HintsEntry
 }
 var file_scanplane_proto_depIdxs = []int32{
 	4,  // 0: scanplane.v1.TabletMeta.ref:type_name -> scanplane.v1.TabletRef
@@ -3306,7 +3470,7 @@ var file_scanplane_proto_depIdxs = []int32{
 	2,  // 3: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
 	4,  // 4: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
 	3,  // 5: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
-	31, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	33, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
 	0,  // 7: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
 	13, // 8: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
 	1,  // 9: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
@@ -3322,14 +3486,15 @@ var file_scanplane_proto_depIdxs = []int32{
 	2,  // 19: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
 	25, // 20: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
 	8,  // 21: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	32, // 22: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	34, // 22: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
 	1,  // 23: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
 	4,  // 24: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	2,  // 25: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
@@ -3343,7 +3508,7 @@ func file_scanplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_proto_rawDesc), len(file_scanplane_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
