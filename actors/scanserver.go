@@ -320,7 +320,7 @@ func (s *ScanServerActor) armTimer() {
 func (s *ScanServerActor) onJobDone(key ScanKey) {
 	now := time.Now()
 	if job := s.running[key]; job != nil && job.stream.Load() != jobCancelled {
-		s.lat.add(job.rif, now.Sub(job.received))
+		s.lat.add(now, job.rif, now.Sub(job.received))
 	}
 	delete(s.running, key)
 	next, ok, expired := s.queue.Done(now)
