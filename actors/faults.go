@@ -132,6 +132,21 @@ func (f *faultyFetcher) FetchBlock(ctx context.Context, key string) ([]byte, boo
 	f.gate.wait(ctx)
 	start := time.Now()
 	data, cached, err := f.inner.FetchBlock(ctx, key)
+	f.slow(ctx, start)
+	return data, cached, err
+}
+
+// FetchDecoded implements tablets.DecodingFetcher with the same faults.
+func (f *faultyFetcher) FetchDecoded(ctx context.Context, key string, decode func([]byte) (any, int64, error)) (any, bool, error) {
+	f.gate.wait(ctx)
+	start := time.Now()
+	v, cached, err := tablets.FetchDecoded(ctx, f.inner, key, decode)
+	f.slow(ctx, start)
+	return v, cached, err
+}
+
+// slow stretches a read that began at start by the slowness factor.
+func (f *faultyFetcher) slow(ctx context.Context, start time.Time) {
 	if f.factor > 1 {
 		d := time.Since(start)
 		if d < f.floor {
@@ -145,5 +160,4 @@ func (f *faultyFetcher) FetchBlock(ctx context.Context, key string) ([]byte, boo
 		case <-t.C:
 		}
 	}
-	return data, cached, err
 }

@@ -208,3 +208,19 @@ func (f *timedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool
 	}
 	return data, cached, err
 }
+
+// FetchDecoded implements tablets.DecodingFetcher (timed as FetchBlock):
+// it passes the host cache's decoded values through.
+func (f *timedFetcher) FetchDecoded(ctx context.Context, key string, decode func([]byte) (any, int64, error)) (any, bool, error) {
+	start := time.Now()
+	v, cached, err := tablets.FetchDecoded(ctx, f.inner, key, decode)
+	if err == nil {
+		d := time.Since(start).Seconds()
+		if cached {
+			f.cache.Observe(d)
+		} else {
+			f.store.Observe(d)
+		}
+	}
+	return v, cached, err
+}

@@ -4,7 +4,11 @@
 // counts hits, misses, sets, drops and evictions itself and exports them as
 // Prometheus collectors, and its Fetcher is the tablets.BlockFetcher that
 // readers use: cache first, then one store read per key however many
-// readers miss on it at once.
+// readers miss on it at once. Through FetchDecoded (tablets.DecodingFetcher)
+// it caches what readers decode instead of raw bytes: verified blocks
+// ready for seeking and decoded file indexes, so a block's checksum is
+// verified once, when it enters the cache, and an index is decoded once
+// per host; a block or index that fails verification never enters it.
 //
 // Concurrency contract: every method of BlockCache and Fetcher is safe for
 // concurrent use, except Close, which must come after the last use. Values are shared, not copied: a []byte passed to Set or
@@ -82,7 +86,7 @@ type Stats struct {
 // BlockCache is a byte-bounded cache of immutable blocks. Safe for
 // concurrent use.
 type BlockCache struct {
-	rc       *ristretto.Cache[string, []byte]
+	rc       *ristretto.Cache[string, any] // []byte or *decoded
 	maxBytes int64
 
 	hits, misses, evictions, bytesEvicted  atomic.Uint64
@@ -100,19 +104,19 @@ func New(cfg Config) (*BlockCache, error) {
 		return nil, err
 	}
 	c := &BlockCache{maxBytes: cfg.MaxBytes}
-	rc, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
+	rc, err := ristretto.NewCache(&ristretto.Config[string, any]{
 		NumCounters:        cfg.numCounters(),
 		MaxCost:            cfg.MaxBytes,
 		BufferItems:        cfg.BufferItems,
 		IgnoreInternalCost: true,
-		OnEvict: func(it *ristretto.Item[[]byte]) {
+		OnEvict: func(it *ristretto.Item[any]) {
 			if c.closed.Load() {
 				return // Close clears the cache through OnEvict
 			}
 			c.evictions.Add(1)
 			c.bytesEvicted.Add(uint64(it.Cost))
 		},
-		OnReject: func(it *ristretto.Item[[]byte]) {
+		OnReject: func(it *ristretto.Item[any]) {
 			if c.closed.Load() {
 				return
 			}
@@ -131,15 +135,35 @@ func New(cfg Config) (*BlockCache, error) {
 // that no entry is free.
 func cost(data []byte) int64 { return max(int64(len(data)), 1) }
 
-// Get returns the cached block. The slice is shared: do not modify it.
+// decoded is a cached value a reader decoded (and so verified) from an
+// object: Fetcher.FetchDecoded caches it instead of the raw bytes.
+type decoded struct {
+	raw []byte
+	v   any
+}
+
+// Get returns the cached block (the raw bytes of a decoded value too). The
+// slice is shared: do not modify it.
 func (c *BlockCache) Get(key string) ([]byte, bool) {
-	data, ok := c.rc.Get(key)
+	v, ok := c.get(key)
+	if !ok {
+		return nil, false
+	}
+	if d, isDecoded := v.(*decoded); isDecoded {
+		return d.raw, true
+	}
+	return v.([]byte), true
+}
+
+// get looks key up and counts the hit or miss.
+func (c *BlockCache) get(key string) (any, bool) {
+	v, ok := c.rc.Get(key)
 	if ok {
 		c.hits.Add(1)
 	} else {
 		c.misses.Add(1)
 	}
-	return data, ok
+	return v, ok
 }
 
 // Set offers a block to the cache and reports whether it was accepted into
@@ -147,15 +171,26 @@ func (c *BlockCache) Get(key string) ([]byte, bool) {
 // visible to Get only asynchronously (see Wait). The cache keeps data: the
 // caller must not modify it afterwards.
 func (c *BlockCache) Set(key string, data []byte) bool {
+	return c.set(key, data, cost(data))
+}
+
+// setDecoded offers a decoded value (with its raw bytes) at cost bytes.
+func (c *BlockCache) setDecoded(key string, raw []byte, v any, n int64) bool {
+	return c.set(key, &decoded{raw: raw, v: v}, max(n, cost(raw)))
+}
+
+func (c *BlockCache) set(key string, v any, n int64) bool {
 	c.sets.Add(1)
-	n := cost(data)
-	if !c.rc.Set(key, data, n) {
+	if !c.rc.Set(key, v, n) {
 		c.dropped.Add(1)
 		return false
 	}
 	c.bytesSet.Add(uint64(n))
 	return true
 }
+
+// Del removes key from the cache (asynchronously, like Set).
+func (c *BlockCache) Del(key string) { c.rc.Del(key) }
 
 // Wait blocks until every Set made before it has been applied (admitted or
 // refused).

@@ -33,6 +33,8 @@ func (c *BlockCache) Fetcher(store tablets.BlockStore) *Fetcher {
 	return &Fetcher{cache: c, store: store}
 }
 
+var _ tablets.DecodingFetcher = (*Fetcher)(nil)
+
 // FetchBlock returns the block under key. cached is true when it came from
 // the cache; a call that waited for a store read (its own or one it joined)
 // reports false.
@@ -44,22 +46,73 @@ func (f *Fetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, err
 	if data, ok := f.cache.Get(key); ok {
 		return data, true, nil
 	}
+	v, err := f.flight(ctx, key, key, func() (any, error) { return f.load(ctx, key) })
+	if err != nil {
+		return nil, false, err
+	}
+	return v.([]byte), false, nil
+}
+
+// FetchDecoded implements tablets.DecodingFetcher: it returns the value
+// cached under key, or reads the object (one store read and one decode
+// however many callers miss on key at once), decodes it and offers the
+// value to the cache at the cost decode names. A value decode refuses is
+// returned as its error and never cached. If key holds raw bytes cached by
+// FetchBlock, they are decoded now and replaced by the value, or, if
+// decode refuses them, dropped from the cache.
+func (f *Fetcher) FetchDecoded(ctx context.Context, key string, decode func([]byte) (any, int64, error)) (any, bool, error) {
+	if v, ok := f.cache.get(key); ok {
+		switch x := v.(type) {
+		case *decoded:
+			return x.v, true, nil
+		case []byte:
+			dv, n, err := decode(x)
+			if err != nil {
+				f.cache.Del(key)
+				return nil, false, fmt.Errorf("cache: fetch %s: %w", key, err)
+			}
+			f.cache.setDecoded(key, x, dv, n)
+			return dv, true, nil
+		}
+	}
+	// Flights of decoded values are apart from raw ones: their results
+	// differ in type. "\x00" never occurs in an object key.
+	v, err := f.flight(ctx, "\x00"+key, key, func() (any, error) {
+		data, err := f.store.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
+		}
+		dv, n, err := decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
+		}
+		if f.cache.setDecoded(key, data, dv, n) {
+			f.cache.Wait()
+		}
+		return dv, nil
+	})
+	return v, false, err
+}
+
+// flight runs load once for all concurrent callers of the same flight
+// key, as FetchBlock documents.
+func (f *Fetcher) flight(ctx context.Context, fkey, key string, load func() (any, error)) (any, error) {
 	for joins := 0; ; joins++ {
 		if err := ctx.Err(); err != nil {
-			return nil, false, fmt.Errorf("cache: fetch %s: %w", key, err)
+			return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
 		}
-		ch := f.group.DoChan(key, func() (any, error) { return f.load(ctx, key) })
+		ch := f.group.DoChan(fkey, load)
 		select {
 		case <-ctx.Done():
-			return nil, false, fmt.Errorf("cache: fetch %s: %w", key, ctx.Err())
+			return nil, fmt.Errorf("cache: fetch %s: %w", key, ctx.Err())
 		case r := <-ch:
 			if r.Err == nil {
-				return r.Val.([]byte), false, nil
+				return r.Val, nil
 			}
 			if r.Shared && ctx.Err() == nil && isContextErr(r.Err) && joins < maxJoins {
 				continue // the leader's context ended, not ours
 			}
-			return nil, false, r.Err
+			return nil, r.Err
 		}
 	}
 }

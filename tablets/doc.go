@@ -35,11 +35,24 @@
 // or several when an index would pass MaxIndexBytes, so every object
 // stays well under NATS's payload limit.
 //
+// # Reading
+//
+// A reader verifies a block once (VerifyBlock: checksum, counts, order,
+// first and last keys) and keeps it as a Block with in-memory seek points
+// every RestartInterval entries, so a scan seeks to its start key with a
+// binary search and a short walk instead of decoding the whole block.
+// Through a DecodingFetcher (the host cache) verified Blocks and decoded
+// FileIndexes are cached per host: a cache hit costs neither a checksum
+// nor a decode, and an object that fails verification never enters the
+// cache. A cached Block is checked against the index handle at hand
+// (Block.Matches) before use.
+//
 // # Concurrency contract
 //
 // DirStore, DirMetaStore, StoreFetcher and TabletReader are safe for
 // concurrent use by many goroutines (DirMetaStore also across processes on
-// one machine: its compare-and-swap holds an flock on a lock file). A
+// one machine: its compare-and-swap holds an flock on a lock file), and so
+// is a Block. A
 // FileWriter and an Iterator belong to one goroutine. Range, FileIndex and
 // the slices returned by the decoders are treated as immutable once built.
 // Nothing in this package reads the clock or global randomness: ingest takes

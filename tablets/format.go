@@ -35,7 +35,7 @@
 // in the header lets a reader check that an index belongs to the file it
 // asked for.
 //
-// Verification: DecodeBlock checks the length against the handle, the CRC
+// Verification: VerifyBlock (and DecodeBlock, which uses it) checks the length against the handle, the CRC
 // against both the trailer and the handle, the entry count against both,
 // minimal varints, that the entries exactly fill the block, that keys are
 // non-empty and strictly increasing, and that the first and last keys
@@ -349,66 +349,6 @@ func (r *reader) uint32(what string) uint32 {
 		return 0
 	}
 	return binary.LittleEndian.Uint32(b)
-}
-
-// DecodeBlock decodes and verifies a data block against its handle (see
-// the format comment for the checks; keys and values must also respect
-// MaxKeyLen and MaxValueLen). Any failure wraps ErrCorrupt. The returned
-// entries alias data: do not modify data while they are in use.
-// Empty FirstKey/LastKey in h are not checked (a handle decoded from an
-// index always has them).
-func DecodeBlock(data []byte, h BlockHandle) ([]Entry, error) {
-	if uint64(len(data)) != uint64(h.Len) {
-		return nil, fmt.Errorf("%w: block is %d bytes, index says %d", ErrCorrupt, len(data), h.Len)
-	}
-	if len(data) < trailerLen+minEntryLen {
-		return nil, fmt.Errorf("%w: block of %d bytes is too short", ErrCorrupt, len(data))
-	}
-	body := data[:len(data)-trailerLen]
-	count := binary.LittleEndian.Uint32(data[len(body):])
-	crc := binary.LittleEndian.Uint32(data[len(body)+4:])
-	if crc != h.Checksum {
-		return nil, fmt.Errorf("%w: block trailer checksum %08x, index says %08x", ErrCorrupt, crc, h.Checksum)
-	}
-	if got := checksum(body); got != crc {
-		return nil, fmt.Errorf("%w: block checksum %08x, trailer says %08x", ErrCorrupt, got, crc)
-	}
-	if count != h.Entries {
-		return nil, fmt.Errorf("%w: block trailer has %d entries, index says %d", ErrCorrupt, count, h.Entries)
-	}
-	if count == 0 || uint64(count) > uint64(len(body)/minEntryLen) {
-		return nil, fmt.Errorf("%w: impossible entry count %d for a %d-byte block", ErrCorrupt, count, len(data))
-	}
-	entries := make([]Entry, count)
-	r := reader{b: body}
-	var prev []byte
-	for i := range entries {
-		kl := r.uvarint("key length")
-		vl := r.uvarint("value length")
-		key := r.bytes(kl, "key")
-		val := r.bytes(vl, "value")
-		if r.err != nil {
-			return nil, fmt.Errorf("entry %d: %w", i, r.err)
-		}
-		if len(key) == 0 || len(key) > MaxKeyLen || len(val) > MaxValueLen {
-			return nil, fmt.Errorf("%w: entry %d has a bad key or value length (%d, %d)", ErrCorrupt, i, len(key), len(val))
-		}
-		if prev != nil && bytes.Compare(prev, key) >= 0 {
-			return nil, fmt.Errorf("%w: entry %d key %s not after %s", ErrCorrupt, i, FormatKey(key), FormatKey(prev))
-		}
-		entries[i] = Entry{Key: key, Value: val}
-		prev = key
-	}
-	if r.off != len(body) {
-		return nil, fmt.Errorf("%w: %d trailing bytes after %d entries", ErrCorrupt, len(body)-r.off, count)
-	}
-	if len(h.FirstKey) > 0 && !bytes.Equal(h.FirstKey, entries[0].Key) {
-		return nil, fmt.Errorf("%w: block first key %s, index says %s", ErrCorrupt, FormatKey(entries[0].Key), FormatKey(h.FirstKey))
-	}
-	if len(h.LastKey) > 0 && !bytes.Equal(h.LastKey, prev) {
-		return nil, fmt.Errorf("%w: block last key %s, index says %s", ErrCorrupt, FormatKey(prev), FormatKey(h.LastKey))
-	}
-	return entries, nil
 }
 
 // DecodeIndex decodes and verifies an index object (see the format

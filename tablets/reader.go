@@ -3,8 +3,8 @@ package tablets
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/scanplane/scanplane/messages"
 )
@@ -207,39 +207,78 @@ func (it *Iterator) pop() *source {
 
 // source walks one file of the tablet within the iterator's range.
 type source struct {
-	it      *Iterator
-	ord     int // position in the file list; a later file wins ties
-	ref     *messages.FileRef
-	ix      *FileIndex
-	block   int
-	entries []Entry
-	pos     int
+	it    *Iterator
+	ord   int // position in the file list; a later file wins ties
+	ref   *messages.FileRef
+	ix    *FileIndex
+	block int
+	blk   *Block // the current block, nil when exhausted
+	cur   Entry  // the entry at the current position
+	next_ int    // offset of the entry after cur in blk
 }
 
-func (s *source) entry() Entry { return s.entries[s.pos] }
+func (s *source) entry() Entry { return s.cur }
 
-// fetch gets one object, checking the context first and counting it.
-func (s *source) fetch(key string, index bool) ([]byte, error) {
+// countFetch counts one fetch of a block (or an index) in the stats.
+func (s *source) countFetch(index, cached bool) {
+	st := &s.it.stats
+	if index {
+		st.IndexReads++
+		if cached {
+			st.IndexHits++
+		}
+	} else {
+		st.BlocksRead++
+		if cached {
+			st.CacheHits++
+		}
+	}
+}
+
+// fetch gets one object and decodes it with decode: through the fetcher's
+// decoded cache when it has one (decode runs once per cache entry), else
+// on every fetch. It checks the context first and counts the fetch.
+func (s *source) fetch(key string, index bool, decode func([]byte) (any, int64, error)) (any, error) {
 	it := s.it
+	what := "block"
+	if index {
+		what = "index"
+	}
 	if err := it.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tablets: scan: %w", err)
 	}
-	data, cached, err := it.f.FetchBlock(it.ctx, key)
-	if index {
-		it.stats.IndexReads++
-		if cached {
-			it.stats.IndexHits++
+	v, cached, err := FetchDecoded(it.ctx, it.f, key, func(data []byte) (any, int64, error) {
+		v, n, err := decode(data)
+		if err != nil {
+			err = &decodeError{err}
 		}
-	} else {
-		it.stats.BlocksRead++
-		if cached {
-			it.stats.CacheHits++
-		}
-	}
-	if err != nil {
+		return v, n, err
+	})
+	s.countFetch(index, cached)
+	var de *decodeError
+	switch {
+	case errors.As(err, &de):
+		// The object's bytes are bad (a fetch wraps the decode error).
+		return nil, fmt.Errorf("tablets: %s %s: %w", what, key, de.err)
+	case err != nil:
 		return nil, fmt.Errorf("tablets: fetch %s: %w", key, err)
 	}
-	return data, nil
+	return v, nil
+}
+
+// decodeError marks an error of decode, to tell it from a fetch error.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// decodeIndex is the decode function of index objects.
+func decodeIndex(data []byte) (any, int64, error) {
+	ix, err := DecodeIndex(data)
+	if err != nil {
+		return nil, 0, err
+	}
+	return ix, IndexCost(ix, data), nil
 }
 
 // init loads the index and the first block with keys in range and
@@ -248,16 +287,13 @@ func (s *source) fetch(key string, index bool) ([]byte, error) {
 func (s *source) init() bool {
 	it := s.it
 	key := IndexKey(s.ref.GetId())
-	data, err := s.fetch(key, true)
+	v, err := s.fetch(key, true, decodeIndex)
 	if err != nil {
 		it.err = err
 		return false
 	}
-	ix, err := DecodeIndex(data)
-	if err == nil {
-		err = checkIndex(ix, s.ref)
-	}
-	if err != nil {
+	ix := v.(*FileIndex)
+	if err := checkIndex(ix, s.ref); err != nil {
 		it.err = fmt.Errorf("tablets: index %s: %w", key, err)
 		return false
 	}
@@ -267,13 +303,12 @@ func (s *source) init() bool {
 		return false
 	}
 	if len(it.rng.Start) > 0 {
-		s.pos = sort.Search(len(s.entries), func(i int) bool {
-			return bytes.Compare(s.entries[i].Key, it.rng.Start) >= 0
-		})
-		if s.pos == len(s.entries) { // cannot happen with a verified index
+		off := s.blk.seek(it.rng.Start)
+		if off == s.blk.end() { // cannot happen with a verified index
 			it.err = fmt.Errorf("%w: block %s has no key >= its index's last key", ErrCorrupt, BlockKey(s.ref.GetId(), s.block))
 			return false
 		}
+		s.cur, s.next_ = s.blk.entry(off)
 	}
 	return s.inRange()
 }
@@ -290,11 +325,12 @@ func checkIndex(ix *FileIndex, ref *messages.FileRef) error {
 	return nil
 }
 
-// nextBlock loads block s.block+1 if it may hold keys in range.
+// nextBlock loads block s.block+1 if it may hold keys in range and
+// positions on its first entry.
 func (s *source) nextBlock() bool {
 	it := s.it
 	s.block++
-	s.entries, s.pos = nil, 0
+	s.blk, s.cur = nil, Entry{}
 	if s.block >= len(s.ix.Blocks) {
 		return false
 	}
@@ -303,30 +339,43 @@ func (s *source) nextBlock() bool {
 		return false
 	}
 	key := BlockKey(s.ref.GetId(), s.block)
-	data, err := s.fetch(key, false)
+	v, err := s.fetch(key, false, func(data []byte) (any, int64, error) {
+		b, err := VerifyBlock(data, h)
+		if err != nil {
+			return nil, 0, err
+		}
+		return b, b.Cost(), nil
+	})
 	if err != nil {
 		it.err = err
 		return false
 	}
-	entries, err := DecodeBlock(data, h)
-	if err != nil {
-		it.err = fmt.Errorf("tablets: block %s: %w", key, err)
+	b := v.(*Block)
+	// A Block from a cache was verified against the handle of whichever
+	// reader cached it: check it is the one this index describes.
+	if !b.Matches(h) {
+		it.err = fmt.Errorf("tablets: block %s: %w: cached block (%d entries, checksum %08x) does not match its index handle (%d entries, checksum %08x)",
+			key, ErrCorrupt, b.entries, b.crc, h.Entries, h.Checksum)
 		return false
 	}
-	s.entries = entries
+	s.blk = b
+	s.cur, s.next_ = b.entry(0)
 	return true
 }
 
 func (s *source) inRange() bool {
 	end := s.it.rng.End
-	return len(end) == 0 || bytes.Compare(s.entries[s.pos].Key, end) < 0
+	return len(end) == 0 || bytes.Compare(s.cur.Key, end) < 0
 }
 
 // next moves to the next key in range; false when exhausted or on error.
 func (s *source) next() bool {
-	s.pos++
-	if s.pos >= len(s.entries) && !s.nextBlock() {
-		return false
+	if s.next_ >= s.blk.end() {
+		if !s.nextBlock() {
+			return false
+		}
+	} else {
+		s.cur, s.next_ = s.blk.entry(s.next_)
 	}
 	return s.inRange()
 }
