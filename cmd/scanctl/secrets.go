@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/scanplane/scanplane/internal/cliutil"
+)
+
+// runSecrets is `scanctl secrets init`: a new secrets directory (README,
+// "Security").
+func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
+	if len(args) == 0 || args[0] != "init" {
+		return usageError{errors.New("want `scanctl secrets init --dir DIR [--hosts h1,h2,...] [--force]`")}
+	}
+	fs := flag.NewFlagSet("secrets init", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	dir := fs.String("dir", "", "directory to create the secrets in (required; created 0700)")
+	hosts := fs.String("hosts", "", "host names or IP addresses the certificates are valid for, comma separated (127.0.0.1, ::1 and localhost always are)")
+	force := fs.Bool("force", false, "replace existing secrets (every certificate signed by the old CA stops being accepted)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if *dir == "" {
+		return usageError{errors.New("--dir is required")}
+	}
+	var hs []string
+	if *hosts != "" {
+		hs = strings.Split(*hosts, ",")
+	}
+	if err := cliutil.InitSecrets(*dir, cliutil.SecretsOptions{Hosts: hs, Force: *force}); err != nil {
+		if errors.Is(err, cliutil.ErrSecretsExist) {
+			return err
+		}
+		return usageError{err}
+	}
+	abs, err := filepath.Abs(*dir)
+	if err != nil {
+		abs = *dir
+	}
+	fmt.Fprintf(out, "wrote a CA (ca.crt, ca.key) and certificates for %s in %s\n", strings.Join(cliutil.Roles, ", "), abs)
+	fmt.Fprintf(out, "pass --secrets %s (or set %s=%s) to the coordinator, scanserver and scanctl\n", abs, cliutil.SecretsEnv, abs)
+	return nil
+}

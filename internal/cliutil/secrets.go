@@ -1,0 +1,330 @@
+package cliutil
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// A secrets directory (scanctl secrets init; README, "Security") holds
+//
+//	DIR/ca.crt                       the cluster CA's certificate
+//	DIR/ca.key                       its private key (0600; only init needs it)
+//	DIR/<role>.crt, DIR/<role>.key   a certificate signed by the CA and its key (0600)
+//
+// for each role of Roles. Certificates and keys are PEM; keys are ECDSA
+// P-256 in PKCS #8. Every role certificate is valid for both TLS client
+// and server authentication (every actor system both listens and dials)
+// and names the hosts given to init plus 127.0.0.1, ::1 and localhost.
+
+// Roles are the roles a secrets directory has a certificate for.
+var Roles = []string{"coordinator", "scanserver", "client", "admin"}
+
+// SecretsEnv is the environment variable that --secrets defaults to.
+const SecretsEnv = "SCANPLANE_SECRETS"
+
+// SecretsUsage is the usage text of a --secrets flag.
+const SecretsUsage = "secrets directory from `scanctl secrets init` (default $" + SecretsEnv + "): mutual TLS on the actor remote with the CA and this process's role certificate; empty = plain text"
+
+// ErrSecretsExist is wrapped by InitSecrets' error when the directory
+// already holds secrets and force is not set.
+var ErrSecretsExist = errors.New("secrets already exist")
+
+// SecretsOptions configures InitSecrets.
+type SecretsOptions struct {
+	// Hosts are DNS names or IP addresses added to every certificate's
+	// subject alternative names (127.0.0.1, ::1 and localhost always are).
+	Hosts []string
+	// Force overwrites existing secrets.
+	Force bool
+	// CAValidity and CertValidity: how long the CA and the role
+	// certificates are valid; 0 = 10 years and 2 years.
+	CAValidity, CertValidity time.Duration
+	// Now is the issue time; zero = time.Now.
+	Now time.Time
+}
+
+// InitSecrets creates dir (0700) and writes a new CA and, for each role of
+// Roles, a certificate signed by it and its key (see the layout above).
+// It refuses (ErrSecretsExist) when any of those files exists, unless
+// opts.Force.
+func InitSecrets(dir string, opts SecretsOptions) error {
+	if dir == "" {
+		return fmt.Errorf("--dir is empty")
+	}
+	var ips []net.IP
+	dns := []string{"localhost"}
+	ips = append(ips, net.ParseIP("127.0.0.1"), net.ParseIP("::1"))
+	for _, h := range opts.Hosts {
+		h = strings.TrimSpace(h)
+		switch {
+		case h == "":
+			continue
+		case net.ParseIP(h) != nil:
+			ips = append(ips, net.ParseIP(h))
+		case validHostName(h):
+			dns = append(dns, h)
+		default:
+			return fmt.Errorf("--hosts: %q is neither an IP address nor a DNS name", h)
+		}
+	}
+	if !opts.Force {
+		for _, f := range secretFiles() {
+			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+				return fmt.Errorf("%s: %w (pass --force to replace them)", filepath.Join(dir, f), ErrSecretsExist)
+			}
+		}
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	caLife, certLife := opts.CAValidity, opts.CertValidity
+	if caLife == 0 {
+		caLife = 10 * 365 * 24 * time.Hour
+	}
+	if certLife == 0 {
+		certLife = 2 * 365 * 24 * time.Hour
+	}
+	ca, caKey, caDER, err := NewCA("scanplane CA", now, now.Add(caLife))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--dir: %w", err)
+	}
+	files := map[string][]byte{"ca.crt": pemCert(caDER)}
+	if files["ca.key"], err = pemKey(caKey); err != nil {
+		return err
+	}
+	for _, role := range Roles {
+		der, key, err := NewCert(ca, caKey, CertSpec{CommonName: "scanplane " + role, Role: role, DNSNames: dns, IPs: ips, NotBefore: now, NotAfter: now.Add(certLife)})
+		if err != nil {
+			return err
+		}
+		files[role+".crt"] = pemCert(der)
+		if files[role+".key"], err = pemKey(key); err != nil {
+			return err
+		}
+	}
+	// Keys first, certificates last: an interrupted init leaves no
+	// certificate without its key.
+	for _, f := range secretFiles() {
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(f, ".key") {
+			mode = 0o600
+		}
+		if err := writeFileMode(filepath.Join(dir, f), files[f], mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func secretFiles() []string {
+	fs := []string{"ca.key"}
+	for _, r := range Roles {
+		fs = append(fs, r+".key")
+	}
+	fs = append(fs, "ca.crt")
+	for _, r := range Roles {
+		fs = append(fs, r+".crt")
+	}
+	return fs
+}
+
+// writeFileMode writes data to path with exactly mode (an existing file's
+// mode is reset, whatever the umask), through a temporary file and rename.
+func writeFileMode(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func validHostName(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '*') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// NewCA returns a self-signed CA certificate (parsed and DER) and its
+// ECDSA P-256 key, valid from notBefore to notAfter.
+func NewCA(name string, notBefore, notAfter time.Time) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("CA key: %w", err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: name, Organization: []string{"scanplane"}},
+		NotBefore:             notBefore,
+		NotAfter:              notAfter,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cert, key, der, nil
+}
+
+// CertSpec describes a role certificate.
+type CertSpec struct {
+	CommonName string
+	// Role goes into the subject's organizational unit.
+	Role                string
+	DNSNames            []string
+	IPs                 []net.IP
+	NotBefore, NotAfter time.Time
+}
+
+// NewCert returns a certificate (DER) for spec signed by ca/caKey, usable
+// for TLS client and server authentication, and its new ECDSA P-256 key.
+func NewCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, spec CertSpec) ([]byte, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s key: %w", spec.Role, err)
+	}
+	serial, err := newSerial()
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: spec.CommonName, Organization: []string{"scanplane"}, OrganizationalUnit: []string{spec.Role}},
+		NotBefore:    spec.NotBefore,
+		NotAfter:     spec.NotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:     spec.DNSNames,
+		IPAddresses:  spec.IPs,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s certificate: %w", spec.Role, err)
+	}
+	return der, key, nil
+}
+
+func newSerial() (*big.Int, error) {
+	s, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
+	if err != nil {
+		return nil, fmt.Errorf("certificate serial: %w", err)
+	}
+	return s, nil
+}
+
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func pemKey(k *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// WriteCertFiles writes a certificate (DER) and key as PEM files
+// certPath (0644) and keyPath (0600); tests use it to make certificates
+// the init does not (another CA's, expired ones).
+func WriteCertFiles(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) error {
+	kp, err := pemKey(key)
+	if err != nil {
+		return err
+	}
+	if err := writeFileMode(keyPath, kp, 0o600); err != nil {
+		return err
+	}
+	return writeFileMode(certPath, pemCert(der), 0o644)
+}
+
+// SecretsDir is the value of a --secrets flag, or $SCANPLANE_SECRETS when
+// the flag is empty.
+func SecretsDir(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	return os.Getenv(SecretsEnv)
+}
+
+// RemoteTLS loads role's certificate and the CA from the secrets
+// directory dir into the mutual TLS configuration of an actor remote: it
+// presents role's certificate both when it accepts and when it dials,
+// requires and verifies a peer certificate signed by the CA on accepted
+// connections, and verifies the dialled peer's certificate against the
+// CA (and its host). Errors name the --secrets flag and the file.
+func RemoteTLS(dir, role string) (*tls.Config, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("--secrets is empty")
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, fmt.Errorf("--secrets %s: %w (create the directory with `scanctl secrets init --dir %s`)", dir, err, dir)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("--secrets %s: ca.crt holds no PEM certificate", dir)
+	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, role+".crt"), filepath.Join(dir, role+".key"))
+	if err != nil {
+		return nil, fmt.Errorf("--secrets %s: %s certificate: %w", dir, role, err)
+	}
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		RootCAs:      pool,
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+	}, nil
+}

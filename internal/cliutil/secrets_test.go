@@ -1,0 +1,163 @@
+package cliutil_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/scanplane/scanplane/internal/cliutil"
+)
+
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(data)
+	if b == nil || b.Type != "CERTIFICATE" {
+		t.Fatalf("%s: no PEM certificate", path)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestInitSecrets(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		hosts     []string
+		wantDNS   []string
+		wantIPs   []string
+		wantError string
+	}{
+		{name: "loopback only", wantDNS: []string{"localhost"}, wantIPs: []string{"127.0.0.1", "::1"}},
+		{name: "hosts", hosts: []string{"node1.example.com", " 10.0.0.7 ", "node2", ""},
+			wantDNS: []string{"localhost", "node1.example.com", "node2"}, wantIPs: []string{"127.0.0.1", "::1", "10.0.0.7"}},
+		{name: "bad host", hosts: []string{"bad host"}, wantError: `--hosts: "bad host" is neither an IP address nor a DNS name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "secrets")
+			err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{Hosts: tc.hosts})
+			if tc.wantError != "" {
+				if err == nil || err.Error() != tc.wantError {
+					t.Fatalf("err = %v, want %q", err, tc.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ca := readCert(t, filepath.Join(dir, "ca.crt"))
+			if !ca.IsCA {
+				t.Fatal("ca.crt is not a CA")
+			}
+			pool := x509.NewCertPool()
+			pool.AddCert(ca)
+			for _, f := range []string{"ca.key", "coordinator.key", "scanserver.key", "client.key", "admin.key"} {
+				st, err := os.Stat(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Mode().Perm() != 0o600 {
+					t.Errorf("%s mode %v, want 0600", f, st.Mode().Perm())
+				}
+			}
+			for _, role := range cliutil.Roles {
+				c := readCert(t, filepath.Join(dir, role+".crt"))
+				for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+					if _, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+						t.Errorf("%s: verify against the CA (usage %v): %v", role, usage, err)
+					}
+				}
+				if !slices.Equal(c.DNSNames, tc.wantDNS) {
+					t.Errorf("%s DNS SANs %q, want %q", role, c.DNSNames, tc.wantDNS)
+				}
+				var ips []string
+				for _, ip := range c.IPAddresses {
+					ips = append(ips, ip.String())
+				}
+				if !slices.Equal(ips, tc.wantIPs) {
+					t.Errorf("%s IP SANs %q, want %q", role, ips, tc.wantIPs)
+				}
+				for _, h := range append(tc.wantDNS, tc.wantIPs...) {
+					if err := c.VerifyHostname(h); err != nil {
+						t.Errorf("%s: %v", role, err)
+					}
+				}
+				if err := c.VerifyHostname("evil.example.com"); err == nil {
+					t.Errorf("%s: valid for a host it does not name", role)
+				}
+				if _, err := tls.LoadX509KeyPair(filepath.Join(dir, role+".crt"), filepath.Join(dir, role+".key")); err != nil {
+					t.Errorf("%s: key does not match the certificate: %v", role, err)
+				}
+				if _, err := cliutil.RemoteTLS(dir, role); err != nil {
+					t.Errorf("RemoteTLS(%s): %v", role, err)
+				}
+			}
+		})
+	}
+}
+
+func TestInitSecretsRefusesOverwrite(t *testing.T) {
+	dir := t.TempDir()
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{})
+	if !errors.Is(err, cliutil.ErrSecretsExist) {
+		t.Fatalf("second init: err = %v, want ErrSecretsExist", err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(after) != string(before) {
+		t.Fatal("refused init changed ca.crt")
+	}
+	// A lone leftover file is enough to refuse.
+	dir2 := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir2, "client.key"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cliutil.InitSecrets(dir2, cliutil.SecretsOptions{}); !errors.Is(err, cliutil.ErrSecretsExist) {
+		t.Fatalf("init over client.key: err = %v, want ErrSecretsExist", err)
+	}
+	// --force replaces them: a new CA, keys still 0600 even if loosened.
+	if err := os.Chmod(filepath.Join(dir, "client.key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(after) == string(before) {
+		t.Fatal("--force kept the old CA")
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "client.key")); st.Mode().Perm() != 0o600 {
+		t.Fatalf("client.key mode %v after --force, want 0600", st.Mode().Perm())
+	}
+}
+
+func TestRemoteTLSErrors(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := cliutil.RemoteTLS(dir, "client"); err == nil {
+		t.Fatal("empty directory accepted")
+	}
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cliutil.RemoteTLS(dir, "nosuchrole"); err == nil {
+		t.Fatal("unknown role accepted")
+	}
+	cfg, err := cliutil.RemoteTLS(dir, "coordinator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ClientAuth != tls.RequireAndVerifyClientCert || cfg.RootCAs == nil || cfg.ClientCAs == nil || len(cfg.Certificates) != 1 {
+		t.Fatalf("RemoteTLS config incomplete: %+v", cfg)
+	}
+}
