@@ -1,11 +1,11 @@
 package actors
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -143,6 +143,11 @@ type ScanServerActor struct {
 	gens GenerationSource
 	// lat answers Prequal probes (probe.go).
 	lat latencyEstimator
+	// parked hands a scan to a worker goroutine waiting for one (see
+	// dispatch); stopped ends parked workers when the actor stops.
+	parked   chan *scanJob
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 // GenerationSource tells a table's current generation, 0 if the table is
@@ -188,6 +193,7 @@ func newScanServerActor(life context.Context, id, host string, cfg ScanServerCon
 		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
 		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
 		counters: counters, onBusy: onBusy, log: log.With("server", id), life: life,
+		parked: make(chan *scanJob), stopped: make(chan struct{}),
 	}
 }
 
@@ -280,7 +286,41 @@ func (s *ScanServerActor) start(job *scanJob, now time.Time) {
 	s.counters.Scans.Add(1)
 	s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
 		QueueLen: uint32(s.queue.Len()), QueuedUs: now.Sub(job.received).Microseconds()})
-	go s.run(job)
+	s.dispatch(job)
+}
+
+// workerIdle is how long a worker goroutine waits for another scan before
+// it ends.
+const workerIdle = time.Second
+
+// dispatch runs job on a worker goroutine: a parked one if there is one,
+// else a new one. Workers are reused from scan to scan (no goroutine start
+// and no stack growth per scan) and end after workerIdle without a scan,
+// when the actor stops, or when the host agent closes.
+func (s *ScanServerActor) dispatch(job *scanJob) {
+	select {
+	case s.parked <- job:
+	default:
+		go s.worker(job)
+	}
+}
+
+func (s *ScanServerActor) worker(job *scanJob) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		s.run(job)
+		idle.Reset(workerIdle)
+		select {
+		case job = <-s.parked:
+		case <-idle.C:
+			return
+		case <-s.stopped:
+			return
+		case <-s.life.Done():
+			return
+		}
+	}
 }
 
 func (s *ScanServerActor) replyBusy(job *scanJob, now time.Time) {
@@ -390,6 +430,7 @@ func (s *ScanServerActor) onAck(m *messages.BatchAck) {
 }
 
 func (s *ScanServerActor) shutdown() {
+	s.stopOnce.Do(func() { close(s.stopped) })
 	if s.timer != nil {
 		s.timer.Stop()
 	}
@@ -404,7 +445,7 @@ func (s *ScanServerActor) shutdown() {
 	}
 }
 
-// run executes one scan on its own goroutine and streams it to the client.
+// run executes one scan on a worker goroutine and streams it to the client.
 func (s *ScanServerActor) run(job *scanJob) {
 	defer job.cancel()
 	req := job.req
@@ -464,7 +505,14 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 		fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
 	}()
 	self := FromPID(s.self)
-	var rows []*messages.Row
+	var (
+		rows []*messages.Row
+		// A batch's rows and their bytes come from slabs allocated per
+		// batch (a sent batch belongs to the message, so slabs are never
+		// reused): a few allocations per batch instead of three per row.
+		rowSlab []messages.Row
+		kvSlab  []byte
+	)
 	size, kv := 0, 0
 	// dig covers every row read; fin's rows and checksum only those sent.
 	var dig tablets.RowDigest
@@ -491,12 +539,28 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 			s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, FirstData: true,
 				QueueLen: uint32(s.counters.QueueLen.Load())})
 		}
-		rows, size, kv = nil, 0, 0
+		rows, rowSlab, kvSlab, size, kv = nil, nil, nil, 0, 0
 		return nil
 	}
 	for it.Next() {
 		e := it.Entry()
-		rows = append(rows, &messages.Row{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
+		if len(rowSlab) == cap(rowSlab) {
+			rowSlab = make([]messages.Row, 0, slabRows(len(rows), batchRows, req.Limit, dig.Rows()))
+		}
+		need := len(e.Key) + len(e.Value)
+		if cap(kvSlab)-len(kvSlab) < need {
+			kvSlab = make([]byte, 0, max(need, min(2*cap(kvSlab), batchBytes), 512))
+		}
+		n := len(kvSlab)
+		kvSlab = append(kvSlab, e.Key...)
+		kvSlab = append(kvSlab, e.Value...)
+		rowSlab = rowSlab[:len(rowSlab)+1]
+		row := &rowSlab[len(rowSlab)-1]
+		row.Key, row.Value = kvSlab[n:n+len(e.Key):n+len(e.Key)], kvSlab[n+len(e.Key):n+need:n+need]
+		if rows == nil {
+			rows = make([]*messages.Row, 0, cap(rowSlab))
+		}
+		rows = append(rows, row)
 		kv += len(e.Key) + len(e.Value)
 		size += len(e.Key) + len(e.Value) + 8
 		dig.Add(e.Key, e.Value)
@@ -516,6 +580,17 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 		return flush()
 	}
 	return job.ctx.Err()
+}
+
+// slabRows is the size of the next row slab of a batch holding have rows:
+// doubling from 8, at most what the batch (batchRows) or the scan (limit,
+// sent rows so far) can still take.
+func slabRows(have, batchRows int, limit, read uint64) int {
+	n := min(max(8, have), batchRows-have)
+	if limit > 0 {
+		n = min(n, int(min(limit-min(read, limit), uint64(batchRows))))
+	}
+	return max(n, 1)
 }
 
 // waitWindow blocks until batch seq may be sent: at most window batches
