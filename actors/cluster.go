@@ -126,7 +126,8 @@ func (p *placement) owner(identity string) string {
 }
 
 // startClusterMember makes sys a cluster member: protoactor's cluster
-// starts the remote (with rc) and the provider announces this member.
+// starts the remote (with rc, so with the same options as a plain remote
+// system's, mutual TLS included) and the provider announces this member.
 func startClusterMember(sys *actor.ActorSystem, rc *remote.Config, cc ClusterConfig, log *slog.Logger) (c *cluster.Cluster, err error) {
 	name := cc.Name
 	if name == "" {

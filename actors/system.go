@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/scanplane/scanplane/internal/remotestop"
 	"github.com/scanplane/scanplane/messages"
@@ -41,6 +45,15 @@ type SystemConfig struct {
 	// Cluster, when set, makes the system a Proto.Actor cluster member
 	// (coordinators; see ClusterConfig); nil = a plain remote system.
 	Cluster *ClusterConfig
+	// TLS, when set, secures the remote with mutual TLS: it is the gRPC
+	// server's TLS configuration (it must require and verify a client
+	// certificate: ClientAuth tls.RequireAndVerifyClientCert with the
+	// cluster CA as ClientCAs) and the one this system dials its peers
+	// with (the CA as RootCAs; its Certificates are presented to them).
+	// A peer without a certificate signed by the CA cannot connect, and a
+	// refused handshake is logged on Logger. nil = plain text. See
+	// cliutil.RemoteTLS, which builds it from a secrets directory.
+	TLS *tls.Config
 }
 
 const defaultShutdownTimeout = 5 * time.Second
@@ -61,10 +74,72 @@ func (c SystemConfig) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("actors: ShutdownTimeout %v must be >= 0", c.ShutdownTimeout)
 	}
+	if err := validateTLS(c.TLS); err != nil {
+		return err
+	}
 	if c.Cluster != nil {
 		return c.Cluster.Validate()
 	}
 	return nil
+}
+
+func validateTLS(t *tls.Config) error {
+	switch {
+	case t == nil:
+		return nil
+	case len(t.Certificates) == 0 && t.GetCertificate == nil:
+		return fmt.Errorf("actors: TLS has no certificate")
+	case t.ClientAuth != tls.RequireAndVerifyClientCert:
+		return fmt.Errorf("actors: TLS ClientAuth %v: want tls.RequireAndVerifyClientCert (mutual TLS)", t.ClientAuth)
+	case t.ClientCAs == nil:
+		return fmt.Errorf("actors: TLS has no ClientCAs to verify peers with")
+	}
+	return nil
+}
+
+// remoteTLSOptions are the remote options of mutual TLS with cfg (see
+// SystemConfig.TLS) next to the server options given (remote's
+// WithServerOptions replaces the list, so every server option goes
+// through here): the gRPC server takes cfg's credentials, and every dial
+// does too (replacing remote's default grpc.WithInsecure). Handshakes
+// that fail are logged on log, on the accepting side as "remote: TLS
+// handshake refused" with the peer's address and the reason (unknown
+// CA, expired certificate, no certificate, not TLS at all).
+func remoteTLSOptions(cfg *tls.Config, log *slog.Logger, server ...grpc.ServerOption) []remote.ConfigOption {
+	if cfg == nil {
+		return []remote.ConfigOption{remote.WithServerOptions(server...)}
+	}
+	creds := loggedCreds{TransportCredentials: credentials.NewTLS(cfg), log: log}
+	return []remote.ConfigOption{
+		remote.WithServerOptions(append(server, grpc.Creds(creds))...),
+		remote.WithDialOptions(grpc.WithTransportCredentials(creds)),
+	}
+}
+
+// loggedCreds logs the handshakes that fail.
+type loggedCreds struct {
+	credentials.TransportCredentials
+	log *slog.Logger
+}
+
+func (c loggedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil && c.log != nil {
+		c.log.Warn("remote: TLS handshake refused", "peer", conn.RemoteAddr().String(), "err", err)
+	}
+	return out, info, err
+}
+
+func (c loggedCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, conn)
+	if err != nil && c.log != nil && ctx.Err() == nil {
+		c.log.Warn("remote: TLS handshake with peer failed", "peer", authority, "err", err)
+	}
+	return out, info, err
+}
+
+func (c loggedCreds) Clone() credentials.TransportCredentials {
+	return loggedCreds{TransportCredentials: c.TransportCredentials.Clone(), log: c.log}
 }
 
 func splitHostPort(addr string) (string, int, error) {
@@ -139,7 +214,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	stops := remotestop.NewTracker()
-	opts = append(opts, remote.WithServerOptions(stops.ServerOption()))
+	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// One connect try (then its 2s back-off) before the endpoint is
 	// reported terminated, instead of protoactor's five: a dead peer is

@@ -21,6 +21,7 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -37,6 +38,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/remotestop"
@@ -119,6 +122,15 @@ type Config struct {
 	// should run one protoactor remote: each remote start rewrites grpc's
 	// global logger. The client does not shut a given System down.
 	System *actor.ActorSystem
+	// TLS, when set, secures the client's actor remote with mutual TLS,
+	// as the cluster's (actors.SystemConfig.TLS): the client dials the
+	// coordinators with it (presenting its Certificates, verifying theirs
+	// against RootCAs) and its own endpoint, to which the scan servers
+	// stream rows, accepts only peers whose certificate ClientCAs
+	// verifies (ClientAuth must be tls.RequireAndVerifyClientCert).
+	// cliutil.RemoteTLS builds it from a secrets directory's client
+	// certificate. nil = plain text. Ignored with System.
+	TLS    *tls.Config
 	Logger *slog.Logger
 }
 
@@ -152,6 +164,14 @@ func (c Config) Validate() error {
 		return errors.New("client: MaxRequestTime must be > 0")
 	case c.Coordinator != "" && len(c.Coordinators) > 0:
 		return errors.New("client: set Coordinators or Coordinator, not both")
+	}
+	if c.TLS != nil && c.System == nil {
+		switch {
+		case len(c.TLS.Certificates) == 0 && c.TLS.GetClientCertificate == nil:
+			return errors.New("client: TLS has no certificate (the cluster requires one)")
+		case c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil:
+			return errors.New("client: TLS must require and verify peer certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs = the cluster CA)")
+		}
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("client: Listen %q: %v", c.Listen, err)
@@ -330,7 +350,13 @@ func (c *Client) startSystem() error {
 		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
 	}
 	c.stops = remotestop.NewTracker()
-	opts = append(opts, remote.WithServerOptions(c.stops.ServerOption()))
+	if c.cfg.TLS != nil {
+		creds := credentials.NewTLS(c.cfg.TLS)
+		opts = append(opts, remote.WithServerOptions(c.stops.ServerOption(), grpc.Creds(creds)),
+			remote.WithDialOptions(grpc.WithTransportCredentials(creds)))
+	} else {
+		opts = append(opts, remote.WithServerOptions(c.stops.ServerOption()))
+	}
 	rc := remote.Configure(host, port, opts...)
 	// A connection that fails is reported (EndpointTerminatedEvent) after
 	// one try and its 2s back-off instead of five: a dead coordinator is
@@ -572,6 +598,15 @@ func (c *Client) onEndpointEvent(ev any) {
 		why := "endpoint terminated"
 		if !c.coord.connected[e.Address] {
 			why = "unreachable: endpoint terminated before it ever connected"
+			// A refused TLS handshake looks the same from here (with TLS
+			// 1.3 the server refuses a client certificate after the
+			// client's side of the handshake is done); the coordinator
+			// logs the reason.
+			if c.cfg.TLS == nil && c.cfg.System == nil {
+				why += "; if the cluster runs with --secrets (mutual TLS), the client needs them too"
+			} else if c.cfg.System == nil {
+				why += "; if the coordinator refused the TLS handshake, its log says why (\"remote: TLS handshake refused\")"
+			}
 		}
 		c.mu.Unlock()
 		if known {

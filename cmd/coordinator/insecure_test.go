@@ -45,7 +45,7 @@ func refused(t *testing.T, bin, flag string, args ...string) {
 	}
 	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], "pass --insecure") || !strings.Contains(lines[0], "--"+flag+" ") ||
-		!strings.Contains(lines[0], "TLS is not implemented yet") {
+		!strings.Contains(lines[0], "not secured") {
 		t.Fatalf("%s %v: stderr %q, want one line naming --%s and --insecure", filepath.Base(bin), args, errOut.String(), flag)
 	}
 }

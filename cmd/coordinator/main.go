@@ -40,6 +40,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 type options struct {
 	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
+	secrets                                                                               string
 	natsCluster, natsRoutes, natsName, clusterProvider, clusterName                       string
 	checkConfig, dieWithParent, insecure                                                  bool
 	misses, replicas                                                                      int
@@ -72,6 +73,7 @@ func run(args []string) int {
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", bus.DefaultLeaseConfig().TTL, "a coordinator whose lease is not renewed for this long is taken as gone (renewed every third of it)")
 	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	fs.BoolVar(&o.insecure, "insecure", false, cliutil.InsecureUsage)
+	fs.StringVar(&o.secrets, "secrets", "", cliutil.SecretsUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -119,6 +121,12 @@ func run(args []string) int {
 	}
 	cc := actors.DefaultCoordinatorConfig()
 	cc.System = actors.SystemConfig{Listen: o.listen, Advertise: o.advertise}
+	if dir := cliutil.SecretsDir(o.secrets); dir != "" {
+		if cc.System.TLS, err = cliutil.RemoteTLS(dir, "coordinator"); err != nil {
+			fmt.Fprintln(os.Stderr, "coordinator:", err)
+			return 2
+		}
+	}
 	cc.HeartbeatMisses = o.misses
 	cc.Flow.BusySlack, cc.Flow.StartStall = o.busySlack, o.startStall
 	cc.Logger = log
@@ -371,7 +379,7 @@ func (m *member) close(log *slog.Logger) {
 // coordinator listens on: the actor remote, the HTTP endpoint and, when
 // it embeds NATS, the NATS client and route ports.
 func checkListens(o options, log *slog.Logger) error {
-	listens := []cliutil.Listen{{Flag: "listen", Addr: o.listen}, {Flag: "http", Addr: o.httpAddr}}
+	listens := []cliutil.Listen{{Flag: "listen", Addr: o.listen, Secured: cliutil.SecretsDir(o.secrets) != "", SecureWith: "--secrets DIR"}, {Flag: "http", Addr: o.httpAddr}}
 	if o.natsURL == "" {
 		listens = append(listens, cliutil.Listen{Flag: "nats-listen", Addr: o.natsListen}, cliutil.Listen{Flag: "nats-cluster", Addr: o.natsCluster})
 	}

@@ -33,6 +33,7 @@ type globals struct {
 	timeout     time.Duration
 	logLevel    string
 	logFormat   string
+	secrets     string
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -41,6 +42,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long (the command returns within a second of it, whatever is dead)")
 	fs.StringVar(&g.logLevel, "log-level", "warn", "debug, info, warn or error")
 	fs.StringVar(&g.logFormat, "log-format", "text", cliutil.LogFormatUsage)
+	fs.StringVar(&g.secrets, "secrets", "", cliutil.SecretsUsage+" (the client certificate)")
 }
 
 type command struct {
@@ -107,7 +109,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
-	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json\n", defaultNATS)
+	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json, --secrets DIR\n", defaultNATS)
 }
 
 // parse parses a command's flags (globals included); positional arguments
@@ -141,6 +143,11 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 		return nil, usageError{err}
 	}
 	cfg.Logger = log
+	if dir := cliutil.SecretsDir(g.secrets); dir != "" {
+		if cfg.TLS, err = cliutil.RemoteTLS(dir, "client"); err != nil {
+			return nil, usageError{err}
+		}
+	}
 	c, err := client.New(cfg)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--coordinator or --nats: %w", err)}

@@ -56,7 +56,7 @@ func defaultHost() string {
 
 func run(args []string) int {
 	cfg := actors.DefaultHostAgentConfig()
-	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr string
+	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr, secrets string
 	var dieWithParent, insecure bool
 	fs := flag.NewFlagSet("scanserver", flag.ContinueOnError)
 	fs.StringVar(&natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL(s) of the cluster, comma separated")
@@ -81,6 +81,7 @@ func run(args []string) int {
 	fs.StringVar(&httpAddr, "http", "", "HTTP address for /metrics (host:port; port 0 = ephemeral); empty = off")
 	fs.BoolVar(&dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	fs.BoolVar(&insecure, "insecure", false, cliutil.InsecureUsage)
+	fs.StringVar(&secrets, "secrets", "", cliutil.SecretsUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,10 +95,16 @@ func run(args []string) int {
 		return bad(err)
 	}
 	cfg.Logger = log
-	if err := cliutil.CheckListens(log, insecure, cliutil.SystemLookupIP, cliutil.Listen{Flag: "listen", Addr: listen}, cliutil.Listen{Flag: "http", Addr: httpAddr}); err != nil {
+	secretsDir := cliutil.SecretsDir(secrets)
+	if err := cliutil.CheckListens(log, insecure, cliutil.SystemLookupIP, cliutil.Listen{Flag: "listen", Addr: listen, Secured: secretsDir != "", SecureWith: "--secrets DIR"}, cliutil.Listen{Flag: "http", Addr: httpAddr}); err != nil {
 		return bad(err)
 	}
 	cfg.System = actors.SystemConfig{Listen: listen, Advertise: advertise}
+	if secretsDir != "" {
+		if cfg.System.TLS, err = cliutil.RemoteTLS(secretsDir, "scanserver"); err != nil {
+			return bad(err)
+		}
+	}
 	if cfg.Cache.MaxBytes, err = cliutil.ParseBytes(cacheSize); err != nil {
 		return bad(fmt.Errorf("--cache-size: %w", err))
 	}

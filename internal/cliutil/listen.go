@@ -11,10 +11,10 @@ import (
 
 // ErrInsecureListen is wrapped by CheckListen's error for an address that
 // would accept connections from the network without --insecure.
-var ErrInsecureListen = errors.New("TLS is not implemented yet")
+var ErrInsecureListen = errors.New("not secured")
 
 // InsecureUsage is the usage text of the --insecure flag.
-const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (TLS is not implemented yet; see the README's Security section)"
+const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (--secrets secures the actor remote --listen; NATS and HTTP have no TLS yet; see the README's Security section)"
 
 // LookupIP resolves a host name to its addresses (SystemLookupIP, i.e.
 // net.LookupIP, in production; tests inject a table).
@@ -32,9 +32,14 @@ type LookupIP func(host string) ([]net.IP, error)
 // says; a network address without insecure is a one-line error naming
 // --insecure that wraps ErrInsecureListen.
 //
-// TLS (--secrets) is not implemented yet; once it is, it will be the
-// secure way to listen on the network and --insecure the opt-out.
+// The error says TLS is not implemented for the listener yet (true of
+// NATS and HTTP); CheckListens names --secrets for a listener it secures.
 func CheckListen(flag, addr string, insecure bool, lookup LookupIP) error {
+	return checkListen(Listen{Flag: flag, Addr: addr}, insecure, lookup)
+}
+
+func checkListen(l Listen, insecure bool, lookup LookupIP) error {
+	flag, addr := l.Flag, l.Addr
 	if addr == "" {
 		return nil
 	}
@@ -49,10 +54,13 @@ func CheckListen(flag, addr string, insecure bool, lookup LookupIP) error {
 	if err != nil {
 		return fmt.Errorf("--%s %q: %w", flag, addr, err)
 	}
-	if what == "" || insecure {
+	if what == "" || insecure || l.Secured {
 		return nil
 	}
-	return fmt.Errorf("--%s %s listens on %s, not loopback only: %w; pass --insecure to listen on a network address without it (--secrets will be the secure way once it exists)", flag, addr, what, ErrInsecureListen)
+	if l.SecureWith != "" {
+		return fmt.Errorf("--%s %s listens on %s, not loopback only, without TLS: %w; pass %s to secure it with mutual TLS, or pass --insecure to listen on a network address without it", flag, addr, what, ErrInsecureListen, l.SecureWith)
+	}
+	return fmt.Errorf("--%s %s listens on %s, not loopback only, and TLS is not implemented yet for --%s: %w; pass --insecure to listen on a network address without it", flag, addr, what, flag, ErrInsecureListen)
 }
 
 // listenScope returns "" for a loopback-only host, else what the host
@@ -96,17 +104,25 @@ func listenScope(host string, lookup LookupIP) (string, error) {
 func SystemLookupIP(host string) ([]net.IP, error) { return net.LookupIP(host) }
 
 // Listen is one listening flag and its value.
-type Listen struct{ Flag, Addr string }
+type Listen struct {
+	Flag, Addr string
+	// Secured: the listener has TLS with client authentication (the
+	// actor remote with --secrets), so it may listen on the network.
+	Secured bool
+	// SecureWith names what would secure the listener (e.g. "--secrets
+	// DIR"), for the refusal; empty = nothing can yet.
+	SecureWith string
+}
 
-// CheckListens applies CheckListen to each listening flag of a command
-// and, with insecure, logs a warning for each network address it lets
-// through.
+// CheckListens applies CheckListen's rule to each listening flag of a
+// command, letting a Secured listener through, and, with insecure, logs a
+// warning for each network address it lets through unsecured.
 func CheckListens(log *slog.Logger, insecure bool, lookup LookupIP, listens ...Listen) error {
 	for _, l := range listens {
-		if err := CheckListen(l.Flag, l.Addr, insecure, lookup); err != nil {
+		if err := checkListen(l, insecure, lookup); err != nil {
 			return err
 		}
-		if insecure && CheckListen(l.Flag, l.Addr, false, lookup) != nil {
+		if insecure && checkListen(l, false, lookup) != nil {
 			log.Warn("--insecure: listening on a network address without TLS or authentication", "flag", "--"+l.Flag, "addr", l.Addr)
 		}
 	}

@@ -2,6 +2,7 @@ package cliutil
 
 import (
 	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -84,5 +85,26 @@ func TestCheckListen(t *testing.T) {
 	// A host name without a resolver cannot be checked.
 	if err := CheckListen("http", "db1:1", false, nil); err == nil || !strings.Contains(err.Error(), "--http") {
 		t.Errorf("no resolver: %v", err)
+	}
+}
+
+// TestCheckListensSecured: a listener secured by --secrets may listen on
+// the network without --insecure; unsecured, its refusal names what
+// would secure it; others still say TLS is not implemented for them.
+func TestCheckListensSecured(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	if err := CheckListens(log, false, nil, Listen{Flag: "listen", Addr: "0.0.0.0:0", Secured: true, SecureWith: "--secrets DIR"}); err != nil {
+		t.Fatalf("secured listener refused: %v", err)
+	}
+	if err := CheckListens(log, false, nil, Listen{Flag: "listen", Addr: "bad", Secured: true}); err == nil {
+		t.Fatal("malformed secured address accepted")
+	}
+	err := CheckListens(log, false, nil, Listen{Flag: "listen", Addr: "0.0.0.0:0", SecureWith: "--secrets DIR"})
+	if !errors.Is(err, ErrInsecureListen) || !strings.Contains(err.Error(), "pass --secrets DIR to secure it with mutual TLS, or pass --insecure") {
+		t.Fatalf("unsecured listener: %v", err)
+	}
+	err = CheckListens(log, false, nil, Listen{Flag: "listen", Addr: "0.0.0.0:0", Secured: true}, Listen{Flag: "http", Addr: ":0"})
+	if !errors.Is(err, ErrInsecureListen) || !strings.Contains(err.Error(), "TLS is not implemented yet for --http") {
+		t.Fatalf("http next to a secured listener: %v", err)
 	}
 }

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// TestMutualTLS (issue 9): a coordinator (a cluster member, leases in
+// NATS) and a scan server started with --secrets serve a verified scan to
+// a client holding the cluster's client certificate; a client whose
+// certificate another CA signed, one whose certificate expired and one
+// without TLS are refused by the coordinator, which logs why, and get no
+// row.
+func TestMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes")
+	}
+	ctx := context.Background()
+	bins, err := localcluster.BuildFromSource(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: dataDir, BinDir: bins,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
+		CoordinatorArgs: []string{"--secrets", secrets},
+		HostArgs:        func(int) []string { return []string{"--secrets", secrets} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	t.Cleanup(func() { logTails(t, dataDir) })
+	truth := tablets.GenerateRows(3000)
+	ingest(t, cl.NATSURL(), truth, 3)
+	coordLog := filepath.Join(dataDir, "logs", "coordinator.log")
+
+	tlsFrom := func(dir string) *tls.Config {
+		t.Helper()
+		cfg, err := cliutil.RemoteTLS(dir, "client")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	newClient := func(cfg *tls.Config) *client.Client {
+		return startClient(t, cl.NATSURL(), func(c *client.Config) { c.TLS, c.StallTimeout = cfg, time.Second })
+	}
+
+	t.Run("verified scan", func(t *testing.T) {
+		f := &fixture{t: t, cl: cl, c: newClient(tlsFrom(secrets)), truth: truth}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for _, r := range [][2]int{{0, len(truth)}, {17, 2500}, {1000, 1001}} {
+			if err := f.scan(sctx, r[0], r[1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	scanctl := filepath.Join(t.TempDir(), "scanctl")
+	bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer bcancel()
+	if out, err := exec.CommandContext(bctx, "go", "build", "-o", scanctl, "../cmd/scanctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build scanctl: %v\n%s", err, out)
+	}
+	// scanctlScan runs `scanctl scan --count` (a process of its own: one
+	// protoactor remote per process) with env added.
+	scanctlScan := func(t *testing.T, env []string, args ...string) (string, string, error) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(sctx, scanctl, append([]string{"scan", "--nats", cl.NATSURL(), "--table", table, "--count", "--timeout", "30s"}, args...)...)
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, cliutil.SecretsEnv+"=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, env...)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		if sctx.Err() != nil {
+			t.Fatalf("scanctl scan %q still running after 40s", args)
+		}
+		return out.String(), errOut.String(), err
+	}
+	t.Run("scanctl --secrets and $SCANPLANE_SECRETS", func(t *testing.T) {
+		for _, run := range []struct {
+			env  []string
+			args []string
+		}{{nil, []string{"--secrets", secrets}}, {[]string{cliutil.SecretsEnv + "=" + secrets}, nil}} {
+			out, errOut, err := scanctlScan(t, run.env, run.args...)
+			if err != nil || strings.TrimSpace(out) != strconv.Itoa(len(truth)) {
+				t.Fatalf("scanctl scan --count %q (env %q): %v, out %q, stderr %q; want %d", run.args, run.env, err, out, errOut, len(truth))
+			}
+		}
+	})
+
+	// otherDir: secrets from another `scanctl secrets init` (another CA
+	// with the same name, so the client offers its certificate), with the
+	// cluster's ca.crt (the CA certificate is public: the client trusts
+	// the real coordinator).
+	otherDir := filepath.Join(t.TempDir(), "other")
+	if err := cliutil.InitSecrets(otherDir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	copyCA := func(dir string) {
+		ca, err := os.ReadFile(filepath.Join(secrets, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyCA(otherDir)
+	// expiredDir: a client certificate of the cluster's CA that expired.
+	now := time.Now()
+	ca, caKey := loadCA(t, secrets)
+	der, key, err := cliutil.NewCert(ca, caKey, cliutil.CertSpec{CommonName: "scanplane client", Role: "client", DNSNames: []string{"localhost"},
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredDir := t.TempDir()
+	copyCA(expiredDir)
+	if err := cliutil.WriteCertFiles(filepath.Join(expiredDir, "client.crt"), filepath.Join(expiredDir, "client.key"), der, key); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		errWant string // in scanctl's one error line
+		logWant string // in the coordinator's "TLS handshake refused" line
+	}{
+		{"another CA", []string{"--secrets", otherDir}, "coordinator refused the TLS handshake", "certificate signed by unknown authority"},
+		{"expired certificate", []string{"--secrets", expiredDir}, "coordinator refused the TLS handshake", "certificate has expired"},
+		{"no TLS", nil, "the client needs them too", "first record does not look like a TLS handshake"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			out, errOut, err := scanctlScan(t, nil, tc.args...)
+			if err == nil || !strings.Contains(errOut, tc.errWant) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+				t.Fatalf("refused scanctl scan: %v, stdout %q, stderr %q; want a failure, one line with %q", err, out, errOut, tc.errWant)
+			}
+			if strings.TrimSpace(out) != "" {
+				t.Fatalf("refused scanctl scan printed %q", out)
+			}
+			t.Logf("scan failed after %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(errOut))
+			waitLogLine(t, coordLog, "remote: TLS handshake refused", tc.logWant)
+		})
+	}
+}
+
+// loadCA reads the CA certificate and key of a secrets directory.
+func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	read := func(name, typ string) []byte {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := pem.Decode(data)
+		if b == nil || b.Type != typ {
+			t.Fatalf("%s: no PEM %s", name, typ)
+		}
+		return b.Bytes
+	}
+	ca, err := x509.ParseCertificate(read("ca.crt", "CERTIFICATE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(read("ca.key", "PRIVATE KEY"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		t.Fatalf("ca.key is a %T", k)
+	}
+	return ca, key
+}
+
+// waitLogLine waits (bounded) for a line of the log at path containing
+// every one of want.
+func waitLogLine(t *testing.T, path string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		data, _ := os.ReadFile(path)
+		for _, l := range strings.Split(string(data), "\n") {
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(l, w)
+			}
+			if all {
+				t.Logf("%s: %s", filepath.Base(path), l)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has no line with %q", path, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
