@@ -109,8 +109,13 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
-	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json, --secrets DIR\n", defaultNATS)
+	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; those that talk to a coordinator (scan, tables, status, route, reload) take --secrets DIR\n", defaultNATS)
 }
+
+// noRemote are the commands that take the global flags but talk to no
+// actor (ingest writes to NATS; up and demo run their own loopback
+// cluster): --secrets would be silently ignored there.
+var noRemote = map[string]bool{"ingest": true, "up": true, "demo": true}
 
 // parse parses a command's flags (globals included); positional arguments
 // are returned.
@@ -125,6 +130,9 @@ func parse(name string, g *globals, fs *flag.FlagSet, args []string, errOut io.W
 	}
 	if g.timeout <= 0 {
 		return nil, usageError{fmt.Errorf("--timeout %v must be > 0", g.timeout)}
+	}
+	if g.secrets != "" && noRemote[name] {
+		return nil, usageError{fmt.Errorf("--secrets: `scanctl %s` does not use the actor remote, the only link --secrets secures (NATS has no TLS yet)", name)}
 	}
 	return fs.Args(), nil
 }
