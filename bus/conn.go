@@ -112,6 +112,13 @@ func validBucket(s string) bool {
 	return true
 }
 
+// pingInterval and pingsOut: how a connection to a silently dead NATS node
+// is found stale (see Connect).
+const (
+	pingInterval = 2 * time.Second
+	pingsOut     = 3
+)
+
 // Conn is a NATS connection with JetStream. It reconnects forever after
 // the initial connection succeeds. Safe for concurrent use.
 type Conn struct {
@@ -157,6 +164,17 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		nats.Timeout(timeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
+		// A NATS node that vanishes without closing its connections (a
+		// machine powered off or cut from the network: no FIN, no RST)
+		// is noticed by pings only; nats.go's default (every 2 min, 2
+		// outstanding) left a scan server's heartbeats, a coordinator's
+		// lease watch and a client's coordinator list stuck on the dead
+		// node for minutes (e2e TestMultiHost: a client connected to the
+		// lost machine's node still sent every scan to its dead
+		// coordinator 40 s later). Stale after pingsOut+1 intervals
+		// without a PONG: 6-8 s.
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(pingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
