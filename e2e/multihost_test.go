@@ -37,7 +37,7 @@ const (
 	// mhRecoverBound: after a whole machine (a coordinator, its NATS node
 	// and a scanserver) drops off the network, a full scan started then
 	// succeeds within this long, and no scan fails after it. Measured
-	// (the log line "recovered"): 0.4-8.5 s on a 2-core machine, the
+	// (the log line "recovered"): 0.4-12.4 s on a 2-core machine, the
 	// longest when the client's NATS connection was to the lost machine
 	// (found stale by pings in 6-8 s); with nats-server's default pings
 	// (2 min) scans failed for 18-26 s and more.
