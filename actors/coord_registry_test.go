@@ -127,7 +127,7 @@ func TestFailuresAreCounted(t *testing.T) {
 	for _, m := range []string{"dead_letters_total", "bad_messages_total", "overloaded_total", "publish_errors_total", "host_actors", "flows"} {
 		found := false
 		for _, c := range r.co.Collectors() {
-			ch := make(chan *prometheus.Desc, 4)
+			ch := make(chan *prometheus.Desc, 16)
 			c.Describe(ch)
 			close(ch)
 			for d := range ch {

@@ -77,6 +77,10 @@ type CoordinatorConfig struct {
 	// Default os.Hostname().
 	Hostname string
 	Logger   *slog.Logger
+	// Metrics receives the scan, selection and load-view histograms and
+	// the NATS error counts; nil = private metrics nobody scrapes. Pass
+	// the same CoordMetrics to every coordinator a process starts.
+	Metrics *CoordMetrics
 }
 
 // DefaultCoordinatorConfig returns the documented defaults.
@@ -188,6 +192,7 @@ type Coordinator struct {
 	router      *actor.PID
 	subs        []*bus.Subscription
 	counters    coordCounters
+	metrics     *CoordMetrics
 	stopWatch   context.CancelFunc
 	events      *eventstream.Subscription
 	started     time.Time
@@ -219,7 +224,12 @@ func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 	}
 	c := &Coordinator{cfg: cfg, conn: conn, meta: newMetaCache(meta), log: log, stop: make(chan struct{}),
 		warns: &warnLimiter{log: log, every: cfg.WarnEvery, now: time.Now, kinds: map[string]*warnKind{}}}
+	c.metrics = cfg.Metrics
+	if c.metrics == nil {
+		c.metrics = NewCoordMetrics()
+	}
 	c.board = NewLoadBoard(time.Now, profiles.Decays())
+	c.board.onRebuild = c.metrics.rebuilt
 	c.profiles.Store(profiles)
 	return c
 }
@@ -369,6 +379,7 @@ func (c *Coordinator) watchMeta() {
 	c.stopWatch = cancel
 	err := w.Watch(ctx, c.onCurrent)
 	if err != nil {
+		c.metrics.NATSError(NATSOpMetaWatch)
 		c.log.Warn("metadata watch failed; cached table generations are kept", "err", err)
 	}
 }
@@ -461,6 +472,7 @@ func (c *Coordinator) publishSignal(k bus.SignalKind, s *messages.LoadSignal) {
 	}
 	if err := c.conn.PublishSignal(k, s); err != nil {
 		c.counters.publishErrors.Add(1)
+		c.metrics.NATSError(NATSOpPublish)
 		c.warns.warn("publish_error", "publish load signal failed", "kind", k, "err", err)
 	}
 }
@@ -506,9 +518,10 @@ func (c *Coordinator) Collectors() []prometheus.Collector {
 }
 
 // CoordinatorCollectors returns Prometheus collectors that read the
-// counters of the coordinator get returns at scrape time (cmd/coordinator
-// replaces its coordinator when it rejoins the cluster; a nil coordinator
-// reads as zeros).
+// counters and the per-server status of the coordinator get returns at
+// scrape time (cmd/coordinator replaces its coordinator when it rejoins
+// the cluster; a nil coordinator reads as zeros and no servers). The
+// histograms are in CoordMetrics, registered besides.
 func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 	f := func(name, help string, v func(*coordCounters) *atomic.Uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scanplane_coordinator_" + name, Help: help},
@@ -529,6 +542,7 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 			})
 	}
 	return []prometheus.Collector{
+		newServerCollector(get),
 		f("scans_total", "Scan requests received by tablet actors.", func(k *coordCounters) *atomic.Uint64 { return &k.scans }),
 		f("scans_failed_total", "Scan requests answered with an error.", func(k *coordCounters) *atomic.Uint64 { return &k.failed }),
 		f("dispatches_total", "StartScan messages sent (retries and hedges included).", func(k *coordCounters) *atomic.Uint64 { return &k.dispatches }),

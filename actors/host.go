@@ -30,6 +30,7 @@ type hostEvent struct {
 	result   selection.AttemptResult
 	latency  time.Duration
 	queueLen int
+	hedge    bool // evDispatched: a hedged dispatch
 	// incarnation, when set, is the server incarnation the event is
 	// about: an event about an earlier incarnation (an attempt dispatched
 	// before the server restarted) leaves the new one's counters alone.
@@ -55,7 +56,9 @@ type serverState struct {
 	dispatched uint64
 	busy       uint64
 	timeouts   uint64
-	deadSince  time.Time
+	// this coordinator's attempts (see messages.ServerStatus)
+	hedges, attemptsBusy, attemptsTimedOut, attemptsFailed uint64
+	deadSince                                              time.Time
 	// heardAt is the liveness reference: the last heartbeat's time, moved
 	// forward by the lateness of sweeps since (see Liveness).
 	heardAt time.Time
@@ -210,6 +213,9 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 	case evDispatched:
 		l.InFlight++
 		s.dispatched++
+		if e.hedge {
+			s.hedges++
+		}
 	case evEnded:
 		if l.InFlight > 0 {
 			l.InFlight--
@@ -219,6 +225,14 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 			h.fail(now, l)
 		case selection.Started:
 			l.ConsecutiveFailures = 0
+		}
+		switch e.result {
+		case selection.Busy:
+			s.attemptsBusy++
+		case selection.Timeout:
+			s.attemptsTimedOut++
+		case selection.Error, selection.Stalled:
+			s.attemptsFailed++
 		}
 	case evPenalize:
 		h.fail(now, l)
@@ -340,7 +354,8 @@ func (h *HostActor) publish() {
 			QueueLen: uint32(l.QueueLen), InFlight: uint32(l.InFlight), Errors: float64(errs), BusyTotal: s.busy,
 			Dispatched: s.dispatched, CacheHitRatio: l.CacheHitRatio, LastHeartbeatUnixMs: l.LastHeartbeat.UnixMilli(),
 			Incarnation: l.Incarnation, Timeouts: s.timeouts, Slowdowns: slows, StartLatencyUs: l.StartLatency.Microseconds(),
-			LastStartUnixMs: unixMs(l.StartLatencyAt)})
+			LastStartUnixMs: unixMs(l.StartLatencyAt), Hedges: s.hedges, AttemptsBusy: s.attemptsBusy,
+			AttemptsTimedOut: s.attemptsTimedOut, AttemptsFailed: s.attemptsFailed})
 	}
 	h.board.SetHost(h.host, out)
 	h.status.Store(h.host, st)

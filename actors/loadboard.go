@@ -23,6 +23,9 @@ type LoadBoard struct {
 	refresh  time.Duration
 	minStale time.Duration
 	cost     atomic.Int64 // ns the last rebuild took
+	// onRebuild, when set (before the board is used), is told every
+	// rebuild's cost (CoordMetrics).
+	onRebuild func(time.Duration)
 
 	mu      sync.Mutex
 	hosts   map[string][]*selection.ServerLoad
@@ -135,7 +138,13 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 		return v // another goroutine rebuilt it meanwhile
 	}
 	start := time.Now()
-	defer func() { b.cost.Store(int64(time.Since(start))) }()
+	defer func() {
+		d := time.Since(start)
+		b.cost.Store(int64(d))
+		if b.onRebuild != nil {
+			b.onRebuild(d)
+		}
+	}()
 	b.dirty.Store(false)
 	n := 0
 	for _, s := range b.hosts {

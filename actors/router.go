@@ -324,6 +324,9 @@ func (r *RouterActor) startLoads(c actor.Context) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			meta, code, err := co.meta.get(ctx, key.table, key.gen)
+			if code == messages.ErrorCode_ERROR_CODE_INTERNAL {
+				co.metrics.NATSError(NATSOpMetaRead)
+			}
 			root.Send(self, &metaLoaded{key: key, meta: meta, code: code, err: err})
 		}()
 	}

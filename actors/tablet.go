@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
@@ -77,6 +79,12 @@ type flowEntry struct {
 	// timers not yet fired, stopped when the flow completes.
 	timers   map[uint64]*time.Timer
 	timerSeq uint64
+	// metrics: when the request reached us, when an attempt was first
+	// known to deliver data, how it ended ("" = ok), and where its
+	// selection times go.
+	start, firstRow time.Time
+	outcome         string
+	decide          prometheus.Observer
 }
 
 // stopTimers stops every pending timer of the flow.
@@ -187,6 +195,9 @@ func (t *TabletActor) Receive(c actor.Context) {
 		}
 	case *messages.ScanDone:
 		if e := t.flows[m.GetRequestId()]; e != nil {
+			if m.GetAbandoned() {
+				e.outcome = OutcomeCancelled
+			}
 			t.apply(now, m.RequestId, e, e.flow.OnDone(now, m.GetAbandoned()))
 		}
 	case *flowTimer:
@@ -271,7 +282,7 @@ func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
 	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
-		timers: map[uint64]*time.Timer{}}
+		timers: map[uint64]*time.Timer{}, start: now, decide: t.co.metrics.selectionObserver(prof)}
 	e.flow = NewScanFlow(m, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.co.counters.scans.Add(1)
 	if r.Empty() {
@@ -318,7 +329,11 @@ func (t *TabletActor) picker(e *flowEntry) Picker {
 		in := &selection.Input{Tablet: t.sel, Profile: e.profile, Attempts: history, Hedge: hedge, View: t.co.board.View(),
 			Now: now, Rand: t.rng, State: &t.state, LocalHost: t.co.cfg.Hostname}
 		pol := e.profiles.Policy(e.profile)
+		start := time.Now()
 		d, err := pol.Select(in)
+		if e.decide != nil {
+			e.decide.Observe(time.Since(start).Seconds())
+		}
 		if pr, ok := pol.(selection.Prober); ok && err == nil {
 			t.sendProbes(now, pr, in)
 		}
@@ -368,6 +383,9 @@ func (t *TabletActor) hostEvent(host string, e *hostEvent) {
 
 // apply carries out a flow's actions.
 func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Action) {
+	if e.firstRow.IsZero() && e.flow.Winner() != 0 {
+		e.firstRow = now
+	}
 	for len(acts) > 0 {
 		a := acts[0]
 		acts = acts[1:]
@@ -386,7 +404,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				Tablet: t.meta.GetRef(), Files: t.meta.GetFiles(), Range: req.Range, ResumeAfter: req.ResumeAfter,
 				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
 				DeadlineUnixMs: req.DeadlineUnixMs, Limit: req.Limit, Window: req.Window, Server: string(s.ID)})
-			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation})
+			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
 			t.co.board.CountDispatch(a.Attempt.Sel.Hedge)
 			t.co.counters.dispatches.Add(1)
 			if a.Attempt.Sel.Hedge {
@@ -429,6 +447,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				RequestId: id, Table: t.table.GetName(), AtUnixMs: now.UnixMilli(), Origin: t.co.Address()})
 		case ActFail:
 			t.co.counters.failed.Add(1)
+			e.outcome = errorOutcome(a.Error.GetCode())
 			if client := ToPID(e.flow.Req.Client); client != nil {
 				t.root.Send(client, a.Error)
 			}
@@ -437,6 +456,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			if t.flows[id] == e {
 				delete(t.flows, id)
 				t.co.counters.flows.Add(-1)
+				t.co.metrics.scanEnded(e.profile, cmp.Or(e.outcome, OutcomeOK), e.start, e.firstRow, now)
 			}
 		}
 	}

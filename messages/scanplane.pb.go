@@ -2291,8 +2291,17 @@ type ServerStatus struct {
 	Slowdowns           uint32                 `protobuf:"varint,15,opt,name=slowdowns,proto3" json:"slowdowns,omitempty"`
 	StartLatencyUs      int64                  `protobuf:"varint,16,opt,name=start_latency_us,json=startLatencyUs,proto3" json:"start_latency_us,omitempty"`      // EWMA of dispatch → first data, decayed toward the fleet median
 	LastStartUnixMs     int64                  `protobuf:"varint,17,opt,name=last_start_unix_ms,json=lastStartUnixMs,proto3" json:"last_start_unix_ms,omitempty"` // when the last start-latency sample was taken
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// This coordinator's attempts on the server since it (or this
+	// incarnation of the server) started: hedges among the dispatches, and
+	// the attempts that ended busy, timed out, or in an error or a stall.
+	// busy_total and timeouts above count the load signals of every
+	// coordinator and scan server instead.
+	Hedges           uint64 `protobuf:"varint,18,opt,name=hedges,proto3" json:"hedges,omitempty"`
+	AttemptsBusy     uint64 `protobuf:"varint,19,opt,name=attempts_busy,json=attemptsBusy,proto3" json:"attempts_busy,omitempty"`
+	AttemptsTimedOut uint64 `protobuf:"varint,20,opt,name=attempts_timed_out,json=attemptsTimedOut,proto3" json:"attempts_timed_out,omitempty"`
+	AttemptsFailed   uint64 `protobuf:"varint,21,opt,name=attempts_failed,json=attemptsFailed,proto3" json:"attempts_failed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ServerStatus) Reset() {
@@ -2440,6 +2449,34 @@ func (x *ServerStatus) GetStartLatencyUs() int64 {
 func (x *ServerStatus) GetLastStartUnixMs() int64 {
 	if x != nil {
 		return x.LastStartUnixMs
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetHedges() uint64 {
+	if x != nil {
+		return x.Hedges
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetAttemptsBusy() uint64 {
+	if x != nil {
+		return x.AttemptsBusy
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetAttemptsTimedOut() uint64 {
+	if x != nil {
+		return x.AttemptsTimedOut
+	}
+	return 0
+}
+
+func (x *ServerStatus) GetAttemptsFailed() uint64 {
+	if x != nil {
+		return x.AttemptsFailed
 	}
 	return 0
 }
@@ -3290,7 +3327,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\n" +
 	"at_unix_ms\x18\x06 \x01(\x03R\batUnixMs\x12\x16\n" +
 	"\x06origin\x18\a \x01(\tR\x06origin\"\x0f\n" +
-	"\rStatusRequest\"\x93\x04\n" +
+	"\rStatusRequest\"\xa7\x05\n" +
 	"\fServerStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -3312,7 +3349,11 @@ const file_scanplane_proto_rawDesc = "" +
 	"\btimeouts\x18\x0e \x01(\x04R\btimeouts\x12\x1c\n" +
 	"\tslowdowns\x18\x0f \x01(\rR\tslowdowns\x12(\n" +
 	"\x10start_latency_us\x18\x10 \x01(\x03R\x0estartLatencyUs\x12+\n" +
-	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\"\xd1\x05\n" +
+	"\x12last_start_unix_ms\x18\x11 \x01(\x03R\x0flastStartUnixMs\x12\x16\n" +
+	"\x06hedges\x18\x12 \x01(\x04R\x06hedges\x12#\n" +
+	"\rattempts_busy\x18\x13 \x01(\x04R\fattemptsBusy\x12,\n" +
+	"\x12attempts_timed_out\x18\x14 \x01(\x04R\x10attemptsTimedOut\x12'\n" +
+	"\x0fattempts_failed\x18\x15 \x01(\x04R\x0eattemptsFailed\"\xd1\x05\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +

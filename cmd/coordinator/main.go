@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -130,6 +131,7 @@ func run(args []string) int {
 	cc.HeartbeatMisses = o.misses
 	cc.Flow.BusySlack, cc.Flow.StartStall = o.busySlack, o.startStall
 	cc.Logger = log
+	cc.Metrics = actors.NewCoordMetrics()
 	if err := cc.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		return 2
@@ -177,6 +179,7 @@ func run(args []string) int {
 		return 1
 	}
 	defer conn.Close()
+	countNATSErrors(conn.NATS(), cc.Metrics.NATSError)
 	meta, err := conn.MetaStore(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: metadata store:", err)
@@ -204,7 +207,7 @@ func run(args []string) int {
 		}
 		httpAddr = l.Addr().String()
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), cc.Metrics)
 		reg.MustRegister(actors.CoordinatorCollectors(func() *actors.Coordinator {
 			if m := cur.Load(); m != nil {
 				return m.co
@@ -384,6 +387,27 @@ func checkListens(o options, log *slog.Logger) error {
 		listens = append(listens, cliutil.Listen{Flag: "nats-listen", Addr: o.natsListen}, cliutil.Listen{Flag: "nats-cluster", Addr: o.natsCluster})
 	}
 	return cliutil.CheckListens(log, o.insecure, cliutil.SystemLookupIP, listens...)
+}
+
+// countNATSErrors counts nc's asynchronous errors and disconnects (with
+// an error) under op async and disconnect, keeping the handlers bus set
+// (they log).
+func countNATSErrors(nc *nats.Conn, count func(op string)) {
+	asyncCB, discCB := nc.ErrorHandler(), nc.DisconnectErrHandler()
+	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+		count(actors.NATSOpAsync)
+		if asyncCB != nil {
+			asyncCB(c, sub, err)
+		}
+	})
+	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		if err != nil {
+			count(actors.NATSOpDisconnect)
+		}
+		if discCB != nil {
+			discCB(c, err)
+		}
+	})
 }
 
 func orNone(s string) string {

@@ -249,6 +249,42 @@ func TestMetricNamesExist(t *testing.T) {
 			t.Errorf("%s: %v\n\t%s", q.where, err, q.expr)
 		}
 	}
+	// The coordinator's scan, selection, per-server and NATS metrics
+	// (README "Operations"), with their labels, after the scans.
+	for name, lbls := range map[string][]string{
+		"scanplane_coordinator_scan_seconds_bucket":           {"profile", "policy", "outcome", "le"},
+		"scanplane_coordinator_scan_first_row_seconds_bucket": {"profile", "policy", "outcome", "le"},
+		"scanplane_coordinator_selection_seconds_bucket":      {"policy", "le"},
+		"scanplane_coordinator_load_view_rebuilds_total":      nil,
+		"scanplane_coordinator_load_view_rebuild_seconds_sum": nil,
+		"scanplane_coordinator_dead_letters_total":            nil,
+		"scanplane_coordinator_nats_errors_total":             {"op"},
+		"scanplane_coordinator_server_dispatches_total":       {"server", "host", "zone"},
+		"scanplane_coordinator_server_hedges_total":           {"server", "host", "zone"},
+		"scanplane_coordinator_server_busy_total":             {"server", "host", "zone"},
+		"scanplane_coordinator_server_timeouts_total":         {"server", "host", "zone"},
+		"scanplane_coordinator_server_errors_total":           {"server", "host", "zone"},
+		"scanplane_coordinator_server_in_flight":              {"server", "host", "zone"},
+		"scanplane_coordinator_server_start_latency_seconds":  {"server", "host", "zone"},
+		"scanplane_coordinator_server_alive":                  {"server", "host", "zone"},
+	} {
+		have, ok := exp[name]
+		if !ok {
+			t.Errorf("the coordinator does not expose %s after scans", name)
+			continue
+		}
+		for _, l := range lbls {
+			if len(have[l]) == 0 && l != "le" {
+				t.Errorf("%s: no label %s (has %v)", name, l, keys(have))
+			}
+		}
+	}
+	if got := exp["scanplane_coordinator_scan_seconds_bucket"]["outcome"]; !got["ok"] {
+		t.Errorf("scan_seconds outcomes %v after successful scans, want ok", keys(got))
+	}
+	if got := exp["scanplane_coordinator_server_dispatches_total"]["server"]; len(got) != 2 {
+		t.Errorf("per-server series for servers %v, want the cluster's 2", keys(got))
+	}
 	// The checker itself: each of these must be refused.
 	for _, bad := range []string{
 		`scanplane_coordinator_no_such_total`,
