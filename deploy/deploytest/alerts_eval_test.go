@@ -77,6 +77,11 @@ var alertCases = []alertCase{
 		up{job="scanplane-scanserver",instance="s1:8101"} 1x10
 		up{job="other",instance="x:1"} 0x10`, 10, false, "only another job is down"},
 
+	{"ScanplaneScanFirstRowP99High", firstRow("ok", 97, 97, 100), 10, true, "3% of scans wait 1-2.5 s for their first row"},
+	{"ScanplaneScanFirstRowP99High", firstRow("ok", 100, 100, 100), 10, false, "every first row within 0.5 s"},
+	{"ScanplaneScanFirstRowP99High", firstRow("ok", 2, 2, 4), 10, false, "half are slow, but 4 scans a minute is below the traffic floor"},
+	{"ScanplaneScanFirstRowP99High", firstRow("deadline_exceeded", 0, 0, 100), 10, false, "failed scans are not latency"},
+
 	{"ScanplaneScanServersLeftView", `scanplane_coordinator_live_servers{job="scanplane-coordinator",instance="c1:8091"} 6x10 4x10`, 15, true, "6 live servers, then 4"},
 	{"ScanplaneScanServersLeftView", `scanplane_coordinator_live_servers{job="scanplane-coordinator",instance="c1:8091"} 4x10 6x10`, 15, false, "servers joined"},
 
@@ -118,6 +123,20 @@ func blockFetch(source string, le100ms, le250ms, all int) string {
 		return "\n\t\tscanplane_scanserver_block_fetch_seconds_bucket{job=\"scanplane-scanserver\",instance=\"s1:8101\",source=\"" + source + "\",le=\"" + le + "\"} 0+" + strconv.Itoa(n) + "x20"
 	}
 	return line("0.1", le100ms) + line("0.25", le250ms) + line("0.5", all) + line("+Inf", all)
+}
+
+// firstRow is the classic buckets of a coordinator's first-row histogram
+// of profile "default" with outcome, with, per minute, le500ms, le1s and
+// all (=le2.5s=+Inf) scans, and its _count.
+func firstRow(outcome string, le500ms, le1s, all int) string {
+	series := func(name, le string, n int) string {
+		l := ""
+		if le != "" {
+			l = ",le=\"" + le + "\""
+		}
+		return "\n\t\tscanplane_coordinator_scan_first_row_seconds_" + name + "{job=\"scanplane-coordinator\",instance=\"c1:8091\",profile=\"default\",policy=\"accumulo\",outcome=\"" + outcome + "\"" + l + "} 0+" + strconv.Itoa(n) + "x20"
+	}
+	return series("bucket", "0.5", le500ms) + series("bucket", "1", le1s) + series("bucket", "2.5", all) + series("bucket", "+Inf", all) + series("count", "", all)
 }
 
 // labelRefRE finds the labels an annotation template shows.
