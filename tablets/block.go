@@ -56,13 +56,22 @@ func (b *Block) Matches(h BlockHandle) bool {
 // returns it and the offset of the next entry. Key and value alias the
 // block, with their capacity capped at their length.
 func (b *Block) entry(off int) (Entry, int) {
-	kl, n := binary.Uvarint(b.body[off:])
+	kl, n := uvarint(b.body[off:])
 	off += n
-	vl, n := binary.Uvarint(b.body[off:])
+	vl, n := uvarint(b.body[off:])
 	off += n
 	k := off + int(kl)
 	v := k + int(vl)
 	return Entry{Key: b.body[off:k:k], Value: b.body[k:v:v]}, v
+}
+
+// uvarint is binary.Uvarint with the one-byte case (lengths under 128,
+// most keys and values) inlined. b is verified: it holds a whole varint.
+func uvarint(b []byte) (uint64, int) {
+	if b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	return binary.Uvarint(b)
 }
 
 // end is the offset just past the last entry.

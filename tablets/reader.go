@@ -45,9 +45,20 @@ func (r *TabletReader) Scan(ctx context.Context, rng Range, after []byte) *Itera
 		it.done = true
 		return it
 	}
-	it.srcs = make([]*source, len(r.files))
+	// One allocation for the common one-file tablet: its source lives in
+	// the Iterator.
+	if len(r.files) == 1 {
+		it.oneSrc[0] = &it.one
+		it.srcs = it.oneSrc[:]
+	} else {
+		slab := make([]source, len(r.files))
+		it.srcs = make([]*source, len(r.files))
+		for i := range slab {
+			it.srcs[i] = &slab[i]
+		}
+	}
 	for i, ref := range r.files {
-		it.srcs[i] = &source{it: it, ord: i, ref: ref}
+		*it.srcs[i] = source{it: it, ord: i, ref: ref}
 	}
 	return it
 }
@@ -73,6 +84,8 @@ type Iterator struct {
 	err     error
 	stats   ReadStats
 	rows    int
+	one     source     // the source of a one-file tablet
+	oneSrc  [1]*source // srcs of a one-file tablet
 }
 
 // Next advances to the next row and reports whether there is one. When it
@@ -83,6 +96,9 @@ func (it *Iterator) Next() bool {
 	}
 	if !it.started {
 		it.started = true
+		// The heap reuses srcs' array: it never holds more than the
+		// sources already looked at.
+		it.heap = it.srcs[:0]
 		for _, s := range it.srcs {
 			if !s.init() {
 				if it.err != nil {
@@ -235,7 +251,8 @@ func (s *source) countFetch(index, cached bool) {
 	}
 }
 
-// fetch gets one object and decodes it with decode: through the fetcher's
+// fetch gets one object and decodes it with decode (whose errors are
+// *decodeError, to tell them from fetch errors): through the fetcher's
 // decoded cache when it has one (decode runs once per cache entry), else
 // on every fetch. It checks the context first and counts the fetch.
 func (s *source) fetch(key string, index bool, decode func([]byte) (any, int64, error)) (any, error) {
@@ -247,13 +264,7 @@ func (s *source) fetch(key string, index bool, decode func([]byte) (any, int64, 
 	if err := it.ctx.Err(); err != nil {
 		return nil, fmt.Errorf("tablets: scan: %w", err)
 	}
-	v, cached, err := FetchDecoded(it.ctx, it.f, key, func(data []byte) (any, int64, error) {
-		v, n, err := decode(data)
-		if err != nil {
-			err = &decodeError{err}
-		}
-		return v, n, err
-	})
+	v, cached, err := FetchDecoded(it.ctx, it.f, key, decode)
 	s.countFetch(index, cached)
 	var de *decodeError
 	switch {
@@ -276,7 +287,7 @@ func (e *decodeError) Unwrap() error { return e.err }
 func decodeIndex(data []byte) (any, int64, error) {
 	ix, err := DecodeIndex(data)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, &decodeError{err}
 	}
 	return ix, IndexCost(ix, data), nil
 }
@@ -342,7 +353,7 @@ func (s *source) nextBlock() bool {
 	v, err := s.fetch(key, false, func(data []byte) (any, int64, error) {
 		b, err := VerifyBlock(data, h)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, &decodeError{err}
 		}
 		return b, b.Cost(), nil
 	})
