@@ -303,7 +303,8 @@ func SecretsDir(flagValue string) string {
 // presents role's certificate both when it accepts and when it dials,
 // requires and verifies a peer certificate signed by the CA on accepted
 // connections, and verifies the dialled peer's certificate against the
-// CA (and its host). Errors name the --secrets flag and the file.
+// CA (and its host). A key file that group or others may read is refused.
+// Errors name the --secrets flag and the file.
 func RemoteTLS(dir, role string) (*tls.Config, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("--secrets is empty")
@@ -316,7 +317,15 @@ func RemoteTLS(dir, role string) (*tls.Config, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, fmt.Errorf("--secrets %s: ca.crt holds no PEM certificate", dir)
 	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, role+".crt"), filepath.Join(dir, role+".key"))
+	keyPath := filepath.Join(dir, role+".key")
+	if st, err := os.Stat(keyPath); err == nil && st.Mode().Perm()&0o077 != 0 {
+		// CockroachDB's rule: a key's mode may not exceed -rwx------
+		// (cockroachdb/cockroach pkg/security/certificate_loader.go,
+		// maxKeyPermissions; its later 0740 allowance for keys owned by
+		// root is not taken).
+		return nil, fmt.Errorf("--secrets %s: %s.key has mode %v, readable by others; make it 0600 (chmod 600 %s)", dir, role, st.Mode().Perm(), keyPath)
+	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, role+".crt"), keyPath)
 	if err != nil {
 		return nil, fmt.Errorf("--secrets %s: %s certificate: %w", dir, role, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
@@ -152,6 +153,22 @@ func TestRemoteTLSErrors(t *testing.T) {
 	}
 	if _, err := cliutil.RemoteTLS(dir, "nosuchrole"); err == nil {
 		t.Fatal("unknown role accepted")
+	}
+	// Key file modes, CockroachDB's rule and cases (cockroachdb/cockroach
+	// pkg/security/certificate_loader_test.go, before its root-owned
+	// 0740 allowance: node.key 0704 and client.root.key 0740 "exceed
+	// -rwx------", 0700 loads).
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o700, true}, {0o400, true}, {0o704, false}, {0o740, false}, {0o640, false}, {0o644, false}} {
+		if err := os.Chmod(filepath.Join(dir, "admin.key"), tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := cliutil.RemoteTLS(dir, "admin")
+		if tc.ok != (err == nil) || !tc.ok && !strings.Contains(err.Error(), "admin.key has mode "+tc.mode.String()+", readable by others") {
+			t.Errorf("admin.key mode %v: RemoteTLS err %v, want ok=%v", tc.mode, err, tc.ok)
+		}
 	}
 	cfg, err := cliutil.RemoteTLS(dir, "coordinator")
 	if err != nil {
