@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,7 +91,7 @@ func (a *agent) handle(req mhReq) (resp mhResp) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if req.Op != "connect" && req.Op != "waitServers" && req.Op != "streams" && a.f == nil {
+	if req.Op != "connect" && req.Op != "waitServers" && req.Op != "streams" && req.Op != "jsReady" && a.f == nil {
 		return mhResp{Err: "not connected"}
 	}
 	switch req.Op {
@@ -192,6 +193,28 @@ func (a *agent) handle(req mhReq) (resp mhResp) {
 			}
 			resp.JSON = append(resp.JSON, data)
 		}
+	case "jsReady":
+		// Every NATS node of req.NATS (comma-separated), asked alone,
+		// answers a JetStream account info request: the cluster has a
+		// JetStream leader and each node takes clients.
+		var last error
+		for {
+			last = nil
+			for _, u := range strings.Split(req.NATS, ",") {
+				if err := jsAnswers(ctx, u); err != nil {
+					last = fmt.Errorf("%s: %w", u, err)
+					break
+				}
+			}
+			if last == nil {
+				return resp
+			}
+			select {
+			case <-ctx.Done():
+				return mhResp{Err: fmt.Sprintf("after %v: %v", timeout, last)}
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
 	case "streams":
 		// Every scanplane KV stream's replicas, and whether all of them
 		// are current (the "ints" map: STREAM -> replicas, STREAM/current
@@ -269,6 +292,22 @@ func (a *agent) handle(req mhReq) (resp mhResp) {
 		return mhResp{Err: "unknown op " + req.Op}
 	}
 	return resp
+}
+
+func jsAnswers(ctx context.Context, url string) error {
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(actx)
+	return err
 }
 
 func (a *agent) record(wrong, failed error) {

@@ -163,6 +163,7 @@ func startIn(t testing.TB, nd *mhNode, logDir, name, script string, env ...strin
 	cmd := exec.Command("ip", "netns", "exec", nd.ns, "unshare", "--uts", "sh", "-c",
 		"hostname "+shq(nd.hostname)+" && "+script)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = logDir // nothing lands in the source tree
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()

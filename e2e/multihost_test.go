@@ -24,16 +24,15 @@ import (
 // its own address, hostname and zone, running one coordinator (embedding
 // one node of the three-node NATS cluster) and one scanserver.
 type mhMachine struct {
-	node          *mhNode
-	zone          string
-	data          string // the coordinator's --data
-	coord, server *mhProc
+	node                *mhNode
+	zone                string
+	data                string // the coordinator's --data (or the nats-server's files)
+	coord, server, nats *mhProc
 }
 
 const (
-	mhRows           = 20000
-	mhTablets        = 8
-	mhServersPerHost = 2
+	mhRows    = 20000
+	mhTablets = 8
 	// mhRecoverBound: after a whole machine (a coordinator, its NATS node
 	// and a scanserver) drops off the network, a full scan started then
 	// succeeds within this long, and no scan fails after it. Measured
@@ -73,12 +72,26 @@ const (
 // three nodes, and scans still match.
 //
 // Needs root and a working `ip netns` (CI has both); skipped otherwise.
-func TestMultiHost(t *testing.T) {
+func TestMultiHost(t *testing.T) { runMultiHost(t, false) }
+
+// TestMultiHostNATSServer is TestMultiHost with the other recipe of
+// deploy/README.md: on each machine (hostnames n1, n2, n3, the names
+// nats-server.conf and the systemd units use) a separate `nats-server -c
+// nats-server.conf` with NATS_SERVER_NAME set (the file copied unchanged
+// but for its store_dir, since the test's machines share one disk; the
+// nats-server built from this module's dependency), and the coordinator
+// and scanserver started with the ExecStart lines of
+// scanplane-coordinator.service and scanplane-scanserver.service (%H and
+// %l the machine's hostname, the zone edited per machine, as an operator
+// does).
+func TestMultiHostNATSServer(t *testing.T) { runMultiHost(t, true) }
+
+func runMultiHost(t *testing.T, natsServer bool) {
 	if testing.Short() {
 		t.Skip("end-to-end test with real processes")
 	}
 	if why := netnsUsable(); why != "" {
-		t.Skip("TestMultiHost " + why)
+		t.Skip(t.Name() + " " + why)
 	}
 	tStart := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -98,6 +111,15 @@ func TestMultiHost(t *testing.T) {
 		t.Fatalf("go build ./cmd/scanctl: %v\n%s", err, out)
 	}
 	scanctl := filepath.Join(toolDir, "scanctl")
+	natsBin := ""
+	if natsServer {
+		build := exec.CommandContext(ctx, "go", "build", "-o", toolDir+string(filepath.Separator), "github.com/nats-io/nats-server/v2")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build nats-server: %v\n%s", err, out)
+		}
+		natsBin = filepath.Join(toolDir, "nats-server")
+	}
 	profiles := mhProfiles(t, filepath.Join(root, "deploy", "profiles.json"))
 	t.Logf("binaries built in %v", time.Since(tStart).Round(time.Millisecond))
 
@@ -108,7 +130,13 @@ func TestMultiHost(t *testing.T) {
 	}
 	// Cleanups run last-registered first: the processes (registered
 	// later) stop before the namespaces go; the log tails come first.
-	lab := newMHNet(t, []string{"c1", "c2", "c3", "client"}, 11)
+	names := []string{"c1", "c2", "c3"}
+	serversPerHost := 2
+	if natsServer {
+		names = []string{"n1", "n2", "n3"}
+		serversPerHost = 4 // the unit's --servers
+	}
+	lab := newMHNet(t, append(slices.Clone(names), "client"), 11)
 	t.Cleanup(func() { logTails(t, base) })
 	var machines []*mhMachine
 	zoneOf := map[string]string{}
@@ -125,8 +153,39 @@ func TestMultiHost(t *testing.T) {
 		return
 	}(), ", "))
 
-	natsURLs := "nats://c1:4222,nats://c2:4222,nats://c3:4222"
+	natsURLs := "nats://" + names[0] + ":4222,nats://" + names[1] + ":4222,nats://" + names[2] + ":4222"
 	routes := "nats-route://c1:6222,nats-route://c2:6222,nats-route://c3:6222"
+	var coordUnit, serverUnit string
+	if natsServer {
+		coordUnit = execStart(t, filepath.Join(root, "deploy", "scanplane-coordinator.service"))
+		serverUnit = execStart(t, filepath.Join(root, "deploy", "scanplane-scanserver.service"))
+	}
+	// unit turns a unit's ExecStart into machine m's command: the
+	// binaries and profiles where the test has them, %H and %l the
+	// machine's hostname, the zone the machine's.
+	unit := func(m *mhMachine, cmd string) string {
+		r := strings.NewReplacer("/usr/local/bin/", bins+"/", "/etc/scanplane/profiles.json", profiles,
+			"%H", m.node.hostname, "%l", m.node.hostname, "--zone default", "--zone "+m.zone)
+		return r.Replace(cmd)
+	}
+	natsConf, err := os.ReadFile(filepath.Join(root, "deploy", "nats-server.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	startNATS := func(m *mhMachine) {
+		const store = "store_dir: /var/lib/scanplane/nats"
+		if !strings.Contains(string(natsConf), store) {
+			t.Fatalf("deploy/nats-server.conf has no %q", store)
+		}
+		conf := filepath.Join(m.data, "nats-server.conf")
+		if err := os.MkdirAll(m.data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(conf, []byte(strings.Replace(string(natsConf), store, "store_dir: "+filepath.Join(m.data, "nats"), 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m.nats = startIn(t, m.node, logDir, m.node.hostname+"-nats-server", "NATS_SERVER_NAME="+m.node.hostname+" exec "+shq(natsBin)+" -c "+shq(conf))
+	}
 	coordReady := func(m *mhMachine) string { return filepath.Join(logDir, m.node.hostname+"-coordinator.ready.json") }
 	serverReady := func(m *mhMachine) string { return filepath.Join(logDir, m.node.hostname+"-scanserver.ready.json") }
 	// The commands of deploy/README.md, with the test's paths and a
@@ -135,6 +194,11 @@ func TestMultiHost(t *testing.T) {
 	startCoordinator := func(m *mhMachine) {
 		_ = os.Remove(coordReady(m))
 		h := m.node.hostname
+		if natsServer {
+			m.coord = startIn(t, m.node, logDir, h+"-coordinator", "exec "+unit(m, coordUnit)+
+				" --log-level info --ready-file "+shq(coordReady(m))+" --die-with-parent")
+			return
+		}
 		m.coord = startIn(t, m.node, logDir, h+"-coordinator", "exec "+shq(filepath.Join(bins, "coordinator"))+
 			" --nats-listen 0.0.0.0:4222 --nats-cluster 0.0.0.0:6222 --nats-name "+h+
 			" --nats-routes "+routes+
@@ -163,15 +227,32 @@ func TestMultiHost(t *testing.T) {
 	}
 	startScanserver := func(m *mhMachine) {
 		_ = os.Remove(serverReady(m))
+		if natsServer {
+			m.server = startIn(t, m.node, logDir, m.node.hostname+"-scanserver", "exec "+unit(m, serverUnit)+
+				" --log-level info --ready-file "+shq(serverReady(m))+" --die-with-parent")
+			return
+		}
 		m.server = startIn(t, m.node, logDir, m.node.hostname+"-scanserver", "exec "+shq(filepath.Join(bins, "scanserver"))+
 			" --nats "+natsURLs+" --host $(hostname -s) --zone "+m.zone+
-			fmt.Sprintf(" --servers %d", mhServersPerHost)+" --listen 0.0.0.0:8100 --advertise $(hostname -f):8100 --cache-size 64MiB --insecure"+
+			fmt.Sprintf(" --servers %d", serversPerHost)+" --listen 0.0.0.0:8100 --advertise $(hostname -f):8100 --cache-size 64MiB --insecure"+
 			" --log-level info --ready-file "+shq(serverReady(m))+" --die-with-parent")
 	}
 
-	// Start all three coordinators together (deploy/README.md: a new
-	// cluster elects its first JetStream leader once every node is up).
+	ag := startAgent(t, clientNode, logDir)
+	// Start all three NATS nodes or coordinators together
+	// (deploy/README.md: a new cluster elects its first JetStream leader
+	// once every node is up).
 	t0 := time.Now()
+	if natsServer {
+		for _, m := range machines {
+			startNATS(m)
+		}
+		if r := ag.do(mhReq{Op: "jsReady", NATS: natsURLs, TimeoutMs: 60000}, 70*time.Second); r.Err != "" {
+			t.Fatalf("NATS cluster: %s", r.Err)
+		}
+		t.Logf("3 nats-server nodes: JetStream answering on each in %v", time.Since(t0).Round(time.Millisecond))
+		t0 = time.Now()
+	}
 	for _, m := range machines {
 		startCoordinator(m)
 	}
@@ -188,14 +269,13 @@ func TestMultiHost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ag := startAgent(t, clientNode, logDir)
 	httpOf := func(ms ...*mhMachine) (hs []string) {
 		for _, m := range ms {
 			hs = append(hs, m.node.hostname+":8091")
 		}
 		return hs
 	}
-	all := 3 * mhServersPerHost
+	all := 3 * serversPerHost
 	if r := ag.do(mhReq{Op: "waitServers", HTTP: httpOf(machines...), N: all, TimeoutMs: 60000}, 70*time.Second); r.Err != "" {
 		t.Fatal(r.Err)
 	}
@@ -204,7 +284,7 @@ func TestMultiHost(t *testing.T) {
 	// Ingest from the client machine with scanctl, as the README does.
 	t0 = time.Now()
 	ictx, icancel := context.WithTimeout(ctx, 60*time.Second)
-	out, err := exec.CommandContext(ictx, "ip", "netns", "exec", clientNode.ns, scanctl, "ingest", "--nats", "nats://c1:4222",
+	out, err := exec.CommandContext(ictx, "ip", "netns", "exec", clientNode.ns, scanctl, "ingest", "--nats", "nats://"+names[0]+":4222",
 		"--table", table, "--splits", fmt.Sprint(mhTablets), "--generate", fmt.Sprint(mhRows)).CombinedOutput()
 	icancel()
 	if err != nil {
@@ -231,12 +311,12 @@ func TestMultiHost(t *testing.T) {
 		perHost := map[string]int{}
 		for _, s := range st.Servers {
 			if want, ok := zoneOf[s.Host]; !ok || s.Zone != want || !s.Alive {
-				t.Fatalf("coordinator c%d sees server %s on host %q zone %q alive=%v; want hosts c1-c3 with zones %v, alive", i+1, s.Id, s.Host, s.Zone, s.Alive, zoneOf)
+				t.Fatalf("coordinator %s sees server %s on host %q zone %q alive=%v; want hosts %v with zones %v, alive", names[i], s.Id, s.Host, s.Zone, s.Alive, names, zoneOf)
 			}
 			perHost[s.Host]++
 		}
-		if len(perHost) != 3 || perHost["c1"] != mhServersPerHost || perHost["c2"] != mhServersPerHost {
-			t.Fatalf("coordinator c%d sees servers per host %v", i+1, perHost)
+		if len(perHost) != 3 || perHost[names[0]] != serversPerHost || perHost[names[1]] != serversPerHost {
+			t.Fatalf("coordinator %s sees servers per host %v", names[i], perHost)
 		}
 	}
 	hostOf, zoneOfServer := map[string]string{}, map[string]string{}
@@ -271,6 +351,9 @@ func TestMultiHost(t *testing.T) {
 	lab.setLink(victim.node, false)
 	victim.coord.kill()
 	victim.server.kill()
+	if victim.nats != nil {
+		victim.nats.kill()
+	}
 	// The first full scan that succeeds after the loss (each try bounded).
 	var tries []string
 	for {
@@ -294,10 +377,10 @@ func TestMultiHost(t *testing.T) {
 	if recovered > mhRecoverBound {
 		t.Fatalf("the first full scan after the loss succeeded after %v, want within %v", recovered, mhRecoverBound)
 	}
-	if r := ag.do(mhReq{Op: "waitServers", HTTP: httpOf(survivors...), N: all - mhServersPerHost, TimeoutMs: 30000}, 40*time.Second); r.Err != "" {
+	if r := ag.do(mhReq{Op: "waitServers", HTTP: httpOf(survivors...), N: all - serversPerHost, TimeoutMs: 30000}, 40*time.Second); r.Err != "" {
 		t.Fatalf("survivors do not drop %s's servers: %s", victim.node.hostname, r.Err)
 	}
-	t.Logf("both surviving coordinators see only the 4 surviving servers %v after the loss", time.Since(tLoss).Round(time.Millisecond))
+	t.Logf("both surviving coordinators see only the %d surviving servers %v after the loss", all-serversPerHost, time.Since(tLoss).Round(time.Millisecond))
 	if r := ag.do(mhReq{Op: "run", N: 60, Seed: 2, TimeoutMs: 60000}, 70*time.Second); r.Wrong != "" || len(r.Errs) > 0 || r.Err != "" {
 		t.Fatalf("60 random scans after the loss: wrong %q, errors %q %s", r.Wrong, r.Errs, r.Err)
 	}
@@ -339,6 +422,9 @@ func TestMultiHost(t *testing.T) {
 	// directory.
 	tBack := time.Now()
 	lab.setLink(victim.node, true)
+	if natsServer {
+		startNATS(victim)
+	}
 	startCoordinator(victim)
 	startScanserver(victim)
 	waitCoordinator(victim)
@@ -359,7 +445,7 @@ func TestMultiHost(t *testing.T) {
 		t.Fatalf("30 random scans after the return: wrong %q, errors %q %s", r.Wrong, r.Errs, r.Err)
 	}
 	checkRoutes(t, ag, hostOf, zoneOfServer, "")
-	t.Logf("TestMultiHost total %v", time.Since(tStart).Round(time.Millisecond))
+	t.Logf("%s total %v", t.Name(), time.Since(tStart).Round(time.Millisecond))
 }
 
 func mustScan(t *testing.T, ag *mhAgent, a, b int, what string) {
@@ -410,10 +496,12 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 	t.Helper()
 	perHost := map[string]int{}
 	zoneSize := map[string]int{}
+	live := 0
 	for id, h := range hostOf {
 		if h != gone {
 			perHost[h]++
 			zoneSize[zoneOf[id]]++
+			live++
 		}
 	}
 	nearestHosts, zones := map[string]int{}, map[string]int{}
@@ -443,7 +531,7 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 		// With Ribbon's default zoneTriggerLoad, every zone is kept (all
 		// live servers offered) while no zone's load per server reaches
 		// 0.2, else one zone is avoided and one of the others chosen.
-		if live := len(hostOf) - mhServersPerHost*btoi(gone != ""); len(zoneAll.Candidates) != live {
+		if len(zoneAll.Candidates) != live {
 			z := zoneOf[zoneAll.Choice]
 			for _, c := range zoneAll.Candidates {
 				if zoneOf[c] != z || len(zoneAll.Candidates) != zoneSize[z] {
@@ -453,7 +541,7 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 		}
 		h := hostOf[near.Choice]
 		n := perHost[h]
-		if len(near.Candidates) != len(hostOf)-mhServersPerHost*btoi(gone != "") || len(near.Candidates) < n {
+		if len(near.Candidates) != live || len(near.Candidates) < n {
 			t.Fatalf("nearest_hostname row %d: candidates %q", row, near.Candidates)
 		}
 		for i, c := range near.Candidates {
@@ -502,11 +590,31 @@ func mhProfiles(t *testing.T, shipped string) string {
 	return p
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+// execStart returns a systemd unit's ExecStart command, its continuation
+// lines joined.
+func execStart(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	var cmd strings.Builder
+	in := false
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
+		if !in && !strings.HasPrefix(l, "ExecStart=") {
+			continue
+		}
+		in = true
+		l = strings.TrimPrefix(l, "ExecStart=")
+		more := strings.HasSuffix(l, "\\")
+		cmd.WriteString(strings.TrimSpace(strings.TrimSuffix(l, "\\")) + " ")
+		if !more {
+			return strings.TrimSpace(cmd.String())
+		}
+	}
+	t.Fatalf("%s: no ExecStart", path)
+	return ""
 }
 
 func hostsOf(hostOf map[string]string, ids []string) []string {
