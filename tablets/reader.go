@@ -266,12 +266,13 @@ func (s *source) fetch(key string, index bool, decode func([]byte) (any, int64, 
 	}
 	v, cached, err := FetchDecoded(it.ctx, it.f, key, decode)
 	s.countFetch(index, cached)
-	var de *decodeError
-	switch {
-	case errors.As(err, &de):
-		// The object's bytes are bad (a fetch wraps the decode error).
-		return nil, fmt.Errorf("tablets: %s %s: %w", what, key, de.err)
-	case err != nil:
+	if err != nil {
+		// Declared here: errors.As moves it to the heap.
+		var de *decodeError
+		if errors.As(err, &de) {
+			// The object's bytes are bad (a fetch wraps the decode error).
+			return nil, fmt.Errorf("tablets: %s %s: %w", what, key, de.err)
+		}
 		return nil, fmt.Errorf("tablets: fetch %s: %w", key, err)
 	}
 	return v, nil
