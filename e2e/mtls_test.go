@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,4 +226,107 @@ func waitLogLine(t *testing.T, path string, want ...string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestMutualTLSCoordinators: two coordinators (one Proto.Actor cluster,
+// gossip and forwarded scans between them over the remote) and two scan
+// servers, all on --secrets: a scan sent to either coordinator alone
+// (scanctl --coordinator, so the tablets the other owns are forwarded to
+// it) returns every row, and no process logs a refused handshake.
+func TestMutualTLSCoordinators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes")
+	}
+	ctx := context.Background()
+	bins, err := localcluster.BuildFromSource(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scanctl := filepath.Join(t.TempDir(), "scanctl")
+	bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer bcancel()
+	if out, err := exec.CommandContext(bctx, "go", "build", "-o", scanctl, "../cmd/scanctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build scanctl: %v\n%s", err, out)
+	}
+	secrets := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 2, Hosts: 2, ServersPerHost: 1, DataDir: dataDir, BinDir: bins,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
+		CoordinatorArgs: []string{"--secrets", secrets},
+		HostArgs:        func(int) []string { return []string{"--secrets", secrets} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	t.Cleanup(func() { logTails(t, dataDir) })
+	truth := tablets.GenerateRows(4000)
+	ingest(t, cl.NATSURL(), truth, 8)
+	for i := 0; i < cl.Coordinators(); i++ {
+		addr := cl.CoordinatorProc(i).Ready.Actor
+		sctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+		out, err := exec.CommandContext(sctx, scanctl, "scan", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secrets,
+			"--table", table, "--count", "--timeout", "30s").CombinedOutput()
+		cancel()
+		if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(len(truth)) {
+			t.Fatalf("scanctl scan --coordinator %s (coordinator %d): %v, output %q; want %d", addr, i, err, out, len(truth))
+		}
+	}
+	// The scans did cross between the coordinators.
+	forwarded := 0.0
+	for i := 0; i < cl.Coordinators(); i++ {
+		forwarded += metricSum(t, "http://"+cl.CoordinatorProc(i).Ready.HTTP+"/metrics", "forwarded_total")
+	}
+	if forwarded == 0 {
+		t.Fatal("no scan was forwarded between the coordinators")
+	}
+	t.Logf("%v scan requests forwarded between the coordinators", forwarded)
+	logs, err := filepath.Glob(filepath.Join(dataDir, "logs", "*.log"))
+	if err != nil || len(logs) < 4 {
+		t.Fatalf("logs %q: %v", logs, err)
+	}
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "TLS handshake") {
+			t.Errorf("%s logs a failed TLS handshake:\n%s", filepath.Base(l), data)
+		}
+	}
+}
+
+// metricSum is the sum of the Prometheus text samples at url whose
+// metric name ends in suffix.
+func metricSum(t *testing.T, url, suffix string) float64 {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, l := range strings.Split(string(body), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		name, _, _ := strings.Cut(f[0], "{")
+		if !strings.HasSuffix(name, suffix) {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", url, l, err)
+		}
+		sum += v
+	}
+	return sum
 }
