@@ -239,13 +239,21 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 	s.counters.Active.Store(int64(s.queue.Active()))
 }
 
+// scanLogAttrs are the attributes of every log line about a scan: its
+// request id, attempt, table and tablet (the server is in the logger).
+func scanLogAttrs(m *messages.StartScan) []any {
+	t := m.GetTablet()
+	return []any{"request", m.GetRequestId(), "attempt", m.GetAttempt(), "table", t.GetTable(), "tablet",
+		fmt.Sprintf("%s/g%d/t%d", t.GetTable(), t.GetGeneration(), t.GetIndex())}
+}
+
 func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 	err := ValidateStartScan(m)
 	if err == nil {
 		err = ValidateFlow(m.GetWindow(), m.GetBatchRows(), m.GetBatchBytes(), s.cfg.Window, s.cfg.BatchBytes)
 	}
 	if err != nil {
-		s.log.Warn("bad StartScan", "err", err)
+		s.log.Warn("bad StartScan", append(scanLogAttrs(m), "err", err)...)
 		s.counters.countFinished(messages.ErrorCode_ERROR_CODE_BAD_REQUEST)
 		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id,
 			Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST, ErrorMessage: "scan server " + s.id + ": bad StartScan: " + err.Error()}
@@ -414,7 +422,7 @@ func (s *ScanServerActor) onAck(m *messages.BatchAck) {
 		return
 	}
 	if m.GetSeq() > job.sent.Load() {
-		s.log.Debug("ignoring BatchAck beyond the batches sent", "request", m.GetRequestId(), "attempt", m.GetAttempt(), "seq", m.GetSeq(), "sent", job.sent.Load())
+		s.log.Debug("ignoring BatchAck beyond the batches sent", append(scanLogAttrs(job.req), "seq", m.GetSeq(), "sent", job.sent.Load())...)
 		return
 	}
 	for {
@@ -469,7 +477,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 			}
 		}
 		if fin.Error == messages.ErrorCode_ERROR_CODE_STORAGE || fin.Error == messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK {
-			s.log.Warn("scan failed reading the block store", "code", fin.Error.String(), "request", job.key.RequestID, "attempt", job.key.Attempt, "rows", fin.Rows, "err", fin.ErrorMessage)
+			s.log.Warn("scan failed reading the block store", append(scanLogAttrs(job.req), "code", fin.Error.String(), "rows", fin.Rows, "err", fin.ErrorMessage)...)
 		}
 	}
 	fin.DurationUs = time.Since(job.started).Microseconds()

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -58,9 +59,10 @@ func newHoldFetcher(inner tablets.BlockFetcher, holdFrom int) *holdFetcher {
 }
 
 func (h *holdFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, error) {
-	var b int
+	// A block key ends in ".b<N>"; a file id is hex and may start with
+	// "b" too (".b850ce….idx"), so the whole suffix must be the number.
 	if i := strings.LastIndex(key, ".b"); i >= 0 {
-		if _, err := fmt.Sscanf(key[i+2:], "%d", &b); err == nil && b >= h.holdFrom {
+		if b, err := strconv.Atoi(key[i+2:]); err == nil && b >= h.holdFrom {
 			h.once.Do(func() { close(h.held) })
 			select {
 			case <-h.open:
