@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -168,6 +169,13 @@ type Result struct {
 	CollectS float64 `json:"collect_s"`
 	// LoadAvg: the machine's 1-minute load average at the window's end.
 	LoadAvg float64 `json:"loadavg"`
+	// CPUSeconds: CPU time (user + system) each process kind used from the
+	// measured window's start until its scans ended (CPUWindowS seconds):
+	// coordinator, scanserver (all hosts), client (this process). Divided
+	// by CPUWindowS it is the cores a kind kept busy, which names the
+	// component that saturates first in a closed-loop run.
+	CPUSeconds map[string]float64 `json:"cpu_s,omitempty"`
+	CPUWindowS float64            `json:"cpu_window_s,omitempty"`
 	// CDF: latency distribution, ascending.
 	CDF []CDFPoint `json:"cdf,omitempty"`
 }
@@ -275,6 +283,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for _, res := range r.Results {
+		if res.CPUWindowS > 0 {
+			fmt.Fprintf(w, "  %s/%s cpu: %s\n", res.Policy, res.Fault, cpuLine(res))
+		}
+	}
+	for _, res := range r.Results {
 		for _, e := range res.ErrorSamples {
 			fmt.Fprintf(w, "  %s/%s error ×%d: %s\n", res.Policy, res.Fault, e.Count, e.Message)
 		}
@@ -286,6 +299,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w, "note:", n)
 	}
 	return nil
+}
+
+// cpuLine says how many cores each process kind kept busy, the busiest
+// first, and the CPU time per scan.
+func cpuLine(res Result) string {
+	kinds := []string{KindCoordinator, KindScanServer, KindClient}
+	sort.SliceStable(kinds, func(i, j int) bool { return res.CPUSeconds[kinds[i]] > res.CPUSeconds[kinds[j]] })
+	var parts []string
+	for _, k := range kinds {
+		s, ok := res.CPUSeconds[k]
+		if !ok {
+			continue
+		}
+		per := ""
+		if res.Scans > 0 {
+			per = fmt.Sprintf(", %.0f µs/scan", s*1e6/float64(res.Scans))
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f cores (%.2f s%s)", k, s/res.CPUWindowS, s, per))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // TotalWrong is the number of scans with wrong rows, warm-up included.

@@ -210,10 +210,13 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 	// The measured window: snapshots at its start, faults inside it.
 	var s0 statusSet
 	var m0 *cacheMark
+	var cpu0 cpuMark
+	var cpuAt time.Time
 	var windows [][2]float64
 	var faultErr error
 	if err := sleepUntil(pctx, p.measureStart); err == nil {
 		p.stage.Store("measure")
+		cpu0, cpuAt = markCPU(p.t.cpuPIDs()), time.Now()
 		m0 = p.t.cache.mark()
 		s0, faultErr = p.t.statusAll(pctx)
 		if p.hasAny(flagFaults) {
@@ -229,6 +232,11 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 		cancel()
 	}
 	wg.Wait()
+	var cpu map[string]float64
+	var cpuWindow time.Duration
+	if !cpuAt.IsZero() {
+		cpu, cpuWindow = cpuDelta(cpu0, markCPU(p.t.cpuPIDs())), time.Since(cpuAt)
+	}
 	p.stage.Store("collect")
 	cancel()
 	<-progressDone
@@ -256,6 +264,7 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 	hits, misses := p.t.cache.delta(m0, m1)
 	res := p.result(s0, s1, hits, misses, windows)
 	res.LoadAvg = loadAvg()
+	res.CPUSeconds, res.CPUWindowS = cpu, cpuWindow.Seconds()
 	res.SetupS, res.CollectS = p.setupTime.Seconds(), time.Since(p.end).Seconds()
 	return res, nil
 }

@@ -97,6 +97,8 @@ type options struct {
 	quick    bool
 	median   string
 	progress string
+	// closedLoop: --closed-loop N (0 = not given).
+	closedLoop int
 }
 
 func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
@@ -143,6 +145,7 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.BoolVar(&o.quick, "quick", o.quick, "smoke test of about 20 s: accumulo-host and adaptive under slow-server, smaller cluster, table and phases (explicit flags still apply)")
 	fs.StringVar(&o.median, "median", o.median, "no run: combine these report directories (comma separated) into medians, print and write them to --out")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line on stderr: auto (when a terminal), on, off")
+	fs.IntVar(&o.closedLoop, "closed-loop", 0, "saturation run: N clients scanning back to back, no think time (sets --clients N --rate 0); the report adds scans/s and the CPU each process kind used")
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -175,6 +178,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return 2
 			}
 		}
+	}
+	if opts.closedLoop != 0 {
+		if opts.closedLoop < 1 || opts.closedLoop > 4096 {
+			fmt.Fprintf(stderr, "loadtest: --closed-loop %d must be in [1, 4096] clients\n", opts.closedLoop)
+			return 2
+		}
+		if _, ok := explicit["rate"]; ok {
+			fmt.Fprintln(stderr, "loadtest: --closed-loop and --rate exclude each other (a closed loop has no rate)")
+			return 2
+		}
+		cfg.Clients, cfg.Rate = opts.closedLoop, 0
 	}
 	if _, ok := explicit["policies"]; !ok && cfg.NATS != "" && cfg.ProfilesFile == "" {
 		cfg.Policies = []string{loadtest.PolicyCurrent}

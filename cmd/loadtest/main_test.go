@@ -40,3 +40,23 @@ func TestFlagsNewFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagsClosedLoop: --closed-loop takes a client count in [1, 4096]
+// and excludes --rate.
+func TestFlagsClosedLoop(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--closed-loop", "-1"}, "--closed-loop -1 must be in [1, 4096]"},
+		{[]string{"--closed-loop", "5000"}, "--closed-loop 5000 must be in [1, 4096]"},
+		{[]string{"--closed-loop", "8", "--rate", "100"}, "exclude each other"},
+		{[]string{"--closed-loop", "x"}, "invalid value"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), tc.args, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("loadtest %q: exit %d, stderr %q; want 2 and %q", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}
