@@ -31,7 +31,7 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	scans := fs.Int("scans", 200, "random range scans to run and verify")
 	data := fs.String("data", "", "data directory (default: a temporary directory, removed afterwards)")
 	fs.StringVar(&cfg.BinDir, "bin", "", "directory with the coordinator and scanserver executables")
-	compare := fs.String("compare", "quick", "then compare the selection policies under faults with the load tester: quick (about 20 s), full (nine policies × six faults, an estimated 12 min) or off")
+	compare := fs.String("compare", "quick", "then compare the selection policies under faults with the load tester: quick (about 20 s), full (nine policies × six faults, about 11 min) or off")
 	if _, err := parse("demo", g, fs, args, errOut); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func runCompare(ctx context.Context, mode string, out, errOut io.Writer) error {
 		return err
 	}
 	args := []string{"--out", "", "--progress", "off"}
-	what := "the default comparison (nine policies × six faults, an estimated 12 minutes)"
+	what := "the default comparison (nine policies × six faults, about 11 minutes)"
 	if mode == "quick" {
 		args = append(args, "--quick")
 		what = "a quick comparison (about 20 s; `go run ./cmd/loadtest` runs the full one)"
