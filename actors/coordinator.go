@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,8 @@ type CoordinatorConfig struct {
 	// Default os.Hostname().
 	Hostname string
 	Logger   *slog.Logger
+	// Version is the build version /status reports; "" = "devel".
+	Version string
 	// Metrics receives the scan, selection and load-view histograms and
 	// the NATS error counts; nil = private metrics nobody scrapes. Pass
 	// the same CoordMetrics to every coordinator a process starts.
@@ -498,7 +501,7 @@ func (c *Coordinator) Status() *messages.StatusReply {
 		BadMessages: c.counters.badMessages.Load(), Flows: uint32(max(c.counters.flows.Load(), 0)),
 		HostActors: uint32(max(c.counters.hostActors.Load(), 0)), Overloaded: c.counters.overloaded.Load(),
 		TabletActors: uint32(max(c.counters.tabletActors.Load(), 0)), ProbesSent: c.counters.probesSent.Load(),
-		ProbeReplies: c.counters.probeReplies.Load()}
+		ProbeReplies: c.counters.probeReplies.Load(), Version: cmp.Or(c.cfg.Version, "devel"), Tables: c.meta.tableStatus()}
 	c.status.Range(func(_, v any) bool {
 		r.Servers = append(r.Servers, v.([]*messages.ServerStatus)...)
 		return true

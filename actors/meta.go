@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/singleflight"
@@ -109,6 +111,36 @@ func (m *metaCache) get(ctx context.Context, table string, gen uint64) (*message
 		return nil, messages.ErrorCode_ERROR_CODE_INTERNAL, fmt.Errorf("metadata of %q: %w", table, err)
 	}
 	return v.(*messages.TableMeta), 0, nil
+}
+
+// tableStatus lists the tables seen (current generations from the
+// metadata watch, cached generations), sorted by name.
+func (m *metaCache) tableStatus() []*messages.TableStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byName := map[string]*messages.TableStatus{}
+	get := func(name string) *messages.TableStatus {
+		t := byName[name]
+		if t == nil {
+			t = &messages.TableStatus{Name: name, CachedGenerations: []uint64{}}
+			byName[name] = t
+		}
+		return t
+	}
+	for name, gen := range m.current {
+		get(name).CurrentGeneration = gen
+	}
+	for k := range m.tables {
+		t := get(k.table)
+		t.CachedGenerations = append(t.CachedGenerations, k.gen)
+	}
+	out := make([]*messages.TableStatus, 0, len(byName))
+	for _, t := range byName {
+		slices.Sort(t.CachedGenerations)
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *messages.TableStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // forget drops cached generations of a table older than keepFrom.

@@ -2503,6 +2503,8 @@ type StatusReply struct {
 	Coordinators    []*ClusterInfo         `protobuf:"bytes,18,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                      // the live coordinator leases this coordinator sees, by member_id
 	ProbesSent      uint64                 `protobuf:"varint,19,opt,name=probes_sent,json=probesSent,proto3" json:"probes_sent,omitempty"`       // Prequal probes sent to scan servers (policy prequal)
 	ProbeReplies    uint64                 `protobuf:"varint,20,opt,name=probe_replies,json=probeReplies,proto3" json:"probe_replies,omitempty"` // probe answers fed into a prequal pool
+	Version         string                 `protobuf:"bytes,21,opt,name=version,proto3" json:"version,omitempty"`                                // the coordinator's build version ("devel" when the build has none)
+	Tables          []*TableStatus         `protobuf:"bytes,22,rep,name=tables,proto3" json:"tables,omitempty"`                                  // the tables in this coordinator's metadata view, by name
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2677,6 +2679,81 @@ func (x *StatusReply) GetProbeReplies() uint64 {
 	return 0
 }
 
+func (x *StatusReply) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *StatusReply) GetTables() []*TableStatus {
+	if x != nil {
+		return x.Tables
+	}
+	return nil
+}
+
+// TableStatus is one table as a coordinator's metadata view has it.
+type TableStatus struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	CurrentGeneration uint64                 `protobuf:"varint,2,opt,name=current_generation,json=currentGeneration,proto3" json:"current_generation,omitempty"`        // the newest current generation seen (0: only cached generations known)
+	CachedGenerations []uint64               `protobuf:"varint,3,rep,packed,name=cached_generations,json=cachedGenerations,proto3" json:"cached_generations,omitempty"` // generations whose metadata the coordinator holds, ascending
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TableStatus) Reset() {
+	*x = TableStatus{}
+	mi := &file_scanplane_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TableStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TableStatus) ProtoMessage() {}
+
+func (x *TableStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TableStatus.ProtoReflect.Descriptor instead.
+func (*TableStatus) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TableStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TableStatus) GetCurrentGeneration() uint64 {
+	if x != nil {
+		return x.CurrentGeneration
+	}
+	return 0
+}
+
+func (x *TableStatus) GetCachedGenerations() []uint64 {
+	if x != nil {
+		return x.CachedGenerations
+	}
+	return nil
+}
+
 // RouteRequest / RouteReply: scanctl route.
 type RouteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2690,7 +2767,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2779,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2792,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{25}
+	return file_scanplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RouteRequest) GetTable() string {
@@ -2766,7 +2843,7 @@ type RouteReply struct {
 
 func (x *RouteReply) Reset() {
 	*x = RouteReply{}
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2778,7 +2855,7 @@ func (x *RouteReply) String() string {
 func (*RouteReply) ProtoMessage() {}
 
 func (x *RouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2791,7 +2868,7 @@ func (x *RouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteReply.ProtoReflect.Descriptor instead.
 func (*RouteReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{26}
+	return file_scanplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RouteReply) GetProfile() string {
@@ -2887,7 +2964,7 @@ type ReloadProfiles struct {
 
 func (x *ReloadProfiles) Reset() {
 	*x = ReloadProfiles{}
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +2976,7 @@ func (x *ReloadProfiles) String() string {
 func (*ReloadProfiles) ProtoMessage() {}
 
 func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +2989,7 @@ func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadProfiles.ProtoReflect.Descriptor instead.
 func (*ReloadProfiles) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{27}
+	return file_scanplane_proto_rawDescGZIP(), []int{28}
 }
 
 type ReloadReply struct {
@@ -2925,7 +3002,7 @@ type ReloadReply struct {
 
 func (x *ReloadReply) Reset() {
 	*x = ReloadReply{}
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +3014,7 @@ func (x *ReloadReply) String() string {
 func (*ReloadReply) ProtoMessage() {}
 
 func (x *ReloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3027,7 @@ func (x *ReloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadReply.ProtoReflect.Descriptor instead.
 func (*ReloadReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{28}
+	return file_scanplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReloadReply) GetOk() bool {
@@ -2981,7 +3058,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3070,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3083,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{29}
+	return file_scanplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Probe) GetId() uint64 {
@@ -3043,7 +3120,7 @@ type ProbeReply struct {
 
 func (x *ProbeReply) Reset() {
 	*x = ProbeReply{}
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3055,7 +3132,7 @@ func (x *ProbeReply) String() string {
 func (*ProbeReply) ProtoMessage() {}
 
 func (x *ProbeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3068,7 +3145,7 @@ func (x *ProbeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeReply.ProtoReflect.Descriptor instead.
 func (*ProbeReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{30}
+	return file_scanplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ProbeReply) GetId() uint64 {
@@ -3353,7 +3430,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06hedges\x18\x12 \x01(\x04R\x06hedges\x12#\n" +
 	"\rattempts_busy\x18\x13 \x01(\x04R\fattemptsBusy\x12,\n" +
 	"\x12attempts_timed_out\x18\x14 \x01(\x04R\x10attemptsTimedOut\x12'\n" +
-	"\x0fattempts_failed\x18\x15 \x01(\x04R\x0eattemptsFailed\"\xd1\x05\n" +
+	"\x0fattempts_failed\x18\x15 \x01(\x04R\x0eattemptsFailed\"\x9e\x06\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +
@@ -3381,7 +3458,13 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fcoordinators\x18\x12 \x03(\v2\x19.scanplane.v1.ClusterInfoR\fcoordinators\x12\x1f\n" +
 	"\vprobes_sent\x18\x13 \x01(\x04R\n" +
 	"probesSent\x12#\n" +
-	"\rprobe_replies\x18\x14 \x01(\x04R\fprobeReplies\"\xe6\x01\n" +
+	"\rprobe_replies\x18\x14 \x01(\x04R\fprobeReplies\x12\x18\n" +
+	"\aversion\x18\x15 \x01(\tR\aversion\x121\n" +
+	"\x06tables\x18\x16 \x03(\v2\x19.scanplane.v1.TableStatusR\x06tables\"\x7f\n" +
+	"\vTableStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
+	"\x12current_generation\x18\x02 \x01(\x04R\x11currentGeneration\x12-\n" +
+	"\x12cached_generations\x18\x03 \x03(\x04R\x11cachedGenerations\"\xe6\x01\n" +
 	"\fRouteRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x10\n" +
 	"\x03row\x18\x02 \x01(\fR\x03row\x12;\n" +
@@ -3466,7 +3549,7 @@ func file_scanplane_proto_rawDescGZIP() []byte {
 }
 
 var file_scanplane_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_scanplane_proto_goTypes = []any{
 	(ErrorCode)(0),         // 0: scanplane.v1.ErrorCode
 	(AttemptResult)(0),     // 1: scanplane.v1.AttemptResult
@@ -3495,14 +3578,15 @@ var file_scanplane_proto_goTypes = []any{
 	(*StatusRequest)(nil),  // 24: scanplane.v1.StatusRequest
 	(*ServerStatus)(nil),   // 25: scanplane.v1.ServerStatus
 	(*StatusReply)(nil),    // 26: scanplane.v1.StatusReply
-	(*RouteRequest)(nil),   // 27: scanplane.v1.RouteRequest
-	(*RouteReply)(nil),     // 28: scanplane.v1.RouteReply
-	(*ReloadProfiles)(nil), // 29: scanplane.v1.ReloadProfiles
-	(*ReloadReply)(nil),    // 30: scanplane.v1.ReloadReply
-	(*Probe)(nil),          // 31: scanplane.v1.Probe
-	(*ProbeReply)(nil),     // 32: scanplane.v1.ProbeReply
-	nil,                    // 33: scanplane.v1.ScanRequest.HintsEntry
-	nil,                    // 34: scanplane.v1.RouteRequest.HintsEntry
+	(*TableStatus)(nil),    // 27: scanplane.v1.TableStatus
+	(*RouteRequest)(nil),   // 28: scanplane.v1.RouteRequest
+	(*RouteReply)(nil),     // 29: scanplane.v1.RouteReply
+	(*ReloadProfiles)(nil), // 30: scanplane.v1.ReloadProfiles
+	(*ReloadReply)(nil),    // 31: scanplane.v1.ReloadReply
+	(*Probe)(nil),          // 32: scanplane.v1.Probe
+	(*ProbeReply)(nil),     // 33: scanplane.v1.ProbeReply
+	nil,                    // 34: scanplane.v1.ScanRequest.HintsEntry
+	nil,                    // 35: scanplane.v1.RouteRequest.HintsEntry
 }
 var file_scanplane_proto_depIdxs = []int32{
 	4,  // 0: scanplane.v1.TabletMeta.ref:type_name -> scanplane.v1.TabletRef
@@ -3511,7 +3595,7 @@ var file_scanplane_proto_depIdxs = []int32{
 	2,  // 3: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
 	4,  // 4: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
 	3,  // 5: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
-	33, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	34, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
 	0,  // 7: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
 	13, // 8: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
 	1,  // 9: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
@@ -3527,15 +3611,16 @@ var file_scanplane_proto_depIdxs = []int32{
 	2,  // 19: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
 	25, // 20: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
 	8,  // 21: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	34, // 22: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 23: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 24: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 25: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	27, // 22: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	35, // 23: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 24: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 25: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 26: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
@@ -3549,7 +3634,7 @@ func file_scanplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_proto_rawDesc), len(file_scanplane_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -132,6 +132,7 @@ func run(args []string) int {
 	cc.Flow.BusySlack, cc.Flow.StartStall = o.busySlack, o.startStall
 	cc.Logger = log
 	cc.Metrics = actors.NewCoordMetrics()
+	cc.Version = buildVersion()
 	if err := cc.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		return 2
@@ -255,7 +256,7 @@ func run(args []string) int {
 			return nil, fmt.Errorf("incarnation: %w", err)
 		}
 		ci := &messages.ClusterInfo{RouterId: actors.RouterName, HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(),
-			Version: "v1", Incarnation: hex.EncodeToString(inc[:])}
+			Version: cc.Version, Incarnation: hex.EncodeToString(inc[:])}
 		if sc != nil {
 			ci.NatsUrl, ci.NatsNode = natsURL, natsNode
 		}

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +75,7 @@ var pageFuncs = template.FuncMap{
 		return "no"
 	},
 	"pct":  func(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) },
+	"gens": formatGens,
 	"errs": func(e float64) string { return fmt.Sprintf("%.2f", e) },
 	// us renders a start-latency estimate in microseconds.
 	"us": func(us int64) string {
@@ -119,7 +121,7 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 </head>
 <body>
 <h1>scanplane coordinator</h1>
-<p class="muted">member {{or .St.MemberId "-"}} · started {{since .Now .St.StartedUnixMs}} · {{.AliveCount}} of {{len .St.Servers}} scan servers alive · this page reloads every 2 s; the same data as JSON: <a href="status">/status</a>, metrics: <a href="metrics">/metrics</a></p>
+<p class="muted">version <span id="version" data-field="version">{{.St.Version}}</span> · member {{or .St.MemberId "-"}} · started {{since .Now .St.StartedUnixMs}} · {{.AliveCount}} of {{len .St.Servers}} scan servers alive · this page reloads every 2 s; the same data as JSON: <a href="status">/status</a>, metrics: <a href="metrics">/metrics</a></p>
 
 <h2>Scans</h2>
 <table id="summary">
@@ -147,6 +149,16 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 </tbody>
 </table>
 
+<h2>Tables</h2>
+<table id="tables">
+<thead><tr><th class="text">table</th><th>current generation</th><th class="text">cached generations</th></tr></thead>
+<tbody>
+{{- range .St.Tables}}
+<tr><td class="text" data-field="name">{{.Name}}</td><td data-field="current_generation">{{.CurrentGeneration}}</td><td class="text" data-field="cached_generations">{{gens .CachedGenerations}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+
 <h2>Coordinators</h2>
 <table id="coordinators">
 <thead><tr><th class="text">member</th><th class="text">actor address</th><th class="text">http</th><th class="text">nats node</th><th class="text">version</th><th>tablet actors</th><th>lease renewed</th></tr></thead>
@@ -166,6 +178,18 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 </body>
 </html>
 `))
+
+// formatGens renders generations as "3 4", or "-" for none.
+func formatGens(gens []uint64) string {
+	if len(gens) == 0 {
+		return "-"
+	}
+	s := make([]string, len(gens))
+	for i, g := range gens {
+		s[i] = strconv.FormatUint(g, 10)
+	}
+	return strings.Join(s, " ")
+}
 
 // writeStatusPage renders st as the HTML status page.
 func writeStatusPage(w http.ResponseWriter, st *messages.StatusReply, now time.Time) {

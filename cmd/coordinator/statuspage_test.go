@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,18 @@ func TestStatusPage(t *testing.T) {
 	st := samePage(t, ctx, addr, func(st *messages.StatusReply) bool { return aliveCount(st) == 4 })
 	if len(st.Servers) != 4 || len(st.Coordinators) != 1 || st.Dispatches == 0 || st.ScansStarted == 0 {
 		t.Fatalf("/status: %d servers, %d coordinators, %d dispatches, %d scans; want 4, 1 and some", len(st.Servers), len(st.Coordinators), st.Dispatches, st.ScansStarted)
+	}
+	// Version and tables: the one table scanSome ingested (generation 1),
+	// whose metadata the scans loaded.
+	if st.Version == "" || st.Version != st.Coordinators[0].Version {
+		t.Errorf("/status version %q, its lease's %q: want the same build version", st.Version, st.Coordinators[0].Version)
+	}
+	if v := text(find(doc, func(n *html.Node) bool { return attrOf(n, "id") == "version" })); v != st.Version {
+		t.Errorf("page version %q, /status %q", v, st.Version)
+	}
+	if len(st.Tables) != 1 || st.Tables[0].Name != "page" || st.Tables[0].CurrentGeneration != 1 ||
+		!reflect.DeepEqual(st.Tables[0].CachedGenerations, []uint64{1}) {
+		t.Errorf("/status tables %v, want page at generation 1, cached", st.Tables)
 	}
 
 	if err := cl.Kill(1); err != nil {
@@ -151,7 +164,7 @@ func samePage(t *testing.T, ctx context.Context, addr string, ready func(*messag
 		want := wantTables(before)
 		if ready(before) && reflect.DeepEqual(want, wantTables(after)) {
 			got := pageTables(doc)
-			for _, table := range []string{"summary", "hosts", "servers", "coordinators"} {
+			for _, table := range []string{"summary", "hosts", "servers", "tables", "coordinators"} {
 				if !reflect.DeepEqual(got[table], want[table]) {
 					t.Errorf("table %s of / is\n\t%v\nwant (from /status)\n\t%v", table, got[table], want[table])
 				}
@@ -221,6 +234,14 @@ func wantTables(st *messages.StatusReply) map[string][]map[string]string {
 		out["hosts"] = append(out["hosts"], map[string]string{"host": name, "zone": h.zone, "alive": fmt.Sprintf("%d/%d", h.alive, h.servers),
 			"queue_len": u(h.queue), "in_flight": u(h.inFlight), "dispatched": u(h.dispatched), "busy_total": u(h.busy),
 			"timeouts": u(h.timeouts), "cache_hit_ratio": fmt.Sprintf("%.1f%%", 100*h.hit)})
+	}
+	for _, tb := range st.Tables {
+		gens := "-"
+		if len(tb.CachedGenerations) > 0 {
+			gens = strings.Trim(fmt.Sprint(tb.CachedGenerations), "[]")
+		}
+		out["tables"] = append(out["tables"], map[string]string{"name": tb.Name, "current_generation": u(tb.CurrentGeneration),
+			"cached_generations": gens})
 	}
 	for _, c := range st.Coordinators {
 		out["coordinators"] = append(out["coordinators"], map[string]string{"member_id": c.MemberId, "coordinator_address": c.CoordinatorAddress,
@@ -318,4 +339,29 @@ func text(n *html.Node) string {
 		}
 	})
 	return b.String()
+}
+
+func TestVersionOf(t *testing.T) {
+	info := func(v string) func() (*debug.BuildInfo, bool) {
+		return func() (*debug.BuildInfo, bool) { return &debug.BuildInfo{Main: debug.Module{Version: v}}, true }
+	}
+	none := func() (*debug.BuildInfo, bool) { return nil, false }
+	for _, tc := range []struct {
+		ldflags string
+		read    func() (*debug.BuildInfo, bool)
+		want    string
+	}{
+		{"v1.2.3", info("v0.9.0"), "v1.2.3"},
+		{"", info("v0.9.0"), "v0.9.0"},
+		{"", info("(devel)"), "devel"},
+		{"", info(""), "devel"},
+		{"", none, "devel"},
+	} {
+		if got := versionOf(tc.ldflags, tc.read); got != tc.want {
+			t.Errorf("versionOf(%q, ...) = %q, want %q", tc.ldflags, got, tc.want)
+		}
+	}
+	if buildVersion() == "" {
+		t.Error("buildVersion is empty")
+	}
 }

@@ -185,18 +185,19 @@ func coordinatorRows(ctx context.Context, c *client.Client) ([]coordRow, error) 
 
 func printCoordinators(out io.Writer, rows []coordRow) {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COORDINATOR	MEMBER	ALIVE	TABLETS	NATS-NODE	HTTP	NOTE")
+	fmt.Fprintln(tw, "COORDINATOR	MEMBER	ALIVE	TABLETS	NATS-NODE	HTTP	VERSION	NOTE")
 	for _, r := range rows {
-		alive, tabs, note := "no", "-", r.problem
+		alive, tabs, note, version := "no", "-", r.problem, r.lease.GetVersion()
 		if r.lease != nil {
 			alive = "yes"
 			tabs = strconv.FormatUint(uint64(r.lease.GetTabletActors()), 10) + " (lease)"
 		}
 		if r.status != nil {
 			tabs = strconv.FormatUint(uint64(r.status.GetTabletActors()), 10)
+			version = r.status.GetVersion()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.lease.GetMemberId()), alive, tabs,
-			orDash(r.lease.GetNatsNode()), orDash(r.lease.GetHttpAddress()), note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.lease.GetMemberId()), alive, tabs,
+			orDash(r.lease.GetNatsNode()), orDash(r.lease.GetHttpAddress()), orDash(version), note)
 	}
 	tw.Flush()
 }
@@ -209,8 +210,8 @@ func orDash(s string) string {
 }
 
 func printStatus(out io.Writer, st *messages.StatusReply) {
-	fmt.Fprintf(out, "coordinator: scans=%d failed=%d dispatches=%d hedges=%d busy=%d timeouts=%d\n",
-		st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
+	fmt.Fprintf(out, "coordinator: version=%s scans=%d failed=%d dispatches=%d hedges=%d busy=%d timeouts=%d\n",
+		orDash(st.Version), st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
 	fmt.Fprintf(out, "coordinator: flows=%d host_actors=%d dead_letters=%d publish_errors=%d bad_messages=%d overloaded=%d\n",
 		st.Flows, st.HostActors, st.DeadLetters, st.PublishErrors, st.BadMessages, st.Overloaded)
 	for _, l := range strings.Split(st.ProfilesSummary, "\n") {
@@ -223,6 +224,18 @@ func printStatus(out io.Writer, st *messages.StatusReply) {
 	for _, s := range st.Servers {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%.0f\t%v\t%.1f%%\n", s.Host, s.Zone, s.Id, s.Alive, s.QueueLen, s.InFlight,
 			s.Dispatched, s.BusyTotal, s.Timeouts, s.Errors, us(s.StartLatencyUs).Round(10*time.Microsecond), 100*s.CacheHitRatio)
+	}
+	tw.Flush()
+	if len(st.Tables) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "TABLE\tCURRENT-GEN\tCACHED-GENS")
+	for _, t := range st.Tables {
+		gens := make([]string, len(t.CachedGenerations))
+		for i, g := range t.CachedGenerations {
+			gens[i] = strconv.FormatUint(g, 10)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", t.Name, t.CurrentGeneration, orDash(strings.Join(gens, ",")))
 	}
 	tw.Flush()
 }
