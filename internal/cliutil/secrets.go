@@ -23,6 +23,7 @@ import (
 //	DIR/ca.crt                       the cluster CA's certificate
 //	DIR/ca.key                       its private key (0600; only init needs it)
 //	DIR/<role>.crt, DIR/<role>.key   a certificate signed by the CA and its key (0600)
+//	DIR/http.token                   the HTTP endpoints' bearer token (0600; see HTTPSecurity)
 //
 // for each role of Roles. Certificates and keys are PEM; keys are ECDSA
 // P-256 in PKCS #8. Every role certificate is valid for both TLS client
@@ -130,7 +131,7 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 			return err
 		}
 	}
-	return nil
+	return writeHTTPToken(dir)
 }
 
 func secretFiles() []string {
