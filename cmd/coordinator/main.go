@@ -2,7 +2,10 @@
 // with JetStream (unless --nats names an external cluster), the actor
 // system with remote, the registry, host actors, the router and tablet
 // actors, and an HTTP endpoint with /metrics, /status (JSON) and / (the
-// same status as an HTML page that reloads itself).
+// same status as an HTML page that reloads itself). With --secrets the
+// HTTP endpoint is HTTPS and every path needs a client or admin
+// certificate of the cluster CA or the bearer token (--http-token-file,
+// default DIR/http.token); without it, it is plain HTTP on loopback.
 //
 // Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 1 on a runtime
 // failure, 2 on bad flags or config. SIGHUP reloads --profiles.
@@ -41,7 +44,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 type options struct {
 	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
-	secrets                                                                               string
+	secrets, httpTokenFile                                                                string
 	natsCluster, natsRoutes, natsName, clusterProvider, clusterName                       string
 	checkConfig, dieWithParent, insecure                                                  bool
 	misses, replicas                                                                      int
@@ -75,6 +78,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	fs.BoolVar(&o.insecure, "insecure", false, cliutil.InsecureUsage)
 	fs.StringVar(&o.secrets, "secrets", "", cliutil.SecretsUsage)
+	fs.StringVar(&o.httpTokenFile, "http-token-file", "", cliutil.HTTPTokenUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -127,6 +131,13 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "coordinator:", err)
 			return 2
 		}
+	}
+	// --http with --secrets: HTTPS, and every path needs a client or
+	// admin certificate or the bearer token.
+	httpSec, err := cliutil.LoadHTTPSecurity(cliutil.SecretsDir(o.secrets), "coordinator", o.httpTokenFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 2
 	}
 	cc.HeartbeatMisses = o.misses
 	cc.Flow.BusySlack, cc.Flow.StartStall = o.busySlack, o.startStall
@@ -201,9 +212,9 @@ func run(args []string) int {
 	var cur atomic.Pointer[member]
 	httpAddr := ""
 	if o.httpAddr != "" {
-		l, err := net.Listen("tcp", o.httpAddr)
+		l, err := cliutil.ListenHTTP("http", o.httpAddr, httpSec)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "coordinator: --http %s: %v\n", o.httpAddr, err)
+			fmt.Fprintln(os.Stderr, "coordinator:", err)
 			return 1
 		}
 		httpAddr = l.Addr().String()
@@ -233,9 +244,7 @@ func run(args []string) int {
 			}
 			writeStatusPage(w, m.status(), time.Now())
 		})
-		hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = hs.Serve(l) }()
-		defer hs.Close()
+		defer cliutil.ServeListener(l, mux, httpSec)()
 	}
 	var leases *bus.LeaseStore
 	if o.clusterProvider == "nats-kv" {
@@ -300,7 +309,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "coordinator: ready file:", err)
 		return 1
 	}
-	fmt.Printf("coordinator ready: nats=%s actor=%s http=%s cluster=%s profiles=%s\n", natsURL, m.co.Address(), orNone(httpAddr),
+	fmt.Printf("coordinator ready: nats=%s actor=%s %s=%s cluster=%s profiles=%s\n", natsURL, m.co.Address(), httpSec.Scheme(), orNone(httpAddr),
 		o.clusterProvider, strings.Join(profiles.Summary(), " | "))
 
 	hup := make(chan os.Signal, 1)
@@ -380,10 +389,13 @@ func (m *member) close(log *slog.Logger) {
 }
 
 // checkListens applies cliutil.CheckListen to every address this
-// coordinator listens on: the actor remote, the HTTP endpoint and, when
+// coordinator listens on: the actor remote and the HTTP endpoint (both
+// secured by --secrets) and, when
 // it embeds NATS, the NATS client and route ports.
 func checkListens(o options, log *slog.Logger) error {
-	listens := []cliutil.Listen{{Flag: "listen", Addr: o.listen, Secured: cliutil.SecretsDir(o.secrets) != "", SecureWith: "--secrets DIR"}, {Flag: "http", Addr: o.httpAddr}}
+	secured := cliutil.SecretsDir(o.secrets) != ""
+	listens := []cliutil.Listen{{Flag: "listen", Addr: o.listen, Secured: secured, SecureWith: "--secrets DIR"},
+		{Flag: "http", Addr: o.httpAddr, Secured: secured, SecureWith: "--secrets DIR"}}
 	if o.natsURL == "" {
 		listens = append(listens, cliutil.Listen{Flag: "nats-listen", Addr: o.natsListen}, cliutil.Listen{Flag: "nats-cluster", Addr: o.natsCluster})
 	}

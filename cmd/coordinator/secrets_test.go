@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,7 +18,8 @@ import (
 
 // TestSecretsListen (issue 9): with --secrets the actor remote has mutual
 // TLS, so the coordinator and scanserver listen on 0.0.0.0 without
-// --insecure; HTTP and NATS, which have no TLS yet, are still refused; a
+// --insecure, and their HTTP endpoints are HTTPS with authentication
+// (checkSecureHTTP); NATS, which has no TLS yet, is still refused; a
 // --secrets directory that is not one is a one-line error.
 func TestSecretsListen(t *testing.T) {
 	if testing.Short() {
@@ -43,21 +48,109 @@ func TestSecretsListen(t *testing.T) {
 			t.Fatalf("%s --secrets EMPTYDIR: %v, stderr %q; want exit 2 and one line naming --secrets and ca.crt", bin.role, err, msg)
 		}
 	}
-	// HTTP has no TLS: --secrets does not let it off loopback.
+	// NATS has no TLS yet: --secrets does not let it off loopback.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errOut bytes.Buffer
-	cmd := exec.CommandContext(ctx, coord, "--data", data, "--secrets", secrets, "--http", "0.0.0.0:0")
+	cmd := exec.CommandContext(ctx, coord, "--data", data, "--secrets", secrets, "--nats-listen", "0.0.0.0:0")
 	cmd.Stderr = &errOut
-	if err := cmd.Run(); err == nil || !strings.Contains(errOut.String(), "TLS is not implemented yet for --http") {
-		t.Fatalf("coordinator --secrets --http 0.0.0.0:0: %v, stderr %q; want a refusal", err, errOut.String())
+	if err := cmd.Run(); err == nil || !strings.Contains(errOut.String(), "TLS is not implemented yet for --nats-listen") {
+		t.Fatalf("coordinator --secrets --nats-listen 0.0.0.0:0: %v, stderr %q; want a refusal", err, errOut.String())
 	}
 
-	co, r := startReady(t, coord, append(base, "--listen", "0.0.0.0:0", "--secrets", secrets)...)
-	ss, _ := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--secrets", secrets)
+	// With --secrets, HTTP is HTTPS with authentication, so it may
+	// listen on every interface too (reached here on 127.0.0.1).
+	co, r := startReady(t, coord, append(base, "--listen", "0.0.0.0:0", "--secrets", secrets, "--http", "0.0.0.0:0")...)
+	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--secrets", secrets, "--http", "0.0.0.0:0")
+	checkSecureHTTP(t, secrets, "coordinator", r.HTTP, "/status", "/metrics", "/")
+	checkSecureHTTP(t, secrets, "scanserver", sr.HTTP, "/metrics")
 	ss.stop(t)
 	co.stop(t)
 	if strings.Contains(co.stderr.String(), "--insecure") {
 		t.Errorf("coordinator with --secrets warned about --insecure:\n%s", co.stderr.String())
+	}
+}
+
+// checkSecureHTTP (issue 9) asks each path of a --secrets process's HTTP
+// endpoint at addr (any interface; asked on 127.0.0.1): without
+// authentication 401 and no page; a wrong token 401; the bearer token of
+// DIR/http.token, a client and an admin certificate 200 with the page; a
+// scan server's certificate 403; a client certificate of another CA a
+// refused handshake; plain HTTP no page.
+func checkSecureHTTP(t *testing.T, secrets, who, addr string, paths ...string) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("%s http address %q: %v", who, addr, err)
+	}
+	base := "https://127.0.0.1:" + port
+	tok, err := os.ReadFile(filepath.Join(secrets, cliutil.HTTPTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client := func(dir, role string) *http.Client {
+		c, err := cliutil.HTTPClient(dir, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Timeout = 10 * time.Second
+		t.Cleanup(c.CloseIdleConnections)
+		return c
+	}
+	noCert := client(secrets, "client")
+	noCert.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
+	otherCA := client(secrets, "client")
+	otherCA.Transport.(*http.Transport).TLSClientConfig.Certificates = client(other, "client").Transport.(*http.Transport).TLSClientConfig.Certificates
+	// What only an authenticated answer has.
+	want := map[string]string{"/status": `"servers"`, "/metrics": "go_goroutines", "/": "<html"}
+	get := func(c *http.Client, url, bearer string) (int, string, error) {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		res, err := c.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), nil
+	}
+	for _, p := range paths {
+		for _, tc := range []struct {
+			name   string
+			c      *http.Client
+			bearer string
+			code   int
+		}{
+			{"no auth", noCert, "", http.StatusUnauthorized},
+			{"wrong token", noCert, strings.Repeat("ab", 32), http.StatusUnauthorized},
+			{"token", noCert, strings.TrimSpace(string(tok)), http.StatusOK},
+			{"client certificate", client(secrets, "client"), "", http.StatusOK},
+			{"admin certificate", client(secrets, "admin"), "", http.StatusOK},
+			{"scan server certificate", client(secrets, "scanserver"), "", http.StatusForbidden},
+		} {
+			code, body, err := get(tc.c, base+p, tc.bearer)
+			if err != nil {
+				t.Fatalf("%s GET %s with %s: %v", who, p, tc.name, err)
+			}
+			if code != tc.code || (code == http.StatusOK) != strings.Contains(body, want[p]) {
+				t.Fatalf("%s GET %s with %s: %d, want %d; body %.200q", who, p, tc.name, code, tc.code, body)
+			}
+		}
+		if code, body, err := get(otherCA, base+p, ""); err == nil {
+			t.Fatalf("%s GET %s with another CA's certificate: %d %.200q, want a refused handshake", who, p, code, body)
+		}
+		plain := &http.Client{Timeout: 10 * time.Second}
+		if code, body, err := get(plain, "http://127.0.0.1:"+port+p, ""); err == nil && (code == http.StatusOK || strings.Contains(body, want[p])) {
+			t.Fatalf("%s plain GET %s: %d %.200q", who, p, code, body)
+		}
 	}
 }

@@ -12,6 +12,9 @@
 // scanplane_scanserver_* per server, scanplane_cache_* of the host cache,
 // and the Go runtime and process collectors; off by default. The address
 // actually listened on is in the ready line and --ready-file ("http").
+// With --secrets it is HTTPS and needs a client or admin certificate of
+// the cluster CA or the bearer token (--http-token-file, default
+// DIR/http.token).
 //
 // Exit status: 0 after SIGINT/SIGTERM, 1 on runtime failure, 2 on bad flags.
 package main
@@ -56,7 +59,7 @@ func defaultHost() string {
 
 func run(args []string) int {
 	cfg := actors.DefaultHostAgentConfig()
-	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr, secrets string
+	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr, secrets, httpTokenFile string
 	var dieWithParent, insecure bool
 	fs := flag.NewFlagSet("scanserver", flag.ContinueOnError)
 	fs.StringVar(&natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL(s) of the cluster, comma separated")
@@ -82,6 +85,7 @@ func run(args []string) int {
 	fs.BoolVar(&dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	fs.BoolVar(&insecure, "insecure", false, cliutil.InsecureUsage)
 	fs.StringVar(&secrets, "secrets", "", cliutil.SecretsUsage)
+	fs.StringVar(&httpTokenFile, "http-token-file", "", cliutil.HTTPTokenUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -96,7 +100,11 @@ func run(args []string) int {
 	}
 	cfg.Logger = log
 	secretsDir := cliutil.SecretsDir(secrets)
-	if err := cliutil.CheckListens(log, insecure, cliutil.SystemLookupIP, cliutil.Listen{Flag: "listen", Addr: listen, Secured: secretsDir != "", SecureWith: "--secrets DIR"}, cliutil.Listen{Flag: "http", Addr: httpAddr}); err != nil {
+	if err := cliutil.CheckListens(log, insecure, cliutil.SystemLookupIP, cliutil.Listen{Flag: "listen", Addr: listen, Secured: secretsDir != "", SecureWith: "--secrets DIR"}, cliutil.Listen{Flag: "http", Addr: httpAddr, Secured: secretsDir != "", SecureWith: "--secrets DIR"}); err != nil {
+		return bad(err)
+	}
+	httpSec, err := cliutil.LoadHTTPSecurity(secretsDir, "scanserver", httpTokenFile)
+	if err != nil {
 		return bad(err)
 	}
 	cfg.System = actors.SystemConfig{Listen: listen, Advertise: advertise}
@@ -163,20 +171,20 @@ func run(args []string) int {
 		reg.MustRegister(agent.Collectors()...)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		addr, closeHTTP, err := cliutil.ServeHTTP("http", httpAddr, mux)
+		l, err := cliutil.ListenHTTP("http", httpAddr, httpSec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "scanserver:", err)
 			return 1
 		}
-		defer closeHTTP()
-		served = addr
+		defer cliutil.ServeListener(l, mux, httpSec)()
+		served = l.Addr().String()
 	}
 	if err := cliutil.WriteReadyFile(readyFile, cliutil.Ready{Actor: agent.Address(), HTTP: served, Host: cfg.Host, Servers: agent.ServerIDs(),
 		PID: os.Getpid(), Incarnation: agent.Incarnation()}); err != nil {
 		fmt.Fprintln(os.Stderr, "scanserver: ready file:", err)
 		return 1
 	}
-	fmt.Printf("scanserver ready: host=%s zone=%s actor=%s http=%s servers=%d\n", cfg.Host, cfg.Zone, agent.Address(), orOff(served), cfg.Servers)
+	fmt.Printf("scanserver ready: host=%s zone=%s actor=%s %s=%s servers=%d\n", cfg.Host, cfg.Zone, agent.Address(), httpSec.Scheme(), orOff(served), cfg.Servers)
 	<-ctx.Done()
 	log.Info("scanserver stopping")
 	return 0

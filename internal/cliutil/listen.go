@@ -14,7 +14,7 @@ import (
 var ErrInsecureListen = errors.New("not secured")
 
 // InsecureUsage is the usage text of the --insecure flag.
-const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (--secrets secures the actor remote --listen; NATS and HTTP have no TLS yet; see the README's Security section)"
+const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (--secrets secures the actor remote --listen and --http; NATS has no TLS yet; see the README's Security section)"
 
 // LookupIP resolves a host name to its addresses (SystemLookupIP, i.e.
 // net.LookupIP, in production; tests inject a table).
@@ -33,7 +33,7 @@ type LookupIP func(host string) ([]net.IP, error)
 // --insecure that wraps ErrInsecureListen.
 //
 // The error says TLS is not implemented for the listener yet (true of
-// NATS and HTTP); CheckListens names --secrets for a listener it secures.
+// NATS); CheckListens names --secrets for a listener it secures.
 func CheckListen(flag, addr string, insecure bool, lookup LookupIP) error {
 	return checkListen(Listen{Flag: flag, Addr: addr}, insecure, lookup)
 }
