@@ -129,6 +129,10 @@ type Config struct {
 	// HostArgs returns extra scanserver flags for host i (faults, cache
 	// size); may be nil.
 	HostArgs func(i int) []string
+	// HostMetrics starts every scanserver with --http 127.0.0.1:0: its
+	// /metrics on an ephemeral port, whose address is in Host(i).Ready.HTTP
+	// (a new one after each restart). HostArgs may override it.
+	HostMetrics bool
 	// Heartbeat interval of the scan servers; default 1s.
 	Heartbeat time.Duration
 	// ReadyTimeout: how long a process may take to become ready; default 60s.
@@ -437,6 +441,9 @@ func (c *Cluster) coordArgs(i int) []string {
 func (c *Cluster) hostArgs(i int) []string {
 	args := []string{"--nats", c.NATSURL(), "--host", HostName(i), "--zone", ZoneName(i, c.cfg.Zones),
 		"--servers", strconv.Itoa(c.cfg.ServersPerHost), "--heartbeat", c.cfg.Heartbeat.String(), "--log-level", c.cfg.LogLevel}
+	if c.cfg.HostMetrics {
+		args = append(args, "--http", "127.0.0.1:0")
+	}
 	if c.cfg.HostArgs != nil {
 		args = append(args, c.cfg.HostArgs(i)...)
 	}

@@ -130,7 +130,8 @@ func (c *Cluster) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 				}
 				err := restart(ctx)
 				if err == nil {
-					say("%s restarted (pid %d)", name, current().PID())
+					np := current()
+					say("%s restarted (pid %d)%s", name, np.PID(), metricsNote(np))
 					break
 				}
 				if errors.Is(err, ErrClosed) || ctx.Err() != nil {
@@ -163,6 +164,15 @@ func (c *Cluster) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 	cancel()
 	wg.Wait()
 	return nil
+}
+
+// metricsNote names a restarted process's metrics URL (a scanserver with
+// --http gets a new ephemeral port); "" without one.
+func metricsNote(p *Proc) string {
+	if p.Ready.HTTP == "" {
+		return ""
+	}
+	return ", metrics http://" + p.Ready.HTTP + "/metrics"
 }
 
 func (c *Cluster) isClosed() bool {

@@ -26,6 +26,9 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	fs.StringVar(&cfg.Profiles, "profiles", "", "selection profiles JSON for the coordinators")
 	fs.StringVar(&cfg.BinDir, "bin", "", "directory with the coordinator and scanserver executables (default: next to scanctl, PATH, or built from source)")
 	fs.StringVar(&cfg.LogLevel, "child-log-level", "info", "log level of the child processes")
+	// Metrics on: each scanserver's /metrics on an ephemeral port,
+	// printed below (README "A cluster to play with").
+	cfg.HostMetrics = true
 	noRestart := fs.Bool("no-restart", false, "do not restart a child process that dies (default: restart it, with exponential backoff from 1s to 30s)")
 	if _, err := parse("up", g, fs, args, errOut); err != nil {
 		return err
@@ -56,15 +59,7 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		cl.Close()
 		fmt.Fprintln(out, "stopped")
 	}()
-	fmt.Fprintf(out, "cluster ready\n  nats         %s\n  logs         %s\n", cl.NATSURL(), filepath.Join(cfg.DataDir, "logs"))
-	for i := 0; i < cl.Coordinators(); i++ {
-		p := cl.CoordinatorProc(i)
-		fmt.Fprintf(out, "  %-12s %s  http://%s/status  pid %d\n", p.Name, cl.CoordinatorAddr(i), cl.HTTPAddr(i), p.PID())
-	}
-	for i := 0; i < cl.Hosts(); i++ {
-		p := cl.Host(i)
-		fmt.Fprintf(out, "  %-12s %s pid %d\n", p.Name, p.Ready.Actor, p.PID())
-	}
+	printReady(out, cl, cfg.DataDir)
 	fmt.Fprintln(out, "try: scanctl ingest --table demo --generate 100000 && scanctl scan --table demo --start row000000100 --end row000000110")
 	fmt.Fprintln(out, "press Ctrl-C to stop")
 	if !*noRestart {
@@ -73,6 +68,25 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		return cl.Supervise(ctx, localcluster.SuperviseConfig{Out: out})
 	}
 	return waitCoordinators(ctx, cl, cfg.DataDir, out)
+}
+
+// printReady prints where the cluster's processes listen: NATS, logs,
+// each coordinator's actor address and status page, each host's actor
+// address and metrics URL (when it serves one).
+func printReady(out io.Writer, cl *localcluster.Cluster, dataDir string) {
+	fmt.Fprintf(out, "cluster ready\n  nats         %s\n  logs         %s\n", cl.NATSURL(), filepath.Join(dataDir, "logs"))
+	for i := 0; i < cl.Coordinators(); i++ {
+		p := cl.CoordinatorProc(i)
+		fmt.Fprintf(out, "  %-12s %s  http://%s/status  http://%s/metrics  pid %d\n", p.Name, cl.CoordinatorAddr(i), cl.HTTPAddr(i), cl.HTTPAddr(i), p.PID())
+	}
+	for i := 0; i < cl.Hosts(); i++ {
+		p := cl.Host(i)
+		metrics := "metrics off"
+		if p.Ready.HTTP != "" {
+			metrics = "http://" + p.Ready.HTTP + "/metrics"
+		}
+		fmt.Fprintf(out, "  %-12s %s  %s  pid %d\n", p.Name, p.Ready.Actor, metrics, p.PID())
+	}
 }
 
 // waitCoordinators is `up --no-restart`: it runs until Ctrl-C, or until
