@@ -82,8 +82,7 @@ func startSecured(b *testing.B, secure bool) *fixture {
 		if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		cfg.CoordinatorArgs = []string{"--secrets", secrets}
-		cfg.HostArgs = func(int) []string { return []string{"--secrets", secrets} }
+		cfg.Secrets = secrets
 	}
 	cl, err := localcluster.Start(ctx, cfg)
 	if err != nil {

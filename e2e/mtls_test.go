@@ -45,8 +45,7 @@ func TestMutualTLS(t *testing.T) {
 	dataDir := t.TempDir()
 	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: dataDir, BinDir: bins,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
-		CoordinatorArgs: []string{"--secrets", secrets},
-		HostArgs:        func(int) []string { return []string{"--secrets", secrets} }})
+		Secrets: secrets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +254,7 @@ func TestMutualTLSCoordinators(t *testing.T) {
 	dataDir := t.TempDir()
 	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 2, Hosts: 2, ServersPerHost: 1, DataDir: dataDir, BinDir: bins,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
-		CoordinatorArgs: []string{"--secrets", secrets},
-		HostArgs:        func(int) []string { return []string{"--secrets", secrets} }})
+		Secrets: secrets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +275,7 @@ func TestMutualTLSCoordinators(t *testing.T) {
 	// The scans did cross between the coordinators.
 	forwarded := 0.0
 	for i := 0; i < cl.Coordinators(); i++ {
-		forwarded += metricSum(t, "http://"+cl.CoordinatorProc(i).Ready.HTTP+"/metrics", "forwarded_total")
+		forwarded += metricSum(t, cl.HTTPClient(), cl.HTTPURL(i)+"/metrics", "forwarded_total")
 	}
 	if forwarded == 0 {
 		t.Fatal("no scan was forwarded between the coordinators")
@@ -298,12 +296,17 @@ func TestMutualTLSCoordinators(t *testing.T) {
 	}
 }
 
-// metricSum is the sum of the Prometheus text samples at url whose
-// metric name ends in suffix.
-func metricSum(t *testing.T, url, suffix string) float64 {
+// metricSum is the sum of the Prometheus text samples at url (read with
+// hc) whose metric name ends in suffix.
+func metricSum(t *testing.T, hc *http.Client, url, suffix string) float64 {
 	t.Helper()
-	hc := &http.Client{Timeout: 10 * time.Second}
-	resp, err := hc.Get(url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,6 +139,12 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// LogLevel for children; default "warn".
 	LogLevel string
+	// Secrets: a secrets directory (cliutil.InitSecrets, `scanctl secrets
+	// init`) given to every coordinator and scanserver as --secrets: the
+	// actor remote has mutual TLS and the HTTP endpoints HTTPS with
+	// authentication; the cluster reads /status with the admin
+	// certificate. "" = plain text.
+	Secrets string
 }
 
 // Defaults fills zero fields with defaults.
@@ -234,6 +240,8 @@ type Cluster struct {
 	hosts     []*Proc
 	closed    bool
 	closedCh  chan struct{} // closed by Close
+	http      *http.Client  // reads /status (admin certificate with Secrets)
+	scheme    string        // of the coordinators' HTTP: http or https
 }
 
 // coord is one coordinator: its current process and what a restart needs.
@@ -276,7 +284,13 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, coordBin: coordBin, serverBin: serverBin, closedCh: make(chan struct{})}
+	c := &Cluster{cfg: cfg, coordBin: coordBin, serverBin: serverBin, closedCh: make(chan struct{}), http: http.DefaultClient, scheme: "http"}
+	if cfg.Secrets != "" {
+		if c.http, err = cliutil.HTTPClient(cfg.Secrets, "admin"); err != nil {
+			return nil, fmt.Errorf("localcluster: Secrets: %w", err)
+		}
+		c.scheme = "https"
+	}
 	n := cfg.Coordinators
 	clustered := n > 1 && cfg.NATSURL == ""
 	for i := 0; i < n; i++ {
@@ -423,6 +437,9 @@ func (c *Cluster) coordArgs(i int) []string {
 	if c.cfg.Profiles != "" {
 		args = append(args, "--profiles", c.cfg.Profiles)
 	}
+	if c.cfg.Secrets != "" {
+		args = append(args, "--secrets", c.cfg.Secrets)
+	}
 	if c.cfg.NATSURL != "" {
 		args = append(args, "--nats", c.cfg.NATSURL)
 	} else if co.addrs.Routes != "" {
@@ -443,6 +460,9 @@ func (c *Cluster) hostArgs(i int) []string {
 		"--servers", strconv.Itoa(c.cfg.ServersPerHost), "--heartbeat", c.cfg.Heartbeat.String(), "--log-level", c.cfg.LogLevel}
 	if c.cfg.HostMetrics {
 		args = append(args, "--http", "127.0.0.1:0")
+	}
+	if c.cfg.Secrets != "" {
+		args = append(args, "--secrets", c.cfg.Secrets)
 	}
 	if c.cfg.HostArgs != nil {
 		args = append(args, c.cfg.HostArgs(i)...)
@@ -676,22 +696,38 @@ func (c *Cluster) RestartCoordinator(ctx context.Context, i int) error {
 
 // Status fetches coordinator 0's /status.
 func (c *Cluster) Status(ctx context.Context) (*messages.StatusReply, error) {
-	return FetchStatus(ctx, c.HTTPAddr(0))
+	return c.StatusOf(ctx, 0)
 }
 
-// StatusOf fetches coordinator i's /status.
+// StatusOf fetches coordinator i's /status (over HTTPS with the admin
+// certificate with Config.Secrets).
 func (c *Cluster) StatusOf(ctx context.Context, i int) (*messages.StatusReply, error) {
-	return FetchStatus(ctx, c.HTTPAddr(i))
+	return FetchStatusWith(ctx, c.http, c.HTTPURL(i)+"/status")
 }
 
-// FetchStatus reads a coordinator's HTTP /status (the protobuf JSON
-// mapping of messages.StatusReply, see cliutil.WriteStatusJSON).
+// HTTPURL is coordinator i's HTTP base URL (i = 0 when omitted):
+// https://ADDR with Config.Secrets, else http://ADDR.
+func (c *Cluster) HTTPURL(i ...int) string { return c.scheme + "://" + c.coordAddrs(i).HTTP }
+
+// HTTPClient is the client the cluster reads /status with: with
+// Config.Secrets it presents the admin certificate and trusts the
+// cluster CA.
+func (c *Cluster) HTTPClient() *http.Client { return c.http }
+
+// FetchStatus reads a coordinator's plain HTTP /status (the protobuf
+// JSON mapping of messages.StatusReply, see cliutil.WriteStatusJSON).
 func FetchStatus(ctx context.Context, httpAddr string) (*messages.StatusReply, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/status", nil)
+	return FetchStatusWith(ctx, http.DefaultClient, "http://"+httpAddr+"/status")
+}
+
+// FetchStatusWith reads the /status at url with hc (e.g. the client of
+// cliutil.HTTPClient for a coordinator with --secrets).
+func FetchStatusWith(ctx context.Context, hc *http.Client, url string) (*messages.StatusReply, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
 	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
