@@ -2,7 +2,6 @@ package actors
 
 import (
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,13 +26,15 @@ type LoadBoard struct {
 	// rebuild's cost (CoordMetrics).
 	onRebuild func(time.Duration)
 
-	mu      sync.Mutex
-	hosts   map[string][]*selection.ServerLoad
-	decays  []selection.DecayParams
-	lat     []time.Duration // ring of recent start latencies
-	latNext int
-	latFull bool
-	window  [10]struct {
+	mu     sync.Mutex
+	hosts  map[string][]*selection.ServerLoad
+	decays []selection.DecayParams
+	lat    []time.Duration // ring of recent start latencies
+	// latScratch: rebuild's copy of lat for selecting percentiles.
+	latScratch []time.Duration
+	latNext    int
+	latFull    bool
+	window     [10]struct {
 		sec               int64
 		dispatches, hedge uint64
 	}
@@ -161,10 +162,13 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 		m = len(b.lat)
 	}
 	if m >= 20 {
-		l := slices.Clone(b.lat[:m])
-		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
-		v.StartLatencyP50 = l[m/2]
-		v.StartLatencyP95 = l[(m*95)/100]
+		// Two selections in a reused buffer, not a sort: this ran on
+		// every rebuild, up to one per scan, and sorting the 1 024-entry
+		// ring was ~10 % of a coordinator's CPU in BenchmarkOneRowScan
+		// (perf, issue 11).
+		b.latScratch = append(b.latScratch[:0], b.lat[:m]...)
+		v.StartLatencyP50 = selectKth(b.latScratch, m/2)
+		v.StartLatencyP95 = selectKth(b.latScratch, (m*95)/100)
 	}
 	sec := now.Unix()
 	for _, w := range b.window {
@@ -175,4 +179,48 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 	}
 	b.cur.Store(v)
 	return v
+}
+
+// selectKth returns the k-th smallest element of d (0-based), reordering
+// d: Hoare's quickselect with a median-of-three pivot, O(len(d)) on
+// average, no allocation.
+func selectKth(d []time.Duration, k int) time.Duration {
+	lo, hi := 0, len(d)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		// median of three to d[mid]
+		if d[mid] < d[lo] {
+			d[mid], d[lo] = d[lo], d[mid]
+		}
+		if d[hi] < d[lo] {
+			d[hi], d[lo] = d[lo], d[hi]
+		}
+		if d[hi] < d[mid] {
+			d[hi], d[mid] = d[mid], d[hi]
+		}
+		pivot := d[mid]
+		i, j := lo, hi
+		for i <= j {
+			for d[i] < pivot {
+				i++
+			}
+			for d[j] > pivot {
+				j--
+			}
+			if i <= j {
+				d[i], d[j] = d[j], d[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return d[k]
+		}
+	}
+	return d[k]
 }

@@ -2,6 +2,8 @@ package actors
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -97,5 +99,31 @@ func TestHostActorLatencyForgives(t *testing.T) {
 	h.onEvent(now, &hostEvent{kind: evLatency, server: "s", latency: 2 * time.Millisecond})
 	if got := h.servers["s"].load.StartLatency; got > 5*time.Millisecond {
 		t.Fatalf("a fast sample 10 s later left the estimate at %v", got)
+	}
+}
+
+// selectKth picks what a sort would put at k, for every k, on random,
+// constant, sorted and reversed inputs with duplicates (ground truth:
+// slices.Sort).
+func TestSelectKthMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	inputs := [][]time.Duration{{7}, {2, 1}, {5, 5, 5, 5}}
+	for n := 1; n <= 70; n += 3 {
+		r, asc, desc, dup := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+		for i := range r {
+			r[i] = time.Duration(rng.IntN(1000))
+			asc[i], desc[i], dup[i] = time.Duration(i), time.Duration(n-i), time.Duration(rng.IntN(3))
+		}
+		inputs = append(inputs, r, asc, desc, dup)
+	}
+	for _, in := range inputs {
+		want := slices.Clone(in)
+		slices.Sort(want)
+		for k := range in {
+			d := slices.Clone(in)
+			if got := selectKth(d, k); got != want[k] {
+				t.Fatalf("selectKth(%v, %d) = %v, want %v", in, k, got, want[k])
+			}
+		}
 	}
 }
