@@ -709,6 +709,10 @@ func (c *Cluster) StatusOf(ctx context.Context, i int) (*messages.StatusReply, e
 // https://ADDR with Config.Secrets, else http://ADDR.
 func (c *Cluster) HTTPURL(i ...int) string { return c.scheme + "://" + c.coordAddrs(i).HTTP }
 
+// HTTPScheme is the scheme of every process's HTTP endpoint: https with
+// Config.Secrets, else http.
+func (c *Cluster) HTTPScheme() string { return c.scheme }
+
 // HTTPClient is the client the cluster reads /status with: with
 // Config.Secrets it presents the admin certificate and trusts the
 // cluster CA.

@@ -131,7 +131,7 @@ func (c *Cluster) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 				err := restart(ctx)
 				if err == nil {
 					np := current()
-					say("%s restarted (pid %d)%s", name, np.PID(), metricsNote(np))
+					say("%s restarted (pid %d)%s", name, np.PID(), c.metricsNote(np))
 					break
 				}
 				if errors.Is(err, ErrClosed) || ctx.Err() != nil {
@@ -168,11 +168,11 @@ func (c *Cluster) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 
 // metricsNote names a restarted process's metrics URL (a scanserver with
 // --http gets a new ephemeral port); "" without one.
-func metricsNote(p *Proc) string {
+func (c *Cluster) metricsNote(p *Proc) string {
 	if p.Ready.HTTP == "" {
 		return ""
 	}
-	return ", metrics http://" + p.Ready.HTTP + "/metrics"
+	return ", metrics " + c.scheme + "://" + p.Ready.HTTP + "/metrics"
 }
 
 func (c *Cluster) isClosed() bool {

@@ -52,7 +52,7 @@ type command struct {
 
 var commands = []command{
 	{"demo", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
-	{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
+	{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE] [--secure]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
 	{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
 	{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
 	{"tables", "", "list tables", runTables},
@@ -130,6 +130,9 @@ func parse(name string, g *globals, fs *flag.FlagSet, args []string, errOut io.W
 	}
 	if g.timeout <= 0 {
 		return nil, usageError{fmt.Errorf("--timeout %v must be > 0", g.timeout)}
+	}
+	if g.secrets != "" && name == "up" {
+		return nil, usageError{fmt.Errorf("--secrets: `scanctl up` makes its own secrets; pass --secure (it creates DATA/secrets and secures every process with it)")}
 	}
 	if g.secrets != "" && noRemote[name] {
 		return nil, usageError{fmt.Errorf("--secrets: `scanctl %s` does not use the actor remote, the only link --secrets secures (NATS has no TLS yet)", name)}

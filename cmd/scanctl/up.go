@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/localcluster"
 )
 
@@ -29,6 +31,7 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	// Metrics on: each scanserver's /metrics on an ephemeral port,
 	// printed below (README "A cluster to play with").
 	cfg.HostMetrics = true
+	secure := fs.Bool("secure", false, "run the cluster secured: create a secrets directory in DATA/secrets (`scanctl secrets init`) unless it exists, and give it to every process as --secrets (mutual TLS on the actor remote, HTTPS with authentication on HTTP); pass --secrets DATA/secrets to the other scanctl commands")
 	noRestart := fs.Bool("no-restart", false, "do not restart a child process that dies (default: restart it, with exponential backoff from 1s to 30s)")
 	if _, err := parse("up", g, fs, args, errOut); err != nil {
 		return err
@@ -40,7 +43,19 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		return err
 	}
 	for i := 0; i < cfg.Coordinators; i++ {
-		cfg.Addrs = append(cfg.Addrs, localcluster.WellKnownAddrs(i))
+		cfg.Addrs = append(cfg.Addrs, upAddrs(i))
+	}
+	if *secure {
+		dir, made, err := upSecrets(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		cfg.Secrets = dir
+		if made {
+			fmt.Fprintf(out, "created the secrets directory %s (a CA, a certificate per role, http.token)\n", dir)
+		} else {
+			fmt.Fprintf(out, "using the secrets directory %s\n", dir)
+		}
 	}
 	if cfg.Profiles != "" {
 		abs, err := filepath.Abs(cfg.Profiles)
@@ -60,7 +75,11 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		fmt.Fprintln(out, "stopped")
 	}()
 	printReady(out, cl, cfg.DataDir)
-	fmt.Fprintln(out, "try: scanctl ingest --table demo --generate 100000 && scanctl scan --table demo --start row000000100 --end row000000110")
+	if cfg.Secrets != "" {
+		printSecure(out, cl, cfg.Secrets)
+	} else {
+		fmt.Fprintln(out, "try: scanctl ingest --table demo --generate 100000 && scanctl scan --table demo --start row000000100 --end row000000110")
+	}
 	fmt.Fprintln(out, "press Ctrl-C to stop")
 	if !*noRestart {
 		// up restarts what dies (a line for each death and restart) and
@@ -77,16 +96,51 @@ func printReady(out io.Writer, cl *localcluster.Cluster, dataDir string) {
 	fmt.Fprintf(out, "cluster ready\n  nats         %s\n  logs         %s\n", cl.NATSURL(), filepath.Join(dataDir, "logs"))
 	for i := 0; i < cl.Coordinators(); i++ {
 		p := cl.CoordinatorProc(i)
-		fmt.Fprintf(out, "  %-12s %s  http://%s/status  http://%s/metrics  pid %d\n", p.Name, cl.CoordinatorAddr(i), cl.HTTPAddr(i), cl.HTTPAddr(i), p.PID())
+		u := cl.HTTPURL(i)
+		fmt.Fprintf(out, "  %-12s %s  %s/status  %s/metrics  pid %d\n", p.Name, cl.CoordinatorAddr(i), u, u, p.PID())
 	}
 	for i := 0; i < cl.Hosts(); i++ {
 		p := cl.Host(i)
 		metrics := "metrics off"
 		if p.Ready.HTTP != "" {
-			metrics = "http://" + p.Ready.HTTP + "/metrics"
+			metrics = cl.HTTPScheme() + "://" + p.Ready.HTTP + "/metrics"
 		}
 		fmt.Fprintf(out, "  %-12s %s  %s  pid %d\n", p.Name, p.Ready.Actor, metrics, p.PID())
 	}
+}
+
+// upAddrs are coordinator i's addresses under `scanctl up`: the
+// well-known ports, so the other commands find the cluster (tests use
+// ephemeral ones).
+var upAddrs = localcluster.WellKnownAddrs
+
+// upSecrets returns the secrets directory of `up --secure`, DATA/secrets
+// (absolute: the children and the printed flag must not depend on the
+// working directory), creating it when it holds no ca.crt; made reports
+// whether it did.
+func upSecrets(dataDir string) (dir string, made bool, err error) {
+	dir, err = filepath.Abs(filepath.Join(dataDir, "secrets"))
+	if err != nil {
+		return "", false, err
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca.crt")); err == nil {
+		return dir, false, nil
+	}
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		return "", false, fmt.Errorf("--secure: %w", err)
+	}
+	return dir, true, nil
+}
+
+// printSecure tells the user of `up --secure` the flag the other
+// commands need, how to read the HTTP endpoints, and what is not
+// secured.
+func printSecure(out io.Writer, cl *localcluster.Cluster, dir string) {
+	fmt.Fprintf(out, "secured: pass --secrets %s (or set %s=%s) to scanctl scan, tables, status, route and reload\n", dir, cliutil.SecretsEnv, dir)
+	fmt.Fprintf(out, "  http:  curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" %s/status\n",
+		filepath.Join(dir, "ca.crt"), filepath.Join(dir, cliutil.HTTPTokenFile), cl.HTTPURL(0))
+	fmt.Fprintln(out, "  not secured yet: NATS (heartbeats, metadata, blocks) is plain text without authentication, on loopback only")
+	fmt.Fprintf(out, "try: scanctl ingest --table demo --generate 100000 && scanctl scan --secrets %s --table demo --start row000000100 --end row000000110\n", dir)
 }
 
 // waitCoordinators is `up --no-restart`: it runs until Ctrl-C, or until
