@@ -244,7 +244,7 @@ func run(args []string) int {
 			}
 			writeStatusPage(w, m.status(), time.Now())
 		})
-		defer cliutil.ServeListener(l, mux, httpSec)()
+		defer cliutil.ServeListener(l, mux, httpSec, log)()
 	}
 	var leases *bus.LeaseStore
 	if o.clusterProvider == "nats-kv" {

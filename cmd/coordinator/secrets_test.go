@@ -66,6 +66,13 @@ func TestSecretsListen(t *testing.T) {
 	checkSecureHTTP(t, secrets, "scanserver", sr.HTTP, "/metrics")
 	ss.stop(t)
 	co.stop(t)
+	// The refused handshakes (another CA's certificate, plain HTTP) are
+	// logged by the process with the reason.
+	for _, p := range []*proc{co, ss} {
+		if s := p.stderr.String(); !strings.Contains(s, "http: TLS handshake error") || !strings.Contains(s, "certificate signed by unknown authority") {
+			t.Errorf("no refused HTTPS handshake logged with its reason:\n%s", s)
+		}
+	}
 	if strings.Contains(co.stderr.String(), "--insecure") {
 		t.Errorf("coordinator with --secrets warned about --insecure:\n%s", co.stderr.String())
 	}

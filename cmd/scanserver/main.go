@@ -176,7 +176,7 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "scanserver:", err)
 			return 1
 		}
-		defer cliutil.ServeListener(l, mux, httpSec)()
+		defer cliutil.ServeListener(l, mux, httpSec, log)()
 		served = l.Addr().String()
 	}
 	if err := cliutil.WriteReadyFile(readyFile, cliutil.Ready{Actor: agent.Address(), HTTP: served, Host: cfg.Host, Servers: agent.ServerIDs(),

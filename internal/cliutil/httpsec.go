@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -174,9 +175,15 @@ func ListenHTTP(flag, addr string, sec *HTTPSecurity) (net.Listener, error) {
 }
 
 // ServeListener serves handler, wrapped by sec's authentication, on l
-// until the returned close function is called.
-func ServeListener(l net.Listener, handler http.Handler, sec *HTTPSecurity) func() {
+// until the returned close function is called. The server's own errors
+// go to log at warn level (nil = the standard logger): a refused TLS
+// handshake is "http: TLS handshake error from ADDR: REASON", e.g. a
+// certificate of another CA or an expired one.
+func ServeListener(l net.Listener, handler http.Handler, sec *HTTPSecurity, log *slog.Logger) func() {
 	hs := &http.Server{Handler: sec.Handler(handler), ReadHeaderTimeout: 5 * time.Second}
+	if log != nil {
+		hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -48,7 +48,7 @@ func TestHTTPSecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	const secret = "SECRET-STATUS"
-	stop := cliutil.ServeListener(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, secret) }), sec)
+	stop := cliutil.ServeListener(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, secret) }), sec, nil)
 	defer stop()
 	url := "https://" + l.Addr().String() + "/status"
 
