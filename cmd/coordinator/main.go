@@ -242,7 +242,7 @@ func run(args []string) int {
 				http.Error(w, "coordinator (re)starting", http.StatusServiceUnavailable)
 				return
 			}
-			writeStatusPage(w, m.status(), time.Now())
+			writeStatusPage(w, m.status(), time.Now(), httpSec.Scheme())
 		})
 		defer cliutil.ServeListener(l, mux, httpSec, log)()
 	}

@@ -112,8 +112,9 @@ func checkSecureHTTP(t *testing.T, secrets, who, addr string, paths ...string) {
 	noCert.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
 	otherCA := client(secrets, "client")
 	otherCA.Transport.(*http.Transport).TLSClientConfig.Certificates = client(other, "client").Transport.(*http.Transport).TLSClientConfig.Certificates
-	// What only an authenticated answer has.
-	want := map[string]string{"/status": `"servers"`, "/metrics": "go_goroutines", "/": "<html"}
+	// What only an authenticated answer has (the page links to the
+	// coordinators over https).
+	want := map[string]string{"/status": `"servers"`, "/metrics": "go_goroutines", "/": `href="https://`}
 	get := func(c *http.Client, url, bearer string) (int, string, error) {
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {

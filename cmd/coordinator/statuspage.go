@@ -37,6 +37,10 @@ type pageData struct {
 	Now         time.Time
 	AliveCount  int
 	ProfileList []string
+	// Scheme of the links to the coordinators' pages: https when this
+	// page was served over TLS (--secrets secures every coordinator of a
+	// cluster alike), else http.
+	Scheme string
 }
 
 // hostRows aggregates servers by host, sorted by host.
@@ -164,7 +168,7 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 <thead><tr><th class="text">member</th><th class="text">actor address</th><th class="text">http</th><th class="text">nats node</th><th class="text">version</th><th>tablet actors</th><th>lease renewed</th></tr></thead>
 <tbody>
 {{- range .St.Coordinators}}
-<tr><td class="text" data-field="member_id">{{.MemberId}}</td><td class="text" data-field="coordinator_address">{{.CoordinatorAddress}}</td><td class="text" data-field="http_address">{{if .HttpAddress}}<a href="http://{{.HttpAddress}}/">{{.HttpAddress}}</a>{{end}}</td><td class="text" data-field="nats_node">{{.NatsNode}}</td><td class="text" data-field="version">{{.Version}}</td><td data-field="tablet_actors">{{.TabletActors}}</td><td data-field="renewed_unix_ms">{{ago $.Now .RenewedUnixMs}}</td></tr>
+<tr><td class="text" data-field="member_id">{{.MemberId}}</td><td class="text" data-field="coordinator_address">{{.CoordinatorAddress}}</td><td class="text" data-field="http_address">{{if .HttpAddress}}<a href="{{$.Scheme}}://{{.HttpAddress}}/">{{.HttpAddress}}</a>{{end}}</td><td class="text" data-field="nats_node">{{.NatsNode}}</td><td class="text" data-field="version">{{.Version}}</td><td data-field="tablet_actors">{{.TabletActors}}</td><td data-field="renewed_unix_ms">{{ago $.Now .RenewedUnixMs}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -191,9 +195,10 @@ func formatGens(gens []uint64) string {
 	return strings.Join(s, " ")
 }
 
-// writeStatusPage renders st as the HTML status page.
-func writeStatusPage(w http.ResponseWriter, st *messages.StatusReply, now time.Time) {
-	d := pageData{St: st, Hosts: hostRows(st), Now: now}
+// writeStatusPage renders st as the HTML status page; its links to the
+// coordinators use scheme (http or https).
+func writeStatusPage(w http.ResponseWriter, st *messages.StatusReply, now time.Time, scheme string) {
+	d := pageData{St: st, Hosts: hostRows(st), Now: now, Scheme: scheme}
 	for _, s := range st.Servers {
 		if s.Alive {
 			d.AliveCount++
