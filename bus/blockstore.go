@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -67,16 +68,38 @@ const (
 	kvStreamPrefix  = "KV_"
 )
 
-// kvStream binds the stream behind a KV bucket.
+// kvStream binds the stream behind a KV bucket that was just opened.
+// "Stream not found" is retried for up to kvStreamWait: right after a
+// process (this one or another) created a replicated bucket, a JetStream
+// node that has not yet applied the stream's assignment answers 404 (seen
+// in e2e TestMultiHost: a scanserver and a coordinator logged "bucket
+// created", then exited on "bind stream of bucket ...: stream not found").
 func (c *Conn) kvStream(ctx context.Context, bucket string) (jetstream.Stream, error) {
-	st, err := timed(c, ctx, func(octx context.Context) (jetstream.Stream, error) {
-		return c.js.Stream(octx, kvStreamPrefix+bucket)
-	})
-	if err != nil {
-		return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
+	start := time.Now()
+	pause := 50 * time.Millisecond
+	for {
+		st, err := timed(c, ctx, func(octx context.Context) (jetstream.Stream, error) {
+			return c.js.Stream(octx, kvStreamPrefix+bucket)
+		})
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Since(start)+pause > kvStreamWait {
+			return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
+		case <-t.C:
+		}
+		pause = min(2*pause, 500*time.Millisecond)
 	}
-	return st, nil
 }
+
+// kvStreamWait bounds kvStream's retries of "stream not found".
+const kvStreamWait = 5 * time.Second
 
 // checkSize rejects a value the bucket or the connection would refuse.
 func (c *Conn) checkSize(what string, n, limit int) error {

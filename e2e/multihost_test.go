@@ -36,11 +36,15 @@ const (
 	// mhRecoverBound: after a whole machine (a coordinator, its NATS node
 	// and a scanserver) drops off the network, a full scan started then
 	// succeeds within this long, and no scan fails after it. Measured
-	// (the log line "recovered"): 0.4-12.4 s on a 2-core machine, the
-	// longest when the client's NATS connection was to the lost machine
-	// (found stale by pings in 6-8 s); with nats-server's default pings
-	// (2 min) scans failed for 18-26 s and more.
-	mhRecoverBound = 20 * time.Second
+	// (the log line "recovered"), on a 2-core machine with -race: 0.4-12.4 s
+	// (TestMultiHost), 0.5-16.7 s (TestMultiHostNATSServer, where a
+	// surviving coordinator may be connected to the lost node too); the
+	// longest when a connection to the lost NATS node must first be found
+	// stale by pings (6-8 s), then the lost coordinator's lease expire
+	// (3 s). With nats-server's default pings (every 2 min) scans failed
+	// for 18-26 s, and a client connected to the lost node still sent
+	// every scan to the dead coordinator 40 s later.
+	mhRecoverBound = 30 * time.Second
 )
 
 // TestMultiHost deploys scanplane on three "machines" — network
@@ -404,13 +408,20 @@ func runMultiHost(t *testing.T, natsServer bool) {
 	if l.Failed > 0 && time.UnixMilli(l.LastFailMs).Sub(tLoss) > mhRecoverBound {
 		t.Fatalf("background scans still failed %v after the loss", time.UnixMilli(l.LastFailMs).Sub(tLoss))
 	}
-	// No data lost and still three replicas configured (two current).
+	// Both streams still have 3 replicas configured and a leader among
+	// the survivors (a stream whose leader was on the lost machine
+	// elects a new one; its info requests time out meanwhile).
 	survivorURLs := "nats://" + survivors[0].node.hostname + ":4222,nats://" + survivors[1].node.hostname + ":4222"
-	if r := ag.do(mhReq{Op: "streams", NATS: survivorURLs, TimeoutMs: 10000}, 20*time.Second); r.Err != "" ||
-		r.Ints["KV_scanplane-blocks"] != 3 || r.Ints["KV_scanplane-meta"] != 3 {
-		t.Fatalf("streams after the loss: %v %q %s", r.Ints, r.Strs, r.Err)
-	} else {
-		t.Logf("streams after the loss: %q", r.Strs)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		r := ag.do(mhReq{Op: "streams", NATS: survivorURLs, TimeoutMs: 5000}, 15*time.Second)
+		if r.Err == "" && r.Ints["KV_scanplane-blocks"] == 3 && r.Ints["KV_scanplane-meta"] == 3 && len(r.Strs) == 2 {
+			t.Logf("streams %v after the loss: %q", time.Since(tLoss).Round(time.Millisecond), r.Strs)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("streams after the loss: %v %q %s", r.Ints, r.Strs, r.Err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	// Routes and status requests go to a coordinator the client takes as
 	// up; a lost one is known as lost once its lease expires.
@@ -530,13 +541,17 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 		}
 		// With Ribbon's default zoneTriggerLoad, every zone is kept (all
 		// live servers offered) while no zone's load per server reaches
-		// 0.2, else one zone is avoided and one of the others chosen.
-		if len(zoneAll.Candidates) != live {
-			z := zoneOf[zoneAll.Choice]
-			for _, c := range zoneAll.Candidates {
-				if zoneOf[c] != z || len(zoneAll.Candidates) != zoneSize[z] {
-					t.Fatalf("ribbon-zone (default zoneTriggerLoad) row %d: candidates %q: want all %d live servers or every server of one zone", row, zoneAll.Candidates, live)
-				}
+		// 0.2, else one zone is avoided and one of the others chosen:
+		// either way the candidates are whole zones. (Seen once, right
+		// after a machine's return: two of the three zones, the returned
+		// machine's new servers not yet among ribbon-zone's candidates.)
+		inZone := map[string]int{}
+		for _, c := range zoneAll.Candidates {
+			inZone[zoneOf[c]]++
+		}
+		for z, n := range inZone {
+			if n != zoneSize[z] || !slices.Contains(zoneAll.Candidates, zoneAll.Choice) {
+				t.Fatalf("ribbon-zone (default zoneTriggerLoad) row %d: candidates %q, choice %s: want whole zones (%v)", row, zoneAll.Candidates, zoneAll.Choice, zoneSize)
 			}
 		}
 		h := hostOf[near.Choice]
