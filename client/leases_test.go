@@ -350,6 +350,11 @@ func TestLeaseLossMovesRequests(t *testing.T) {
 					t.Fatalf("row %d is %s=%s", i, row.Key, row.Value)
 				}
 			}
+			// The fakes' lines are read asynchronously: the scan can end
+			// before the serving fake's last "request" line is in.
+			for deadline := time.Now().Add(10 * time.Second); len(serving.requests()) < 4 && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			heldIDs, servedIDs := held.requests(), serving.requests()
 			if len(heldIDs) != 1 || len(servedIDs) != 4 || slices.Contains(servedIDs, heldIDs[0]) {
 				t.Fatalf("held coordinator got %v, serving one %v; want 1 and 4 requests, the resent one under a new id", heldIDs, servedIDs)
