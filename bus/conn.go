@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
+
+// ErrTLSRequired is wrapped by Connect's error when the server accepts
+// only TLS connections and Config.TLS is nil (a cluster secured with a
+// secrets directory, README "Security").
+var ErrTLSRequired = errors.New("bus: the NATS server requires TLS and a client certificate")
 
 // Config configures a connection to NATS and the JetStream buckets used.
 type Config struct {
@@ -55,6 +61,13 @@ type Config struct {
 	// leader, too few nodes up for Replicas, no answer. The caller's
 	// context bounds it too. 0 = one attempt, no retry. Default 1m.
 	BucketWait time.Duration
+	// TLS, when set, makes the connection TLS only: it presents
+	// TLS.Certificates (the server maps the certificate to a user and
+	// its permissions, see ServerConfig.Users) and verifies the server
+	// against TLS.RootCAs and the host of the URL. cliutil.RemoteTLS
+	// builds it from a secrets directory's role certificate. nil = plain
+	// text.
+	TLS *tls.Config
 	// Logger receives connection events and decode failures; nil = discard.
 	Logger *slog.Logger
 }
@@ -159,11 +172,11 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		name = "scanplane"
 	}
 	c := &Conn{cfg: cfg, log: log, reconnected: make(chan struct{}), closed: make(chan struct{})}
-	nc, err := nats.Connect(cfg.URL,
+	opts := []nats.Option{
 		nats.Name(name),
 		nats.Timeout(timeout),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		// A NATS node that vanishes without closing its connections (a
 		// machine powered off or cut from the network: no FIN, no RST)
 		// is noticed by pings only; nats.go's default (every 2 min, 2
@@ -191,7 +204,16 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 			}
 			log.Warn("nats async error", "subject", subj, "err", err)
 		}),
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, nats.Secure(cfg.TLS.Clone()))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil && cfg.TLS == nil && (errors.Is(err, nats.ErrSecureConnRequired) || strings.Contains(err.Error(), "tls")) {
+		// nats.go upgrades a plain connection to TLS when the server
+		// requires it, and fails on the server's certificate.
+		return nil, fmt.Errorf("bus: connect %s: %w (%w)", cfg.URL, ErrTLSRequired, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect %s: %w", cfg.URL, err)
 	}

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,6 +64,23 @@ type ServerConfig struct {
 	// ReadyTimeout bounds how long StartServer waits for the server to
 	// accept connections. Default 10s.
 	ReadyTimeout time.Duration
+	// TLS, when set, makes the client port and the cluster route port
+	// TLS only: the server presents TLS.Certificates, and requires and
+	// verifies a client certificate against TLS.ClientCAs on every
+	// client and route connection (TLS.ClientAuth must be
+	// tls.RequireAndVerifyClientCert); a route it dials verifies the
+	// peer node against TLS.RootCAs. cliutil.RemoteTLS builds it from a
+	// secrets directory's coordinator certificate. nil = plain text, no
+	// authentication (loopback only; see README "Security").
+	TLS *tls.Config
+	// Users, with TLS, authenticates every client by its certificate:
+	// the certificate's subject must be one of Users' (nats-server's
+	// verify_and_map), or the connection is refused ("Authorization
+	// Violation"), and the client gets the permissions of that user's
+	// role (RolePermissions, for the default bucket names). Empty = any
+	// certificate the CA signed may do anything. Route connections are
+	// authenticated by TLS alone (a certificate of the CA).
+	Users []CertUser
 	// Logger receives the server's log lines (notices at Debug level);
 	// nil = discard.
 	Logger *slog.Logger
@@ -119,6 +137,15 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("bus: ServerConfig.ReadyTimeout %s is negative", c.ReadyTimeout)
 	case strings.ContainsAny(c.Name, " \t\r\n"):
 		return fmt.Errorf("bus: ServerConfig.Name %q contains white space", c.Name)
+	case c.TLS != nil && len(c.TLS.Certificates) == 0:
+		return errors.New("bus: ServerConfig.TLS has no certificate")
+	case len(c.Users) > 0 && c.TLS == nil:
+		return errors.New("bus: ServerConfig.Users needs ServerConfig.TLS (users are the subjects of client certificates)")
+	case c.TLS != nil && (c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil):
+		return errors.New("bus: ServerConfig.TLS must require and verify client certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs set)")
+	}
+	if _, err := natsUsers(c.Users); err != nil {
+		return err
 	}
 	if !c.Clustered() {
 		if len(c.Routes) > 0 {
@@ -225,12 +252,25 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	if cfg.MaxStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxStore
 	}
+	if cfg.TLS != nil {
+		opts.TLSConfig, opts.TLSVerify, opts.TLSTimeout = cfg.TLS.Clone(), true, tlsTimeout.Seconds()
+		if len(cfg.Users) > 0 {
+			users, err := natsUsers(cfg.Users)
+			if err != nil {
+				return nil, err
+			}
+			opts.Users, opts.TLSMap = users, true
+		}
+	}
 	if cfg.Clustered() {
 		host, port, _ := parseListen(cfg.ClusterListen)
 		if port == 0 {
 			port = -1 // nats-server's "any free port"
 		}
 		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = cfg.ClusterName, host, port
+		if cfg.TLS != nil {
+			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = cfg.TLS.Clone(), tlsTimeout.Seconds()
+		}
 		for _, r := range cfg.Routes {
 			u, _ := parseRoute(r)
 			opts.Routes = append(opts.Routes, u)
@@ -279,6 +319,11 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	}
 	return &EmbeddedServer{srv: srv}, nil
 }
+
+// tlsTimeout bounds a TLS handshake on the client and route ports
+// (nats-server's default is 2 s; a loaded machine of two cores running a
+// test cluster took longer).
+const tlsTimeout = 5 * time.Second
 
 // ClientURL is the nats:// URL clients use to reach this server (a wildcard
 // listen address is reported as 127.0.0.1).

@@ -129,7 +129,9 @@ type Config struct {
 	// stream rows, accepts only peers whose certificate ClientCAs
 	// verifies (ClientAuth must be tls.RequireAndVerifyClientCert).
 	// cliutil.RemoteTLS builds it from a secrets directory's client
-	// certificate. nil = plain text. Ignored with System.
+	// certificate. The client's NATS connection uses it too (TLS,
+	// presenting the certificate, also with System). nil = plain text.
+	// Ignored by the actor remote with System.
 	TLS    *tls.Config
 	Logger *slog.Logger
 }
@@ -280,6 +282,7 @@ func (c *Client) start(ctx context.Context) error {
 	bc := bus.DefaultConfig()
 	bc.URL = c.cfg.NATSURL
 	bc.Name = "scanplane-client-" + c.id
+	bc.TLS = c.cfg.TLS
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		return fmt.Errorf("client: connect to NATS %s: %w", c.cfg.NATSURL, err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -92,9 +93,16 @@ func logTails(t testing.TB, dataDir string) {
 // metadata in JetStream) over n tablets.
 func ingest(t testing.TB, natsURL string, rows []tablets.Entry, n int) *messages.TableMeta {
 	t.Helper()
+	return ingestTLS(t, natsURL, rows, n, nil)
+}
+
+// ingestTLS is ingest over a NATS connection with tlsCfg (a secured
+// cluster's admin certificate; nil = plain).
+func ingestTLS(t testing.TB, natsURL string, rows []tablets.Entry, n int, tlsCfg *tls.Config) *messages.TableMeta {
+	t.Helper()
 	ctx := context.Background()
 	bc := bus.DefaultConfig()
-	bc.URL = natsURL
+	bc.URL, bc.TLS = natsURL, tlsCfg
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,7 +91,13 @@ func startSecured(b *testing.B, secure bool) *fixture {
 	}
 	b.Cleanup(func() { cl.Close() })
 	f := &fixture{t: b, cl: cl, truth: tablets.GenerateRows(100000)}
-	ingest(b, cl.NATSURL(), f.truth, 8)
+	var admin *tls.Config // NATS TLS with the admin certificate when secure
+	if secure {
+		if admin, err = cliutil.RemoteTLS(secrets, "admin"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ingestTLS(b, cl.NATSURL(), f.truth, 8, admin)
 	f.c = startClient(b, cl.NATSURL(), func(c *client.Config) {
 		c.StallTimeout = time.Second
 		if secure {

@@ -51,10 +51,6 @@ func TestMutualTLS(t *testing.T) {
 	}
 	t.Cleanup(func() { cl.Close() })
 	t.Cleanup(func() { logTails(t, dataDir) })
-	truth := tablets.GenerateRows(3000)
-	ingest(t, cl.NATSURL(), truth, 3)
-	coordLog := filepath.Join(dataDir, "logs", "coordinator.log")
-
 	tlsFrom := func(dir string) *tls.Config {
 		t.Helper()
 		cfg, err := cliutil.RemoteTLS(dir, "client")
@@ -63,6 +59,13 @@ func TestMutualTLS(t *testing.T) {
 		}
 		return cfg
 	}
+	admin, err := cliutil.RemoteTLS(secrets, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := tablets.GenerateRows(3000)
+	ingestTLS(t, cl.NATSURL(), truth, 3, admin)
+	coordLog := filepath.Join(dataDir, "logs", "coordinator.log")
 	newClient := func(cfg *tls.Config) *client.Client {
 		return startClient(t, cl.NATSURL(), func(c *client.Config) { c.TLS, c.StallTimeout = cfg, time.Second })
 	}
@@ -149,15 +152,19 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// scanctl connects to NATS first, which the coordinator's embedded
+	// NATS server refuses (scanctl says why); the actor remote, dialled
+	// directly with the same certificate, refuses it too and logs why.
 	for _, tc := range []struct {
-		name    string
-		args    []string
-		errWant string // in scanctl's one error line
-		logWant string // in the coordinator's "TLS handshake refused" line
+		name       string
+		args       []string
+		dir        string // the certificate dialled at the remote; "" = none
+		errWant    string // in scanctl's one error line
+		remoteWant string // in the coordinator's "remote: TLS handshake refused" line
 	}{
-		{"another CA", []string{"--secrets", otherDir}, "coordinator refused the TLS handshake", "certificate signed by unknown authority"},
-		{"expired certificate", []string{"--secrets", expiredDir}, "coordinator refused the TLS handshake", "certificate has expired"},
-		{"no TLS", nil, "the client needs them too", "first record does not look like a TLS handshake"},
+		{"another CA", []string{"--secrets", otherDir}, otherDir, "(NATS refused the TLS handshake", "certificate signed by unknown authority"},
+		{"expired certificate", []string{"--secrets", expiredDir}, expiredDir, "(NATS refused the TLS handshake", "certificate has expired"},
+		{"no TLS", nil, "", "the NATS server requires TLS and a client certificate (", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -169,7 +176,23 @@ func TestMutualTLS(t *testing.T) {
 				t.Fatalf("refused scanctl scan printed %q", out)
 			}
 			t.Logf("scan failed after %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(errOut))
-			waitLogLine(t, coordLog, "remote: TLS handshake refused", tc.logWant)
+			if tc.dir == "" {
+				return
+			}
+			cfg := tlsFrom(tc.dir)
+			cfg.NextProtos = []string{"h2"}
+			conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", cl.CoordinatorProc(0).Ready.Actor, cfg)
+			if err == nil {
+				// TLS 1.3: the server's verdict on the client
+				// certificate arrives with the first read.
+				_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+				_, err = conn.Read(make([]byte, 1))
+				conn.Close()
+			}
+			if err == nil {
+				t.Fatal("the actor remote accepted the certificate")
+			}
+			waitLogLine(t, coordLog, "remote: TLS handshake refused", tc.remoteWant)
 		})
 	}
 }
@@ -260,8 +283,12 @@ func TestMutualTLSCoordinators(t *testing.T) {
 	}
 	t.Cleanup(func() { cl.Close() })
 	t.Cleanup(func() { logTails(t, dataDir) })
+	admin, err := cliutil.RemoteTLS(secrets, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
 	truth := tablets.GenerateRows(4000)
-	ingest(t, cl.NATSURL(), truth, 8)
+	ingestTLS(t, cl.NATSURL(), truth, 8, admin)
 	for i := 0; i < cl.Coordinators(); i++ {
 		addr := cl.CoordinatorProc(i).Ready.Actor
 		sctx, cancel := context.WithTimeout(ctx, 40*time.Second)

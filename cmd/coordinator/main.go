@@ -164,6 +164,14 @@ func run(args []string) int {
 	}
 	natsURL, natsNode := o.natsURL, ""
 	if sc != nil {
+		if sc.TLS = cc.System.TLS; sc.TLS != nil {
+			// --secrets: TLS on the NATS client and route ports, every
+			// client authenticated by its role certificate and held to
+			// that role's permissions (bus.RolePermissions).
+			for _, r := range cliutil.Roles {
+				sc.Users = append(sc.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+			}
+		}
 		srv, err := bus.StartServer(*sc)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "coordinator: embedded NATS:", err)
@@ -185,6 +193,7 @@ func run(args []string) int {
 	}
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.Logger, bc.Replicas = natsURL, "scanplane-coordinator", log, replicas
+	bc.TLS = cc.System.TLS
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
@@ -195,6 +204,12 @@ func run(args []string) int {
 	meta, err := conn.MetaStore(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: metadata store:", err)
+		return 1
+	}
+	// The blocks bucket too, before any scan server opens it: with
+	// --secrets a scan server may read it but not create it.
+	if _, err := conn.BlockStore(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator: block store:", err)
 		return 1
 	}
 	var reloader func() (*selection.Profiles, error)
@@ -389,15 +404,18 @@ func (m *member) close(log *slog.Logger) {
 }
 
 // checkListens applies cliutil.CheckListen to every address this
-// coordinator listens on: the actor remote and the HTTP endpoint (both
-// secured by --secrets) and, when
-// it embeds NATS, the NATS client and route ports.
+// coordinator listens on: the actor remote, the HTTP endpoint and, when
+// it embeds NATS, the NATS client and route ports (all secured by
+// --secrets).
 func checkListens(o options, log *slog.Logger) error {
 	secured := cliutil.SecretsDir(o.secrets) != ""
 	listens := []cliutil.Listen{{Flag: "listen", Addr: o.listen, Secured: secured, SecureWith: "--secrets DIR"},
 		{Flag: "http", Addr: o.httpAddr, Secured: secured, SecureWith: "--secrets DIR"}}
 	if o.natsURL == "" {
-		listens = append(listens, cliutil.Listen{Flag: "nats-listen", Addr: o.natsListen}, cliutil.Listen{Flag: "nats-cluster", Addr: o.natsCluster})
+		// --secrets: the embedded NATS server's client and route ports
+		// are TLS with client certificates (bus.ServerConfig.TLS, Users).
+		listens = append(listens, cliutil.Listen{Flag: "nats-listen", Addr: o.natsListen, Secured: secured, SecureWith: "--secrets DIR"},
+			cliutil.Listen{Flag: "nats-cluster", Addr: o.natsCluster, Secured: secured, SecureWith: "--secrets DIR"})
 	}
 	return cliutil.CheckListens(log, o.insecure, cliutil.SystemLookupIP, listens...)
 }

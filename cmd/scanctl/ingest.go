@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -132,7 +133,16 @@ func dial(ctx context.Context, g *globals) (*bus.Conn, error) { return dialRepli
 func dialReplicas(ctx context.Context, g *globals, replicas int) (*bus.Conn, error) {
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.Replicas = g.nats, "scanctl", replicas
+	if dir := cliutil.SecretsDir(g.secrets); dir != "" {
+		var err error
+		if bc.TLS, err = cliutil.RemoteTLS(dir, "admin"); err != nil {
+			return nil, usageError{err}
+		}
+	}
 	conn, err := bus.Connect(ctx, bc)
+	if errors.Is(err, bus.ErrTLSRequired) {
+		return nil, fmt.Errorf("%w (the cluster runs with --secrets: pass --secrets DIR or set %s)", err, cliutil.SecretsEnv)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)
 	}

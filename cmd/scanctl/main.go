@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/localcluster"
@@ -59,7 +60,7 @@ var commands = []command{
 	{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
 	{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
 	{"reload", "", "make the coordinator re-read its --profiles file", runReload},
-	{"secrets", "init --dir DIR [--hosts h1,h2,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote)", runSecrets},
+	{"secrets", "init --dir DIR [--hosts h1,h2,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
 }
 
 // usageError marks bad usage (exit status 2).
@@ -109,13 +110,12 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
-	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; those that talk to a coordinator (scan, tables, status, route, reload) take --secrets DIR\n", defaultNATS)
+	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up and demo take --secrets DIR (ingest uses its admin certificate, the others its client certificate)\n", defaultNATS)
 }
 
-// noRemote are the commands that take the global flags but talk to no
-// actor (ingest writes to NATS; up and demo run their own loopback
-// cluster): --secrets would be silently ignored there.
-var noRemote = map[string]bool{"ingest": true, "up": true, "demo": true}
+// noRemote are the commands that take the global flags but run their own
+// loopback cluster (up, demo): --secrets would be silently ignored there.
+var noRemote = map[string]bool{"up": true, "demo": true}
 
 // parse parses a command's flags (globals included); positional arguments
 // are returned.
@@ -135,7 +135,7 @@ func parse(name string, g *globals, fs *flag.FlagSet, args []string, errOut io.W
 		return nil, usageError{fmt.Errorf("--secrets: `scanctl up` makes its own secrets; pass --secure (it creates DATA/secrets and secures every process with it)")}
 	}
 	if g.secrets != "" && noRemote[name] {
-		return nil, usageError{fmt.Errorf("--secrets: `scanctl %s` does not use the actor remote, the only link --secrets secures (NATS has no TLS yet)", name)}
+		return nil, usageError{fmt.Errorf("--secrets: `scanctl %s` starts its own loopback cluster, which --secrets does not secure", name)}
 	}
 	return fs.Args(), nil
 }
@@ -164,6 +164,12 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 		return nil, usageError{fmt.Errorf("--coordinator or --nats: %w", err)}
 	}
 	if err := c.Start(ctx); err != nil {
+		if errors.Is(err, bus.ErrTLSRequired) {
+			return nil, fmt.Errorf("%w (the cluster runs with --secrets: pass --secrets DIR or set %s)", err, cliutil.SecretsEnv)
+		}
+		if strings.Contains(err.Error(), "tls") {
+			return nil, fmt.Errorf("%w (NATS refused the TLS handshake: is --secrets a directory of this cluster's CA, its certificates current?)", err)
+		}
 		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)
 	}
 	return c, nil

@@ -22,7 +22,6 @@ func TestSecretsInit(t *testing.T) {
 		{args: []string{"secrets", "init", "--dir", dir, "--hosts", "node1,10.0.0.1"}, code: 0, out: "pass --secrets " + dir},
 		{args: []string{"secrets", "init", "--dir", dir}, code: 1, err: "secrets already exist (pass --force to replace them)"},
 		{args: []string{"secrets", "init", "--dir", dir, "--force"}, code: 0, out: "wrote a CA"},
-		{args: []string{"ingest", "--secrets", dir, "--table", "t", "--generate", "1"}, code: 2, err: "--secrets: `scanctl ingest` does not use the actor remote"},
 		{args: []string{"up", "--secrets", dir}, code: 2, err: "--secrets: `scanctl up` makes its own secrets; pass --secure"},
 		{args: []string{"scan", "--secrets", filepath.Join(dir, "nope"), "--table", "t"}, code: 2, err: "ca.crt"},
 	} {

@@ -136,11 +136,11 @@ func upSecrets(dataDir string) (dir string, made bool, err error) {
 // commands need, how to read the HTTP endpoints, and what is not
 // secured.
 func printSecure(out io.Writer, cl *localcluster.Cluster, dir string) {
-	fmt.Fprintf(out, "secured: pass --secrets %s (or set %s=%s) to scanctl scan, tables, status, route and reload\n", dir, cliutil.SecretsEnv, dir)
+	fmt.Fprintf(out, "secured: pass --secrets %s (or set %s=%s) to scanctl ingest, scan, tables, status, route and reload\n", dir, cliutil.SecretsEnv, dir)
 	fmt.Fprintf(out, "  http:  curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" %s/status\n",
 		filepath.Join(dir, "ca.crt"), filepath.Join(dir, cliutil.HTTPTokenFile), cl.HTTPURL(0))
-	fmt.Fprintln(out, "  not secured yet: NATS (heartbeats, metadata, blocks) is plain text without authentication, on loopback only")
-	fmt.Fprintf(out, "try: scanctl ingest --table demo --generate 100000 && scanctl scan --secrets %s --table demo --start row000000100 --end row000000110\n", dir)
+	fmt.Fprintln(out, "  nats:  TLS with the role certificates and per-role permissions (ingest writes with admin.crt, scans read with client.crt)")
+	fmt.Fprintf(out, "try: scanctl ingest --secrets %s --table demo --generate 100000 && scanctl scan --secrets %s --table demo --start row000000100 --end row000000110\n", dir, dir)
 }
 
 // waitCoordinators is `up --no-restart`: it runs until Ctrl-C, or until

@@ -70,8 +70,8 @@ func TestUpSecure(t *testing.T) {
 		t.Fatalf("printed flag %v, want --secrets %s", m, want)
 	}
 	secrets := m[1]
-	if !strings.Contains(printed, "not secured yet: NATS") {
-		t.Errorf("up --secure does not say NATS is not secured")
+	if !strings.Contains(printed, "nats:  TLS with the role certificates") {
+		t.Errorf("up --secure does not say how NATS is secured")
 	}
 	natsURL := regexp.MustCompile(`(?m)^  nats\s+(\S+)$`).FindStringSubmatch(printed)
 	coord := regexp.MustCompile(`(?m)^  coordinator\s+(\S+)\s+(https://\S+/status)\s`).FindStringSubmatch(printed)
@@ -96,8 +96,11 @@ func TestUpSecure(t *testing.T) {
 		return code, o.String(), e.String()
 	}
 	const rows = 500
-	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--table", "t", "--generate", "500"); c != 0 {
-		t.Fatalf("ingest: %d %s %s", c, o, e)
+	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--table", "t", "--generate", "500"); c == 0 || !strings.Contains(e, "requires TLS") || strings.Count(strings.TrimSpace(e), "\n") != 0 {
+		t.Fatalf("ingest without --secrets: exit %d, out %q, err %q; want a one-line refusal naming TLS", c, o, e)
+	}
+	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--secrets", secrets, "--table", "t", "--generate", "500"); c != 0 {
+		t.Fatalf("ingest --secrets: %d %s %s", c, o, e)
 	}
 	if c, o, e := cmd("scan", "--nats", natsURL[1], "--coordinator", coord[1], "--secrets", secrets, "--table", "t", "--count", "--timeout", "30s"); c != 0 || strings.TrimSpace(o) != "500" {
 		t.Fatalf("scan --secrets: exit %d, out %q, err %q; want %d rows", c, o, e, rows)

@@ -137,6 +137,7 @@ func run(args []string) int {
 	}
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.Logger = natsURL, "scanplane-scanserver-"+cfg.Host, log
+	bc.TLS = cfg.System.TLS
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	conn, err := bus.Connect(cctx, bc)
 	cancel()

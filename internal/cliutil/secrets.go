@@ -290,6 +290,14 @@ func WriteCertFiles(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey)
 	return writeFileMode(certPath, pemCert(der), 0o644)
 }
 
+// RoleSubject is the subject distinguished name (RFC 4514, as
+// pkix.Name.String writes it) of role's certificate made by InitSecrets:
+// the embedded NATS server maps a client certificate with it to role's
+// user and permissions.
+func RoleSubject(role string) string {
+	return pkix.Name{CommonName: "scanplane " + role, Organization: []string{"scanplane"}, OrganizationalUnit: []string{role}}.String()
+}
+
 // SecretsDir is the value of a --secrets flag, or $SCANPLANE_SECRETS when
 // the flag is empty.
 func SecretsDir(flagValue string) string {

@@ -102,6 +102,9 @@ func TestInitSecrets(t *testing.T) {
 				if _, err := cliutil.RemoteTLS(dir, role); err != nil {
 					t.Errorf("RemoteTLS(%s): %v", role, err)
 				}
+				if got, want := c.Subject.String(), cliutil.RoleSubject(role); got != want {
+					t.Errorf("%s subject %q, RoleSubject %q (the NATS server maps the certificate by it)", role, got, want)
+				}
 			}
 		})
 	}

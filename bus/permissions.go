@@ -1,0 +1,128 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// The roles a certificate maps to (ServerConfig.Users). Each is a NATS
+// user with publish and subscribe permissions that the server enforces:
+// a message a user may not publish is dropped by the server, which
+// answers the publisher with a "Permissions Violation" error (nats.go
+// ErrPermissionViolation), whoever else listens.
+const (
+	// RoleCoordinator may publish and subscribe to everything: it runs
+	// the embedded server, creates the buckets, renews its lease and
+	// publishes load signals of its own.
+	RoleCoordinator = "coordinator"
+	// RoleAdmin may publish and subscribe to everything: ingest creates
+	// the buckets and writes blocks and metadata.
+	RoleAdmin = "admin"
+	// RoleScanServer may publish heartbeats and busy and timeout signals
+	// (of any host: the subjects carry the host, but one certificate
+	// serves every scan server), read the blocks and metadata buckets,
+	// and nothing else: it cannot write a block, a table's metadata or a
+	// lease.
+	RoleScanServer = "scanserver"
+	// RoleClient may read the metadata and lease buckets (the tables and
+	// the live coordinators) and the blocks bucket's stream info, and
+	// nothing else: it cannot publish a heartbeat or a signal, nor write
+	// or read a block.
+	RoleClient = "client"
+)
+
+// CertUser maps the subject of a client certificate to a role.
+type CertUser struct {
+	// Subject is the certificate's subject distinguished name as
+	// RFC 4514 writes it (crypto/x509's pkix.Name.String), e.g.
+	// "CN=scanplane client,OU=client,O=scanplane".
+	Subject string
+	// Role is one of RoleCoordinator, RoleAdmin, RoleScanServer,
+	// RoleClient.
+	Role string
+}
+
+// ErrUnknownRole is wrapped by the error of a CertUser with a role not
+// listed above.
+var ErrUnknownRole = errors.New("bus: unknown role")
+
+// RolePermissions returns the NATS permissions of role for the buckets
+// named by cfg (BlocksBucket, MetaBucket) and leases (the lease bucket):
+// nil (everything) for the coordinator and admin roles.
+func RolePermissions(role string, cfg Config, leases LeaseConfig) (*server.Permissions, error) {
+	switch role {
+	case RoleCoordinator, RoleAdmin:
+		return nil, nil
+	case RoleScanServer:
+		pub := []string{hbPrefix + ">", busyPrefix + ">", timeoutPrefix + ">"}
+		pub = append(pub, kvRead(cfg.BlocksBucket)...)
+		pub = append(pub, kvRead(cfg.MetaBucket)...)
+		return perms(pub), nil
+	case RoleClient:
+		pub := append(kvRead(cfg.MetaBucket), kvRead(leases.Bucket)...)
+		// Opening the metadata bucket reads the blocks bucket's replica
+		// count (Replicas 0, auto): its stream info, not its data.
+		pub = append(pub, "$JS.API.STREAM.INFO."+kvStreamPrefix+cfg.BlocksBucket)
+		return perms(pub), nil
+	}
+	return nil, fmt.Errorf("%w %q: want %s, %s, %s or %s", ErrUnknownRole, role, RoleCoordinator, RoleAdmin, RoleScanServer, RoleClient)
+}
+
+// perms allows publishing on pub and subscribing to reply inboxes (the
+// answers of JetStream API requests, the deliveries of KV watches) and
+// to metadata changes. Replies go to the requester's _INBOX; a user may
+// subscribe to any inbox, so a restricted user can still read answers
+// meant for others (NATS's remedy, a per-user inbox prefix, is not
+// used; README "Security").
+func perms(pub []string) *server.Permissions {
+	sort.Strings(pub)
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub},
+		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MetaChangedSubject}},
+	}
+}
+
+// kvRead are the JetStream API subjects that reading a KV bucket needs:
+// the stream's info (binding the bucket), direct and stream message gets
+// (Get), the ordered consumers of a watch (create, info, delete) and
+// their flow-control replies. Not among them: creating or updating the
+// stream, publishing to $KV.<bucket>.> (Put, Delete), purging.
+func kvRead(bucket string) []string {
+	st := kvStreamPrefix + bucket
+	return []string{
+		"$JS.API.STREAM.INFO." + st,
+		"$JS.API.DIRECT.GET." + st,
+		"$JS.API.DIRECT.GET." + st + ".>",
+		"$JS.API.STREAM.MSG.GET." + st,
+		"$JS.API.CONSUMER.CREATE." + st,
+		"$JS.API.CONSUMER.CREATE." + st + ".>",
+		"$JS.API.CONSUMER.INFO." + st + ".>",
+		"$JS.API.CONSUMER.DELETE." + st + ".>",
+		"$JS.FC." + st + ".>",
+	}
+}
+
+// natsUsers turns cfg.Users into the server's users, each with its role's
+// permissions for the default bucket names.
+func natsUsers(users []CertUser) ([]*server.User, error) {
+	var out []*server.User
+	seen := map[string]bool{}
+	for i, u := range users {
+		if u.Subject == "" {
+			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject is empty", i)
+		}
+		if seen[u.Subject] {
+			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
+		}
+		seen[u.Subject] = true
+		p, err := RolePermissions(u.Role, DefaultConfig(), DefaultLeaseConfig())
+		if err != nil {
+			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
+		}
+		out = append(out, &server.User{Username: u.Subject, Permissions: p})
+	}
+	return out, nil
+}

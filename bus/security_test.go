@@ -1,0 +1,379 @@
+package bus_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/messages"
+)
+
+// secureServer is an embedded server with TLS from a new secrets
+// directory (the coordinator's certificate) and every role of it mapped
+// to its user, as the coordinator starts it with --secrets.
+func secureServer(t *testing.T) (*bus.EmbeddedServer, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := bus.DefaultServerConfig()
+	cfg.Port, cfg.StoreDir = -1, t.TempDir()
+	cfg.TLS = roleTLS(t, dir, "coordinator")
+	for _, r := range cliutil.Roles {
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+	}
+	srv, err := bus.StartServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	return srv, dir
+}
+
+func roleTLS(t *testing.T, dir, role string) *tls.Config {
+	t.Helper()
+	c, err := cliutil.RemoteTLS(dir, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// roleConn connects with role's certificate through bus.Connect.
+func roleConn(t *testing.T, srv *bus.EmbeddedServer, dir, role string) *bus.Conn {
+	t.Helper()
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Name, cfg.TLS = srv.ClientURL(), role, roleTLS(t, dir, role)
+	cfg.OpTimeout, cfg.BucketWait = 2*time.Second, 0
+	c, err := bus.Connect(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Connect as %s: %v", role, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestNATSTLSRefusesWithoutCertificate: the secured embedded server
+// accepts only TLS connections presenting a certificate the cluster CA
+// signed whose subject is one of the roles'.
+func TestNATSTLSRefusesWithoutCertificate(t *testing.T) {
+	srv, dir := secureServer(t)
+	url := srv.ClientURL()
+	other := filepath.Join(t.TempDir(), "other")
+	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A certificate of the cluster's CA whose subject names no role.
+	ca, caKey := loadCA(t, dir)
+	now := time.Now()
+	der, key, err := cliutil.NewCert(ca, caKey, cliutil.CertSpec{CommonName: "intruder", Role: "intruder",
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := t.TempDir()
+	if err := cliutil.WriteCertFiles(filepath.Join(unknown, "x.crt"), filepath.Join(unknown, "x.key"), der, key); err != nil {
+		t.Fatal(err)
+	}
+	unknownCert, err := tls.LoadX509KeyPair(filepath.Join(unknown, "x.crt"), filepath.Join(unknown, "x.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caOnly := roleTLS(t, dir, "client").Clone()
+	caOnly.Certificates = nil
+	otherCA := roleTLS(t, other, "client").Clone()
+	otherCA.RootCAs = caOnly.RootCAs // trusts the real server, presents another CA's certificate
+	unknownTLS := caOnly.Clone()
+	unknownTLS.Certificates = []tls.Certificate{unknownCert}
+
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+		want string
+	}{
+		// nats.go upgrades to TLS when the server asks for it, and
+		// then knows no CA to trust the server by.
+		{"plain", nil, "tls"},
+		{"TLS without a certificate", []nats.Option{nats.Secure(caOnly)}, ""},
+		{"another CA's certificate", []nats.Option{nats.Secure(otherCA)}, ""},
+		{"the CA's certificate of no role", []nats.Option{nats.Secure(unknownTLS)}, "authorization violation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := nats.Connect(url, append(tc.opts, nats.Timeout(5*time.Second), nats.NoReconnect())...)
+			if err == nil {
+				// TLS 1.3: the server checks the client certificate after
+				// the client's handshake is done; the refusal shows on
+				// the first round trip.
+				err = nc.Flush()
+				nc.Close()
+			}
+			if err == nil {
+				t.Fatal("connected")
+			}
+			if !strings.Contains(strings.ToLower(err.Error()), tc.want) {
+				t.Fatalf("err %q, want %q", err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+	// bus.Connect without TLS names the cause.
+	cfg := bus.DefaultConfig()
+	cfg.URL = url
+	if c, err := bus.Connect(context.Background(), cfg); err == nil {
+		c.Close()
+		t.Fatal("bus.Connect without TLS connected")
+	} else if !errors.Is(err, bus.ErrTLSRequired) {
+		t.Fatalf("bus.Connect without TLS: %v, want ErrTLSRequired", err)
+	}
+}
+
+// TestNATSRolePermissions runs every role over real TLS connections: each
+// does its own work, and what a role may not do is refused by the NATS
+// server (a permissions violation), not filtered by a subscriber.
+func TestNATSRolePermissions(t *testing.T) {
+	ctx := context.Background()
+	srv, dir := secureServer(t)
+	coord := roleConn(t, srv, dir, "coordinator")
+	if _, err := coord.MetaStore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := coord.Leases(ctx, bus.DefaultLeaseConfig()); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var hbs []*messages.Heartbeat
+	sub, err := coord.SubscribeHeartbeats(func(h *messages.Heartbeat) { mu.Lock(); hbs = append(hbs, h); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := coord.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	// admin (ingest) writes a block and a table.
+	admin := roleConn(t, srv, dir, "admin")
+	ablocks, err := admin.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ablocks.Put(ctx, "f1.0", []byte("block")); err != nil {
+		t.Fatal(err)
+	}
+	ameta, err := admin.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ameta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 1,
+		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 1}}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	// scanserver: reads blocks and metadata, publishes heartbeats.
+	ss := roleConn(t, srv, dir, "scanserver")
+	sblocks, err := ss.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := sblocks.Get(ctx, "f1.0"); err != nil || string(b) != "block" {
+		t.Fatalf("scanserver block get: %q, %v", b, err)
+	}
+	smeta, err := ss.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := smeta.Get(ctx, "t", 1); err != nil || m.GetGeneration() != 1 {
+		t.Fatalf("scanserver meta get: %v, %v", m, err)
+	}
+	if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the scan server's heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) == 1 })
+	if err := sblocks.Put(ctx, "f2.0", []byte("forged")); err == nil {
+		t.Fatal("scanserver wrote a block")
+	}
+	if err := smeta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 2,
+		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 2}}}}, 1); err == nil {
+		t.Fatal("scanserver published a table generation")
+	}
+
+	// client: reads metadata and leases; cannot write them, cannot
+	// publish a heartbeat, cannot read a block.
+	cl := roleConn(t, srv, dir, "client")
+	cmeta, err := cl.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen, err := cmeta.Current(ctx, "t"); err != nil || gen != 1 {
+		t.Fatalf("client current generation: %d, %v", gen, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	watched := make(chan string, 1)
+	go func() {
+		_ = cmeta.Watch(wctx, func(table string, gen uint64) {
+			select {
+			case watched <- table:
+			default:
+			}
+		})
+	}()
+	select {
+	case <-watched:
+	case <-wctx.Done():
+		t.Fatal("the client's metadata watch saw no table")
+	}
+	cancel()
+	if _, err := cl.Leases(ctx, bus.DefaultLeaseConfig()); err != nil {
+		t.Fatalf("client leases: %v", err)
+	}
+	if err := cmeta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 2,
+		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 2}}}}, 1); err == nil {
+		t.Fatal("client published a table generation")
+	}
+	if cblocks, err := cl.BlockStore(ctx); err != nil {
+		t.Fatalf("client: open the blocks bucket (its stream info): %v", err)
+	} else if b, err := cblocks.Get(ctx, "f1.0"); err == nil {
+		t.Fatalf("client read a block: %q", b)
+	}
+	// Nothing the refused writes tried is there.
+	if gen, err := ameta.Current(ctx, "t"); err != nil || gen != 1 {
+		t.Fatalf("current generation after refused writes: %d, %v; want 1", gen, err)
+	}
+	if _, err := ablocks.Get(ctx, "f2.0"); !errors.Is(err, bus.ErrNotFound) {
+		t.Fatalf("forged block: %v, want ErrNotFound", err)
+	}
+
+	// A forged heartbeat with the client's certificate: the server
+	// refuses it (the publisher gets a permissions violation) and the
+	// coordinator never sees it.
+	perm := make(chan error, 4)
+	forger, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perm <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Close()
+	forged := bus.HeartbeatSubject("h1", "s1")
+	if err := forger.Publish(forged, []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-perm:
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), forged) {
+			t.Fatalf("forged heartbeat: async error %v, want a permissions violation for %s", err, forged)
+		}
+		t.Logf("forged heartbeat refused: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("forged heartbeat: no permissions violation")
+	}
+	// The server dropped the forged message before answering; a real
+	// heartbeat sent now is the next one the coordinator gets.
+	if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s1", QueueLen: 7}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second real heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) >= 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hbs) != 2 || hbs[1].GetQueueLen() != 7 {
+		t.Fatalf("coordinator got %d heartbeats (%v), want the scan server's 2", len(hbs), hbs)
+	}
+	if d := coord.DecodeErrors(); d != 0 {
+		t.Fatalf("coordinator got %d undecodable messages (the forged one?)", d)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// loadCA reads the CA certificate and key of a secrets directory.
+func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	read := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := pem.Decode(data)
+		if b == nil {
+			t.Fatalf("%s: no PEM block", name)
+		}
+		return b.Bytes
+	}
+	ca, err := x509.ParseCertificate(read("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(read("ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		t.Fatalf("ca.key is a %T", k)
+	}
+	return ca, key
+}
+
+func TestServerConfigTLSUsersValidate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	good := roleTLS(t, dir, "coordinator")
+	noVerify := good.Clone()
+	noVerify.ClientAuth = tls.NoClientCert
+	for _, tc := range []struct {
+		name string
+		mod  func(*bus.ServerConfig)
+		want string
+	}{
+		{"users without TLS", func(c *bus.ServerConfig) { c.Users = []bus.CertUser{{Subject: "CN=x", Role: "client"}} }, "ServerConfig.Users needs ServerConfig.TLS"},
+		{"no client verification", func(c *bus.ServerConfig) { c.TLS = noVerify }, "must require and verify client certificates"},
+		{"unknown role", func(c *bus.ServerConfig) { c.TLS, c.Users = good, []bus.CertUser{{Subject: "CN=x", Role: "root"}} }, `ServerConfig.Users[0].Role: bus: unknown role "root"`},
+		{"empty subject", func(c *bus.ServerConfig) { c.TLS, c.Users = good, []bus.CertUser{{Role: "client"}} }, "ServerConfig.Users[0].Subject is empty"},
+		{"twice", func(c *bus.ServerConfig) {
+			c.TLS, c.Users = good, []bus.CertUser{{Subject: "CN=x", Role: "client"}, {Subject: "CN=x", Role: "admin"}}
+		}, `ServerConfig.Users[1].Subject "CN=x" is listed twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := bus.DefaultServerConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate: %v, want %q", err, tc.want)
+			}
+			if errors.Is(err, bus.ErrUnknownRole) != (tc.name == "unknown role") {
+				t.Fatalf("errors.Is(ErrUnknownRole) wrong for %v", err)
+			}
+		})
+	}
+	c := bus.DefaultServerConfig()
+	c.TLS, c.Users = good, []bus.CertUser{{Subject: cliutil.RoleSubject("client"), Role: "client"}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
