@@ -377,3 +377,73 @@ func TestServerConfigTLSUsersValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNATSTLSRoutes: three secured nodes form a JetStream cluster over
+// TLS routes (each node presenting the coordinator certificate, verifying
+// the others' against the CA); a heartbeat a scan server publishes on one
+// node reaches a coordinator subscribed on another; the route port
+// refuses a TLS connection without a certificate.
+func TestNATSTLSRoutes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newCluster(t, 3, func(_ int, addrs []string) []string { return addrs })
+	for i := range tc.cfgs {
+		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
+		for _, r := range cliutil.Roles {
+			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+		}
+	}
+	tc.startAndWait(0, 3)
+	for i, n := range tc.nodes {
+		if r := n.Server().NumRoutes(); r < 2 {
+			t.Fatalf("node %d has %d routes, want 2", i, r)
+		}
+	}
+	coord := roleConn(t, tc.nodes[0], dir, "coordinator")
+	got := make(chan *messages.Heartbeat, 1)
+	sub, err := coord.SubscribeHeartbeats(func(h *messages.Heartbeat) {
+		select {
+		case got <- h:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := coord.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ss := roleConn(t, tc.nodes[2], dir, "scanserver")
+	deadline := time.Now().Add(10 * time.Second)
+	for done := false; !done; {
+		// Interest crosses the routes asynchronously: repeat until seen.
+		if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h3", Server: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case h := <-got:
+			if h.GetHost() != "h3" {
+				t.Fatalf("heartbeat %v", h)
+			}
+			done = true
+		case <-time.After(50 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the heartbeat did not cross the TLS routes")
+			}
+		}
+	}
+	noCert := roleTLS(t, dir, "coordinator").Clone()
+	noCert.Certificates = nil
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tc.nodes[0].ClusterAddr(), noCert)
+	if err == nil {
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("route port without a certificate: %v, want a refusal (certificate required)", err)
+	}
+}
