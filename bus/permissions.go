@@ -22,8 +22,8 @@ const (
 	// the buckets and writes blocks and metadata.
 	RoleAdmin = "admin"
 	// RoleScanServer may publish heartbeats and busy and timeout signals
-	// (of any host: the subjects carry the host, but one certificate
-	// serves every scan server), read the blocks and metadata buckets,
+	// (of any host, or of CertUser.Host's only: the subjects carry the
+	// host), read the blocks and metadata buckets,
 	// and nothing else: it cannot write a block, a table's metadata or a
 	// lease.
 	RoleScanServer = "scanserver"
@@ -43,6 +43,11 @@ type CertUser struct {
 	// Role is one of RoleCoordinator, RoleAdmin, RoleScanServer,
 	// RoleClient.
 	Role string
+	// Host, for RoleScanServer only, narrows the heartbeats and signals
+	// the user may publish to that host's subjects
+	// (scanplane.v1.hb.<Token(Host)>.>, likewise busy and timeout).
+	// Empty = any host's.
+	Host string
 }
 
 // ErrUnknownRole is wrapped by the error of a CertUser with a role not
@@ -53,11 +58,21 @@ var ErrUnknownRole = errors.New("bus: unknown role")
 // named by cfg (BlocksBucket, MetaBucket) and leases (the lease bucket):
 // nil (everything) for the coordinator and admin roles.
 func RolePermissions(role string, cfg Config, leases LeaseConfig) (*server.Permissions, error) {
+	return hostPermissions(role, "", cfg, leases)
+}
+
+// hostPermissions is RolePermissions with a scan server's host (see
+// CertUser.Host).
+func hostPermissions(role, host string, cfg Config, leases LeaseConfig) (*server.Permissions, error) {
 	switch role {
 	case RoleCoordinator, RoleAdmin:
 		return nil, nil
 	case RoleScanServer:
-		pub := []string{hbPrefix + ">", busyPrefix + ">", timeoutPrefix + ">"}
+		tail := ">"
+		if host != "" {
+			tail = Token(host) + ".>"
+		}
+		pub := []string{hbPrefix + tail, busyPrefix + tail, timeoutPrefix + tail}
 		pub = append(pub, kvRead(cfg.BlocksBucket)...)
 		pub = append(pub, kvRead(cfg.MetaBucket)...)
 		return perms(pub), nil
@@ -118,7 +133,10 @@ func natsUsers(users []CertUser) ([]*server.User, error) {
 			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
 		}
 		seen[u.Subject] = true
-		p, err := RolePermissions(u.Role, DefaultConfig(), DefaultLeaseConfig())
+		if u.Host != "" && u.Role != RoleScanServer {
+			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
+		}
+		p, err := hostPermissions(u.Role, u.Host, DefaultConfig(), DefaultLeaseConfig())
 		if err != nil {
 			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
 		}

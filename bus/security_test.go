@@ -447,3 +447,103 @@ func TestNATSTLSRoutes(t *testing.T) {
 		t.Fatalf("route port without a certificate: %v, want a refusal (certificate required)", err)
 	}
 }
+
+// TestNATSPerHostScanServer: with per-host scan server certificates
+// (secrets init --server-hosts) mapped as the coordinator maps them, the
+// certificate of host h1 may publish h1's heartbeats and busy signals but
+// not h2's (a permissions violation from the server), and the generic
+// scanserver certificate is not a user any more.
+func TestNATSPerHostScanServer(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
+		t.Fatal(err)
+	}
+	hosts, err := cliutil.ServerHosts(dir)
+	if err != nil || len(hosts) != 2 || hosts[0] != "h1" || hosts[1] != "h2" {
+		t.Fatalf("ServerHosts = %q, %v; want [h1 h2]", hosts, err)
+	}
+	if r := cliutil.ServerTLSRole(dir, "h1"); r != "scanserver.h1" {
+		t.Fatalf("ServerTLSRole(h1) = %q", r)
+	}
+	if r := cliutil.ServerTLSRole(dir, "h3"); r != "scanserver" {
+		t.Fatalf("ServerTLSRole(h3) = %q", r)
+	}
+	cfg := bus.DefaultServerConfig()
+	cfg.Port, cfg.StoreDir = -1, t.TempDir()
+	cfg.TLS = roleTLS(t, dir, "coordinator")
+	for _, r := range cliutil.Roles {
+		if r != "scanserver" {
+			cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+		}
+	}
+	for _, h := range hosts {
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+	}
+	srv, err := bus.StartServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+
+	coord := roleConn(t, srv, dir, "coordinator")
+	got := make(chan *messages.Heartbeat, 16)
+	sub, err := coord.SubscribeHeartbeats(func(h *messages.Heartbeat) { got <- h })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := coord.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	perm := make(chan error, 4)
+	nc, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, cliutil.ServerRole("h1"))), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perm <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	other := bus.HeartbeatSubject("h2", "s")
+	if err := nc.Publish(other, []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-perm:
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), other) {
+			t.Fatalf("h1 publishing %s: %v, want a permissions violation", other, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("h1 publishing %s: no permissions violation", other)
+	}
+	// Its own host's heartbeat goes through (and is the first the
+	// coordinator gets: the forged one was dropped before the error).
+	h1 := roleConn(t, srv, dir, cliutil.ServerRole("h1"))
+	if err := h1.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.PublishSignal(bus.SignalBusy, &messages.LoadSignal{Host: "h1", Server: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case h := <-got:
+		if h.GetHost() != "h1" {
+			t.Fatalf("coordinator got a heartbeat of %q first, want h1's", h.GetHost())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("h1's own heartbeat did not arrive")
+	}
+	if err := h1.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.NATS().LastError(); err != nil {
+		t.Fatalf("h1's own heartbeat and busy signal: %v", err)
+	}
+	// The generic scan server certificate maps to no user now.
+	gen, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "scanserver")), nats.NoReconnect())
+	if err == nil {
+		err = gen.Flush()
+		gen.Close()
+	}
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
+		t.Fatalf("scanserver.crt with per-host certificates: %v, want an authorization violation", err)
+	}
+}

@@ -168,8 +168,9 @@ func run(args []string) int {
 			// --secrets: TLS on the NATS client and route ports, every
 			// client authenticated by its role certificate and held to
 			// that role's permissions (bus.RolePermissions).
-			for _, r := range cliutil.Roles {
-				sc.Users = append(sc.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+			if sc.Users, err = natsUsers(cliutil.SecretsDir(o.secrets)); err != nil {
+				fmt.Fprintln(os.Stderr, "coordinator:", err)
+				return 2
 			}
 		}
 		srv, err := bus.StartServer(*sc)

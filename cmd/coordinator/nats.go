@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/cliutil"
 )
 
 // natsSetup turns the NATS flags into the embedded server's configuration
@@ -105,3 +106,25 @@ func otherRoutes(self string, routes []string) int {
 // jetStreamWait bounds how long a clustered coordinator waits at start for
 // a majority of the NATS nodes (JetStream's metadata leader).
 const jetStreamWait = 2 * time.Minute
+
+// natsUsers are the users of the embedded NATS server with --secrets DIR:
+// each role's certificate subject mapped to its role; when DIR has
+// per-host scan server certificates (secrets init --server-hosts), those
+// instead of scanserver.crt, each held to its own host's subjects.
+func natsUsers(dir string) ([]bus.CertUser, error) {
+	hosts, err := cliutil.ServerHosts(dir)
+	if err != nil {
+		return nil, err
+	}
+	var users []bus.CertUser
+	for _, r := range cliutil.Roles {
+		if r == bus.RoleScanServer && len(hosts) > 0 {
+			continue
+		}
+		users = append(users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+	}
+	for _, h := range hosts {
+		users = append(users, bus.CertUser{Subject: cliutil.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+	}
+	return users, nil
+}

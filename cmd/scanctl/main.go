@@ -60,7 +60,7 @@ var commands = []command{
 	{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
 	{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
 	{"reload", "", "make the coordinator re-read its --profiles file", runReload},
-	{"secrets", "init --dir DIR [--hosts h1,h2,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
+	{"secrets", "init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
 }
 
 // usageError marks bad usage (exit status 2).

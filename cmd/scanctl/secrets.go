@@ -16,12 +16,13 @@ import (
 // "Security").
 func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] != "init" {
-		return usageError{errors.New("want `scanctl secrets init --dir DIR [--hosts h1,h2,...] [--force]`")}
+		return usageError{errors.New("want `scanctl secrets init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]`")}
 	}
 	fs := flag.NewFlagSet("secrets init", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	dir := fs.String("dir", "", "directory to create the secrets in (required; created 0700)")
 	hosts := fs.String("hosts", "", "host names or IP addresses the certificates are valid for, comma separated (127.0.0.1, ::1 and localhost always are)")
+	serverHosts := fs.String("server-hosts", "", "scan server host ids (their --host), comma separated: a certificate each (scanserver.HOST.crt) that may publish only that host's heartbeats and signals on NATS; with any, scanserver.crt no longer connects to NATS")
 	force := fs.Bool("force", false, "replace existing secrets (every certificate signed by the old CA stops being accepted)")
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -39,7 +40,11 @@ func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Wri
 	if *hosts != "" {
 		hs = strings.Split(*hosts, ",")
 	}
-	if err := cliutil.InitSecrets(*dir, cliutil.SecretsOptions{Hosts: hs, Force: *force}); err != nil {
+	var shs []string
+	if *serverHosts != "" {
+		shs = strings.Split(*serverHosts, ",")
+	}
+	if err := cliutil.InitSecrets(*dir, cliutil.SecretsOptions{Hosts: hs, ServerHosts: shs, Force: *force}); err != nil {
 		if errors.Is(err, cliutil.ErrSecretsExist) {
 			return err
 		}

@@ -109,7 +109,7 @@ func run(args []string) int {
 	}
 	cfg.System = actors.SystemConfig{Listen: listen, Advertise: advertise}
 	if secretsDir != "" {
-		if cfg.System.TLS, err = cliutil.RemoteTLS(secretsDir, "scanserver"); err != nil {
+		if cfg.System.TLS, err = cliutil.RemoteTLS(secretsDir, cliutil.ServerTLSRole(secretsDir, cfg.Host)); err != nil {
 			return bad(err)
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 )
@@ -48,7 +50,17 @@ type SecretsOptions struct {
 	// Hosts are DNS names or IP addresses added to every certificate's
 	// subject alternative names (127.0.0.1, ::1 and localhost always are).
 	Hosts []string
-	// Force overwrites existing secrets.
+	// ServerHosts are scan server host names (their --host): for each, a
+	// certificate scanserver.HOST.crt (and .key) whose subject names the
+	// host (HostSubject), which the embedded NATS server lets publish
+	// only that host's heartbeats and signals. When a directory has any,
+	// a coordinator started with it accepts only these for scan servers
+	// on NATS (scanserver.crt no longer connects there), and a scan
+	// server picks its host's (ServerRole). A name is 1+ characters of
+	// [A-Za-z0-9_-].
+	ServerHosts []string
+	// Force overwrites existing secrets (and removes the per-host scan
+	// server certificates of a previous init).
 	Force bool
 	// CAValidity and CertValidity: how long the CA and the role
 	// certificates are valid; 0 = 10 years and 2 years.
@@ -81,8 +93,25 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 			return fmt.Errorf("--hosts: %q is neither an IP address nor a DNS name", h)
 		}
 	}
+	var serverHosts []string
+	for _, h := range opts.ServerHosts {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if !validServerHost(h) {
+			return fmt.Errorf("--server-hosts: %q: want 1+ characters of [A-Za-z0-9_-] (a scan server's --host)", h)
+		}
+		serverHosts = append(serverHosts, h)
+	}
+	old, err := ServerHosts(dir)
+	if err != nil {
+		return err
+	}
 	if !opts.Force {
-		for _, f := range secretFiles() {
+		if len(old) > 0 {
+			return fmt.Errorf("%s: %w (pass --force to replace them)", filepath.Join(dir, ServerRole(old[0])+".crt"), ErrSecretsExist)
+		}
+		for _, f := range secretFiles(serverHosts) {
 			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 				return fmt.Errorf("%s: %w (pass --force to replace them)", filepath.Join(dir, f), ErrSecretsExist)
 			}
@@ -106,6 +135,13 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--dir: %w", err)
 	}
+	for _, h := range old { // --force: the previous init's hosts go
+		for _, ext := range []string{".crt", ".key"} {
+			if err := os.Remove(filepath.Join(dir, ServerRole(h)+ext)); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
 	files := map[string][]byte{"ca.crt": pemCert(caDER)}
 	if files["ca.key"], err = pemKey(caKey); err != nil {
 		return err
@@ -120,9 +156,20 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 			return err
 		}
 	}
+	for _, h := range serverHosts {
+		role := ServerRole(h)
+		der, key, err := NewCert(ca, caKey, CertSpec{CommonName: "scanplane scanserver " + h, Role: "scanserver", DNSNames: dns, IPs: ips, NotBefore: now, NotAfter: now.Add(certLife)})
+		if err != nil {
+			return err
+		}
+		files[role+".crt"] = pemCert(der)
+		if files[role+".key"], err = pemKey(key); err != nil {
+			return err
+		}
+	}
 	// Keys first, certificates last: an interrupted init leaves no
 	// certificate without its key.
-	for _, f := range secretFiles() {
+	for _, f := range secretFiles(serverHosts) {
 		mode := os.FileMode(0o644)
 		if strings.HasSuffix(f, ".key") {
 			mode = 0o600
@@ -134,16 +181,79 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 	return writeHTTPToken(dir)
 }
 
-func secretFiles() []string {
+func secretFiles(serverHosts []string) []string {
+	roles := slices.Clone(Roles)
+	for _, h := range serverHosts {
+		roles = append(roles, ServerRole(h))
+	}
 	fs := []string{"ca.key"}
-	for _, r := range Roles {
+	for _, r := range roles {
 		fs = append(fs, r+".key")
 	}
 	fs = append(fs, "ca.crt")
-	for _, r := range Roles {
+	for _, r := range roles {
 		fs = append(fs, r+".crt")
 	}
 	return fs
+}
+
+func validServerHost(h string) bool {
+	if h == "" || len(h) > 128 {
+		return false
+	}
+	for _, c := range h {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ServerRole is the file name stem (for RemoteTLS) of host's scan server
+// certificate: "scanserver.HOST".
+func ServerRole(host string) string { return "scanserver." + host }
+
+// ServerTLSRole is the certificate a scan server of host uses from the
+// secrets directory dir: its own (ServerRole(host)) when dir has one,
+// else "scanserver".
+func ServerTLSRole(dir, host string) string {
+	if validServerHost(host) {
+		if _, err := os.Stat(filepath.Join(dir, ServerRole(host)+".crt")); err == nil {
+			return ServerRole(host)
+		}
+	}
+	return "scanserver"
+}
+
+// HostSubject is the subject (as RoleSubject) of host's scan server
+// certificate made by InitSecrets with SecretsOptions.ServerHosts.
+func HostSubject(host string) string {
+	return pkix.Name{CommonName: "scanplane scanserver " + host, Organization: []string{"scanplane"}, OrganizationalUnit: []string{"scanserver"}}.String()
+}
+
+// ServerHosts lists the hosts that have a scan server certificate of
+// their own in the secrets directory dir (scanserver.HOST.crt), sorted;
+// none for a directory made without ServerHosts or missing.
+func ServerHosts(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--secrets %s: %w", dir, err)
+	}
+	var hosts []string
+	for _, e := range ents {
+		h, ok := strings.CutPrefix(e.Name(), "scanserver.")
+		if !ok {
+			continue
+		}
+		if h, ok = strings.CutSuffix(h, ".crt"); ok && validServerHost(h) {
+			hosts = append(hosts, h)
+		}
+	}
+	sort.Strings(hosts)
+	return hosts, nil
 }
 
 // writeFileMode writes data to path with exactly mode (an existing file's

@@ -181,3 +181,38 @@ func TestRemoteTLSErrors(t *testing.T) {
 		t.Fatalf("RemoteTLS config incomplete: %+v", cfg)
 	}
 }
+
+// TestInitSecretsServerHosts: --server-hosts writes a certificate per
+// scan server host whose subject names it; init without --force refuses
+// a directory holding one; --force replaces the old hosts' files.
+func TestInitSecretsServerHosts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"bad.host"}}); err == nil || !strings.Contains(err.Error(), `--server-hosts: "bad.host"`) {
+		t.Fatalf("bad host: %v", err)
+	}
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1", " h2 ", ""}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"h1", "h2"} {
+		c := readCert(t, filepath.Join(dir, cliutil.ServerRole(h)+".crt"))
+		if got, want := c.Subject.String(), cliutil.HostSubject(h); got != want {
+			t.Errorf("%s subject %q, want %q", h, got, want)
+		}
+		if _, err := cliutil.RemoteTLS(dir, cliutil.ServerRole(h)); err != nil {
+			t.Errorf("RemoteTLS(%s): %v", cliutil.ServerRole(h), err)
+		}
+	}
+	if hs, err := cliutil.ServerHosts(dir); err != nil || !slices.Equal(hs, []string{"h1", "h2"}) {
+		t.Fatalf("ServerHosts = %q, %v", hs, err)
+	}
+	os.Remove(filepath.Join(dir, "ca.key")) // only the host files are left to refuse on
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); !errors.Is(err, cliutil.ErrSecretsExist) {
+		t.Fatalf("init over per-host certificates: %v, want ErrSecretsExist", err)
+	}
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h3"}, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if hs, err := cliutil.ServerHosts(dir); err != nil || !slices.Equal(hs, []string{"h3"}) {
+		t.Fatalf("ServerHosts after --force = %q, %v; want [h3]", hs, err)
+	}
+}
