@@ -161,10 +161,11 @@ func TestMutualTLS(t *testing.T) {
 		dir        string // the certificate dialled at the remote; "" = none
 		errWant    string // in scanctl's one error line
 		remoteWant string // in the coordinator's "remote: TLS handshake refused" line
+		natsLog    string // in its embedded NATS server's line about the refusal
 	}{
-		{"another CA", []string{"--secrets", otherDir}, otherDir, "(NATS refused the TLS handshake", "certificate signed by unknown authority"},
-		{"expired certificate", []string{"--secrets", expiredDir}, expiredDir, "(NATS refused the TLS handshake", "certificate has expired"},
-		{"no TLS", nil, "", "the NATS server requires TLS and a client certificate (", ""},
+		{"another CA", []string{"--secrets", otherDir}, otherDir, "(NATS refused the TLS handshake", "certificate signed by unknown authority", "certificate signed by unknown authority"},
+		{"expired certificate", []string{"--secrets", expiredDir}, expiredDir, "(NATS refused the TLS handshake", "certificate has expired", "certificate has expired"},
+		{"no TLS", nil, "", "the NATS server requires TLS and a client certificate (", "", "TLS handshake error: remote error: tls:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
@@ -176,6 +177,7 @@ func TestMutualTLS(t *testing.T) {
 				t.Fatalf("refused scanctl scan printed %q", out)
 			}
 			t.Logf("scan failed after %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(errOut))
+			waitLogLine(t, coordLog, "component=nats-server", tc.natsLog)
 			if tc.dir == "" {
 				return
 			}

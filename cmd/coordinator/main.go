@@ -168,6 +168,10 @@ func run(args []string) int {
 			// --secrets: TLS on the NATS client and route ports, every
 			// client authenticated by its role certificate and held to
 			// that role's permissions (bus.RolePermissions).
+			// The embedded server's warnings and errors (a refused TLS
+			// handshake, an authorization or permissions violation) go
+			// to the coordinator's log; its notices at debug level.
+			sc.Logger = log
 			if sc.Users, err = natsUsers(cliutil.SecretsDir(o.secrets)); err != nil {
 				fmt.Fprintln(os.Stderr, "coordinator:", err)
 				return 2
