@@ -10,11 +10,8 @@ type accumuloPolicy struct{ p *Profile }
 
 func (pol accumuloPolicy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	plan := c.plans()[c.planIndex()]
 	size := plan.Servers.Count(len(c.g.alive))
@@ -43,11 +40,8 @@ type accumuloHostPolicy struct{ p *Profile }
 
 func (pol accumuloHostPolicy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	plans := c.plans()
 	pi := -1

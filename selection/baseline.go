@@ -9,11 +9,8 @@ type randomPolicy struct{ p *Profile }
 
 func (pol randomPolicy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	var i int32
 	if c.nFailed+c.nFlight == 0 {
@@ -37,11 +34,8 @@ type roundRobinPolicy struct{ p *Profile }
 
 func (pol roundRobinPolicy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	n := len(c.g.alive)
 	i := c.rrPick(n, func(i int32) int32 { return i })

@@ -74,11 +74,8 @@ func c3Inputs(v *LoadView, s *ServerLoad, now time.Time) (r, svc, os, q float64)
 
 func (pol c3Policy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	o := &c.p.Options
 	n := float64(max(1, o.C3Clients))

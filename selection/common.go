@@ -35,6 +35,18 @@ type call struct {
 	lastFlight int32
 }
 
+// beginFirst is begin for a policy that never hedges: a hedge request
+// gets ErrNoHedge.
+func (c *call) beginFirst(in *Input, def *Profile) error {
+	if err := c.begin(in, def); err != nil {
+		return err
+	}
+	if in.Hedge {
+		return ErrNoHedge
+	}
+	return nil
+}
+
 // begin prepares c for in; def is the policy's own profile, used when
 // in.Profile is nil.
 func (c *call) begin(in *Input, def *Profile) error {

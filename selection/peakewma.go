@@ -127,11 +127,8 @@ type peakServer struct {
 
 func (pol peakEWMAPolicy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	o := &c.p.Options
 	tau := float64(o.DecayTime)

@@ -313,11 +313,8 @@ func (p *probePool) removeForQuery(thr int, ok bool) {
 
 func (pol prequalPolicy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	p := pol.pool
 	p.mu.Lock()

@@ -43,11 +43,8 @@ const subsetFailureWindow = time.Second
 
 func (pol ribbonPolicy) Select(in *Input) (Decision, error) {
 	var c call
-	if err := c.begin(in, pol.p); err != nil {
+	if err := c.beginFirst(in, pol.p); err != nil {
 		return Decision{}, err
-	}
-	if in.Hedge {
-		return Decision{}, ErrNoHedge
 	}
 	o := &c.p.Options
 	br := o.breaker()
