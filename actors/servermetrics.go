@@ -199,14 +199,19 @@ func (f *timedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool
 	start := time.Now()
 	data, cached, err := f.inner.FetchBlock(ctx, key)
 	if err == nil {
-		d := time.Since(start).Seconds()
-		if cached {
-			f.cache.Observe(d)
-		} else {
-			f.store.Observe(d)
-		}
+		f.observe(start, cached)
 	}
 	return data, cached, err
+}
+
+// observe records a successful fetch that began at start, by source.
+func (f *timedFetcher) observe(start time.Time, cached bool) {
+	d := time.Since(start).Seconds()
+	if cached {
+		f.cache.Observe(d)
+	} else {
+		f.store.Observe(d)
+	}
 }
 
 // FetchDecoded implements tablets.DecodingFetcher (timed as FetchBlock):
@@ -215,12 +220,7 @@ func (f *timedFetcher) FetchDecoded(ctx context.Context, key string, decode func
 	start := time.Now()
 	v, cached, err := tablets.FetchDecoded(ctx, f.inner, key, decode)
 	if err == nil {
-		d := time.Since(start).Seconds()
-		if cached {
-			f.cache.Observe(d)
-		} else {
-			f.store.Observe(d)
-		}
+		f.observe(start, cached)
 	}
 	return v, cached, err
 }
