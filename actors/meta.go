@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -86,7 +87,7 @@ func (m *metaCache) get(ctx context.Context, table string, gen uint64) (*message
 	}
 	key := table + "/" + strconv.FormatUint(gen, 10)
 	v, err, _ := m.sf.Do(key, func() (any, error) {
-		t, err := m.src.Get(ctx, table, gen)
+		t, err := m.getRetrying(ctx, table, gen)
 		if err != nil {
 			return nil, err
 		}
@@ -111,6 +112,30 @@ func (m *metaCache) get(ctx context.Context, table string, gen uint64) (*message
 		return nil, messages.ErrorCode_ERROR_CODE_INTERNAL, fmt.Errorf("metadata of %q: %w", table, err)
 	}
 	return v.(*messages.TableMeta), 0, nil
+}
+
+// getRetrying reads a generation from the metadata bucket, again while
+// the bucket is unavailable (bus.ErrUnavailable: "no responders" while
+// JetStream elects a new leader after a node died, a few seconds) and ctx
+// lasts, waiting 100 ms doubling to 1 s in between: losing one NATS node
+// of three must not fail the scans that arrive meanwhile (e2e
+// TestCoordinatorKilledAndRestarted saw INTERNAL here).
+func (m *metaCache) getRetrying(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	wait := 100 * time.Millisecond
+	for {
+		t, err := m.src.Get(ctx, table, gen)
+		if err == nil || !errors.Is(err, bus.ErrUnavailable) {
+			return t, err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, err
+		case <-timer.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // tableStatus lists the tables seen (current generations from the
