@@ -110,7 +110,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
-	fmt.Fprintf(w, "\nevery command also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up and demo take --secrets DIR (ingest uses its admin certificate, the others its client certificate)\n", defaultNATS)
+	fmt.Fprintf(w, "\nevery command but secrets also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up, demo and secrets take --secrets DIR (ingest uses its admin certificate, the others its client certificate; up takes --secure)\n", defaultNATS)
 }
 
 // noRemote are the commands that take the global flags but run their own
