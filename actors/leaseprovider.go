@@ -83,7 +83,7 @@ func (p *LeaseProvider) Announce(ctx context.Context) error {
 	ci.CoordinatorAddress = c.ActorSystem.Address()
 	ci.Kinds = c.GetClusterKinds()
 	ci.ClusterName = c.Config.Name
-	lease, err := p.store.Announce(ctx, ci)
+	lease, err := p.announceRetrying(ctx, ci)
 	if err != nil {
 		return err
 	}
@@ -95,6 +95,35 @@ func (p *LeaseProvider) Announce(ctx context.Context) error {
 	}
 	p.lease = lease
 	return nil
+}
+
+// announceWait bounds how long Announce retries a lease bucket that is
+// unavailable: right after NATS regains its quorum (a node of two lost
+// comes back), JetStream elects the bucket's leader for several seconds,
+// and a coordinator that gave up at once exited and had to be restarted
+// up to 5 times (e2e TestCoordinatorLossUnderLoad).
+const announceWait = time.Minute
+
+// announceRetrying is store.Announce, again while the bucket is
+// unavailable (bus.ErrUnavailable) for up to announceWait, waiting
+// 250 ms doubling to 2 s in between.
+func (p *LeaseProvider) announceRetrying(ctx context.Context, ci *messages.ClusterInfo) (*bus.Lease, error) {
+	deadline := time.Now().Add(announceWait)
+	wait := 250 * time.Millisecond
+	for {
+		lease, err := p.store.Announce(ctx, ci)
+		if err == nil || !errors.Is(err, bus.ErrUnavailable) || time.Now().Add(wait).After(deadline) {
+			return lease, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // StartClient follows the members without announcing one.
