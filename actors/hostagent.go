@@ -138,7 +138,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		h.Close()
 		return fmt.Errorf("actors: spawn echo actor: %w", err)
 	}
-	fetcher := h.cache.Fetcher(h.store)
+	fetcher := h.cache.Fetcher(retryingStore{h.store})
 	source := blockSource(h.store)
 	gens := &lazyMetaStore{conn: h.conn}
 	for i := 0; i < h.cfg.Servers; i++ {
