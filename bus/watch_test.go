@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"net/url"
 	"strconv"
 	"sync"
@@ -120,8 +121,24 @@ func TestWatchResyncsAfterServerRestart(t *testing.T) {
 			return watcher.NATS().IsConnected() && pub.conn.NATS().IsConnected()
 		})
 		gen := uint64(3 + round)
-		if err := pub.Publish(ctx, tableMeta("a", gen, "z"), gen-1); err != nil {
-			t.Fatal(err)
+		// JetStream may still be restoring its streams from disk after
+		// the clients reconnected: an unavailable store is retried, as a
+		// user's ingest would be, for a bounded time.
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			err := pub.Publish(ctx, tableMeta("a", gen, "z"), gen-1)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, ErrConflict) {
+				// an earlier try that timed out was applied after all
+				if g, cerr := pub.Current(ctx, "a"); cerr == nil && g == gen {
+					break
+				}
+			}
+			if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			t.Logf("restart %d: publish: %v; again", round+1, err)
 		}
 		took := waitGen(t, w, "a", gen, 2*time.Second)
 		t.Logf("restart %d: generation %d seen %v after its publish (%d deliveries since the restart)", round+1, gen, took.Round(time.Millisecond), w.n-before)
