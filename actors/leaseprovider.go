@@ -105,25 +105,13 @@ func (p *LeaseProvider) Announce(ctx context.Context) error {
 const announceWait = time.Minute
 
 // announceRetrying is store.Announce, again while the bucket is
-// unavailable (bus.ErrUnavailable) for up to announceWait, waiting
-// 250 ms doubling to 2 s in between.
-func (p *LeaseProvider) announceRetrying(ctx context.Context, ci *messages.ClusterInfo) (*bus.Lease, error) {
-	deadline := time.Now().Add(announceWait)
-	wait := 250 * time.Millisecond
-	for {
-		lease, err := p.store.Announce(ctx, ci)
-		if err == nil || !errors.Is(err, bus.ErrUnavailable) || time.Now().Add(wait).After(deadline) {
-			return lease, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+// unavailable, for up to announceWait (bus.RetryUnavailable).
+func (p *LeaseProvider) announceRetrying(ctx context.Context, ci *messages.ClusterInfo) (lease *bus.Lease, err error) {
+	err = bus.RetryUnavailable(ctx, announceWait, func() error {
+		lease, err = p.store.Announce(ctx, ci)
+		return err
+	})
+	return lease, err
 }
 
 // StartClient follows the members without announcing one.

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -115,27 +114,16 @@ func (m *metaCache) get(ctx context.Context, table string, gen uint64) (*message
 }
 
 // getRetrying reads a generation from the metadata bucket, again while
-// the bucket is unavailable (bus.ErrUnavailable: "no responders" while
-// JetStream elects a new leader after a node died, a few seconds) and ctx
-// lasts, waiting 100 ms doubling to 1 s in between: losing one NATS node
-// of three must not fail the scans that arrive meanwhile (e2e
-// TestCoordinatorKilledAndRestarted saw INTERNAL here).
-func (m *metaCache) getRetrying(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
-	wait := 100 * time.Millisecond
-	for {
-		t, err := m.src.Get(ctx, table, gen)
-		if err == nil || !errors.Is(err, bus.ErrUnavailable) {
-			return t, err
-		}
-		timer := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, err
-		case <-timer.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
+// the bucket is unavailable and ctx lasts (bus.RetryUnavailable): losing
+// one NATS node of three must not fail the scans that arrive while
+// JetStream elects a new leader (e2e TestCoordinatorKilledAndRestarted saw
+// INTERNAL here).
+func (m *metaCache) getRetrying(ctx context.Context, table string, gen uint64) (t *messages.TableMeta, err error) {
+	err = bus.RetryUnavailable(ctx, 0, func() error {
+		t, err = m.src.Get(ctx, table, gen)
+		return err
+	})
+	return t, err
 }
 
 // tableStatus lists the tables seen (current generations from the

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
@@ -18,27 +17,16 @@ import (
 const storeRetryWait = 10 * time.Second
 
 // retryingStore reads through to a BlockStore, again while it is
-// unavailable (bus.ErrUnavailable), waiting 100 ms doubling to 1 s, for
-// up to storeRetryWait. Writes and deletes pass through.
+// unavailable, for up to storeRetryWait (bus.RetryUnavailable). Writes and
+// deletes pass through.
 type retryingStore struct {
 	tablets.BlockStore
 }
 
-func (s retryingStore) Get(ctx context.Context, key string) ([]byte, error) {
-	deadline := time.Now().Add(storeRetryWait)
-	wait := 100 * time.Millisecond
-	for {
-		data, err := s.BlockStore.Get(ctx, key)
-		if err == nil || !errors.Is(err, bus.ErrUnavailable) || time.Now().Add(wait).After(deadline) {
-			return data, err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
+func (s retryingStore) Get(ctx context.Context, key string) (data []byte, err error) {
+	err = bus.RetryUnavailable(ctx, storeRetryWait, func() error {
+		data, err = s.BlockStore.Get(ctx, key)
+		return err
+	})
+	return data, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -117,4 +118,32 @@ func classify(err error) error {
 		return ErrUnavailable
 	}
 	return ErrStorage
+}
+
+// RetryUnavailable runs op, and again while it fails with ErrUnavailable
+// (JetStream electing a bucket's leader after a node died answers "no
+// responders" for a few seconds), waiting 100 ms doubling to 1 s in
+// between, until op succeeds or fails otherwise, ctx ends, or the next try
+// would start after limit (0 = only ctx bounds it). It returns op's last
+// error.
+func RetryUnavailable(ctx context.Context, limit time.Duration, op func() error) error {
+	var deadline time.Time
+	if limit > 0 {
+		deadline = time.Now().Add(limit)
+	}
+	wait := 100 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !errors.Is(err, ErrUnavailable) || (!deadline.IsZero() && time.Now().Add(wait).After(deadline)) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
