@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,7 +140,12 @@ func TestInsecureListen(t *testing.T) {
 	} else {
 		c.Close()
 	}
-	ss, _ := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--insecure")
+	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--insecure", "--http", "127.0.0.1:0")
+	// Without --secrets the profiles are plain HTTP on loopback (issue 11).
+	plain := &http.Client{Timeout: time.Minute}
+	defer plain.CloseIdleConnections()
+	checkPprof(t, "coordinator", "http://"+r.HTTP, plain, "")
+	checkPprof(t, "scanserver", "http://"+sr.HTTP, plain, "")
 	ss.stop(t)
 	co.stop(t)
 	if !strings.Contains(co.stderr.String(), "--insecure: listening on a network address") {

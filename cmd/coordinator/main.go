@@ -1,8 +1,9 @@
 // Command coordinator runs scanplane's coordinator: an embedded NATS server
 // with JetStream (unless --nats names an external cluster), the actor
 // system with remote, the registry, host actors, the router and tablet
-// actors, and an HTTP endpoint with /metrics, /status (JSON) and / (the
-// same status as an HTML page that reloads itself). With --secrets the
+// actors, and an HTTP endpoint with /metrics, /status (JSON), / (the
+// same status as an HTML page that reloads itself) and Go's profiles
+// under /debug/pprof/ (go tool pprof; see the README). With --secrets the
 // HTTP endpoint is HTTPS and every path needs a client or admin
 // certificate of the cluster CA or the bearer token (--http-token-file,
 // default DIR/http.token); without it, it is plain HTTP on loopback.
@@ -21,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -63,7 +65,7 @@ func run(args []string) int {
 	fs.StringVar(&o.natsName, "nats-name", "", "embedded NATS server name, unique per node and stable across restarts (default with --nats-cluster: <hostname>-<nats port>)")
 	fs.IntVar(&o.replicas, "replicas", 0, "JetStream replicas of the buckets this coordinator creates, 1..5 (default: 3 with --nats-cluster and 2+ other nodes' routes, else 1)")
 	fs.StringVar(&o.data, "data", "./data", "data directory (embedded JetStream lives in DATA/nats)")
-	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP address for /metrics, /status (JSON) and the HTML status page /; empty = off")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP address for /metrics, /status (JSON), the HTML status page / and /debug/pprof/; empty = off")
 	fs.StringVar(&o.profiles, "profiles", "", "scan server selection profiles JSON (Accumulo format + policy); empty = built-in default")
 	fs.BoolVar(&o.checkConfig, "check-config", false, "validate --profiles, print one line per profile, and exit")
 	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON file with the listen addresses once ready")
@@ -264,6 +266,7 @@ func run(args []string) int {
 			}
 			writeStatusPage(w, m.status(), time.Now(), httpSec.Scheme())
 		})
+		handlePprof(mux)
 		defer cliutil.ServeListener(l, mux, httpSec, log)()
 	}
 	var leases *bus.LeaseStore
@@ -444,6 +447,19 @@ func countNATSErrors(nc *nats.Conn, count func(op string)) {
 			discCB(c, err)
 		}
 	})
+}
+
+// handlePprof registers Go's profiling handlers (net/http/pprof) under
+// /debug/pprof/ on mux, the endpoint's own mux: they are served only on
+// --http and behind its authentication (cliutil.ServeListener). The
+// package's init also registers them on http.DefaultServeMux, which this
+// process never serves.
+func handlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile: heap, allocs, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 func orNone(s string) string {

@@ -55,8 +55,38 @@ func TestSecretsListen(t *testing.T) {
 	// listen on every interface too (reached here on 127.0.0.1).
 	co, r := startReady(t, coord, append(base, "--listen", "0.0.0.0:0", "--nats-listen", "0.0.0.0:0", "--secrets", secrets, "--http", "0.0.0.0:0")...)
 	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--secrets", secrets, "--http", "0.0.0.0:0")
-	checkSecureHTTP(t, secrets, "coordinator", r.HTTP, "/status", "/metrics", "/")
-	checkSecureHTTP(t, secrets, "scanserver", sr.HTTP, "/metrics")
+	checkSecureHTTP(t, secrets, "coordinator", r.HTTP, "/status", "/metrics", "/", "/debug/pprof/", "/debug/pprof/heap?debug=1")
+	checkSecureHTTP(t, secrets, "scanserver", sr.HTTP, "/metrics", "/debug/pprof/", "/debug/pprof/heap?debug=1")
+	// The profiles (issue 11): a CPU profile too is refused without
+	// authentication, and both parse with the bearer token.
+	tok, err := os.ReadFile(filepath.Join(secrets, cliutil.HTTPTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert, err := cliutil.HTTPClient(secrets, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCert.Timeout = time.Minute
+	noCert.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
+	defer noCert.CloseIdleConnections()
+	for _, p := range []struct{ who, addr string }{{"coordinator", r.HTTP}, {"scanserver", sr.HTTP}} {
+		_, port, err := net.SplitHostPort(p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := "https://127.0.0.1:" + port
+		res, err := noCert.Get(base + "/debug/pprof/profile?seconds=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s CPU profile without authentication: %d, want 401; %d bytes", p.who, res.StatusCode, len(body))
+		}
+		checkPprof(t, p.who, base, noCert, strings.TrimSpace(string(tok)))
+	}
 	ss.stop(t)
 	co.stop(t)
 	// The refused handshakes (another CA's certificate, plain HTTP) are
@@ -107,7 +137,8 @@ func checkSecureHTTP(t *testing.T, secrets, who, addr string, paths ...string) {
 	otherCA.Transport.(*http.Transport).TLSClientConfig.Certificates = client(other, "client").Transport.(*http.Transport).TLSClientConfig.Certificates
 	// What only an authenticated answer has (the page links to the
 	// coordinators over https).
-	want := map[string]string{"/status": `"servers"`, "/metrics": "go_goroutines", "/": `href="https://`}
+	want := map[string]string{"/status": `"servers"`, "/metrics": "go_goroutines", "/": `href="https://`,
+		"/debug/pprof/": "full goroutine stack dump", "/debug/pprof/heap?debug=1": "heap profile: "}
 	get := func(c *http.Client, url, bearer string) (int, string, error) {
 		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {

@@ -10,7 +10,8 @@
 //
 // --http ADDR serves /metrics (Prometheus text or protobuf exposition):
 // scanplane_scanserver_* per server, scanplane_cache_* of the host cache,
-// and the Go runtime and process collectors; off by default. The address
+// and the Go runtime and process collectors, and Go's profiles under
+// /debug/pprof/ (go tool pprof; see the README); off by default. The address
 // actually listened on is in the ready line and --ready-file ("http").
 // With --secrets it is HTTPS and needs a client or admin certificate of
 // the cluster CA or the bearer token (--http-token-file, default
@@ -24,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"regexp"
@@ -81,7 +83,7 @@ func run(args []string) int {
 	fs.StringVar(&readyFile, "ready-file", "", "write a JSON file with the addresses once ready")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&logFormat, "log-format", "text", cliutil.LogFormatUsage)
-	fs.StringVar(&httpAddr, "http", "", "HTTP address for /metrics (host:port; port 0 = ephemeral); empty = off")
+	fs.StringVar(&httpAddr, "http", "", "HTTP address for /metrics and /debug/pprof/ (host:port; port 0 = ephemeral); empty = off")
 	fs.BoolVar(&dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	fs.BoolVar(&insecure, "insecure", false, cliutil.InsecureUsage)
 	fs.StringVar(&secrets, "secrets", "", cliutil.SecretsUsage)
@@ -172,6 +174,7 @@ func run(args []string) int {
 		reg.MustRegister(agent.Collectors()...)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		handlePprof(mux)
 		l, err := cliutil.ListenHTTP("http", httpAddr, httpSec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "scanserver:", err)
@@ -189,4 +192,17 @@ func run(args []string) int {
 	<-ctx.Done()
 	log.Info("scanserver stopping")
 	return 0
+}
+
+// handlePprof registers Go's profiling handlers (net/http/pprof) under
+// /debug/pprof/ on mux, the endpoint's own mux: they are served only on
+// --http and behind its authentication (cliutil.ServeListener). The
+// package's init also registers them on http.DefaultServeMux, which this
+// process never serves.
+func handlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile: heap, allocs, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
