@@ -46,8 +46,11 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
+	// HostMetrics: every scanserver serves /metrics and /debug/pprof/ on
+	// an ephemeral loopback port (its ready file's http), so that
+	// scripts/profile.sh can profile one under the benchmarks.
 	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: hosts, ServersPerHost: servers, DataDir: dataDir, BinDir: bins,
-		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: os.Getenv("E2E_CHILD_LOG_LEVEL")})
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: os.Getenv("E2E_CHILD_LOG_LEVEL"), HostMetrics: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@
 //	go run ./cmd/loadtest --fault crash-coordinator,hung-coordinator   # 3 coordinators
 //	go run ./cmd/loadtest --fault heterogeneous,antagonist --policies accumulo-host,adaptive
 //	go run ./cmd/loadtest --median a,b,c  # combine three runs' report.json into medians
+//	go run ./cmd/loadtest --cpuprofile cpu.pprof --memprofile mem.pprof  # profile the client side (go tool pprof)
 //
 // Exit status: 0 when every scan was right, 1 on a runtime failure or when
 // any scan returned wrong rows, 2 on bad flags.
@@ -24,6 +25,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,6 +102,8 @@ type options struct {
 	progress string
 	// closedLoop: --closed-loop N (0 = not given).
 	closedLoop int
+	// cpuProfile, memProfile: --cpuprofile, --memprofile files ("" = none).
+	cpuProfile, memProfile string
 }
 
 func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
@@ -145,6 +150,8 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.BoolVar(&o.quick, "quick", o.quick, "smoke test of about 20 s: accumulo-host and adaptive under slow-server, smaller cluster, table and phases (explicit flags still apply)")
 	fs.StringVar(&o.median, "median", o.median, "no run: combine these report directories (comma separated) into medians, print and write them to --out")
 	fs.StringVar(&o.progress, "progress", "auto", "live progress line on stderr: auto (when a terminal), on, off")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the clients, the ingest, the harness) over the whole run to this file (go tool pprof)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process (alloc_space/alloc_objects since the start, and in use at the end) to this file when the run ends (go tool pprof)")
 	fs.IntVar(&o.closedLoop, "closed-loop", 0, "saturation run: N clients scanning back to back, no think time (sets --clients N --rate 0); the report adds scans/s and the CPU each process kind used")
 }
 
@@ -213,8 +220,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	stopProfiles, err := startProfiles(opts.cpuProfile, opts.memProfile)
+	if err != nil {
+		fmt.Fprintln(stderr, "loadtest:", err)
+		return 2
+	}
 	rep, err := loadtest.Run(ctx, cfg)
 	code := 0
+	if perr := stopProfiles(); perr != nil {
+		fmt.Fprintln(stderr, "loadtest:", perr)
+		code = 1
+	}
 	if rep != nil && len(rep.Results) > 0 {
 		fmt.Fprintln(stdout)
 		_ = rep.WriteTable(stdout)
@@ -238,6 +254,52 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return code
+}
+
+// startProfiles starts a CPU profile into cpuFile (if not empty) and
+// returns a function that stops it and writes the allocation profile
+// ("allocs": every allocation sampled since the start, and what is in
+// use after a GC) into memFile (if not empty). Both files are created
+// here, so that a path that cannot be written fails before the run.
+func startProfiles(cpuFile, memFile string) (stop func() error, err error) {
+	var cpu, mem *os.File
+	if memFile != "" {
+		if mem, err = os.Create(memFile); err != nil {
+			return nil, fmt.Errorf("--memprofile: %w", err)
+		}
+	}
+	if cpuFile != "" {
+		if cpu, err = os.Create(cpuFile); err == nil {
+			if err = pprof.StartCPUProfile(cpu); err != nil {
+				cpu.Close()
+			}
+		}
+		if err != nil {
+			if mem != nil {
+				mem.Close()
+			}
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+	}
+	return func() error {
+		var errs []error
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			if err := cpu.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("--cpuprofile: %w", err))
+			}
+		}
+		if mem != nil {
+			runtime.GC() // the in-use figures as of the end of the run
+			if err := pprof.Lookup("allocs").WriteTo(mem, 0); err != nil {
+				errs = append(errs, fmt.Errorf("--memprofile: %w", err))
+			}
+			if err := mem.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("--memprofile: %w", err))
+			}
+		}
+		return errors.Join(errs...)
+	}, nil
 }
 
 func median(dirs []string, out string, stdout, stderr io.Writer) int {

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFlagsNewFaults: bad values for the heterogeneous and antagonist
@@ -59,4 +63,57 @@ func TestFlagsClosedLoop(t *testing.T) {
 			t.Errorf("loadtest %q: exit %d, stderr %q; want 2 and %q", tc.args, code, errb.String(), tc.want)
 		}
 	}
+}
+
+// TestFlagsProfiles: --cpuprofile and --memprofile files that cannot be
+// created are refused with exit status 2 naming the flag, before
+// anything starts; the profiles written parse with go tool pprof as a
+// CPU profile and an allocation profile that saw this test's allocations.
+func TestFlagsProfiles(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no", "such", "dir", "p.pprof")
+	for _, flag := range []string{"--cpuprofile", "--memprofile"} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"--fault", "none", flag, missing}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), flag+": ") {
+			t.Errorf("loadtest %s %s: exit %d, stderr %q; want 2 naming %s", flag, missing, code, errb.String(), flag)
+		}
+	}
+
+	dir := t.TempDir()
+	cpuFile, memFile := filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+	stop, err := startProfiles(cpuFile, memFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep [][]byte
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+		keep = append(keep, make([]byte, 64<<10)) // 64 KiB each: sampled (512 KiB rate) many times over
+		if len(keep) > 64 {
+			keep = keep[:0]
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct{ file, index, want string }{
+		{cpuFile, "", "PeriodType: cpu nanoseconds\n"},
+		{memFile, "alloc_space", "PeriodType: space bytes\n"},
+	} {
+		args := []string{"tool", "pprof", "-top"}
+		if p.index != "" {
+			args = append(args, "-sample_index="+p.index)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		raw, err := exec.CommandContext(ctx, "go", append([]string{"tool", "pprof", "-raw"}, p.file)...).CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(raw), p.want) {
+			cancel()
+			t.Fatalf("go tool pprof -raw %s: %v, %.300q; want a profile starting %q", p.file, err, raw, p.want)
+		}
+		top, err := exec.CommandContext(ctx, "go", append(args, p.file)...).CombinedOutput()
+		cancel()
+		if err != nil || !strings.Contains(string(top), "TestFlagsProfiles") {
+			t.Errorf("go tool pprof %v %s: %v; no TestFlagsProfiles in\n%s", args[2:], p.file, err, top)
+		}
+	}
+	runtime.KeepAlive(keep)
 }
