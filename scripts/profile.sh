@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# profile.sh OUT [bench|load|all] — CPU and allocation profiles (go tool
+# pprof) of a coordinator, one scan server and the client, under the
+# one-row benchmark (e2e BenchmarkOneRowScan) and under the load test
+# (cmd/loadtest --fault none --policies adaptive); issue 11.
+#
+#   OUT/bench/  coordinator.cpu.pb.gz coordinator.alloc.pb.gz   (window of SECS s)
+#               scanserver.cpu.pb.gz  scanserver.alloc.pb.gz    (window of SECS s)
+#               client.cpu.pprof client.alloc.pprof e2e.test     (go test -cpuprofile/-memprofile: the whole test)
+#               bench.txt
+#   OUT/load/   the same names; client.* from loadtest --cpuprofile/--memprofile
+#               (the whole run); loadtest.txt, report/
+#   OUT/*/*.top.txt  go tool pprof -top -nodecount=15 of each, flat and -cum
+#
+# The coordinator and scan server profiles come from their --http
+# endpoint's /debug/pprof/ (profile?seconds=SECS for CPU, allocs?seconds=SECS
+# for the allocations made in the same window: alloc_space), taken while the
+# workload runs: the benchmark once its coordinator has counted BENCH_FROM
+# scans (past the warm-up and past go test's first b.N=1 run), the load test
+# once LOAD_FROM. The benchmark's scanservers have --http (e2e starts them
+# with HostMetrics); the load test's get it from a wrapper scanserver in
+# OUT/wrap given to loadtest --bin.
+#
+# Environment: SECS (15), BENCH_N (benchmark scans, 25000: long enough to
+# outlast BENCH_FROM and the window), BENCH_FROM (3000), LOAD_DURATION
+# (loadtest --duration, 25s), LOAD_FROM (1500), LOAD_ARGS (extra loadtest
+# flags). Needs go, curl. Profiles are never committed: keep OUT outside
+# the repository or in an ignored directory.
+set -euo pipefail
+
+usage() { echo "usage: $0 OUT [bench|load|all]" >&2; exit 2; }
+[ $# -ge 1 ] && [ $# -le 2 ] || usage
+what=${2:-all}
+case $what in bench|load|all) ;; *) usage ;; esac
+SECS=${SECS:-15}
+BENCH_N=${BENCH_N:-25000}
+BENCH_FROM=${BENCH_FROM:-3000}
+LOAD_DURATION=${LOAD_DURATION:-25s}
+LOAD_FROM=${LOAD_FROM:-1500}
+LOAD_ARGS=${LOAD_ARGS:-}
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+log() { echo "profile.sh: $*" >&2; }
+
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+	done
+}
+trap cleanup EXIT
+
+log "building into $out/bin"
+mkdir -p "$out/bin" "$out/wrap"
+(cd "$root" && go build -o "$out/bin/" ./cmd/coordinator ./cmd/scanserver ./cmd/loadtest)
+ln -sf "$out/bin/coordinator" "$out/wrap/coordinator"
+cat >"$out/wrap/scanserver" <<EOF
+#!/bin/sh
+# scanserver with its /metrics and /debug/pprof/ on an ephemeral port
+exec "$out/bin/scanserver" "\$@" --http 127.0.0.1:0
+EOF
+chmod +x "$out/wrap/scanserver"
+
+# child NAME PARENT: the pid of PARENT's oldest child process named NAME.
+child() { pgrep -o -P "$2" -x "$1" || true; }
+
+# httpof PID: the http address in the ready file the process was started
+# with (--ready-file FILE; localcluster passes it).
+httpof() {
+	local f
+	f=$(tr '\0' '\n' <"/proc/$1/cmdline" | sed -n '/^--ready-file$/{n;p;}' | tail -1)
+	[ -n "$f" ] && [ -r "$f" ] || return 0
+	sed -n 's/.*"http": *"\([^"]*\)".*/\1/p' "$f"
+}
+
+# scans ADDR: the coordinator's scanplane_coordinator_scans_total (0 if
+# not readable yet).
+scans() {
+	curl -fsS --max-time 5 "http://$1/metrics" 2>/dev/null |
+		awk '/^scanplane_coordinator_scans_total/ {s += $2} END {printf "%d\n", s}' || echo 0
+}
+
+# window DIR PARENT FROM: waits until a coordinator child of PARENT has
+# counted FROM scans, then takes CPU and allocation profiles of it and of
+# its oldest scanserver sibling over the same SECS seconds.
+window() {
+	local dir=$1 parent=$2 from=$3 co addr n ss saddr
+	while kill -0 "$parent" 2>/dev/null; do
+		co=$(child coordinator "$parent")
+		addr=""
+		[ -n "$co" ] && addr=$(httpof "$co")
+		if [ -n "$addr" ]; then
+			n=$(scans "$addr")
+			if [ "$n" -ge "$from" ]; then
+				ss=$(child scanserver "$parent")
+				saddr=""
+				[ -n "$ss" ] && saddr=$(httpof "$ss")
+				if [ -z "$saddr" ]; then
+					log "scanserver $ss has no --http address"
+					return 1
+				fi
+				log "$(basename "$dir"): coordinator pid $co ($addr, $n scans) and scanserver pid $ss ($saddr): ${SECS}s profiles"
+				local jobs=()
+				for p in "coordinator $addr" "scanserver $saddr"; do
+					set -- $p
+					curl -fsS --max-time $((SECS + 30)) -o "$dir/$1.cpu.pb.gz" "http://$2/debug/pprof/profile?seconds=$SECS" & jobs+=($!)
+					curl -fsS --max-time $((SECS + 30)) -o "$dir/$1.alloc.pb.gz" "http://$2/debug/pprof/allocs?seconds=$SECS" & jobs+=($!)
+				done
+				local rc=0
+				for j in "${jobs[@]}"; do wait "$j" || rc=1; done
+				n=$(scans "$addr")
+				log "$(basename "$dir"): window done ($n scans)"
+				return $rc
+			fi
+		fi
+		sleep 0.5
+	done
+	log "$(basename "$dir"): the workload ended before its coordinator counted $from scans"
+	return 1
+}
+
+# tops DIR: go tool pprof -top of every profile in DIR, flat and cumulative.
+tops() {
+	local f b idx
+	for f in "$1"/*.pb.gz "$1"/*.pprof; do
+		[ -e "$f" ] || continue
+		b=${f%.pb.gz}
+		b=${b%.pprof}
+		idx=""
+		case $f in *alloc*) idx=-sample_index=alloc_space ;; esac
+		go tool pprof -top -nodecount=15 $idx "$f" >"$b.top.txt" 2>&1 || true
+		go tool pprof -top -cum -nodecount=15 $idx "$f" >"$b.cum.txt" 2>&1 || true
+	done
+}
+
+# waitchild NAME PARENT: the pid of PARENT's child NAME, once it exists.
+waitchild() {
+	local p
+	while kill -0 "$2" 2>/dev/null; do
+		p=$(child "$1" "$2")
+		if [ -n "$p" ]; then
+			echo "$p"
+			return
+		fi
+		sleep 0.2
+	done
+}
+
+if [ "$what" != load ]; then
+	d=$out/bench
+	mkdir -p "$d"
+	log "bench: go test ./e2e -bench BenchmarkOneRowScan -benchtime ${BENCH_N}x"
+	(cd "$root" && exec go test ./e2e -run '^$' -bench '^BenchmarkOneRowScan$' -benchtime "${BENCH_N}x" -count 1 \
+		-o "$d/e2e.test" -cpuprofile "$d/client.cpu.pprof" -memprofile "$d/client.alloc.pprof") >"$d/bench.txt" 2>&1 &
+	gt=$!
+	pids+=("$gt")
+	tb=$(waitchild e2e.test "$gt")
+	[ -n "$tb" ] || { log "bench: no e2e.test process"; cat "$d/bench.txt" >&2; exit 1; }
+	window "$d" "$tb" "$BENCH_FROM" || true
+	wait "$gt" || { log "bench: go test failed"; tail -20 "$d/bench.txt" >&2; exit 1; }
+	grep -E '^BenchmarkOneRowScan' "$d/bench.txt" >&2 || true
+	tops "$d"
+fi
+
+if [ "$what" != bench ]; then
+	d=$out/load
+	mkdir -p "$d"
+	log "load: loadtest --fault none --policies adaptive --duration $LOAD_DURATION $LOAD_ARGS"
+	# shellcheck disable=SC2086
+	"$out/bin/loadtest" --fault none --policies adaptive --duration "$LOAD_DURATION" --bin "$out/wrap" --out "$d/report" \
+		--progress off --cpuprofile "$d/client.cpu.pprof" --memprofile "$d/client.alloc.pprof" $LOAD_ARGS >"$d/loadtest.txt" 2>&1 &
+	lt=$!
+	pids+=("$lt")
+	window "$d" "$lt" "$LOAD_FROM" || true
+	wait "$lt" || { log "load: loadtest failed"; tail -20 "$d/loadtest.txt" >&2; exit 1; }
+	sed -n '/^$/,$p' "$d/loadtest.txt" | head -8 >&2
+	tops "$d"
+fi
+log "profiles and their -top in $out"
