@@ -66,6 +66,20 @@ chmod +x "$out/wrap/scanserver"
 # child NAME PARENT: the pid of PARENT's oldest child process named NAME.
 child() { pgrep -o -P "$2" -x "$1" || true; }
 
+# busiest NAME PARENT: the pid of PARENT's child named NAME that has used
+# the most CPU so far (utime + stime of /proc/PID/stat).
+busiest() {
+	local p best="" max=-1 t
+	for p in $(pgrep -P "$2" -x "$1"); do
+		t=$(awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo -1)
+		if [ "$t" -gt "$max" ]; then
+			max=$t
+			best=$p
+		fi
+	done
+	echo "$best"
+}
+
 # httpof PID: the http address in the ready file the process was started
 # with (--ready-file FILE; localcluster passes it).
 httpof() {
@@ -84,7 +98,9 @@ scans() {
 
 # window DIR PARENT FROM: waits until a coordinator child of PARENT has
 # counted FROM scans, then takes CPU and allocation profiles of it and of
-# its oldest scanserver sibling over the same SECS seconds.
+# the busiest scanserver sibling so far over the same SECS seconds;
+# DIR/window.txt gets the pids and the coordinator's scan count before and
+# after.
 window() {
 	local dir=$1 parent=$2 from=$3 co addr n ss saddr
 	while kill -0 "$parent" 2>/dev/null; do
@@ -94,7 +110,7 @@ window() {
 		if [ -n "$addr" ]; then
 			n=$(scans "$addr")
 			if [ "$n" -ge "$from" ]; then
-				ss=$(child scanserver "$parent")
+				ss=$(busiest scanserver "$parent")
 				saddr=""
 				[ -n "$ss" ] && saddr=$(httpof "$ss")
 				if [ -z "$saddr" ]; then
@@ -110,8 +126,11 @@ window() {
 				done
 				local rc=0
 				for j in "${jobs[@]}"; do wait "$j" || rc=1; done
-				n=$(scans "$addr")
-				log "$(basename "$dir"): window done ($n scans)"
+				local n2
+				n2=$(scans "$addr")
+				log "$(basename "$dir"): window done ($n2 scans)"
+				printf 'coordinator pid %s http %s\nscanserver pid %s http %s\nscans before %s after %s in %ss\nload average %s\n' \
+					"$co" "$addr" "$ss" "$saddr" "$n" "$n2" "$SECS" "$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/window.txt"
 				return $rc
 			fi
 		fi
