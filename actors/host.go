@@ -21,6 +21,8 @@ const (
 	evBusySignal
 	evTimeoutSignal
 	evPenalize
+	// evAnswer: a message from the server (see TabletActor.heard).
+	evAnswer
 )
 
 // hostEvent is a local (never remote) message to a HostActor.
@@ -104,7 +106,9 @@ func (h *HostActor) Receive(c actor.Context) {
 			c.Request(pid, &messages.Cancel{Reason: "connect"})
 		}
 	case *hostEvent:
-		h.onEvent(now, m)
+		if !h.onEvent(now, m) {
+			return // nothing changed: no new view
+		}
 	case *serverGone:
 		for id, s := range h.servers {
 			if (m.address != "" && s.load.Address == m.address) || (m.id != "" && id == m.id) {
@@ -200,17 +204,22 @@ func (h *HostActor) markDead(now time.Time, s *serverState) {
 	}
 	s.load.Alive = false
 	s.load.InFlight = 0
+	s.load.UnansweredSince = time.Time{}
 	s.deadSince = now
 }
 
-func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
+// onEvent applies e; false when it changed nothing the view shows.
+func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 	s := h.servers[e.server]
 	if s == nil || (e.incarnation != "" && e.incarnation != s.load.Incarnation) {
-		return
+		return false
 	}
 	l := &s.load
 	switch e.kind {
 	case evDispatched:
+		if l.UnansweredSince.IsZero() {
+			l.UnansweredSince = now
+		}
 		l.InFlight++
 		s.dispatched++
 		if e.hedge {
@@ -219,6 +228,13 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 	case evEnded:
 		if l.InFlight > 0 {
 			l.InFlight--
+		}
+		switch e.result {
+		case selection.Started, selection.Busy, selection.Error:
+			// The server answered (an Error may be the coordinator's own
+			// "unreachable": it is counted as an error below anyway).
+			// Timeout, Stalled and Cancelled are not answers.
+			answered(now, l)
 		}
 		switch e.result {
 		case selection.Error, selection.Timeout, selection.Stalled:
@@ -236,6 +252,11 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 		}
 	case evPenalize:
 		h.fail(now, l)
+	case evAnswer:
+		if l.UnansweredSince.IsZero() {
+			return false // the common case: one per message from a server
+		}
+		answered(now, l)
 	case evSlowdown:
 		for i, d := range h.decays {
 			l.Slowdowns[i] = l.Slowdowns[i].Add(now, d, 1)
@@ -256,6 +277,7 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 		}
 		l.StartLatencyAt = now
 		l.ConsecutiveFailures = 0
+		answered(now, l)
 	case evBusySignal:
 		h.busy(now, l)
 		l.QueueLen = e.queueLen
@@ -264,6 +286,14 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) {
 		h.busy(now, l)
 		s.timeouts++
 	}
+	return true
+}
+
+// answered records an answer from the server: it is not silent (see
+// selection.ServerLoad.UnansweredSince).
+func answered(now time.Time, l *selection.ServerLoad) {
+	l.LastAnswer = now
+	l.UnansweredSince = time.Time{}
 }
 
 // busy counts a busy answer or busy timeout under every decay in use.

@@ -102,6 +102,41 @@ func TestHostActorLatencyForgives(t *testing.T) {
 	}
 }
 
+// TestHostActorTracksSilence: a dispatch starts a silence that only an
+// answer from the server ends (first data, busy, error, a finished scan),
+// never a timeout, a stall or a cancellation decided by the coordinator.
+func TestHostActorTracksSilence(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	h := newHostActor("h1", b, &sync.Map{}, 3, time.Minute, func() time.Time { return now }, nil)
+	h.servers["s"] = &serverState{load: selection.ServerLoad{ID: "s", Host: "h1", Alive: true,
+		Errors: make([]selection.DecayedCount, 1), Slowdowns: make([]selection.DecayedCount, 1), Busy: make([]selection.DecayedCount, 1)}}
+	l := &h.servers["s"].load
+	t0 := now
+	h.onEvent(now, &hostEvent{kind: evDispatched, server: "s"})
+	now = now.Add(time.Millisecond)
+	h.onEvent(now, &hostEvent{kind: evDispatched, server: "s"})
+	if !l.UnansweredSince.Equal(t0) {
+		t.Fatalf("two dispatches: silent since %v, want the first (%v)", l.UnansweredSince, t0)
+	}
+	for _, r := range []selection.AttemptResult{selection.Timeout, selection.Stalled, selection.Cancelled} {
+		h.onEvent(now, &hostEvent{kind: evEnded, server: "s", result: r})
+		if !l.UnansweredSince.Equal(t0) || !l.LastAnswer.IsZero() {
+			t.Fatalf("%v ended the silence: since %v, answer %v", r, l.UnansweredSince, l.LastAnswer)
+		}
+	}
+	for _, ev := range []hostEvent{{kind: evLatency, server: "s", latency: time.Millisecond}, {kind: evAnswer, server: "s"},
+		{kind: evEnded, server: "s", result: selection.Busy}, {kind: evEnded, server: "s", result: selection.Error},
+		{kind: evEnded, server: "s", result: selection.Started}} {
+		h.onEvent(now, &hostEvent{kind: evDispatched, server: "s"})
+		now = now.Add(time.Millisecond)
+		h.onEvent(now, &ev)
+		if !l.UnansweredSince.IsZero() || !l.LastAnswer.Equal(now) {
+			t.Fatalf("%v/%v: silent since %v, last answer %v (now %v)", ev.kind, ev.result, l.UnansweredSince, l.LastAnswer, now)
+		}
+	}
+}
+
 // selectKth picks what a sort would put at k, for every k, on random,
 // constant, sorted and reversed inputs with duplicates (ground truth:
 // slices.Sort).

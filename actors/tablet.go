@@ -182,14 +182,17 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *messages.ScanRequest:
 		t.onScanRequest(now, m)
 	case *messages.ScanStarted:
+		t.heard(m.GetServer())
 		if e := t.flows[m.GetRequestId()]; e != nil {
 			t.apply(now, m.RequestId, e, e.flow.OnStarted(now, m.GetAttempt(), m.GetFirstData(), time.Duration(m.GetQueuedUs())*time.Microsecond))
 		}
 	case *messages.Busy:
+		t.heard(m.GetServer())
 		if e := t.flows[m.GetRequestId()]; e != nil {
 			t.apply(now, m.RequestId, e, e.flow.OnBusy(now, m.GetAttempt(), t.picker(e)))
 		}
 	case *messages.ScanFinished:
+		t.heard(m.GetServer())
 		if e := t.flows[m.GetRequestId()]; e != nil {
 			t.apply(now, m.RequestId, e, e.flow.OnFinished(now, t.stale(m), t.picker(e)))
 		}
@@ -373,6 +376,19 @@ func (t *TabletActor) checkLost(now time.Time) {
 		}
 	}
 	t.armCheck()
+}
+
+// heard ends a scan server's silence (selection.ServerLoad.UnansweredSince)
+// on any message from it, also one about a scan or attempt this actor has
+// closed: a hedge loser that answers its Cancel is alive, while a paused
+// or hung server answers nothing. The host actor drops the event at once
+// when the server was not silent (no new view).
+func (t *TabletActor) heard(server string) {
+	if v := t.co.board.Latest(); v != nil {
+		if s := v.Server(selection.ServerID(server)); s != nil {
+			t.hostEvent(s.Host, &hostEvent{kind: evAnswer, server: s.ID})
+		}
+	}
 }
 
 func (t *TabletActor) hostEvent(host string, e *hostEvent) {

@@ -12,11 +12,18 @@ type adaptivePolicy struct{ p *Profile }
 
 // Score weights of the adaptive policy (see doc.go).
 const (
-	adErrWeight     = 2.0
-	adBusyWeight    = 1.0
-	adErrCap        = 8   // decayed errors counted at most
-	adBusyCap       = 2   // decayed busy answers counted at most
-	adSlowCap       = 8.0 // cap of the start-latency term
+	adErrWeight  = 2.0
+	adBusyWeight = 1.0
+	adErrCap     = 8   // decayed errors counted at most
+	adBusyCap    = 2   // decayed busy answers counted at most
+	adSlowCap    = 8.0 // cap of the start-latency term
+	adSlowFree   = 1.5 // latency up to this × the fleet median is free
+	adSlowWeight = 2.0 // score per fleet median of latency above that
+	// adSilenceMemory: a silence that began longer ago than this no longer
+	// counts (the heartbeat staleness rule covers a host that stays
+	// silent); counting it longer would keep a recovered server shunned,
+	// for only a dispatch can end a silence.
+	adSilenceMemory = 4 * time.Second
 	adZonePenalty   = 8.0
 	adStalePenalty  = 8.0
 	adColdBand      = 1.0 // host choice: near-best band where home wins
@@ -30,7 +37,7 @@ type adCtx struct {
 	o        *Options
 	br       breaker
 	decay    DecayParams
-	p95      time.Duration
+	p50, p95 time.Duration
 	avoidAny bool
 	avoid    uint64 // bit z set: zone z avoided (zones ≥ 64 never avoided)
 	exclHost int32  // host excluded from scoring (-1)
@@ -63,7 +70,7 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 			return Decision{}, ErrNoHedge
 		}
 	}
-	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p95: c.v.StartLatencyP95, exclHost: -1, dead: c.st.dead[:0]}
+	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p50: c.v.StartLatencyP50, p95: c.v.StartLatencyP95, exclHost: -1, dead: c.st.dead[:0]}
 	for _, at := range in.Attempts {
 		if at.Result == Timeout || at.Result == Stalled {
 			if i, ok := c.g.index(at.Server); ok && !slices.Contains(a.dead, c.g.hostOf[i]) {
@@ -184,8 +191,8 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 		// outlives the saturation (it cannot fade faster than its decay).
 		sc += adBusyWeight * float64(min(b, adBusyCap))
 	}
-	if lat := c.v.StartLatencyOf(s, c.now); a.p95 > 0 && lat > a.p95 {
-		sc += math.Min(adSlowCap, float64(lat)/float64(a.p95)-1)
+	if t := c.adSlowTerm(i, a); t > 0 {
+		sc += t
 	}
 	if a.avoidAny && a.avoid&(1<<uint(c.g.zoneOf[i])) != 0 {
 		sc += adZonePenalty
@@ -316,6 +323,54 @@ func (c *call) adaptiveFallback(a *adCtx, rankOf func(int32) int) int32 {
 	return best
 }
 
+// adSlowTerm is the score of server i's slowness, at most adSlowCap: the
+// larger of (1) how far its latency (adLatency) exceeds the fleet's p95,
+// in p95s, and (2) adSlowWeight per fleet median by which its start
+// latency estimate exceeds adSlowFree medians. (1) alone misses a whole
+// slow host, whose scans are a quarter of the fleet's and so set the p95;
+// (2) alone, against the median, would take the ordinary spread of a
+// healthy server's estimate for slowness and send scans away from the
+// cache.
+func (c *call) adSlowTerm(i int32, a *adCtx) float64 {
+	t := 0.0
+	if a.p95 > 0 {
+		t = float64(c.adLatency(i))/float64(a.p95) - 1
+	}
+	if a.p50 > 0 {
+		t = max(t, adSlowWeight*(float64(c.v.StartLatencyOf(c.g.alive[i], c.now))/float64(a.p50)-adSlowFree))
+	}
+	return min(adSlowCap, t)
+}
+
+// adLatency is server i's start latency as adaptive sees it: its estimate
+// (LoadView.StartLatencyOf) or, when longer, how long it has been silent,
+// holding a scan of ours with no answer since (a paused server shows in
+// milliseconds, where the estimate learns only when the paused scans
+// finally answer). A silence that began more than adSilenceMemory ago is
+// not counted. Only the server's own silence counts: a sibling of a
+// paused server is not suspect until a scan sent to it goes unanswered too
+// (a paused host process shows so within milliseconds), so one paused
+// server leaves its host's traffic, and the cache, to its siblings.
+func (c *call) adLatency(i int32) time.Duration {
+	s := c.g.alive[i]
+	lat := c.v.StartLatencyOf(s, c.now)
+	since := s.UnansweredSince
+	if since.IsZero() || c.now.Sub(since) > adSilenceMemory {
+		return lat
+	}
+	return max(lat, c.now.Sub(since))
+}
+
+// silentSince is when the host's silence began: its oldest unanswered
+// dispatch, when no server of the host answered after it; zero when the
+// host is not silent.
+func (he *hostEntry) silentSince() time.Time {
+	if he.unansweredSince.IsZero() || !he.lastAnswer.Before(he.unansweredSince) {
+		return time.Time{}
+	}
+	return he.unansweredSince
+}
+
 // hostStale: the host's newest heartbeat is older than staleHeartbeat at
 // the view's time (a paused or hung host process).
 func (c *call) hostStale(h int32, a *adCtx) bool {
@@ -331,6 +386,14 @@ func (c *call) siblingHedge(a *adCtx) int32 {
 	if c.hostStale(h, a) || a.skip(h) {
 		return -1
 	}
+	// The host said nothing since the in-flight attempt was sent and the
+	// attempt was not even started: its process may be paused or hung,
+	// which holds the siblings too.
+	if at := c.newestFlight(); at != nil && at.Result != Started {
+		if ss := he.silentSince(); !ss.IsZero() && !ss.After(at.Start) {
+			return -1
+		}
+	}
 	flights := 0
 	for _, i := range he.servers {
 		if c.flightAt(i) {
@@ -344,7 +407,7 @@ func (c *call) siblingHedge(a *adCtx) int32 {
 	for _, i := range he.servers {
 		s := c.g.alive[i]
 		if !c.fresh(i) || tripped(s, c.now, a.br) || c.v.ErrorsOf(s, a.decay, c.now) > 0 ||
-			(a.p95 > 0 && c.v.StartLatencyOf(s, c.now) >= adSiblingSlowAt*a.p95) {
+			(a.p95 > 0 && c.adLatency(i) >= adSiblingSlowAt*a.p95) {
 			continue
 		}
 		cands = append(cands, i)
@@ -354,6 +417,16 @@ func (c *call) siblingHedge(a *adCtx) int32 {
 		return -1
 	}
 	return c.coldPick(cands, a, func(int32) int { return 0 })
+}
+
+// newestFlight is the newest in-flight attempt of this scan, nil if none.
+func (c *call) newestFlight() *Attempt {
+	for k := len(c.in.Attempts) - 1; k >= 0; k-- {
+		if inFlight(c.in.Attempts[k].Result) {
+			return &c.in.Attempts[k]
+		}
+	}
+	return nil
 }
 
 // adaptiveExplain lists the top hosts' servers by score (Explain only).

@@ -23,7 +23,7 @@ func modView(base *LoadView, mod func(s *ServerLoad)) *LoadView {
 		ss = append(ss, &c)
 	}
 	v := NewLoadView(ss, base.Decays, base.At)
-	v.StartLatencyP95, v.RecentDispatches, v.RecentHedges = base.StartLatencyP95, base.RecentDispatches, base.RecentHedges
+	v.StartLatencyP50, v.StartLatencyP95, v.RecentDispatches, v.RecentHedges = base.StartLatencyP50, base.StartLatencyP95, base.RecentDispatches, base.RecentHedges
 	return v
 }
 
@@ -243,13 +243,13 @@ func TestAdaptiveAvoidance(t *testing.T) {
 	if !seen[s0] || !seen[s1] {
 		t.Errorf("slowdown counts moved traffic: %v", seen)
 	}
-	// Slow start latency relative to the fleet p95.
+	// Slow start latency relative to the fleet median.
 	v = modView(base, func(s *ServerLoad) {
 		if s.ID == s0 {
 			s.StartLatency = 50 * time.Millisecond
 		}
 	})
-	v.StartLatencyP95 = 10 * time.Millisecond
+	v.StartLatencyP50, v.StartLatencyP95 = 5*time.Millisecond, 10*time.Millisecond
 	if d := h.must(v, nil, false, 3); d.Server != s1 {
 		t.Errorf("start latency: %v", d.Server)
 	}
@@ -444,5 +444,105 @@ func TestAdaptiveHedging(t *testing.T) {
 	both := []Attempt{att("h000:1000/0", "h000", Slow), att("h000:1000/1", "h000", Pending)}
 	if _, err := h.sel(one, both, true, 1); !errors.Is(err, ErrNoHedge) {
 		t.Errorf("nothing left: %v", err)
+	}
+}
+
+// TestAdaptiveSilence: a server holding a scan of ours without answering
+// counts its silence as start latency (a pause shows in milliseconds, not
+// when the paused scans finally answer); a host none of whose servers
+// answered since is left whole, also by hedges; a silence older than
+// adSilenceMemory no longer counts.
+func TestAdaptiveSilence(t *testing.T) {
+	base := hostsView(6, 2)
+	base.StartLatencyP50, base.StartLatencyP95 = time.Millisecond, 3*time.Millisecond
+	tab := tablet(8)
+	home := HostOrder(tab, base, "")[0]
+	h := adHarness{t, adProfile(), tab}
+	s0, s1 := ServerID(home+":1000/0"), ServerID(home+":1000/1")
+	silent := func(since, siblingAnswer time.Duration) *LoadView {
+		return modView(base, func(s *ServerLoad) {
+			switch s.ID {
+			case s0:
+				s.UnansweredSince, s.LastAnswer = t0.Add(-since), t0.Add(-time.Minute)
+			case s1:
+				s.LastAnswer = t0.Add(-siblingAnswer)
+			}
+		})
+	}
+	picks := func(v *LoadView) (n0, away int) {
+		for seed := uint64(0); seed < 200; seed++ {
+			d := h.must(v, nil, false, seed)
+			if d.Server == s0 {
+				n0++
+			}
+			if d.Host != home {
+				away++
+			}
+		}
+		return n0, away
+	}
+	// s0 silent for 20 ms (p95 3 ms), its sibling answered 1 ms ago: the
+	// sibling.
+	if n0, away := picks(silent(20*time.Millisecond, time.Millisecond)); n0 != 0 || away != 0 {
+		t.Errorf("silent server: %d picks of 200, %d away from home", n0, away)
+	}
+	// Silent for less than the p95: normal, both share.
+	if n0, away := picks(silent(2*time.Millisecond, time.Millisecond)); n0 < 40 || away != 0 {
+		t.Errorf("2 ms silence: %d picks of 200 (want about half), %d away", n0, away)
+	}
+	// The sibling had nothing to answer: still not suspect.
+	if n0, away := picks(silent(20*time.Millisecond, 20*time.Millisecond)); n0 != 0 || away != 0 {
+		t.Errorf("silent server, idle sibling: %d picks of 200, %d away from home", n0, away)
+	}
+	// Both servers of the host silent: the host is left.
+	both := modView(base, func(s *ServerLoad) {
+		if s.Host == home {
+			s.UnansweredSince = t0.Add(-30 * time.Millisecond)
+		}
+	})
+	if _, away := picks(both); away != 200 {
+		t.Errorf("silent host: only %d of 200 left it", away)
+	}
+	// A silence that began longer ago than adSilenceMemory is not counted.
+	if n0, away := picks(silent(adSilenceMemory+time.Second, 20*time.Second)); n0 < 40 || away != 0 {
+		t.Errorf("old silence: %d picks of 200, %d away", n0, away)
+	}
+	// Hedging an attempt the silent host never started: off the host; the
+	// sibling when the host answered after the attempt was sent.
+	pending := []Attempt{{Server: s0, Host: home, Result: Pending, Start: t0.Add(-6 * time.Millisecond)}}
+	for seed := uint64(0); seed < 20; seed++ {
+		if d := h.must(silent(6*time.Millisecond, 20*time.Millisecond), pending, true, seed); d.Host == home {
+			t.Fatalf("hedge of a silent host stayed on it: %v", d.Server)
+		}
+		if d := h.must(silent(6*time.Millisecond, time.Millisecond), pending, true, seed); d.Server != s1 {
+			t.Fatalf("hedge with an answering sibling: %v, want %v", d.Server, s1)
+		}
+	}
+}
+
+// TestAdaptiveSlowHost: a whole slow host sets the fleet p95 itself (a
+// quarter of the scans), so its servers are measured against the median
+// too: leave a home host whose estimates are 5 medians; stay on one whose
+// estimates are in a healthy server's ordinary spread.
+func TestAdaptiveSlowHost(t *testing.T) {
+	base := hostsView(4, 2)
+	base.StartLatencyP50, base.StartLatencyP95 = 1200*time.Microsecond, 6*time.Millisecond
+	tab := tablet(8)
+	home := HostOrder(tab, base, "")[0]
+	h := adHarness{t, adProfile(), tab}
+	for _, c := range []struct {
+		lat  time.Duration
+		home bool
+	}{{6 * time.Millisecond, false}, {2500 * time.Microsecond, true}} {
+		v := modView(base, func(s *ServerLoad) {
+			if s.Host == home {
+				s.StartLatency, s.StartLatencyAt = c.lat, t0
+			}
+		})
+		for seed := uint64(0); seed < 50; seed++ {
+			if d := h.must(v, nil, false, seed); (d.Host == home) != c.home {
+				t.Fatalf("home estimates %v: picked %v (home %s), want home %v", c.lat, d.Server, home, c.home)
+			}
+		}
 	}
 }

@@ -197,10 +197,21 @@
 //     + 2 × decayed errors (errorHalfLife/errorCap, at most 8 counted)
 //     + 1 × decayed busy answers (at most 2: pending is the live load; a
 //     larger memory of past saturation outlives it)
-//     + min(8, StartLatency/StartLatencyP95 − 1) when the server is slower
-//     than the fleet's p95 (Peak-EWMA-like); the estimate decays toward the
+//     + a slowness term, at most 8: the larger of L/StartLatencyP95 − 1,
+//     where L is the server's start-latency estimate or, when longer, how
+//     long it has held a scan of this coordinator without any answer (its
+//     silence: ServerLoad.UnansweredSince, counted for at most 4 s), and
+//     3 × (estimate/StartLatencyP50 − 2.5). The estimate decays toward the
 //     fleet median with time since its last sample (LoadView.StartLatencyOf,
-//     τ = 2 s), so a server slow once and then left alone is forgiven.
+//     τ = 2 s), so a server slow once and then left alone is forgiven. The
+//     silence shows a paused or hung server within milliseconds, where the
+//     estimate learns only when the paused scans finally answer; only a
+//     server's own silence counts, so the sibling of one paused server
+//     keeps the host's traffic (and the cache) until a scan sent to it goes
+//     unanswered too. The median term catches a whole slow host, whose
+//     scans are a share of the fleet's large enough to set the p95 itself;
+//     its 2.5 medians of slack keep the ordinary spread of a healthy
+//     server's estimate from sending scans away from the cache.
 //     Slowdown counts are not used: hedging after the p95 hedges about 5%
 //     of every server's scans, so a count grows with traffic and would
 //     push a busy server's traffic to its sibling and back; the latency
@@ -242,9 +253,10 @@
 //     at least one hedge counted). The hedge goes first to a sibling of the
 //     newest in-flight attempt's server on the same host (keeps the cache),
 //     picked softly as in 2 among the healthy ones (not tripped, no decayed
-//     errors, StartLatencyOf below 2 × p95, not tried or in flight in this
+//     errors, latency L below 2 × p95, not tried or in flight in this
 //     scan), if the host is not suspect (its newest heartbeat not older than
 //     staleHeartbeat, no other attempt of this scan in flight on it, none
-//     timed out or stalled there); otherwise it is scored as in 2–3 with
-//     that host excluded.
+//     timed out or stalled there, and not silent: when the attempt was not
+//     even started, some server of the host answered after it was sent);
+//     otherwise it is scored as in 2–3 with that host excluded.
 package selection

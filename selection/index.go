@@ -40,6 +40,9 @@ type hostEntry struct {
 	servers []int32
 	// lastHeartbeat: the newest heartbeat of any of its servers.
 	lastHeartbeat time.Time
+	// lastAnswer: the newest LastAnswer of its servers; unansweredSince:
+	// the oldest non-zero UnansweredSince of its servers.
+	lastAnswer, unansweredSince time.Time
 }
 
 type zoneEntry struct {
@@ -188,6 +191,12 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *
 		he := &g.hosts[h]
 		if s.LastHeartbeat.After(he.lastHeartbeat) {
 			he.lastHeartbeat = s.LastHeartbeat
+		}
+		if s.LastAnswer.After(he.lastAnswer) {
+			he.lastAnswer = s.LastAnswer
+		}
+		if u := s.UnansweredSince; !u.IsZero() && (he.unansweredSince.IsZero() || u.Before(he.unansweredSince)) {
+			he.unansweredSince = u
 		}
 		ze := &g.zones[z]
 		ze.n++

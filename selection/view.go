@@ -108,8 +108,18 @@ type ServerLoad struct {
 	// LoadView.StartLatencyOf, which forgets it with time.
 	StartLatency   time.Duration
 	StartLatencyAt time.Time
-	LastHeartbeat  time.Time
-	CacheHitRatio  float64
+	// UnansweredSince: this coordinator's oldest dispatch to the server
+	// that no answer from it has followed (first data, a busy answer, an
+	// error, a finished scan); zero when it answered after its latest
+	// dispatch. LastAnswer: when it last answered. A server that holds our
+	// scans and says nothing is paused, hung or stuck in a slow read, which
+	// a latency EWMA only learns when those scans finally answer; the
+	// adaptive policy counts the silence as start latency (selection
+	// package doc, "The adaptive policy").
+	UnansweredSince time.Time
+	LastAnswer      time.Time
+	LastHeartbeat   time.Time
+	CacheHitRatio   float64
 }
 
 // FailuresSince counts recent failures at or after t.
