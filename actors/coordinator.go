@@ -503,7 +503,7 @@ func (c *Coordinator) Status() *messages.StatusReply {
 		TabletActors: uint32(max(c.counters.tabletActors.Load(), 0)), ProbesSent: c.counters.probesSent.Load(),
 		ProbeReplies: c.counters.probeReplies.Load(), Version: cmp.Or(c.cfg.Version, "devel"), Tables: c.meta.tableStatus()}
 	c.status.Range(func(_, v any) bool {
-		r.Servers = append(r.Servers, v.([]*messages.ServerStatus)...)
+		r.Servers = append(r.Servers, v.(*hostStatus).messages()...)
 		return true
 	})
 	sort.Slice(r.Servers, func(i, j int) bool {

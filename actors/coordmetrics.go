@@ -190,7 +190,7 @@ func (s *serverCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	c.status.Range(func(_, v any) bool {
-		for _, st := range v.([]*messages.ServerStatus) {
+		for _, st := range v.(*hostStatus).messages() {
 			lv := []string{st.GetId(), st.GetHost(), st.GetZone()}
 			n := func(d *prometheus.Desc, v uint64) {
 				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -53,14 +54,10 @@ type sweepTick struct{}
 
 // serverState is a HostActor's working state for one server.
 type serverState struct {
-	load       selection.ServerLoad
-	interval   time.Duration
-	dispatched uint64
-	busy       uint64
-	timeouts   uint64
-	// this coordinator's attempts (see messages.ServerStatus)
-	hedges, attemptsBusy, attemptsTimedOut, attemptsFailed uint64
-	deadSince                                              time.Time
+	load      selection.ServerLoad
+	interval  time.Duration
+	counts    serverCounts
+	deadSince time.Time
 	// heardAt is the liveness reference: the last heartbeat's time, moved
 	// forward by the lateness of sweeps since (see Liveness).
 	heardAt time.Time
@@ -74,7 +71,7 @@ type serverState struct {
 type HostActor struct {
 	host     string
 	board    *LoadBoard
-	status   *sync.Map // host -> []*messages.ServerStatus
+	status   *sync.Map // host -> *hostStatus
 	live     Liveness
 	forget   time.Duration
 	decays   []selection.DecayParams
@@ -221,9 +218,9 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 			l.UnansweredSince = now
 		}
 		l.InFlight++
-		s.dispatched++
+		s.counts.dispatched++
 		if e.hedge {
-			s.hedges++
+			s.counts.hedges++
 		}
 	case evEnded:
 		if l.InFlight > 0 {
@@ -244,11 +241,11 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 		}
 		switch e.result {
 		case selection.Busy:
-			s.attemptsBusy++
+			s.counts.attemptsBusy++
 		case selection.Timeout:
-			s.attemptsTimedOut++
+			s.counts.attemptsTimedOut++
 		case selection.Error, selection.Stalled:
-			s.attemptsFailed++
+			s.counts.attemptsFailed++
 		}
 	case evPenalize:
 		h.fail(now, l)
@@ -258,6 +255,7 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 		}
 		answered(now, l)
 	case evSlowdown:
+		l.Slowdowns = slices.Clone(l.Slowdowns) // shared with published views
 		for i, d := range h.decays {
 			l.Slowdowns[i] = l.Slowdowns[i].Add(now, d, 1)
 		}
@@ -281,10 +279,10 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 	case evBusySignal:
 		h.busy(now, l)
 		l.QueueLen = e.queueLen
-		s.busy++
+		s.counts.busy++
 	case evTimeoutSignal:
 		h.busy(now, l)
-		s.timeouts++
+		s.counts.timeouts++
 	}
 	return true
 }
@@ -298,6 +296,7 @@ func answered(now time.Time, l *selection.ServerLoad) {
 
 // busy counts a busy answer or busy timeout under every decay in use.
 func (h *HostActor) busy(now time.Time, l *selection.ServerLoad) {
+	l.Busy = slices.Clone(l.Busy) // shared with published views
 	for i, d := range h.decays {
 		l.Busy[i] = l.Busy[i].Add(now, d, 1)
 	}
@@ -311,9 +310,11 @@ func (h *HostActor) fail(now time.Time, l *selection.ServerLoad) { CountFailure(
 // last failure, the recent-failure window of 32), and a reset of its
 // slowdowns (ClickHouse resets them on a failed connection). It is the
 // host actor's rule, exported so the protocol simulation applies the same
-// one. RecentFailures is copied when trimmed, never shared with a view
-// already published.
+// one. The counters are copied before they change and RecentFailures when
+// trimmed (appends write past what a published view sees): a view shares
+// these slices with the working state (HostActor.publish).
 func CountFailure(now time.Time, decays []selection.DecayParams, l *selection.ServerLoad) {
+	l.Errors, l.Slowdowns = slices.Clone(l.Errors), slices.Clone(l.Slowdowns)
 	for i, d := range decays {
 		l.Errors[i] = l.Errors[i].Add(now, d, 1)
 		l.Slowdowns[i] = l.Slowdowns[i].Reset(now)
@@ -361,34 +362,65 @@ func (h *HostActor) sweep(now time.Time) {
 }
 
 // publish copies the working state into an immutable slice for the view.
+// The copies share the counter slices, which the working state replaces
+// rather than changes (copy on write: they change on failures and busy
+// answers, publish runs at every event); the status is built only when
+// read (hostStatus).
 func (h *HostActor) publish() {
 	if h.stopping {
 		return
 	}
 	out := make([]*selection.ServerLoad, 0, len(h.servers))
-	st := make([]*messages.ServerStatus, 0, len(h.servers))
-	now := h.now()
+	st := &hostStatus{at: h.now(), decays: h.decays, servers: make([]serverStatusSnap, 0, len(h.servers))}
 	for _, s := range h.servers {
 		l := s.load
-		l.Errors = append([]selection.DecayedCount(nil), s.load.Errors...)
-		l.Slowdowns = append([]selection.DecayedCount(nil), s.load.Slowdowns...)
-		l.Busy = append([]selection.DecayedCount(nil), s.load.Busy...)
-		l.RecentFailures = append([]time.Time(nil), s.load.RecentFailures...)
 		out = append(out, &l)
-		var errs, slows uint32
-		if len(l.Errors) > 0 {
-			errs = l.Errors[0].Value(now, h.decays[0])
-			slows = l.Slowdowns[0].Value(now, h.decays[0])
-		}
-		st = append(st, &messages.ServerStatus{Id: string(l.ID), Host: l.Host, Zone: l.Zone, Group: l.Group, Alive: l.Alive,
-			QueueLen: uint32(l.QueueLen), InFlight: uint32(l.InFlight), Errors: float64(errs), BusyTotal: s.busy,
-			Dispatched: s.dispatched, CacheHitRatio: l.CacheHitRatio, LastHeartbeatUnixMs: l.LastHeartbeat.UnixMilli(),
-			Incarnation: l.Incarnation, Timeouts: s.timeouts, Slowdowns: slows, StartLatencyUs: l.StartLatency.Microseconds(),
-			LastStartUnixMs: unixMs(l.StartLatencyAt), Hedges: s.hedges, AttemptsBusy: s.attemptsBusy,
-			AttemptsTimedOut: s.attemptsTimedOut, AttemptsFailed: s.attemptsFailed})
+		st.servers = append(st.servers, serverStatusSnap{load: &l, counts: s.counts})
 	}
 	h.board.SetHost(h.host, out)
 	h.status.Store(h.host, st)
+}
+
+// hostStatus is a host's part of the coordinator's status and per-server
+// metrics as last published: immutable, turned into messages only when
+// read (a scrape or a status request), not at every publish.
+type hostStatus struct {
+	at      time.Time
+	decays  []selection.DecayParams
+	servers []serverStatusSnap
+}
+
+type serverStatusSnap struct {
+	load   *selection.ServerLoad
+	counts serverCounts
+}
+
+// serverCounts are a server's totals for this coordinator (see
+// messages.ServerStatus).
+type serverCounts struct {
+	dispatched, busy, timeouts                             uint64
+	hedges, attemptsBusy, attemptsTimedOut, attemptsFailed uint64
+}
+
+// messages returns the host's servers' status, counters decayed to the
+// publish time.
+func (hs *hostStatus) messages() []*messages.ServerStatus {
+	out := make([]*messages.ServerStatus, 0, len(hs.servers))
+	for _, sv := range hs.servers {
+		l, c := sv.load, &sv.counts
+		var errs, slows uint32
+		if len(l.Errors) > 0 && len(hs.decays) > 0 {
+			errs = l.Errors[0].Value(hs.at, hs.decays[0])
+			slows = l.Slowdowns[0].Value(hs.at, hs.decays[0])
+		}
+		out = append(out, &messages.ServerStatus{Id: string(l.ID), Host: l.Host, Zone: l.Zone, Group: l.Group, Alive: l.Alive,
+			QueueLen: uint32(l.QueueLen), InFlight: uint32(l.InFlight), Errors: float64(errs), BusyTotal: c.busy,
+			Dispatched: c.dispatched, CacheHitRatio: l.CacheHitRatio, LastHeartbeatUnixMs: l.LastHeartbeat.UnixMilli(),
+			Incarnation: l.Incarnation, Timeouts: c.timeouts, Slowdowns: slows, StartLatencyUs: l.StartLatency.Microseconds(),
+			LastStartUnixMs: unixMs(l.StartLatencyAt), Hedges: c.hedges, AttemptsBusy: c.attemptsBusy,
+			AttemptsTimedOut: c.attemptsTimedOut, AttemptsFailed: c.attemptsFailed})
+	}
+	return out
 }
 
 func unixMs(t time.Time) int64 {

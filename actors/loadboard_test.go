@@ -162,3 +162,42 @@ func TestSelectKthMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+// TestHostActorPublishedViewIsImmutable: published loads share the
+// counter slices with the host's working state, which must replace rather
+// than change them: a failure, a busy answer or a slowdown after a publish
+// leaves the published counters as they were, and the next publish shows
+// the change.
+func TestHostActorPublishedViewIsImmutable(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	h := newHostActor("h1", b, &sync.Map{}, 3, time.Minute, func() time.Time { return now }, nil)
+	h.servers["s"] = &serverState{load: selection.ServerLoad{ID: "s", Host: "h1", Alive: true, Address: "a", ActorID: "s",
+		Errors: make([]selection.DecayedCount, 1), Slowdowns: make([]selection.DecayedCount, 1), Busy: make([]selection.DecayedCount, 1)}}
+	d := selection.DefaultDecay
+	for _, ev := range []hostEvent{{kind: evEnded, server: "s", result: selection.Error}, {kind: evBusySignal, server: "s"},
+		{kind: evSlowdown, server: "s"}, {kind: evPenalize, server: "s"}, {kind: evTimeoutSignal, server: "s"}} {
+		h.publish()
+		old := b.View().Server("s")
+		errs, busy, slows, fails := old.Errors[0].Value(now, d), old.Busy[0].Value(now, d), old.Slowdowns[0].Value(now, d), len(old.RecentFailures)
+		now = now.Add(time.Millisecond)
+		h.onEvent(now, &ev)
+		if old.Errors[0].Value(now, d) != errs || old.Busy[0].Value(now, d) != busy || old.Slowdowns[0].Value(now, d) != slows ||
+			len(old.RecentFailures) != fails {
+			t.Fatalf("event %v changed a published view's counters", ev.kind)
+		}
+		h.publish()
+		now = now.Add(time.Second) // past the view's refresh
+		cur := b.View().Server("s")
+		if cur.Errors[0].Value(now, d) == errs && cur.Busy[0].Value(now, d) == busy && cur.Slowdowns[0].Value(now, d) == slows {
+			t.Fatalf("event %v: the next publish does not show it", ev.kind)
+		}
+	}
+	st := &sync.Map{}
+	h.status = st
+	h.publish()
+	v, _ := st.Load("h1")
+	if ms := v.(*hostStatus).messages(); len(ms) != 1 || ms[0].GetId() != "s" || ms[0].GetErrors() == 0 || ms[0].GetAttemptsFailed() != 1 {
+		t.Fatalf("status: %v", ms)
+	}
+}
