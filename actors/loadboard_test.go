@@ -201,3 +201,23 @@ func TestHostActorPublishedViewIsImmutable(t *testing.T) {
 		t.Fatalf("status: %v", ms)
 	}
 }
+
+// BenchmarkHostActorDispatchEvent times what a host actor does for one
+// dispatch of a one-row scan: apply the event and publish its servers (2
+// here, as in BenchmarkOneRowScan's hosts) to the load board.
+func BenchmarkHostActorDispatchEvent(b *testing.B) {
+	now := time.Unix(1000, 0)
+	board := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	h := newHostActor("h1", board, &sync.Map{}, 3, time.Minute, func() time.Time { return now }, nil)
+	for _, id := range []selection.ServerID{"s0", "s1"} {
+		h.servers[id] = &serverState{load: selection.ServerLoad{ID: id, Host: "h1", Alive: true, Address: "a", ActorID: string(id),
+			Errors: make([]selection.DecayedCount, 1), Slowdowns: make([]selection.DecayedCount, 1), Busy: make([]selection.DecayedCount, 1),
+			RecentFailures: make([]time.Time, 5)}}
+	}
+	ev := &hostEvent{kind: evDispatched, server: "s0"}
+	b.ReportAllocs()
+	for b.Loop() {
+		h.onEvent(now, ev)
+		h.publish()
+	}
+}
