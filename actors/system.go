@@ -209,7 +209,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return alog }),
 		actor.WithDeadLetterThrottleCount(0))
-	opts := []remote.ConfigOption{}
+	opts := []remote.ConfigOption{remotestop.WriterQueueOption()}
 	if cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}

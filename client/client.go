@@ -348,7 +348,7 @@ func (c *Client) startSystem() error {
 	quiet := slog.New(slog.DiscardHandler)
 	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }), actor.WithDeadLetterThrottleCount(0))
 	c.ownSys = true
-	var opts []remote.ConfigOption
+	opts := []remote.ConfigOption{remotestop.WriterQueueOption()}
 	if c.cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
 	}

@@ -1,4 +1,6 @@
-// Package remotestop stops a Proto.Actor remote without a data race.
+// Package remotestop stops a Proto.Actor remote without a data race, and
+// holds the remote options every actor system of scanplane shares
+// (WriterQueueOption).
 //
 // protoactor-go's graceful Remote.Shutdown first flips an unsynchronised
 // "suspended" flag that every inbound gRPC stream goroutine reads, so
