@@ -17,8 +17,8 @@ const (
 	adErrCap     = 8   // decayed errors counted at most
 	adBusyCap    = 2   // decayed busy answers counted at most
 	adSlowCap    = 8.0 // cap of the start-latency term
-	adSlowFree   = 1.5 // latency up to this × the fleet median is free
-	adSlowWeight = 2.0 // score per fleet median of latency above that
+	adSlowFree   = 1.5 // an estimate up to this × the fleet median is free
+	adSlowWeight = 3.0 // score per fleet median of estimate above that
 	// adSilenceMemory: a silence that began longer ago than this no longer
 	// counts (the heartbeat staleness rule covers a host that stays
 	// silent); counting it longer would keep a recovered server shunned,
