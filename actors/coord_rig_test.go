@@ -294,6 +294,14 @@ func (c *rigClient) Receive(ctx actor.Context) {
 				m.GetSeq(), m.GetRowCount(), m.GetChecksum(), s.dig.Rows(), s.dig.Sum())
 		}
 		s.rows = append(s.rows, m.GetRows()...)
+		if f := m.GetFinished(); f != nil {
+			// The last batch carries the end (issue 11): no ack.
+			if (f.GetBatches() != m.GetSeq() || f.GetRows() != m.GetRowCount() || f.GetChecksum() != m.GetChecksum()) && s.protoErr == "" {
+				s.protoErr = fmt.Sprintf("final batch %d: finished %v disagrees with the batch", m.GetSeq(), f)
+			}
+			c.finish(ctx, s, f)
+			return
+		}
 		if !s.noAck && server != nil {
 			ctx.Send(server, &messages.BatchAck{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Seq: m.GetSeq()})
 		}
@@ -302,14 +310,7 @@ func (c *rigClient) Receive(ctx actor.Context) {
 		if s == nil || s.ended || s.dead || (m.GetAttempt() != s.accepted && m.GetAttempt() != 0) {
 			return
 		}
-		s.fin = m
-		if m.GetError() == messages.ErrorCode_ERROR_CODE_UNSPECIFIED &&
-			(m.GetRows() != s.dig.Rows() || m.GetChecksum() != s.dig.Sum()) && s.protoErr == "" {
-			s.protoErr = fmt.Sprintf("finished: rows %d checksum %x, received %d rows checksum %x", m.GetRows(), m.GetChecksum(), s.dig.Rows(), s.dig.Sum())
-		}
-		ctx.Send(c.router, &messages.ScanDone{RequestId: m.GetRequestId(), WinnerAttempt: s.accepted, Tablet: s.req.GetTablet(),
-			Abandoned: m.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED})
-		c.end(s)
+		c.finish(ctx, s, m)
 	case *messages.ScanError:
 		s := c.scans[m.GetRequestId()]
 		if s == nil || s.ended {
@@ -318,6 +319,19 @@ func (c *rigClient) Receive(ctx actor.Context) {
 		s.err = m
 		c.end(s)
 	}
+}
+
+// finish ends s on the accepted attempt's ScanFinished m (separate, or
+// inside its last batch).
+func (c *rigClient) finish(ctx actor.Context, s *rigScan, m *messages.ScanFinished) {
+	s.fin = m
+	if m.GetError() == messages.ErrorCode_ERROR_CODE_UNSPECIFIED &&
+		(m.GetRows() != s.dig.Rows() || m.GetChecksum() != s.dig.Sum()) && s.protoErr == "" {
+		s.protoErr = fmt.Sprintf("finished: rows %d checksum %x, received %d rows checksum %x", m.GetRows(), m.GetChecksum(), s.dig.Rows(), s.dig.Sum())
+	}
+	ctx.Send(c.router, &messages.ScanDone{RequestId: m.GetRequestId(), WinnerAttempt: s.accepted, Tablet: s.req.GetTablet(),
+		Abandoned: m.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED})
+	c.end(s)
 }
 
 // probe is an actor that records every message it receives.

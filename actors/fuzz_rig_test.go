@@ -166,10 +166,16 @@ func (r *fuzzRig) receive(c actor.Context) {
 		return
 	}
 	if b, ok := m.(*messages.RowBatch); ok {
-		if p := ToPID(b.GetServerPid()); p != nil {
-			c.Send(p, &messages.BatchAck{RequestId: b.GetRequestId(), Attempt: b.GetAttempt(), Seq: b.GetSeq()})
+		if f := b.GetFinished(); f != nil {
+			// The last batch carries the end (issue 11): kept as the
+			// client's ScanFinished, not acknowledged.
+			m = f
+		} else {
+			if p := ToPID(b.GetServerPid()); p != nil {
+				c.Send(p, &messages.BatchAck{RequestId: b.GetRequestId(), Attempt: b.GetAttempt(), Seq: b.GetSeq()})
+			}
+			return // rows are not kept: the inbox lives as long as the fuzz run
 		}
-		return // rows are not kept: the inbox lives as long as the fuzz run
 	}
 	r.mu.Lock()
 	r.got = append(r.got, m)

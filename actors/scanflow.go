@@ -607,7 +607,12 @@ func (f *ScanFlow) OnServerLost(now time.Time, n uint32, pick Picker) []Action {
 }
 
 // OnDone handles the client's ScanDone: cancel whatever still runs.
-func (f *ScanFlow) OnDone(now time.Time, abandoned bool) []Action {
+// winner is the attempt whose stream the client read (ScanDone's
+// winner_attempt). When the client got every row (not abandoned) that
+// attempt's server has ended the scan already — the client finished on its
+// final batch or its ScanFinished, sent as the scan ended — so it gets no
+// Cancel (the ScanDone often overtakes that ScanFinished on its way here).
+func (f *ScanFlow) OnDone(now time.Time, abandoned bool, winner uint32) []Action {
 	if f.done {
 		return nil
 	}
@@ -615,11 +620,14 @@ func (f *ScanFlow) OnDone(now time.Time, abandoned bool) []Action {
 	var acts []Action
 	for _, a := range f.attempts {
 		if a.live() {
-			r := selection.Cancelled
-			if a.N == f.winner && !abandoned {
+			r, cancel := selection.Cancelled, hardCancel
+			if !abandoned && (a.N == f.winner || a.N == winner) {
 				r = selection.Started
 			}
-			acts = append(acts, f.end(now, a, r, hardCancel)...)
+			if !abandoned && a.N == winner {
+				cancel = noCancel
+			}
+			acts = append(acts, f.end(now, a, r, cancel)...)
 		}
 	}
 	return append(acts, Action{Kind: ActComplete})

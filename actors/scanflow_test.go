@@ -351,7 +351,7 @@ func TestFlowAvoidedServersInHistory(t *testing.T) {
 	if h := p.calls[0].history; len(h) != 1 || h[0].Server != "a" {
 		t.Fatalf("history %+v", h)
 	}
-	l.apply(f.OnDone(t0, true))
+	l.apply(f.OnDone(t0, true, 0))
 	if !l.cancelled[1] {
 		t.Fatal("abandoned flow must cancel its attempt")
 	}
@@ -807,4 +807,32 @@ func TestFlowLeaveKeepsTheStream(t *testing.T) {
 	if !cancel || !fail || !f.Done() {
 		t.Fatalf("leave: cancel %v fail %v done %v: %+v", cancel, fail, f.Done(), acts)
 	}
+}
+
+// A ScanDone of a client that got every row can overtake the winner's
+// ScanFinished: the winner's server has ended the scan already (the client
+// finished on its last batch or its ScanFinished), so it gets no Cancel;
+// other live attempts do.
+func TestFlowScanDoneDoesNotCancelFinishedWinner(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
+		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: time.Second}}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	l.apply(f.OnDone(t0.Add(60*time.Millisecond), false, 2))
+	if !f.Done() || l.cancelled[2] || !l.cancelled[1] || l.accounted[2] != selection.Started || l.accounted[1] != selection.Cancelled {
+		t.Fatalf("done %v cancelled %v accounted %v", f.Done(), l.cancelled, l.accounted)
+	}
+	l.balanced()
+	// Abandoned: every live attempt is cancelled, the winner too.
+	l2 := newLedger(t)
+	f2 := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l2.apply(f2.Start(t0, (&scripted{servers: []string{"a"}}).pick))
+	l2.apply(f2.OnStarted(t0.Add(time.Millisecond), 1, true, 0))
+	l2.apply(f2.OnDone(t0.Add(2*time.Millisecond), true, 1))
+	if !l2.cancelled[1] || l2.accounted[1] != selection.Cancelled {
+		t.Fatalf("abandoned: cancelled %v accounted %v", l2.cancelled, l2.accounted)
+	}
+	l2.balanced()
 }

@@ -459,7 +459,15 @@ func (s *ScanServerActor) run(job *scanJob) {
 	req := job.req
 	fin := &messages.ScanFinished{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
 		QueuedUs: job.started.Sub(job.received).Microseconds()}
-	err := s.stream(job, fin)
+	final, err := s.stream(job, fin)
+	if final {
+		// The client got fin inside the last batch (and may be reading
+		// it): fin is not changed any more.
+		s.counters.countFinished(fin.Error)
+		s.sys.Root.Send(job.tablet, fin)
+		s.sys.Root.Send(s.self, &jobDone{key: job.key})
+		return
+	}
 	if err != nil {
 		fin.Error, fin.ErrorMessage = errorCode(err), fmt.Sprintf("scan server %s, tablet %s/%d: %v", s.id, req.GetTablet().GetTable(), req.GetTablet().GetIndex(), err)
 		fin.Cancelled = fin.Error == messages.ErrorCode_ERROR_CODE_CANCELLED
@@ -489,7 +497,10 @@ func (s *ScanServerActor) run(job *scanJob) {
 
 var errClientGone = errors.New("client stopped acknowledging batches")
 
-func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error {
+// stream sends the scan's batches to the client. final reports that the
+// last batch carried fin (RowBatch.finished): the scan succeeded and fin
+// is complete and shared with the client's message.
+func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (final bool, err error) {
 	req := job.req
 	batchRows, batchBytes, window := s.cfg.BatchRows, s.cfg.BatchBytes, s.cfg.Window
 	// Within the limits (ValidateStartScan, ValidateFlow); 0 = ours.
@@ -509,8 +520,10 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 	}
 	it := tablets.NewTabletReader(req.Files, s.fetcher).Scan(job.ctx, rng, after)
 	defer func() {
-		st := it.Stats()
-		fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+		if !final {
+			st := it.Stats()
+			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+		}
 	}()
 	self := FromPID(s.self)
 	var (
@@ -524,7 +537,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 	size, kv := 0, 0
 	// dig covers every row read; fin's rows and checksum only those sent.
 	var dig tablets.RowDigest
-	flush := func() error {
+	// flush sends the batch in hand; last: the scan ends with it (the
+	// iterator is exhausted or the limit reached), so it carries fin.
+	flush := func(last bool) error {
 		seq := fin.Batches + 1
 		if err := s.waitWindow(job, seq, uint64(window)); err != nil {
 			return err
@@ -537,10 +552,17 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 			return context.Canceled // cancelled unless streaming, just now
 		}
 		sum := dig.Sum()
-		job.sent.Store(seq) // before the send: the ack can come back at once
-		s.sys.Root.Send(job.client, &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id,
-			ServerPid: self, RowCount: dig.Rows(), Checksum: sum})
 		fin.Batches, fin.Rows, fin.Checksum, fin.LastKey = seq, dig.Rows(), sum, rows[len(rows)-1].Key
+		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id,
+			ServerPid: self, RowCount: dig.Rows(), Checksum: sum}
+		if last {
+			st := it.Stats()
+			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+			fin.DurationUs = time.Since(job.started).Microseconds()
+			b.Finished, final = fin, true
+		}
+		job.sent.Store(seq) // before the send: the ack can come back at once
+		s.sys.Root.Send(job.client, b)
 		s.counters.Rows.Add(uint64(len(rows)))
 		s.counters.Bytes.Add(uint64(kv))
 		if seq == 1 {
@@ -576,18 +598,19 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) error
 			break
 		}
 		if len(rows) >= batchRows || size >= batchBytes {
-			if err := flush(); err != nil {
-				return err
+			if err := flush(false); err != nil {
+				return false, err
 			}
 		}
 	}
 	if err := it.Err(); err != nil {
-		return err
+		return false, err
 	}
 	if len(rows) > 0 {
-		return flush()
+		err := flush(true)
+		return final, err
 	}
-	return job.ctx.Err()
+	return false, job.ctx.Err()
 }
 
 // slabRows is the size of the next row slab of a batch holding have rows:

@@ -201,7 +201,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 			if m.GetAbandoned() {
 				e.outcome = OutcomeCancelled
 			}
-			t.apply(now, m.RequestId, e, e.flow.OnDone(now, m.GetAbandoned()))
+			t.apply(now, m.RequestId, e, e.flow.OnDone(now, m.GetAbandoned(), m.GetWinnerAttempt()))
 		}
 	case *flowTimer:
 		e := t.flows[m.req]

@@ -37,7 +37,10 @@ import (
 //     the attempt so far. A mismatch — a lost, repeated or altered row —
 //     resumes after the last yielded key, avoiding that server; the
 //     batch's rows are never yielded. ScanFinished of the winner must
-//     match the same totals, else the stream resumes.
+//     match the same totals, else the stream resumes. The last batch may
+//     carry the attempt's ScanFinished (RowBatch.finished): it must agree
+//     with the batch, which is then not acknowledged, and the tablet is
+//     done.
 //   - A winner that goes quiet for StallTimeout is resumed elsewhere; a
 //     request that gets no answer at all for IdleTimeout fails.
 //   - When the coordinator a request went to is lost before any data
@@ -416,6 +419,12 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	case seq != r.lastSeq+1:
 		return s.reject(now, fmt.Sprintf("batch %d after %d (a batch was lost)", seq, r.lastSeq))
 	}
+	fin := b.GetFinished()
+	if fin != nil {
+		if err := checkFinalBatch(b); err != nil {
+			return s.reject(now, err.Error())
+		}
+	}
 	rows := b.GetRows()
 	for _, row := range rows {
 		r.digest.Add(row.GetKey(), row.GetValue())
@@ -440,12 +449,50 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	s.rows += uint64(len(rows))
 	s.stats.Batches++
 	s.stats.Rows += uint64(len(rows))
+	if fin != nil {
+		// The last batch, carrying the attempt's ScanFinished (checked
+		// above against the batch, whose counts matched ours): no ack,
+		// the tablet is done.
+		var acts []StreamAction
+		if len(rows) > 0 {
+			acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
+		}
+		return append(acts, s.finish()...)
+	}
 	acts := []StreamAction{{Kind: ActSendAck, Server: r.serverPID,
 		Msg: &messages.BatchAck{RequestId: r.id, Attempt: r.accepted, Seq: b.GetSeq()}}}
 	if len(rows) > 0 {
 		acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
 	}
 	return acts
+}
+
+// checkFinalBatch checks the ScanFinished inside a last batch
+// (RowBatch.finished) against the batch itself, naming the field that
+// disagrees: it must be a success of the same request and attempt whose
+// totals are the batch's (the batch's own counts are checked against the
+// rows received as for any batch). A mismatch refuses the whole batch.
+func checkFinalBatch(b *messages.RowBatch) error {
+	f := b.GetFinished()
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: batch %d of %s/%d from %s: finished.%s", ErrStream, b.GetSeq(), b.GetRequestId(), b.GetAttempt(),
+			b.GetServer(), fmt.Sprintf(format, a...))
+	}
+	switch {
+	case f.GetRequestId() != b.GetRequestId():
+		return bad("request_id %q is not the batch's", f.GetRequestId())
+	case f.GetAttempt() != b.GetAttempt():
+		return bad("attempt %d is not the batch's", f.GetAttempt())
+	case f.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED:
+		return bad("error is %s (a final batch ends a successful scan)", f.GetError())
+	case f.GetBatches() != b.GetSeq():
+		return bad("batches %d is not the batch's seq", f.GetBatches())
+	case f.GetRows() != b.GetRowCount():
+		return bad("rows %d is not the batch's row_count %d", f.GetRows(), b.GetRowCount())
+	case f.GetChecksum() != b.GetChecksum():
+		return bad("checksum %016x is not the batch's %016x", f.GetChecksum(), b.GetChecksum())
+	}
+	return nil
 }
 
 // reject refuses the batch in hand: nothing of it is yielded and the

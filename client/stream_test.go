@@ -927,3 +927,94 @@ func TestStreamCoordinatorShuttingDown(t *testing.T) {
 		t.Fatal("not finished")
 	}
 }
+
+// finalBatch is a's last batch carrying its ScanFinished (RowBatch.finished),
+// as a scan server sends it when the end is known as the batch goes out.
+func (a *attempt) finalBatch(rows []*messages.Row) *messages.RowBatch {
+	b := a.batch(rows)
+	b.Finished = a.finished()
+	return b
+}
+
+// TestStreamFinalBatch (issue 11): a last batch carrying the ScanFinished
+// ends the tablet at once: its rows are yielded, it is not acknowledged,
+// and the coordinator gets ScanDone naming the winner. A one-row scan is
+// then one request, one batch and one ScanDone on the client's side.
+func TestStreamFinalBatch(t *testing.T) {
+	for _, n := range []int{1, 7} {
+		t.Run(fmt.Sprintf("%d rows", n), func(t *testing.T) {
+			rows := testRows(n)
+			r := newRun(t, streamConfig())
+			r.do(r.s.Start(t0))
+			a := newAttempt("r1", 1, "s1")
+			var acts []StreamAction
+			if n > 4 {
+				r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+				acts = r.do(r.s.OnMessage(t0, a.finalBatch(rows[4:])))
+			} else {
+				acts = r.do(r.s.OnMessage(t0, a.finalBatch(rows)))
+			}
+			if kinds(acts) != "yield,send-done,finish" {
+				t.Fatalf("final batch: %v, want yield, ScanDone, finish (no ack)", acts)
+			}
+			if d := acts[1].Msg.(*messages.ScanDone); d.WinnerAttempt != 1 || d.Abandoned || acts[1].Coordinator != coordA {
+				t.Fatalf("ScanDone %v to %s", d, acts[1].Coordinator)
+			}
+			sameRows(t, r.yielded, rows)
+			if !r.s.Done() || !r.s.NextWakeup().IsZero() {
+				t.Fatal("a finished stream needs no timer")
+			}
+			// A late separate ScanFinished (a server that sent both) is ignored.
+			if acts := r.s.OnMessage(t0, a.finished()); len(acts) != 0 {
+				t.Fatalf("ScanFinished after a final batch: %v", acts)
+			}
+		})
+	}
+}
+
+// TestStreamVerifiesFinalBatch: the ScanFinished inside a last batch must
+// agree with the batch (same request and attempt, a success, batches =
+// seq, rows and checksum = the batch's); else nothing of the batch is
+// yielded and the stream resumes after the last verified key, avoiding
+// the server, with an error naming the field.
+func TestStreamVerifiesFinalBatch(t *testing.T) {
+	cases := map[string]struct {
+		corrupt func(f *messages.ScanFinished)
+		field   string
+	}{
+		"request id": {func(f *messages.ScanFinished) { f.RequestId = "other" }, "finished.request_id"},
+		"attempt":    {func(f *messages.ScanFinished) { f.Attempt = 2 }, "finished.attempt"},
+		"error":      {func(f *messages.ScanFinished) { f.Error = messages.ErrorCode_ERROR_CODE_STORAGE }, "finished.error"},
+		"batches":    {func(f *messages.ScanFinished) { f.Batches++ }, "finished.batches"},
+		"rows":       {func(f *messages.ScanFinished) { f.Rows-- }, "finished.rows"},
+		"checksum":   {func(f *messages.ScanFinished) { f.Checksum ^= 1 }, "finished.checksum"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			rows := testRows(8)
+			r := newRun(t, streamConfig())
+			r.do(r.s.Start(t0))
+			a := newAttempt("r1", 1, "s1")
+			r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+			b := a.finalBatch(rows[4:])
+			tc.corrupt(b.Finished)
+			if err := checkFinalBatch(b); err == nil || !errors.Is(err, ErrStream) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("checkFinalBatch: %v, want ErrStream naming %s", err, tc.field)
+			}
+			acts := r.do(r.s.OnMessage(t0, b))
+			if len(find(acts, ActYield)) != 0 || kinds(acts) != "send-cancel,send-done,send-request" {
+				t.Fatalf("bad final batch: %v, want no yield, cancel + abandon + resume", acts)
+			}
+			req, _ := r.request()
+			if !bytes.Equal(req.ResumeAfter, rows[3].Key) || len(req.AvoidServers) != 1 || req.AvoidServers[0] != "s1" {
+				t.Fatalf("resume %v", req)
+			}
+			c := newAttempt(req.RequestId, 1, "s2")
+			r.do(r.s.OnMessage(t0, c.finalBatch(rows[4:])))
+			if !r.done {
+				t.Fatalf("not done: %v", r.last)
+			}
+			sameRows(t, r.yielded, rows)
+		})
+	}
+}

@@ -1495,15 +1495,28 @@ func (x *Busy) GetWaitedUs() int64 {
 
 // RowBatch: scan server -> client.
 type RowBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"` // 1, 2, 3, ...
-	Rows          []*Row                 `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
-	Server        string                 `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
-	ServerPid     *Pid                   `protobuf:"bytes,6,opt,name=server_pid,json=serverPid,proto3" json:"server_pid,omitempty"` // where BatchAck and Cancel go
-	RowCount      uint64                 `protobuf:"varint,7,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`   // rows this attempt sent up to and including this batch
-	Checksum      uint64                 `protobuf:"fixed64,8,opt,name=checksum,proto3" json:"checksum,omitempty"`                  // tablets.RowDigest over those rows, in order
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Attempt   uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Seq       uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"` // 1, 2, 3, ...
+	Rows      []*Row                 `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
+	Server    string                 `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
+	ServerPid *Pid                   `protobuf:"bytes,6,opt,name=server_pid,json=serverPid,proto3" json:"server_pid,omitempty"` // where BatchAck and Cancel go
+	RowCount  uint64                 `protobuf:"varint,7,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`   // rows this attempt sent up to and including this batch
+	Checksum  uint64                 `protobuf:"fixed64,8,opt,name=checksum,proto3" json:"checksum,omitempty"`                  // tablets.RowDigest over those rows, in order
+	// finished: set on the attempt's last batch when the server knew, as it
+	// sent the batch, that the scan ended with it successfully: the
+	// ScanFinished the client would otherwise get next (error unspecified,
+	// batches = seq, rows = row_count, checksum = checksum; the client
+	// verifies all of them). The client does not acknowledge a final batch,
+	// and the server sends no separate ScanFinished to the client (the
+	// tablet actor still gets one). Errors, cancels, empty results and a
+	// stream whose end is found after its last batch went out still end
+	// with a separate ScanFinished. Added for issue 11; old clients ignore
+	// the field and would wait for a ScanFinished that never comes: a
+	// deployment runs one version of servers and clients (no mixed
+	// versions).
+	Finished      *ScanFinished `protobuf:"bytes,9,opt,name=finished,proto3" json:"finished,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1594,6 +1607,13 @@ func (x *RowBatch) GetChecksum() uint64 {
 	return 0
 }
 
+func (x *RowBatch) GetFinished() *ScanFinished {
+	if x != nil {
+		return x.Finished
+	}
+	return nil
+}
+
 // BatchAck: client -> scan server, flow control.
 type BatchAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1655,7 +1675,8 @@ func (x *BatchAck) GetSeq() uint64 {
 	return 0
 }
 
-// ScanFinished: scan server -> client and tablet actor.
+// ScanFinished: scan server -> tablet actor, and -> client unless it came
+// inside the last RowBatch (RowBatch.finished).
 type ScanFinished struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -3316,7 +3337,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06server\x18\x03 \x01(\tR\x06server\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12\x1b\n" +
 	"\tqueue_len\x18\x05 \x01(\rR\bqueueLen\x12\x1b\n" +
-	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\xff\x01\n" +
+	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\xb7\x02\n" +
 	"\bRowBatch\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3327,7 +3348,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\n" +
 	"server_pid\x18\x06 \x01(\v2\x11.scanplane.v1.PidR\tserverPid\x12\x1b\n" +
 	"\trow_count\x18\a \x01(\x04R\browCount\x12\x1a\n" +
-	"\bchecksum\x18\b \x01(\x06R\bchecksum\"U\n" +
+	"\bchecksum\x18\b \x01(\x06R\bchecksum\x126\n" +
+	"\bfinished\x18\t \x01(\v2\x1a.scanplane.v1.ScanFinishedR\bfinished\"U\n" +
 	"\bBatchAck\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3606,21 +3628,22 @@ var file_scanplane_proto_depIdxs = []int32{
 	3,  // 14: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
 	9,  // 15: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
 	2,  // 16: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
-	0,  // 17: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	4,  // 18: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 19: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	25, // 20: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	8,  // 21: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	27, // 22: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	35, // 23: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 24: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 25: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 26: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	19, // 17: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
+	0,  // 18: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
+	4,  // 19: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 20: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	25, // 21: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	8,  // 22: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	27, // 23: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	35, // 24: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 25: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 26: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 27: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }

@@ -225,7 +225,7 @@ func (t *tabletActor) onServerMessage(msg any) {
 
 func (t *tabletActor) onDone(m *messages.ScanDone) {
 	if e := t.flows[m.GetRequestId()]; e != nil {
-		t.apply(e, e.flow.OnDone(t.co.w.s.now, m.GetAbandoned()))
+		t.apply(e, e.flow.OnDone(t.co.w.s.now, m.GetAbandoned(), m.GetWinnerAttempt()))
 	}
 }
 

@@ -107,6 +107,9 @@ func TestHarnessCatchesClientIgnoringChecksums(t *testing.T) {
 						d.Add(r.Key, r.Value)
 					}
 					m.RowCount, m.Checksum = d.Rows(), d.Sum()
+					if f := m.Finished; f != nil {
+						f.Rows, f.Checksum = d.Rows(), d.Sum()
+					}
 				case *messages.ScanFinished:
 					if d := digests[actors.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}]; d != nil {
 						m.Rows, m.Checksum = d.Rows(), d.Sum()

@@ -121,6 +121,14 @@ func (n *network) add(addr string, recv func(*envelope)) *process {
 func (n *network) send(from, to pid, m proto.Message) {
 	w := n.w
 	n.n++
+	if c := w.mut.count; c != nil {
+		if id, _ := requestOf(m); id != "" {
+			if c[id] == nil {
+				c[id] = map[string]int{}
+			}
+			c[id][string(m.ProtoReflect().Descriptor().Name())]++
+		}
+	}
 	env := &envelope{n: n.n, from: from, to: to, msg: m}
 	dst := n.procs[to.addr]
 	if dst == nil || dst.state == procDead {

@@ -110,6 +110,9 @@ type serverJob struct {
 	read, ackWait  *event
 	deadline       *event
 	blocked        bool // a batch is read and waits for the window
+	// finalSent: the last batch carried the ScanFinished, so the client
+	// gets no separate one.
+	finalSent bool
 }
 
 func (s *scanServer) w() *world { return s.host.w }
@@ -135,8 +138,8 @@ func (s *scanServer) onStartScan(m *messages.StartScan) {
 		return
 	}
 	key := actors.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
-	if s.pending[key] != nil || s.running[key] != nil {
-		return // a duplicate
+	if s.pending[key] != nil || s.running[key] != nil || s.busied[key] {
+		return // a duplicate (of one answered Busy too: the network duplicates)
 	}
 	now := w.s.now
 	j := &serverJob{key: key, req: m, client: pidOf(m.Client), tablet: pidOf(m.TabletActor), received: now}
@@ -233,8 +236,15 @@ func (s *scanServer) flush(j *serverJob) {
 	j.sent += n
 	j.seq++
 	j.lastKey = j.rows[j.sent-1].Key
+	// Like the real server, the model knows a batch is the last only when
+	// it is not full (a full last batch is followed by a separate
+	// ScanFinished): both endings stay in every run.
+	last := j.sent == len(j.rows) && n < j.batchRows
 	b := &messages.RowBatch{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Seq: j.seq, Rows: rows, Server: s.id,
 		ServerPid: s.self.wire(), RowCount: j.digest.Rows(), Checksum: j.digest.Sum()}
+	if last {
+		b.Finished, j.finalSent = s.finished(j, messages.ErrorCode_ERROR_CODE_UNSPECIFIED, ""), true
+	}
 	if w.mut.serverBatch != nil {
 		w.mut.serverBatch(b) // a broken server: the batch no longer matches its checksum
 	}
@@ -243,7 +253,7 @@ func (s *scanServer) flush(j *serverJob) {
 		w.net.send(s.self, j.tablet, &messages.ScanStarted{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, FirstData: true,
 			QueueLen: uint32(s.queue.Len())})
 	}
-	if j.sent == len(j.rows) {
+	if last {
 		s.finish(j, messages.ErrorCode_ERROR_CODE_UNSPECIFIED, "")
 		return
 	}
@@ -299,13 +309,10 @@ func (s *scanServer) finish(j *serverJob, code messages.ErrorCode, msg string) {
 	for _, e := range []*event{j.read, j.ackWait, j.deadline} {
 		w.s.cancel(e)
 	}
-	fin := &messages.ScanFinished{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, Error: code,
-		Rows: j.digest.Rows(), Batches: j.seq, Checksum: j.digest.Sum(), LastKey: j.lastKey,
-		Cancelled: code == messages.ErrorCode_ERROR_CODE_CANCELLED}
-	if msg != "" {
-		fin.ErrorMessage = fmt.Sprintf("scan server %s: %s", s.id, msg)
+	fin := s.finished(j, code, msg)
+	if !j.finalSent {
+		w.net.send(s.self, j.client, fin)
 	}
-	w.net.send(s.self, j.client, fin)
 	w.net.send(s.self, j.tablet, fin)
 	now := w.s.now
 	next, ok, expired := s.queue.Done(now)
@@ -325,6 +332,17 @@ func (s *scanServer) finish(j *serverJob, code messages.ErrorCode, msg string) {
 		}
 	}
 	s.armExpiry()
+}
+
+// finished is the job's ScanFinished as of now.
+func (s *scanServer) finished(j *serverJob, code messages.ErrorCode, msg string) *messages.ScanFinished {
+	fin := &messages.ScanFinished{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, Error: code,
+		Rows: j.digest.Rows(), Batches: j.seq, Checksum: j.digest.Sum(), LastKey: j.lastKey,
+		Cancelled: code == messages.ErrorCode_ERROR_CODE_CANCELLED}
+	if msg != "" {
+		fin.ErrorMessage = fmt.Sprintf("scan server %s: %s", s.id, msg)
+	}
+	return fin
 }
 
 func (s *scanServer) replyBusy(j *serverJob) {

@@ -50,6 +50,11 @@ type mutations struct {
 	// flowActions changes a flow's actions before the tablet actor
 	// carries them out.
 	flowActions func([]actors.Action) []actors.Action
+	// Test hooks that change nothing of the protocol: shape changes each
+	// scan as it is drawn; count, when set, gets every scan message sent
+	// (dropped ones included), by request id and message kind.
+	shape func(w *world, sr *scanRun)
+	count map[string]map[string]int
 }
 
 func (m mutations) any() bool {
@@ -261,6 +266,9 @@ func (w *world) newScan(c *clientProc) *scanRun {
 		sr.limit = 1 + r.IntN(40)
 	case 3, 4:
 		sr.abandonAfter = 1 + r.IntN(30)
+	}
+	if w.mut.shape != nil {
+		w.mut.shape(w, sr)
 	}
 	w.scans = append(w.scans, sr)
 	return sr

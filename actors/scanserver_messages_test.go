@@ -1,0 +1,66 @@
+package actors
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// oneRowScan sends StartScan for the first row of tablet 0 alone; p plays
+// the client and the tablet actor.
+func (r *rig) oneRowScan(p *probe, id string) []byte {
+	tm := r.table.GetTablets()[0]
+	key := r.truthOf(0)[0].Key
+	r.as.Root.Send(r.servers[0], &messages.StartScan{RequestId: id, Attempt: 1, Client: FromPID(p.pid), TabletActor: FromPID(p.pid),
+		Tablet: tm.GetRef(), Files: tm.GetFiles(), Range: &messages.KeyRange{Start: key, End: append(bytes.Clone(key), 0)},
+		BusyTimeoutUs: time.Minute.Microseconds()})
+	return key
+}
+
+// Issue 11: a scan whose first batch is also its last sends the client
+// one RowBatch carrying the ScanFinished — no separate ScanFinished to the
+// client, no ack awaited; the tablet actor still gets its ScanFinished.
+func TestServerOneRowScanMessages(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 500, tablets: 2})
+	r.addServer("h1", 0, DefaultScanServerConfig(), nil)
+	p := r.newProbe()
+	key := r.oneRowScan(p, "one")
+	p.wait(r, "the batch", isBatch("one", 0))
+	p.wait(r, "ScanFinished", isFinished("one"))
+	batches, fins := p.all(isBatch("one", 0)), p.all(isFinished("one"))
+	if len(batches) != 1 || len(fins) != 1 {
+		t.Fatalf("%d batches and %d ScanFinished, want one each (the client's inside the batch)", len(batches), len(fins))
+	}
+	b := batches[0].(*messages.RowBatch)
+	f := b.GetFinished()
+	if len(b.GetRows()) != 1 || !bytes.Equal(b.GetRows()[0].GetKey(), key) || f == nil {
+		t.Fatalf("batch %v: want the one row, carrying the ScanFinished", b)
+	}
+	if f.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED || f.GetBatches() != 1 || f.GetRows() != 1 || f.GetChecksum() != b.GetChecksum() ||
+		f.GetRequestId() != "one" || f.GetAttempt() != 1 {
+		t.Fatalf("finished in the batch %v does not match the batch %v", f, b)
+	}
+	if tf := fins[0].(*messages.ScanFinished); tf.GetBatches() != 1 || tf.GetRows() != 1 || tf.GetChecksum() != f.GetChecksum() {
+		t.Fatalf("the tablet actor's ScanFinished %v", tf)
+	}
+}
+
+// A scan that ends without a batch (an empty range) sends ScanFinished to
+// both the client and the tablet actor.
+func TestServerEmptyScanFinishesSeparately(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 500, tablets: 2})
+	r.addServer("h1", 0, DefaultScanServerConfig(), nil)
+	p := r.newProbe()
+	tm := r.table.GetTablets()[0]
+	key := append(bytes.Clone(r.truthOf(0)[0].Key), 0)
+	r.as.Root.Send(r.servers[0], &messages.StartScan{RequestId: "empty", Attempt: 1, Client: FromPID(p.pid), TabletActor: FromPID(p.pid),
+		Tablet: tm.GetRef(), Files: tm.GetFiles(), Range: &messages.KeyRange{Start: key, End: append(bytes.Clone(key), 0)},
+		BusyTimeoutUs: time.Minute.Microseconds()})
+	p.wait(r, "ScanFinished", isFinished("empty"))
+	r.waitFor("both ScanFinished", func() bool { return len(p.all(isFinished("empty"))) == 2 })
+	if n := len(p.all(isBatch("empty", 0))); n != 0 {
+		t.Fatalf("%d batches for an empty range", n)
+	}
+}

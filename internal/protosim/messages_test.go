@@ -1,0 +1,73 @@
+package protosim
+
+import (
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// TestMessagesPerOneRowScan counts the messages of one-row scans (issue
+// 11): the real client.TabletStream and actors.ScanFlow with the model of
+// the scan server, which sends what actors.ScanServerActor sends. A
+// one-row scan sends seven: ScanRequest, StartScan, ScanStarted twice
+// (accepted, first data), one RowBatch carrying the ScanFinished (not
+// acknowledged), the ScanFinished to the tablet actor, ScanDone. (Before:
+// nine — a BatchAck and a ScanFinished to the client as well.)
+func TestMessagesPerOneRowScan(t *testing.T) {
+	seven := map[string]int{"ScanRequest": 1, "StartScan": 1, "ScanStarted": 2, "RowBatch": 1, "ScanFinished": 1, "ScanDone": 1}
+	for _, tc := range []struct {
+		name     string
+		readBase time.Duration
+		want     map[string]int
+	}{{"cached", 200 * time.Microsecond, seven}} {
+		t.Run(tc.name, func(t *testing.T) {
+			scans := 0
+			for seed := uint64(1); seed <= 20; seed++ {
+				cfg := calmConfig(seed)
+				cfg.Hints = []string{""}
+				cfg.Clients, cfg.ScansPerClient, cfg.ScanStartMax = 1, 3, 10*time.Second
+				cfg.Server.ColdRead, cfg.Server.ReadBase = 0, tc.readBase
+				count := map[string]map[string]int{}
+				oneRow := map[int]bool{}
+				var drawn []*scanRun
+				mut := mutations{count: count, shape: func(w *world, sr *scanRun) {
+					drawn = append(drawn, sr)
+					sr.limit, sr.abandonAfter, sr.hint = 0, 0, "" // the default profile, no hedging
+					for _, r := range w.truth.rows {
+						if w.truth.tabletRange(sr.tablet).Contains(r.Key) {
+							sr.rng = tablets.Range{Start: r.Key, End: append(append([]byte(nil), r.Key...), 0)}
+							oneRow[sr.n] = true
+							return
+						}
+					}
+				}}
+				res, err := run(cfg, false, mut)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range res.Problems {
+					t.Errorf("seed %d: %s", seed, p)
+				}
+				for _, sr := range drawn {
+					if !oneRow[sr.n] {
+						continue
+					}
+					if sr.err != nil || len(sr.got) != 1 || len(sr.requests) != 1 {
+						t.Errorf("seed %d scan-%d: %d rows, %d requests, err %v", seed, sr.n, len(sr.got), len(sr.requests), sr.err)
+						continue
+					}
+					scans++
+					if got := count[sr.requests[0]]; !maps.Equal(got, tc.want) {
+						t.Errorf("seed %d scan-%d: messages %v, want %v", seed, sr.n, got, tc.want)
+					}
+				}
+			}
+			if scans < 30 {
+				t.Fatalf("only %d one-row scans ran", scans)
+			}
+			t.Logf("%d one-row scans, each %v", scans, tc.want)
+		})
+	}
+}
