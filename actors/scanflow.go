@@ -188,6 +188,16 @@ type Picker func(now time.Time, history []selection.Attempt, hedge bool) (select
 // An attempt that has not delivered data and ends (busy, error, timeout,
 // stall, server lost, cancelled by its server) is retried per the policy.
 // Cancelled attempts are never results the host actor counts as errors.
+//
+// A server sends an attempt's news in as few messages as it can
+// (messages.ScanStarted): the accept notice (ScanStarted without
+// first_data) only when its first batch or its end did not follow within
+// AcceptNoticeDelay, no ScanStarted{first_data} when the first batch was
+// also the last. So ScanStarted{first_data} alone means started, and a
+// ScanFinished alone means started and, with batches, first data (whose
+// latency it then records). The busy timer is unaffected: the server
+// answers within the busy timeout, and the notice is at most
+// AcceptNoticeDelay later than the start, far inside BusySlack.
 type ScanFlow struct {
 	Req          *messages.ScanRequest
 	cfg          FlowConfig
@@ -459,7 +469,8 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 	return nil
 }
 
-// OnStarted handles ScanStarted (firstData: the first batch was sent).
+// OnStarted handles ScanStarted (firstData: the first batch was sent; the
+// server then may have sent no notice without it, see ScanFlow).
 func (f *ScanFlow) OnStarted(now time.Time, n uint32, firstData bool, queuedFor time.Duration) []Action {
 	a := f.Attempt(n)
 	if f.done || a == nil || !a.sent {
@@ -508,6 +519,11 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 	}
 	code := m.GetError()
 	var acts []Action
+	if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED && m.GetBatches() > 0 && !a.firstData && !a.closed {
+		// The first batch was also the last: the server sent no
+		// ScanStarted{first_data}, and this is the first-data news.
+		acts = append(acts, Action{Kind: ActLatency, Attempt: a, Latency: now.Sub(a.Sel.Start)})
+	}
 	if (code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED || m.GetBatches() > 0) && !a.firstData {
 		acts = append(acts, f.delivered(now, a)...)
 	}

@@ -809,6 +809,56 @@ func TestFlowLeaveKeepsTheStream(t *testing.T) {
 	}
 }
 
+// Issue 11: a server sends an attempt's news in as few messages as it
+// can. A ScanFinished alone (the first batch was the last) means started
+// and first data: the flow completes, records the start latency once, and
+// accounts the attempt as started; the busy timer then does nothing.
+func TestFlowFinishedAloneImpliesStartAndFirstData(t *testing.T) {
+	p := &scripted{servers: []string{"a"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnFinished(t0.Add(700*time.Microsecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 1, Rows: 1}, p.pick))
+	if !f.Done() || f.Winner() != 1 || l.accounted[1] != selection.Started || l.latencies != 1 || len(l.fails) != 0 {
+		t.Fatalf("done %v winner %d accounted %v latencies %d", f.Done(), f.Winner(), l.accounted, l.latencies)
+	}
+	if acts := f.OnTimer(t0.Add(58*time.Millisecond), TimerBusy, 1, p.pick); len(acts) != 0 {
+		t.Fatalf("busy timer after the finish: %v", acts)
+	}
+	l.balanced()
+	// An empty result (no batch) is not first data: no latency sample.
+	l2 := newLedger(t)
+	f2 := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l2.apply(f2.Start(t0, p.pick))
+	l2.apply(f2.OnFinished(t0.Add(time.Millisecond), ok(1), p.pick))
+	if !f2.Done() || l2.latencies != 0 {
+		t.Fatalf("empty finish: done %v latencies %d", f2.Done(), l2.latencies)
+	}
+	l2.balanced()
+}
+
+// ScanStarted{first_data} without an accept notice before it (the first
+// batch came within AcceptNoticeDelay) means started: no stall timer, the
+// latency recorded, the busy timer silenced.
+func TestFlowFirstDataAloneImpliesStart(t *testing.T) {
+	p := &scripted{servers: []string{"a"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnStarted(t0.Add(time.Millisecond), 1, true, 0))
+	if a := f.Attempt(1); !a.started || !a.FirstData() || l.latencies != 1 || l.timer(TimerStall, 1) {
+		t.Fatalf("started %v firstData %v latencies %d stall timer %v", a.started, a.FirstData(), l.latencies, l.timer(TimerStall, 1))
+	}
+	if acts := f.OnTimer(t0.Add(58*time.Millisecond), TimerBusy, 1, p.pick); len(acts) != 0 {
+		t.Fatalf("busy timer after first data: %v", acts)
+	}
+	l.apply(f.OnFinished(t0.Add(2*time.Millisecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 3, Rows: 9}, p.pick))
+	if l.latencies != 1 {
+		t.Fatalf("%d latency samples, want 1", l.latencies)
+	}
+	l.balanced()
+}
+
 // A ScanDone of a client that got every row can overtake the winner's
 // ScanFinished: the winner's server has ended the scan already (the client
 // finished on its last batch or its ScanFinished), so it gets no Cancel;

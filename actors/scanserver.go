@@ -98,6 +98,55 @@ type scanJob struct {
 	stream atomic.Int32
 	// rif: scans running and queued here when it arrived (probe.go).
 	rif int
+	// notice is noticePending from start until either the accept notice
+	// (ScanStarted{first_data: false}) goes out (noticeSent, by
+	// noticeTimer) or a message that implies it does (noticeFolded: the
+	// first batch or the ScanFinished); see AcceptNoticeDelay.
+	notice      atomic.Int32
+	noticeTimer *time.Timer
+}
+
+const (
+	noticePending int32 = iota
+	noticeSent
+	noticeFolded
+)
+
+// AcceptNoticeDelay is how long a scan server holds back the accept
+// notice (ScanStarted{first_data: false}) of a scan it started: if the
+// first batch or the end of the scan goes out within it, the notice is
+// never sent, since the ScanStarted{first_data} or ScanFinished that the
+// tablet actor then gets implies it (a one-row scan of a cached block
+// sends the tablet actor one message instead of three; issue 11). The
+// notice still comes promptly for a scan that waits for a slow read: the
+// tablet actor's busy timer fires at the busy timeout +
+// FlowConfig.BusySlack (default 25 ms) and its hedge timers after the
+// policy's hedge delay (ClickHouse's 50 ms), and the server started the
+// scan within the busy timeout, so the notice arrives at most this much
+// later than it used to — well inside the slack. A StartScan with a busy
+// timeout under 4 ms gets its notice after a quarter of it instead.
+const AcceptNoticeDelay = time.Millisecond
+
+// noticeDelay is the accept-notice delay of a scan with busy timeout bt
+// (<= 0: none): AcceptNoticeDelay, at most bt/4.
+func noticeDelay(bt time.Duration) time.Duration {
+	if bt > 0 {
+		return min(AcceptNoticeDelay, bt/4)
+	}
+	return AcceptNoticeDelay
+}
+
+// foldNotice settles the accept notice before a message that implies it
+// is sent; it reports whether the notice was held back for good (false:
+// it went out already, or is going).
+func (j *scanJob) foldNotice() bool {
+	if j.notice.CompareAndSwap(noticePending, noticeFolded) {
+		if j.noticeTimer != nil {
+			j.noticeTimer.Stop()
+		}
+		return true
+	}
+	return false
 }
 
 const (
@@ -292,8 +341,16 @@ func (s *ScanServerActor) start(job *scanJob, now time.Time) {
 	}
 	s.running[job.key] = job
 	s.counters.Scans.Add(1)
-	s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
-		QueueLen: uint32(s.queue.Len()), QueuedUs: now.Sub(job.received).Microseconds()})
+	// The accept notice waits AcceptNoticeDelay for a message that implies
+	// it (the first batch or the end).
+	started := &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
+		QueueLen: uint32(s.queue.Len()), QueuedUs: now.Sub(job.received).Microseconds()}
+	root, tablet := s.sys.Root, job.tablet
+	job.noticeTimer = time.AfterFunc(noticeDelay(time.Duration(job.req.BusyTimeoutUs)*time.Microsecond), func() {
+		if job.notice.CompareAndSwap(noticePending, noticeSent) {
+			root.Send(tablet, started)
+		}
+	})
 	s.dispatch(job)
 }
 
@@ -460,6 +517,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 	fin := &messages.ScanFinished{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
 		QueuedUs: job.started.Sub(job.received).Microseconds()}
 	final, err := s.stream(job, fin)
+	job.foldNotice() // ScanFinished implies it
 	if final {
 		// The client got fin inside the last batch (and may be reading
 		// it): fin is not changed any more.
@@ -561,11 +619,17 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			fin.DurationUs = time.Since(job.started).Microseconds()
 			b.Finished, final = fin, true
 		}
+		if seq == 1 {
+			job.foldNotice() // the first batch's news implies it
+		}
 		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, b)
 		s.counters.Rows.Add(uint64(len(rows)))
 		s.counters.Bytes.Add(uint64(kv))
-		if seq == 1 {
+		// First data: ScanStarted{first_data}, unless this batch is also
+		// the last; then the ScanFinished the tablet actor gets next says
+		// so (batches > 0) and nothing else is sent it.
+		if seq == 1 && !last {
 			s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, FirstData: true,
 				QueueLen: uint32(s.counters.QueueLen.Load())})
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // oneRowScan sends StartScan for the first row of tablet 0 alone; p plays
@@ -19,9 +20,16 @@ func (r *rig) oneRowScan(p *probe, id string) []byte {
 	return key
 }
 
+func isStarted(id string) func(any) bool {
+	return func(m any) bool { s, ok := m.(*messages.ScanStarted); return ok && s.GetRequestId() == id }
+}
+
 // Issue 11: a scan whose first batch is also its last sends the client
-// one RowBatch carrying the ScanFinished — no separate ScanFinished to the
-// client, no ack awaited; the tablet actor still gets its ScanFinished.
+// one RowBatch carrying the ScanFinished and the tablet actor the
+// ScanFinished alone — no ScanStarted{first_data}, no separate
+// ScanFinished to the client, no ack awaited. (The accept notice may
+// still go out if the read outlasted AcceptNoticeDelay on this shared
+// machine; never a first-data notice.)
 func TestServerOneRowScanMessages(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 500, tablets: 2})
 	r.addServer("h1", 0, DefaultScanServerConfig(), nil)
@@ -45,10 +53,40 @@ func TestServerOneRowScanMessages(t *testing.T) {
 	if tf := fins[0].(*messages.ScanFinished); tf.GetBatches() != 1 || tf.GetRows() != 1 || tf.GetChecksum() != f.GetChecksum() {
 		t.Fatalf("the tablet actor's ScanFinished %v", tf)
 	}
+	for _, m := range p.all(isStarted("one")) {
+		if m.(*messages.ScanStarted).GetFirstData() {
+			t.Fatalf("ScanStarted{first_data} sent for a scan whose first batch was its last: %v", m)
+		}
+	}
+}
+
+// Issue 11: the accept notice is held back only briefly. A scan waiting
+// for a slow read gets its ScanStarted{first_data: false} out while the
+// read still blocks, so the tablet actor's busy timeout sees it accepted;
+// once the read completes, the last batch carries the end.
+func TestServerAcceptNoticeWhileReadIsSlow(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 500, tablets: 2})
+	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	r.addServer("h1", 0, DefaultScanServerConfig(), gate)
+	p := r.newProbe()
+	r.oneRowScan(p, "slow")
+	s := p.wait(r, "the accept notice", isStarted("slow")).(*messages.ScanStarted)
+	if s.GetFirstData() || len(p.all(isBatch("slow", 0))) != 0 {
+		t.Fatalf("notice %v before any batch, want first_data false", s)
+	}
+	close(gate.open)
+	p.wait(r, "ScanFinished", isFinished("slow"))
+	if b := p.wait(r, "the batch", isBatch("slow", 0)).(*messages.RowBatch); b.GetFinished() == nil {
+		t.Fatalf("last batch %v carries no ScanFinished", b)
+	}
+	if n := len(p.all(isStarted("slow"))); n != 1 {
+		t.Fatalf("%d ScanStarted, want the accept notice only", n)
+	}
 }
 
 // A scan that ends without a batch (an empty range) sends ScanFinished to
-// both the client and the tablet actor.
+// both the client and the tablet actor; a batch-less end implies the
+// accept notice.
 func TestServerEmptyScanFinishesSeparately(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 500, tablets: 2})
 	r.addServer("h1", 0, DefaultScanServerConfig(), nil)

@@ -1322,8 +1322,16 @@ func (x *StartScan) GetServer() string {
 	return ""
 }
 
-// ScanStarted: scan server -> tablet actor, when a worker takes the scan
-// (first_data = false) and again when the first batch is sent (true).
+// ScanStarted: scan server -> tablet actor. first_data = false: a worker
+// took the scan and has sent no batch yet after a short delay (at most 1 ms,
+// actors.AcceptNoticeDelay; so that the tablet actor's busy timeout and
+// hedge delay see "accepted" promptly while a read is slow); first_data =
+// true: the first batch was sent and the scan goes on. Either is left out
+// when a later message implies it: a ScanStarted{first_data} alone means
+// started as well, and a ScanFinished alone (a scan whose first batch was
+// also its last, or that ended without a batch) means started and, if it
+// reports batches, first data. Since issue 11; the servers and
+// coordinators of a deployment run one version (no mixed versions).
 type ScanStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`

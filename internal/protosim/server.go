@@ -110,6 +110,9 @@ type serverJob struct {
 	read, ackWait  *event
 	deadline       *event
 	blocked        bool // a batch is read and waits for the window
+	// notice: the accept notice's timer (actors.AcceptNoticeDelay); nil
+	// once it fired or a message that implies it went out.
+	notice *event
 	// finalSent: the last batch carried the ScanFinished, so the client
 	// gets no separate one.
 	finalSent bool
@@ -180,8 +183,20 @@ func (s *scanServer) start(j *serverJob) {
 		j.rows = j.rows[:lim]
 	}
 	s.running[j.key] = j
-	w.net.send(s.self, j.tablet, &messages.ScanStarted{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id,
-		QueueLen: uint32(s.queue.Len()), QueuedUs: w.s.now.Sub(j.received).Microseconds()})
+	// The accept notice waits for a message that implies it, as the real
+	// server's does (actors.AcceptNoticeDelay).
+	started := &messages.ScanStarted{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id,
+		QueueLen: uint32(s.queue.Len()), QueuedUs: w.s.now.Sub(j.received).Microseconds()}
+	delay := actors.AcceptNoticeDelay
+	if bt := time.Duration(m.BusyTimeoutUs) * time.Microsecond; bt > 0 {
+		delay = min(delay, bt/4)
+	}
+	if !w.mut.noAcceptNotice {
+		j.notice = s.host.proc.timer(delay, j.key.RequestID, "accept notice", func() {
+			j.notice = nil
+			w.net.send(s.self, j.tablet, started)
+		})
+	}
 	if d := m.GetDeadlineUnixMs(); d > 0 {
 		j.deadline = s.host.proc.timer(time.UnixMilli(d).Sub(w.s.now), j.key.RequestID, "server deadline", func() {
 			s.finish(j, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
@@ -248,8 +263,12 @@ func (s *scanServer) flush(j *serverJob) {
 	if w.mut.serverBatch != nil {
 		w.mut.serverBatch(b) // a broken server: the batch no longer matches its checksum
 	}
-	w.net.send(s.self, j.client, b)
 	if j.seq == 1 {
+		w.s.cancel(j.notice) // the first batch's news implies it
+		j.notice = nil
+	}
+	w.net.send(s.self, j.client, b)
+	if j.seq == 1 && !last {
 		w.net.send(s.self, j.tablet, &messages.ScanStarted{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id, FirstData: true,
 			QueueLen: uint32(s.queue.Len())})
 	}
@@ -306,9 +325,10 @@ func (s *scanServer) finish(j *serverJob, code messages.ErrorCode, msg string) {
 		return
 	}
 	delete(s.running, j.key)
-	for _, e := range []*event{j.read, j.ackWait, j.deadline} {
+	for _, e := range []*event{j.read, j.ackWait, j.deadline, j.notice} {
 		w.s.cancel(e)
 	}
+	j.notice = nil // ScanFinished implies it
 	fin := s.finished(j, code, msg)
 	if !j.finalSent {
 		w.net.send(s.self, j.client, fin)

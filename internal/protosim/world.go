@@ -47,6 +47,10 @@ type mutations struct {
 	deliver func(*envelope)
 	// ignoreCancel makes servers ignore Cancel.
 	ignoreCancel bool
+	// noAcceptNotice makes servers hold back the accept notice
+	// (ScanStarted without first_data) until the first batch, however
+	// long its read takes.
+	noAcceptNotice bool
 	// flowActions changes a flow's actions before the tablet actor
 	// carries them out.
 	flowActions func([]actors.Action) []actors.Action
@@ -58,7 +62,7 @@ type mutations struct {
 }
 
 func (m mutations) any() bool {
-	return m.serverRows != nil || m.serverBatch != nil || m.deliver != nil || m.ignoreCancel || m.flowActions != nil
+	return m.serverRows != nil || m.serverBatch != nil || m.deliver != nil || m.ignoreCancel || m.flowActions != nil || m.noAcceptNotice
 }
 
 // Stats is what one run (or many, added up) did.
