@@ -17,8 +17,8 @@ const (
 	adErrCap     = 8   // decayed errors counted at most
 	adBusyCap    = 2   // decayed busy answers counted at most
 	adSlowCap    = 8.0 // cap of the start-latency term
-	adSlowFree   = 1.5 // an estimate up to this × the fleet median is free
-	adSlowWeight = 3.0 // score per fleet median of estimate above that
+	adSlowFree   = 1.5 // an estimate up to this × the servers' median is free
+	adSlowWeight = 3.0 // score per median above that
 	// adSilenceMemory: a silence that began longer ago than this no longer
 	// counts (the heartbeat staleness rule covers a host that stays
 	// silent); counting it longer would keep a recovered server shunned,
@@ -325,19 +325,19 @@ func (c *call) adaptiveFallback(a *adCtx, rankOf func(int32) int) int32 {
 
 // adSlowTerm is the score of server i's slowness, at most adSlowCap: the
 // larger of (1) how far its latency (adLatency) exceeds the fleet's p95,
-// in p95s, and (2) adSlowWeight per fleet median by which its start
-// latency estimate exceeds adSlowFree medians. (1) alone misses a whole
-// slow host, whose scans are a quarter of the fleet's and so set the p95;
-// (2) alone, against the median, would take the ordinary spread of a
-// healthy server's estimate for slowness and send scans away from the
-// cache.
+// in p95s, and (2) adSlowWeight per median by which its start-latency
+// estimate exceeds adSlowFree times the median of the servers' estimates.
+// (1) alone misses a whole slow host, whose scans can be enough of the
+// fleet's to set the p95; (2) compares estimates with estimates (both
+// means over cache hits and misses), not with the median scan, which a
+// healthy server's estimate often exceeds.
 func (c *call) adSlowTerm(i int32, a *adCtx) float64 {
 	t := 0.0
 	if a.p95 > 0 {
 		t = float64(c.adLatency(i))/float64(a.p95) - 1
 	}
-	if a.p50 > 0 {
-		t = max(t, adSlowWeight*(float64(c.v.StartLatencyOf(c.g.alive[i], c.now))/float64(a.p50)-adSlowFree))
+	if m := c.g.latMedian; m > 0 {
+		t = max(t, adSlowWeight*(float64(c.v.StartLatencyOf(c.g.alive[i], c.now))/float64(m)-adSlowFree))
 	}
 	return min(adSlowCap, t)
 }

@@ -201,7 +201,9 @@
 //     where L is the server's start-latency estimate or, when longer, how
 //     long it has held a scan of this coordinator without any answer (its
 //     silence: ServerLoad.UnansweredSince, counted for at most 4 s), and
-//     3 × (estimate/StartLatencyP50 − 1.5). The estimate decays toward the
+//     3 × (estimate/M − 1.5), M the median of the group's servers'
+//     estimates (a healthy server's estimate, a mean over hits and misses,
+//     often exceeds the median scan). The estimate decays toward the
 //     fleet median with time since its last sample (LoadView.StartLatencyOf,
 //     τ = 2 s), so a server slow once and then left alone is forgiven. The
 //     silence shows a paused or hung server within milliseconds, where the
@@ -209,9 +211,11 @@
 //     server's own silence counts, so the sibling of one paused server
 //     keeps the host's traffic (and the cache) until a scan sent to it goes
 //     unanswered too. The median term catches a whole slow host, whose
-//     scans can be a share of the fleet's large enough to set the p95 itself;
-//     its 1.5 medians of slack keep the ordinary spread of a healthy
-//     server's estimate from sending scans away from the cache.
+//     scans can be a share of the fleet's large enough to set the p95
+//     itself; its 1.5 medians of slack keep the ordinary spread of
+//     healthy servers' estimates from sending scans away from the cache
+//     (chosen with the simulation in sim_test.go, fault slowhost, and
+//     the load test's slow-host).
 //     Slowdown counts are not used: hedging after the p95 hedges about 5%
 //     of every server's scans, so a count grows with traffic and would
 //     push a busy server's traffic to its sibling and back; the latency

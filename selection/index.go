@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -21,6 +22,10 @@ type groupIndex struct {
 	hostOf []int32
 	// maxPerHost is the largest number of servers on one host.
 	maxPerHost int
+	// latMedian is the median of the alive servers' start-latency
+	// estimates (ServerLoad.StartLatency, those with one; 0 = none): what
+	// a typical server's estimate is, to compare one server's with.
+	latMedian time.Duration
 	// zones: distinct zones of alive, sorted by name; zoneOf like hostOf.
 	zones  []zoneEntry
 	zoneOf []int32
@@ -171,6 +176,7 @@ func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *
 	}
 	sort.Strings(hostNames)
 	sort.Strings(zoneNames)
+	g.latMedian = medianStartLatency(alive)
 	g.hosts = make([]hostEntry, len(hostNames))
 	for i, h := range hostNames {
 		hostIdx[h] = int32(i)
@@ -314,4 +320,20 @@ func tripped(s *ServerLoad, now time.Time, b breaker) bool {
 		return false
 	}
 	return now.Before(s.LastFailure.Add(bo))
+}
+
+// medianStartLatency is the median of the servers' non-zero StartLatency
+// (the upper one of an even count), 0 when none has one.
+func medianStartLatency(ss []*ServerLoad) time.Duration {
+	l := make([]time.Duration, 0, len(ss))
+	for _, s := range ss {
+		if s.StartLatency > 0 {
+			l = append(l, s.StartLatency)
+		}
+	}
+	if len(l) == 0 {
+		return 0
+	}
+	slices.Sort(l)
+	return l[len(l)/2]
 }

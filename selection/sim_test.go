@@ -26,7 +26,7 @@ type simCfg struct {
 	rate           float64 // scans per second
 	dur            time.Duration
 	hit, miss      time.Duration
-	fault          string // "", "slow" (server 0 ×slowFactor), "pause" (host 0 stops for pause every period)
+	fault          string // "", "slow" (server 0 ×slowFactor), "slowhost" (host 0's servers ×slowFactor/4), "pause" (host 0 stops for pause every period)
 	slowFactor     float64
 	pause, period  time.Duration
 	seed           uint64
@@ -62,6 +62,8 @@ type simServer struct {
 	slowdns []DecayedCount // per sim.decays
 	ewma    time.Duration  // dispatch → first data
 	gen     int            // bumps when running changes (stale events)
+	// lastAnswer: the server's last first data (ServerLoad.LastAnswer).
+	lastAnswer time.Time
 }
 
 type simEvent struct {
@@ -151,15 +153,23 @@ func (s *sim) rebuildView() {
 			hb = s.now.Add(-3 * time.Second)
 		}
 		_ = i
+		// UnansweredSince: the oldest attempt sent after the server's last
+		// answer that has no first data yet (the host actor's rule).
+		var silent time.Time
+		for _, a := range append(sv.queue, sv.running) {
+			if a != nil && !a.firstData && a.sent.After(sv.lastAnswer) && (silent.IsZero() || a.sent.Before(silent)) {
+				silent = a.sent
+			}
+		}
 		ss = append(ss, &ServerLoad{ID: sv.id, Host: fmt.Sprintf("host%02d", sv.host), Zone: "z", Group: DefaultGroup, Alive: true,
 			InFlight: inflight + active, QueueLen: len(sv.queue), Active: active, Workers: 1, LastHeartbeat: hb,
-			Slowdowns: sv.slowdns, StartLatency: sv.ewma})
+			Slowdowns: sv.slowdns, StartLatency: sv.ewma, StartLatencyAt: sv.lastAnswer, UnansweredSince: silent, LastAnswer: sv.lastAnswer})
 	}
 	v := NewLoadView(ss, s.decays(), s.now)
 	if len(s.starts) >= 20 {
 		l := slices.Clone(s.starts)
 		slices.Sort(l)
-		v.StartLatencyP95 = l[len(l)*95/100]
+		v.StartLatencyP50, v.StartLatencyP95 = l[len(l)/2], l[len(l)*95/100]
 	}
 	cut := s.now.Add(-time.Second)
 	for len(s.recent) > 0 && s.recent[0].Before(cut) {
@@ -272,6 +282,9 @@ func (s *sim) startNext(srv int) {
 		if s.cfg.fault == "slow" && srv == 0 {
 			svc = time.Duration(float64(svc) * s.cfg.slowFactor)
 		}
+		if s.cfg.fault == "slowhost" && s.servers[srv].host == 0 {
+			svc = time.Duration(float64(svc) * s.cfg.slowFactor / 4)
+		}
 		s.push(simEvent{at: s.now.Add(svc / 5), kind: evFirstData, a: a, srv: srv, gen: sv.gen})
 		s.push(simEvent{at: s.now.Add(svc), kind: evFinish, a: a, srv: srv, gen: sv.gen})
 		return
@@ -380,6 +393,7 @@ func (s *sim) run() simResult {
 			sc := a.scan
 			if e.kind == evFirstData {
 				a.firstData = true
+				sv.lastAnswer = s.now
 				if sv.ewma == 0 {
 					sv.ewma = s.now.Sub(a.sent)
 				} else {
@@ -459,15 +473,16 @@ func simProfiles() []policyCase {
 }
 
 // TestSimulationAdaptive compares the policies in the model (mean of two
-// seeds) with no fault, a slow server (×20) and a host pausing 150 ms every
-// second: adaptive keeps the cache hit ratio of the best affinity policy,
-// has the best p99.9 under faults and a p99 within 15% of the best
+// seeds) with no fault, a slow server (×20), a slow host (both servers
+// ×5) and a host pausing 150 ms every second: adaptive keeps the cache hit
+// ratio of the best affinity policy, has the best p99.9 under faults
+// (within 20% of it under slowhost) and a p99 within 15% of the best
 // everywhere, and stays within its hedge budget.
 func TestSimulationAdaptive(t *testing.T) {
 	base := simCfg{hosts: 8, perHost: 2, tablets: 400, cachePerHost: 70, rate: 4000, dur: 2 * time.Second,
 		hit: time.Millisecond, miss: 4 * time.Millisecond, slowFactor: 20, pause: 150 * time.Millisecond, period: time.Second}
 	seeds := 2
-	faults := []string{"", "slow", "pause"}
+	faults := []string{"", "slow", "slowhost", "pause"}
 	if raceEnabled || testing.Short() {
 		// Smaller under the race detector: one seed, the slow-server fault,
 		// where adaptive's margin is wide.
@@ -507,7 +522,11 @@ func TestSimulationAdaptive(t *testing.T) {
 			if float64(ad.p99) > 1.15*float64(r.p99) {
 				t.Errorf("fault %q: %s p99 %v well below adaptive's %v", fault, name, r.p99, ad.p99)
 			}
-			if fault != "" && r.p999 < ad.p999 {
+			// Under slowhost adaptive re-learns a slow host each time its
+			// estimate has decayed (StartLatencyForget): its p99.9 is
+			// within a fifth of the best (bookkeeper's, which keeps a
+			// slow replica last), not always below it.
+			if slack := map[string]float64{"slowhost": 1.2}[fault]; fault != "" && float64(r.p999)*max(1, slack) < float64(ad.p999) {
 				t.Errorf("fault %q: %s p99.9 %v beats adaptive %v", fault, name, r.p999, ad.p999)
 			}
 		}
