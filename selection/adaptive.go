@@ -19,6 +19,7 @@ const (
 	adSlowCap    = 8.0 // cap of the start-latency term
 	adSlowFree   = 1.5 // an estimate up to this × the servers' median is free
 	adSlowWeight = 3.0 // score per median above that
+	adSlowForget = 6 * time.Second
 	// adSilenceMemory: a silence that began longer ago than this no longer
 	// counts (the heartbeat staleness rule covers a host that stays
 	// silent); counting it longer would keep a recovered server shunned,
@@ -337,9 +338,23 @@ func (c *call) adSlowTerm(i int32, a *adCtx) float64 {
 		t = float64(c.adLatency(i))/float64(a.p95) - 1
 	}
 	if m := c.g.latMedian; m > 0 {
-		t = max(t, adSlowWeight*(float64(c.v.StartLatencyOf(c.g.alive[i], c.now))/float64(m)-adSlowFree))
+		t = max(t, adSlowWeight*(float64(adEstimate(c.g.alive[i], m, c.now))/float64(m)-adSlowFree))
 	}
 	return min(adSlowCap, t)
+}
+
+// adEstimate is s's start-latency estimate decayed toward m with
+// adSlowForget since its last sample: more slowly than LoadView's
+// StartLatencyOf (StartLatencyForget), because a server left for being
+// slow gets samples only when it is tried again, and every try of a still
+// slow host costs slow scans.
+func adEstimate(s *ServerLoad, m time.Duration, now time.Time) time.Duration {
+	age := now.Sub(s.StartLatencyAt)
+	if s.StartLatency == 0 || s.StartLatencyAt.IsZero() || age <= 0 {
+		return s.StartLatency
+	}
+	w := math.Exp(-float64(age) / float64(adSlowForget))
+	return time.Duration(w*float64(s.StartLatency) + (1-w)*float64(m))
 }
 
 // adLatency is server i's start latency as adaptive sees it: its estimate
