@@ -361,7 +361,7 @@ func TestAdaptiveHedging(t *testing.T) {
 	s0, s1 := ServerID(home+":1000/0"), ServerID(home+":1000/1")
 	h := adHarness{t, adProfile(), tab}
 	// Learned hedge delay.
-	for p95, want := range map[time.Duration]time.Duration{0: 50 * time.Millisecond, time.Millisecond: 5 * time.Millisecond,
+	for p95, want := range map[time.Duration]time.Duration{0: 50 * time.Millisecond, time.Millisecond: 3 * time.Millisecond,
 		30 * time.Millisecond: 30 * time.Millisecond, 5 * time.Second: time.Second} {
 		v := modView(base, func(*ServerLoad) {})
 		v.StartLatencyP95 = p95

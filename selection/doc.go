@@ -167,7 +167,7 @@
 //	| breakerTimeoutFactor            | 10s; adaptive: 1s | ribbon-zone, adaptive | blackout = min(2^min(f−threshold,16) × factor, max) |
 //	| breakerMaxTimeout               | 30s; adaptive: 5s | ribbon-zone, adaptive | blackout cap |
 //	| hedgeBudget                     | 0.05           | adaptive                 | decline hedges while RecentHedges/RecentDispatches ≥ this (0 = never hedge) |
-//	| hedgeDelayMin                   | 5ms            | adaptive                 | floor of the learned hedge delay |
+//	| hedgeDelayMin                   | 3ms            | adaptive                 | floor of the learned hedge delay |
 //	| hedgeDelayMax                   | 1s             | adaptive                 | ceiling of the learned hedge delay |
 //	| hedgeDelayDefault               | 50ms           | adaptive                 | hedge delay while StartLatencyP95 is unknown |
 //	| spillCost                       | 4              | adaptive                 | score per host rank away from home (queued scans per worker) |

@@ -121,7 +121,9 @@ type Options struct {
 	// LoadView.RecentHedges/RecentDispatches ≥ this; 0 = never hedge. 0.05.
 	HedgeBudget float64
 	// HedgeDelayMin ("hedgeDelayMin"): floor of the learned hedge delay.
-	// 5ms.
+	// 3ms (it was 5ms: in the load test, whose start-latency p95 is about
+	// 2 ms, 3ms hedged more of the scans a paused or CPU-starved server
+	// held, within the 5 % budget; MEASUREMENTS.md, issue 12).
 	HedgeDelayMin time.Duration
 	// HedgeDelayMax ("hedgeDelayMax"): ceiling of the learned hedge delay.
 	// 1s.
@@ -259,7 +261,7 @@ func DefaultOptions(policy string) Options {
 		BreakerTimeoutFactor:            10 * time.Second,
 		BreakerMaxTimeout:               30 * time.Second,
 		HedgeBudget:                     0.05,
-		HedgeDelayMin:                   5 * time.Millisecond,
+		HedgeDelayMin:                   3 * time.Millisecond,
 		HedgeDelayMax:                   time.Second,
 		HedgeDelayDefault:               50 * time.Millisecond,
 		SpillCost:                       4,
