@@ -338,23 +338,46 @@ func (c *call) adSlowTerm(i int32, a *adCtx) float64 {
 		t = float64(c.adLatency(i))/float64(a.p95) - 1
 	}
 	if m := c.g.latMedian; m > 0 {
-		t = max(t, adSlowWeight*(float64(adEstimate(c.g.alive[i], m, c.now))/float64(m)-adSlowFree))
+		forget := StartLatencyForget
+		if c.hostSlow(c.g.hostOf[i], m) {
+			forget = adSlowForget
+		}
+		t = max(t, adSlowWeight*(float64(adEstimate(c.g.alive[i], m, c.now, forget))/float64(m)-adSlowFree))
 	}
 	return min(adSlowCap, t)
 }
 
-// adEstimate is s's start-latency estimate decayed toward m with
-// adSlowForget since its last sample: more slowly than LoadView's
-// StartLatencyOf (StartLatencyForget), because a server left for being
-// slow gets samples only when it is tried again, and every try of a still
-// slow host costs slow scans.
-func adEstimate(s *ServerLoad, m time.Duration, now time.Time) time.Duration {
+// adEstimate is s's start-latency estimate decayed toward m with time
+// constant forget since its last sample.
+func adEstimate(s *ServerLoad, m time.Duration, now time.Time, forget time.Duration) time.Duration {
 	age := now.Sub(s.StartLatencyAt)
 	if s.StartLatency == 0 || s.StartLatencyAt.IsZero() || age <= 0 {
 		return s.StartLatency
 	}
-	w := math.Exp(-float64(age) / float64(adSlowForget))
+	w := math.Exp(-float64(age) / float64(forget))
 	return time.Duration(w*float64(s.StartLatency) + (1-w)*float64(m))
+}
+
+// hostSlow reports whether every server of host h (at least two) has an
+// estimate over adSlowFree × m, decayed with adSlowForget: a slow machine
+// (disk, CPU) rather than one server's outlier. Its servers' estimates
+// are then forgotten with adSlowForget (6 s) instead of
+// StartLatencyForget (2 s): a host left for being slow is sampled only
+// when tried again, and every try of a still slow host costs slow scans;
+// one server's outlier (a cold start, a pause) is forgotten as fast as
+// before, or its sibling would carry the host's traffic alone for many
+// seconds.
+func (c *call) hostSlow(h int32, m time.Duration) bool {
+	ss := c.g.hosts[h].servers
+	if len(ss) < 2 {
+		return false
+	}
+	for _, i := range ss {
+		if float64(adEstimate(c.g.alive[i], m, c.now, adSlowForget)) <= adSlowFree*float64(m) {
+			return false
+		}
+	}
+	return true
 }
 
 // adLatency is server i's start latency as adaptive sees it: its estimate

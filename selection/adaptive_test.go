@@ -547,3 +547,38 @@ func TestAdaptiveSlowHost(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveSlowMemory: a whole slow host is remembered longer
+// (adSlowForget) than one server's outlier (StartLatencyForget): 3 s after
+// their last samples of 6 ms (others 1.2 ms) a slow host is still left,
+// while a lone slow server is tried again.
+func TestAdaptiveSlowMemory(t *testing.T) {
+	base := hostsView(4, 2, func(s *ServerLoad) { s.StartLatency, s.StartLatencyAt = 1200*time.Microsecond, t0 })
+	tab := tablet(8)
+	home := HostOrder(tab, base, "")[0]
+	s0 := ServerID(home + ":1000/0")
+	h := adHarness{t, adProfile(), tab}
+	old := t0.Add(-3 * time.Second)
+	host := modView(base, func(s *ServerLoad) {
+		if s.Host == home {
+			s.StartLatency, s.StartLatencyAt = 6*time.Millisecond, old
+		}
+	})
+	one := modView(base, func(s *ServerLoad) {
+		if s.ID == s0 {
+			s.StartLatency, s.StartLatencyAt = 6*time.Millisecond, old
+		}
+	})
+	n0 := 0
+	for seed := uint64(0); seed < 200; seed++ {
+		if d := h.must(host, nil, false, seed); d.Host == home {
+			t.Fatalf("slow host 3 s ago: picked %v at home", d.Server)
+		}
+		if h.must(one, nil, false, seed).Server == s0 {
+			n0++
+		}
+	}
+	if n0 == 0 {
+		t.Error("a lone server slow 3 s ago got no scan of 200")
+	}
+}

@@ -203,9 +203,13 @@
 //     silence: ServerLoad.UnansweredSince, counted for at most 4 s), and
 //     3 × (estimate/M − 1.5), M the median of the group's servers'
 //     estimates (a healthy server's estimate, a mean over hits and misses,
-//     often exceeds the median scan). The estimate decays toward the
-//     fleet median with time since its last sample (LoadView.StartLatencyOf,
-//     τ = 2 s), so a server slow once and then left alone is forgiven. The
+//     often exceeds the median scan), the estimate decayed toward M with
+//     6 s when every server of its host (two or more) is slow so, else 2 s
+//     (a slow machine is remembered, one server's outlier is not: its
+//     sibling would carry the host alone meanwhile). In the first term the
+//     estimate decays toward the fleet median with time since its last
+//     sample (LoadView.StartLatencyOf, τ = 2 s), so a server slow once and
+//     then left alone is forgiven. The
 //     silence shows a paused or hung server within milliseconds, where the
 //     estimate learns only when the paused scans finally answer; only a
 //     server's own silence counts, so the sibling of one paused server
