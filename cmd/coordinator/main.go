@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -266,7 +265,7 @@ func run(args []string) int {
 			}
 			writeStatusPage(w, m.status(), time.Now(), httpSec.Scheme())
 		})
-		handlePprof(mux)
+		cliutil.HandlePprof(mux)
 		defer cliutil.ServeListener(l, mux, httpSec, log)()
 	}
 	var leases *bus.LeaseStore
@@ -447,19 +446,6 @@ func countNATSErrors(nc *nats.Conn, count func(op string)) {
 			discCB(c, err)
 		}
 	})
-}
-
-// handlePprof registers Go's profiling handlers (net/http/pprof) under
-// /debug/pprof/ on mux, the endpoint's own mux: they are served only on
-// --http and behind its authentication (cliutil.ServeListener). The
-// package's init also registers them on http.DefaultServeMux, which this
-// process never serves.
-func handlePprof(mux *http.ServeMux) {
-	mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile: heap, allocs, goroutine, ...
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 func orNone(s string) string {

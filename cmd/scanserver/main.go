@@ -25,7 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"regexp"
@@ -174,7 +173,7 @@ func run(args []string) int {
 		reg.MustRegister(agent.Collectors()...)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		handlePprof(mux)
+		cliutil.HandlePprof(mux)
 		l, err := cliutil.ListenHTTP("http", httpAddr, httpSec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "scanserver:", err)
@@ -192,17 +191,4 @@ func run(args []string) int {
 	<-ctx.Done()
 	log.Info("scanserver stopping")
 	return 0
-}
-
-// handlePprof registers Go's profiling handlers (net/http/pprof) under
-// /debug/pprof/ on mux, the endpoint's own mux: they are served only on
-// --http and behind its authentication (cliutil.ServeListener). The
-// package's init also registers them on http.DefaultServeMux, which this
-// process never serves.
-func handlePprof(mux *http.ServeMux) {
-	mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile: heap, allocs, goroutine, ...
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }

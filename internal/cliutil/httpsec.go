@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"slices"
@@ -205,4 +206,17 @@ func HTTPClient(dir, role string) (*http.Client, error) {
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		MinVersion: tls.VersionTLS12, Certificates: cfg.Certificates, RootCAs: cfg.RootCAs}}}, nil
+}
+
+// HandlePprof registers Go's profiling handlers (net/http/pprof) under
+// /debug/pprof/ on mux, an endpoint's own mux: they are served only on
+// its --http listener and behind its authentication (ServeListener). The
+// package's init also registers them on http.DefaultServeMux, which
+// scanplane's processes never serve.
+func HandlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // and every named profile: heap, allocs, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
