@@ -342,20 +342,9 @@ func (c *call) adSlowTerm(i int32, a *adCtx) float64 {
 		if c.hostSlow(c.g.hostOf[i], m) {
 			forget = adSlowForget
 		}
-		t = max(t, adSlowWeight*(float64(adEstimate(c.g.alive[i], m, c.now, forget))/float64(m)-adSlowFree))
+		t = max(t, adSlowWeight*(float64(DecayedStartLatency(c.g.alive[i], m, c.now, forget))/float64(m)-adSlowFree))
 	}
 	return min(adSlowCap, t)
-}
-
-// adEstimate is s's start-latency estimate decayed toward m with time
-// constant forget since its last sample.
-func adEstimate(s *ServerLoad, m time.Duration, now time.Time, forget time.Duration) time.Duration {
-	age := now.Sub(s.StartLatencyAt)
-	if s.StartLatency == 0 || s.StartLatencyAt.IsZero() || age <= 0 {
-		return s.StartLatency
-	}
-	w := math.Exp(-float64(age) / float64(forget))
-	return time.Duration(w*float64(s.StartLatency) + (1-w)*float64(m))
 }
 
 // hostSlow reports whether every server of host h (at least two) has an
@@ -373,7 +362,7 @@ func (c *call) hostSlow(h int32, m time.Duration) bool {
 		return false
 	}
 	for _, i := range ss {
-		if float64(adEstimate(c.g.alive[i], m, c.now, adSlowForget)) <= adSlowFree*float64(m) {
+		if float64(DecayedStartLatency(c.g.alive[i], m, c.now, adSlowForget)) <= adSlowFree*float64(m) {
 			return false
 		}
 	}

@@ -232,16 +232,23 @@ func countAt(counts []DecayedCount, i int, p DecayParams, now time.Time) uint32 
 const StartLatencyForget = 2 * time.Second
 
 // StartLatencyOf is s's start-latency estimate at now: its EWMA, decayed
-// toward StartLatencyP50 by exp(−age/StartLatencyForget) since its last
-// sample. Pure: no clock is read.
+// toward StartLatencyP50 with StartLatencyForget (DecayedStartLatency).
+// Pure: no clock is read.
 func (v *LoadView) StartLatencyOf(s *ServerLoad, now time.Time) time.Duration {
-	if s.StartLatency == 0 || v.StartLatencyP50 == 0 || s.StartLatencyAt.IsZero() {
+	return DecayedStartLatency(s, v.StartLatencyP50, now, StartLatencyForget)
+}
+
+// DecayedStartLatency is s's start-latency EWMA decayed toward target by
+// exp(−age/forget) since its last sample; the EWMA itself when target is
+// 0 or s has no sample time.
+func DecayedStartLatency(s *ServerLoad, target time.Duration, now time.Time, forget time.Duration) time.Duration {
+	if s.StartLatency == 0 || target == 0 || s.StartLatencyAt.IsZero() {
 		return s.StartLatency
 	}
 	age := now.Sub(s.StartLatencyAt)
 	if age <= 0 {
 		return s.StartLatency
 	}
-	w := math.Exp(-float64(age) / float64(StartLatencyForget))
-	return time.Duration(w*float64(s.StartLatency) + (1-w)*float64(v.StartLatencyP50))
+	w := math.Exp(-float64(age) / float64(forget))
+	return time.Duration(w*float64(s.StartLatency) + (1-w)*float64(target))
 }
