@@ -181,6 +181,20 @@ func TestFlowBusyTimeoutCancelsAndRetries(t *testing.T) {
 	l.balanced()
 }
 
+// hedgedFlow is a flow of request r1 whose first attempt went to "a"
+// (busy timeout 1 s) and, 50 ms later, its hedge to "b" (busy timeout
+// hedgeBusy).
+func hedgedFlow(t *testing.T, hedgeBusy time.Duration) (*scripted, *ledger, *ScanFlow) {
+	t.Helper()
+	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
+		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: hedgeBusy}}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	l.apply(f.Start(t0, p.pick))
+	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	return p, l, f
+}
+
 func TestFlowHedgeFirstDataWins(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
 		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: time.Second}}}
@@ -545,12 +559,7 @@ func TestFlowTwoWinnersClientDecides(t *testing.T) {
 // A loser cancelled unless streaming whose busy timer then fires is not
 // blamed with a timeout: we told it to stop.
 func TestFlowCancelledLoserNotBlamed(t *testing.T) {
-	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
-		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: 100 * time.Millisecond}}}
-	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
-	l.apply(f.Start(t0, p.pick))
-	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	p, l, f := hedgedFlow(t, 100*time.Millisecond)
 	l.apply(f.OnStarted(t0.Add(60*time.Millisecond), 1, true, 0))
 	l.apply(f.OnTimer(t0.Add(175*time.Millisecond), TimerBusy, 2, p.pick))
 	if l.accounted[2] != selection.Cancelled || l.signals != 0 {
@@ -566,12 +575,7 @@ func TestFlowCancelledLoserNotBlamed(t *testing.T) {
 // A failed attempt that delivered data is not retried while another
 // attempt is still live; the flow ends when that one ends.
 func TestFlowFailedWinnerWaitsForOthers(t *testing.T) {
-	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
-		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: time.Second}}}
-	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
-	l.apply(f.Start(t0, p.pick))
-	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	p, l, f := hedgedFlow(t, time.Second)
 	l.apply(f.OnStarted(t0.Add(60*time.Millisecond), 1, true, 0))
 	l.apply(f.OnFinished(t0.Add(70*time.Millisecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 2,
 		Error: messages.ErrorCode_ERROR_CODE_STORAGE}, p.pick))
@@ -864,12 +868,7 @@ func TestFlowFirstDataAloneImpliesStart(t *testing.T) {
 // finished on its last batch or its ScanFinished), so it gets no Cancel;
 // other live attempts do.
 func TestFlowScanDoneDoesNotCancelFinishedWinner(t *testing.T) {
-	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
-		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: time.Second}}}
-	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
-	l.apply(f.Start(t0, p.pick))
-	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
+	_, l, f := hedgedFlow(t, time.Second)
 	l.apply(f.OnDone(t0.Add(60*time.Millisecond), false, 2))
 	if !f.Done() || l.cancelled[2] || !l.cancelled[1] || l.accounted[2] != selection.Started || l.accounted[1] != selection.Cancelled {
 		t.Fatalf("done %v cancelled %v accounted %v", f.Done(), l.cancelled, l.accounted)
