@@ -342,7 +342,7 @@ func (c *call) adSlowTerm(i int32, a *adCtx) float64 {
 		if c.hostSlow(c.g.hostOf[i], m) {
 			forget = adSlowForget
 		}
-		t = max(t, adSlowWeight*(float64(DecayedStartLatency(c.g.alive[i], m, c.now, forget))/float64(m)-adSlowFree))
+		t = max(t, adSlowWeight*(float64(decayedStartLatency(c.g.alive[i], m, c.now, forget))/float64(m)-adSlowFree))
 	}
 	return min(adSlowCap, t)
 }
@@ -362,7 +362,7 @@ func (c *call) hostSlow(h int32, m time.Duration) bool {
 		return false
 	}
 	for _, i := range ss {
-		if float64(DecayedStartLatency(c.g.alive[i], m, c.now, adSlowForget)) <= adSlowFree*float64(m) {
+		if float64(decayedStartLatency(c.g.alive[i], m, c.now, adSlowForget)) <= adSlowFree*float64(m) {
 			return false
 		}
 	}

@@ -232,16 +232,16 @@ func countAt(counts []DecayedCount, i int, p DecayParams, now time.Time) uint32 
 const StartLatencyForget = 2 * time.Second
 
 // StartLatencyOf is s's start-latency estimate at now: its EWMA, decayed
-// toward StartLatencyP50 with StartLatencyForget (DecayedStartLatency).
+// toward StartLatencyP50 with StartLatencyForget (decayedStartLatency).
 // Pure: no clock is read.
 func (v *LoadView) StartLatencyOf(s *ServerLoad, now time.Time) time.Duration {
-	return DecayedStartLatency(s, v.StartLatencyP50, now, StartLatencyForget)
+	return decayedStartLatency(s, v.StartLatencyP50, now, StartLatencyForget)
 }
 
-// DecayedStartLatency is s's start-latency EWMA decayed toward target by
+// decayedStartLatency is s's start-latency EWMA decayed toward target by
 // exp(−age/forget) since its last sample; the EWMA itself when target is
 // 0 or s has no sample time.
-func DecayedStartLatency(s *ServerLoad, target time.Duration, now time.Time, forget time.Duration) time.Duration {
+func decayedStartLatency(s *ServerLoad, target time.Duration, now time.Time, forget time.Duration) time.Duration {
 	if s.StartLatency == 0 || target == 0 || s.StartLatencyAt.IsZero() {
 		return s.StartLatency
 	}
