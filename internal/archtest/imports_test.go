@@ -30,6 +30,9 @@ var allowed = map[string][]string{
 
 	"internal/placementsim": {"selection", "tablets"}, // pure simulation (issue 8)
 	"deploy/deploytest":     {},                       // tests only: deploy/ files against real processes (issue 10)
+
+	// test support: local clusters of real processes, for _test.go files only (issue 11)
+	"internal/clustertest": {"bus", "client", "localcluster", "messages", "tablets"},
 }
 
 // pure packages must not depend, even indirectly, on these.

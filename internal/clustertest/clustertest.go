@@ -1,0 +1,200 @@
+// Package clustertest is the test support for tests that run scanplane's
+// real processes: it builds the coordinator and scanserver from the source
+// tree once per test binary, starts a localcluster for a test (skipped
+// under -short, stopped when the test ends), builds other commands of the
+// tree, ingests rows through NATS, starts a client, and reads an HTTP
+// endpoint with a bearer token. Only _test.go files import it.
+package clustertest
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// DefaultTimeout bounds a build or a cluster start whose context has no
+// deadline, so that a hung one fails the test instead of waiting for go
+// test's -timeout.
+const DefaultTimeout = 5 * time.Minute
+
+// bounded returns ctx, with DefaultTimeout if it has no deadline.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultTimeout)
+}
+
+// SkipShort skips t under -short: for a test that does costly work
+// before it calls Start.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real processes (skipped with -short)")
+	}
+}
+
+var bins struct {
+	mu  sync.Mutex
+	dir string
+}
+
+// Binaries returns the directory of the coordinator and scanserver built
+// from the source tree the working directory is in
+// (localcluster.BuildFromSource), built at the first call of the test
+// binary that succeeds; a failed build fails t and is tried again by the
+// next call.
+func Binaries(t testing.TB, ctx context.Context) string {
+	t.Helper()
+	bins.mu.Lock()
+	defer bins.mu.Unlock()
+	if bins.dir == "" {
+		ctx, cancel := bounded(ctx)
+		defer cancel()
+		dir, err := localcluster.BuildFromSource(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bins.dir = dir
+	}
+	return bins.dir
+}
+
+// Start skips t under -short, else starts the cluster cfg describes and
+// closes it when t ends (t.Cleanup). An empty cfg.BinDir is Binaries, an
+// empty cfg.DataDir a new t.TempDir(). ctx bounds the build and the start
+// (DefaultTimeout if it has no deadline); a failure fails t.
+func Start(t testing.TB, ctx context.Context, cfg localcluster.Config) *localcluster.Cluster {
+	t.Helper()
+	SkipShort(t)
+	return StartAlways(t, ctx, cfg)
+}
+
+// StartAlways is Start that runs under -short too: for the integration
+// tests that `go test -short` keeps (README, Development).
+func StartAlways(t testing.TB, ctx context.Context, cfg localcluster.Config) *localcluster.Cluster {
+	t.Helper()
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	if cfg.BinDir == "" {
+		cfg.BinDir = Binaries(t, ctx)
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	cl, err := localcluster.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// BuildTool builds the command ./cmd/NAME of the source tree the working
+// directory is in into a new t.TempDir() and returns its path. ctx bounds
+// the build (DefaultTimeout if it has no deadline); a failure fails t.
+func BuildTool(t testing.TB, ctx context.Context, name string) string {
+	t.Helper()
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	root, err := localcluster.SourceRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	build := exec.CommandContext(ctx, "go", "build", "-o", dir+string(filepath.Separator), "./cmd/"+name)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	return filepath.Join(dir, name)
+}
+
+// Ingest writes rows as table into the JetStream behind natsURL over n
+// tablets (otherwise tablets.DefaultIngestConfig), connecting with tlsCfg
+// (nil = plain), and returns the table's metadata; a failure fails t.
+func Ingest(t testing.TB, ctx context.Context, natsURL string, tlsCfg *tls.Config, table string, rows []tablets.Entry, n int) *messages.TableMeta {
+	t.Helper()
+	bc := bus.DefaultConfig()
+	bc.URL, bc.TLS = natsURL, tlsCfg
+	conn, err := bus.Connect(ctx, bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	icfg := tablets.DefaultIngestConfig()
+	icfg.Tablets = n
+	return IngestOn(t, ctx, conn, table, rows, icfg)
+}
+
+// IngestOn writes rows as table with icfg into the block and metadata
+// stores of conn and returns the table's metadata; a failure fails t.
+func IngestOn(t testing.TB, ctx context.Context, conn *bus.Conn, table string, rows []tablets.Entry, icfg tablets.IngestConfig) *messages.TableMeta {
+	t.Helper()
+	store, err := conn.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := conn.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := tablets.Ingest(ctx, store, meta, table, rows, icfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// Client starts a client of the cluster behind natsURL, with
+// client.DefaultConfig changed by mod (if not nil), and closes it when t
+// ends (closing it earlier is fine); a failure fails t.
+func Client(t testing.TB, ctx context.Context, natsURL string, mod func(*client.Config)) *client.Client {
+	t.Helper()
+	cfg := client.DefaultConfig()
+	cfg.NATSURL = natsURL
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Get sends GET url with c, with the header "Authorization: Bearer
+// BEARER" unless bearer is empty, and returns the response's status code
+// and body. err is the request's or the body's error.
+func Get(ctx context.Context, c *http.Client, url, bearer string) (code int, body string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
