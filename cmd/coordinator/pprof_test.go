@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/clustertest"
 )
 
 // checkPprof (issue 11) takes a one-second CPU profile and a heap
@@ -23,24 +24,12 @@ func checkPprof(t *testing.T, who, base string, c *http.Client, bearer string) {
 		{"/debug/pprof/profile?seconds=1", "PeriodType: cpu nanoseconds"},
 		{"/debug/pprof/heap", "PeriodType: space bytes"},
 	} {
-		req, err := http.NewRequest(http.MethodGet, base+p.path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		res, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("%s GET %s: %v", who, p.path, err)
-		}
-		body, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil || res.StatusCode != http.StatusOK {
-			t.Fatalf("%s GET %s: %d, %v; body %.200q", who, p.path, res.StatusCode, err, body)
+		code, body, err := clustertest.Get(context.Background(), c, base+p.path, bearer)
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("%s GET %s: %d, %v; body %.200q", who, p.path, code, err, body)
 		}
 		file := filepath.Join(t.TempDir(), "profile.pb.gz")
-		if err := os.WriteFile(file, body, 0o600); err != nil {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/clustertest"
 )
 
 // TestSecretsListen (issue 9): with --secrets the actor remote and the
@@ -140,20 +141,7 @@ func checkSecureHTTP(t *testing.T, secrets, who, addr string, paths ...string) {
 	want := map[string]string{"/status": `"servers"`, "/metrics": "go_goroutines", "/": `href="https://`,
 		"/debug/pprof/": "full goroutine stack dump", "/debug/pprof/heap?debug=1": "heap profile: "}
 	get := func(c *http.Client, url, bearer string) (int, string, error) {
-		req, err := http.NewRequest(http.MethodGet, url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		res, err := c.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b), nil
+		return clustertest.Get(context.Background(), c, url, bearer)
 	}
 	for _, p := range paths {
 		for _, tc := range []struct {

@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/net/html"
 
-	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -26,21 +26,9 @@ import (
 // aggregating them, the counters; then kills one scanserver and checks that
 // the page shows its servers dead, as /status does.
 func TestStatusPage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 2, ServersPerHost: 2, Zones: 2, DataDir: t.TempDir(), BinDir: bins,
-		Heartbeat: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 2, ServersPerHost: 2, Zones: 2, Heartbeat: 200 * time.Millisecond})
 	defer http.DefaultClient.CloseIdleConnections()
 	addr := cl.HTTPAddr(0)
 
@@ -90,35 +78,8 @@ func TestStatusPage(t *testing.T) {
 func scanSome(t *testing.T, ctx context.Context, natsURL string) {
 	t.Helper()
 	rows := tablets.GenerateRows(4000)
-	bc := bus.DefaultConfig()
-	bc.URL = natsURL
-	conn, err := bus.Connect(ctx, bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := conn.MetaStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = 4
-	if _, err := tablets.Ingest(ctx, store, meta, "page", rows, icfg); err != nil {
-		t.Fatal(err)
-	}
-	cfg := client.DefaultConfig()
-	cfg.NATSURL = natsURL
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	clustertest.Ingest(t, ctx, natsURL, nil, "page", rows, 4)
+	c := clustertest.Client(t, ctx, natsURL, nil)
 	defer c.Close()
 	for range 2 {
 		rs := c.Scan(ctx, "page", tablets.Range{}, client.ScanOptions{})
