@@ -1,6 +1,7 @@
 package cliutil_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/clustertest"
 )
 
 // TestHTTPSecurity (issue 9): an endpoint secured with --secrets answers
@@ -64,19 +66,6 @@ func TestHTTPSecurity(t *testing.T) {
 	// A client that verifies the server but presents no certificate.
 	noCert := client(t, dir, "client")
 	noCert.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
-	get := func(t *testing.T, c *http.Client, bearer string) (int, string, error) {
-		req, _ := http.NewRequest(http.MethodGet, url, nil)
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		res, err := c.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer res.Body.Close()
-		b, _ := io.ReadAll(res.Body)
-		return res.StatusCode, string(b), nil
-	}
 	for _, tc := range []struct {
 		name   string
 		c      *http.Client
@@ -93,7 +82,7 @@ func TestHTTPSecurity(t *testing.T) {
 		{"scanserver cert and token", client(t, dir, "scanserver"), token, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body, err := get(t, tc.c, tc.bearer)
+			code, body, err := clustertest.Get(context.Background(), tc.c, url, tc.bearer)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +98,7 @@ func TestHTTPSecurity(t *testing.T) {
 		c := client(t, dir, "client")
 		oc := client(t, other, "client")
 		c.Transport.(*http.Transport).TLSClientConfig.Certificates = oc.Transport.(*http.Transport).TLSClientConfig.Certificates
-		code, body, err := get(t, c, "")
+		code, body, err := clustertest.Get(context.Background(), c, url, "")
 		if err == nil {
 			t.Fatalf("another CA's certificate: status %d body %q, want a refused handshake", code, body)
 		}
@@ -127,7 +116,7 @@ func TestHTTPSecurity(t *testing.T) {
 	})
 	t.Run("server not of the CA", func(t *testing.T) {
 		c := client(t, other, "client")
-		if _, _, err := get(t, c, token); err == nil {
+		if _, _, err := clustertest.Get(context.Background(), c, url, token); err == nil {
 			t.Fatal("a client of another CA trusted the server")
 		}
 	})
