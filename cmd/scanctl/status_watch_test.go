@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
 
@@ -56,21 +57,9 @@ const frameHeader = "scanctl status --watch: every "
 // on a terminal each frame starts by clearing the screen; an unbounded
 // run ends with exit 0 when its context is cancelled (what Ctrl-C does).
 func TestStatusWatch(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 1, ServersPerHost: 2, DataDir: t.TempDir(), BinDir: bins,
-		Heartbeat: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 2, Heartbeat: 200 * time.Millisecond})
 	st, err := cl.Status(ctx)
 	if err != nil {
 		t.Fatal(err)

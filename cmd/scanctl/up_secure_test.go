@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
 
@@ -23,19 +23,11 @@ import (
 // the scan is refused with one line; the printed HTTPS status URL answers
 // the token of http.token and 401 without; Ctrl-C stops the cluster.
 func TestUpSecure(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
+	clustertest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanctl := filepath.Join(t.TempDir(), "scanctl")
-	if o, err := exec.CommandContext(ctx, "go", "build", "-o", scanctl, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build scanctl: %v\n%s", err, o)
-	}
+	bins := clustertest.Binaries(t, ctx)
+	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 	// Ephemeral ports instead of the well-known ones (other tests and
 	// clusters may hold them).
 	upAddrs = func(int) localcluster.CoordinatorAddrs { return localcluster.CoordinatorAddrs{} }
@@ -130,18 +122,12 @@ func TestUpSecure(t *testing.T) {
 		bearer string
 		code   int
 	}{{"", http.StatusUnauthorized}, {strings.TrimSpace(string(tok)), http.StatusOK}} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, coord[2], nil)
-		if tc.bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+tc.bearer)
-		}
-		res, err := hc.Do(req)
+		code, body, err := clustertest.Get(ctx, hc, coord[2], tc.bearer)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != tc.code || (tc.code == http.StatusOK) != strings.Contains(string(body), "host1") {
-			t.Fatalf("GET %s (token %v): %s %.200q", coord[2], tc.bearer != "", res.Status, body)
+		if code != tc.code || (tc.code == http.StatusOK) != strings.Contains(body, "host1") {
+			t.Fatalf("GET %s (token %v): %d %s %.200q", coord[2], tc.bearer != "", code, http.StatusText(code), body)
 		}
 	}
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
 
@@ -18,21 +19,10 @@ import (
 // every printed URL serves that process's metrics, and a restarted host
 // serves them again on its new port.
 func TestUpPrintsMetricsURLs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 1, Hosts: 2, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 1, Hosts: 2, ServersPerHost: 1,
 		Heartbeat: 200 * time.Millisecond, HostMetrics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	defer http.DefaultClient.CloseIdleConnections()
 	var out bytes.Buffer
 	printReady(&out, cl, "data")
