@@ -24,8 +24,8 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -239,9 +239,6 @@ func TestFilesParse(t *testing.T) {
 // that every metric, label and label value that a rule or dashboard query
 // selects or groups by is exposed: a renamed metric or label fails here.
 func TestMetricNamesExist(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real processes")
-	}
 	exp, jobs := scrapeCluster(t)
 	qs := append(ruleQueries(t), dashboardQueries(t, loadDashboard(t))...)
 	for _, q := range qs {
@@ -441,50 +438,16 @@ func scrapeCluster(t *testing.T) (exposition, []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 1, ServersPerHost: 2, DataDir: t.TempDir(), BinDir: bins,
+	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 2,
 		Heartbeat: 200 * time.Millisecond, HostArgs: func(int) []string { return []string{"--http", "127.0.0.1:0"} }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer cl.Close()
 	if cl.Host(0).Ready.HTTP == "" {
 		t.Fatal("scanserver started with --http 127.0.0.1:0 reports no http address")
 	}
 
 	rows := tablets.GenerateRows(5000)
-	bc := bus.DefaultConfig()
-	bc.URL = cl.NATSURL()
-	conn, err := bus.Connect(ctx, bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := conn.MetaStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = 2
-	if _, err := tablets.Ingest(ctx, store, meta, "deploytest", rows, icfg); err != nil {
-		t.Fatal(err)
-	}
-	ccfg := client.DefaultConfig()
-	ccfg.NATSURL = cl.NATSURL()
-	c, err := client.New(ccfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	clustertest.Ingest(t, ctx, cl.NATSURL(), nil, "deploytest", rows, 2)
+	c := clustertest.Client(t, ctx, cl.NATSURL(), nil)
 	defer c.Close()
 	// Twice: the first scan reads the blocks from JetStream, the second
 	// finds them in the host cache (ristretto may refuse a block, so poll).
