@@ -73,9 +73,10 @@ func Binaries(t testing.TB, ctx context.Context) string {
 }
 
 // Start skips t under -short, else starts the cluster cfg describes and
-// closes it when t ends (t.Cleanup). An empty cfg.BinDir is Binaries, an
-// empty cfg.DataDir a new t.TempDir(). ctx bounds the build and the start
-// (DefaultTimeout if it has no deadline); a failure fails t.
+// closes it when t ends (t.Cleanup, which logs how long the close took).
+// An empty cfg.BinDir is Binaries, an empty cfg.DataDir a new
+// t.TempDir(). ctx bounds the build and the start (DefaultTimeout if it
+// has no deadline); a failure fails t.
 func Start(t testing.TB, ctx context.Context, cfg localcluster.Config) *localcluster.Cluster {
 	t.Helper()
 	SkipShort(t)
@@ -98,7 +99,11 @@ func StartAlways(t testing.TB, ctx context.Context, cfg localcluster.Config) *lo
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cl.Close() })
+	t.Cleanup(func() {
+		t0 := time.Now()
+		cl.Close()
+		t.Logf("cluster closed in %v", time.Since(t0).Round(time.Millisecond))
+	})
 	return cl
 }
 
