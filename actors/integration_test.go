@@ -24,15 +24,13 @@ import (
 	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
 var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
 	sysOnce sync.Once
 	sys     *actors.System
 	sysErr  error
@@ -41,11 +39,7 @@ var (
 // binaries builds the coordinator and scanserver once per test binary.
 func binaries(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() { binDir, binErr = localcluster.BuildFromSource(context.Background()) })
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binDir
+	return clustertest.Binaries(t, context.Background())
 }
 
 // actorSystem is this test process's only actor system.
@@ -115,21 +109,11 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	store, err := tc.conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := tc.conn.MetaStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tc.truth = tablets.GenerateRows(o.rows)
 	icfg := tablets.DefaultIngestConfig()
 	icfg.Tablets = o.tablets
 	icfg.BlockSize = 4 << 10
-	if tc.table, err = tablets.Ingest(ctx, store, meta, "t", tc.truth, icfg); err != nil {
-		t.Fatal(err)
-	}
+	tc.table = clustertest.IngestOn(t, ctx, tc.conn, "t", tc.truth, icfg)
 	dir := t.TempDir()
 	tc.dataDir = dir
 	cfg := localcluster.Config{Hosts: o.hosts, ServersPerHost: o.servers, DataDir: dir, BinDir: bins, NATSURL: srv.ClientURL(),
@@ -141,19 +125,14 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 		}
 	}
 	t0 := time.Now()
-	if tc.cl, err = localcluster.Start(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	tc.cl = clustertest.StartAlways(t, ctx, cfg)
 	t.Logf("cluster started in %v", time.Since(t0))
 	return tc
 }
 
+// close closes what startCluster opened before the cluster; the cluster,
+// started later, is closed first (clustertest.StartAlways, t.Cleanup).
 func (tc *testCluster) close() {
-	t0 := time.Now()
-	if tc.cl != nil {
-		tc.cl.Close()
-	}
-	tc.t.Logf("cluster closed in %v", time.Since(t0))
 	if tc.conn != nil {
 		tc.conn.Close()
 	}
@@ -177,21 +156,13 @@ func (tc *testCluster) status() *messages.StatusReply {
 
 func (tc *testCluster) client(mod func(*client.Config)) *client.Client {
 	tc.t.Helper()
-	cfg := client.DefaultConfig()
-	cfg.NATSURL = tc.srv.ClientURL()
-	cfg.System = actorSystem(tc.t).Actors
-	if mod != nil {
-		mod(&cfg)
-	}
-	c, err := client.New(cfg)
-	if err != nil {
-		tc.t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		tc.t.Fatal(err)
-	}
-	tc.t.Cleanup(func() { c.Close() })
-	return c
+	sys := actorSystem(tc.t).Actors
+	return clustertest.Client(tc.t, context.Background(), tc.srv.ClientURL(), func(cfg *client.Config) {
+		cfg.System = sys
+		if mod != nil {
+			mod(cfg)
+		}
+	})
 }
 
 // check scans [truth[a], truth[b]) and compares with the ground truth.
