@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"deploy/deploytest":     {},                       // tests only: deploy/ files against real processes (issue 10)
 
 	// test support: local clusters of real processes, for _test.go files only (issue 11)
-	"internal/clustertest": {"bus", "client", "localcluster", "messages", "tablets"},
+	"internal/clustertest": {"bus", "client", "internal/cliutil", "localcluster", "messages", "tablets"},
 }
 
 // pure packages must not depend, even indirectly, on these.

@@ -2,13 +2,16 @@
 // real processes: it builds the coordinator and scanserver from the source
 // tree once per test binary, starts a localcluster for a test (skipped
 // under -short, stopped when the test ends), builds other commands of the
-// tree, ingests rows through NATS, starts a client, and reads an HTTP
-// endpoint with a bearer token. Only _test.go files import it.
+// tree, ingests rows through NATS, starts a client, checks a scan against
+// the ground truth, and reads an HTTP endpoint with a bearer token or a
+// role's certificate. Only _test.go files import it.
 package clustertest
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -181,6 +185,55 @@ func Client(t testing.TB, ctx context.Context, natsURL string, mod func(*client.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// CheckScan scans truth[a:b] of table through c (truth: the table's rows
+// in key order) and tells a wrong answer (a row that is not the next row
+// of truth, an extra row, or fewer rows with no error: data lost) from a
+// failed scan (an error after only right rows; it wraps the scan's error,
+// a wrong answer wraps none). Both nil: exactly truth[a:b], in order, each
+// once.
+func CheckScan(ctx context.Context, c *client.Client, table string, truth []tablets.Entry, a, b int, opts client.ScanOptions) (wrong, failed error) {
+	rng := tablets.Range{}
+	if a > 0 {
+		rng.Start = truth[a].Key
+	}
+	if b < len(truth) {
+		rng.End = truth[b].Key
+	}
+	rows := c.Scan(ctx, table, rng, opts)
+	defer rows.Close()
+	i := a
+	for rows.Next() {
+		r := rows.Row()
+		if i >= b {
+			return fmt.Errorf("scan %s: extra row %q", rng, r.Key), nil
+		}
+		if !bytes.Equal(r.Key, truth[i].Key) || !bytes.Equal(r.Value, truth[i].Value) {
+			return fmt.Errorf("scan %s: row %d is %q, want %q", rng, i-a, r.Key, truth[i].Key), nil
+		}
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("scan %s after %d of %d rows: %w", rng, i-a, b-a, err)
+	}
+	if i != b {
+		return fmt.Errorf("scan %s: %d rows and no error, want %d", rng, i-a, b-a), nil
+	}
+	return nil, nil
+}
+
+// HTTPClient is cliutil.HTTPClient(secrets, role) with a 10 s timeout,
+// its idle connections closed when t ends; an error fails t.
+func HTTPClient(t testing.TB, secrets, role string) *http.Client {
+	t.Helper()
+	c, err := cliutil.HTTPClient(secrets, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Timeout = 10 * time.Second
+	t.Cleanup(c.CloseIdleConnections)
 	return c
 }
 

@@ -2,10 +2,17 @@ package clustertest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // TestGet: Get sends the bearer token only when one is given and returns
@@ -43,5 +50,51 @@ func TestGet(t *testing.T) {
 	}
 	if _, _, err := Get(context.Background(), srv.Client(), "http://\x7f", ""); err == nil {
 		t.Error("a bad URL: no error")
+	}
+}
+
+// TestCheckScan runs a one-host cluster with a small table: CheckScan
+// passes the table's own rows, calls a changed value, a missing row and an
+// extra row wrong answers (errors that wrap nothing), and a scan of an
+// unknown table a failed scan (an error wrapping the scan's).
+func TestCheckScan(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl := Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, Heartbeat: 200 * time.Millisecond})
+	truth := tablets.GenerateRows(300)
+	if tm := Ingest(t, ctx, cl.NATSURL(), nil, "ct", truth, 3); len(tm.GetTablets()) != 3 {
+		t.Fatalf("%d tablets, want 3", len(tm.GetTablets()))
+	}
+	c := Client(t, ctx, cl.NATSURL(), nil)
+	for _, r := range [][2]int{{0, 300}, {0, 1}, {17, 250}, {299, 300}} {
+		if wrong, failed := CheckScan(ctx, c, "ct", truth, r[0], r[1], client.ScanOptions{}); wrong != nil || failed != nil {
+			t.Fatalf("rows %v: %v, %v", r, wrong, failed)
+		}
+	}
+	changed := append([]tablets.Entry(nil), truth...)
+	changed[100] = tablets.Entry{Key: truth[100].Key, Value: []byte("other")}
+	// Without truth[151], [149, 151) of it is the keys truth[149] to
+	// truth[152], three rows of the table, not two.
+	missing := append(append([]tablets.Entry(nil), truth[:151]...), truth[152:]...)
+	// A row after the table's last: the scan returns all the table has.
+	longer := append(append([]tablets.Entry(nil), truth...), tablets.Entry{Key: append(append([]byte(nil), truth[299].Key...), 0), Value: []byte("x")})
+	for _, tc := range []struct {
+		name  string
+		truth []tablets.Entry
+		a, b  int
+		want  string
+	}{
+		{"changed value", changed, 0, 300, "row 100 is"},
+		{"extra row", missing, 149, 151, "extra row"},
+		{"row the truth lacks", missing, 0, 299, "row 151 is"},
+		{"rows lost", longer, 0, 301, "300 rows and no error, want 301"},
+	} {
+		wrong, failed := CheckScan(ctx, c, "ct", tc.truth, tc.a, tc.b, client.ScanOptions{})
+		if wrong == nil || !strings.Contains(wrong.Error(), tc.want) || errors.Unwrap(wrong) != nil || failed != nil {
+			t.Errorf("%s: wrong %v, failed %v; want a wrong answer saying %q", tc.name, wrong, failed, tc.want)
+		}
+	}
+	if wrong, failed := CheckScan(ctx, c, "nope", truth, 0, 300, client.ScanOptions{}); wrong != nil || failed == nil || errors.Unwrap(failed) == nil {
+		t.Errorf("unknown table: wrong %v, failed %v; want a failed scan", wrong, failed)
 	}
 }
