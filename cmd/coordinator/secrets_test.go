@@ -123,15 +123,7 @@ func checkSecureHTTP(t *testing.T, secrets, who, addr string, paths ...string) {
 	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	client := func(dir, role string) *http.Client {
-		c, err := cliutil.HTTPClient(dir, role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Timeout = 10 * time.Second
-		t.Cleanup(c.CloseIdleConnections)
-		return c
-	}
+	client := func(dir, role string) *http.Client { return clustertest.HTTPClient(t, dir, role) }
 	noCert := client(secrets, "client")
 	noCert.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
 	otherCA := client(secrets, "client")
