@@ -54,15 +54,7 @@ func TestHTTPSecurity(t *testing.T) {
 	defer stop()
 	url := "https://" + l.Addr().String() + "/status"
 
-	client := func(t *testing.T, d, role string) *http.Client {
-		c, err := cliutil.HTTPClient(d, role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Timeout = 10 * time.Second
-		t.Cleanup(c.CloseIdleConnections)
-		return c
-	}
+	client := clustertest.HTTPClient
 	// A client that verifies the server but presents no certificate.
 	noCert := client(t, dir, "client")
 	noCert.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
