@@ -3,6 +3,7 @@ package actors
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -61,7 +62,16 @@ type serverState struct {
 	// heardAt is the liveness reference: the last heartbeat's time, moved
 	// forward by the lateness of sweeps since (see Liveness).
 	heardAt time.Time
+	// pub is the server's copy in the last published view (nil: none
+	// yet); changed says load or counts changed since. Every change of
+	// load or counts sets changed (touch); publish copies only the changed
+	// servers and shares the others' pub between views.
+	pub     *pubServer
+	changed bool
 }
+
+// touch records that s's load or counts changed: the next publish copies it.
+func (s *serverState) touch() { s.changed = true }
 
 // HostActor keeps the load counters of one host's servers and publishes
 // them to the LoadBoard after every change. It is the only writer of its
@@ -80,6 +90,11 @@ type HostActor struct {
 	counters *coordCounters
 	stopping bool
 	retiring bool // asked the registry to be reaped
+	// statusHolder is this actor's entry in status, stored there at the
+	// first publish into that map (statusIn); each publish replaces its
+	// snapshot.
+	statusHolder hostStatus
+	statusIn     *sync.Map
 }
 
 // newHostActor makes a host actor whose sweeps forgive no lateness; the
@@ -107,11 +122,7 @@ func (h *HostActor) Receive(c actor.Context) {
 			return // nothing changed: no new view
 		}
 	case *serverGone:
-		for id, s := range h.servers {
-			if (m.address != "" && s.load.Address == m.address) || (m.id != "" && id == m.id) {
-				h.markDead(now, s)
-			}
-		}
+		h.gone(now, m)
 	case *setDecays:
 		h.setDecays(m.decays)
 	case *sweepTick:
@@ -192,13 +203,24 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID
 	if s.interval <= 0 {
 		s.interval = time.Second
 	}
+	s.touch()
 	return fresh
+}
+
+// gone marks dead the servers m names.
+func (h *HostActor) gone(now time.Time, m *serverGone) {
+	for id, s := range h.servers {
+		if (m.address != "" && s.load.Address == m.address) || (m.id != "" && id == m.id) {
+			h.markDead(now, s)
+		}
+	}
 }
 
 func (h *HostActor) markDead(now time.Time, s *serverState) {
 	if !s.load.Alive {
 		return
 	}
+	s.touch()
 	s.load.Alive = false
 	s.load.InFlight = 0
 	s.load.UnansweredSince = time.Time{}
@@ -284,6 +306,7 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 		h.busy(now, l)
 		s.counts.timeouts++
 	}
+	s.touch()
 	return true
 }
 
@@ -342,6 +365,7 @@ func (h *HostActor) setDecays(d []selection.DecayParams) {
 			}
 		}
 		s.load.Errors, s.load.Slowdowns, s.load.Busy = errs, slows, busy
+		s.touch()
 	}
 }
 
@@ -361,38 +385,72 @@ func (h *HostActor) sweep(now time.Time) {
 	}
 }
 
-// publish copies the working state into an immutable slice for the view.
-// The copies share the counter slices, which the working state replaces
-// rather than changes (copy on write: they change on failures and busy
-// answers, publish runs at every event); the status is built only when
-// read (hostStatus).
+// publish gives the board and the status a new immutable snapshot of the
+// host's servers. A server's published copy (pubServer) is made only when
+// its load or counts changed since the last publish (serverState.changed);
+// an unchanged server's copy is shared with the previous snapshots, which
+// never see a change: the working state is a separate value, and the
+// counter slices it shares with its copies are replaced rather than
+// changed (copy on write: they change on failures, busy answers and
+// slowdowns). A dispatch thus copies one server, not the host's all. The
+// snapshot, the board's slice and the status's list are one allocation for
+// a host of up to len(hostSnap.small) servers, and the status holder is
+// stored once: the ServerStatus messages are built only when read
+// (hostStatus.messages).
 func (h *HostActor) publish() {
 	if h.stopping {
 		return
 	}
-	out := make([]*selection.ServerLoad, 0, len(h.servers))
-	st := &hostStatus{at: h.now(), decays: h.decays, servers: make([]serverStatusSnap, 0, len(h.servers))}
+	n := len(h.servers)
+	snap := &hostSnap{at: h.now(), decays: h.decays}
+	var out []*selection.ServerLoad
+	if n <= len(snap.small) {
+		snap.servers, out = snap.small[:0:n], snap.smallLoads[:0:n]
+	} else {
+		snap.servers, out = make([]*pubServer, 0, n), make([]*selection.ServerLoad, 0, n)
+	}
 	for _, s := range h.servers {
-		l := s.load
-		out = append(out, &l)
-		st.servers = append(st.servers, serverStatusSnap{load: &l, counts: s.counts})
+		if s.changed || s.pub == nil {
+			s.pub = &pubServer{load: s.load, counts: s.counts}
+			s.changed = false
+		}
+		snap.servers = append(snap.servers, s.pub)
+		out = append(out, &s.pub.load)
 	}
 	h.board.SetHost(h.host, out)
-	h.status.Store(h.host, st)
+	h.statusHolder.cur.Store(snap)
+	if h.statusIn != h.status {
+		// Stored once per map: a new holder replaces a restarted actor's.
+		h.status.Store(h.host, &h.statusHolder)
+		h.statusIn = h.status
+	}
 }
 
-// hostStatus is a host's part of the coordinator's status and per-server
-// metrics as last published: immutable, turned into messages only when
+// pubServer is a server's load and counts as published: immutable, shared
+// by every snapshot published while the server did not change.
+type pubServer struct {
+	load   selection.ServerLoad
+	counts serverCounts
+}
+
+// hostStatus holds a host's part of the coordinator's status and
+// per-server metrics as last published (hostSnap): one per host actor,
+// stored in the status map once; it is turned into messages only when
 // read (a scrape or a status request), not at every publish.
 type hostStatus struct {
-	at      time.Time
-	decays  []selection.DecayParams
-	servers []serverStatusSnap
+	cur atomic.Pointer[hostSnap]
 }
 
-type serverStatusSnap struct {
-	load   *selection.ServerLoad
-	counts serverCounts
+// hostSnap is one publish of a host's servers: immutable.
+type hostSnap struct {
+	at      time.Time
+	decays  []selection.DecayParams
+	servers []*pubServer
+	// small and smallLoads back servers and the board's slice for a host
+	// of at most 4 servers (BenchmarkOneRowScan's and the load test's
+	// hosts have 2): one allocation per publish with the snapshot.
+	small      [4]*pubServer
+	smallLoads [4]*selection.ServerLoad
 }
 
 // serverCounts are a server's totals for this coordinator (see
@@ -402,12 +460,22 @@ type serverCounts struct {
 	hedges, attemptsBusy, attemptsTimedOut, attemptsFailed uint64
 }
 
-// messages returns the host's servers' status, counters decayed to the
-// publish time.
+// messages returns the host's servers' status as last published, counters
+// decayed to the publish time (none before the first publish).
 func (hs *hostStatus) messages() []*messages.ServerStatus {
+	snap := hs.cur.Load()
+	if snap == nil {
+		return nil
+	}
+	return snap.messages()
+}
+
+// messages returns the snapshot's servers' status, counters decayed to the
+// publish time.
+func (hs *hostSnap) messages() []*messages.ServerStatus {
 	out := make([]*messages.ServerStatus, 0, len(hs.servers))
 	for _, sv := range hs.servers {
-		l, c := sv.load, &sv.counts
+		l, c := &sv.load, &sv.counts
 		var errs, slows uint32
 		if len(l.Errors) > 0 && len(hs.decays) > 0 {
 			errs = l.Errors[0].Value(hs.at, hs.decays[0])
