@@ -49,6 +49,12 @@ type adCtx struct {
 	// all) or stalled: the host process is likely paused or hung, so its
 	// siblings are no better; skipped like exclHost.
 	dead []int32
+	// slowHost and slowHostIs: the last hostSlow answer of this call (-1:
+	// none). A host's servers are scored one after another, and all of
+	// them ask whether their host is slow: the answer is computed once per
+	// host, not once per server (k decays for k servers, not k²).
+	slowHost   int32
+	slowHostIs bool
 }
 
 // skip reports whether host h is excluded for this call.
@@ -71,7 +77,8 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 			return Decision{}, ErrNoHedge
 		}
 	}
-	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p50: c.v.StartLatencyP50, p95: c.v.StartLatencyP95, exclHost: -1, dead: c.st.dead[:0]}
+	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p50: c.v.StartLatencyP50, p95: c.v.StartLatencyP95, exclHost: -1, dead: c.st.dead[:0],
+		slowHost: -1}
 	for _, at := range in.Attempts {
 		if at.Result == Timeout || at.Result == Stalled {
 			if i, ok := c.g.index(at.Server); ok && !slices.Contains(a.dead, c.g.hostOf[i]) {
@@ -339,12 +346,21 @@ func (c *call) adSlowTerm(i int32, a *adCtx) float64 {
 	}
 	if m := c.g.latMedian; m > 0 {
 		forget := StartLatencyForget
-		if c.hostSlow(c.g.hostOf[i], m) {
+		if c.hostSlowOnce(c.g.hostOf[i], a) {
 			forget = adSlowForget
 		}
 		t = max(t, adSlowWeight*(float64(decayedStartLatency(c.g.alive[i], m, c.now, forget))/float64(m)-adSlowFree))
 	}
 	return min(adSlowCap, t)
+}
+
+// hostSlowOnce is hostSlow(h, c.g.latMedian), computed once per run of
+// asks about the same host in this call (a.slowHost).
+func (c *call) hostSlowOnce(h int32, a *adCtx) bool {
+	if h != a.slowHost {
+		a.slowHost, a.slowHostIs = h, c.hostSlow(h, c.g.latMedian)
+	}
+	return a.slowHostIs
 }
 
 // hostSlow reports whether every server of host h (at least two) has an
