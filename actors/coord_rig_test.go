@@ -173,21 +173,31 @@ func (r *rig) request(idx int) *messages.ScanRequest {
 // start sends req through the router; the scan's result arrives on the
 // returned scan's done channel.
 func (r *rig) start(req *messages.ScanRequest, noAck bool) *rigScan {
+	return r.startVia(req, noAck, false)
+}
+
+// startVia is start; direct: to the tablet actor once the client knows it.
+func (r *rig) startVia(req *messages.ScanRequest, noAck, direct bool) *rigScan {
 	s := &rigScan{req: req, noAck: noAck, done: make(chan struct{})}
-	r.as.Root.Send(r.client, &rigStartScan{scan: s, router: r.co.router})
+	r.as.Root.Send(r.client, &rigStartScan{scan: s, router: r.co.router, direct: direct})
+	return s
+}
+
+// wait waits for s to end.
+func (r *rig) wait(s *rigScan) *rigScan {
+	r.t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(30 * time.Second):
+		r.t.Fatalf("scan %s: no end within 30s", s.req.RequestId)
+	}
 	return s
 }
 
 // scan runs req to its end.
 func (r *rig) scan(req *messages.ScanRequest) *rigScan {
 	r.t.Helper()
-	s := r.start(req, false)
-	select {
-	case <-s.done:
-	case <-time.After(30 * time.Second):
-		r.t.Fatalf("scan %s: no end within 30s", req.RequestId)
-	}
-	return s
+	return r.wait(r.start(req, false))
 }
 
 // truthOf returns the ground-truth rows of tablet idx.
@@ -226,6 +236,11 @@ func (r *rig) checkRows(s *rigScan, idx int) {
 type rigStartScan struct {
 	scan   *rigScan
 	router *actor.PID
+	// direct: ask for the tablet actor's PID and, once known, send the
+	// tablet's requests and ScanDones straight to it (as the client does).
+	direct bool
+	// to, if set: where the request goes (a direct scan).
+	to *actor.PID
 }
 
 // rigScan is one request as the rig client sees it. Fields are written by
@@ -244,12 +259,17 @@ type rigScan struct {
 	err      *messages.ScanError
 	protoErr string // a protocol violation seen by the client
 	ended    bool
+	direct   bool
+	sentTo   *actor.PID             // where the request went
+	routed   []*messages.ScanRouted // the ScanRouted messages received
 }
 
 // rigClient is the scan client actor.
 type rigClient struct {
 	scans  map[string]*rigScan
 	router *actor.PID
+	// tabletActors: by tablet index, from ScanRouted (direct scans only).
+	tabletActors map[uint32]*actor.PID
 }
 
 func (c *rigClient) end(s *rigScan) {
@@ -264,8 +284,31 @@ func (c *rigClient) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *rigStartScan:
 		c.router = m.router
-		c.scans[m.scan.req.RequestId] = m.scan
-		ctx.Send(m.router, m.scan.req)
+		s := m.scan
+		c.scans[s.req.RequestId] = s
+		s.direct, s.sentTo = m.direct, m.router
+		if m.to != nil {
+			s.direct, s.sentTo = true, m.to
+		} else if m.direct {
+			if pid := c.tabletActors[s.req.GetTablet().GetIndex()]; pid != nil {
+				s.sentTo = pid
+			} else {
+				s.req.WantTabletActor = true
+			}
+		}
+		ctx.Send(s.sentTo, s.req)
+	case *messages.ScanRouted:
+		s := c.scans[m.GetRequestId()]
+		if s == nil {
+			return
+		}
+		s.routed = append(s.routed, m)
+		if ta := m.GetTabletActor(); ta != nil && s.direct {
+			if c.tabletActors == nil {
+				c.tabletActors = map[uint32]*actor.PID{}
+			}
+			c.tabletActors[s.req.GetTablet().GetIndex()] = ToPID(ta)
+		}
 	case *messages.RowBatch:
 		s := c.scans[m.GetRequestId()]
 		if s == nil || s.ended || s.dead {
@@ -329,7 +372,11 @@ func (c *rigClient) finish(ctx actor.Context, s *rigScan, m *messages.ScanFinish
 		(m.GetRows() != s.dig.Rows() || m.GetChecksum() != s.dig.Sum()) && s.protoErr == "" {
 		s.protoErr = fmt.Sprintf("finished: rows %d checksum %x, received %d rows checksum %x", m.GetRows(), m.GetChecksum(), s.dig.Rows(), s.dig.Sum())
 	}
-	ctx.Send(c.router, &messages.ScanDone{RequestId: m.GetRequestId(), WinnerAttempt: s.accepted, Tablet: s.req.GetTablet(),
+	to := c.router
+	if pid := c.tabletActors[s.req.GetTablet().GetIndex()]; s.direct && pid != nil {
+		to = pid
+	}
+	ctx.Send(to, &messages.ScanDone{RequestId: m.GetRequestId(), WinnerAttempt: s.accepted, Tablet: s.req.GetTablet(),
 		Abandoned: m.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED})
 	c.end(s)
 }

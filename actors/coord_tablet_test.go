@@ -32,8 +32,19 @@ func TestTabletActorIdlesOutAfterClientDied(t *testing.T) {
 // Issue 7 item 4: a ScanRequest that reaches a tablet actor while it stops
 // for idleness must not be lost. Tiny TabletIdle, scans on every tablet
 // with pauses around the idle time, so that requests keep arriving at the
-// idle boundary; every scan must end with its rows.
+// idle boundary; every scan must end with its rows. Issue 11: the same
+// with requests and ScanDones sent straight to the tablet actors (the
+// client learnt their PIDs), which then meet actors that stopped or are
+// stopping; the gated mailbox and the dead-letter reroute keep them.
 func TestTabletIdleStopLosesNoRequest(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(map[bool]string{false: "router", true: "direct"}[direct], func(t *testing.T) {
+			idleStopLosesNoRequest(t, direct)
+		})
+	}
+}
+
+func idleStopLosesNoRequest(t *testing.T, direct bool) {
 	const tabletsN, scansPer = 16, 100
 	r := newRig(t, rigOpts{rows: 4 * 40, tablets: tabletsN, coord: func(c *CoordinatorConfig) { c.TabletIdle = 1 * time.Millisecond }})
 	r.addServer("h1", 0, DefaultScanServerConfig(), nil)
@@ -42,7 +53,7 @@ func TestTabletIdleStopLosesNoRequest(t *testing.T) {
 		go func() {
 			rng := rand.New(rand.NewPCG(uint64(idx), 1))
 			for i := range scansPer {
-				s := r.start(r.request(idx), false)
+				s := r.startVia(r.request(idx), false, direct)
 				select {
 				case <-s.done:
 				case <-time.After(15 * time.Second):
@@ -64,7 +75,11 @@ func TestTabletIdleStopLosesNoRequest(t *testing.T) {
 		}
 	}
 	r.waitFor("every tablet actor to idle out", func() bool { return r.co.counters.tabletActors.Load() == 0 })
-	t.Logf("%d scans, %d tablet actor starts", tabletsN*scansPer, r.co.counters.tabletStarts.Load())
+	t.Logf("%d scans, %d tablet actor starts, %d direct requests, %d rerouted", tabletsN*scansPer, r.co.counters.tabletStarts.Load(),
+		r.co.counters.direct.Load(), r.co.counters.rerouted.Load())
+	if direct && r.co.counters.direct.Load() == 0 {
+		t.Fatal("no request reached a tablet actor directly")
+	}
 }
 
 // Issue 7 item 1: an attempt on a server that left the view (it said it

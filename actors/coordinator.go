@@ -58,6 +58,11 @@ type CoordinatorConfig struct {
 	// heartbeat). A heartbeat of a new host beyond it is refused and
 	// counted as a bad message. Default 10000.
 	MaxHosts int
+	// RouterOnly: tablet actors do not tell clients their PID, so every
+	// scan request passes the router. Default false: a client that asks
+	// (ScanRequest.want_tablet_actor) sends a tablet's next requests
+	// straight to its tablet actor (direct.go).
+	RouterOnly bool
 	// HostForget: a host actor whose servers have all been out of the view
 	// for this long forgets them and stops (a later heartbeat starts a new
 	// one). Default 1m.
@@ -130,6 +135,7 @@ type coordCounters struct {
 	deadLetters, publishErrors, badMessages, overloaded atomic.Uint64
 	tabletStarts, hostStarts                            atomic.Uint64
 	forwarded                                           atomic.Uint64 // scan requests sent to the tablet's owner
+	direct, rerouted                                    atomic.Uint64 // direct.go
 	probesSent, probeReplies                            atomic.Uint64 // prequal probes (probe.go)
 	// gauges
 	flows, tabletActors, hostActors atomic.Int64
@@ -316,6 +322,9 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 		case *cluster.ClusterTopology:
 			root.Send(c.router, &topologyChanged{})
 		case *actor.DeadLetterEvent:
+			if c.isTabletActor(e.PID) && c.reroute(e.Message) {
+				return // a client's message for a tablet actor that stopped
+			}
 			switch e.Message.(type) {
 			case *actor.DeadLetterResponse, *flowTimer, *lostCheck, *idleCheck:
 				// protoactor's own answer to a dead request; our timers
@@ -501,7 +510,8 @@ func (c *Coordinator) Status() *messages.StatusReply {
 		BadMessages: c.counters.badMessages.Load(), Flows: uint32(max(c.counters.flows.Load(), 0)),
 		HostActors: uint32(max(c.counters.hostActors.Load(), 0)), Overloaded: c.counters.overloaded.Load(),
 		TabletActors: uint32(max(c.counters.tabletActors.Load(), 0)), ProbesSent: c.counters.probesSent.Load(),
-		ProbeReplies: c.counters.probeReplies.Load(), Version: cmp.Or(c.cfg.Version, "devel"), Tables: c.meta.tableStatus()}
+		ProbeReplies: c.counters.probeReplies.Load(), Version: cmp.Or(c.cfg.Version, "devel"), Tables: c.meta.tableStatus(),
+		DirectRequests: c.counters.direct.Load(), Rerouted: c.counters.rerouted.Load()}
 	c.status.Range(func(_, v any) bool {
 		r.Servers = append(r.Servers, v.(*hostStatus).messages()...)
 		return true
@@ -559,6 +569,8 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 		f("tablet_actor_starts_total", "Tablet actors started (they stop when idle).", func(k *coordCounters) *atomic.Uint64 { return &k.tabletStarts }),
 		f("host_actor_starts_total", "Host actors started (they stop when their servers are gone).", func(k *coordCounters) *atomic.Uint64 { return &k.hostStarts }),
 		f("forwarded_total", "Scan requests forwarded to the coordinator that owns their tablet.", func(k *coordCounters) *atomic.Uint64 { return &k.forwarded }),
+		f("direct_requests_total", "Scan requests that reached a tablet actor straight from the client (not through the router).", func(k *coordCounters) *atomic.Uint64 { return &k.direct }),
+		f("rerouted_total", "Client messages for a tablet actor that had stopped, sent on to the router.", func(k *coordCounters) *atomic.Uint64 { return &k.rerouted }),
 		f("probes_sent_total", "Prequal probes sent to scan servers.", func(k *coordCounters) *atomic.Uint64 { return &k.probesSent }),
 		f("probe_replies_total", "Prequal probe answers fed into a probe pool.", func(k *coordCounters) *atomic.Uint64 { return &k.probeReplies }),
 		g("flows", "Scan requests in flight in tablet actors.", func(k *coordCounters) *atomic.Int64 { return &k.flows }),

@@ -270,10 +270,7 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 }
 
 func (r *RouterActor) reject(c actor.Context, m *messages.ScanRequest, code messages.ErrorCode, msg string) {
-	r.co.counters.failed.Add(1)
-	if client := ToPID(m.GetClient()); client != nil {
-		c.Send(client, &messages.ScanError{RequestId: m.GetRequestId(), Code: code, Message: msg})
-	}
+	rejectScan(r.co, c, m, code, msg)
 }
 
 func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
@@ -343,7 +340,7 @@ func (r *RouterActor) forward(c actor.Context, m *messages.ScanRequest, meta *me
 		r.reject(c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("tablet %d of %s/g%d has other bounds than requested", idx, meta.Name, meta.Generation))
 		return
 	}
-	r.deliver(c, meta, idx, routed{msg: m}, func() {
+	r.deliver(c, meta, idx, routed{msg: &routedScan{req: m}}, func() {
 		r.reject(c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, "coordinator overloaded: too many requests wait for a restarting tablet actor; retry later")
 	})
 }
@@ -357,7 +354,13 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	co := r.co
 	r.spawns++
 	id := name + "#" + strconv.FormatUint(r.spawns, 10)
-	pid, err := c.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newTabletActor(co, meta, tm) }), id)
+	gate := &stopGate{co: co}
+	props := actor.PropsFromProducer(func() actor.Actor {
+		t := newTabletActor(co, meta, tm)
+		t.gate = gate
+		return t
+	}, actor.WithMailbox(gatedMailboxProducer(gate)))
+	pid, err := c.SpawnNamed(props, id)
 	if err != nil {
 		// Cannot happen: every spawn has a new id.
 		r.co.log.Error("tablet actor spawn", "id", id, "err", err)

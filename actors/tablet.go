@@ -119,6 +119,9 @@ type TabletActor struct {
 	moved bool
 	// probes: prequal probes sent and not answered yet (probe.go).
 	probes prober
+	// gate: closed when we decide to stop; our mailbox then hands what is
+	// left to the router (direct.go).
+	gate *stopGate
 }
 
 func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
@@ -160,6 +163,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *idleStopOK:
 		t.retiring = false
 		if len(t.flows) == 0 {
+			t.closeGate()
 			c.Stop(t.self)
 			return
 		}
@@ -167,6 +171,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 		c.Send(c.Parent(), &tabletStays{name: t.name(), pid: t.self})
 		t.armIdle(t.co.cfg.TabletIdle)
 	case *actor.Stopping:
+		t.closeGate()
 		for id, e := range t.flows {
 			t.apply(now, id, e, e.flow.Leave(now, "coordinator tablet actor stopping"))
 		}
@@ -179,8 +184,10 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *lostCheck:
 		t.check = nil
 		t.checkLost(now)
+	case *routedScan:
+		t.onRoutedScan(c, now, m.req)
 	case *messages.ScanRequest:
-		t.onScanRequest(now, m)
+		t.onDirectScan(c, now, m)
 	case *messages.ScanStarted:
 		t.heard(m.GetServer())
 		if e := t.flows[m.GetRequestId()]; e != nil {
@@ -222,6 +229,13 @@ func (t *TabletActor) Receive(c actor.Context) {
 		c.Respond(t.route(now, m))
 	case *messages.ProbeReply:
 		t.onProbeReply(now, m)
+	}
+}
+
+// closeGate makes our mailbox send what it still holds to the router.
+func (t *TabletActor) closeGate() {
+	if t.gate != nil {
+		t.gate.closed.Store(true)
 	}
 }
 

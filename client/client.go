@@ -117,6 +117,11 @@ type Config struct {
 	// RequestTimeout bounds each status, route and reload call (the call's
 	// context may end it sooner); default 5s.
 	RequestTimeout time.Duration
+	// RouterOnly: send every scan request through the coordinator's
+	// router. Default false: once a tablet actor told its PID (it does
+	// when a request asks, ScanRequest.want_tablet_actor), the tablet's
+	// next requests and ScanDones go straight to it.
+	RouterOnly bool
 	// System: an actor system with remote already started to use instead
 	// of starting one (Listen and Advertise are then ignored). A process
 	// should run one protoactor remote: each remote start rewrites grpc's
@@ -226,6 +231,8 @@ type Client struct {
 	watch   context.CancelFunc
 	closed  bool
 	coord   coordDirectory
+	// tabletActors: where a tablet's requests go without the router.
+	tabletActors tabletActorDirectory
 }
 
 // coordDirectory is what the client knows about the coordinators; guarded
@@ -568,12 +575,55 @@ func (c *Client) self() *messages.Pid { return &messages.Pid{Address: c.rx.Addre
 // routerPID is the router of the coordinator at addr.
 func (c *Client) routerPID(addr string) *actor.PID {
 	c.mu.Lock()
-	id := c.coord.routers[addr]
+	id := c.routerIDLocked(addr)
 	c.mu.Unlock()
-	if id == "" {
-		id = routerID
-	}
 	return actor.NewPID(addr, id)
+}
+
+func (c *Client) routerIDLocked(addr string) string {
+	if id := c.coord.routers[addr]; id != "" {
+		return id
+	}
+	return routerID
+}
+
+// requestTarget is where a ScanRequest for ref goes: the tablet's actor at
+// the coordinator addr when known, else addr's router, and then req asks
+// for the tablet actor's PID. A request that avoids coordinators always
+// goes through the router (it decides where it is served).
+func (c *Client) requestTarget(ref *messages.TabletRef, addr string, req *messages.ScanRequest) *actor.PID {
+	if !c.cfg.RouterOnly && len(req.GetAvoidCoordinators()) == 0 {
+		c.mu.Lock()
+		pid := c.tabletActors.lookup(ref, addr)
+		c.mu.Unlock()
+		if pid != nil {
+			return pid
+		}
+		req.WantTabletActor = true
+	}
+	return c.routerPID(addr)
+}
+
+// doneTarget is where a ScanDone for ref goes: as requestTarget.
+func (c *Client) doneTarget(ref *messages.TabletRef, addr string) *actor.PID {
+	c.mu.Lock()
+	pid := c.tabletActors.lookup(ref, addr)
+	c.mu.Unlock()
+	if pid != nil {
+		return pid
+	}
+	return c.routerPID(addr)
+}
+
+// onScanRouted updates the tablet actor directory from a ScanRouted for a
+// request of ref; a bad one is logged and ignored.
+func (c *Client) onScanRouted(ref *messages.TabletRef, m *messages.ScanRouted) {
+	c.mu.Lock()
+	err := c.tabletActors.learn(ref, m, c.routerIDLocked(m.GetOwner()))
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("ignored a bad tablet actor address", "err", err)
+	}
 }
 
 // dropEndpoint makes the remote forget its connection to addr, so that
@@ -778,6 +828,7 @@ func (c *Client) coordLost(addr, why string) {
 		return
 	}
 	c.coord.lost[addr] = why
+	c.tabletActors.forgetAddr(addr)
 	c.broadcast(coordEvent{addr: addr, lost: true, why: why})
 	probe := !c.coord.probing && len(c.streams) > 0 && c.sys != nil
 	c.coord.probing = c.coord.probing || probe

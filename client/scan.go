@@ -196,6 +196,9 @@ func (r *Rows) step() error {
 			}
 			return r.apply(r.cur.OnCoordinatorUp(now, ev.addr))
 		}
+		if sr, ok := m.(*messages.ScanRouted); ok && sr.GetRequestId() == r.cur.RequestID() {
+			r.c.onScanRouted(r.cur.ref, sr)
+		}
 		return r.apply(r.cur.OnMessage(now, m))
 	}
 	if closed {
@@ -234,6 +237,10 @@ func (r *Rows) ctxErr(err error) error {
 // apply carries out a stream's actions, in order.
 func (r *Rows) apply(acts []StreamAction) error {
 	c := r.c
+	var ref *messages.TabletRef
+	if r.cur != nil {
+		ref = r.cur.ref // r.cur is gone after ActFinish
+	}
 	var err error
 	for _, a := range acts {
 		switch a.Kind {
@@ -245,9 +252,9 @@ func (r *Rows) apply(acts []StreamAction) error {
 			}
 			r.ids = append(r.ids, req.GetRequestId())
 			r.stats.Requests++
-			c.send(c.routerPID(a.Coordinator), a.Msg)
+			c.send(c.requestTarget(ref, a.Coordinator, req), req)
 		case ActSendDone:
-			c.send(c.routerPID(a.Coordinator), a.Msg)
+			c.send(c.doneTarget(ref, a.Coordinator), a.Msg)
 		case ActSendCancel, ActSendAck:
 			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
 		case ActYield:

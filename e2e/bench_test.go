@@ -136,7 +136,10 @@ func (m memStore) Get(_ context.Context, key string) ([]byte, error) {
 }
 
 // BenchmarkOneRowScan: a one-row scan's round trip through the coordinator
-// (client → router → tablet actor → scan server → client), on 3 hosts × 2
+// (client → tablet actor → scan server → client; the client learnt the
+// tablet actors during the warm-up, reported as direct-frac: the share of
+// all the coordinator's scans, warm-up included, that skipped the router;
+// client.Config.RouterOnly would send them all through it), on 3 hosts × 2
 // servers with 100 000 rows over 8 tablets, and, in the same run on the
 // same processes, its floor: a bare remote request/response between the
 // client and the echo actor of a scan-server process (client.Ping).
@@ -208,6 +211,10 @@ func BenchmarkOneRowScan(b *testing.B) {
 	b.ReportMetric(quantileMicros(rtt, 0.99), "rtt-p99-µs")
 	b.ReportMetric(coordCPU*1e6/float64(b.N), "coord-cpu-µs/scan")
 	b.ReportMetric(serverCPU*1e6/float64(b.N), "server-cpu-µs/scan")
+	if st, err := f.c.Status(ctx); err == nil && st.GetScansStarted() > 0 {
+		// Scans that skipped the router (the client knew the tablet actor).
+		b.ReportMetric(float64(st.GetDirectRequests())/float64(st.GetScansStarted()), "direct-frac")
+	}
 }
 
 // quantileMicros is the q-quantile of ds in µs (ds is sorted in place).

@@ -793,7 +793,8 @@ func (x *Row) GetValue() []byte {
 	return nil
 }
 
-// ScanRequest: client -> coordinator router -> tablet actor.
+// ScanRequest: client -> coordinator router -> tablet actor, or client ->
+// tablet actor once the client knows its PID (ScanRouted.tablet_actor).
 type ScanRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	RequestId      string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // unique per client request: 128 random bits (the client library's ids)
@@ -818,8 +819,12 @@ type ScanRequest struct {
 	// the router does not forward to them even if its own view still has
 	// them (its lease watch may lag the client's by up to the lease TTL).
 	AvoidCoordinators []string `protobuf:"bytes,15,rep,name=avoid_coordinators,json=avoidCoordinators,proto3" json:"avoid_coordinators,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// want_tablet_actor: the client asks the tablet actor that takes this
+	// request for its PID (ScanRouted.tablet_actor), to send the tablet's
+	// next requests straight to it instead of through the router.
+	WantTabletActor bool `protobuf:"varint,16,opt,name=want_tablet_actor,json=wantTabletActor,proto3" json:"want_tablet_actor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -957,13 +962,26 @@ func (x *ScanRequest) GetAvoidCoordinators() []string {
 	return nil
 }
 
-// ScanRouted: coordinator router -> client; the request was forwarded to
-// the tablet's owner, the coordinator at owner (actor address). The client
+func (x *ScanRequest) GetWantTabletActor() bool {
+	if x != nil {
+		return x.WantTabletActor
+	}
+	return false
+}
+
+// ScanRouted: coordinator -> client, in two cases.
+// From a router: the request was forwarded to the tablet's owner, the
+// coordinator at owner (actor address); tablet_actor is unset. The client
 // re-sends the request if that coordinator is lost before data flows.
+// From a tablet actor (the request asked want_tablet_actor): owner is the
+// tablet actor's address and tablet_actor its PID, to which the client may
+// send the tablet's next requests and ScanDones. What reaches the PID after
+// the actor stopped goes on to the router (README, "The scan path").
 type ScanRouted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	TabletActor   *Pid                   `protobuf:"bytes,3,opt,name=tablet_actor,json=tabletActor,proto3" json:"tablet_actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1010,6 +1028,13 @@ func (x *ScanRouted) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *ScanRouted) GetTabletActor() *Pid {
+	if x != nil {
+		return x.TabletActor
+	}
+	return nil
 }
 
 // ScanError: tablet actor or server -> client; the request failed.
@@ -2527,13 +2552,15 @@ type StatusReply struct {
 	BadMessages     uint64                 `protobuf:"varint,13,opt,name=bad_messages,json=badMessages,proto3" json:"bad_messages,omitempty"`       // wire messages refused by validation (heartbeats, signals, requests)
 	Flows           uint32                 `protobuf:"varint,14,opt,name=flows,proto3" json:"flows,omitempty"`                                      // scan requests in flight in tablet actors
 	HostActors      uint32                 `protobuf:"varint,15,opt,name=host_actors,json=hostActors,proto3" json:"host_actors,omitempty"`
-	Overloaded      uint64                 `protobuf:"varint,16,opt,name=overloaded,proto3" json:"overloaded,omitempty"`                         // requests refused because a bounded queue was full
-	MemberId        string                 `protobuf:"bytes,17,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`              // this coordinator's lease key (ClusterInfo.member_id)
-	Coordinators    []*ClusterInfo         `protobuf:"bytes,18,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                      // the live coordinator leases this coordinator sees, by member_id
-	ProbesSent      uint64                 `protobuf:"varint,19,opt,name=probes_sent,json=probesSent,proto3" json:"probes_sent,omitempty"`       // Prequal probes sent to scan servers (policy prequal)
-	ProbeReplies    uint64                 `protobuf:"varint,20,opt,name=probe_replies,json=probeReplies,proto3" json:"probe_replies,omitempty"` // probe answers fed into a prequal pool
-	Version         string                 `protobuf:"bytes,21,opt,name=version,proto3" json:"version,omitempty"`                                // the coordinator's build version ("devel" when the build has none)
-	Tables          []*TableStatus         `protobuf:"bytes,22,rep,name=tables,proto3" json:"tables,omitempty"`                                  // the tables in this coordinator's metadata view, by name
+	Overloaded      uint64                 `protobuf:"varint,16,opt,name=overloaded,proto3" json:"overloaded,omitempty"`                               // requests refused because a bounded queue was full
+	MemberId        string                 `protobuf:"bytes,17,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`                    // this coordinator's lease key (ClusterInfo.member_id)
+	Coordinators    []*ClusterInfo         `protobuf:"bytes,18,rep,name=coordinators,proto3" json:"coordinators,omitempty"`                            // the live coordinator leases this coordinator sees, by member_id
+	ProbesSent      uint64                 `protobuf:"varint,19,opt,name=probes_sent,json=probesSent,proto3" json:"probes_sent,omitempty"`             // Prequal probes sent to scan servers (policy prequal)
+	ProbeReplies    uint64                 `protobuf:"varint,20,opt,name=probe_replies,json=probeReplies,proto3" json:"probe_replies,omitempty"`       // probe answers fed into a prequal pool
+	Version         string                 `protobuf:"bytes,21,opt,name=version,proto3" json:"version,omitempty"`                                      // the coordinator's build version ("devel" when the build has none)
+	Tables          []*TableStatus         `protobuf:"bytes,22,rep,name=tables,proto3" json:"tables,omitempty"`                                        // the tables in this coordinator's metadata view, by name
+	DirectRequests  uint64                 `protobuf:"varint,23,opt,name=direct_requests,json=directRequests,proto3" json:"direct_requests,omitempty"` // scan requests a client sent straight to a tablet actor (not through the router)
+	Rerouted        uint64                 `protobuf:"varint,24,opt,name=rerouted,proto3" json:"rerouted,omitempty"`                                   // client messages for a tablet actor that had stopped, sent on to the router
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -2720,6 +2747,20 @@ func (x *StatusReply) GetTables() []*TableStatus {
 		return x.Tables
 	}
 	return nil
+}
+
+func (x *StatusReply) GetDirectRequests() uint64 {
+	if x != nil {
+		return x.DirectRequests
+	}
+	return 0
+}
+
+func (x *StatusReply) GetRerouted() uint64 {
+	if x != nil {
+		return x.Rerouted
+	}
+	return 0
 }
 
 // TableStatus is one table as a coordinator's metadata view has it.
@@ -3264,7 +3305,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fcluster_name\x18\r \x01(\tR\vclusterName\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x81\x05\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xad\x05\n" +
 	"\vScanRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12)\n" +
@@ -3284,16 +3325,18 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x05limit\x18\f \x01(\x04R\x05limit\x12\x16\n" +
 	"\x06window\x18\r \x01(\rR\x06window\x12!\n" +
 	"\fforwarded_by\x18\x0e \x01(\tR\vforwardedBy\x12-\n" +
-	"\x12avoid_coordinators\x18\x0f \x03(\tR\x11avoidCoordinators\x1a8\n" +
+	"\x12avoid_coordinators\x18\x0f \x03(\tR\x11avoidCoordinators\x12*\n" +
+	"\x11want_tablet_actor\x18\x10 \x01(\bR\x0fwantTabletActor\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"A\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
 	"\n" +
 	"ScanRouted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xa8\x01\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x124\n" +
+	"\ftablet_actor\x18\x03 \x01(\v2\x11.scanplane.v1.PidR\vtabletActor\"\xa8\x01\n" +
 	"\tScanError\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -3460,7 +3503,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06hedges\x18\x12 \x01(\x04R\x06hedges\x12#\n" +
 	"\rattempts_busy\x18\x13 \x01(\x04R\fattemptsBusy\x12,\n" +
 	"\x12attempts_timed_out\x18\x14 \x01(\x04R\x10attemptsTimedOut\x12'\n" +
-	"\x0fattempts_failed\x18\x15 \x01(\x04R\x0eattemptsFailed\"\x9e\x06\n" +
+	"\x0fattempts_failed\x18\x15 \x01(\x04R\x0eattemptsFailed\"\xe3\x06\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +
@@ -3490,7 +3533,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"probesSent\x12#\n" +
 	"\rprobe_replies\x18\x14 \x01(\x04R\fprobeReplies\x12\x18\n" +
 	"\aversion\x18\x15 \x01(\tR\aversion\x121\n" +
-	"\x06tables\x18\x16 \x03(\v2\x19.scanplane.v1.TableStatusR\x06tables\"\x7f\n" +
+	"\x06tables\x18\x16 \x03(\v2\x19.scanplane.v1.TableStatusR\x06tables\x12'\n" +
+	"\x0fdirect_requests\x18\x17 \x01(\x04R\x0edirectRequests\x12\x1a\n" +
+	"\brerouted\x18\x18 \x01(\x04R\brerouted\"\x7f\n" +
 	"\vTableStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x12current_generation\x18\x02 \x01(\x04R\x11currentGeneration\x12-\n" +
@@ -3626,32 +3671,33 @@ var file_scanplane_proto_depIdxs = []int32{
 	4,  // 4: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
 	3,  // 5: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
 	34, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
-	0,  // 7: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
-	13, // 8: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
-	1,  // 9: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
-	2,  // 10: scanplane.v1.StartScan.client:type_name -> scanplane.v1.Pid
-	2,  // 11: scanplane.v1.StartScan.tablet_actor:type_name -> scanplane.v1.Pid
-	4,  // 12: scanplane.v1.StartScan.tablet:type_name -> scanplane.v1.TabletRef
-	5,  // 13: scanplane.v1.StartScan.files:type_name -> scanplane.v1.FileRef
-	3,  // 14: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
-	9,  // 15: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
-	2,  // 16: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
-	19, // 17: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
-	0,  // 18: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	4,  // 19: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 20: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	25, // 21: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	8,  // 22: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	27, // 23: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	35, // 24: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 25: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 26: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 27: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	2,  // 7: scanplane.v1.ScanRouted.tablet_actor:type_name -> scanplane.v1.Pid
+	0,  // 8: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
+	13, // 9: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
+	1,  // 10: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
+	2,  // 11: scanplane.v1.StartScan.client:type_name -> scanplane.v1.Pid
+	2,  // 12: scanplane.v1.StartScan.tablet_actor:type_name -> scanplane.v1.Pid
+	4,  // 13: scanplane.v1.StartScan.tablet:type_name -> scanplane.v1.TabletRef
+	5,  // 14: scanplane.v1.StartScan.files:type_name -> scanplane.v1.FileRef
+	3,  // 15: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
+	9,  // 16: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
+	2,  // 17: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
+	19, // 18: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
+	0,  // 19: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
+	4,  // 20: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 21: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	25, // 22: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	8,  // 23: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	27, // 24: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	35, // 25: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 26: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 27: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 28: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
