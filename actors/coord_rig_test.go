@@ -329,14 +329,15 @@ func (c *rigClient) Receive(ctx actor.Context) {
 		if m.GetSeq() != s.nextSeq && s.protoErr == "" {
 			s.protoErr = fmt.Sprintf("batch seq %d, want %d", m.GetSeq(), s.nextSeq)
 		}
-		for _, row := range m.GetRows() {
+		rows := rowsOf(m)
+		for _, row := range rows {
 			s.dig.Add(row.Key, row.Value)
 		}
 		if (s.dig.Rows() != m.GetRowCount() || s.dig.Sum() != m.GetChecksum()) && s.protoErr == "" {
 			s.protoErr = fmt.Sprintf("batch %d: row_count %d checksum %x, received %d rows checksum %x",
 				m.GetSeq(), m.GetRowCount(), m.GetChecksum(), s.dig.Rows(), s.dig.Sum())
 		}
-		s.rows = append(s.rows, m.GetRows()...)
+		s.rows = append(s.rows, rows...)
 		if f := m.GetFinished(); f != nil {
 			// The last batch carries the end (issue 11): no ack.
 			if (f.GetBatches() != m.GetSeq() || f.GetRows() != m.GetRowCount() || f.GetChecksum() != m.GetChecksum()) && s.protoErr == "" {
@@ -464,4 +465,17 @@ func (g *gatedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool
 		return nil, false, ctx.Err()
 	}
 	return g.inner.FetchBlock(ctx, key)
+}
+
+// rowsOf is a batch's rows, from packed_rows or rows; undecodable packed
+// rows fail the test process loudly (the server under test made them).
+func rowsOf(b *messages.RowBatch) []*messages.Row {
+	if len(b.GetPackedRows()) == 0 {
+		return b.GetRows()
+	}
+	rows, err := tablets.UnpackRows(b.GetPackedRows())
+	if err != nil {
+		panic(fmt.Sprintf("batch %s/%d seq %d: %v", b.GetRequestId(), b.GetAttempt(), b.GetSeq(), err))
+	}
+	return rows
 }

@@ -584,14 +584,12 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 	}()
 	self := FromPID(s.self)
-	var (
-		rows []*messages.Row
-		// A batch's rows and their bytes come from slabs allocated per
-		// batch (a sent batch belongs to the message, so slabs are never
-		// reused): a few allocations per batch instead of three per row.
-		rowSlab []messages.Row
-		kvSlab  []byte
-	)
+	// A batch's rows go into one packed buffer (RowBatch.packed_rows),
+	// allocated per batch (a sent batch belongs to the message, so it is
+	// never reused), sized from the previous batch: one allocation per
+	// batch in the steady state.
+	var packed []byte
+	nrows, lastKeyAt, lastKeyLen, sizeHint := 0, 0, 0, 0
 	size, kv := 0, 0
 	// dig covers every row read; fin's rows and checksum only those sent.
 	var dig tablets.RowDigest
@@ -610,8 +608,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			return context.Canceled // cancelled unless streaming, just now
 		}
 		sum := dig.Sum()
-		fin.Batches, fin.Rows, fin.Checksum, fin.LastKey = seq, dig.Rows(), sum, rows[len(rows)-1].Key
-		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, Rows: rows, Server: s.id,
+		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
+		fin.LastKey = packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
+		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, PackedRows: packed, Server: s.id,
 			ServerPid: self, RowCount: dig.Rows(), Checksum: sum}
 		if last {
 			st := it.Stats()
@@ -624,7 +623,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, b)
-		s.counters.Rows.Add(uint64(len(rows)))
+		s.counters.Rows.Add(uint64(nrows))
 		s.counters.Bytes.Add(uint64(kv))
 		// First data: ScanStarted{first_data}, unless this batch is also
 		// the last; then the ScanFinished the tablet actor gets next says
@@ -633,35 +632,30 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, FirstData: true,
 				QueueLen: uint32(s.counters.QueueLen.Load())})
 		}
-		rows, rowSlab, kvSlab, size, kv = nil, nil, nil, 0, 0
+		sizeHint = len(packed)
+		packed, nrows, size, kv = nil, 0, 0, 0
 		return nil
 	}
 	for it.Next() {
 		e := it.Entry()
-		if len(rowSlab) == cap(rowSlab) {
-			rowSlab = make([]messages.Row, 0, slabRows(len(rows), batchRows, req.Limit, dig.Rows()))
+		need := tablets.PackedRowSize(len(e.Key), len(e.Value))
+		if packed == nil {
+			packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
 		}
-		need := len(e.Key) + len(e.Value)
-		if cap(kvSlab)-len(kvSlab) < need {
-			kvSlab = make([]byte, 0, max(need, min(2*cap(kvSlab), batchBytes), 512))
-		}
-		n := len(kvSlab)
-		kvSlab = append(kvSlab, e.Key...)
-		kvSlab = append(kvSlab, e.Value...)
-		rowSlab = rowSlab[:len(rowSlab)+1]
-		row := &rowSlab[len(rowSlab)-1]
-		row.Key, row.Value = kvSlab[n:n+len(e.Key):n+len(e.Key)], kvSlab[n+len(e.Key):n+need:n+need]
-		if rows == nil {
-			rows = make([]*messages.Row, 0, cap(rowSlab))
-		}
-		rows = append(rows, row)
+		at := len(packed)
+		packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
+		// The key follows its length (PackedRowSize(k, 0) = len(k's
+		// length) + k + 1 byte for the empty value's length).
+		lastKeyLen = len(e.Key)
+		lastKeyAt = at + tablets.PackedRowSize(len(e.Key), 0) - 1 - len(e.Key)
+		nrows++
 		kv += len(e.Key) + len(e.Value)
 		size += len(e.Key) + len(e.Value) + 8
 		dig.Add(e.Key, e.Value)
 		if req.Limit > 0 && dig.Rows() >= req.Limit {
 			break
 		}
-		if len(rows) >= batchRows || size >= batchBytes {
+		if nrows >= batchRows || size >= batchBytes {
 			if err := flush(false); err != nil {
 				return false, err
 			}
@@ -670,22 +664,11 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	if err := it.Err(); err != nil {
 		return false, err
 	}
-	if len(rows) > 0 {
+	if nrows > 0 {
 		err := flush(true)
 		return final, err
 	}
 	return false, job.ctx.Err()
-}
-
-// slabRows is the size of the next row slab of a batch holding have rows:
-// doubling from 8, at most what the batch (batchRows) or the scan (limit,
-// sent rows so far) can still take.
-func slabRows(have, batchRows int, limit, read uint64) int {
-	n := min(max(8, have), batchRows-have)
-	if limit > 0 {
-		n = min(n, int(min(limit-min(read, limit), uint64(batchRows))))
-	}
-	return max(n, 1)
 }
 
 // waitWindow blocks until batch seq may be sent: at most window batches

@@ -253,6 +253,13 @@ func TestStreamVerifiesBatches(t *testing.T) {
 		"an extra row": func(b *messages.RowBatch) {
 			b.Rows = append(b.Rows, &messages.Row{Key: []byte("k0099"), Value: []byte("x")})
 		},
+		"packed, truncated":      func(b *messages.RowBatch) { pack(b); b.PackedRows = b.PackedRows[:len(b.PackedRows)-1] },
+		"packed, a byte flipped": func(b *messages.RowBatch) { pack(b); b.PackedRows[len(b.PackedRows)/2] ^= 1 },
+		"packed, a length too long": func(b *messages.RowBatch) {
+			pack(b)
+			b.PackedRows[0] = 200 // the first key's length: beyond the batch
+		},
+		"both rows and packed": func(b *messages.RowBatch) { rows := b.Rows; pack(b); b.Rows = rows },
 		"row count off":        func(b *messages.RowBatch) { b.RowCount++ },
 		"checksum off":         func(b *messages.RowBatch) { b.Checksum ^= 1 },
 		"no checksum (zeroed)": func(b *messages.RowBatch) { b.RowCount, b.Checksum = 0, 0 },
@@ -294,6 +301,40 @@ func TestStreamVerifiesBatches(t *testing.T) {
 				t.Fatalf("stats %+v", st)
 			}
 		})
+	}
+}
+
+// pack moves a batch's rows into packed_rows, as the scan server sends them.
+func pack(b *messages.RowBatch) {
+	for _, r := range b.Rows {
+		b.PackedRows = tablets.AppendPackedRow(b.PackedRows, r.Key, r.Value)
+	}
+	b.Rows = nil
+}
+
+// TestStreamPackedRows (issue 11): batches whose rows come packed
+// (RowBatch.packed_rows, as scan servers send them) and batches with rows
+// (older servers, the protocol simulation) are verified and yielded alike.
+func TestStreamPackedRows(t *testing.T) {
+	rows := testRows(10)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	b1 := a.batch(cloneRows(rows[:4]))
+	pack(b1)
+	if kinds(r.do(r.s.OnMessage(t0, b1))) != "send-ack,yield" {
+		t.Fatalf("packed batch: %v", r.last)
+	}
+	r.do(r.s.OnMessage(t0, a.batch(cloneRows(rows[4:7]))))
+	b3 := a.batch(cloneRows(rows[7:]))
+	pack(b3)
+	b3.Finished = a.finished()
+	if kinds(r.do(r.s.OnMessage(t0, b3))) != "yield,send-done,finish" {
+		t.Fatalf("packed final batch: %v", r.last)
+	}
+	sameRows(t, r.yielded, rows)
+	if st := r.s.Stats(); st.Rejected != 0 || st.Batches != 3 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 

@@ -1531,8 +1531,8 @@ type RowBatch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Attempt   uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Seq       uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"` // 1, 2, 3, ...
-	Rows      []*Row                 `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
+	Seq       uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`  // 1, 2, 3, ...
+	Rows      []*Row                 `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"` // the batch's rows, unless packed_rows has them
 	Server    string                 `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	ServerPid *Pid                   `protobuf:"bytes,6,opt,name=server_pid,json=serverPid,proto3" json:"server_pid,omitempty"` // where BatchAck and Cancel go
 	RowCount  uint64                 `protobuf:"varint,7,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`   // rows this attempt sent up to and including this batch
@@ -1549,7 +1549,13 @@ type RowBatch struct {
 	// the field and would wait for a ScanFinished that never comes: a
 	// deployment runs one version of servers and clients (no mixed
 	// versions).
-	Finished      *ScanFinished `protobuf:"bytes,9,opt,name=finished,proto3" json:"finished,omitempty"`
+	Finished *ScanFinished `protobuf:"bytes,9,opt,name=finished,proto3" json:"finished,omitempty"`
+	// packed_rows: the batch's rows in one field (tablets.AppendPackedRow:
+	// uvarint key length, key, uvarint value length, value, per row), which
+	// scan servers send instead of rows since issue 11 (one field to
+	// marshal and copy instead of one message per row). A batch has rows in
+	// one of the two; clients read either, and refuse a batch with both.
+	PackedRows    []byte `protobuf:"bytes,10,opt,name=packed_rows,json=packedRows,proto3" json:"packed_rows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1643,6 +1649,13 @@ func (x *RowBatch) GetChecksum() uint64 {
 func (x *RowBatch) GetFinished() *ScanFinished {
 	if x != nil {
 		return x.Finished
+	}
+	return nil
+}
+
+func (x *RowBatch) GetPackedRows() []byte {
+	if x != nil {
+		return x.PackedRows
 	}
 	return nil
 }
@@ -3388,7 +3401,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06server\x18\x03 \x01(\tR\x06server\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12\x1b\n" +
 	"\tqueue_len\x18\x05 \x01(\rR\bqueueLen\x12\x1b\n" +
-	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\xb7\x02\n" +
+	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\xd8\x02\n" +
 	"\bRowBatch\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3400,7 +3413,10 @@ const file_scanplane_proto_rawDesc = "" +
 	"server_pid\x18\x06 \x01(\v2\x11.scanplane.v1.PidR\tserverPid\x12\x1b\n" +
 	"\trow_count\x18\a \x01(\x04R\browCount\x12\x1a\n" +
 	"\bchecksum\x18\b \x01(\x06R\bchecksum\x126\n" +
-	"\bfinished\x18\t \x01(\v2\x1a.scanplane.v1.ScanFinishedR\bfinished\"U\n" +
+	"\bfinished\x18\t \x01(\v2\x1a.scanplane.v1.ScanFinishedR\bfinished\x12\x1f\n" +
+	"\vpacked_rows\x18\n" +
+	" \x01(\fR\n" +
+	"packedRows\"U\n" +
 	"\bBatchAck\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +

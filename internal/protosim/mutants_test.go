@@ -103,7 +103,7 @@ func TestHarnessCatchesClientIgnoringChecksums(t *testing.T) {
 						d = &tablets.RowDigest{}
 						digests[k] = d
 					}
-					for _, r := range m.Rows {
+					for _, r := range batchRows(m) {
 						d.Add(r.Key, r.Value)
 					}
 					m.RowCount, m.Checksum = d.Rows(), d.Sum()
