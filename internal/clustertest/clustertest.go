@@ -77,10 +77,10 @@ func Binaries(t testing.TB, ctx context.Context) string {
 }
 
 // Start skips t under -short, else starts the cluster cfg describes and
-// closes it when t ends (t.Cleanup, which logs how long the close took).
-// An empty cfg.BinDir is Binaries, an empty cfg.DataDir a new
-// t.TempDir(). ctx bounds the build and the start (DefaultTimeout if it
-// has no deadline); a failure fails t.
+// closes it when t ends (t.Cleanup; a test, not a benchmark, logs how
+// long the close took). An empty cfg.BinDir is Binaries, an empty
+// cfg.DataDir a new t.TempDir(). ctx bounds the build and the start
+// (DefaultTimeout if it has no deadline); a failure fails t.
 func Start(t testing.TB, ctx context.Context, cfg localcluster.Config) *localcluster.Cluster {
 	t.Helper()
 	SkipShort(t)
@@ -106,7 +106,9 @@ func StartAlways(t testing.TB, ctx context.Context, cfg localcluster.Config) *lo
 	t.Cleanup(func() {
 		t0 := time.Now()
 		cl.Close()
-		t.Logf("cluster closed in %v", time.Since(t0).Round(time.Millisecond))
+		if _, bench := t.(*testing.B); !bench { // a benchmark's log is printed always, amid its results
+			t.Logf("cluster closed in %v", time.Since(t0).Round(time.Millisecond))
+		}
 	})
 	return cl
 }
