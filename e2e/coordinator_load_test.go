@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -122,25 +123,14 @@ func (l *steadyLoad) close() {
 // killed: scans fail with an error that names what is missing, and work
 // again once one is back.
 func TestCoordinatorLossUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 3, Hosts: 3, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 3, Hosts: 3, ServersPerHost: 1,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 90 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(20000)}
 	ingest(t, cl.NATSURL(), f.truth, 12)
 	// Discovery through the leases: the production path.
-	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) {
+	f.c = clustertest.Client(t, context.Background(), cl.NATSURL(), func(cfg *client.Config) {
 		cfg.StallTimeout = time.Second
 		if testing.Verbose() {
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -199,6 +189,7 @@ func TestCoordinatorLossUnderLoad(t *testing.T) {
 	// cached; once its lease cannot be renewed (no NATS quorum) it is gone
 	// for the client too, and scans fail naming what is missing.
 	deadline := time.Now().Add(90 * time.Second)
+	var err error
 	for {
 		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 		err = f.scan(sctx, 0, len(f.truth))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -18,22 +19,13 @@ import (
 // restarted on its ports and data directory answers /status, sees the
 // scan servers, and serves the client's scans again.
 func TestCoordinatorKilledAndRestarted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
+	clustertest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins := clustertest.Binaries(t, ctx) // before t0: the log times the start alone
 	t0 := time.Now()
-	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 3, Hosts: 2, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 3, Hosts: 2, ServersPerHost: 1, BinDir: bins,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	t.Logf("3 coordinators and 2 hosts ready in %v", time.Since(t0).Round(time.Millisecond))
 	if got := len(cl.NATSURLs()); got != 3 {
 		t.Fatalf("NATSURLs %v: want one per coordinator", cl.NATSURLs())
@@ -41,7 +33,7 @@ func TestCoordinatorKilledAndRestarted(t *testing.T) {
 	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(20000)}
 	ingest(t, cl.NATSURL(), f.truth, 4)
 	coords := cl.CoordinatorAddrs()
-	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) {
+	f.c = clustertest.Client(t, context.Background(), cl.NATSURL(), func(cfg *client.Config) {
 		cfg.Coordinators = coords
 		cfg.StallTimeout = time.Second
 	})

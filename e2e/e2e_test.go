@@ -1,10 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -37,24 +34,12 @@ func start(t testing.TB) *fixture { return startWith(t, 3, 2, 100000, 8) }
 
 func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
-	ctx := context.Background()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dataDir := t.TempDir()
 	// HostMetrics: every scanserver serves /metrics and /debug/pprof/ on
 	// an ephemeral loopback port (its ready file's http), so that
 	// scripts/profile.sh can profile one under the benchmarks.
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: hosts, ServersPerHost: servers, DataDir: dataDir, BinDir: bins,
+	cl := clustertest.Start(t, context.Background(), localcluster.Config{Hosts: hosts, ServersPerHost: servers, DataDir: dataDir,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: os.Getenv("E2E_CHILD_LOG_LEVEL"), HostMetrics: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	t.Cleanup(func() { logTails(t, dataDir) }) // runs first: the processes are still up
 	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(rows)}
 
@@ -62,7 +47,7 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	if len(tm.Tablets) < tabletsN {
 		t.Fatalf("%d tablets", len(tm.Tablets))
 	}
-	f.c = startClient(t, cl.NATSURL(), func(cfg *client.Config) { cfg.StallTimeout = time.Second })
+	f.c = clustertest.Client(t, context.Background(), cl.NATSURL(), func(cfg *client.Config) { cfg.StallTimeout = time.Second })
 	return f
 }
 
@@ -96,88 +81,24 @@ func logTails(t testing.TB, dataDir string) {
 // metadata in JetStream) over n tablets.
 func ingest(t testing.TB, natsURL string, rows []tablets.Entry, n int) *messages.TableMeta {
 	t.Helper()
-	return ingestTLS(t, natsURL, rows, n, nil)
-}
-
-// ingestTLS is ingest over a NATS connection with tlsCfg (a secured
-// cluster's admin certificate; nil = plain).
-func ingestTLS(t testing.TB, natsURL string, rows []tablets.Entry, n int, tlsCfg *tls.Config) *messages.TableMeta {
-	t.Helper()
-	ctx := context.Background()
-	bc := bus.DefaultConfig()
-	bc.URL, bc.TLS = natsURL, tlsCfg
-	conn, err := bus.Connect(ctx, bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := conn.MetaStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = n
-	tm, err := tablets.Ingest(ctx, store, meta, table, rows, icfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm
-}
-
-// startClient starts a client of the cluster behind natsURL (mod may
-// change its config) and closes it when the test ends.
-func startClient(t testing.TB, natsURL string, mod func(*client.Config)) *client.Client {
-	t.Helper()
-	cfg := client.DefaultConfig()
-	cfg.NATSURL = natsURL
-	if mod != nil {
-		mod(&cfg)
-	}
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return clustertest.Ingest(t, context.Background(), natsURL, nil, table, rows, n)
 }
 
 // scan scans truth[a:b] and returns an error unless the rows are exactly
-// those, in order, each once.
+// those, in order, each once: a wrong answer (wrapping nothing) or else a
+// failed scan (wrapping the scan's error).
 func (f *fixture) scan(ctx context.Context, a, b int) error {
-	rng := tablets.Range{}
-	if a > 0 {
-		rng.Start = f.truth[a].Key
+	wrong, failed := f.checkScan(ctx, a, b)
+	if wrong != nil {
+		return wrong
 	}
-	if b < len(f.truth) {
-		rng.End = f.truth[b].Key
-	}
-	rows := f.c.Scan(ctx, table, rng, client.ScanOptions{})
-	defer rows.Close()
-	i := a
-	for rows.Next() {
-		r := rows.Row()
-		if i >= b {
-			return fmt.Errorf("scan %s: extra row %q", rng, r.Key)
-		}
-		if !bytes.Equal(r.Key, f.truth[i].Key) || !bytes.Equal(r.Value, f.truth[i].Value) {
-			return fmt.Errorf("scan %s: row %d is %q, want %q", rng, i-a, r.Key, f.truth[i].Key)
-		}
-		i++
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("scan %s: %w", rng, err)
-	}
-	if i != b {
-		return fmt.Errorf("scan %s: %d rows, want %d", rng, i-a, b-a)
-	}
-	return nil
+	return failed
+}
+
+// checkScan scans truth[a:b] and tells a wrong answer from a failed scan
+// (clustertest.CheckScan).
+func (f *fixture) checkScan(ctx context.Context, a, b int) (wrong, failed error) {
+	return clustertest.CheckScan(ctx, f.c, table, f.truth, a, b, client.ScanOptions{})
 }
 
 // randomRange: mostly short scans, some long, some spanning many tablets.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -68,15 +69,9 @@ func BenchmarkOneRowScanTLS(b *testing.B) {
 // with every process and the client on --secrets when secure.
 func startSecured(b *testing.B, secure bool) *fixture {
 	b.Helper()
-	if testing.Short() {
-		b.Skip("end-to-end benchmark with real processes")
-	}
+	clustertest.SkipShort(b)
 	ctx := context.Background()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := localcluster.Config{Hosts: 3, ServersPerHost: 2, DataDir: b.TempDir(), BinDir: bins,
+	cfg := localcluster.Config{Hosts: 3, ServersPerHost: 2,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: os.Getenv("E2E_CHILD_LOG_LEVEL")}
 	secrets := filepath.Join(b.TempDir(), "secrets")
 	if secure {
@@ -85,20 +80,17 @@ func startSecured(b *testing.B, secure bool) *fixture {
 		}
 		cfg.Secrets = secrets
 	}
-	cl, err := localcluster.Start(ctx, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { cl.Close() })
+	cl := clustertest.Start(b, ctx, cfg)
 	f := &fixture{t: b, cl: cl, truth: tablets.GenerateRows(100000)}
 	var admin *tls.Config // NATS TLS with the admin certificate when secure
+	var err error
 	if secure {
 		if admin, err = cliutil.RemoteTLS(secrets, "admin"); err != nil {
 			b.Fatal(err)
 		}
 	}
-	ingestTLS(b, cl.NATSURL(), f.truth, 8, admin)
-	f.c = startClient(b, cl.NATSURL(), func(c *client.Config) {
+	clustertest.Ingest(b, ctx, cl.NATSURL(), admin, table, f.truth, 8)
+	f.c = clustertest.Client(b, ctx, cl.NATSURL(), func(c *client.Config) {
 		c.StallTimeout = time.Second
 		if secure {
 			if c.TLS, err = cliutil.RemoteTLS(secrets, "client"); err != nil {

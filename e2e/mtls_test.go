@@ -19,6 +19,7 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -30,26 +31,16 @@ import (
 // without TLS are refused by the coordinator, which logs why, and get no
 // row.
 func TestMutualTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
+	clustertest.SkipShort(t)
 	ctx := context.Background()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	secrets := filepath.Join(t.TempDir(), "secrets")
 	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: dataDir, BinDir: bins,
+	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: dataDir,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
 		Secrets: secrets})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	t.Cleanup(func() { logTails(t, dataDir) })
 	tlsFrom := func(dir string) *tls.Config {
 		t.Helper()
@@ -64,10 +55,10 @@ func TestMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	truth := tablets.GenerateRows(3000)
-	ingestTLS(t, cl.NATSURL(), truth, 3, admin)
+	clustertest.Ingest(t, ctx, cl.NATSURL(), admin, table, truth, 3)
 	coordLog := filepath.Join(dataDir, "logs", "coordinator.log")
 	newClient := func(cfg *tls.Config) *client.Client {
-		return startClient(t, cl.NATSURL(), func(c *client.Config) { c.TLS, c.StallTimeout = cfg, time.Second })
+		return clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.TLS, c.StallTimeout = cfg, time.Second })
 	}
 
 	t.Run("verified scan", func(t *testing.T) {
@@ -81,12 +72,7 @@ func TestMutualTLS(t *testing.T) {
 		}
 	})
 
-	scanctl := filepath.Join(t.TempDir(), "scanctl")
-	bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer bcancel()
-	if out, err := exec.CommandContext(bctx, "go", "build", "-o", scanctl, "../cmd/scanctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build scanctl: %v\n%s", err, out)
-	}
+	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 	// scanctlScan runs `scanctl scan --count` (a process of its own: one
 	// protoactor remote per process) with env added.
 	scanctlScan := func(t *testing.T, env []string, args ...string) (string, string, error) {
@@ -258,39 +244,24 @@ func waitLogLine(t *testing.T, path string, want ...string) {
 // (scanctl --coordinator, so the tablets the other owns are forwarded to
 // it) returns every row, and no process logs a refused handshake.
 func TestMutualTLSCoordinators(t *testing.T) {
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
+	clustertest.SkipShort(t)
 	ctx := context.Background()
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scanctl := filepath.Join(t.TempDir(), "scanctl")
-	bctx, bcancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer bcancel()
-	if out, err := exec.CommandContext(bctx, "go", "build", "-o", scanctl, "../cmd/scanctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build scanctl: %v\n%s", err, out)
-	}
+	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 	secrets := filepath.Join(t.TempDir(), "secrets")
 	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
-	cl, err := localcluster.Start(ctx, localcluster.Config{Coordinators: 2, Hosts: 2, ServersPerHost: 1, DataDir: dataDir, BinDir: bins,
+	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 2, Hosts: 2, ServersPerHost: 1, DataDir: dataDir,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
 		Secrets: secrets})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
 	t.Cleanup(func() { logTails(t, dataDir) })
 	admin, err := cliutil.RemoteTLS(secrets, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
 	truth := tablets.GenerateRows(4000)
-	ingestTLS(t, cl.NATSURL(), truth, 8, admin)
+	clustertest.Ingest(t, ctx, cl.NATSURL(), admin, table, truth, 8)
 	for i := 0; i < cl.Coordinators(); i++ {
 		addr := cl.CoordinatorProc(i).Ready.Actor
 		sctx, cancel := context.WithTimeout(ctx, 40*time.Second)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -331,37 +330,4 @@ func (a *agent) record(wrong, failed error) {
 	default:
 		l.OK++
 	}
-}
-
-// checkScan scans truth[a:b] and tells a wrong answer (a row that is not
-// the next row of the truth, an extra row, or fewer rows with no error:
-// data lost) from a failed scan (an error after only right rows).
-func (f *fixture) checkScan(ctx context.Context, a, b int) (wrong, failed error) {
-	rng := tablets.Range{}
-	if a > 0 {
-		rng.Start = f.truth[a].Key
-	}
-	if b < len(f.truth) {
-		rng.End = f.truth[b].Key
-	}
-	rows := f.c.Scan(ctx, table, rng, client.ScanOptions{})
-	defer rows.Close()
-	i := a
-	for rows.Next() {
-		r := rows.Row()
-		if i >= b {
-			return fmt.Errorf("scan %s: extra row %q", rng, r.Key), nil
-		}
-		if !bytes.Equal(r.Key, f.truth[i].Key) || !bytes.Equal(r.Value, f.truth[i].Value) {
-			return fmt.Errorf("scan %s: row %d is %q, want %q", rng, i-a, r.Key, f.truth[i].Key), nil
-		}
-		i++
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("scan %s after %d of %d rows: %w", rng, i-a, b-a, err)
-	}
-	if i != b {
-		return fmt.Errorf("scan %s: %d rows and no error, want %d", rng, i-a, b-a), nil
-	}
-	return nil, nil
 }

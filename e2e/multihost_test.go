@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -104,19 +105,11 @@ func runMultiHost(t *testing.T, natsServer bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bins, err := localcluster.BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	toolDir := t.TempDir()
-	build := exec.CommandContext(ctx, "go", "build", "-o", toolDir+string(filepath.Separator), "./cmd/scanctl")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/scanctl: %v\n%s", err, out)
-	}
-	scanctl := filepath.Join(toolDir, "scanctl")
+	bins := clustertest.Binaries(t, ctx)
+	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 	natsBin := ""
 	if natsServer {
+		toolDir := t.TempDir()
 		build := exec.CommandContext(ctx, "go", "build", "-o", toolDir+string(filepath.Separator), "github.com/nats-io/nats-server/v2")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {

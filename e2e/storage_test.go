@@ -15,6 +15,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -29,23 +30,16 @@ type storageNATS struct {
 	srv *bus.EmbeddedServer
 }
 
-// startStorageNATS skips in -short mode, builds the cluster binaries and
-// starts an embedded NATS server with its own store directory (stopped
-// when the test ends); it returns the server and the binaries' directory.
-func startStorageNATS(t *testing.T) (*storageNATS, string) {
+// startStorageNATS skips in -short mode and starts an embedded NATS
+// server with its own store directory (stopped when the test ends).
+func startStorageNATS(t *testing.T) *storageNATS {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test with real processes")
-	}
-	bins, err := localcluster.BuildFromSource(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	clustertest.SkipShort(t)
 	n := &storageNATS{t: t, cfg: bus.DefaultServerConfig()}
 	n.cfg.Port, n.cfg.StoreDir = -1, t.TempDir()
 	n.start()
 	t.Cleanup(func() { n.srv.Close() })
-	return n, bins
+	return n
 }
 
 func (n *storageNATS) start() {
@@ -129,7 +123,7 @@ func scanUntilError(ctx context.Context, c *client.Client, truth []tablets.Entry
 // it drops the damaged records), and the scan server logs it.
 func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
 	ctx := context.Background()
-	n, bins := startStorageNATS(t)
+	n := startStorageNATS(t)
 
 	truth := tablets.GenerateRows(100000)
 	ingest(t, n.srv.ClientURL(), truth, 8)
@@ -138,13 +132,9 @@ func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
 	n.restart()
 
 	dataDir := t.TempDir()
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 2, ServersPerHost: 1, DataDir: dataDir, BinDir: bins,
+	clustertest.Start(t, ctx, localcluster.Config{Hosts: 2, ServersPerHost: 1, DataDir: dataDir,
 		NATSURL: n.srv.ClientURL(), Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	c := startClient(t, n.srv.ClientURL(), nil)
+	c := clustertest.Client(t, ctx, n.srv.ClientURL(), nil)
 
 	damaged := n.damageBlockFile()
 	t.Logf("damaged %s", damaged)
@@ -197,19 +187,15 @@ func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
 // gone.
 func TestClientSeesIngestAfterNATSRestart(t *testing.T) {
 	ctx := context.Background()
-	n, bins := startStorageNATS(t)
+	n := startStorageNATS(t)
 	newGeneration := func() uint64 {
 		t.Helper()
 		return ingest(t, n.srv.ClientURL(), tablets.GenerateRows(1000), tablets.DefaultIngestConfig().Tablets).GetGeneration()
 	}
 	newGeneration()
-	cl, err := localcluster.Start(ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+	clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1,
 		NATSURL: n.srv.ClientURL(), Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	c := startClient(t, n.srv.ClientURL(), nil)
+	c := clustertest.Client(t, ctx, n.srv.ClientURL(), nil)
 
 	const bound = 3 * time.Second
 	sees := func(label string) {
