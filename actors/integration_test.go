@@ -174,32 +174,13 @@ func (tc *testCluster) check(c *client.Client, a, b int, opts client.ScanOptions
 }
 
 func checkScan(c *client.Client, truth []tablets.Entry, a, b int, opts client.ScanOptions) error {
-	rng := tablets.Range{}
-	if a > 0 {
-		rng.Start = truth[a].Key
-	}
-	if b < len(truth) {
-		rng.End = truth[b].Key
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	rows := c.Scan(ctx, "t", rng, opts)
-	defer rows.Close()
-	i := a
-	for rows.Next() {
-		r := rows.Row()
-		if i >= b || !bytes.Equal(r.Key, truth[i].Key) || !bytes.Equal(r.Value, truth[i].Value) {
-			return fmt.Errorf("scan %s: row %d is %q, want %q", rng, i-a, r.Key, truth[min(i, len(truth)-1)].Key)
-		}
-		i++
+	wrong, failed := clustertest.CheckScan(ctx, c, "t", truth, a, b, opts)
+	if wrong != nil {
+		return wrong
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("scan %s: %w", rng, err)
-	}
-	if i != b {
-		return fmt.Errorf("scan %s: %d rows, want %d", rng, i-a, b-a)
-	}
-	return nil
+	return failed
 }
 
 func TestScanOverRealProcesses(t *testing.T) {
