@@ -33,7 +33,7 @@ type rigOpts struct {
 }
 
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	as     *actor.ActorSystem
 	co     *Coordinator
 	store  *tablets.DirStore
@@ -50,7 +50,7 @@ type rig struct {
 	servers []*actor.PID
 }
 
-func newRig(t *testing.T, o rigOpts) *rig {
+func newRig(t testing.TB, o rigOpts) *rig {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
