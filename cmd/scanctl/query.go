@@ -214,6 +214,7 @@ func printStatus(out io.Writer, st *messages.StatusReply) {
 		orDash(st.Version), st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
 	fmt.Fprintf(out, "coordinator: flows=%d host_actors=%d dead_letters=%d publish_errors=%d bad_messages=%d overloaded=%d\n",
 		st.Flows, st.HostActors, st.DeadLetters, st.PublishErrors, st.BadMessages, st.Overloaded)
+	fmt.Fprintf(out, "coordinator: tablet_actors=%d direct_requests=%d rerouted=%d\n", st.TabletActors, st.DirectRequests, st.Rerouted)
 	for _, l := range strings.Split(st.ProfilesSummary, "\n") {
 		if l != "" {
 			fmt.Fprintf(out, "profile: %s\n", l)

@@ -13,7 +13,7 @@ import (
 // tables of its metadata view with their generations, and each
 // coordinator's version in the coordinators table.
 func TestPrintStatusVersionAndTables(t *testing.T) {
-	st := &messages.StatusReply{Version: "v1.4.0", ScansStarted: 7, Tables: []*messages.TableStatus{
+	st := &messages.StatusReply{Version: "v1.4.0", ScansStarted: 7, TabletActors: 2, DirectRequests: 5, Rerouted: 1, Tables: []*messages.TableStatus{
 		{Name: "demo", CurrentGeneration: 3, CachedGenerations: []uint64{2, 3}},
 		{Name: "gone", CachedGenerations: []uint64{}},
 	}}
@@ -23,7 +23,7 @@ func TestPrintStatusVersionAndTables(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "coordinator: version=v1.4.0 scans=7 ") {
 		t.Errorf("first line %q", lines[0])
 	}
-	for _, want := range []string{`(?m)^TABLE\s+CURRENT-GEN\s+CACHED-GENS$`, `(?m)^demo\s+3\s+2,3$`, `(?m)^gone\s+0\s+-$`} {
+	for _, want := range []string{`(?m)^coordinator: tablet_actors=2 direct_requests=5 rerouted=1$`, `(?m)^TABLE\s+CURRENT-GEN\s+CACHED-GENS$`, `(?m)^demo\s+3\s+2,3$`, `(?m)^gone\s+0\s+-$`} {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("output does not match %s:\n%s", want, out.String())
 		}
