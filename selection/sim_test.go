@@ -37,6 +37,7 @@ type simAttempt struct {
 	server    int
 	n         int
 	sent      time.Time
+	startedAt time.Time
 	started   bool
 	firstData bool
 	slow      bool
@@ -60,9 +61,12 @@ type simServer struct {
 	queue   []*simAttempt
 	running *simAttempt
 	slowdns []DecayedCount // per sim.decays
+	busy    []DecayedCount // busy answers, per sim.decays
 	ewma    time.Duration  // dispatch → first data
+	ewmaAt  time.Time      // the last first data (ServerLoad.StartLatencyAt)
 	gen     int            // bumps when running changes (stale events)
-	// lastAnswer: the server's last first data (ServerLoad.LastAnswer).
+	// lastAnswer: the server's last first data or busy answer
+	// (ServerLoad.LastAnswer).
 	lastAnswer time.Time
 }
 
@@ -110,6 +114,9 @@ type simResult struct {
 	hitRatio       float64
 	hedges         int
 	scans          int
+	// util is the workers' busy time over workers × cfg.dur: the load the
+	// policy put on the servers (the load test runs near 0.02).
+	util float64
 }
 
 type sim struct {
@@ -131,6 +138,7 @@ type sim struct {
 	hits    int
 	reads   int
 	hedges  int
+	busyFor time.Duration // workers' busy time
 	paused  bool
 }
 
@@ -143,7 +151,15 @@ func (s *sim) push(e simEvent) {
 func (s *sim) rebuildView() {
 	var ss []*ServerLoad
 	for i, sv := range s.servers {
-		inflight := len(sv.queue)
+		// InFlight counts the attempts dispatched there and not ended, as
+		// the host actor does (a cancelled or busy-answered attempt has
+		// ended; the server drops it from its queue).
+		queued := 0
+		for _, a := range sv.queue {
+			if !a.done {
+				queued++
+			}
+		}
 		active := 0
 		if sv.running != nil {
 			active = 1
@@ -162,8 +178,8 @@ func (s *sim) rebuildView() {
 			}
 		}
 		ss = append(ss, &ServerLoad{ID: sv.id, Host: fmt.Sprintf("host%02d", sv.host), Zone: "z", Group: DefaultGroup, Alive: true,
-			InFlight: inflight + active, QueueLen: len(sv.queue), Active: active, Workers: 1, LastHeartbeat: hb,
-			Slowdowns: sv.slowdns, StartLatency: sv.ewma, StartLatencyAt: sv.lastAnswer, UnansweredSince: silent, LastAnswer: sv.lastAnswer})
+			InFlight: queued + active, QueueLen: queued, Active: active, Workers: 1, LastHeartbeat: hb,
+			Slowdowns: sv.slowdns, Busy: sv.busy, StartLatency: sv.ewma, StartLatencyAt: sv.ewmaAt, UnansweredSince: silent, LastAnswer: sv.lastAnswer})
 	}
 	v := NewLoadView(ss, s.decays(), s.now)
 	if len(s.starts) >= 20 {
@@ -210,14 +226,16 @@ func (s *sim) history(sc *simScan) []Attempt {
 	return h
 }
 
-func (s *sim) dispatch(sc *simScan, hedge bool) {
+// dispatch asks the policy for an attempt (a hedge if hedge) and sends
+// it; false when the policy declined.
+func (s *sim) dispatch(sc *simScan, hedge bool) bool {
 	if sc.won != nil || sc.finished {
-		return
+		return false
 	}
 	d, err := s.pol.Select(&Input{Tablet: tablet(sc.tablet), Profile: s.p, Attempts: s.history(sc), Hedge: hedge,
 		View: s.view, Now: s.now, Rand: s.rnd, State: sc.state})
 	if err != nil {
-		return
+		return false
 	}
 	a := &simAttempt{scan: sc, server: s.serverIndex(d.Server), n: len(sc.attempts), sent: s.now, hedge: hedge, result: Pending}
 	sc.attempts = append(sc.attempts, a)
@@ -239,6 +257,7 @@ func (s *sim) dispatch(sc *simScan, hedge bool) {
 		s.push(simEvent{at: s.now.Add(d.DataTimeout), kind: evDataTimer, a: a})
 	}
 	s.startNext(a.server)
+	return true
 }
 
 func (s *sim) stalled(srv int) bool {
@@ -258,7 +277,7 @@ func (s *sim) startNext(srv int) {
 		}
 		sv.running = a
 		sv.gen++
-		a.started = true
+		a.started, a.startedAt = true, s.now
 		if !a.slow {
 			a.result = Started
 		}
@@ -296,13 +315,20 @@ func (s *sim) onTimer(a *simAttempt, data bool) {
 	if sc.won != nil || sc.finished || a.done || a.firstData || a.slow || (!data && a.started) {
 		return
 	}
-	a.slow = true
-	a.result = Slow
+	// As ScanFlow.OnTimer: the policy sees the attempt as slow; it counts
+	// as a slowdown only if a hedge is really sent.
+	a.slow, a.result = true, Slow
+	if !s.dispatch(sc, true) {
+		a.slow, a.result = false, Pending
+		if a.started {
+			a.result = Started
+		}
+		return
+	}
 	sv := s.servers[a.server]
 	for i, d := range s.decays() {
 		sv.slowdns[i] = sv.slowdns[i].Add(s.now, d, 1)
 	}
-	s.dispatch(sc, true)
 }
 
 func (s *sim) run() simResult {
@@ -312,7 +338,7 @@ func (s *sim) run() simResult {
 		s.caches = append(s.caches, map[int]time.Time{})
 		for i := 0; i < cfg.perHost; i++ {
 			s.servers = append(s.servers, &simServer{id: ServerID(fmt.Sprintf("host%02d:9000/%d", h, i)), host: h,
-				slowdns: make([]DecayedCount, len(s.decays()))})
+				slowdns: make([]DecayedCount, len(s.decays())), busy: make([]DecayedCount, len(s.decays()))})
 		}
 	}
 	s.states = make([]*TabletState, cfg.tablets)
@@ -372,6 +398,13 @@ func (s *sim) run() simResult {
 				continue
 			}
 			a.done, a.result = true, Busy
+			// A busy answer: the host actor counts it (ServerLoad.Busy)
+			// and it ends the server's silence.
+			sv := s.servers[a.server]
+			sv.lastAnswer = s.now
+			for i, d := range s.decays() {
+				sv.busy[i] = sv.busy[i].Add(s.now, d, 1)
+			}
 			live := false
 			for _, o := range a.scan.attempts {
 				live = live || !o.done
@@ -399,6 +432,7 @@ func (s *sim) run() simResult {
 				} else {
 					sv.ewma = (sv.ewma*7 + s.now.Sub(a.sent)) / 8
 				}
+				sv.ewmaAt = s.now
 				s.starts = append(s.starts, s.now.Sub(a.sent))
 				if len(s.starts) > 200 {
 					s.starts = s.starts[1:]
@@ -409,6 +443,7 @@ func (s *sim) run() simResult {
 						if o != a && !o.done {
 							o.done, o.result = true, Cancelled
 							if os := s.servers[o.server]; os.running == o {
+								s.busyFor += s.now.Sub(o.startedAt)
 								os.running = nil
 								os.gen++
 								s.startNext(o.server)
@@ -419,6 +454,7 @@ func (s *sim) run() simResult {
 				continue
 			}
 			a.done = true
+			s.busyFor += s.now.Sub(a.startedAt)
 			sv.running = nil
 			sv.gen++
 			if sc.won == a && !sc.finished {
@@ -429,7 +465,7 @@ func (s *sim) run() simResult {
 		}
 	}
 	slices.Sort(s.lat)
-	r := simResult{hedges: s.hedges, scans: len(s.lat)}
+	r := simResult{hedges: s.hedges, scans: len(s.lat), util: float64(s.busyFor) / float64(time.Duration(len(s.servers))*cfg.dur)}
 	if n := len(s.lat); n > 0 {
 		r.p50, r.p99, r.p999 = s.lat[n/2], s.lat[n*99/100], s.lat[n*999/1000]
 	}
