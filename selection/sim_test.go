@@ -17,7 +17,12 @@ import (
 // per the policies' decisions (first data wins, losers are cancelled), and
 // a load view rebuilt every few milliseconds. It is a model, not a
 // benchmark of the real system (that is the load test's job); it guards the
-// adaptive policy's design against regressions.
+// adaptive policy's design against regressions. It follows the coordinator
+// (actors.ScanFlow, the host actor's counters) where that decides where
+// scans go, gives every policy the load test's attempt plans (simPlans),
+// and runs far closer to the servers' capacity than the load test does
+// (simBase): figures of policies that spread tablets over every server
+// differ from the load test's for that reason.
 
 type simCfg struct {
 	hosts, perHost int
@@ -117,6 +122,10 @@ type simResult struct {
 	// util is the workers' busy time over workers × cfg.dur: the load the
 	// policy put on the servers (the load test runs near 0.02).
 	util float64
+	// peakShare: per 10ms of arrivals, the share of the primary
+	// dispatches that went to the server that got the most, averaged (1/16
+	// would be a perfect spread over 16 servers; random gets about 0.15).
+	peakShare float64
 }
 
 type sim struct {
@@ -140,6 +149,39 @@ type sim struct {
 	hedges  int
 	busyFor time.Duration // workers' busy time
 	paused  bool
+	// win, winN: the current 10ms window and its primary dispatches per
+	// server; peakSum, windows: the peak shares of the windows so far.
+	win     int64
+	winN    []int
+	peakSum float64
+	windows int
+}
+
+const simWindow = 10 * time.Millisecond
+
+// countPrimary counts a primary dispatch to server srv for peakShare.
+func (s *sim) countPrimary(srv int) {
+	if w := int64(s.now.Sub(t0) / simWindow); w != s.win {
+		s.closeWindow()
+		s.win = w
+	}
+	if s.winN == nil {
+		s.winN = make([]int, len(s.servers))
+	}
+	s.winN[srv]++
+}
+
+func (s *sim) closeWindow() {
+	total, peak := 0, 0
+	for i, n := range s.winN {
+		total += n
+		peak = max(peak, n)
+		s.winN[i] = 0
+	}
+	if total >= 10 {
+		s.peakSum += float64(peak) / float64(total)
+		s.windows++
+	}
 }
 
 func (s *sim) push(e simEvent) {
@@ -244,6 +286,7 @@ func (s *sim) dispatch(sc *simScan, hedge bool) bool {
 		s.recentH = append(s.recentH, s.now)
 	} else {
 		s.recent = append(s.recent, s.now)
+		s.countPrimary(a.server)
 	}
 	sv := s.servers[a.server]
 	sv.queue = append(sv.queue, a)
@@ -464,6 +507,7 @@ func (s *sim) run() simResult {
 			s.startNext(e.srv)
 		}
 	}
+	s.closeWindow()
 	slices.Sort(s.lat)
 	r := simResult{hedges: s.hedges, scans: len(s.lat), util: float64(s.busyFor) / float64(time.Duration(len(s.servers))*cfg.dur)}
 	if n := len(s.lat); n > 0 {
@@ -471,6 +515,9 @@ func (s *sim) run() simResult {
 	}
 	if s.reads > 0 {
 		r.hitRatio = float64(s.hits) / float64(s.reads)
+	}
+	if s.windows > 0 {
+		r.peakShare = s.peakSum / float64(s.windows)
 	}
 	return r
 }
@@ -488,10 +535,34 @@ func mustPolicyNoT(p *Profile) Policy {
 	return pol
 }
 
-func simProfiles() []policyCase {
+// simPlans are the attempt plans the load test gives every policy
+// (loadtest.ProfilesJSON): plans that start at the tablet's home —
+// accumulo-host 1 host, then 2, then all; accumulo one host's worth of
+// servers (perHost), then two, then all; 33ms busy timeouts. The other
+// policies use plans only for the busy timeouts, the same 33ms as
+// Accumulo's default plans.
+//
+// Accumulo's default plans (3 hosts, 13, all) spread each tablet over 3 of
+// the 8 hosts: every host then serves 3/8 of the 400 tablets, 150 for 70
+// cache slots, and under uniform popularity LRU hits about 70/150 of the
+// time. With them the model gave accumulo-host 43.8% hits (accumulo
+// 48.3%) where the load test, with home plans, measures 98.5%: the figure
+// was right for those plans, but not what the load test runs.
+func simPlans(policy string, perHost int) []AttemptPlan {
+	const busy = 33 * time.Millisecond
+	first, second := 1, 2
+	if policy == PolicyAccumulo {
+		first, second = perHost, 2*perHost
+	}
+	return []AttemptPlan{{Servers: ServerCount{N: first}, BusyTimeout: busy}, {Servers: ServerCount{N: second}, BusyTimeout: busy},
+		{Servers: ServerCount{Percent: 100}, BusyTimeout: busy}}
+}
+
+func simProfiles(perHost int) []policyCase {
 	var out []policyCase
 	for _, n := range []string{PolicyAccumuloHost, PolicyAccumulo, PolicyRandom, "clickhouse-random", PolicyBookKeeper, PolicyAdaptive} {
 		p := profileFor(n)
+		p.AttemptPlans = simPlans(n, perHost)
 		if n == "clickhouse-random" {
 			p.Options.Hedge = true
 		}
@@ -508,6 +579,21 @@ func simProfiles() []policyCase {
 	return out
 }
 
+// simBase is the model's cluster and workload: 8 hosts × 2 one-worker
+// servers, 400 tablets of uniform popularity, a host cache of 70 tablets
+// (1.4 × a host's share), 4000 scans/s. A hit costs 1ms and a miss 4ms, so
+// the servers' capacity is 4000 scans/s with no hit and 16000 with every
+// one: policies that spread a tablet over every server (random,
+// clickhouse-random: about 17% hits) keep the workers about 87% busy,
+// those that keep a tablet at home (about 95% hits) about 30%. The load
+// test keeps them near 2% busy (250 scans/s on 32 workers), and its
+// Zipfian popularity (0.99 over 64 tablets) lifts random's hits to about
+// 84% there.
+func simBase() simCfg {
+	return simCfg{hosts: 8, perHost: 2, tablets: 400, cachePerHost: 70, rate: 4000, dur: 2 * time.Second,
+		hit: time.Millisecond, miss: 4 * time.Millisecond, slowFactor: 20, pause: 150 * time.Millisecond, period: time.Second}
+}
+
 // TestSimulationAdaptive compares the policies in the model (mean of two
 // seeds) with no fault, a slow server (×20), a slow host (both servers
 // ×5) and a host pausing 150 ms every second: adaptive keeps the cache hit
@@ -515,8 +601,7 @@ func simProfiles() []policyCase {
 // (within 20% of it under slowhost) and a p99 within 15% of the best
 // everywhere, and stays within its hedge budget.
 func TestSimulationAdaptive(t *testing.T) {
-	base := simCfg{hosts: 8, perHost: 2, tablets: 400, cachePerHost: 70, rate: 4000, dur: 2 * time.Second,
-		hit: time.Millisecond, miss: 4 * time.Millisecond, slowFactor: 20, pause: 150 * time.Millisecond, period: time.Second}
+	base := simBase()
 	seeds := 2
 	faults := []string{"", "slow", "slowhost", "pause"}
 	if raceEnabled || testing.Short() {
@@ -528,9 +613,9 @@ func TestSimulationAdaptive(t *testing.T) {
 		cfg := base
 		cfg.fault = fault
 		var b strings.Builder
-		fmt.Fprintf(&b, "fault=%q (mean of %d seeds)\n%-24s %9s %9s %9s %6s %7s\n", fault, seeds, "policy", "p50", "p99", "p99.9", "hit%", "hedge%")
+		fmt.Fprintf(&b, "fault=%q (mean of %d seeds)\n%-24s %9s %9s %9s %6s %7s %6s\n", fault, seeds, "policy", "p50", "p99", "p99.9", "hit%", "hedge%", "busy%")
 		res := map[string]simResult{}
-		for _, pc := range simProfiles() {
+		for _, pc := range simProfiles(cfg.perHost) {
 			var m simResult
 			for seed := uint64(1); seed <= uint64(seeds); seed++ {
 				cfg.seed = seed
@@ -539,12 +624,13 @@ func TestSimulationAdaptive(t *testing.T) {
 				m.p99 += r.p99 / time.Duration(seeds)
 				m.p999 += r.p999 / time.Duration(seeds)
 				m.hitRatio += r.hitRatio / float64(seeds)
+				m.util += r.util / float64(seeds)
 				m.hedges += r.hedges
 				m.scans += r.scans
 			}
 			res[pc.p.Policy] = m
-			fmt.Fprintf(&b, "%-24s %9v %9v %9v %6.1f %7.2f\n", pc.name, m.p50.Round(10*time.Microsecond), m.p99.Round(10*time.Microsecond),
-				m.p999.Round(10*time.Microsecond), 100*m.hitRatio, 100*float64(m.hedges)/float64(max(1, m.scans)))
+			fmt.Fprintf(&b, "%-24s %9v %9v %9v %6.1f %7.2f %6.1f\n", pc.name, m.p50.Round(10*time.Microsecond), m.p99.Round(10*time.Microsecond),
+				m.p999.Round(10*time.Microsecond), 100*m.hitRatio, 100*float64(m.hedges)/float64(max(1, m.scans)), 100*m.util)
 		}
 		t.Log(b.String())
 		ad := res[PolicyAdaptive]
@@ -569,5 +655,59 @@ func TestSimulationAdaptive(t *testing.T) {
 		if hr := float64(ad.hedges) / float64(max(1, ad.scans)); hr > 0.06 {
 			t.Errorf("fault %q: adaptive hedged %.1f%% of scans, budget 5%%", fault, 100*hr)
 		}
+	}
+}
+
+// TestSimulationClickHouseHedgeStorm pins down why hedged clickhouse-random
+// has a p50 of about 180ms and about 4 hedges per scan in the model while
+// the load test measures about 2ms and no hedges: the load, not the model.
+// At 4000 scans/s the workers of a policy that spreads tablets over every
+// server are about 87% busy; a queue then sometimes holds an attempt 50ms
+// (hedgedConnectionTimeout) before it starts, the hedge counts a slowdown
+// for its server, and ClickHouse's sort tuple (errors, slowdowns, …;
+// PoolWithFailoverBase::PoolState::compare with use_slowdown_count, as
+// HedgedConnectionsFactory calls getShuffledPools) sends every new scan
+// to the servers with the fewest slowdowns. As that set shrinks, its
+// servers get most of the traffic, overload, and their queued attempts are
+// hedged in turn: a herd, not extra work (cancelled queued hedges cost
+// nothing: the workers are as busy as random's). At 3000 scans/s no queue
+// reaches 50ms and clickhouse-random behaves as random does; the load
+// test runs at about 2% of its servers' capacity.
+func TestSimulationClickHouseHedgeStorm(t *testing.T) {
+	if raceEnabled {
+		// Deterministic and single-goroutine: the race detector finds
+		// nothing here that TestSimulationAdaptive does not exercise.
+		t.Skip("slow under the race detector")
+	}
+	cfg := simBase()
+	cfg.seed = 1
+	ch := profileFor("clickhouse-random")
+	ch.AttemptPlans = simPlans(ch.Policy, cfg.perHost)
+	ch.Options.Hedge = true
+	rnd := profileFor(PolicyRandom)
+	rnd.AttemptPlans = simPlans(rnd.Policy, cfg.perHost)
+	line := func(name string, r simResult) string {
+		return fmt.Sprintf("%-26s p50 %8v p99 %8v hedges/scan %5.2f busy %5.1f%% peak share %.2f", name, r.p50.Round(10*time.Microsecond),
+			r.p99.Round(10*time.Microsecond), float64(r.hedges)/float64(max(1, r.scans)), 100*r.util, r.peakShare)
+	}
+	light := cfg
+	light.rate = 3000
+	chLight, rndLight := simulate(light, ch), simulate(light, rnd)
+	chFull, rndFull := simulate(cfg, ch), simulate(cfg, rnd)
+	t.Logf("\n%s\n%s\n%s\n%s", line("clickhouse+hedge 3000/s", chLight), line("random 3000/s", rndLight),
+		line("clickhouse+hedge 4000/s", chFull), line("random 4000/s", rndFull))
+	if hr := float64(chLight.hedges) / float64(chLight.scans); hr > 0.01 || chLight.p99 > 2*rndLight.p99 {
+		t.Errorf("3000 scans/s: clickhouse-random hedged %.2f per scan, p99 %v (random %v); want no storm below saturation", hr, chLight.p99, rndLight.p99)
+	}
+	// The storm: many hedges, and a herd (one server gets a large share of
+	// each 10ms of dispatches) with no more work than random's.
+	if hr := float64(chFull.hedges) / float64(chFull.scans); hr < 1 || chFull.p50 < 5*rndFull.p50 {
+		t.Errorf("4000 scans/s: clickhouse-random hedged %.2f per scan, p50 %v (random %v); the model no longer shows the storm docs/policies.md describes", hr, chFull.p50, rndFull.p50)
+	}
+	if chFull.peakShare < 2*rndFull.peakShare {
+		t.Errorf("4000 scans/s: clickhouse-random's peak share %.2f, random's %.2f: not a herd", chFull.peakShare, rndFull.peakShare)
+	}
+	if chFull.util > 1.1*rndFull.util {
+		t.Errorf("4000 scans/s: clickhouse-random kept the workers %.1f%% busy, random %.1f%%: its hedges added work", 100*chFull.util, 100*rndFull.util)
 	}
 }
