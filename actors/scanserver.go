@@ -591,7 +591,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	var packed []byte
 	nrows, lastKeyAt, lastKeyLen, sizeHint := 0, 0, 0, 0
 	size, kv := 0, 0
-	// dig covers every row read; fin's rows and checksum only those sent.
+	// dig covers the rows sent, folded in per batch as it goes out.
 	var dig tablets.RowDigest
 	// flush sends the batch in hand; last: the scan ends with it (the
 	// iterator is exhausted or the limit reached), so it carries fin.
@@ -607,6 +607,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if seq == 1 && !job.stream.CompareAndSwap(jobFresh, jobStreaming) {
 			return context.Canceled // cancelled unless streaming, just now
 		}
+		dig.AddPacked(packed, nrows) // one hash call per batch, equal to Add per row
 		sum := dig.Sum()
 		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
 		fin.LastKey = packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
@@ -651,8 +652,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		nrows++
 		kv += len(e.Key) + len(e.Value)
 		size += len(e.Key) + len(e.Value) + 8
-		dig.Add(e.Key, e.Value)
-		if req.Limit > 0 && dig.Rows() >= req.Limit {
+		if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
 			break
 		}
 		if nrows >= batchRows || size >= batchBytes {

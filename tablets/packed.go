@@ -28,9 +28,9 @@ func PackedRowSize(keyLen, valueLen int) int {
 
 // UnpackRows decodes packed rows. The rows' keys and values alias b (full
 // slice expressions: appending to one never overwrites the next). A
-// truncated or oversized field is an error wrapping ErrCorrupt that names
-// the row and byte offset; keys and values beyond MaxKeyLen / MaxValueLen
-// are refused.
+// truncated or oversized field, or a length not in its shortest uvarint
+// form, is an error wrapping ErrCorrupt that names the row and byte
+// offset; keys and values beyond MaxKeyLen / MaxValueLen are refused.
 func UnpackRows(b []byte) ([]*messages.Row, error) {
 	n, err := walkPacked(b, nil)
 	if err != nil {
@@ -52,7 +52,9 @@ func walkPacked(b []byte, each func(k, v []byte)) (int, error) {
 	n, off := 0, 0
 	field := func(what string, limit int) ([]byte, error) {
 		l, w := binary.Uvarint(b[off:])
-		if w <= 0 {
+		if w <= 0 || w != uvarintLen(l) {
+			// Only the shortest form: the bytes are then exactly what
+			// RowDigest.Add hashes for the row (RowDigest.AddPacked).
 			return nil, fmt.Errorf("%w: packed row %d: bad %s length at byte %d", ErrCorrupt, n, what, off)
 		}
 		if l > uint64(limit) || l > uint64(len(b)-off-w) {

@@ -48,12 +48,13 @@ func TestUnpackRowsRefusesCorrupt(t *testing.T) {
 		b    []byte
 		want string
 	}{
-		"truncated value":  {good[:len(good)-1], "packed row 1: value of 6 bytes"},
-		"truncated length": {append(good[:len(good):len(good)], 0x80), "packed row 2: bad key length"},
-		"no value":         {append(good[:len(good):len(good)], 1, 'k'), "packed row 2: bad value length"},
-		"length overflows": {binary.AppendUvarint(nil, 1<<62), "packed row 0: key of 4611686018427387904 bytes"},
-		"key beyond limit": {huge, "at most 16384"},
-		"varint too long":  {bytes.Repeat([]byte{0xff}, 11), "packed row 0: bad key length at byte 0"},
+		"truncated value":    {good[:len(good)-1], "packed row 1: value of 6 bytes"},
+		"truncated length":   {append(good[:len(good):len(good)], 0x80), "packed row 2: bad key length"},
+		"no value":           {append(good[:len(good):len(good)], 1, 'k'), "packed row 2: bad value length"},
+		"length overflows":   {binary.AppendUvarint(nil, 1<<62), "packed row 0: key of 4611686018427387904 bytes"},
+		"key beyond limit":   {huge, "at most 16384"},
+		"varint too long":    {bytes.Repeat([]byte{0xff}, 11), "packed row 0: bad key length at byte 0"},
+		"non-minimal length": {[]byte{0x81, 0x00, 'k', 0x00}, "packed row 0: bad key length at byte 0"},
 	} {
 		rs, err := UnpackRows(tc.b)
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) || rs != nil {
@@ -65,6 +66,7 @@ func TestUnpackRowsRefusesCorrupt(t *testing.T) {
 func FuzzUnpackRows(f *testing.F) {
 	f.Add(AppendPackedRow(nil, []byte("k"), []byte("v")))
 	f.Add([]byte{0x80})
+	f.Add([]byte{}) // no rows: the digest stays 0
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rows, err := UnpackRows(b)
 		if err != nil {
@@ -74,9 +76,70 @@ func FuzzUnpackRows(f *testing.F) {
 		for _, r := range rows {
 			again = AppendPackedRow(again, r.Key, r.Value)
 		}
-		// Non-minimal varints decode but re-encode shorter.
-		if len(again) > len(b) {
-			t.Fatalf("re-encoded %d bytes from %d", len(again), len(b))
+		// Only shortest-form lengths are accepted: what decodes
+		// re-encodes to the same bytes, and digests alike both ways.
+		if !bytes.Equal(again, b) {
+			t.Fatalf("re-encoded %x from %x", again, b)
+		}
+		var one, each RowDigest
+		one.AddPacked(b, len(rows))
+		for _, r := range rows {
+			each.Add(r.Key, r.Value)
+		}
+		if one.Sum() != each.Sum() || one.Rows() != each.Rows() {
+			t.Fatalf("AddPacked %x/%d, Add per row %x/%d", one.Sum(), one.Rows(), each.Sum(), each.Rows())
+		}
+	})
+}
+
+// TestDigestAddPacked: folding a packed batch equals folding its rows one
+// by one, across batches of any size.
+func TestDigestAddPacked(t *testing.T) {
+	rows := GenerateRows(300)
+	rows = append(rows, Entry{Key: []byte("zz"), Value: bytes.Repeat([]byte("v"), 200)}, Entry{Key: []byte("zzz")})
+	for _, size := range []int{1, 7, 128, len(rows)} {
+		var each, packed RowDigest
+		for i := 0; i < len(rows); i += size {
+			batch := rows[i:min(i+size, len(rows))]
+			var b []byte
+			for _, e := range batch {
+				each.Add(e.Key, e.Value)
+				b = AppendPackedRow(b, e.Key, e.Value)
+			}
+			packed.AddPacked(b, len(batch))
+			if packed.Sum() != each.Sum() || packed.Rows() != each.Rows() {
+				t.Fatalf("batches of %d, after row %d: AddPacked %x/%d, Add %x/%d", size, i+len(batch), packed.Sum(), packed.Rows(), each.Sum(), each.Rows())
+			}
+		}
+	}
+}
+
+// BenchmarkDigestBatch: the checksum of one 500-row batch of generated
+// rows (12-byte keys, 64-byte values), folded row by row (RowDigest.Add,
+// what a batch of Row messages needs) and as one packed buffer
+// (RowDigest.AddPacked, what packed_rows allows).
+func BenchmarkDigestBatch(b *testing.B) {
+	rows := GenerateRows(500)
+	var packed []byte
+	for _, e := range rows {
+		packed = AppendPackedRow(packed, e.Key, e.Value)
+	}
+	b.Run("per-row", func(b *testing.B) {
+		b.SetBytes(int64(len(packed)))
+		for b.Loop() {
+			var d RowDigest
+			for _, e := range rows {
+				d.Add(e.Key, e.Value)
+			}
+			_ = d.Sum()
+		}
+	})
+	b.Run("packed", func(b *testing.B) {
+		b.SetBytes(int64(len(packed)))
+		for b.Loop() {
+			var d RowDigest
+			d.AddPacked(packed, len(rows))
+			_ = d.Sum()
 		}
 	})
 }
