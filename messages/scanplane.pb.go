@@ -1551,7 +1551,8 @@ type RowBatch struct {
 	// versions).
 	Finished *ScanFinished `protobuf:"bytes,9,opt,name=finished,proto3" json:"finished,omitempty"`
 	// packed_rows: the batch's rows in one field (tablets.AppendPackedRow:
-	// uvarint key length, key, uvarint value length, value, per row), which
+	// uvarint key length, key, uvarint value length, value, per row, lengths
+	// in their shortest form: exactly the bytes checksum hashes), which
 	// scan servers send instead of rows since issue 11 (one field to
 	// marshal and copy instead of one message per row). A batch has rows in
 	// one of the two; clients read either, and refuse a batch with both.
