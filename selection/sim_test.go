@@ -18,8 +18,8 @@ import (
 // a load view rebuilt every few milliseconds. It is a model, not a
 // benchmark of the real system (that is the load test's job); it guards the
 // adaptive policy's design against regressions. It follows the coordinator
-// (actors.ScanFlow, the host actor's counters) where that decides where
-// scans go, gives every policy the load test's attempt plans (simPlans),
+// (actors.ScanFlow, the host actor's counters, prequal's probes) where
+// that decides where scans go, gives every policy the load test's attempt plans (simPlans),
 // and runs far closer to the servers' capacity than the load test does
 // (simBase): figures of policies that spread tablets over every server
 // differ from the load test's for that reason.
@@ -43,6 +43,7 @@ type simAttempt struct {
 	n         int
 	sent      time.Time
 	startedAt time.Time
+	rif       int // the server's live attempts when it arrived (prequal)
 	started   bool
 	firstData bool
 	slow      bool
@@ -73,7 +74,84 @@ type simServer struct {
 	// lastAnswer: the server's last first data or busy answer
 	// (ServerLoad.LastAnswer).
 	lastAnswer time.Time
+	est        simEstimator // prequal's server side
 }
+
+// simEstimator is the scan server's latency estimate for prequal's probes
+// (actors/probe.go, latencyEstimator): the median latency, arrival to
+// end, of the probeNearest (8) of its last probeSamples (128) finished
+// scans that ended within probeSampleAge (2s) and arrived at the RIF
+// nearest the one asked (newer first on equal distance); 0 with none.
+type simEstimator struct {
+	rif  []int
+	lat  []time.Duration
+	end  []time.Time
+	seq  []int // larger = newer
+	n    int
+	next int
+}
+
+func (e *simEstimator) add(end time.Time, rif int, lat time.Duration) {
+	e.n++
+	if len(e.rif) < 128 {
+		e.rif, e.lat, e.end, e.seq = append(e.rif, rif), append(e.lat, lat), append(e.end, end), append(e.seq, e.n)
+		return
+	}
+	e.rif[e.next], e.lat[e.next], e.end[e.next], e.seq[e.next] = rif, lat, end, e.n
+	e.next = (e.next + 1) % 128
+}
+
+func (e *simEstimator) estimate(now time.Time, rif int) time.Duration {
+	// The 8 nearest by (|RIF − rif|, newer first), kept sorted.
+	var near [8]int
+	k := 0
+	before := func(a, b int) bool {
+		da, db := max(e.rif[a]-rif, rif-e.rif[a]), max(e.rif[b]-rif, rif-e.rif[b])
+		return da < db || (da == db && e.seq[a] > e.seq[b])
+	}
+	for i := range e.rif {
+		if now.Sub(e.end[i]) > 2*time.Second || (k == len(near) && !before(i, near[k-1])) {
+			continue
+		}
+		j := min(k, len(near)-1)
+		for j > 0 && before(i, near[j-1]) {
+			near[j] = near[j-1]
+			j--
+		}
+		near[j] = i
+		k = min(k+1, len(near))
+	}
+	if k == 0 {
+		return 0
+	}
+	lats := make([]time.Duration, k)
+	for j, i := range near[:k] {
+		lats[j] = e.lat[i]
+	}
+	slices.Sort(lats)
+	if k%2 == 1 {
+		return lats[k/2]
+	}
+	return (lats[k/2-1] + lats[k/2]) / 2
+}
+
+// live is the server's RIF: its running attempt and the queued ones not
+// ended.
+func (sv *simServer) live() int {
+	n := 0
+	if sv.running != nil {
+		n++
+	}
+	for _, a := range sv.queue {
+		if !a.done {
+			n++
+		}
+	}
+	return n
+}
+
+// simProbeRTT is a probe's round trip (a loopback actor message each way).
+const simProbeRTT = 200 * time.Microsecond
 
 type simEvent struct {
 	at   time.Time
@@ -83,6 +161,8 @@ type simEvent struct {
 	srv  int
 	gen  int
 	scan *simScan
+	rif  int           // evProbeReply
+	lat  time.Duration // evProbeReply
 }
 
 const (
@@ -94,6 +174,8 @@ const (
 	evView
 	evResume
 	evBusy
+	evProbe      // a probe reaches server srv
+	evProbeReply // its answer reaches the coordinator
 )
 
 type eventQ []simEvent
@@ -274,10 +356,20 @@ func (s *sim) dispatch(sc *simScan, hedge bool) bool {
 	if sc.won != nil || sc.finished {
 		return false
 	}
-	d, err := s.pol.Select(&Input{Tablet: tablet(sc.tablet), Profile: s.p, Attempts: s.history(sc), Hedge: hedge,
-		View: s.view, Now: s.now, Rand: s.rnd, State: sc.state})
+	in := &Input{Tablet: tablet(sc.tablet), Profile: s.p, Attempts: s.history(sc), Hedge: hedge,
+		View: s.view, Now: s.now, Rand: s.rnd, State: sc.state}
+	d, err := s.pol.Select(in)
 	if err != nil {
 		return false
+	}
+	// As the tablet actor's picker: after a decision, probe the servers
+	// a Prober names (prequal); the answers arrive later.
+	if pr, ok := s.pol.(Prober); ok {
+		for _, id := range pr.ProbeTargets(in) {
+			if i := s.serverIndex(id); i >= 0 {
+				s.push(simEvent{at: s.now.Add(simProbeRTT / 2), kind: evProbe, srv: i})
+			}
+		}
 	}
 	a := &simAttempt{scan: sc, server: s.serverIndex(d.Server), n: len(sc.attempts), sent: s.now, hedge: hedge, result: Pending}
 	sc.attempts = append(sc.attempts, a)
@@ -289,6 +381,7 @@ func (s *sim) dispatch(sc *simScan, hedge bool) bool {
 		s.countPrimary(a.server)
 	}
 	sv := s.servers[a.server]
+	a.rif = sv.live()
 	sv.queue = append(sv.queue, a)
 	if d.BusyTimeout > 0 {
 		s.push(simEvent{at: s.now.Add(d.BusyTimeout), kind: evBusy, a: a})
@@ -455,6 +548,12 @@ func (s *sim) run() simResult {
 			if !live {
 				s.dispatch(a.scan, false)
 			}
+		case evProbe:
+			sv := s.servers[e.srv]
+			rif := sv.live()
+			s.push(simEvent{at: s.now.Add(simProbeRTT / 2), kind: evProbeReply, srv: e.srv, rif: rif, lat: sv.est.estimate(s.now, rif)})
+		case evProbeReply:
+			s.pol.(Prober).AddProbe(ProbeReply{Server: s.servers[e.srv].id, RIF: e.rif, Latency: e.lat, At: s.now}, s.rnd)
 		case evHedgeTimer, evDataTimer:
 			s.onTimer(e.a, e.kind == evDataTimer)
 		case evFirstData, evFinish:
@@ -498,6 +597,7 @@ func (s *sim) run() simResult {
 			}
 			a.done = true
 			s.busyFor += s.now.Sub(a.startedAt)
+			sv.est.add(s.now, a.rif, s.now.Sub(a.sent))
 			sv.running = nil
 			sv.gen++
 			if sc.won == a && !sc.finished {
@@ -560,7 +660,8 @@ func simPlans(policy string, perHost int) []AttemptPlan {
 
 func simProfiles(perHost int) []policyCase {
 	var out []policyCase
-	for _, n := range []string{PolicyAccumuloHost, PolicyAccumulo, PolicyRandom, "clickhouse-random", PolicyBookKeeper, PolicyAdaptive} {
+	for _, n := range []string{PolicyAccumuloHost, PolicyAccumulo, PolicyRandom, "clickhouse-random", PolicyBookKeeper,
+		PolicyRibbonZone, PolicyPeakEWMA, PolicyC3, PolicyPrequal, PolicyAdaptive} {
 		p := profileFor(n)
 		p.AttemptPlans = simPlans(n, perHost)
 		if n == "clickhouse-random" {
@@ -594,8 +695,9 @@ func simBase() simCfg {
 		hit: time.Millisecond, miss: 4 * time.Millisecond, slowFactor: 20, pause: 150 * time.Millisecond, period: time.Second}
 }
 
-// TestSimulationAdaptive compares the policies in the model (mean of two
-// seeds) with no fault, a slow server (×20), a slow host (both servers
+// TestSimulationAdaptive compares the load test's nine policies and
+// accumulo in the model (mean of two seeds; prequal with its probes, which
+// it would otherwise lack and fall back to random's picks) with no fault, a slow server (×20), a slow host (both servers
 // ×5) and a host pausing 150 ms every second: adaptive keeps the cache hit
 // ratio of the best affinity policy, has the best p99.9 under faults
 // (within 20% of it under slowhost) and a p99 within 15% of the best
@@ -709,5 +811,47 @@ func TestSimulationClickHouseHedgeStorm(t *testing.T) {
 	}
 	if chFull.util > 1.1*rndFull.util {
 		t.Errorf("4000 scans/s: clickhouse-random kept the workers %.1f%% busy, random %.1f%%: its hedges added work", 100*chFull.util, 100*rndFull.util)
+	}
+}
+
+// TestSimEstimator checks the model's probe estimate against its
+// definition (actors/probe.go, latencyEstimator) computed by sorting every
+// sample: random samples, RIFs and times, the ring wrapped.
+func TestSimEstimator(t *testing.T) {
+	r := rng(7)
+	var e simEstimator
+	now := t0
+	for n := 0; n < 400; n++ {
+		now = now.Add(time.Duration(r.IntN(40)) * time.Millisecond)
+		e.add(now, r.IntN(12), time.Duration(1+r.IntN(50))*time.Millisecond)
+		at, rif := now.Add(time.Duration(r.IntN(3000))*time.Millisecond), r.IntN(14)
+		var idx []int
+		for i := range e.rif {
+			if at.Sub(e.end[i]) <= 2*time.Second {
+				idx = append(idx, i)
+			}
+		}
+		slices.SortFunc(idx, func(a, b int) int {
+			da, db := max(e.rif[a]-rif, rif-e.rif[a]), max(e.rif[b]-rif, rif-e.rif[b])
+			if da != db {
+				return da - db
+			}
+			return e.seq[b] - e.seq[a]
+		})
+		var want time.Duration
+		if k := min(8, len(idx)); k > 0 {
+			var lats []time.Duration
+			for _, i := range idx[:k] {
+				lats = append(lats, e.lat[i])
+			}
+			slices.Sort(lats)
+			want = lats[k/2]
+			if k%2 == 0 {
+				want = (lats[k/2-1] + lats[k/2]) / 2
+			}
+		}
+		if got := e.estimate(at, rif); got != want {
+			t.Fatalf("sample %d: estimate(%v, %d) = %v, want %v", n, at.Sub(t0), rif, got, want)
+		}
 	}
 }
