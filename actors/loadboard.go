@@ -26,10 +26,14 @@ type LoadBoard struct {
 	// rebuild's cost (CoordMetrics).
 	onRebuild func(time.Duration)
 
-	mu     sync.Mutex
-	hosts  map[string][]*selection.ServerLoad
+	mu    sync.Mutex
+	hosts map[string][]*selection.ServerLoad
+	// decays is replaced, never changed in place: views share it.
 	decays []selection.DecayParams
-	lat    []time.Duration // ring of recent start latencies
+	// views builds the snapshots, sharing with the previous one what did
+	// not change (the membership's host and zone indices).
+	views selection.ViewBuilder
+	lat   []time.Duration // ring of recent start latencies
 	// latScratch: rebuild's copy of lat for selecting percentiles.
 	latScratch []time.Duration
 	latNext    int
@@ -46,7 +50,7 @@ type LoadBoard struct {
 // NewLoadBoard returns an empty board. now is injected for tests.
 func NewLoadBoard(now func() time.Time, decays []selection.DecayParams) *LoadBoard {
 	b := &LoadBoard{now: now, refresh: 100 * time.Millisecond, minStale: time.Millisecond, hosts: map[string][]*selection.ServerLoad{},
-		decays: decays, lat: make([]time.Duration, 1024)}
+		decays: slices.Clone(decays), lat: make([]time.Duration, 1024)}
 	b.dirty.Store(true)
 	return b
 }
@@ -155,7 +159,7 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 	for _, s := range b.hosts {
 		servers = append(servers, s...)
 	}
-	v := selection.NewLoadView(servers, slices.Clone(b.decays), now)
+	v := b.views.Build(servers, b.decays, now)
 	// p50 and p95 of recent start latencies.
 	m := b.latNext
 	if b.latFull {

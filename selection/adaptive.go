@@ -404,20 +404,32 @@ func (c *call) adLatency(i int32) time.Duration {
 	return max(lat, c.now.Sub(since))
 }
 
-// silentSince is when the host's silence began: its oldest unanswered
-// dispatch, when no server of the host answered after it; zero when the
-// host is not silent.
-func (he *hostEntry) silentSince() time.Time {
-	if he.unansweredSince.IsZero() || !he.lastAnswer.Before(he.unansweredSince) {
+// silentSince is when host h's silence began: its oldest unanswered
+// dispatch (the oldest non-zero UnansweredSince of its servers), when no
+// server of the host answered after it (their newest LastAnswer); zero
+// when the host is not silent. Computed here, on the rare sibling-hedge
+// path, rather than stored per host in every view.
+func (g *groupIndex) silentSince(h int32) time.Time {
+	var lastAnswer, unansweredSince time.Time
+	for _, i := range g.hosts[h].servers {
+		s := g.alive[i]
+		if s.LastAnswer.After(lastAnswer) {
+			lastAnswer = s.LastAnswer
+		}
+		if u := s.UnansweredSince; !u.IsZero() && (unansweredSince.IsZero() || u.Before(unansweredSince)) {
+			unansweredSince = u
+		}
+	}
+	if unansweredSince.IsZero() || !lastAnswer.Before(unansweredSince) {
 		return time.Time{}
 	}
-	return he.unansweredSince
+	return unansweredSince
 }
 
 // hostStale: the host's newest heartbeat is older than staleHeartbeat at
 // the view's time (a paused or hung host process).
 func (c *call) hostStale(h int32, a *adCtx) bool {
-	hb := c.g.hosts[h].lastHeartbeat
+	hb := c.g.heartbeat[h]
 	return !hb.IsZero() && hb.Before(a.staleBefore)
 }
 
@@ -433,7 +445,7 @@ func (c *call) siblingHedge(a *adCtx) int32 {
 	// attempt was not even started: its process may be paused or hung,
 	// which holds the siblings too.
 	if at := c.newestFlight(); at != nil && at.Result != Started {
-		if ss := he.silentSince(); !ss.IsZero() && !ss.After(at.Start) {
+		if ss := c.g.silentSince(h); !ss.IsZero() && !ss.After(at.Start) {
 			return -1
 		}
 	}

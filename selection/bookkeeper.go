@@ -135,16 +135,15 @@ func (c *call) healthOrder(ws []int32, o *Options) {
 		return
 	}
 	di := c.v.decayIndex(DefaultDecay)
-	if di < 0 || di >= len(c.g.slows) {
+	if di < 0 {
 		return
 	}
-	errs, slows := c.g.errs[di], c.g.slows[di]
 	const healthy, failed, slow = 0, 1, 2
 	class := func(i int32) int {
 		switch {
-		case errs[i].Value(c.now, DefaultDecay) > 0:
+		case c.g.errAt(di, int(i)).Value(c.now, DefaultDecay) > 0:
 			return failed
-		case slows[i].Value(c.now, DefaultDecay) > 0:
+		case c.g.slowAt(di, int(i)).Value(c.now, DefaultDecay) > 0:
 			return slow
 		}
 		return healthy

@@ -130,13 +130,9 @@ func (pol clickhousePolicy) Select(in *Input) (Decision, error) {
 			level = 2
 		}
 	}
-	var errT, slowT []DecayedCount
-	if di := c.v.decayIndex(clickhouseTally); di >= 0 && di < len(c.g.errs) {
-		errT, slowT = c.g.errs[di], c.g.slows[di]
-	}
 	var counts []uint32 // errors then slowdowns per server index; nil = all 0
 	if pol.pool != nil {
-		counts = pol.pool.query(c.g, errT, slowT, c.now, o.ErrorHalfLife, o.ErrorCap, !in.Explain)
+		counts = pol.pool.query(c.g, c.v.decayIndex(clickhouseTally), c.now, o.ErrorHalfLife, o.ErrorCap, !in.Explain)
 	}
 	key := func(pos int, i int32) chKey {
 		var k chKey
@@ -471,11 +467,11 @@ func addCapped(a, b, limit uint32) uint32 {
 }
 
 // query runs one query's updates (see chPool) at now for g's alive
-// servers, whose view tallies are errT and slowT (nil when the view has
-// none), and returns their counts after the updates, errors then
+// servers, whose view tallies are their Errors[di] and Slowdowns[di]
+// (none when di < 0), and returns their counts after the updates, errors then
 // slowdowns (2n values), or nil when all are 0. With commit false nothing
 // is stored.
-func (p *chPool) query(g *groupIndex, errT, slowT []DecayedCount, now time.Time, halfLife time.Duration, limit uint32, commit bool) []uint32 {
+func (p *chPool) query(g *groupIndex, di int, now time.Time, halfLife time.Duration, limit uint32, commit bool) []uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(g.alive)
@@ -500,11 +496,8 @@ func (p *chPool) query(g *groupIndex, errT, slowT []DecayedCount, now time.Time,
 			r := p.byID[s.ID]
 			if r == nil {
 				r = &chReplica{}
-				if errT != nil {
-					r.seenErrs = errT[i]
-				}
-				if slowT != nil {
-					r.seenSlows = slowT[i]
+				if di >= 0 {
+					r.seenErrs, r.seenSlows = g.errAt(di, i), g.slowAt(di, i)
 				}
 				p.byID[s.ID] = r
 			}
@@ -539,19 +532,18 @@ func (p *chPool) query(g *groupIndex, errT, slowT []DecayedCount, now time.Time,
 		}
 		e, sl := r.errs, r.slows
 		if fresh {
-			if errT != nil {
-				if d, newer := tallyDelta(r.seenErrs, errT[i]); newer {
+			if di >= 0 {
+				errT, slowT := g.errAt(di, i), g.slowAt(di, i)
+				if d, newer := tallyDelta(r.seenErrs, errT); newer {
 					e = addCapped(e, d, limit)
 					if commit {
-						r.seenErrs = errT[i]
+						r.seenErrs = errT
 					}
 				}
-			}
-			if slowT != nil {
-				if d, newer := tallyDelta(r.seenSlows, slowT[i]); newer {
+				if d, newer := tallyDelta(r.seenSlows, slowT); newer {
 					sl = addCapped(sl, d, 0)
 					if commit {
-						r.seenSlows = slowT[i]
+						r.seenSlows = slowT
 					}
 				}
 			}

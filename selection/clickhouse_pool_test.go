@@ -61,7 +61,7 @@ func (h *chPoolHarness) query(at time.Duration, commit bool) []uint32 {
 	}
 	v := NewLoadView(ss, []DecayParams{DefaultDecay, clickhouseTally}, t0.Add(at))
 	g := v.group("")
-	out := h.pool.query(g, g.errs[1], g.slows[1], t0.Add(at), h.halfLife, h.cap, commit)
+	out := h.pool.query(g, 1, t0.Add(at), h.halfLife, h.cap, commit)
 	if out == nil {
 		out = make([]uint32, 2*len(g.alive))
 	}
@@ -189,7 +189,7 @@ func TestClickHousePoolState(t *testing.T) {
 	}
 	p := &chPool{}
 	q := func(gi *groupIndex, at time.Duration) uint32 {
-		out := p.query(gi, gi.errs[1], gi.slows[1], t0.Add(at), time.Minute, 1000, true)
+		out := p.query(gi, 1, t0.Add(at), time.Minute, 1000, true)
 		if out == nil {
 			return 0
 		}

@@ -8,46 +8,54 @@ import (
 	"github.com/spaolacci/murmur3"
 )
 
-// groupIndex is the per-group data every policy needs, built once per view
-// (at NewLoadView) so that decisions do not regroup the servers per call.
-// It is immutable after construction and shared by concurrent readers.
-type groupIndex struct {
+// groupShape is the part of a group's index that depends on its
+// membership alone: the IDs, hosts and zones of its alive servers, in ID
+// order. Successive views whose group has the same membership share it
+// (ViewBuilder); it is immutable once built.
+type groupShape struct {
 	name string
-	// alive: the group's live servers, sorted by ID. Policy indices ("server
-	// index" below) are positions in this slice.
-	alive []*ServerLoad
 	// hosts: distinct hosts of alive, sorted by name; hostOf[i] is the host
 	// index of alive[i]; hosts[h].servers lists server indices (ID order).
 	hosts  []hostEntry
 	hostOf []int32
 	// maxPerHost is the largest number of servers on one host.
 	maxPerHost int
-	// latMedian is the median of the alive servers' start-latency
-	// estimates (ServerLoad.StartLatency, those with one; 0 = none): what
-	// a typical server's estimate is, to compare one server's with.
-	latMedian time.Duration
-	// zones: distinct zones of alive, sorted by name; zoneOf like hostOf.
-	zones  []zoneEntry
+	// zones0: distinct zones of alive, sorted by name, with their server
+	// counts and no unhealthy server; zoneOf like hostOf.
+	zones0 []zoneEntry
 	zoneOf []int32
-	// errs[d][i] and slows[d][i] copy alive[i].Errors[d] / Slowdowns[d]
-	// (zero when absent) for decay index d of the view: contiguous, so
-	// policies that read every server's counters (clickhouse-*) stay in
-	// cache.
-	errs, slows [][]DecayedCount
+	// members holds ID, host and zone of every alive server, in order:
+	// what a later view's group is compared with before it shares this
+	// shape (so sharing never depends on the old view's servers).
+	members []string
 	// fp fingerprints the membership (IDs and hosts of alive, in order):
 	// two views whose group has the same fp have the same indices, so
 	// per-tablet caches of rendezvous orders survive a new view.
 	fp [2]uint64
 }
 
+// groupIndex is the per-group data every policy needs, built once per view
+// (at NewLoadView) so that decisions do not regroup the servers per call.
+// It is immutable after construction and shared by concurrent readers.
+type groupIndex struct {
+	groupShape
+	// alive: the group's live servers, sorted by ID. Policy indices ("server
+	// index" below) are positions in this slice.
+	alive []*ServerLoad
+	// latMedian is the median of the alive servers' start-latency
+	// estimates (ServerLoad.StartLatency, those with one; 0 = none): what
+	// a typical server's estimate is, to compare one server's with.
+	latMedian time.Duration
+	// heartbeat[h]: the newest heartbeat of any of host h's servers.
+	heartbeat []time.Time
+	// zones: zones0 with this view's unhealthy counts (zones0 itself when
+	// no server is unhealthy).
+	zones []zoneEntry
+}
+
 type hostEntry struct {
 	name    string
 	servers []int32
-	// lastHeartbeat: the newest heartbeat of any of its servers.
-	lastHeartbeat time.Time
-	// lastAnswer: the newest LastAnswer of its servers; unansweredSince:
-	// the oldest non-zero UnansweredSince of its servers.
-	lastAnswer, unansweredSince time.Time
 }
 
 type zoneEntry struct {
@@ -81,8 +89,8 @@ const DefaultGroup = "default"
 // fresh index per call (correct, slower).
 func (v *LoadView) group(name string) *groupIndex {
 	name = groupName(name)
-	if v.groups != nil {
-		if g, ok := v.groups[name]; ok {
+	if v.indexed {
+		if g := v.indexedGroup(name); g != nil {
 			return g
 		}
 		return emptyGroup
@@ -99,17 +107,78 @@ func (v *LoadView) group(name string) *groupIndex {
 	if !sort.SliceIsSorted(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID }) {
 		sort.Slice(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID })
 	}
-	return newGroupIndex(name, mine, v.At, len(v.Decays))
+	var b ViewBuilder
+	g := &groupIndex{}
+	b.fill(g, name, mine, v.At, nil)
+	return g
+}
+
+// indexedGroup is the group called name of an indexed view, or nil
+// (v.groups is sorted by name).
+func (v *LoadView) indexedGroup(name string) *groupIndex {
+	gs := v.groups
+	if len(gs) == 1 {
+		if gs[0].name == name {
+			return gs[0]
+		}
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(gs, name, func(g *groupIndex, n string) int { return cmpString(g.name, n) })
+	if !ok {
+		return nil
+	}
+	return gs[i]
+}
+
+// ViewBuilder builds successive LoadViews (the load board's rebuilds) and
+// shares with the previous one what did not change: a group whose alive
+// servers have the same IDs, hosts and zones in the same order keeps its
+// host and zone indices and its fingerprint, and scratch space is reused.
+// The views it returns are as immutable as NewLoadView's and give the same
+// answers. A ViewBuilder is not safe for concurrent use; its zero value is
+// ready.
+type ViewBuilder struct {
+	prev  *LoadView
+	lat   []time.Duration
+	names []string
+	count []int32
+	fpBuf []byte
+	hash  murmur3.Hash128
+}
+
+// viewBlock: a view, its first group and the per-view arrays of a small
+// group in one allocation.
+type viewBlock struct {
+	v     LoadView
+	g     groupIndex
+	one   [1]*groupIndex
+	beats [4]time.Time
+	zones [4]zoneEntry
+}
+
+// Build returns the view of servers at at, like NewLoadView (it takes
+// ownership of servers and sorts them; decays is kept, not copied).
+func (b *ViewBuilder) Build(servers []*ServerLoad, decays []DecayParams, at time.Time) *LoadView {
+	slices.SortFunc(servers, func(a, b *ServerLoad) int { return cmpString(string(a.ID), string(b.ID)) })
+	blk := &viewBlock{}
+	v := &blk.v
+	v.Servers, v.Decays, v.At, v.indexed = servers, decays, at, true
+	b.buildGroups(blk)
+	b.prev = v
+	return v
 }
 
 // buildGroups indexes the alive servers of every group.
-func buildGroups(servers []*ServerLoad, at time.Time, decays int) map[string]*groupIndex {
+func (b *ViewBuilder) buildGroups(blk *viewBlock) {
+	v := &blk.v
+	servers := v.Servers
 	// Common case: one group. Collect per group without a map first.
 	first := ""
-	one := true
+	one, all := true, true
 	alive := 0
 	for _, s := range servers {
 		if s == nil || !s.Alive {
+			all = false
 			continue
 		}
 		g := groupName(s.Group)
@@ -120,19 +189,23 @@ func buildGroups(servers []*ServerLoad, at time.Time, decays int) map[string]*gr
 		}
 		alive++
 	}
-	out := map[string]*groupIndex{}
 	if alive == 0 {
-		return out
+		return
 	}
 	if one {
-		list := make([]*ServerLoad, 0, alive)
-		for _, s := range servers {
-			if s != nil && s.Alive {
-				list = append(list, s)
+		list := servers // every server alive: the view's own sorted list
+		if !all {
+			list = make([]*ServerLoad, 0, alive)
+			for _, s := range servers {
+				if s != nil && s.Alive {
+					list = append(list, s)
+				}
 			}
 		}
-		out[first] = newGroupIndex(first, list, at, decays)
-		return out
+		b.fill(&blk.g, first, list, v.At, blk)
+		blk.one[0] = &blk.g
+		v.groups = blk.one[:]
+		return
 	}
 	by := map[string][]*ServerLoad{}
 	for _, s := range servers {
@@ -142,112 +215,186 @@ func buildGroups(servers []*ServerLoad, at time.Time, decays int) map[string]*gr
 		g := groupName(s.Group)
 		by[g] = append(by[g], s)
 	}
-	for name, list := range by {
-		out[name] = newGroupIndex(name, list, at, decays)
+	gs := make([]groupIndex, len(by))
+	v.groups = make([]*groupIndex, 0, len(by))
+	for name := range by {
+		v.groups = append(v.groups, nil)
+		v.groups[len(v.groups)-1] = &gs[len(v.groups)-1]
+		gs[len(v.groups)-1].name = name
 	}
-	return out
+	slices.SortFunc(v.groups, func(a, b *groupIndex) int { return cmpString(a.name, b.name) })
+	for _, g := range v.groups {
+		b.fill(g, g.name, by[g.name], v.At, nil)
+	}
 }
 
-// newGroupIndex indexes alive (sorted by ID, all alive, all of group name).
-func newGroupIndex(name string, alive []*ServerLoad, at time.Time, decays int) *groupIndex {
-	n := len(alive)
-	g := &groupIndex{name: name, alive: alive}
-	idx := make([]int32, 2*n)
-	g.hostOf, g.zoneOf = idx[:n:n], idx[n:]
-	hostIdx := make(map[string]int32, n/2+1)
-	var hostNames, zoneNames []string
-	fpLen := 0
-	for _, s := range alive {
-		if _, ok := hostIdx[s.Host]; !ok {
-			hostIdx[s.Host] = 0
-			hostNames = append(hostNames, s.Host)
-		}
-		known := false
-		for _, z := range zoneNames {
-			if z == s.Zone {
-				known = true
-				break
-			}
-		}
-		if !known {
-			zoneNames = append(zoneNames, s.Zone)
-		}
-		fpLen += len(s.ID) + len(s.Host) + 2
+// fill indexes alive (sorted by ID, all alive, all of group name) into g
+// as of at; blk, when not nil, lends its arrays for a small group.
+func (b *ViewBuilder) fill(g *groupIndex, name string, alive []*ServerLoad, at time.Time, blk *viewBlock) {
+	if sh := b.sharedShape(name, alive); sh != nil {
+		g.groupShape = *sh
+	} else {
+		b.shape(&g.groupShape, name, alive)
 	}
-	sort.Strings(hostNames)
-	sort.Strings(zoneNames)
-	g.latMedian = medianStartLatency(alive)
-	g.hosts = make([]hostEntry, len(hostNames))
-	for i, h := range hostNames {
-		hostIdx[h] = int32(i)
-		g.hosts[i].name = h
+	g.alive = alive
+	g.latMedian, b.lat = medianStartLatency(alive, b.lat)
+	if nh := len(g.hosts); blk != nil && nh <= len(blk.beats) {
+		g.heartbeat = blk.beats[:nh:nh]
+	} else {
+		g.heartbeat = make([]time.Time, nh)
 	}
-	g.zones = make([]zoneEntry, len(zoneNames))
-	for i, z := range zoneNames {
-		g.zones[i].name = z
-	}
-	counts := make([]int32, len(hostNames))
-	buf := make([]byte, 0, fpLen)
+	g.zones = g.zones0
+	own := false
 	for i, s := range alive {
-		h := hostIdx[s.Host]
-		z := int32(sort.SearchStrings(zoneNames, s.Zone))
-		g.hostOf[i] = h
-		g.zoneOf[i] = z
-		counts[h]++
-		he := &g.hosts[h]
-		if s.LastHeartbeat.After(he.lastHeartbeat) {
-			he.lastHeartbeat = s.LastHeartbeat
+		if hb := &g.heartbeat[g.hostOf[i]]; s.LastHeartbeat.After(*hb) {
+			*hb = s.LastHeartbeat
 		}
-		if s.LastAnswer.After(he.lastAnswer) {
-			he.lastAnswer = s.LastAnswer
-		}
-		if u := s.UnansweredSince; !u.IsZero() && (he.unansweredSince.IsZero() || u.Before(he.unansweredSince)) {
-			he.unansweredSince = u
-		}
-		ze := &g.zones[z]
-		ze.n++
 		if tripped(s, at, defaultBreaker) ||
 			(s.ConsecutiveFailures > 0 && !s.LastFailure.IsZero() && at.Sub(s.LastFailure) < recentFailure) {
-			ze.unhealthy++
+			if !own {
+				// zones0 is shared: count in this view's own copy.
+				if nz := len(g.zones0); blk != nil && nz <= len(blk.zones) {
+					g.zones = blk.zones[:nz:nz]
+				} else {
+					g.zones = make([]zoneEntry, nz)
+				}
+				copy(g.zones, g.zones0)
+				own = true
+			}
+			g.zones[g.zoneOf[i]].unhealthy++
 		}
-		buf = append(buf, s.ID...)
-		buf = append(buf, 0)
-		buf = append(buf, s.Host...)
-		buf = append(buf, 0)
+	}
+}
+
+// sharedShape returns the previous view's shape of group name when alive
+// has exactly its membership (IDs, hosts and zones, in order), else nil.
+func (b *ViewBuilder) sharedShape(name string, alive []*ServerLoad) *groupShape {
+	if b.prev == nil {
+		return nil
+	}
+	pg := b.prev.indexedGroup(name)
+	if pg == nil || len(pg.members) != 3*len(alive) {
+		return nil
+	}
+	m := pg.members
+	for i, s := range alive {
+		if m[3*i] != string(s.ID) || m[3*i+1] != s.Host || m[3*i+2] != s.Zone {
+			return nil
+		}
+	}
+	return &pg.groupShape
+}
+
+// shape computes sh for alive (sorted by ID, all alive, of group name).
+func (b *ViewBuilder) shape(sh *groupShape, name string, alive []*ServerLoad) {
+	n := len(alive)
+	sh.name = name
+	idx := make([]int32, 2*n)
+	sh.hostOf, sh.zoneOf = idx[:n:n], idx[n:]
+	sh.members = make([]string, 0, 3*n)
+	// Distinct host names: servers of one host are usually adjacent in ID
+	// order, so drop repeats as they come, then sort and compact.
+	names := b.names[:0]
+	var zoneNames []string
+	for _, s := range alive {
+		sh.members = append(sh.members, string(s.ID), s.Host, s.Zone)
+		if len(names) == 0 || names[len(names)-1] != s.Host {
+			names = append(names, s.Host)
+		}
+		if !slices.Contains(zoneNames, s.Zone) {
+			zoneNames = append(zoneNames, s.Zone)
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	slices.Sort(zoneNames)
+	sh.hosts = make([]hostEntry, len(names))
+	for i, h := range names {
+		sh.hosts[i].name = h
+	}
+	sh.zones0 = make([]zoneEntry, len(zoneNames))
+	for i, z := range zoneNames {
+		sh.zones0[i].name = z
+	}
+	counts := slices.Grow(b.count[:0], len(names))[:len(names)]
+	clear(counts)
+	h := int32(-1)
+	for i, s := range alive {
+		if h < 0 || s.Host != alive[i-1].Host {
+			h = int32(sort.SearchStrings(names, s.Host))
+		}
+		z := int32(sort.SearchStrings(zoneNames, s.Zone))
+		sh.hostOf[i] = h
+		sh.zoneOf[i] = z
+		counts[h]++
+		sh.zones0[z].n++
 	}
 	// Per-host server lists share one backing array.
 	backing := make([]int32, n)
 	off := 0
-	for h := range g.hosts {
-		g.hosts[h].servers = backing[off : off : off+int(counts[h])]
+	for h := range sh.hosts {
+		sh.hosts[h].servers = backing[off : off : off+int(counts[h])]
 		off += int(counts[h])
 	}
 	for i := range alive {
-		he := &g.hosts[g.hostOf[i]]
+		he := &sh.hosts[sh.hostOf[i]]
 		he.servers = append(he.servers, int32(i))
 	}
+	sh.maxPerHost = 0
 	for _, c := range counts {
-		g.maxPerHost = max(g.maxPerHost, int(c))
+		sh.maxPerHost = max(sh.maxPerHost, int(c))
 	}
-	g.fp[0], g.fp[1] = murmur3.Sum128(buf)
-	if decays > 0 {
-		g.errs = make([][]DecayedCount, decays)
-		g.slows = make([][]DecayedCount, decays)
-		all := make([]DecayedCount, 2*decays*n)
-		for d := 0; d < decays; d++ {
-			g.errs[d] = all[2*d*n : (2*d+1)*n : (2*d+1)*n]
-			g.slows[d] = all[(2*d+1)*n : (2*d+2)*n : (2*d+2)*n]
-			for i, s := range alive {
-				if d < len(s.Errors) {
-					g.errs[d][i] = s.Errors[d]
-				}
-				if d < len(s.Slowdowns) {
-					g.slows[d][i] = s.Slowdowns[d]
-				}
-			}
+	clear(names) // keep no host names alive from the scratch
+	b.names, b.count = names[:0], counts[:0]
+	sh.fp = b.fingerprint(alive)
+}
+
+// fingerprint is the murmur3 128-bit hash of every alive server's ID and
+// host, each followed by a zero byte, streamed through a reused buffer.
+func (b *ViewBuilder) fingerprint(alive []*ServerLoad) [2]uint64 {
+	if b.hash == nil {
+		b.hash = murmur3.New128()
+		b.fpBuf = make([]byte, 0, 512)
+	}
+	h := b.hash
+	h.Reset()
+	buf := b.fpBuf[:0]
+	put := func(s string) {
+		if len(buf)+len(s)+1 > cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
 		}
+		if len(s)+1 > cap(buf) {
+			h.Write([]byte(s))
+			s = ""
+		}
+		buf = append(buf, s...)
+		buf = append(buf, 0)
 	}
-	return g
+	for _, s := range alive {
+		put(string(s.ID))
+		put(s.Host)
+	}
+	h.Write(buf)
+	var fp [2]uint64
+	fp[0], fp[1] = h.Sum128()
+	return fp
+}
+
+// errAt is alive[i].Errors[d], zero when absent; slowAt likewise for
+// Slowdowns.
+func (g *groupIndex) errAt(d, i int) DecayedCount {
+	if e := g.alive[i].Errors; d < len(e) {
+		return e[d]
+	}
+	return DecayedCount{}
+}
+
+func (g *groupIndex) slowAt(d, i int) DecayedCount {
+	if e := g.alive[i].Slowdowns; d < len(e) {
+		return e[d]
+	}
+	return DecayedCount{}
 }
 
 // index returns the server index of id in g, or false.
@@ -323,17 +470,60 @@ func tripped(s *ServerLoad, now time.Time, b breaker) bool {
 }
 
 // medianStartLatency is the median of the servers' non-zero StartLatency
-// (the upper one of an even count), 0 when none has one.
-func medianStartLatency(ss []*ServerLoad) time.Duration {
-	l := make([]time.Duration, 0, len(ss))
+// (the upper one of an even count), 0 when none has one. scratch is
+// reused and returned (grown).
+func medianStartLatency(ss []*ServerLoad, scratch []time.Duration) (time.Duration, []time.Duration) {
+	l := scratch[:0]
 	for _, s := range ss {
 		if s.StartLatency > 0 {
 			l = append(l, s.StartLatency)
 		}
 	}
 	if len(l) == 0 {
-		return 0
+		return 0, l
 	}
-	slices.Sort(l)
-	return l[len(l)/2]
+	return selectKth(l, len(l)/2), l
+}
+
+// selectKth returns the k-th smallest element of d (0-based), what
+// slices.Sort would put at d[k], reordering d: Hoare's quickselect with a
+// median-of-three pivot, no allocation.
+func selectKth(d []time.Duration, k int) time.Duration {
+	lo, hi := 0, len(d)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if d[mid] < d[lo] {
+			d[mid], d[lo] = d[lo], d[mid]
+		}
+		if d[hi] < d[lo] {
+			d[hi], d[lo] = d[lo], d[hi]
+		}
+		if d[hi] < d[mid] {
+			d[hi], d[mid] = d[mid], d[hi]
+		}
+		pivot := d[mid]
+		i, j := lo, hi
+		for i <= j {
+			for d[i] < pivot {
+				i++
+			}
+			for d[j] > pivot {
+				j--
+			}
+			if i <= j {
+				d[i], d[j] = d[j], d[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return d[k]
+		}
+	}
+	return d[k]
 }

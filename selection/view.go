@@ -2,7 +2,6 @@ package selection
 
 import (
 	"math"
-	"slices"
 	"time"
 )
 
@@ -154,15 +153,18 @@ type LoadView struct {
 	RecentDispatches uint64
 	RecentHedges     uint64
 
-	groups map[string]*groupIndex
+	// indexed: built by NewLoadView or a ViewBuilder, with groups (sorted
+	// by name) precomputed; false for a view built as a struct literal.
+	indexed bool
+	groups  []*groupIndex
 }
 
 // NewLoadView builds a view; it takes ownership of servers (sorts them).
+// A caller that builds views in succession uses a ViewBuilder, which
+// shares what did not change with the previous view.
 func NewLoadView(servers []*ServerLoad, decays []DecayParams, at time.Time) *LoadView {
-	slices.SortFunc(servers, func(a, b *ServerLoad) int { return cmpString(string(a.ID), string(b.ID)) })
-	v := &LoadView{Servers: servers, Decays: decays, At: at}
-	v.groups = buildGroups(servers, at, len(decays))
-	return v
+	var b ViewBuilder
+	return b.Build(servers, decays, at)
 }
 
 // Server returns the server with that id, or nil (binary search: Servers
@@ -185,7 +187,7 @@ func (v *LoadView) Server(id ServerID) *ServerLoad {
 		return a[lo]
 	}
 	// A view built as a literal may be unsorted.
-	if v.groups == nil {
+	if !v.indexed {
 		for _, s := range a {
 			if s.ID == id {
 				return s
