@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,5 +220,95 @@ func BenchmarkHostActorDispatchEvent(b *testing.B) {
 	for b.Loop() {
 		h.onEvent(now, ev)
 		h.publish()
+	}
+}
+
+// TestLoadBoardViewsStayAsPublished: the board builds each view sharing
+// what did not change with the one before; a published view must stay as
+// it was published while later ones are built (its servers and, through
+// every policy's decisions, its indices), and decide like a view built
+// from scratch of the same servers (ground truth: selection.NewLoadView).
+func TestLoadBoardViewsStayAsPublished(t *testing.T) {
+	now := time.Unix(1000, 0)
+	rng := rand.New(rand.NewPCG(7, 7))
+	decays := []selection.DecayParams{selection.DefaultDecay}
+	b := NewLoadBoard(func() time.Time { return now }, decays)
+	host := func(h, n int) []*selection.ServerLoad {
+		ss := servers(fmt.Sprintf("h%d", h), n)
+		for _, s := range ss {
+			s.Zone = fmt.Sprintf("z%d", h%3)
+			s.InFlight, s.QueueLen, s.Workers = rng.IntN(4), rng.IntN(3), 2
+			s.LastHeartbeat = now.Add(-time.Duration(rng.IntN(4000)) * time.Millisecond)
+			s.Alive = rng.IntN(8) > 0
+			if rng.IntN(3) == 0 {
+				s.Errors[0] = selection.DecayedCount{Count: uint32(rng.IntN(4)), Origin: now}
+				s.ConsecutiveFailures, s.LastFailure = rng.IntN(5), now.Add(-time.Duration(rng.IntN(20))*time.Second)
+			}
+		}
+		return ss
+	}
+	for h := 0; h < 6; h++ {
+		b.SetHost(fmt.Sprintf("h%d", h), host(h, 2))
+	}
+	var policies []*selection.Profile
+	for _, name := range selection.PolicyNames() {
+		policies = append(policies, &selection.Profile{Name: name, Policy: name, Group: selection.DefaultGroup,
+			Options: selection.DefaultOptions(name)})
+	}
+	// decisions: every policy's choice for a few tablets, each with a
+	// fresh policy and tablet state.
+	decisions := func(v *selection.LoadView) string {
+		var out []string
+		for _, p := range policies {
+			pol, err := selection.NewPolicy(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for tb := 0; tb < 4; tb++ {
+				in := &selection.Input{Tablet: selection.Tablet{Table: "t", EndRow: []byte(fmt.Sprintf("r%03d", tb))}, Profile: p, View: v,
+					Now: v.At, Rand: rand.New(rand.NewPCG(uint64(tb), 1)), State: &selection.TabletState{}}
+				d, err := pol.Select(in)
+				out = append(out, fmt.Sprintf("%s/%d:%s:%v", p.Name, tb, d.Server, err))
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	dump := func(v *selection.LoadView) string {
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "%v %v %v %v %d %d\n", v.Decays, v.At, v.StartLatencyP50, v.StartLatencyP95, v.RecentDispatches, v.RecentHedges)
+		for _, s := range v.Servers {
+			fmt.Fprintf(&sb, "%p %+v\n", s, *s)
+		}
+		return sb.String()
+	}
+	var views []*selection.LoadView
+	var dumps, decided []string
+	for step := 0; step < 40; step++ {
+		switch h := rng.IntN(7); {
+		case h == 6 && step%5 == 0:
+			b.SetHost(fmt.Sprintf("h%d", 6+step), host(6+step, 1+rng.IntN(3))) // a new host
+		case h == 5 && step%4 == 0:
+			b.SetHost(fmt.Sprintf("h%d", rng.IntN(6)), nil) // a host gone
+		default:
+			b.SetHost(fmt.Sprintf("h%d", h), host(h, 2))
+		}
+		now = now.Add(time.Duration(1+rng.IntN(200)) * time.Millisecond)
+		v := b.View()
+		fresh := selection.NewLoadView(slices.Clone(v.Servers), v.Decays, v.At)
+		fresh.StartLatencyP50, fresh.StartLatencyP95 = v.StartLatencyP50, v.StartLatencyP95
+		fresh.RecentDispatches, fresh.RecentHedges = v.RecentDispatches, v.RecentHedges
+		d := decisions(v)
+		if want := decisions(fresh); d != want {
+			t.Fatalf("step %d: the board's view decides\n%s\na fresh view of its servers\n%s", step, d, want)
+		}
+		views, dumps, decided = append(views, v), append(dumps, dump(v)), append(decided, d)
+	}
+	for i, v := range views {
+		if got := dump(v); got != dumps[i] {
+			t.Fatalf("view %d changed after publication:\nwas %s\nnow %s", i, dumps[i], got)
+		}
+		if got := decisions(v); got != decided[i] {
+			t.Fatalf("view %d decides differently after later rebuilds:\nwas %s\nnow %s", i, decided[i], got)
+		}
 	}
 }
