@@ -247,8 +247,17 @@ func TestLoadBoardViewsStayAsPublished(t *testing.T) {
 		}
 		return ss
 	}
+	set := map[string][]*selection.ServerLoad{} // what the board was given
+	setHost := func(h string, ss []*selection.ServerLoad) {
+		if ss == nil {
+			delete(set, h)
+		} else {
+			set[h] = ss
+		}
+		b.SetHost(h, ss)
+	}
 	for h := 0; h < 6; h++ {
-		b.SetHost(fmt.Sprintf("h%d", h), host(h, 2))
+		setHost(fmt.Sprintf("h%d", h), host(h, 2))
 	}
 	var policies []*selection.Profile
 	for _, name := range selection.PolicyNames() {
@@ -286,14 +295,22 @@ func TestLoadBoardViewsStayAsPublished(t *testing.T) {
 	for step := 0; step < 40; step++ {
 		switch h := rng.IntN(7); {
 		case h == 6 && step%5 == 0:
-			b.SetHost(fmt.Sprintf("h%d", 6+step), host(6+step, 1+rng.IntN(3))) // a new host
+			setHost(fmt.Sprintf("h%d", 6+step), host(6+step, 1+rng.IntN(3))) // a new host
 		case h == 5 && step%4 == 0:
-			b.SetHost(fmt.Sprintf("h%d", rng.IntN(6)), nil) // a host gone
+			setHost(fmt.Sprintf("h%d", rng.IntN(6)), nil) // a host gone
 		default:
-			b.SetHost(fmt.Sprintf("h%d", h), host(h, 2))
+			setHost(fmt.Sprintf("h%d", h), host(h, 2))
 		}
 		now = now.Add(time.Duration(1+rng.IntN(200)) * time.Millisecond)
 		v := b.View()
+		var want []*selection.ServerLoad
+		for _, ss := range set {
+			want = append(want, ss...)
+		}
+		slices.SortFunc(want, func(a, b *selection.ServerLoad) int { return strings.Compare(string(a.ID), string(b.ID)) })
+		if !slices.Equal(v.Servers, want) {
+			t.Fatalf("step %d: the view holds %d servers, not the %d the board was given, in ID order", step, len(v.Servers), len(want))
+		}
 		fresh := selection.NewLoadView(slices.Clone(v.Servers), v.Decays, v.At)
 		fresh.StartLatencyP50, fresh.StartLatencyP95 = v.StartLatencyP50, v.StartLatencyP95
 		fresh.RecentDispatches, fresh.RecentHedges = v.RecentDispatches, v.RecentHedges
