@@ -142,6 +142,7 @@ type ViewBuilder struct {
 	lat   []time.Duration
 	names []string
 	count []int32
+	beats []time.Time
 	fpBuf []byte
 	hash  murmur3.Hash128
 }
@@ -231,22 +232,31 @@ func (b *ViewBuilder) buildGroups(blk *viewBlock) {
 // fill indexes alive (sorted by ID, all alive, all of group name) into g
 // as of at; blk, when not nil, lends its arrays for a small group.
 func (b *ViewBuilder) fill(g *groupIndex, name string, alive []*ServerLoad, at time.Time, blk *viewBlock) {
-	if sh := b.sharedShape(name, alive); sh != nil {
-		g.groupShape = *sh
+	pg := b.sameMembers(name, alive)
+	if pg != nil {
+		g.groupShape = pg.groupShape
 	} else {
 		b.shape(&g.groupShape, name, alive)
 	}
 	g.alive = alive
 	g.latMedian, b.lat = medianStartLatency(alive, b.lat)
-	if nh := len(g.hosts); blk != nil && nh <= len(blk.beats) {
-		g.heartbeat = blk.beats[:nh:nh]
+	// Heartbeats: in blk for a few hosts, else in the scratch first, to
+	// share the previous view's array when no host's newest heartbeat
+	// moved (most rebuilds follow a dispatch, not a heartbeat).
+	nh := len(g.hosts)
+	inline := blk != nil && nh <= len(blk.beats)
+	var beats []time.Time
+	if inline {
+		beats = blk.beats[:nh:nh]
 	} else {
-		g.heartbeat = make([]time.Time, nh)
+		beats = slices.Grow(b.beats[:0], nh)[:nh]
+		clear(beats)
+		b.beats = beats
 	}
 	g.zones = g.zones0
 	own := false
 	for i, s := range alive {
-		if hb := &g.heartbeat[g.hostOf[i]]; s.LastHeartbeat.After(*hb) {
+		if hb := &beats[g.hostOf[i]]; s.LastHeartbeat.After(*hb) {
 			*hb = s.LastHeartbeat
 		}
 		if tripped(s, at, defaultBreaker) ||
@@ -264,11 +274,19 @@ func (b *ViewBuilder) fill(g *groupIndex, name string, alive []*ServerLoad, at t
 			g.zones[g.zoneOf[i]].unhealthy++
 		}
 	}
+	switch {
+	case inline:
+		g.heartbeat = beats
+	case pg != nil && slices.Equal(pg.heartbeat, beats): // == on time.Time: the same representation
+		g.heartbeat = pg.heartbeat
+	default:
+		g.heartbeat = slices.Clone(beats)
+	}
 }
 
-// sharedShape returns the previous view's shape of group name when alive
+// sameMembers returns the previous view's group called name when alive
 // has exactly its membership (IDs, hosts and zones, in order), else nil.
-func (b *ViewBuilder) sharedShape(name string, alive []*ServerLoad) *groupShape {
+func (b *ViewBuilder) sameMembers(name string, alive []*ServerLoad) *groupIndex {
 	if b.prev == nil {
 		return nil
 	}
@@ -282,7 +300,7 @@ func (b *ViewBuilder) sharedShape(name string, alive []*ServerLoad) *groupShape 
 			return nil
 		}
 	}
-	return &pg.groupShape
+	return pg
 }
 
 // shape computes sh for alive (sorted by ID, all alive, of group name).
