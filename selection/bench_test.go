@@ -106,3 +106,20 @@ func BenchmarkNewLoadView(b *testing.B) {
 		NewLoadView(ss, []DecayParams{DefaultDecay}, t0)
 	}
 }
+
+// BenchmarkViewBuilder: the board's rebuild as ViewBuilder does it, 1000
+// servers, one of them replaced by a changed copy per view (as a host
+// actor's publish does), the membership unchanged.
+func BenchmarkViewBuilder(b *testing.B) {
+	src := benchView(1000).Servers
+	var vb ViewBuilder
+	vb.Build(append([]*ServerLoad(nil), src...), []DecayParams{DefaultDecay}, t0)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		k := i % len(src)
+		c := *src[k]
+		c.InFlight++
+		src[k] = &c
+		vb.Build(append([]*ServerLoad(nil), src...), []DecayParams{DefaultDecay}, t0)
+	}
+}

@@ -107,7 +107,7 @@ func (v *LoadView) group(name string) *groupIndex {
 	if !sort.SliceIsSorted(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID }) {
 		sort.Slice(mine, func(i, j int) bool { return mine[i].ID < mine[j].ID })
 	}
-	var b ViewBuilder
+	b := ViewBuilder{once: true}
 	g := &groupIndex{}
 	b.fill(g, name, mine, v.At, nil)
 	return g
@@ -138,6 +138,9 @@ func (v *LoadView) indexedGroup(name string) *groupIndex {
 // answers. A ViewBuilder is not safe for concurrent use; its zero value is
 // ready.
 type ViewBuilder struct {
+	// once: this builder builds one view (NewLoadView), which no later
+	// view is compared with: its shapes need no members list.
+	once  bool
 	prev  *LoadView
 	lat   []time.Duration
 	names []string
@@ -244,14 +247,17 @@ func (b *ViewBuilder) fill(g *groupIndex, name string, alive []*ServerLoad, at t
 	// share the previous view's array when no host's newest heartbeat
 	// moved (most rebuilds follow a dispatch, not a heartbeat).
 	nh := len(g.hosts)
-	inline := blk != nil && nh <= len(blk.beats)
+	scratch := pg != nil && (blk == nil || nh > len(blk.beats))
 	var beats []time.Time
-	if inline {
-		beats = blk.beats[:nh:nh]
-	} else {
+	switch {
+	case scratch:
 		beats = slices.Grow(b.beats[:0], nh)[:nh]
 		clear(beats)
 		b.beats = beats
+	case blk != nil && nh <= len(blk.beats):
+		beats = blk.beats[:nh:nh]
+	default:
+		beats = make([]time.Time, nh)
 	}
 	g.zones = g.zones0
 	own := false
@@ -275,9 +281,9 @@ func (b *ViewBuilder) fill(g *groupIndex, name string, alive []*ServerLoad, at t
 		}
 	}
 	switch {
-	case inline:
+	case !scratch:
 		g.heartbeat = beats
-	case pg != nil && slices.Equal(pg.heartbeat, beats): // == on time.Time: the same representation
+	case slices.Equal(pg.heartbeat, beats): // == on time.Time: the same representation
 		g.heartbeat = pg.heartbeat
 	default:
 		g.heartbeat = slices.Clone(beats)
@@ -309,13 +315,18 @@ func (b *ViewBuilder) shape(sh *groupShape, name string, alive []*ServerLoad) {
 	sh.name = name
 	idx := make([]int32, 2*n)
 	sh.hostOf, sh.zoneOf = idx[:n:n], idx[n:]
-	sh.members = make([]string, 0, 3*n)
+	sh.members = nil
+	if !b.once {
+		sh.members = make([]string, 0, 3*n)
+	}
 	// Distinct host names: servers of one host are usually adjacent in ID
 	// order, so drop repeats as they come, then sort and compact.
 	names := b.names[:0]
 	var zoneNames []string
 	for _, s := range alive {
-		sh.members = append(sh.members, string(s.ID), s.Host, s.Zone)
+		if !b.once {
+			sh.members = append(sh.members, string(s.ID), s.Host, s.Zone)
+		}
 		if len(names) == 0 || names[len(names)-1] != s.Host {
 			names = append(names, s.Host)
 		}

@@ -163,7 +163,7 @@ type LoadView struct {
 // A caller that builds views in succession uses a ViewBuilder, which
 // shares what did not change with the previous view.
 func NewLoadView(servers []*ServerLoad, decays []DecayParams, at time.Time) *LoadView {
-	var b ViewBuilder
+	b := ViewBuilder{once: true}
 	return b.Build(servers, decays, at)
 }
 
