@@ -126,12 +126,15 @@ func (t *TabletActor) onDirectScan(c actor.Context, now time.Time, m *messages.S
 // onRoutedScan takes a ScanRequest from the router and, if the client asked,
 // tells it this actor's PID.
 func (t *TabletActor) onRoutedScan(c actor.Context, now time.Time, m *messages.ScanRequest) {
-	t.onScanRequest(now, m)
+	// Before the request's StartScan: then the client (as a rig client in
+	// one process) sees it before the rows. The client does not rely on
+	// that order.
 	if m.GetWantTabletActor() && !t.co.cfg.RouterOnly {
 		if client := ToPID(m.GetClient()); client != nil {
 			c.Send(client, &messages.ScanRouted{RequestId: m.GetRequestId(), Owner: t.self.Address, TabletActor: FromPID(t.self)})
 		}
 	}
+	t.onScanRequest(now, m)
 }
 
 // serves reports whether ref is this actor's tablet.

@@ -418,12 +418,17 @@ func (c *Client) Coordinators() (addrs, lost []string) {
 	return addrs, lost
 }
 
-// closeWait bounds how long Close waits for the actor remote to stop.
-const closeWait = 800 * time.Millisecond
+// closeWait bounds how long Close waits for the actor remote to stop. A
+// remote left stopping in the background keeps goroutines that read
+// gRPC's global logger, which the next remote started in the same process
+// writes (protoactor's Remote.Start): a data race in test processes that
+// start client after client, seen under -race at 800 ms on a loaded
+// machine. 3 s leaves room for a slow stop; a dead peer costs no more.
+const closeWait = 3 * time.Second
 
 // Close stops the client; running scans fail with ErrClosed. It returns
-// within about a second whatever is dead: it does not wait for a graceful
-// remote shutdown (peers see the connection drop).
+// within about three seconds whatever is dead: it does not wait for a
+// graceful remote shutdown (peers see the connection drop).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
