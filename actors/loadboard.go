@@ -212,8 +212,8 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 		// ring was ~10 % of a coordinator's CPU in BenchmarkOneRowScan
 		// (perf, issue 11).
 		b.latScratch = append(b.latScratch[:0], b.lat[:m]...)
-		v.StartLatencyP50 = selectKth(b.latScratch, m/2)
-		v.StartLatencyP95 = selectKth(b.latScratch, (m*95)/100)
+		v.StartLatencyP50 = selection.SelectKth(b.latScratch, m/2)
+		v.StartLatencyP95 = selection.SelectKth(b.latScratch, (m*95)/100)
 	}
 	sec := now.Unix()
 	for _, w := range b.window {
@@ -224,48 +224,4 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 	}
 	b.cur.Store(v)
 	return v
-}
-
-// selectKth returns the k-th smallest element of d (0-based), reordering
-// d: Hoare's quickselect with a median-of-three pivot, O(len(d)) on
-// average, no allocation.
-func selectKth(d []time.Duration, k int) time.Duration {
-	lo, hi := 0, len(d)-1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		// median of three to d[mid]
-		if d[mid] < d[lo] {
-			d[mid], d[lo] = d[lo], d[mid]
-		}
-		if d[hi] < d[lo] {
-			d[hi], d[lo] = d[lo], d[hi]
-		}
-		if d[hi] < d[mid] {
-			d[hi], d[mid] = d[mid], d[hi]
-		}
-		pivot := d[mid]
-		i, j := lo, hi
-		for i <= j {
-			for d[i] < pivot {
-				i++
-			}
-			for d[j] > pivot {
-				j--
-			}
-			if i <= j {
-				d[i], d[j] = d[j], d[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case k <= j:
-			hi = j
-		case k >= i:
-			lo = i
-		default:
-			return d[k]
-		}
-	}
-	return d[k]
 }

@@ -138,32 +138,6 @@ func TestHostActorTracksSilence(t *testing.T) {
 	}
 }
 
-// selectKth picks what a sort would put at k, for every k, on random,
-// constant, sorted and reversed inputs with duplicates (ground truth:
-// slices.Sort).
-func TestSelectKthMatchesSort(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 5))
-	inputs := [][]time.Duration{{7}, {2, 1}, {5, 5, 5, 5}}
-	for n := 1; n <= 70; n += 3 {
-		r, asc, desc, dup := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
-		for i := range r {
-			r[i] = time.Duration(rng.IntN(1000))
-			asc[i], desc[i], dup[i] = time.Duration(i), time.Duration(n-i), time.Duration(rng.IntN(3))
-		}
-		inputs = append(inputs, r, asc, desc, dup)
-	}
-	for _, in := range inputs {
-		want := slices.Clone(in)
-		slices.Sort(want)
-		for k := range in {
-			d := slices.Clone(in)
-			if got := selectKth(d, k); got != want[k] {
-				t.Fatalf("selectKth(%v, %d) = %v, want %v", in, k, got, want[k])
-			}
-		}
-	}
-}
-
 // TestHostActorPublishedViewIsImmutable: published loads share the
 // counter slices with the host's working state, which must replace rather
 // than change them: a failure, a busy answer or a slowdown after a publish

@@ -511,13 +511,14 @@ func medianStartLatency(ss []*ServerLoad, scratch []time.Duration) (time.Duratio
 	if len(l) == 0 {
 		return 0, l
 	}
-	return selectKth(l, len(l)/2), l
+	return SelectKth(l, len(l)/2), l
 }
 
-// selectKth returns the k-th smallest element of d (0-based), what
+// SelectKth returns the k-th smallest element of d (0-based), what
 // slices.Sort would put at d[k], reordering d: Hoare's quickselect with a
-// median-of-three pivot, no allocation.
-func selectKth(d []time.Duration, k int) time.Duration {
+// median-of-three pivot, O(len(d)) on average, no allocation. (The load
+// board's start-latency percentiles and the views' latency medians.)
+func SelectKth(d []time.Duration, k int) time.Duration {
 	lo, hi := 0, len(d)-1
 	for lo < hi {
 		mid := lo + (hi-lo)/2

@@ -305,22 +305,26 @@ func TestViewBuilderLeavesPublishedViewsAlone(t *testing.T) {
 	}
 }
 
-// TestSelectKthMatchesSort: the median's quickselect picks what a sort
-// puts at k (ground truth: slices.Sort), duplicates and runs included.
+// TestSelectKthMatchesSort: SelectKth picks what a sort puts at k, for
+// every k, on random, constant, sorted and reversed inputs with
+// duplicates (ground truth: slices.Sort).
 func TestSelectKthMatchesSort(t *testing.T) {
 	r := rng(4)
-	for n := 1; n <= 60; n += 3 {
-		for _, mod := range []int{1000, 3, 1} {
-			in := make([]time.Duration, n)
-			for i := range in {
-				in[i] = time.Duration(r.IntN(mod))
-			}
-			want := slices.Clone(in)
-			slices.Sort(want)
-			for k := range in {
-				if got := selectKth(slices.Clone(in), k); got != want[k] {
-					t.Fatalf("selectKth(%v, %d) = %v, want %v", in, k, got, want[k])
-				}
+	inputs := [][]time.Duration{{7}, {2, 1}, {5, 5, 5, 5}}
+	for n := 1; n <= 70; n += 3 {
+		rnd, asc, desc, dup := make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n), make([]time.Duration, n)
+		for i := range rnd {
+			rnd[i] = time.Duration(r.IntN(1000))
+			asc[i], desc[i], dup[i] = time.Duration(i), time.Duration(n-i), time.Duration(r.IntN(3))
+		}
+		inputs = append(inputs, rnd, asc, desc, dup)
+	}
+	for _, in := range inputs {
+		want := slices.Clone(in)
+		slices.Sort(want)
+		for k := range in {
+			if got := SelectKth(slices.Clone(in), k); got != want[k] {
+				t.Fatalf("SelectKth(%v, %d) = %v, want %v", in, k, got, want[k])
 			}
 		}
 	}
