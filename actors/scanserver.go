@@ -643,12 +643,8 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if packed == nil {
 			packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
 		}
-		at := len(packed)
+		lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key)), len(e.Key)
 		packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
-		// The key follows its length (PackedRowSize(k, 0) = len(k's
-		// length) + k + 1 byte for the empty value's length).
-		lastKeyLen = len(e.Key)
-		lastKeyAt = at + tablets.PackedRowSize(len(e.Key), 0) - 1 - len(e.Key)
 		nrows++
 		kv += len(e.Key) + len(e.Value)
 		size += len(e.Key) + len(e.Value) + 8

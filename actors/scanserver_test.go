@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"testing"
@@ -50,6 +51,10 @@ func TestServerIgnoresUnlessStreamingCancelOnceStreaming(t *testing.T) {
 	}
 	if want := len(r.truthOf(0)); fin.GetRows() != uint64(want) {
 		t.Fatalf("finished with %d rows, want %d", fin.GetRows(), want)
+	}
+	// last_key is the last row sent (taken from the packed batch).
+	if truth := r.truthOf(0); !bytes.Equal(fin.GetLastKey(), truth[len(truth)-1].Key) {
+		t.Fatalf("finished with last_key %q, want %q", fin.GetLastKey(), truth[len(truth)-1].Key)
 	}
 }
 

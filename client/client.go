@@ -598,10 +598,7 @@ func (c *Client) routerIDLocked(addr string) string {
 // goes through the router (it decides where it is served).
 func (c *Client) requestTarget(ref *messages.TabletRef, addr string, req *messages.ScanRequest) *actor.PID {
 	if !c.cfg.RouterOnly && len(req.GetAvoidCoordinators()) == 0 {
-		c.mu.Lock()
-		pid := c.tabletActors.lookup(ref, addr)
-		c.mu.Unlock()
-		if pid != nil {
+		if pid := c.tabletActorAt(ref, addr); pid != nil {
 			return pid
 		}
 		req.WantTabletActor = true
@@ -611,13 +608,17 @@ func (c *Client) requestTarget(ref *messages.TabletRef, addr string, req *messag
 
 // doneTarget is where a ScanDone for ref goes: as requestTarget.
 func (c *Client) doneTarget(ref *messages.TabletRef, addr string) *actor.PID {
-	c.mu.Lock()
-	pid := c.tabletActors.lookup(ref, addr)
-	c.mu.Unlock()
-	if pid != nil {
+	if pid := c.tabletActorAt(ref, addr); pid != nil {
 		return pid
 	}
 	return c.routerPID(addr)
+}
+
+// tabletActorAt is ref's tablet actor at the coordinator addr, if known.
+func (c *Client) tabletActorAt(ref *messages.TabletRef, addr string) *actor.PID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tabletActors.lookup(ref, addr)
 }
 
 // onScanRouted updates the tablet actor directory from a ScanRouted for a

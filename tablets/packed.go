@@ -21,6 +21,10 @@ func AppendPackedRow(dst, key, value []byte) []byte {
 	return append(dst, value...)
 }
 
+// PackedKeyAt is where the key of a row that AppendPackedRow appended at
+// offset rowStart begins (after its length).
+func PackedKeyAt(rowStart, keyLen int) int { return rowStart + uvarintLen(uint64(keyLen)) }
+
 // PackedRowSize is how many bytes AppendPackedRow adds for a row.
 func PackedRowSize(keyLen, valueLen int) int {
 	return uvarintLen(uint64(keyLen)) + keyLen + uvarintLen(uint64(valueLen)) + valueLen

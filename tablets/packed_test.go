@@ -17,6 +17,9 @@ func TestPackedRowsRoundTrip(t *testing.T) {
 		if got, want := len(b)-before, PackedRowSize(len(r[0]), len(r[1])); got != want {
 			t.Fatalf("row of %d+%d bytes took %d bytes, PackedRowSize says %d", len(r[0]), len(r[1]), got, want)
 		}
+		if at := PackedKeyAt(before, len(r[0])); !bytes.Equal(b[at:at+len(r[0])], r[0]) {
+			t.Fatalf("PackedKeyAt(%d, %d) = %d: %q is not the key", before, len(r[0]), at, b[at:at+len(r[0])])
+		}
 	}
 	got, err := UnpackRows(b)
 	if err != nil {
