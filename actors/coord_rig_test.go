@@ -467,15 +467,12 @@ func (g *gatedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool
 	return g.inner.FetchBlock(ctx, key)
 }
 
-// rowsOf is a batch's rows, from packed_rows or rows; undecodable packed
-// rows fail the test process loudly (the server under test made them).
+// rowsOf is a batch's rows from either encoding; an undecodable batch
+// fails the test process loudly (the server under test made it).
 func rowsOf(b *messages.RowBatch) []*messages.Row {
-	if len(b.GetPackedRows()) == 0 {
-		return b.GetRows()
-	}
-	rows, err := tablets.UnpackRows(b.GetPackedRows())
+	rows, err := tablets.BatchRows(b)
 	if err != nil {
-		panic(fmt.Sprintf("batch %s/%d seq %d: %v", b.GetRequestId(), b.GetAttempt(), b.GetSeq(), err))
+		panic(fmt.Sprintf("batch %s/%d: %v", b.GetRequestId(), b.GetAttempt(), err))
 	}
 	return rows
 }

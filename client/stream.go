@@ -425,7 +425,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 			return s.reject(now, err.Error())
 		}
 	}
-	rows, err := batchRows(b)
+	rows, err := tablets.BatchRows(b)
 	if err != nil {
 		return s.reject(now, err.Error())
 	}
@@ -472,23 +472,6 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
 	}
 	return acts
-}
-
-// batchRows returns a batch's rows, from packed_rows or rows (a batch
-// with both, or with undecodable packed rows, is refused).
-func batchRows(b *messages.RowBatch) ([]*messages.Row, error) {
-	p := b.GetPackedRows()
-	if len(p) == 0 {
-		return b.GetRows(), nil
-	}
-	if len(b.GetRows()) > 0 {
-		return nil, fmt.Errorf("batch %d has both rows (%d) and packed_rows", b.GetSeq(), len(b.GetRows()))
-	}
-	rows, err := tablets.UnpackRows(p)
-	if err != nil {
-		return nil, fmt.Errorf("batch %d: %w", b.GetSeq(), err)
-	}
-	return rows, nil
 }
 
 // checkFinalBatch checks the ScanFinished inside a last batch

@@ -51,6 +51,24 @@ func UnpackRows(b []byte) ([]*messages.Row, error) {
 	return rows, nil
 }
 
+// BatchRows returns a RowBatch's rows from either encoding: packed_rows
+// (UnpackRows) or rows. A batch with both, or with packed rows that do not
+// decode, is an error wrapping ErrCorrupt that names the batch's seq.
+func BatchRows(b *messages.RowBatch) ([]*messages.Row, error) {
+	p := b.GetPackedRows()
+	if len(p) == 0 {
+		return b.GetRows(), nil
+	}
+	if len(b.GetRows()) > 0 {
+		return nil, fmt.Errorf("%w: batch %d has both rows (%d) and packed_rows", ErrCorrupt, b.GetSeq(), len(b.GetRows()))
+	}
+	rows, err := UnpackRows(p)
+	if err != nil {
+		return nil, fmt.Errorf("batch %d: %w", b.GetSeq(), err)
+	}
+	return rows, nil
+}
+
 // walkPacked checks b and counts its rows, calling each (if set) per row.
 func walkPacked(b []byte, each func(k, v []byte)) (int, error) {
 	n, off := 0, 0

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/scanplane/scanplane/messages"
 )
 
 func TestPackedRowsRoundTrip(t *testing.T) {
@@ -145,4 +147,31 @@ func BenchmarkDigestBatch(b *testing.B) {
 			_ = d.Sum()
 		}
 	})
+}
+
+// TestBatchRows: a RowBatch's rows come from packed_rows or rows; both, or
+// packed rows that do not decode, are refused naming the batch.
+func TestBatchRows(t *testing.T) {
+	row := &messages.Row{Key: []byte("k"), Value: []byte("v")}
+	packed := AppendPackedRow(nil, row.Key, row.Value)
+	for name, tc := range map[string]struct {
+		b    *messages.RowBatch
+		want string // error text; "" = the one row
+	}{
+		"rows":        {&messages.RowBatch{Seq: 1, Rows: []*messages.Row{row}}, ""},
+		"packed":      {&messages.RowBatch{Seq: 2, PackedRows: packed}, ""},
+		"both":        {&messages.RowBatch{Seq: 3, Rows: []*messages.Row{row}, PackedRows: packed}, "batch 3 has both"},
+		"undecodable": {&messages.RowBatch{Seq: 4, PackedRows: packed[:len(packed)-1]}, "batch 4: "},
+	} {
+		rows, err := BatchRows(tc.b)
+		if tc.want == "" {
+			if err != nil || len(rows) != 1 || !bytes.Equal(rows[0].Key, row.Key) || !bytes.Equal(rows[0].Value, row.Value) {
+				t.Errorf("%s: %v, %v", name, rows, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) || rows != nil {
+			t.Errorf("%s: %v (%d rows), want ErrCorrupt with %q", name, err, len(rows), tc.want)
+		}
+	}
 }

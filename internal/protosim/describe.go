@@ -57,7 +57,7 @@ func describe(m proto.Message) string {
 		return fmt.Sprintf("Busy{%s/%d %s}", m.GetRequestId(), m.GetAttempt(), m.GetServer())
 	case *messages.RowBatch:
 		first, last := "", ""
-		rows := batchRows(m)
+		rows, _ := tablets.BatchRows(m) // undecodable: none (the client refuses such a batch)
 		if n := len(rows); n > 0 {
 			first, last = tablets.FormatKey(rows[0].GetKey()), tablets.FormatKey(rows[n-1].GetKey())
 		}
@@ -76,14 +76,4 @@ func describe(m proto.Message) string {
 		return fmt.Sprintf("LoadSignal{%s %s}", m.GetServer(), m.GetRequestId())
 	}
 	return fmt.Sprintf("%T", m)
-}
-
-// batchRows is a batch's rows from either encoding (undecodable packed
-// rows: none; the client under test refuses such a batch).
-func batchRows(b *messages.RowBatch) []*messages.Row {
-	if len(b.GetPackedRows()) == 0 {
-		return b.GetRows()
-	}
-	rows, _ := tablets.UnpackRows(b.GetPackedRows())
-	return rows
 }

@@ -103,7 +103,8 @@ func TestHarnessCatchesClientIgnoringChecksums(t *testing.T) {
 						d = &tablets.RowDigest{}
 						digests[k] = d
 					}
-					for _, r := range batchRows(m) {
+					rows, _ := tablets.BatchRows(m)
+					for _, r := range rows {
 						d.Add(r.Key, r.Value)
 					}
 					m.RowCount, m.Checksum = d.Rows(), d.Sum()
