@@ -110,7 +110,7 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.nwaiting -= len(reqs)
 		for _, req := range reqs {
 			if m.err != nil {
-				r.reject(c, req, m.code, m.err.Error())
+				rejectScan(r.co, c, req, m.code, m.err.Error())
 				continue
 			}
 			r.forward(c, req, m.meta)
@@ -269,18 +269,14 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 	}()
 }
 
-func (r *RouterActor) reject(c actor.Context, m *messages.ScanRequest, code messages.ErrorCode, msg string) {
-	rejectScan(r.co, c, m, code, msg)
-}
-
 func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 	if err := ValidateScanRequest(m); err != nil {
 		r.co.countBad("ScanRequest", err)
-		r.reject(c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
+		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
 	if err := r.co.quorumErr(); err != nil {
-		r.reject(c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
+		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
 		return
 	}
 	if m.GetForwardedBy() == "" {
@@ -296,7 +292,7 @@ func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 	}
 	if len(r.waiting[key]) >= r.co.cfg.MaxWaitingPerTable || r.nwaiting >= r.co.cfg.MaxWaiting {
 		r.co.countOverloaded("metadata wait")
-		r.reject(c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, fmt.Sprintf("coordinator overloaded: %d requests wait for table metadata (%d for %s/g%d); retry later",
+		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, fmt.Sprintf("coordinator overloaded: %d requests wait for table metadata (%d for %s/g%d); retry later",
 			r.nwaiting, len(r.waiting[key]), key.table, key.gen))
 		return
 	}
@@ -332,16 +328,16 @@ func (r *RouterActor) startLoads(c actor.Context) {
 func (r *RouterActor) forward(c actor.Context, m *messages.ScanRequest, meta *messages.TableMeta) {
 	idx := int(m.Tablet.Index)
 	if idx >= len(meta.GetTablets()) {
-		r.reject(c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("table %s/g%d has %d tablets, no tablet %d", meta.Name, meta.Generation, len(meta.Tablets), idx))
+		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("table %s/g%d has %d tablets, no tablet %d", meta.Name, meta.Generation, len(meta.Tablets), idx))
 		return
 	}
 	ref := meta.Tablets[idx].GetRef()
 	if !bytes.Equal(ref.GetPrevEndRow(), m.Tablet.GetPrevEndRow()) || !bytes.Equal(ref.GetEndRow(), m.Tablet.GetEndRow()) {
-		r.reject(c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("tablet %d of %s/g%d has other bounds than requested", idx, meta.Name, meta.Generation))
+		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("tablet %d of %s/g%d has other bounds than requested", idx, meta.Name, meta.Generation))
 		return
 	}
 	r.deliver(c, meta, idx, routed{msg: &routedScan{req: m}}, func() {
-		r.reject(c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, "coordinator overloaded: too many requests wait for a restarting tablet actor; retry later")
+		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, "coordinator overloaded: too many requests wait for a restarting tablet actor; retry later")
 	})
 }
 
