@@ -55,6 +55,18 @@ type run struct {
 	err     error
 }
 
+// streaming returns a started stream of n test rows whose attempt 1 on
+// s1 has delivered the first 4 (accepted, yielded).
+func streaming(t *testing.T, n int) (*run, *attempt, []*messages.Row) {
+	t.Helper()
+	rows := testRows(n)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+	return r, a, rows
+}
+
 func newRun(t *testing.T, cfg StreamConfig) *run {
 	return &run{t: t, s: NewTabletStream(cfg, testRef, tablets.Range{})}
 }
@@ -266,11 +278,7 @@ func TestStreamVerifiesBatches(t *testing.T) {
 	}
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {
-			rows := testRows(12)
-			r := newRun(t, streamConfig())
-			r.do(r.s.Start(t0))
-			a := newAttempt("r1", 1, "s1")
-			r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+			r, a, rows := streaming(t, 12)
 			bad := a.batch(cloneRows(rows[4:8]))
 			corrupt(bad)
 			acts := r.do(r.s.OnMessage(t0, bad))
@@ -356,11 +364,7 @@ func TestStreamVerifiesFinish(t *testing.T) {
 	}
 	for name, corrupt := range cases {
 		t.Run(name, func(t *testing.T) {
-			rows := testRows(8)
-			r := newRun(t, streamConfig())
-			r.do(r.s.Start(t0))
-			a := newAttempt("r1", 1, "s1")
-			r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+			r, a, rows := streaming(t, 8)
 			f := a.finished()
 			corrupt(f)
 			acts := r.do(r.s.OnMessage(t0, f))
@@ -1032,11 +1036,7 @@ func TestStreamVerifiesFinalBatch(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			rows := testRows(8)
-			r := newRun(t, streamConfig())
-			r.do(r.s.Start(t0))
-			a := newAttempt("r1", 1, "s1")
-			r.do(r.s.OnMessage(t0, a.batch(rows[:4])))
+			r, a, rows := streaming(t, 8)
 			b := a.finalBatch(rows[4:])
 			tc.corrupt(b.Finished)
 			if err := checkFinalBatch(b); err == nil || !errors.Is(err, ErrStream) || !strings.Contains(err.Error(), tc.field) {
