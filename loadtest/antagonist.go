@@ -186,17 +186,31 @@ func tasks(pid int) ([]int, error) {
 	return out, nil
 }
 
-// pinTasks sets the affinity of every thread of process pid to set,
-// passing over the threads until none is left with another mask (a thread
-// made meanwhile by one not yet pinned inherits the old mask). A thread
-// that exits meanwhile is skipped.
+const (
+	// pinSettle is how long the threads of a process must stay as pinned
+	// (the same threads, all on the set) before pinTasks believes it.
+	pinSettle = 50 * time.Millisecond
+	// pinConvergeWithin bounds how long pinTasks waits for them to settle.
+	pinConvergeWithin = 5 * time.Second
+)
+
+// pinTasks sets the affinity of every thread of process pid to set. A
+// thread that one not yet pinned is making meanwhile inherits the old mask,
+// and it shows in /proc only once made, which on a loaded machine can be
+// several scheduler slices later. So pinTasks passes over the threads until
+// they have stayed the same threads, all on set, for pinSettle; stopping
+// after a fixed number of passes left a thread unpinned about once in a
+// thousand runs under load. A thread that exits meanwhile is skipped.
 func pinTasks(pid int, set unix.CPUSet) error {
-	for pass := 0; pass < 5; pass++ {
+	start := time.Now()
+	var prev []int
+	var settled time.Time // when the threads were last seen changing
+	for {
 		tids, err := tasks(pid)
 		if err != nil {
 			return fmt.Errorf("threads of pid %d: %w", pid, err)
 		}
-		changed := false
+		changed := !slices.Equal(tids, prev)
 		for _, tid := range tids {
 			var cur unix.CPUSet
 			if err := unix.SchedGetaffinity(tid, &cur); err != nil {
@@ -213,11 +227,18 @@ func pinTasks(pid int, set unix.CPUSet) error {
 				return fmt.Errorf("sched_setaffinity(%d, %s): %w", tid, formatCPUSet(set), err)
 			}
 		}
-		if !changed {
+		now := time.Now()
+		if changed {
+			settled = now
+		} else if now.Sub(settled) >= pinSettle {
 			return nil
 		}
+		if now.Sub(start) > pinConvergeWithin {
+			return fmt.Errorf("threads of pid %d: still changing after %v of pinning them to %s", pid, pinConvergeWithin, formatCPUSet(set))
+		}
+		prev = tids
+		time.Sleep(pinSettle / 10)
 	}
-	return nil
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on
