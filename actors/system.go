@@ -107,13 +107,9 @@ func validateTLS(t *tls.Config) error {
 // CA, expired certificate, no certificate, not TLS at all).
 func remoteTLSOptions(cfg *tls.Config, log *slog.Logger, server ...grpc.ServerOption) []remote.ConfigOption {
 	if cfg == nil {
-		return []remote.ConfigOption{remote.WithServerOptions(server...)}
+		return remotestop.TransportOptions(nil, server...)
 	}
-	creds := loggedCreds{TransportCredentials: credentials.NewTLS(cfg), log: log}
-	return []remote.ConfigOption{
-		remote.WithServerOptions(append(server, grpc.Creds(creds))...),
-		remote.WithDialOptions(grpc.WithTransportCredentials(creds)),
-	}
+	return remotestop.TransportOptions(loggedCreds{TransportCredentials: credentials.NewTLS(cfg), log: log}, server...)
 }
 
 // loggedCreds logs the handshakes that fail.

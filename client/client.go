@@ -38,7 +38,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/scanplane/scanplane/bus"
@@ -360,13 +359,11 @@ func (c *Client) startSystem() error {
 		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
 	}
 	c.stops = remotestop.NewTracker()
+	var creds credentials.TransportCredentials
 	if c.cfg.TLS != nil {
-		creds := credentials.NewTLS(c.cfg.TLS)
-		opts = append(opts, remote.WithServerOptions(c.stops.ServerOption(), grpc.Creds(creds)),
-			remote.WithDialOptions(grpc.WithTransportCredentials(creds)))
-	} else {
-		opts = append(opts, remote.WithServerOptions(c.stops.ServerOption()))
+		creds = credentials.NewTLS(c.cfg.TLS)
 	}
+	opts = append(opts, remotestop.TransportOptions(creds, c.stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// A connection that fails is reported (EndpointTerminatedEvent) after
 	// one try and its 2s back-off instead of five: a dead coordinator is
