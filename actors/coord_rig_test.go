@@ -253,7 +253,7 @@ type rigScan struct {
 	accepted uint32
 	nextSeq  uint64
 	dig      tablets.RowDigest
-	rows     []*messages.Row
+	rows     []tablets.Entry
 	batches  []*messages.RowBatch // every batch received, any attempt
 	fin      *messages.ScanFinished
 	err      *messages.ScanError
@@ -469,8 +469,8 @@ func (g *gatedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool
 
 // rowsOf is a batch's rows from either encoding; an undecodable batch
 // fails the test process loudly (the server under test made it).
-func rowsOf(b *messages.RowBatch) []*messages.Row {
-	rows, err := tablets.BatchRows(b)
+func rowsOf(b *messages.RowBatch) []tablets.Entry {
+	rows, err := tablets.BatchRows(b, 0)
 	if err != nil {
 		panic(fmt.Sprintf("batch %s/%d: %v", b.GetRequestId(), b.GetAttempt(), err))
 	}

@@ -43,7 +43,7 @@ func TestServerOneRowScanMessages(t *testing.T) {
 	}
 	b := batches[0].(*messages.RowBatch)
 	f := b.GetFinished()
-	if rows := rowsOf(b); len(rows) != 1 || !bytes.Equal(rows[0].GetKey(), key) || f == nil || len(b.GetRows()) != 0 {
+	if rows := rowsOf(b); len(rows) != 1 || !bytes.Equal(rows[0].Key, key) || f == nil || len(b.GetRows()) != 0 {
 		t.Fatalf("batch %v: want the one row, carrying the ScanFinished", b)
 	}
 	if f.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED || f.GetBatches() != 1 || f.GetRows() != 1 || f.GetChecksum() != b.GetChecksum() ||

@@ -52,7 +52,7 @@ type Rows struct {
 	in     *inbox        // its inbox
 	ids    []string      // its request ids
 	timer  *time.Timer
-	batch  []*messages.Row
+	batch  []tablets.Entry // rows received, not yet returned (from bi)
 	bi     int
 	row    Row
 	last   []byte
@@ -115,8 +115,7 @@ func (r *Rows) Next() bool {
 			return false
 		}
 		if r.bi < len(r.batch) {
-			m := r.batch[r.bi]
-			r.batch[r.bi] = nil
+			m := &r.batch[r.bi]
 			r.bi++
 			if r.last != nil && bytes.Compare(m.Key, r.last) <= 0 {
 				r.fail(fmt.Errorf("%w: key %s after %s (out of order)", ErrStream, tablets.FormatKey(m.Key), tablets.FormatKey(r.last)))
@@ -127,7 +126,9 @@ func (r *Rows) Next() bool {
 			r.stats.Rows++
 			return true
 		}
-		r.batch, r.bi = r.batch[:0], 0
+		// Not batch[:0]: the slab aliases the batch's bytes, which the
+		// next batch's rows replace rather than overwrite.
+		r.batch, r.bi = nil, 0
 		if r.opts.Limit > 0 && r.stats.Rows >= r.opts.Limit {
 			r.Close()
 			return false
@@ -258,7 +259,11 @@ func (r *Rows) apply(acts []StreamAction) error {
 		case ActSendCancel, ActSendAck:
 			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
 		case ActYield:
-			r.batch = append(r.batch, a.Rows...)
+			if len(r.batch) == 0 {
+				r.batch = a.Rows // the stream's slab, one per batch: no copy
+			} else {
+				r.batch = append(r.batch, a.Rows...)
+			}
 			r.stats.Batches++
 		case ActFinish:
 			r.endStream()

@@ -163,10 +163,10 @@ func (k StreamActionKind) String() string {
 // StreamAction is one thing for the shell to do, in order.
 type StreamAction struct {
 	Kind        StreamActionKind
-	Coordinator string        // ActSendRequest, ActSendDone
-	Server      *messages.Pid // ActSendCancel, ActSendAck
-	Msg         proto.Message // the message to send
-	Rows        []*messages.Row
+	Coordinator string          // ActSendRequest, ActSendDone
+	Server      *messages.Pid   // ActSendCancel, ActSendAck
+	Msg         proto.Message   // the message to send
+	Rows        []tablets.Entry // ActYield: they alias the batch received
 	Err         error
 }
 
@@ -425,7 +425,8 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 			return s.reject(now, err.Error())
 		}
 	}
-	rows, err := tablets.BatchRows(b)
+	// The batch's own row count sizes the slab (UnpackRows bounds it).
+	rows, err := tablets.BatchRows(b, int(min(b.GetRowCount()-min(b.GetRowCount(), r.digest.Rows()), 1<<20)))
 	if err != nil {
 		return s.reject(now, err.Error())
 	}
@@ -433,7 +434,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		r.digest.AddPacked(p, len(rows)) // the bytes Add would hash, row by row
 	} else {
 		for _, row := range rows {
-			r.digest.Add(row.GetKey(), row.GetValue())
+			r.digest.Add(row.Key, row.Value)
 		}
 	}
 	// A server that leaves the counts out (zero) fails this like any other
@@ -444,12 +445,12 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	}
 	last := s.lastKey
 	for _, row := range rows {
-		if len(last) > 0 && bytes.Compare(row.GetKey(), last) <= 0 || !s.rng.Contains(row.GetKey()) {
+		if len(last) > 0 && bytes.Compare(row.Key, last) <= 0 || !s.rng.Contains(row.Key) {
 			acts := s.abandon(nil, "bad key order")
 			return s.fail(acts, fmt.Errorf("%w: server %s sent key %s outside the expected order or range %s of tablet %s",
-				ErrStream, r.server, tablets.FormatKey(row.GetKey()), s.rng, s.tabletName()))
+				ErrStream, r.server, tablets.FormatKey(row.Key), s.rng, s.tabletName()))
 		}
-		last = row.GetKey()
+		last = row.Key
 	}
 	r.lastSeq, r.lastData = b.GetSeq(), now
 	s.lastKey = last

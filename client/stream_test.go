@@ -48,7 +48,7 @@ var testRef = &messages.TabletRef{Table: "t", Generation: 1, Index: 0}
 type run struct {
 	t       *testing.T
 	s       *TabletStream
-	yielded []*messages.Row
+	yielded []tablets.Entry
 	acts    []StreamAction // every action so far
 	last    []StreamAction // the last step's
 	done    bool
@@ -158,7 +158,7 @@ func (a *attempt) failed(code messages.ErrorCode) *messages.ScanFinished {
 	return f
 }
 
-func sameRows(t *testing.T, got, want []*messages.Row) {
+func sameRows(t *testing.T, got []tablets.Entry, want []*messages.Row) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d rows yielded, want %d", len(got), len(want))

@@ -23,16 +23,22 @@ func TestPackedRowsRoundTrip(t *testing.T) {
 			t.Fatalf("PackedKeyAt(%d, %d) = %d: %q is not the key", before, len(r[0]), at, b[at:at+len(r[0])])
 		}
 	}
-	got, err := UnpackRows(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != len(rows) {
-		t.Fatalf("%d rows, want %d", len(got), len(rows))
-	}
-	for i, r := range rows {
-		if !bytes.Equal(got[i].Key, r[0]) || !bytes.Equal(got[i].Value, r[1]) {
-			t.Fatalf("row %d: %q=%q", i, got[i].Key, got[i].Value)
+	// The capacity hint changes nothing but the slab's first size; a
+	// hostile one is bounded by the batch's length.
+	var got []Entry
+	for _, hint := range []int{0, len(rows), 1, -5, 1 << 40} {
+		var err error
+		got, err = UnpackRows(b, hint)
+		if err != nil {
+			t.Fatalf("hint %d: %v", hint, err)
+		}
+		if len(got) != len(rows) || cap(got) > max(len(rows), len(b)/2) {
+			t.Fatalf("hint %d: %d rows in a slab of %d, want %d", hint, len(got), cap(got), len(rows))
+		}
+		for i, r := range rows {
+			if !bytes.Equal(got[i].Key, r[0]) || !bytes.Equal(got[i].Value, r[1]) {
+				t.Fatalf("hint %d: row %d: %q=%q", hint, i, got[i].Key, got[i].Value)
+			}
 		}
 	}
 	// Appending to a key must not overwrite what follows it.
@@ -40,7 +46,7 @@ func TestPackedRowsRoundTrip(t *testing.T) {
 	if got[0].Value[0] != '1' {
 		t.Fatal("a key aliases the value after it beyond its length")
 	}
-	if rs, err := UnpackRows(nil); err != nil || len(rs) != 0 {
+	if rs, err := UnpackRows(nil, 3); err != nil || len(rs) != 0 {
 		t.Fatalf("empty: %v %v", rs, err)
 	}
 }
@@ -61,7 +67,7 @@ func TestUnpackRowsRefusesCorrupt(t *testing.T) {
 		"varint too long":    {bytes.Repeat([]byte{0xff}, 11), "packed row 0: bad key length at byte 0"},
 		"non-minimal length": {[]byte{0x81, 0x00, 'k', 0x00}, "packed row 0: bad key length at byte 0"},
 	} {
-		rs, err := UnpackRows(tc.b)
+		rs, err := UnpackRows(tc.b, 2)
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.want) || rs != nil {
 			t.Errorf("%s: %v (%d rows), want ErrCorrupt with %q", name, err, len(rs), tc.want)
 		}
@@ -73,7 +79,7 @@ func FuzzUnpackRows(f *testing.F) {
 	f.Add([]byte{0x80})
 	f.Add([]byte{}) // no rows: the digest stays 0
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rows, err := UnpackRows(b)
+		rows, err := UnpackRows(b, len(b)/8)
 		if err != nil {
 			return
 		}
@@ -163,7 +169,7 @@ func TestBatchRows(t *testing.T) {
 		"both":        {&messages.RowBatch{Seq: 3, Rows: []*messages.Row{row}, PackedRows: packed}, "batch 3 has both"},
 		"undecodable": {&messages.RowBatch{Seq: 4, PackedRows: packed[:len(packed)-1]}, "batch 4: "},
 	} {
-		rows, err := BatchRows(tc.b)
+		rows, err := BatchRows(tc.b, 1)
 		if tc.want == "" {
 			if err != nil || len(rows) != 1 || !bytes.Equal(rows[0].Key, row.Key) || !bytes.Equal(rows[0].Value, row.Value) {
 				t.Errorf("%s: %v, %v", name, rows, err)

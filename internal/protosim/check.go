@@ -92,8 +92,8 @@ func (w *world) checkOutcome(sr *scanRun) {
 		if i >= len(want) {
 			break
 		}
-		if !bytes.Equal(r.GetKey(), want[i].Key) || !bytes.Equal(r.GetValue(), want[i].Value) {
-			w.problem("scan-%d row %d is %s=%x, want %s=%x", sr.n, i, tablets.FormatKey(r.GetKey()), r.GetValue(),
+		if !bytes.Equal(r.Key, want[i].Key) || !bytes.Equal(r.Value, want[i].Value) {
+			w.problem("scan-%d row %d is %s=%x, want %s=%x", sr.n, i, tablets.FormatKey(r.Key), r.Value,
 				tablets.FormatKey(want[i].Key), want[i].Value)
 			break
 		}

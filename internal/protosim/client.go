@@ -36,7 +36,7 @@ type scanRun struct {
 	deadline time.Time
 	stream   *client.TabletStream
 	wake     *event
-	got      []*messages.Row
+	got      []tablets.Entry
 	err      error
 	ended    bool
 	orphaned bool // its client died

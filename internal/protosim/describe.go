@@ -57,9 +57,9 @@ func describe(m proto.Message) string {
 		return fmt.Sprintf("Busy{%s/%d %s}", m.GetRequestId(), m.GetAttempt(), m.GetServer())
 	case *messages.RowBatch:
 		first, last := "", ""
-		rows, _ := tablets.BatchRows(m) // undecodable: none (the client refuses such a batch)
+		rows, _ := tablets.BatchRows(m, 0) // undecodable: none (the client refuses such a batch)
 		if n := len(rows); n > 0 {
-			first, last = tablets.FormatKey(rows[0].GetKey()), tablets.FormatKey(rows[n-1].GetKey())
+			first, last = tablets.FormatKey(rows[0].Key), tablets.FormatKey(rows[n-1].Key)
 		}
 		return fmt.Sprintf("RowBatch{%s/%d seq=%d rows=%d [%s..%s] count=%d sum=%x}", m.GetRequestId(), m.GetAttempt(), m.GetSeq(),
 			len(rows), first, last, m.GetRowCount(), m.GetChecksum())

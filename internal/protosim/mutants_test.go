@@ -103,7 +103,7 @@ func TestHarnessCatchesClientIgnoringChecksums(t *testing.T) {
 						d = &tablets.RowDigest{}
 						digests[k] = d
 					}
-					rows, _ := tablets.BatchRows(m)
+					rows, _ := tablets.BatchRows(m, 0)
 					for _, r := range rows {
 						d.Add(r.Key, r.Value)
 					}
