@@ -83,6 +83,11 @@ func (r *RegistryActor) Receive(c actor.Context) {
 		}
 		r.onHeartbeat(c, m)
 	case *remote.EndpointTerminatedEvent:
+		if hs := r.addrs[m.Address]; len(hs) > 0 {
+			// Until their next heartbeat: worth a line when a route or a
+			// scan avoids servers that look alive elsewhere.
+			r.co.log.Info("servers marked dead: endpoint terminated", "address", m.Address, "hosts", len(hs))
+		}
 		for h := range r.addrs[m.Address] {
 			if pid := r.hosts[h]; pid != nil {
 				c.Send(pid, &serverGone{address: m.Address, reason: "endpoint terminated"})
