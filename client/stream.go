@@ -443,9 +443,11 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		return s.reject(now, fmt.Sprintf("batch %d: %d rows with checksum %016x received, server counts %d with %016x",
 			b.GetSeq(), r.digest.Rows(), r.digest.Sum(), b.GetRowCount(), b.GetChecksum()))
 	}
+	// Keys strictly increasing and the first and last in the range: then
+	// every key between them is in it too (a range is an interval).
 	last := s.lastKey
-	for _, row := range rows {
-		if len(last) > 0 && bytes.Compare(row.Key, last) <= 0 || !s.rng.Contains(row.Key) {
+	for i, row := range rows {
+		if len(last) > 0 && bytes.Compare(row.Key, last) <= 0 || (i == 0 || i == len(rows)-1) && !s.rng.Contains(row.Key) {
 			acts := s.abandon(nil, "bad key order")
 			return s.fail(acts, fmt.Errorf("%w: server %s sent key %s outside the expected order or range %s of tablet %s",
 				ErrStream, r.server, tablets.FormatKey(row.Key), s.rng, s.tabletName()))

@@ -739,15 +739,39 @@ func TestStreamEmptyPiece(t *testing.T) {
 	}
 }
 
+// TestStreamBadKeysFail: a batch whose checksum matches (the server
+// itself is wrong) but whose keys leave the tablet's range or go back
+// fails the stream, wherever in the batch the bad key is; nothing of that
+// batch is yielded.
 func TestStreamBadKeysFail(t *testing.T) {
-	r := &run{t: t, s: NewTabletStream(streamConfig(), testRef, tablets.Range{Start: []byte("k0002"), End: []byte("k0005")})}
-	r.do(r.s.Start(t0))
-	a := newAttempt("r1", 1, "s1")
 	rows := testRows(8)
-	r.do(r.s.OnMessage(t0, a.batch(rows[2:4])))
-	r.do(r.s.OnMessage(t0, a.batch(rows[4:6]))) // k0005 is past the end
-	if !errors.Is(r.err, ErrStream) || len(r.yielded) != 2 {
-		t.Fatalf("err %v, %d rows", r.err, len(r.yielded))
+	key := func(k string) *messages.Row { return &messages.Row{Key: []byte(k), Value: []byte("v")} }
+	for name, second := range map[string][]*messages.Row{
+		"first past the end":     rows[5:6],
+		"last past the end":      {rows[4], rows[5]},
+		"first before the last":  {rows[3], rows[4]},
+		"a repeat in the middle": {rows[4], key("k0004"), key("k0004a")},
+		"back in the middle":     {key("k0003a"), key("k0003"), rows[4]},
+		"before the start":       nil, // the first batch: see below
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &run{t: t, s: NewTabletStream(streamConfig(), testRef, tablets.Range{Start: []byte("k0002"), End: []byte("k0005")})}
+			r.do(r.s.Start(t0))
+			a := newAttempt("r1", 1, "s1")
+			first := rows[2:4]
+			if second == nil {
+				first, second = rows[1:3], rows[3:4]
+			}
+			r.do(r.s.OnMessage(t0, a.batch(first)))
+			r.do(r.s.OnMessage(t0, a.batch(second)))
+			want := 2
+			if name == "before the start" {
+				want = 0
+			}
+			if !errors.Is(r.err, ErrStream) || len(r.yielded) != want {
+				t.Fatalf("err %v, %d rows yielded, want ErrStream after %d", r.err, len(r.yielded), want)
+			}
+		})
 	}
 }
 
