@@ -746,30 +746,25 @@ func TestStreamEmptyPiece(t *testing.T) {
 func TestStreamBadKeysFail(t *testing.T) {
 	rows := testRows(8)
 	key := func(k string) *messages.Row { return &messages.Row{Key: []byte(k), Value: []byte("v")} }
-	for name, second := range map[string][]*messages.Row{
-		"first past the end":     rows[5:6],
-		"last past the end":      {rows[4], rows[5]},
-		"first before the last":  {rows[3], rows[4]},
-		"a repeat in the middle": {rows[4], key("k0004"), key("k0004a")},
-		"back in the middle":     {key("k0003a"), key("k0003"), rows[4]},
-		"before the start":       nil, // the first batch: see below
+	for name, tc := range map[string]struct {
+		first, second []*messages.Row
+		yielded       int // rows yielded before the bad batch
+	}{
+		"before the start":       {rows[1:3], rows[3:4], 0},
+		"first past the end":     {rows[2:4], rows[5:6], 2},
+		"last past the end":      {rows[2:4], []*messages.Row{rows[4], rows[5]}, 2},
+		"first before the last":  {rows[2:4], []*messages.Row{rows[3], rows[4]}, 2},
+		"a repeat in the middle": {rows[2:4], []*messages.Row{rows[4], key("k0004"), key("k0004a")}, 2},
+		"back in the middle":     {rows[2:4], []*messages.Row{key("k0003a"), key("k0003"), rows[4]}, 2},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &run{t: t, s: NewTabletStream(streamConfig(), testRef, tablets.Range{Start: []byte("k0002"), End: []byte("k0005")})}
 			r.do(r.s.Start(t0))
 			a := newAttempt("r1", 1, "s1")
-			first := rows[2:4]
-			if second == nil {
-				first, second = rows[1:3], rows[3:4]
-			}
-			r.do(r.s.OnMessage(t0, a.batch(first)))
-			r.do(r.s.OnMessage(t0, a.batch(second)))
-			want := 2
-			if name == "before the start" {
-				want = 0
-			}
-			if !errors.Is(r.err, ErrStream) || len(r.yielded) != want {
-				t.Fatalf("err %v, %d rows yielded, want ErrStream after %d", r.err, len(r.yielded), want)
+			r.do(r.s.OnMessage(t0, a.batch(tc.first)))
+			r.do(r.s.OnMessage(t0, a.batch(tc.second)))
+			if !errors.Is(r.err, ErrStream) || len(r.yielded) != tc.yielded {
+				t.Fatalf("err %v, %d rows yielded, want ErrStream after %d", r.err, len(r.yielded), tc.yielded)
 			}
 		})
 	}

@@ -204,7 +204,7 @@ const (
 func pinTasks(pid int, set unix.CPUSet) error {
 	start := time.Now()
 	var prev []int
-	var settled time.Time // when the threads were last seen changing
+	var lastChange time.Time // when the threads were last seen changing
 	for {
 		tids, err := tasks(pid)
 		if err != nil {
@@ -229,8 +229,8 @@ func pinTasks(pid int, set unix.CPUSet) error {
 		}
 		now := time.Now()
 		if changed {
-			settled = now
-		} else if now.Sub(settled) >= pinSettle {
+			lastChange = now
+		} else if now.Sub(lastChange) >= pinSettle {
 			return nil
 		}
 		if now.Sub(start) > pinConvergeWithin {
