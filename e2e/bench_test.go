@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -83,21 +83,7 @@ func BenchmarkFullTabletScan100k(b *testing.B) {
 func localReader(b *testing.B, natsURL string) *tablets.TabletReader {
 	b.Helper()
 	ctx := context.Background()
-	bc := bus.DefaultConfig()
-	bc.URL = natsURL
-	conn, err := bus.Connect(ctx, bc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close()
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	meta, err := conn.MetaStore(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
+	store, meta := clustertest.Stores(b, ctx, clustertest.Connect(b, ctx, natsURL, nil))
 	gen, err := meta.Current(ctx, table)
 	if err != nil {
 		b.Fatal(err)

@@ -138,21 +138,39 @@ func BuildTool(t testing.TB, ctx context.Context, name string) string {
 // (nil = plain), and returns the table's metadata; a failure fails t.
 func Ingest(t testing.TB, ctx context.Context, natsURL string, tlsCfg *tls.Config, table string, rows []tablets.Entry, n int) *messages.TableMeta {
 	t.Helper()
+	icfg := tablets.DefaultIngestConfig()
+	icfg.Tablets = n
+	return IngestOn(t, ctx, Connect(t, ctx, natsURL, tlsCfg), table, rows, icfg)
+}
+
+// IngestOn writes rows as table with icfg into the block and metadata
+// stores of conn and returns the table's metadata; a failure fails t.
+func IngestOn(t testing.TB, ctx context.Context, conn *bus.Conn, table string, rows []tablets.Entry, icfg tablets.IngestConfig) *messages.TableMeta {
+	t.Helper()
+	store, meta := Stores(t, ctx, conn)
+	tm, err := tablets.Ingest(ctx, store, meta, table, rows, icfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// Connect connects to the NATS behind natsURL with tlsCfg (nil = plain)
+// and closes the connection when t ends; a failure fails t.
+func Connect(t testing.TB, ctx context.Context, natsURL string, tlsCfg *tls.Config) *bus.Conn {
+	t.Helper()
 	bc := bus.DefaultConfig()
 	bc.URL, bc.TLS = natsURL, tlsCfg
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = n
-	return IngestOn(t, ctx, conn, table, rows, icfg)
+	t.Cleanup(conn.Close)
+	return conn
 }
 
-// IngestOn writes rows as table with icfg into the block and metadata
-// stores of conn and returns the table's metadata; a failure fails t.
-func IngestOn(t testing.TB, ctx context.Context, conn *bus.Conn, table string, rows []tablets.Entry, icfg tablets.IngestConfig) *messages.TableMeta {
+// Stores returns conn's block and metadata stores; a failure fails t.
+func Stores(t testing.TB, ctx context.Context, conn *bus.Conn) (*bus.BlockStore, *bus.MetaStore) {
 	t.Helper()
 	store, err := conn.BlockStore(ctx)
 	if err != nil {
@@ -162,11 +180,7 @@ func IngestOn(t testing.TB, ctx context.Context, conn *bus.Conn, table string, r
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := tablets.Ingest(ctx, store, meta, table, rows, icfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm
+	return store, meta
 }
 
 // Client starts a client of the cluster behind natsURL, with
