@@ -105,11 +105,11 @@ func validateTLS(t *tls.Config) error {
 // that fail are logged on log, on the accepting side as "remote: TLS
 // handshake refused" with the peer's address and the reason (unknown
 // CA, expired certificate, no certificate, not TLS at all).
-func remoteTLSOptions(cfg *tls.Config, log *slog.Logger, server ...grpc.ServerOption) []remote.ConfigOption {
+func remoteTLSOptions(cfg *tls.Config, log *slog.Logger, guard *remotestop.Guard, server ...grpc.ServerOption) []remote.ConfigOption {
 	if cfg == nil {
-		return remotestop.TransportOptions(nil, server...)
+		return remotestop.TransportOptions(nil, guard, server...)
 	}
-	return remotestop.TransportOptions(loggedCreds{TransportCredentials: credentials.NewTLS(cfg), log: log}, server...)
+	return remotestop.TransportOptions(loggedCreds{TransportCredentials: credentials.NewTLS(cfg), log: log}, guard, server...)
 }
 
 // loggedCreds logs the handshakes that fail.
@@ -163,6 +163,8 @@ type System struct {
 	// stops knows the remote's running stream handlers, so Close can stop
 	// it without racing protoactor's graceful shutdown (internal/remotestop).
 	stops *remotestop.Tracker
+	// Guard refuses what the remote does not serve (internal/remotestop).
+	Guard *remotestop.Guard
 }
 
 // LeaveCluster withdraws this member from its cluster (its lease is
@@ -210,7 +212,8 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	stops := remotestop.NewTracker()
-	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, stops.ServerOption())...)
+	guard := remotestop.NewGuard(logger)
+	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, guard, stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// One connect try (then its 2s back-off) before the endpoint is
 	// reported terminated, instead of protoactor's five: a dead peer is
@@ -231,13 +234,13 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 			sys.Shutdown()
 			return nil, fmt.Errorf("%w on %s: cluster member: %v", ErrListen, cfg.Listen, err)
 		}
-		return &System{Actors: sys, Remote: c.Remote, Cluster: c, Logger: logger, shutdown: st, stops: stops}, nil
+		return &System{Actors: sys, Remote: c.Remote, Cluster: c, Logger: logger, shutdown: st, stops: stops, Guard: guard}, nil
 	}
 	r := remote.NewRemote(sys, rc)
 	if err := startRemote(r); err != nil {
 		return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
 	}
-	return &System{Actors: sys, Remote: r, Logger: logger, shutdown: st, stops: stops}, nil
+	return &System{Actors: sys, Remote: r, Logger: logger, shutdown: st, stops: stops, Guard: guard}, nil
 }
 
 func startRemote(r *remote.Remote) (err error) {

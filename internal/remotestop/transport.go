@@ -29,11 +29,13 @@ const (
 )
 
 // TransportOptions are the remote options of the gRPC transport: creds
-// on both sides (nil: plaintext, for loopback only) and the window and
-// buffer sizes above. server are the other gRPC server options; remote's
-// WithServerOptions and WithDialOptions replace their lists, so every
-// option of either goes through here.
-func TransportOptions(creds credentials.TransportCredentials, server ...grpc.ServerOption) []remote.ConfigOption {
+// on both sides (nil: plaintext, for loopback only), guard in front of
+// the server (required: nothing from the network reaches protoactor
+// without it) and the window and buffer sizes above. server are the other
+// gRPC server options; remote's WithServerOptions and WithDialOptions
+// replace their lists, so every option of either goes through here.
+func TransportOptions(creds credentials.TransportCredentials, guard *Guard, server ...grpc.ServerOption) []remote.ConfigOption {
+	server = append(server, guard.ServerOptions()...)
 	if creds == nil {
 		creds = insecure.NewCredentials()
 	} else {
