@@ -41,8 +41,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/remotestop"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/wire"
 )
 
 var (
@@ -102,7 +103,7 @@ type Config struct {
 	Advertise string
 	// BatchRows asks servers for this many rows per batch; 0 = server default.
 	BatchRows uint32
-	// Window: unacknowledged batches in flight per scan, 1..MaxWindow;
+	// Window: unacknowledged batches in flight per scan, 1..wire.MaxWindow;
 	// default 4.
 	Window uint32
 	// StallTimeout: a stream that delivered data and then nothing for this
@@ -127,7 +128,7 @@ type Config struct {
 	// global logger. The client does not shut a given System down.
 	System *actor.ActorSystem
 	// TLS, when set, secures the client's actor remote with mutual TLS,
-	// as the cluster's (actors.SystemConfig.TLS): the client dials the
+	// as the cluster's (remoting.SystemConfig.TLS): the client dials the
 	// coordinators with it (presenting its Certificates, verifying theirs
 	// against RootCAs) and its own endpoint, to which the scan servers
 	// stream rows, accepts only peers whose certificate ClientCAs
@@ -154,8 +155,8 @@ func (c Config) Validate() error {
 		return errors.New("client: NATSURL is empty")
 	case c.Listen == "":
 		return errors.New("client: Listen is empty")
-	case c.Window < 1 || c.Window > MaxWindow:
-		return fmt.Errorf("client: Window %d must be in [1, %d]", c.Window, MaxWindow)
+	case c.Window < 1 || c.Window > wire.MaxWindow:
+		return fmt.Errorf("client: Window %d must be in [1, %d]", c.Window, wire.MaxWindow)
 	case c.StallTimeout <= 0:
 		return errors.New("client: StallTimeout must be > 0")
 	case c.IdleTimeout <= 0:
@@ -203,10 +204,6 @@ func (c Config) coordinators() []string {
 	return slices.Clone(c.Coordinators)
 }
 
-// routerID is the coordinator router's actor id (actors.RouterName; the
-// client may not import actors).
-const routerID = "scanplane-router"
-
 // Client scans scanplane tables.
 type Client struct {
 	cfg    Config
@@ -218,7 +215,7 @@ type Client struct {
 	sys    *actor.ActorSystem
 	ownSys bool
 	rem    *remote.Remote
-	stops  *remotestop.Tracker // the remote's stream handlers, for a race-free Close
+	stops  *remoting.Tracker // the remote's stream handlers, for a race-free Close
 	rx     *actor.PID
 	evSub  *eventstream.Subscription
 
@@ -354,16 +351,16 @@ func (c *Client) startSystem() error {
 	quiet := slog.New(slog.DiscardHandler)
 	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }), actor.WithDeadLetterThrottleCount(0))
 	c.ownSys = true
-	opts := []remote.ConfigOption{remotestop.WriterQueueOption()}
+	opts := []remote.ConfigOption{remoting.WriterQueueOption()}
 	if c.cfg.Advertise != "" {
 		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
 	}
-	c.stops = remotestop.NewTracker()
+	c.stops = remoting.NewTracker()
 	var creds credentials.TransportCredentials
 	if c.cfg.TLS != nil {
 		creds = credentials.NewTLS(c.cfg.TLS)
 	}
-	opts = append(opts, remotestop.TransportOptions(creds, remotestop.NewGuard(c.log), c.stops.ServerOption())...)
+	opts = append(opts, remoting.TransportOptions(creds, remoting.NewGuard(c.log), c.stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// A connection that fails is reported (EndpointTerminatedEvent) after
 	// one try and its 2s back-off instead of five: a dead coordinator is
@@ -455,7 +452,7 @@ func (c *Client) Close() error {
 		go func() {
 			defer close(done)
 			// Inbound streams stop at once; the outbound endpoints stop
-			// once no stream handler runs (internal/remotestop).
+			// once no stream handler runs (internal/remoting).
 			c.stops.Stop(rem, closeWait)
 		}()
 		select {
@@ -548,10 +545,6 @@ func (c *Client) closeStream(in *inbox, ids []string) {
 	c.mu.Unlock()
 }
 
-// MaxWindow is the largest Config.Window: servers refuse a larger window
-// (actors.MaxWindow; README "Security").
-const MaxWindow = 256
-
 // nextRequestID returns a new request id: the client's id (for logs) and
 // 128 random bits from crypto/rand, so that no one who sees or guesses
 // other ids can name (and cancel) a request of this client.
@@ -577,16 +570,16 @@ func (c *Client) self() *messages.Pid { return &messages.Pid{Address: c.rx.Addre
 // routerPID is the router of the coordinator at addr.
 func (c *Client) routerPID(addr string) *actor.PID {
 	c.mu.Lock()
-	id := c.routerIDLocked(addr)
+	id := c.routerActorIDLocked(addr)
 	c.mu.Unlock()
 	return actor.NewPID(addr, id)
 }
 
-func (c *Client) routerIDLocked(addr string) string {
+func (c *Client) routerActorIDLocked(addr string) string {
 	if id := c.coord.routers[addr]; id != "" {
 		return id
 	}
-	return routerID
+	return wire.RouterName
 }
 
 // requestTarget is where a ScanRequest for ref goes: the tablet's actor at
@@ -622,7 +615,7 @@ func (c *Client) tabletActorAt(ref *messages.TabletRef, addr string) *actor.PID 
 // request of ref; a bad one is logged and ignored.
 func (c *Client) onScanRouted(ref *messages.TabletRef, m *messages.ScanRouted) {
 	c.mu.Lock()
-	err := c.tabletActors.learn(ref, m, c.routerIDLocked(m.GetOwner()))
+	err := c.tabletActors.learn(ref, m, c.routerActorIDLocked(m.GetOwner()))
 	c.mu.Unlock()
 	if err != nil {
 		c.log.Warn("ignored a bad tablet actor address", "err", err)
@@ -733,7 +726,7 @@ func (c *Client) onLeases(live []*messages.ClusterInfo) {
 		c.coord.list = preferOrder(byAddr, node, c.id)
 		c.coord.clustered = false
 		for _, ci := range byAddr {
-			c.coord.clustered = c.coord.clustered || slices.Contains(ci.GetKinds(), TabletKind)
+			c.coord.clustered = c.coord.clustered || slices.Contains(ci.GetKinds(), wire.TabletKind)
 		}
 	}
 	c.mu.Unlock()
@@ -767,10 +760,6 @@ func (c *Client) onLeases(live []*messages.ClusterInfo) {
 		c.mu.Unlock()
 	}
 }
-
-// TabletKind is the cluster kind coordinators that hold tablet actors
-// announce in their leases (actors.TabletKind).
-const TabletKind = "tablet"
 
 // byOwner reports whether requests go to each tablet's owner (see
 // StreamConfig.ByOwner): the coordinators were discovered and form a

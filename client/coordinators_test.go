@@ -18,6 +18,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // drain returns the coordinator events queued in an inbox.
@@ -138,7 +139,7 @@ func TestDiscoveredCoordinators(t *testing.T) {
 	if p := c.routerPID(coordA); p.Id != "r" {
 		t.Fatalf("router %v", p)
 	}
-	if p := c.routerPID(coordB); p.Id != routerID {
+	if p := c.routerPID(coordB); p.Id != wire.RouterName {
 		t.Fatalf("router %v", p)
 	}
 	c.onLeases([]*messages.ClusterInfo{b})

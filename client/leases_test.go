@@ -21,6 +21,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // The fake coordinator: this test binary run again with fakeCoordEnv set
@@ -61,7 +62,7 @@ func fakeCoordinatorMain(mode string) int {
 		defer outMu.Unlock()
 		fmt.Printf(format+"\n", a...)
 	}
-	self := &messages.Pid{Address: sys.Address(), Id: routerID}
+	self := &messages.Pid{Address: sys.Address(), Id: wire.RouterName}
 	router := func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *messages.StatusRequest:
@@ -73,7 +74,7 @@ func fakeCoordinatorMain(mode string) int {
 			}
 		}
 	}
-	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(router), routerID); err != nil {
+	if _, err := sys.Root.SpawnNamed(actor.PropsFromFunc(router), wire.RouterName); err != nil {
 		return fail(err)
 	}
 	ctx := context.Background()
@@ -90,7 +91,7 @@ func fakeCoordinatorMain(mode string) int {
 	}
 	member := os.Getenv("FAKE_MEMBER")
 	lease, err := store.Announce(ctx, &messages.ClusterInfo{MemberId: member, CoordinatorAddress: sys.Address(),
-		RouterId: routerID, Incarnation: member, StartedUnixMs: time.Now().UnixMilli(), NatsNode: os.Getenv("FAKE_NODE")})
+		RouterId: wire.RouterName, Incarnation: member, StartedUnixMs: time.Now().UnixMilli(), NatsNode: os.Getenv("FAKE_NODE")})
 	if err != nil {
 		return fail(err)
 	}

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 		if err := goleak.Find(
 			// protoactor-go remote: a failed connect leaves gRPC ClientConns
 			// reconnecting that nothing holds a handle to (see
-			// actors/main_leak_test.go).
+			// coordinator/main_leak_test.go).
 			goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
 			goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 			// protoactor-go: the dead-letter throttle's one-period timer.

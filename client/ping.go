@@ -9,10 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/wire"
 )
-
-// echoID is the echo actor of every scan-server process (actors.EchoName).
-const echoID = "scanplane-echo"
 
 // ErrBadEcho: the echo actor answered with something else than what was
 // sent.
@@ -34,7 +32,7 @@ func (c *Client) Ping(ctx context.Context, addr string) (time.Duration, error) {
 	t := time.Now()
 	// The future's own timeout bounds the wait (ctx only shortens it): no
 	// extra goroutine in the path being timed.
-	res, err := c.sys.Root.RequestFuture(actor.NewPID(addr, echoID), probe, timeout).Result()
+	res, err := c.sys.Root.RequestFuture(actor.NewPID(addr, wire.EchoName), probe, timeout).Result()
 	rtt := time.Since(t)
 	if err != nil {
 		return 0, fmt.Errorf("client: ping %s: %w", addr, err)

@@ -124,7 +124,7 @@ func find(acts []StreamAction, k StreamActionKind) []StreamAction {
 }
 
 // attempt plays one scan server attempt: it sends rows after resume_after
-// in batches with cumulative counts and checksums, like actors/scanserver.go.
+// in batches with cumulative counts and checksums, like scanserver/scanserver.go.
 type attempt struct {
 	req     string
 	attempt uint32

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/wire"
 )
 
 func TestTabletActorDirectory(t *testing.T) {
@@ -22,7 +23,7 @@ func TestTabletActorDirectory(t *testing.T) {
 	if d.lookup(t0, "a:1") != nil {
 		t.Fatal("empty directory found something")
 	}
-	if err := d.learn(t0, routed("a:1", "a:1", "scanplane-router/t.g1.t0#1"), routerID); err != nil {
+	if err := d.learn(t0, routed("a:1", "a:1", "scanplane-router/t.g1.t0#1"), wire.RouterName); err != nil {
 		t.Fatal(err)
 	}
 	if pid := d.lookup(t0, "a:1"); pid == nil || pid.Id != "scanplane-router/t.g1.t0#1" || pid.Address != "a:1" {
@@ -44,7 +45,7 @@ func TestTabletActorDirectory(t *testing.T) {
 		"prefix only":   routed("a:1", "a:1", "scanplane-routerX/y"),
 		"too long":      routed("a:1", "a:1", "scanplane-router/"+strings.Repeat("x", 600)),
 	} {
-		if err := d.learn(t0, m, routerID); err == nil {
+		if err := d.learn(t0, m, wire.RouterName); err == nil {
 			t.Fatalf("%s: accepted %v", name, m)
 		}
 	}
@@ -53,15 +54,15 @@ func TestTabletActorDirectory(t *testing.T) {
 	}
 	// A router's ScanRouted naming the same owner keeps the entry (its
 	// tablet actor's may have come first); another owner drops it.
-	if err := d.learn(t0, routed("a:1", "", ""), routerID); err != nil || d.lookup(t0, "a:1") == nil {
+	if err := d.learn(t0, routed("a:1", "", ""), wire.RouterName); err != nil || d.lookup(t0, "a:1") == nil {
 		t.Fatalf("forwarded to the same owner: %v, entry %v", err, d.lookup(t0, "a:1"))
 	}
-	if err := d.learn(t0, routed("b:1", "", ""), routerID); err != nil || d.lookup(t0, "a:1") != nil {
+	if err := d.learn(t0, routed("b:1", "", ""), wire.RouterName); err != nil || d.lookup(t0, "a:1") != nil {
 		t.Fatalf("forwarded to another owner: %v, entry %v", err, d.lookup(t0, "a:1"))
 	}
 	// A lost coordinator's entries go.
-	_ = d.learn(t0, routed("a:1", "a:1", "scanplane-router/p"), routerID)
-	_ = d.learn(t1, routed("b:1", "b:1", "scanplane-router/q"), routerID)
+	_ = d.learn(t0, routed("a:1", "a:1", "scanplane-router/p"), wire.RouterName)
+	_ = d.learn(t1, routed("b:1", "b:1", "scanplane-router/q"), wire.RouterName)
 	d.forgetAddr("a:1")
 	if d.lookup(t0, "a:1") != nil || d.lookup(t1, "b:1") == nil {
 		t.Fatal("forgetAddr dropped the wrong entries")
@@ -76,7 +77,7 @@ func TestTabletActorDirectoryBounded(t *testing.T) {
 	var d tabletActorDirectory
 	for i := range maxTabletActors + 10 {
 		ref := &messages.TabletRef{Table: "t", Generation: 1, Index: uint32(i)}
-		if err := d.learn(ref, &messages.ScanRouted{Owner: "a:1", TabletActor: &messages.Pid{Address: "a:1", Id: "scanplane-router/x"}}, routerID); err != nil {
+		if err := d.learn(ref, &messages.ScanRouted{Owner: "a:1", TabletActor: &messages.Pid{Address: "a:1", Id: "scanplane-router/x"}}, wire.RouterName); err != nil {
 			t.Fatal(err)
 		}
 	}

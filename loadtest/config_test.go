@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
+	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
 )
 
@@ -203,7 +203,7 @@ func TestHostArgsWorkers(t *testing.T) {
 		t.Errorf("heterogeneous, Workers 5: fault host --workers %q, want 2", w)
 	}
 	// Workers' default is the scanserver's own.
-	if def := actors.DefaultHostAgentConfig().Server.Workers; cfg.Workers != def {
+	if def := scanserver.DefaultHostAgentConfig().Server.Workers; cfg.Workers != def {
 		t.Errorf("DefaultConfig().Workers %d, scanserver default %d", cfg.Workers, def)
 	}
 }

@@ -1349,7 +1349,7 @@ func (x *StartScan) GetServer() string {
 
 // ScanStarted: scan server -> tablet actor. first_data = false: a worker
 // took the scan and has sent no batch yet after a short delay (at most 1 ms,
-// actors.AcceptNoticeDelay; so that the tablet actor's busy timeout and
+// scanserver.AcceptNoticeDelay; so that the tablet actor's busy timeout and
 // hedge delay see "accepted" promptly while a read is slow); first_data =
 // true: the first batch was sent and the scan goes on. Either is left out
 // when a later message implies it: a ScanStarted{first_data} alone means

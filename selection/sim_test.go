@@ -18,7 +18,7 @@ import (
 // a load view rebuilt every few milliseconds. It is a model, not a
 // benchmark of the real system (that is the load test's job); it guards the
 // adaptive policy's design against regressions. It follows the coordinator
-// (actors.ScanFlow, the host actor's counters, prequal's probes) where
+// (coordinator.ScanFlow, the host actor's counters, prequal's probes) where
 // that decides where scans go, gives every policy the load test's attempt plans (simPlans),
 // and runs far closer to the servers' capacity than the load test does
 // (simBase): figures of policies that spread tablets over every server
@@ -78,7 +78,7 @@ type simServer struct {
 }
 
 // simEstimator is the scan server's latency estimate for prequal's probes
-// (actors/probe.go, latencyEstimator): the median latency, arrival to
+// (scanserver/probe.go, latencyEstimator): the median latency, arrival to
 // end, of the probeNearest (8) of its last probeSamples (128) finished
 // scans that ended within probeSampleAge (2s) and arrived at the RIF
 // nearest the one asked (newer first on equal distance); 0 with none.
@@ -815,7 +815,7 @@ func TestSimulationClickHouseHedgeStorm(t *testing.T) {
 }
 
 // TestSimEstimator checks the model's probe estimate against its
-// definition (actors/probe.go, latencyEstimator) computed by sorting every
+// definition (scanserver/probe.go, latencyEstimator) computed by sorting every
 // sample: random samples, RIFs and times, the ring wrapped.
 func TestSimEstimator(t *testing.T) {
 	r := rng(7)

@@ -18,10 +18,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -138,7 +138,7 @@ func soak(ctx context.Context, o options, out io.Writer) (bool, error) {
 	// One actor system for the client; the fake servers' pids point at
 	// it (actors that do not exist: a message to one is a dead letter
 	// here), so the coordinator's connection to them stays up.
-	sys, err := actors.StartSystem(actors.SystemConfig{Listen: "127.0.0.1:0", Logger: log})
+	sys, err := remoting.StartSystem(remoting.SystemConfig{Listen: "127.0.0.1:0", Logger: log})
 	if err != nil {
 		return false, err
 	}

@@ -8,8 +8,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -26,7 +26,7 @@ type announcement struct {
 // announce puts ci as this coordinator's lease, keeps its tablet-actor
 // count current (refreshed with every renewal), and watches every
 // coordinator's lease for /status.
-func announce(ctx context.Context, conn *bus.Conn, co *actors.Coordinator, ci *messages.ClusterInfo) (*announcement, error) {
+func announce(ctx context.Context, conn *bus.Conn, co *coordinator.Coordinator, ci *messages.ClusterInfo) (*announcement, error) {
 	store, err := conn.Leases(ctx, bus.DefaultLeaseConfig())
 	if err != nil {
 		return nil, fmt.Errorf("coordinator leases: %w", err)

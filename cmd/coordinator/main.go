@@ -34,11 +34,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
+	"github.com/scanplane/scanplane/wire"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -71,10 +73,10 @@ func run(args []string) int {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", cliutil.LogFormatUsage)
 	fs.IntVar(&o.misses, "heartbeat-misses", 3, "heartbeats a server may miss before it leaves the view")
-	fs.DurationVar(&o.busySlack, "busy-slack", actors.DefaultFlowConfig().BusySlack, "network slack added to busy timeouts")
-	fs.DurationVar(&o.startStall, "start-stall", actors.DefaultFlowConfig().StartStall, "a started scan without data for this long is retried elsewhere")
+	fs.DurationVar(&o.busySlack, "busy-slack", coordinator.DefaultFlowConfig().BusySlack, "network slack added to busy timeouts")
+	fs.DurationVar(&o.startStall, "start-stall", coordinator.DefaultFlowConfig().StartStall, "a started scan without data for this long is retried elsewhere")
 	fs.StringVar(&o.clusterProvider, "cluster-provider", "nats-kv", "coordinator membership: nats-kv (leases in NATS JetStream KV: several coordinators form a Proto.Actor cluster) or none (this coordinator alone serves every tablet)")
-	fs.StringVar(&o.clusterName, "cluster-name", actors.DefaultClusterName, "Proto.Actor cluster name; coordinators with the same name share the tablets")
+	fs.StringVar(&o.clusterName, "cluster-name", coordinator.DefaultClusterName, "Proto.Actor cluster name; coordinators with the same name share the tablets")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", bus.DefaultLeaseConfig().TTL, "a coordinator whose lease is not renewed for this long is taken as gone (renewed every third of it)")
 	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	fs.BoolVar(&o.insecure, "insecure", false, cliutil.InsecureUsage)
@@ -125,8 +127,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "coordinator: --cluster-name is empty")
 		return 2
 	}
-	cc := actors.DefaultCoordinatorConfig()
-	cc.System = actors.SystemConfig{Listen: o.listen, Advertise: o.advertise}
+	cc := coordinator.DefaultCoordinatorConfig()
+	cc.System = remoting.SystemConfig{Listen: o.listen, Advertise: o.advertise}
 	if dir := cliutil.SecretsDir(o.secrets); dir != "" {
 		if cc.System.TLS, err = cliutil.RemoteTLS(dir, "coordinator"); err != nil {
 			fmt.Fprintln(os.Stderr, "coordinator:", err)
@@ -143,7 +145,7 @@ func run(args []string) int {
 	cc.HeartbeatMisses = o.misses
 	cc.Flow.BusySlack, cc.Flow.StartStall = o.busySlack, o.startStall
 	cc.Logger = log
-	cc.Metrics = actors.NewCoordMetrics()
+	cc.Metrics = coordinator.NewCoordMetrics()
 	cc.Version = buildVersion()
 	if err := cc.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
@@ -241,7 +243,7 @@ func run(args []string) int {
 		httpAddr = l.Addr().String()
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), cc.Metrics)
-		reg.MustRegister(actors.CoordinatorCollectors(func() *actors.Coordinator {
+		reg.MustRegister(coordinator.CoordinatorCollectors(func() *coordinator.Coordinator {
 			if m := cur.Load(); m != nil {
 				return m.co
 			}
@@ -286,7 +288,7 @@ func run(args []string) int {
 		if _, err := rand.Read(inc[:]); err != nil {
 			return nil, fmt.Errorf("incarnation: %w", err)
 		}
-		ci := &messages.ClusterInfo{RouterId: actors.RouterName, HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(),
+		ci := &messages.ClusterInfo{RouterId: wire.RouterName, HttpAddress: httpAddr, StartedUnixMs: time.Now().UnixMilli(),
 			Version: cc.Version, Incarnation: hex.EncodeToString(inc[:])}
 		if sc != nil {
 			ci.NatsUrl, ci.NatsNode = natsURL, natsNode
@@ -294,10 +296,10 @@ func run(args []string) int {
 		ccfg := cc
 		m := &member{}
 		if leases != nil {
-			m.lp = actors.NewLeaseProvider(leases, ci, log)
-			ccfg.System.Cluster = &actors.ClusterConfig{Name: o.clusterName, Provider: m.lp}
+			m.lp = coordinator.NewLeaseProvider(leases, ci, log)
+			ccfg.System.Cluster = &coordinator.ClusterConfig{Name: o.clusterName, Provider: m.lp}
 		}
-		co, err := actors.NewCoordinator(ccfg, conn, meta, profiles)
+		co, err := coordinator.NewCoordinator(ccfg, conn, meta, profiles)
 		if err != nil {
 			return nil, err
 		}
@@ -378,8 +380,8 @@ func run(args []string) int {
 // member is one start of the coordinator: the coordinator and how it
 // announces itself (a cluster member's provider, or a plain lease).
 type member struct {
-	co  *actors.Coordinator
-	lp  *actors.LeaseProvider
+	co  *coordinator.Coordinator
+	lp  *coordinator.LeaseProvider
 	ann *announcement
 }
 
@@ -433,14 +435,14 @@ func checkListens(o options, log *slog.Logger) error {
 func countNATSErrors(nc *nats.Conn, count func(op string)) {
 	asyncCB, discCB := nc.ErrorHandler(), nc.DisconnectErrHandler()
 	nc.SetErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
-		count(actors.NATSOpAsync)
+		count(coordinator.NATSOpAsync)
 		if asyncCB != nil {
 			asyncCB(c, sub, err)
 		}
 	})
 	nc.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
 		if err != nil {
-			count(actors.NATSOpDisconnect)
+			count(coordinator.NATSOpDisconnect)
 		}
 		if discCB != nil {
 			discCB(c, err)

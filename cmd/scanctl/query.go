@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
@@ -265,7 +265,7 @@ func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 			if err != nil {
 				return usageError{fmt.Errorf("--attempts: %v (want busy, error, timeout or stalled)", err)}
 			}
-			req.Attempts = append(req.Attempts, actors.WireResult(r))
+			req.Attempts = append(req.Attempts, coordinator.WireResult(r))
 		}
 	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {

@@ -35,9 +35,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -59,7 +60,7 @@ func defaultHost() string {
 }
 
 func run(args []string) int {
-	cfg := actors.DefaultHostAgentConfig()
+	cfg := scanserver.DefaultHostAgentConfig()
 	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr, secrets, httpTokenFile string
 	var dieWithParent, insecure bool
 	fs := flag.NewFlagSet("scanserver", flag.ContinueOnError)
@@ -108,7 +109,7 @@ func run(args []string) int {
 	if err != nil {
 		return bad(err)
 	}
-	cfg.System = actors.SystemConfig{Listen: listen, Advertise: advertise}
+	cfg.System = remoting.SystemConfig{Listen: listen, Advertise: advertise}
 	if secretsDir != "" {
 		if cfg.System.TLS, err = cliutil.RemoteTLS(secretsDir, cliutil.ServerTLSRole(secretsDir, cfg.Host)); err != nil {
 			return bad(err)
@@ -118,12 +119,12 @@ func run(args []string) int {
 		return bad(fmt.Errorf("--cache-size: %w", err))
 	}
 	if pause != "" {
-		if cfg.Server.Fault.PauseFor, cfg.Server.Fault.PauseEvery, err = actors.ParsePause(pause); err != nil {
+		if cfg.Server.Fault.PauseFor, cfg.Server.Fault.PauseEvery, err = scanserver.ParsePause(pause); err != nil {
 			return bad(fmt.Errorf("--fault-pause: %w", err))
 		}
 	}
 	if slow != "" {
-		if cfg.Server.Fault.SlowFactor, err = actors.ParseSlow(slow); err != nil {
+		if cfg.Server.Fault.SlowFactor, err = scanserver.ParseSlow(slow); err != nil {
 			return bad(fmt.Errorf("--fault-slow: %w", err))
 		}
 	}
@@ -157,7 +158,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "scanserver: block store:", err)
 		return 1
 	}
-	agent, err := actors.NewHostAgent(cfg, conn, store)
+	agent, err := scanserver.NewHostAgent(cfg, conn, store)
 	if err != nil {
 		return bad(err)
 	}

@@ -13,38 +13,60 @@ const mod = "github.com/scanplane/scanplane/"
 // of ours it may import directly. Packages not listed here fail the test,
 // so a new package has to decide its place.
 var allowed = map[string][]string{
-	"messages":            {},
-	"tablets":             {"messages"},
-	"selection":           {"tablets"},
-	"cache":               {"tablets"},
-	"bus":                 {"messages"},
-	"actors":              {"messages", "tablets", "selection", "cache", "bus", "internal/remotestop"},
-	"client":              {"messages", "tablets", "bus", "internal/remotestop"},
-	"loadtest":            {"client", "messages", "tablets", "bus", "selection", "localcluster"},
-	"localcluster":        {"messages", "internal/cliutil"},
-	"internal/cliutil":    {},
-	"internal/archtest":   {},
-	"internal/remotestop": {}, // race-free protoactor remote shutdown
-	"internal/protosim":   {"actors", "client", "messages", "selection", "tablets"},
-	"e2e":                 {},
+	"messages":          {},
+	"wire":              {"messages", "tablets"},
+	"tablets":           {"messages"},
+	"selection":         {"tablets"},
+	"cache":             {"tablets"},
+	"bus":               {"messages", "tablets"},
+	"internal/remoting": {},
+	"internal/metrics":  {"messages"},
+	"scanserver":        {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics"},
+	"coordinator":       {"wire", "messages", "tablets", "selection", "bus", "internal/remoting", "internal/metrics"},
+	"client":            {"wire", "messages", "tablets", "bus", "internal/remoting"},
+	"loadtest":          {"client", "messages", "tablets", "bus", "selection", "localcluster"},
+	"localcluster":      {"messages", "internal/cliutil"},
+	"internal/cliutil":  {},
+	"internal/archtest": {},
+	"e2e":               {},
 
-	"internal/placementsim": {"selection", "tablets"}, // pure simulation (issue 8)
-	"deploy/deploytest":     {},                       // tests only: deploy/ files against real processes (issue 10)
+	// deterministic harnesses and test scaffolding: anything
+	"internal/protosim":     {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets"},
+	"internal/placementsim": {"selection", "tablets"},
+	"internal/clustertest":  {"bus", "client", "internal/cliutil", "localcluster", "messages", "tablets"},
+	"deploy/deploytest":     {},
+}
 
-	// test support: local clusters of real processes, for _test.go files only (issue 11)
-	"internal/clustertest": {"bus", "client", "internal/cliutil", "localcluster", "messages", "tablets"},
+// apart lists, per package, packages of ours it must not depend on at all,
+// not even indirectly or from its tests: a process's code never links the
+// other process's, and the client library links neither.
+var apart = map[string][]string{
+	"scanserver":      {"coordinator"},
+	"coordinator":     {"scanserver"},
+	"client":          {"coordinator", "scanserver"},
+	"cmd/scanserver":  {"coordinator"},
+	"cmd/coordinator": {"scanserver"},
+}
+
+// testsMayImport are the exceptions to apart for a package's own tests:
+// the coordinator's in-process tests run real scan-server actors beside
+// the real coordinator.
+var testsMayImport = map[string][]string{
+	"coordinator": {"scanserver"},
 }
 
 // pure packages must not depend, even indirectly, on these.
 var pure = map[string][]string{
-	"selection": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "actors", mod + "bus", mod + "client"},
-	"tablets":   {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "actors", mod + "bus", mod + "client"},
+	"selection": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
+	"tablets":   {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 }
 
 type pkg struct {
-	ImportPath string
-	Imports    []string
-	Deps       []string
+	ImportPath   string
+	Imports      []string
+	Deps         []string
+	TestImports  []string
+	XTestImports []string
 }
 
 func list(t *testing.T) []pkg {
@@ -93,6 +115,35 @@ func TestImportRules(t *testing.T) {
 			for _, d := range p.Deps {
 				if strings.HasPrefix(d, bad) {
 					t.Errorf("%s must stay pure but depends on %s", rel, d)
+				}
+			}
+		}
+	}
+}
+
+// TestProcessesApart checks apart: the dependencies of each listed
+// package, and the imports of its tests (but those testsMayImport).
+func TestProcessesApart(t *testing.T) {
+	byPath := map[string]pkg{}
+	for _, p := range list(t) {
+		byPath[strings.TrimPrefix(p.ImportPath, mod)] = p
+	}
+	for rel, banned := range apart {
+		p, ok := byPath[rel]
+		if !ok {
+			t.Errorf("package %s is not in the module", rel)
+			continue
+		}
+		for _, b := range banned {
+			if contains(p.Deps, mod+b) {
+				t.Errorf("%s depends on %s (go list -deps ./%s)", rel, b, rel)
+			}
+			if contains(testsMayImport[rel], b) {
+				continue
+			}
+			for _, imp := range append(p.TestImports, p.XTestImports...) {
+				if imp == mod+b || strings.HasPrefix(imp, mod+b+"/") {
+					t.Errorf("tests of %s import %s", rel, b)
 				}
 			}
 		}

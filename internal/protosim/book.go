@@ -4,20 +4,20 @@ import (
 	"slices"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
+	coordpkg "github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 )
 
 // loadBook is one coordinator's knowledge of the scan servers, kept as
-// its host actors and load board keep it (actors/host.go,
-// actors/loadboard.go), and turned into the selection.LoadView the
+// its host actors and load board keep it (coordinator/host.go,
+// coordinator/loadboard.go), and turned into the selection.LoadView the
 // policies read. Servers join by heartbeat, leave after missed beats or
 // when their endpoint terminates, and start with clean counters in a new
 // incarnation.
 type loadBook struct {
 	decays  []selection.DecayParams
-	live    actors.Liveness // the host actors' rule for missed heartbeats
+	live    coordpkg.Liveness // the host actors' rule for missed heartbeats
 	servers map[selection.ServerID]*bookEntry
 	ids     []selection.ServerID // sorted: views and sweeps are deterministic
 	lat     []time.Duration      // recent start latencies
@@ -32,11 +32,11 @@ type loadBook struct {
 type bookEntry struct {
 	load     selection.ServerLoad
 	interval time.Duration
-	heardAt  time.Time // liveness reference (actors.Liveness)
+	heardAt  time.Time // liveness reference (coordpkg.Liveness)
 }
 
 func newLoadBook(decays []selection.DecayParams, misses int, sweepInterval time.Duration) *loadBook {
-	return &loadBook{decays: decays, live: actors.Liveness{Misses: misses, SweepInterval: sweepInterval},
+	return &loadBook{decays: decays, live: coordpkg.Liveness{Misses: misses, SweepInterval: sweepInterval},
 		servers: map[selection.ServerID]*bookEntry{}}
 }
 
@@ -108,7 +108,7 @@ func (b *loadBook) sweep(now time.Time) {
 	late := b.live.Sweep(now)
 	for _, id := range b.ids {
 		e := b.servers[id]
-		e.heardAt = actors.Forgive(e.heardAt, now, late)
+		e.heardAt = coordpkg.Forgive(e.heardAt, now, late)
 		if e.load.Alive && b.live.Dead(now, e.heardAt, e.interval) {
 			b.markDead(e)
 		}
@@ -172,7 +172,7 @@ func (b *loadBook) ended(now time.Time, id selection.ServerID, r selection.Attem
 }
 
 func (b *loadBook) fail(now time.Time, l *selection.ServerLoad) {
-	actors.CountFailure(now, b.decays, l)
+	coordpkg.CountFailure(now, b.decays, l)
 }
 
 func (b *loadBook) penalize(now time.Time, id selection.ServerID) {

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
+	coordpkg "github.com/scanplane/scanplane/coordinator"
 )
 
 // StreamModel is what each simulated client's TabletStreams are given.
@@ -42,7 +42,7 @@ type Config struct {
 	Unplaceable     string
 	UnplaceableWait time.Duration
 	Server          ServerModel
-	Flow            actors.FlowConfig
+	Flow            coordpkg.FlowConfig
 	Stream          StreamModel
 	Net             NetFaults
 	Faults          ProcFaults
@@ -103,7 +103,7 @@ func ConfigFor(seed uint64) Config {
 		Server: ServerModel{Workers: between(1, 2), MaxQueue: between(0, 4), BatchRows: 50, Window: 4, AckTimeout: 30 * time.Second,
 			ReadBase: 200 * time.Microsecond, ReadPerRow: 5 * time.Microsecond, ColdRead: 0.2, ColdReadMax: 80 * time.Millisecond,
 			Heartbeat: time.Second},
-		Flow: actors.DefaultFlowConfig(),
+		Flow: coordpkg.DefaultFlowConfig(),
 		Stream: StreamModel{BatchRows: uint32(between(3, 40)), Window: uint32(between(1, 4)), StallTimeout: 2 * time.Second,
 			IdleTimeout: 10 * time.Second, CoordinatorWait: 3 * time.Second, MaxRequestTime: 30 * time.Second, MaxResumes: 10},
 		Net:           NetFaults{MinDelay: 50 * time.Microsecond, MaxDelay: 2 * time.Millisecond, LateMax: 2 * time.Second},

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
+	coordpkg "github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // sweepInterval is the coordinator's SweepInterval (its default): how
@@ -20,7 +21,7 @@ const sweepInterval = 250 * time.Millisecond
 
 // coordinator is one coordinator process: router, load book (host
 // actors) and one tablet actor per tablet, each running the real
-// actors.ScanFlow per request with a Picker over the real selection
+// coordpkg.ScanFlow per request with a Picker over the real selection
 // policy. Its state is lost when it is killed; a restart starts empty on
 // the same address, and servers find it again by heartbeat.
 type coordinator struct {
@@ -85,7 +86,7 @@ func (c *coordinator) onScanRequest(m *messages.ScanRequest) {
 	reject := func(code messages.ErrorCode, msg string) {
 		w.net.send(c.router(), pidOf(m.GetClient()), &messages.ScanError{RequestId: m.GetRequestId(), Code: code, Message: msg})
 	}
-	if err := actors.ValidateScanRequest(m); err != nil {
+	if err := wire.ValidateScanRequest(m); err != nil {
 		reject(messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
@@ -112,7 +113,7 @@ func (c *coordinator) tabletFor(ref *messages.TabletRef) *tabletActor {
 	return c.tablets[i]
 }
 
-// tabletActor is the shell of actors/tablet.go around actors.ScanFlow:
+// tabletActor is the shell of coordinator/tablet.go around coordpkg.ScanFlow:
 // it turns messages and timers into flow calls and carries out the
 // flow's actions over the simulated network.
 type tabletActor struct {
@@ -129,7 +130,7 @@ type tabletActor struct {
 // flowEntry is one running ScanRequest.
 type flowEntry struct {
 	id      string
-	flow    *actors.ScanFlow
+	flow    *coordpkg.ScanFlow
 	profile *selection.Profile
 	targets map[uint32]pid
 	// incarnations: each attempt's server incarnation at dispatch.
@@ -159,7 +160,7 @@ func (t *tabletActor) onScanRequest(m *messages.ScanRequest) {
 		avoid = append(avoid, selection.Attempt{Server: selection.ServerID(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
 	e := &flowEntry{id: m.RequestId, profile: prof, targets: map[uint32]pid{}, incarnations: map[uint32]string{}, started: now}
-	e.flow = actors.NewScanFlow(m, w.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
+	e.flow = coordpkg.NewScanFlow(m, w.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.flows[m.RequestId] = e
 	w.stats.Flows++
 	if r.Empty() {
@@ -229,7 +230,7 @@ func (t *tabletActor) onDone(m *messages.ScanDone) {
 	}
 }
 
-func (t *tabletActor) picker(e *flowEntry) actors.Picker {
+func (t *tabletActor) picker(e *flowEntry) coordpkg.Picker {
 	w := t.co.w
 	return func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
 		in := &selection.Input{Tablet: t.sel, Profile: e.profile, Attempts: history, Hedge: hedge, View: t.co.book.View(now),
@@ -246,12 +247,12 @@ func (t *tabletActor) picker(e *flowEntry) actors.Picker {
 // first goes once through the back of the mailbox, so that the server's
 // answer already waiting there (e.g. held while the coordinator was
 // paused) is handled first.
-func (t *tabletActor) onTimer(id string, kind actors.TimerKind, n uint32, queued bool) {
+func (t *tabletActor) onTimer(id string, kind coordpkg.TimerKind, n uint32, queued bool) {
 	e := t.flows[id]
 	if e == nil {
 		return
 	}
-	if a := e.flow.Attempt(n); a != nil && !queued && kind != actors.TimerDispatch && a.Live() && !a.FirstData() {
+	if a := e.flow.Attempt(n); a != nil && !queued && kind != coordpkg.TimerDispatch && a.Live() && !a.FirstData() {
 		e.timers = append(e.timers, t.co.proc.timer(0, id, "flow timer (requeued)", func() { t.onTimer(id, kind, n, true) }))
 		return
 	}
@@ -259,7 +260,7 @@ func (t *tabletActor) onTimer(id string, kind actors.TimerKind, n uint32, queued
 }
 
 // apply carries out a flow's actions, as TabletActor.apply does.
-func (t *tabletActor) apply(e *flowEntry, acts []actors.Action) {
+func (t *tabletActor) apply(e *flowEntry, acts []coordpkg.Action) {
 	w := t.co.w
 	now := w.s.now
 	book := t.co.book
@@ -273,7 +274,7 @@ func (t *tabletActor) apply(e *flowEntry, acts []actors.Action) {
 			w.trace.printf("%s %s: %s", t.self, e.id, describeAction(a))
 		}
 		switch a.Kind {
-		case actors.ActDispatch:
+		case coordpkg.ActDispatch:
 			s := book.View(now).Server(a.Attempt.Sel.Server)
 			if s == nil || !s.Alive || s.Address == "" {
 				acts = append(acts, e.flow.OnUnreachable(now, a.Attempt.N, t.picker(e))...)
@@ -292,7 +293,7 @@ func (t *tabletActor) apply(e *flowEntry, acts []actors.Action) {
 			if a.Attempt.Sel.Hedge {
 				w.stats.Hedges++
 			}
-		case actors.ActCancel:
+		case coordpkg.ActCancel:
 			if to, ok := e.targets[a.Attempt.N]; ok {
 				reason := "cancelled by tablet actor: " + a.Attempt.Sel.Result.String()
 				if a.Attempt.Live() {
@@ -300,7 +301,7 @@ func (t *tabletActor) apply(e *flowEntry, acts []actors.Action) {
 				}
 				w.net.send(t.self, to, &messages.Cancel{RequestId: e.id, Attempt: a.Attempt.N, Reason: reason, UnlessStreaming: a.UnlessStreaming})
 			}
-		case actors.ActAccount:
+		case coordpkg.ActAccount:
 			book.ended(now, a.Attempt.Sel.Server, a.Result)
 			w.stats.Results[a.Result]++
 			switch a.Result {
@@ -308,25 +309,25 @@ func (t *tabletActor) apply(e *flowEntry, acts []actors.Action) {
 				w.blamed(blame{by: t.co.addr, server: a.Attempt.Sel.Server, requests: []string{e.id}, attempt: a.Attempt.N,
 					from: a.Attempt.Sel.Start, what: "attempt ended " + a.Result.String()})
 			}
-		case actors.ActSlowdown:
+		case coordpkg.ActSlowdown:
 			book.slowdown(now, a.Attempt.Sel.Server)
-		case actors.ActLatency:
+		case coordpkg.ActLatency:
 			book.latency(now, a.Attempt.Sel.Server, a.Latency)
-		case actors.ActTimer:
+		case coordpkg.ActTimer:
 			var n uint32
 			if a.Attempt != nil {
 				n = a.Attempt.N
 			}
 			kind, id := a.Timer, e.id
 			e.timers = append(e.timers, t.co.proc.timer(a.After, id, "flow timer", func() { t.onTimer(id, kind, n, false) }))
-		case actors.ActTimeoutSignal:
+		case coordpkg.ActTimeoutSignal:
 			for _, c := range w.coords {
 				w.net.send(t.self, pid{c.addr, "timeout-signals"}, &messages.LoadSignal{Host: a.Attempt.Sel.Host,
 					Server: string(a.Attempt.Sel.Server), RequestId: e.id, AtUnixMs: now.UnixMilli(), Origin: t.co.addr})
 			}
-		case actors.ActFail:
+		case coordpkg.ActFail:
 			w.net.send(t.self, pidOf(e.flow.Req.Client), a.Error)
-		case actors.ActComplete:
+		case coordpkg.ActComplete:
 			if !e.flow.Done() {
 				w.violate("%s: flow %s completed but ScanFlow.Done is false", t.self, e.id)
 			}
@@ -344,38 +345,38 @@ func (t *tabletActor) apply(e *flowEntry, acts []actors.Action) {
 	}
 }
 
-func describeAction(a actors.Action) string {
+func describeAction(a coordpkg.Action) string {
 	n := uint32(0)
 	srv := ""
 	if a.Attempt != nil {
 		n, srv = a.Attempt.N, string(a.Attempt.Sel.Server)
 	}
 	switch a.Kind {
-	case actors.ActDispatch:
+	case coordpkg.ActDispatch:
 		return fmt.Sprintf("dispatch attempt %d to %s (plan %d, busy %v, hedge %v)", n, srv, a.Attempt.Sel.PlanIndex, a.Attempt.Decision.BusyTimeout, a.Attempt.Sel.Hedge)
-	case actors.ActCancel:
+	case coordpkg.ActCancel:
 		return fmt.Sprintf("cancel attempt %d on %s (unless streaming: %v)", n, srv, a.UnlessStreaming)
-	case actors.ActAccount:
+	case coordpkg.ActAccount:
 		return fmt.Sprintf("account attempt %d on %s: %s", n, srv, a.Result)
-	case actors.ActSlowdown:
+	case coordpkg.ActSlowdown:
 		return fmt.Sprintf("slowdown of %s (attempt %d)", srv, n)
-	case actors.ActLatency:
+	case coordpkg.ActLatency:
 		return fmt.Sprintf("start latency %v of %s", a.Latency, srv)
-	case actors.ActTimer:
+	case coordpkg.ActTimer:
 		return fmt.Sprintf("%s timer for attempt %d in %v", timerName(a.Timer), n, a.After)
-	case actors.ActTimeoutSignal:
+	case coordpkg.ActTimeoutSignal:
 		return fmt.Sprintf("timeout signal for %s", srv)
-	case actors.ActFail:
+	case coordpkg.ActFail:
 		return fmt.Sprintf("fail: %s %s", a.Error.GetCode(), a.Error.GetMessage())
-	case actors.ActComplete:
+	case coordpkg.ActComplete:
 		return "flow complete"
 	}
 	return fmt.Sprintf("action %d", a.Kind)
 }
 
-func timerName(k actors.TimerKind) string {
-	names := [...]string{actors.TimerDispatch: "dispatch", actors.TimerBusy: "busy", actors.TimerHedge: "hedge",
-		actors.TimerData: "data", actors.TimerStall: "stall", actors.TimerRetry: "retry", actors.TimerDeadline: "deadline"}
+func timerName(k coordpkg.TimerKind) string {
+	names := [...]string{coordpkg.TimerDispatch: "dispatch", coordpkg.TimerBusy: "busy", coordpkg.TimerHedge: "hedge",
+		coordpkg.TimerData: "data", coordpkg.TimerStall: "stall", coordpkg.TimerRetry: "retry", coordpkg.TimerDeadline: "deadline"}
 	if int(k) < len(names) && names[k] != "" {
 		return names[k]
 	}

@@ -2,9 +2,9 @@
 // the style of etcd raft's in-memory network test harness. It composes
 // the project's real pure state machines — the client's per-tablet
 // protocol (client.TabletStream), the tablet actor's flow
-// (actors.ScanFlow) with a Picker over a real selection policy
+// (coordinator.ScanFlow) with a Picker over a real selection policy
 // (accumulo-host, adaptive, clickhouse-random with hedging), and the scan
-// server's admission queue (actors.ServerQueue) — with thin simulated
+// server's admission queue (scanserver.ServerQueue) — with thin simulated
 // shells: coordinators (router, load book, tablet actors), scanserver
 // processes (a streamer of the ground truth's rows with row counts and
 // tablets.RowDigest checksums, honouring the window, BatchAck, Cancel

@@ -9,13 +9,13 @@ import (
 )
 
 // TestMessagesPerOneRowScan counts the messages of one-row scans (issue
-// 11): the real client.TabletStream and actors.ScanFlow with the model of
-// the scan server, which sends what actors.ScanServerActor sends. A scan
+// 11): the real client.TabletStream and coordinator.ScanFlow with the model of
+// the scan server, which sends what scanserver.ScanServerActor sends. A scan
 // whose row is read at once sends five: ScanRequest, StartScan, one
 // RowBatch carrying the ScanFinished (not acknowledged), the ScanFinished
 // to the tablet actor, ScanDone. (Before: nine — ScanStarted twice, a
 // BatchAck and a ScanFinished to the client as well.) A scan whose read
-// outlasts actors.AcceptNoticeDelay also sends the accept notice.
+// outlasts scanserver.AcceptNoticeDelay also sends the accept notice.
 func TestMessagesPerOneRowScan(t *testing.T) {
 	five := map[string]int{"ScanRequest": 1, "StartScan": 1, "RowBatch": 1, "ScanFinished": 1, "ScanDone": 1}
 	six := maps.Clone(five)

@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scanplane/scanplane/actors"
+	coordpkg "github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -91,13 +92,13 @@ func TestClientSurvivesRowLosingServer(t *testing.T) {
 // wrong rows, and the harness catches them.
 func TestHarnessCatchesClientIgnoringChecksums(t *testing.T) {
 	hunt(t, 300, func() mutations {
-		digests := map[actors.ScanKey]*tablets.RowDigest{}
+		digests := map[scanserver.ScanKey]*tablets.RowDigest{}
 		return mutations{
 			serverBatch: func(b *messages.RowBatch) { b.Rows = dropOne(b.Rows) },
 			deliver: func(env *envelope) {
 				switch m := env.msg.(type) {
 				case *messages.RowBatch:
-					k := actors.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
+					k := scanserver.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
 					d := digests[k]
 					if d == nil {
 						d = &tablets.RowDigest{}
@@ -112,7 +113,7 @@ func TestHarnessCatchesClientIgnoringChecksums(t *testing.T) {
 						f.Rows, f.Checksum = d.Rows(), d.Sum()
 					}
 				case *messages.ScanFinished:
-					if d := digests[actors.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}]; d != nil {
+					if d := digests[scanserver.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}]; d != nil {
 						m.Rows, m.Checksum = d.Rows(), d.Sum()
 					}
 				}
@@ -125,9 +126,9 @@ func TestHarnessCatchesClientIgnoringChecksums(t *testing.T) {
 // error blames a server for nothing, and the harness says so.
 func TestHarnessCatchesBlamedLoser(t *testing.T) {
 	hunt(t, 500, func() mutations {
-		return mutations{flowActions: func(acts []actors.Action) []actors.Action {
+		return mutations{flowActions: func(acts []coordpkg.Action) []coordpkg.Action {
 			for i := range acts {
-				if acts[i].Kind == actors.ActAccount && acts[i].Result == selection.Cancelled {
+				if acts[i].Kind == coordpkg.ActAccount && acts[i].Result == selection.Cancelled {
 					acts[i].Result = selection.Error
 				}
 			}
@@ -146,7 +147,7 @@ func TestHarnessCatchesIgnoredCancel(t *testing.T) {
 // first batch back let the tablet actor's busy timer fire for scans that
 // did start: it blames healthy servers, and the harness says so. The
 // notice may be folded into the first batch only when that comes soon
-// (actors.AcceptNoticeDelay).
+// (scanserver.AcceptNoticeDelay).
 func TestHarnessCatchesMissingAcceptNotice(t *testing.T) {
 	hunt(t, 500, func() mutations { return mutations{noAcceptNotice: true} }, "though it had no fault")
 }

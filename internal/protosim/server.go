@@ -4,14 +4,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // ServerModel is how the simulated scan servers behave when healthy.
 type ServerModel struct {
-	Workers, MaxQueue int           // actors.ServerQueue bounds per server
+	Workers, MaxQueue int           // scanserver.ServerQueue bounds per server
 	BatchRows, Window int           // defaults when the request says 0
 	AckTimeout        time.Duration // no ack for this long: the client is gone
 	ReadBase          time.Duration // time to read one batch...
@@ -44,8 +45,8 @@ func (h *hostProc) boot() {
 	for i := range h.w.cfg.ServersPerHost {
 		h.servers = append(h.servers, &scanServer{host: h, idx: i, id: fmt.Sprintf("%s/%d", h.addr, i),
 			self:    pid{h.addr, fmt.Sprintf("scan-%d", i)},
-			queue:   actors.NewServerQueue(h.w.cfg.Server.Workers, h.w.cfg.Server.MaxQueue),
-			pending: map[actors.ScanKey]*serverJob{}, running: map[actors.ScanKey]*serverJob{}, busied: map[actors.ScanKey]bool{}})
+			queue:   scanserver.NewServerQueue(h.w.cfg.Server.Workers, h.w.cfg.Server.MaxQueue),
+			pending: map[scanserver.ScanKey]*serverJob{}, running: map[scanserver.ScanKey]*serverJob{}, busied: map[scanserver.ScanKey]bool{}})
 	}
 	h.heartbeat()
 }
@@ -78,7 +79,7 @@ func (h *hostProc) receive(env *envelope) {
 }
 
 // scanServer is one simulated scan server: admission by the real
-// actors.ServerQueue, and a streamer that sends the ground truth's rows
+// scanserver.ServerQueue, and a streamer that sends the ground truth's rows
 // in RowBatches with the cumulative row count and tablets.RowDigest,
 // within the client's window.
 type scanServer struct {
@@ -86,17 +87,17 @@ type scanServer struct {
 	idx     int
 	id      string
 	self    pid
-	queue   *actors.ServerQueue
-	pending map[actors.ScanKey]*serverJob
-	running map[actors.ScanKey]*serverJob
+	queue   *scanserver.ServerQueue
+	pending map[scanserver.ScanKey]*serverJob
+	running map[scanserver.ScanKey]*serverJob
 	expiry  *event
 	// busied: attempts answered Busy, which must never run.
-	busied map[actors.ScanKey]bool
+	busied map[scanserver.ScanKey]bool
 }
 
 // serverJob is one admitted attempt.
 type serverJob struct {
-	key            actors.ScanKey
+	key            scanserver.ScanKey
 	req            *messages.StartScan
 	client, tablet pid
 	received       time.Time
@@ -110,7 +111,7 @@ type serverJob struct {
 	read, ackWait  *event
 	deadline       *event
 	blocked        bool // a batch is read and waits for the window
-	// notice: the accept notice's timer (actors.AcceptNoticeDelay); nil
+	// notice: the accept notice's timer (scanserver.AcceptNoticeDelay); nil
 	// once it fired or a message that implies it went out.
 	notice *event
 	// finalSent: the last batch carried the ScanFinished, so the client
@@ -133,26 +134,26 @@ func (s *scanServer) receive(env *envelope) {
 
 func (s *scanServer) onStartScan(m *messages.StartScan) {
 	w := s.w()
-	if err := actors.ValidateStartScan(m); err != nil {
+	if err := wire.ValidateStartScan(m); err != nil {
 		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id,
 			Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST, ErrorMessage: "bad StartScan: " + err.Error()}
 		w.net.send(s.self, pidOf(m.GetTabletActor()), fin)
 		w.net.send(s.self, pidOf(m.GetClient()), fin)
 		return
 	}
-	key := actors.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
+	key := scanserver.ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
 	if s.pending[key] != nil || s.running[key] != nil || s.busied[key] {
 		return // a duplicate (of one answered Busy too: the network duplicates)
 	}
 	now := w.s.now
 	j := &serverJob{key: key, req: m, client: pidOf(m.Client), tablet: pidOf(m.TabletActor), received: now}
 	switch s.queue.Offer(now, key, time.Duration(m.BusyTimeoutUs)*time.Microsecond) {
-	case actors.AdmitStart:
+	case scanserver.AdmitStart:
 		s.start(j)
-	case actors.AdmitQueued:
+	case scanserver.AdmitQueued:
 		s.pending[key] = j
 		s.armExpiry()
-	case actors.AdmitBusy:
+	case scanserver.AdmitBusy:
 		s.replyBusy(j)
 	}
 }
@@ -184,10 +185,10 @@ func (s *scanServer) start(j *serverJob) {
 	}
 	s.running[j.key] = j
 	// The accept notice waits for a message that implies it, as the real
-	// server's does (actors.AcceptNoticeDelay).
+	// server's does (scanserver.AcceptNoticeDelay).
 	started := &messages.ScanStarted{RequestId: j.key.RequestID, Attempt: j.key.Attempt, Server: s.id,
 		QueueLen: uint32(s.queue.Len()), QueuedUs: w.s.now.Sub(j.received).Microseconds()}
-	delay := actors.AcceptNoticeDelay
+	delay := scanserver.AcceptNoticeDelay
 	if bt := time.Duration(m.BusyTimeoutUs) * time.Microsecond; bt > 0 {
 		delay = min(delay, bt/4)
 	}
@@ -289,7 +290,7 @@ func (s *scanServer) flush(j *serverJob) {
 }
 
 func (s *scanServer) onAck(m *messages.BatchAck) {
-	j := s.running[actors.ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}]
+	j := s.running[scanserver.ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}]
 	if j == nil {
 		return
 	}
@@ -304,7 +305,7 @@ func (s *scanServer) onCancel(m *messages.Cancel) {
 	if m.GetRequestId() == "" || w.mut.ignoreCancel {
 		return
 	}
-	key := actors.ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}
+	key := scanserver.ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}
 	for _, k := range s.queue.Remove(key) {
 		j := s.pending[k]
 		delete(s.pending, k)

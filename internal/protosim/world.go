@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/scanplane/scanplane/actors"
+	coordpkg "github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
@@ -53,7 +53,7 @@ type mutations struct {
 	noAcceptNotice bool
 	// flowActions changes a flow's actions before the tablet actor
 	// carries them out.
-	flowActions func([]actors.Action) []actors.Action
+	flowActions func([]coordpkg.Action) []coordpkg.Action
 	// Test hooks that change nothing of the protocol: shape changes each
 	// scan as it is drawn; count, when set, gets every scan message sent
 	// (dropped ones included), by request id and message kind.

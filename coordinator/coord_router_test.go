@@ -1,0 +1,51 @@
+package coordinator
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/scanserver"
+)
+
+// The README's example profiles: scan_type=batch goes to group "batch".
+const batchProfiles = `[{"isDefault": true, "policy": "adaptive",
+  "attemptPlans": [{"servers": "1", "busyTimeout": "33ms", "salt": "one"}, {"servers": "100%", "busyTimeout": "100ms"}]},
+ {"scanTypeActivations": ["batch"], "group": "batch", "policy": "clickhouse-random", "hedge": true, %WAIT%
+  "attemptPlans": [{"servers": "100%", "busyTimeout": "1s"}]}]`
+
+// Issue 7 item 7: a scan whose profile routes to a group without servers
+// fails once timeToWaitForScanServers has passed (at once for 0s) with
+// NO_SERVERS naming the profile and the group; with the default wait (100
+// years) it fails at its deadline, saying what it waited for.
+func TestScanForGroupWithoutServersFails(t *testing.T) {
+	for _, tc := range []struct {
+		name, wait string
+		code       messages.ErrorCode
+	}{
+		{"wait 0s", `"timeToWaitForScanServers": "0s",`, messages.ErrorCode_ERROR_CODE_NO_SERVERS},
+		{"wait 200ms", `"timeToWaitForScanServers": "200ms",`, messages.ErrorCode_ERROR_CODE_NO_SERVERS},
+		{"default wait, request deadline", ``, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigOpts{rows: 100, tablets: 1, profiles: strings.Replace(batchProfiles, "%WAIT%", tc.wait, 1)})
+			r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil) // group "default"
+			req := r.request(0)
+			req.Hints = map[string]string{"scan_type": "batch"}
+			req.DeadlineUnixMs = time.Now().Add(time.Second).UnixMilli()
+			s := r.scan(req)
+			if s.err == nil || s.err.GetCode() != tc.code {
+				t.Fatalf("scan ended with %v (fin %v), want %v", s.err, s.fin, tc.code)
+			}
+			for _, want := range []string{`group "batch"`, `profile "batch"`, "timeToWaitForScanServers"} {
+				if !strings.Contains(s.err.GetMessage(), want) {
+					t.Errorf("message %q does not name %s", s.err.GetMessage(), want)
+				}
+			}
+			t.Logf("%v: %s", s.err.GetCode(), s.err.GetMessage())
+			// The default group still serves.
+			r.checkRows(r.scan(r.request(0)), 0)
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package coordinator
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/scanserver"
+	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
+)
+
+// oneRowScan sends StartScan for the first row of tablet 0 alone; p plays
+// the client and the tablet actor.
+func (r *rig) oneRowScan(p *probe, id string) []byte {
+	tm := r.table.GetTablets()[0]
+	key := r.truthOf(0)[0].Key
+	r.as.Root.Send(r.servers[0], &messages.StartScan{RequestId: id, Attempt: 1, Client: wire.FromPID(p.pid), TabletActor: wire.FromPID(p.pid),
+		Tablet: tm.GetRef(), Files: tm.GetFiles(), Range: &messages.KeyRange{Start: key, End: append(bytes.Clone(key), 0)},
+		BusyTimeoutUs: time.Minute.Microseconds()})
+	return key
+}
+
+func isStarted(id string) func(any) bool {
+	return func(m any) bool { s, ok := m.(*messages.ScanStarted); return ok && s.GetRequestId() == id }
+}
+
+// Issue 11: a scan whose first batch is also its last sends the client
+// one RowBatch carrying the ScanFinished and the tablet actor the
+// ScanFinished alone — no ScanStarted{first_data}, no separate
+// ScanFinished to the client, no ack awaited. (The accept notice may
+// still go out if the read outlasted AcceptNoticeDelay on this shared
+// machine; never a first-data notice.)
+func TestServerOneRowScanMessages(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 500, tablets: 2})
+	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	p := r.newProbe()
+	key := r.oneRowScan(p, "one")
+	p.wait(r, "the batch", isBatch("one", 0))
+	p.wait(r, "ScanFinished", isFinished("one"))
+	batches, fins := p.all(isBatch("one", 0)), p.all(isFinished("one"))
+	if len(batches) != 1 || len(fins) != 1 {
+		t.Fatalf("%d batches and %d ScanFinished, want one each (the client's inside the batch)", len(batches), len(fins))
+	}
+	b := batches[0].(*messages.RowBatch)
+	f := b.GetFinished()
+	if rows := rowsOf(b); len(rows) != 1 || !bytes.Equal(rows[0].Key, key) || f == nil || len(b.GetRows()) != 0 {
+		t.Fatalf("batch %v: want the one row, carrying the ScanFinished", b)
+	}
+	if f.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED || f.GetBatches() != 1 || f.GetRows() != 1 || f.GetChecksum() != b.GetChecksum() ||
+		f.GetRequestId() != "one" || f.GetAttempt() != 1 {
+		t.Fatalf("finished in the batch %v does not match the batch %v", f, b)
+	}
+	if tf := fins[0].(*messages.ScanFinished); tf.GetBatches() != 1 || tf.GetRows() != 1 || tf.GetChecksum() != f.GetChecksum() {
+		t.Fatalf("the tablet actor's ScanFinished %v", tf)
+	}
+	for _, m := range p.all(isStarted("one")) {
+		if m.(*messages.ScanStarted).GetFirstData() {
+			t.Fatalf("ScanStarted{first_data} sent for a scan whose first batch was its last: %v", m)
+		}
+	}
+}
+
+// Issue 11: the accept notice is held back only briefly. A scan waiting
+// for a slow read gets its ScanStarted{first_data: false} out while the
+// read still blocks, so the tablet actor's busy timeout sees it accepted;
+// once the read completes, the last batch carries the end.
+func TestServerAcceptNoticeWhileReadIsSlow(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 500, tablets: 2})
+	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	p := r.newProbe()
+	r.oneRowScan(p, "slow")
+	s := p.wait(r, "the accept notice", isStarted("slow")).(*messages.ScanStarted)
+	if s.GetFirstData() || len(p.all(isBatch("slow", 0))) != 0 {
+		t.Fatalf("notice %v before any batch, want first_data false", s)
+	}
+	close(gate.open)
+	p.wait(r, "ScanFinished", isFinished("slow"))
+	if b := p.wait(r, "the batch", isBatch("slow", 0)).(*messages.RowBatch); b.GetFinished() == nil {
+		t.Fatalf("last batch %v carries no ScanFinished", b)
+	}
+	if n := len(p.all(isStarted("slow"))); n != 1 {
+		t.Fatalf("%d ScanStarted, want the accept notice only", n)
+	}
+}
+
+// A scan that ends without a batch (an empty range) sends ScanFinished to
+// both the client and the tablet actor; a batch-less end implies the
+// accept notice.
+func TestServerEmptyScanFinishesSeparately(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 500, tablets: 2})
+	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	p := r.newProbe()
+	tm := r.table.GetTablets()[0]
+	key := append(bytes.Clone(r.truthOf(0)[0].Key), 0)
+	r.as.Root.Send(r.servers[0], &messages.StartScan{RequestId: "empty", Attempt: 1, Client: wire.FromPID(p.pid), TabletActor: wire.FromPID(p.pid),
+		Tablet: tm.GetRef(), Files: tm.GetFiles(), Range: &messages.KeyRange{Start: key, End: append(bytes.Clone(key), 0)},
+		BusyTimeoutUs: time.Minute.Microseconds()})
+	p.wait(r, "ScanFinished", isFinished("empty"))
+	r.waitFor("both ScanFinished", func() bool { return len(p.all(isFinished("empty"))) == 2 })
+	if n := len(p.all(isBatch("empty", 0))); n != 0 {
+		t.Fatalf("%d batches for an empty range", n)
+	}
+}

@@ -1,0 +1,7 @@
+package coordinator
+
+import (
+	"strings"
+)
+
+func Key(n int) []byte { return []byte(strings.Repeat("k", n)) }

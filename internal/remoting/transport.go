@@ -1,0 +1,53 @@
+package remoting
+
+import (
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Transport sizes of the gRPC connections under every actor system of
+// scanplane. protoactor keeps one gRPC stream per pair of processes, so a
+// scan server's row batches to a client all share one stream.
+const (
+	// StreamWindow is the HTTP/2 flow-control window of that stream and
+	// ConnWindow of its connection. gRPC's defaults start at 64 KiB and
+	// grow by estimating the bandwidth-delay product, one round trip at a
+	// time; a batch is up to 256 KiB (ScanServerConfig.BatchBytes) and a
+	// scan keeps up to 4 in flight, so a fixed window of 4 MiB lets the
+	// sender write them without waiting for window updates. It bounds
+	// what a receiver buffers per peer before its reader drains it.
+	StreamWindow = 4 << 20
+	ConnWindow   = 8 << 20
+	// IOBuffer is the size of each connection's write and read buffers
+	// (gRPC's default is 32 KiB). Measured under the whole-tablet
+	// benchmark (2000-row batches, /proc/PID/io syscr and syscw): the
+	// client's read(2)s per batch went from 5.9–6.5 to 1.4, the scan
+	// server's write(2)s from 1.3–1.45 to 0.97.
+	IOBuffer = 256 << 10
+)
+
+// TransportOptions are the remote options of the gRPC transport: creds
+// on both sides (nil: plaintext, for loopback only), guard in front of
+// the server (required: nothing from the network reaches protoactor
+// without it) and the window and buffer sizes above. server are the other
+// gRPC server options; remote's WithServerOptions and WithDialOptions
+// replace their lists, so every option of either goes through here.
+func TransportOptions(creds credentials.TransportCredentials, guard *Guard, server ...grpc.ServerOption) []remote.ConfigOption {
+	server = append(server, guard.ServerOptions()...)
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	} else {
+		server = append(server, grpc.Creds(creds))
+	}
+	server = append(server,
+		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
+		grpc.WriteBufferSize(IOBuffer), grpc.ReadBufferSize(IOBuffer))
+	return []remote.ConfigOption{
+		remote.WithServerOptions(server...),
+		remote.WithDialOptions(grpc.WithTransportCredentials(creds),
+			grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow),
+			grpc.WithWriteBufferSize(IOBuffer), grpc.WithReadBufferSize(IOBuffer)),
+	}
+}

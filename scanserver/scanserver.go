@@ -1,0 +1,689 @@
+package scanserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/metrics"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
+)
+
+// ScanServerConfig configures one scan-server actor.
+type ScanServerConfig struct {
+	// Workers: scans run concurrently; default 4.
+	Workers int
+	// MaxQueue: scans waiting for a worker beyond Workers; default 64.
+	MaxQueue int
+	// BatchRows: rows per RowBatch when the request says 0; default 2000
+	// (with BatchBytes, whichever comes first). Per batch the server and
+	// the client each pay a message, an ack and a wake-up: a whole
+	// 100 000-row tablet went 1.7–1.8 M rows/s at 500 rows per batch and
+	// 2.8–3.2 M at 2000 (MEASUREMENTS.md, "Rows per batch").
+	BatchRows int
+	// BatchBytes: bytes of packed rows per RowBatch (a batch ends with the
+	// row that reaches it); default 256 KiB (well under NATS/gRPC message
+	// limits).
+	BatchBytes int
+	// Window: unacknowledged batches in flight when the request says 0;
+	// default 4.
+	Window int
+	// AckTimeout: a client that acknowledges nothing for this long is
+	// gone; the scan is abandoned. Default 30s.
+	AckTimeout time.Duration
+	// Fault injection (off by default).
+	Fault FaultConfig
+}
+
+// DefaultScanServerConfig returns the defaults documented on each field.
+func DefaultScanServerConfig() ScanServerConfig {
+	return ScanServerConfig{Workers: 4, MaxQueue: 64, BatchRows: 2000, BatchBytes: wire.DefaultBatchBytes, Window: wire.DefaultWindow, AckTimeout: 30 * time.Second}
+}
+
+// Validate names the first bad field.
+func (c ScanServerConfig) Validate() error {
+	switch {
+	case c.Workers < 1:
+		return fmt.Errorf("scanserver: scan server Workers %d must be >= 1", c.Workers)
+	case c.MaxQueue < 0:
+		return fmt.Errorf("scanserver: scan server MaxQueue %d must be >= 0", c.MaxQueue)
+	case c.BatchRows < 1 || c.BatchRows > wire.MaxBatchRows:
+		return fmt.Errorf("scanserver: scan server BatchRows %d must be in [1, %d]", c.BatchRows, wire.MaxBatchRows)
+	case c.BatchBytes < wire.MinBatchBytes || c.BatchBytes > wire.MaxBatchBytes:
+		return fmt.Errorf("scanserver: scan server BatchBytes %d must be in [1 KiB, 4 MiB]", c.BatchBytes)
+	case c.Window < 1 || c.Window > wire.MaxWindow:
+		return fmt.Errorf("scanserver: scan server Window %d must be in [1, %d]", c.Window, wire.MaxWindow)
+	case int64(c.Window)*int64(c.BatchBytes) > wire.MaxInFlightBytes:
+		return fmt.Errorf("scanserver: scan server Window %d × BatchBytes %d must be at most %d MiB", c.Window, c.BatchBytes, wire.MaxInFlightBytes>>20)
+	case c.AckTimeout <= 0:
+		return fmt.Errorf("scanserver: scan server AckTimeout must be > 0")
+	}
+	return c.Fault.Validate()
+}
+
+// ServerCounters are a scan server's counters, read by heartbeats and by
+// the host agent's metrics (Collectors).
+type ServerCounters struct {
+	QueueLen atomic.Int64  // scans waiting for a worker
+	Active   atomic.Int64  // scans running
+	Busy     atomic.Uint64 // attempts answered busy
+	Scans    atomic.Uint64 // scans started
+	Rows     atomic.Uint64 // rows sent in row batches
+	Bytes    atomic.Uint64 // key and value bytes sent in row batches
+	Probes   atomic.Uint64 // Prequal probes answered (probe.go)
+	// Finished counts ended scans by messages.ErrorCode (index 0: ok).
+	Finished [metrics.NumOutcomes]atomic.Uint64
+}
+
+// scanJob is one admitted attempt.
+type scanJob struct {
+	key      ScanKey
+	req      *messages.StartScan
+	client   *actor.PID
+	tablet   *actor.PID
+	received time.Time
+	started  time.Time
+	ctx      context.Context
+	cancel   context.CancelFunc
+	acked    atomic.Uint64
+	// sent is the seq of the last RowBatch sent; an ack beyond it is
+	// refused (it would wrap waitWindow's arithmetic and stall the stream).
+	sent  atomic.Uint64
+	ackCh chan struct{}
+	// stream is jobFresh until the first RowBatch is sent (jobStreaming)
+	// or the scan is cancelled before that (jobCancelled); the job
+	// goroutine and the actor (a Cancel{unless_streaming}) race for it.
+	stream atomic.Int32
+	// rif: scans running and queued here when it arrived (probe.go).
+	rif int
+	// notice is noticePending from start until either the accept notice
+	// (ScanStarted{first_data: false}) goes out (noticeSent, by
+	// noticeTimer) or a message that implies it does (noticeFolded: the
+	// first batch or the ScanFinished); see AcceptNoticeDelay.
+	notice      atomic.Int32
+	noticeTimer *time.Timer
+}
+
+const (
+	noticePending int32 = iota
+	noticeSent
+	noticeFolded
+)
+
+// AcceptNoticeDelay is how long a scan server holds back the accept
+// notice (ScanStarted{first_data: false}) of a scan it started: if the
+// first batch or the end of the scan goes out within it, the notice is
+// never sent, since the ScanStarted{first_data} or ScanFinished that the
+// tablet actor then gets implies it (a one-row scan of a cached block
+// sends the tablet actor one message instead of three; issue 11). The
+// notice still comes promptly for a scan that waits for a slow read: the
+// tablet actor's busy timer fires at the busy timeout +
+// FlowConfig.BusySlack (default 25 ms) and its hedge timers after the
+// policy's hedge delay (ClickHouse's 50 ms), and the server started the
+// scan within the busy timeout, so the notice arrives at most this much
+// later than it used to — well inside the slack. A StartScan with a busy
+// timeout under 4 ms gets its notice after a quarter of it instead.
+const AcceptNoticeDelay = time.Millisecond
+
+// noticeDelay is the accept-notice delay of a scan with busy timeout bt
+// (<= 0: none): AcceptNoticeDelay, at most bt/4.
+func noticeDelay(bt time.Duration) time.Duration {
+	if bt > 0 {
+		return min(AcceptNoticeDelay, bt/4)
+	}
+	return AcceptNoticeDelay
+}
+
+// foldNotice settles the accept notice before a message that implies it
+// is sent; it reports whether the notice was held back for good (false:
+// it went out already, or is going).
+func (j *scanJob) foldNotice() bool {
+	if j.notice.CompareAndSwap(noticePending, noticeFolded) {
+		if j.noticeTimer != nil {
+			j.noticeTimer.Stop()
+		}
+		return true
+	}
+	return false
+}
+
+const (
+	jobFresh int32 = iota
+	jobStreaming
+	jobCancelled
+)
+
+// cancelUnlessStreaming cancels the job if it has sent no RowBatch yet and
+// reports whether it did.
+func (j *scanJob) cancelUnlessStreaming() bool {
+	if j.stream.CompareAndSwap(jobFresh, jobCancelled) || j.stream.Load() == jobCancelled {
+		j.cancel()
+		return true
+	}
+	return false
+}
+
+type jobDone struct{ key ScanKey }
+
+type expireTick struct{}
+
+// ScanServerActor runs scans for one scan server.
+type ScanServerActor struct {
+	id       string
+	host     string
+	cfg      ScanServerConfig
+	fetcher  tablets.BlockFetcher
+	gate     *pauseGate
+	sys      *actor.ActorSystem
+	self     *actor.PID
+	queue    *ServerQueue
+	pending  map[ScanKey]*scanJob
+	running  map[ScanKey]*scanJob
+	timer    *time.Timer
+	counters *ServerCounters
+	onBusy   func(*messages.LoadSignal)
+	log      *slog.Logger
+	// life ends when the host agent closes: it interrupts fault pauses.
+	life context.Context
+	// gens, when set, tells whether a block missing from the store belongs
+	// to a generation newer ingests deleted (STALE_GENERATION) rather than
+	// a lost one (CORRUPT_BLOCK).
+	gens wire.GenerationSource
+	// lat answers Prequal probes (probe.go).
+	lat latencyEstimator
+	// parked hands a scan to a worker goroutine waiting for one (see
+	// dispatch); stopped ends parked workers when the actor stops.
+	parked   chan *scanJob
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+// staleCheckTimeout bounds a scan server's look-up of the current
+// generation after a block was missing.
+const staleCheckTimeout = 2 * time.Second
+
+func NewScanServerActor(life context.Context, id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, gens wire.GenerationSource, sys *actor.ActorSystem,
+	counters *ServerCounters, onBusy func(*messages.LoadSignal), log *slog.Logger) *ScanServerActor {
+	gate := newPauseGate(cfg.Fault, time.Now())
+	if gate != nil || cfg.Fault.SlowFactor > 1 {
+		floor := cfg.Fault.SlowFloor
+		if floor == 0 {
+			floor = 500 * time.Microsecond
+		}
+		fetcher = &faultyFetcher{inner: fetcher, gate: gate, factor: cfg.Fault.SlowFactor, floor: floor}
+	}
+	return &ScanServerActor{
+		id: id, host: host, cfg: cfg, fetcher: fetcher, gens: gens, gate: gate, sys: sys,
+		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
+		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
+		counters: counters, onBusy: onBusy, log: log.With("server", id), life: life,
+		parked: make(chan *scanJob), stopped: make(chan struct{}),
+	}
+}
+
+// Receive implements actor.Actor.
+func (s *ScanServerActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		s.self = c.Self()
+	case *actor.Stopping:
+		s.shutdown()
+	case *messages.StartScan:
+		s.gate.wait(s.life)
+		s.onStartScan(m)
+	case *messages.Cancel:
+		s.gate.wait(s.life)
+		if m.GetRequestId() == "" {
+			// A coordinator opening its connection: answer, which opens ours.
+			if c.Sender() != nil {
+				c.Respond(&messages.Cancel{Reason: "connected"})
+			}
+			return
+		}
+		if err := wire.ValidateCancel(m); err != nil {
+			s.log.Debug("bad Cancel dropped", "err", err)
+			return
+		}
+		s.onCancel(m)
+	case *messages.BatchAck:
+		if err := wire.ValidateBatchAck(m); err != nil {
+			s.log.Debug("bad BatchAck dropped", "err", err)
+			return
+		}
+		s.onAck(m)
+	case *messages.Probe:
+		s.gate.wait(s.life)
+		s.onProbe(m)
+	case *jobDone:
+		s.onJobDone(m.key)
+	case *expireTick:
+		s.expire(time.Now())
+	}
+	s.counters.QueueLen.Store(int64(s.queue.Len()))
+	s.counters.Active.Store(int64(s.queue.Active()))
+}
+
+// scanLogAttrs are the attributes of every log line about a scan: its
+// request id, attempt, table and tablet (the server is in the logger).
+func scanLogAttrs(m *messages.StartScan) []any {
+	t := m.GetTablet()
+	return []any{"request", m.GetRequestId(), "attempt", m.GetAttempt(), "table", t.GetTable(), "tablet",
+		fmt.Sprintf("%s/g%d/t%d", t.GetTable(), t.GetGeneration(), t.GetIndex())}
+}
+
+func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
+	err := wire.ValidateStartScan(m)
+	if err == nil {
+		err = wire.ValidateFlow(m.GetWindow(), m.GetBatchRows(), m.GetBatchBytes(), s.cfg.Window, s.cfg.BatchBytes)
+	}
+	if err != nil {
+		s.log.Warn("bad StartScan", append(scanLogAttrs(m), "err", err)...)
+		s.counters.countFinished(messages.ErrorCode_ERROR_CODE_BAD_REQUEST)
+		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id,
+			Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST, ErrorMessage: "scan server " + s.id + ": bad StartScan: " + err.Error()}
+		if p := wire.ToPID(m.GetTabletActor()); p != nil {
+			s.sys.Root.Send(p, fin)
+		}
+		if p := wire.ToPID(m.GetClient()); p != nil {
+			s.sys.Root.Send(p, fin)
+		}
+		return
+	}
+	key := ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
+	if s.pending[key] != nil || s.running[key] != nil {
+		return // duplicate delivery
+	}
+	now := time.Now()
+	job := &scanJob{key: key, req: m, client: wire.ToPID(m.Client), tablet: wire.ToPID(m.TabletActor), received: now, ackCh: make(chan struct{}, 1),
+		rif: s.queue.Len() + s.queue.Active()}
+	switch s.queue.Offer(now, key, time.Duration(m.BusyTimeoutUs)*time.Microsecond) {
+	case AdmitStart:
+		s.start(job, now)
+	case AdmitQueued:
+		s.pending[key] = job
+		s.armTimer()
+	case AdmitBusy:
+		s.replyBusy(job, now)
+	}
+}
+
+func (s *ScanServerActor) start(job *scanJob, now time.Time) {
+	job.started = now
+	if d := job.req.DeadlineUnixMs; d > 0 {
+		job.ctx, job.cancel = context.WithDeadline(context.Background(), time.UnixMilli(d))
+	} else {
+		job.ctx, job.cancel = context.WithCancel(context.Background())
+	}
+	s.running[job.key] = job
+	s.counters.Scans.Add(1)
+	// The accept notice waits AcceptNoticeDelay for a message that implies
+	// it (the first batch or the end).
+	started := &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
+		QueueLen: uint32(s.queue.Len()), QueuedUs: now.Sub(job.received).Microseconds()}
+	root, tablet := s.sys.Root, job.tablet
+	job.noticeTimer = time.AfterFunc(noticeDelay(time.Duration(job.req.BusyTimeoutUs)*time.Microsecond), func() {
+		if job.notice.CompareAndSwap(noticePending, noticeSent) {
+			root.Send(tablet, started)
+		}
+	})
+	s.dispatch(job)
+}
+
+// workerIdle is how long a worker goroutine waits for another scan before
+// it ends.
+const workerIdle = time.Second
+
+// dispatch runs job on a worker goroutine: a parked one if there is one,
+// else a new one. Workers are reused from scan to scan (no goroutine start
+// and no stack growth per scan) and end after workerIdle without a scan,
+// when the actor stops, or when the host agent closes.
+func (s *ScanServerActor) dispatch(job *scanJob) {
+	select {
+	case s.parked <- job:
+	default:
+		go s.worker(job)
+	}
+}
+
+func (s *ScanServerActor) worker(job *scanJob) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		s.run(job)
+		idle.Reset(workerIdle)
+		select {
+		case job = <-s.parked:
+		case <-idle.C:
+			return
+		case <-s.stopped:
+			return
+		case <-s.life.Done():
+			return
+		}
+	}
+}
+
+func (s *ScanServerActor) replyBusy(job *scanJob, now time.Time) {
+	s.counters.Busy.Add(1)
+	ql := uint32(s.queue.Len())
+	s.sys.Root.Send(job.tablet, &messages.Busy{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, Host: s.host,
+		QueueLen: ql, WaitedUs: now.Sub(job.received).Microseconds()})
+	if s.onBusy != nil {
+		s.onBusy(&messages.LoadSignal{Host: s.host, Server: s.id, RequestId: job.key.RequestID, Table: job.req.GetTablet().GetTable(),
+			QueueLen: ql, AtUnixMs: now.UnixMilli(), Origin: s.id})
+	}
+}
+
+func (s *ScanServerActor) expire(now time.Time) {
+	for _, w := range s.queue.Expire(now) {
+		if job := s.pending[w.Key]; job != nil {
+			delete(s.pending, w.Key)
+			s.replyBusy(job, now)
+		}
+	}
+	s.armTimer()
+}
+
+func (s *ScanServerActor) armTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	at, ok := s.queue.NextDeadline()
+	if !ok {
+		return
+	}
+	self, root := s.self, s.sys.Root
+	s.timer = time.AfterFunc(time.Until(at), func() { root.Send(self, &expireTick{}) })
+}
+
+func (s *ScanServerActor) onJobDone(key ScanKey) {
+	now := time.Now()
+	if job := s.running[key]; job != nil && job.stream.Load() != jobCancelled {
+		s.lat.add(now, job.rif, now.Sub(job.received))
+	}
+	delete(s.running, key)
+	next, ok, expired := s.queue.Done(now)
+	for _, w := range expired {
+		if job := s.pending[w.Key]; job != nil {
+			delete(s.pending, w.Key)
+			s.replyBusy(job, now)
+		}
+	}
+	if ok {
+		if job := s.pending[next.Key]; job != nil {
+			delete(s.pending, next.Key)
+			s.start(job, now)
+		} else {
+			// Cannot happen (queue and pending agree); release the slot.
+			s.queue.Done(now)
+		}
+	}
+	s.armTimer()
+}
+
+func (s *ScanServerActor) onCancel(m *messages.Cancel) {
+	key := ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}
+	for _, k := range s.queue.Remove(key) {
+		job := s.pending[k]
+		delete(s.pending, k)
+		if job != nil {
+			s.sys.Root.Send(job.tablet, &messages.ScanFinished{RequestId: k.RequestID, Attempt: k.Attempt, Server: s.id,
+				Error: messages.ErrorCode_ERROR_CODE_CANCELLED, ErrorMessage: "cancelled while queued: " + m.GetReason(), Cancelled: true})
+		}
+	}
+	for k, job := range s.running {
+		if k != key {
+			continue
+		}
+		if m.GetUnlessStreaming() {
+			// The client may be reading this stream: only the client
+			// cancels a stream it reads.
+			job.cancelUnlessStreaming()
+			continue
+		}
+		job.stream.Store(jobCancelled)
+		job.cancel()
+	}
+	s.armTimer()
+}
+
+func (s *ScanServerActor) onAck(m *messages.BatchAck) {
+	job := s.running[ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}]
+	if job == nil {
+		return
+	}
+	if m.GetSeq() > job.sent.Load() {
+		s.log.Debug("ignoring BatchAck beyond the batches sent", append(scanLogAttrs(job.req), "seq", m.GetSeq(), "sent", job.sent.Load())...)
+		return
+	}
+	for {
+		cur := job.acked.Load()
+		if m.Seq <= cur || job.acked.CompareAndSwap(cur, m.Seq) {
+			break
+		}
+	}
+	select {
+	case job.ackCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *ScanServerActor) shutdown() {
+	s.stopOnce.Do(func() { close(s.stopped) })
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	now := time.Now()
+	for k, job := range s.pending {
+		s.queue.Remove(k)
+		s.replyBusy(job, now)
+	}
+	s.pending = map[ScanKey]*scanJob{}
+	for _, job := range s.running {
+		job.cancel()
+	}
+}
+
+// run executes one scan on a worker goroutine and streams it to the client.
+func (s *ScanServerActor) run(job *scanJob) {
+	defer job.cancel()
+	req := job.req
+	fin := &messages.ScanFinished{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
+		QueuedUs: job.started.Sub(job.received).Microseconds()}
+	final, err := s.stream(job, fin)
+	job.foldNotice() // ScanFinished implies it
+	if final {
+		// The client got fin inside the last batch (and may be reading
+		// it): fin is not changed any more.
+		s.counters.countFinished(fin.Error)
+		s.sys.Root.Send(job.tablet, fin)
+		s.sys.Root.Send(s.self, &jobDone{key: job.key})
+		return
+	}
+	if err != nil {
+		fin.Error, fin.ErrorMessage = errorCode(err), fmt.Sprintf("scan server %s, tablet %s/%d: %v", s.id, req.GetTablet().GetTable(), req.GetTablet().GetIndex(), err)
+		fin.Cancelled = fin.Error == messages.ErrorCode_ERROR_CODE_CANCELLED
+		if bus.IsNotFound(err) {
+			t := req.GetTablet()
+			ctx, cancel := context.WithTimeout(s.life, staleCheckTimeout)
+			cur, stale := wire.Stale(ctx, s.gens, t.GetTable(), t.GetGeneration())
+			cancel()
+			if stale {
+				fin.Error = messages.ErrorCode_ERROR_CODE_STALE_GENERATION
+				fin.ErrorMessage = fmt.Sprintf("scan server %s, tablet %s/%d: %s (%v)", s.id, t.GetTable(), t.GetIndex(),
+					wire.StaleMessage(t.GetTable(), t.GetGeneration(), cur), err)
+			} else {
+				fin.ErrorMessage += " (named by the table's metadata but missing from the block store: lost, or its generation was deleted by newer ingests)"
+			}
+		}
+		if fin.Error == messages.ErrorCode_ERROR_CODE_STORAGE || fin.Error == messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK {
+			s.log.Warn("scan failed reading the block store", append(scanLogAttrs(job.req), "code", fin.Error.String(), "rows", fin.Rows, "err", fin.ErrorMessage)...)
+		}
+	}
+	fin.DurationUs = time.Since(job.started).Microseconds()
+	s.counters.countFinished(fin.Error)
+	s.sys.Root.Send(job.client, fin)
+	s.sys.Root.Send(job.tablet, fin)
+	s.sys.Root.Send(s.self, &jobDone{key: job.key})
+}
+
+var errClientGone = errors.New("client stopped acknowledging batches")
+
+// stream sends the scan's batches to the client. final reports that the
+// last batch carried fin (RowBatch.finished): the scan succeeded and fin
+// is complete and shared with the client's message.
+func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (final bool, err error) {
+	req := job.req
+	batchRows, batchBytes, window := s.cfg.BatchRows, s.cfg.BatchBytes, s.cfg.Window
+	// Within the limits (ValidateStartScan, ValidateFlow); 0 = ours.
+	if r := int(req.BatchRows); r > 0 {
+		batchRows = r
+	}
+	if b := int(req.BatchBytes); b > 0 {
+		batchBytes = b
+	}
+	if w := int(req.Window); w > 0 {
+		window = w
+	}
+	rng := tablets.Range{Start: req.GetRange().GetStart(), End: req.GetRange().GetEnd()}
+	var after []byte
+	if len(req.ResumeAfter) > 0 {
+		after = req.ResumeAfter
+	}
+	it := tablets.NewTabletReader(req.Files, s.fetcher).Scan(job.ctx, rng, after)
+	defer func() {
+		if !final {
+			st := it.Stats()
+			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+		}
+	}()
+	self := wire.FromPID(s.self)
+	// A batch's rows go into one packed buffer (RowBatch.packed_rows),
+	// allocated per batch (a sent batch belongs to the message, so it is
+	// never reused), sized from the previous batch: one allocation per
+	// batch in the steady state.
+	var packed []byte
+	nrows, lastKeyAt, lastKeyLen, sizeHint := 0, 0, 0, 0
+	kv := 0 // key and value bytes in the batch (the Bytes counter)
+	// dig covers the rows sent, folded in per batch as it goes out.
+	var dig tablets.RowDigest
+	// flush sends the batch in hand; last: the scan ends with it (the
+	// iterator is exhausted or the limit reached), so it carries fin.
+	flush := func(last bool) error {
+		seq := fin.Batches + 1
+		if err := s.waitWindow(job, seq, uint64(window)); err != nil {
+			return err
+		}
+		s.gate.wait(job.ctx)
+		if err := job.ctx.Err(); err != nil {
+			return err
+		}
+		if seq == 1 && !job.stream.CompareAndSwap(jobFresh, jobStreaming) {
+			return context.Canceled // cancelled unless streaming, just now
+		}
+		dig.AddPacked(packed, nrows) // one hash call per batch, equal to Add per row
+		sum := dig.Sum()
+		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
+		fin.LastKey = packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
+		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, PackedRows: packed, Server: s.id,
+			ServerPid: self, RowCount: dig.Rows(), Checksum: sum}
+		if last {
+			st := it.Stats()
+			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+			fin.DurationUs = time.Since(job.started).Microseconds()
+			b.Finished, final = fin, true
+		}
+		if seq == 1 {
+			job.foldNotice() // the first batch's news implies it
+		}
+		job.sent.Store(seq) // before the send: the ack can come back at once
+		s.sys.Root.Send(job.client, b)
+		s.counters.Rows.Add(uint64(nrows))
+		s.counters.Bytes.Add(uint64(kv))
+		// First data: ScanStarted{first_data}, unless this batch is also
+		// the last; then the ScanFinished the tablet actor gets next says
+		// so (batches > 0) and nothing else is sent it.
+		if seq == 1 && !last {
+			s.sys.Root.Send(job.tablet, &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id, FirstData: true,
+				QueueLen: uint32(s.counters.QueueLen.Load())})
+		}
+		sizeHint = len(packed)
+		packed, nrows, kv = nil, 0, 0
+		return nil
+	}
+	for it.Next() {
+		e := it.Entry()
+		need := tablets.PackedRowSize(len(e.Key), len(e.Value))
+		if packed == nil {
+			packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
+		}
+		lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key)), len(e.Key)
+		packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
+		nrows++
+		kv += len(e.Key) + len(e.Value)
+		if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
+			break
+		}
+		if nrows >= batchRows || len(packed) >= batchBytes {
+			if err := flush(false); err != nil {
+				return false, err
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		return false, err
+	}
+	if nrows > 0 {
+		err := flush(true)
+		return final, err
+	}
+	return false, job.ctx.Err()
+}
+
+// waitWindow blocks until batch seq may be sent: at most window batches
+// unacknowledged.
+func (s *ScanServerActor) waitWindow(job *scanJob, seq, window uint64) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for seq-1-job.acked.Load() >= window {
+		if timer == nil {
+			timer = time.NewTimer(s.cfg.AckTimeout)
+		}
+		select {
+		case <-job.ctx.Done():
+			return job.ctx.Err()
+		case <-job.ackCh:
+		case <-timer.C:
+			return errClientGone
+		}
+	}
+	return nil
+}
+
+func errorCode(err error) messages.ErrorCode {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, errClientGone):
+		return messages.ErrorCode_ERROR_CODE_CANCELLED
+	case errors.Is(err, context.DeadlineExceeded):
+		return messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED
+	case errors.Is(err, tablets.ErrCorrupt), errors.Is(err, bus.ErrCorrupt), bus.IsNotFound(err):
+		// A missing object is named by the metadata being read: retrying
+		// elsewhere reads the same shared store.
+		return messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK
+	default:
+		return messages.ErrorCode_ERROR_CODE_STORAGE
+	}
+}

@@ -1,0 +1,190 @@
+package scanserver
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/metrics"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// Scan-server metrics (a host agent's Collectors): every series of one
+// scan server carries the labels server (its id, "<actor address>/<index>")
+// and host; a process has HostAgentConfig.Servers (at most 256) servers, so
+// a process exports at most that many values per label set. The block
+// fetch histogram is labelled only by source. Names and labels are part of
+// the operations interface: deploy/prometheus/alerts.yml and the Grafana
+// dashboard use them, and a test fails when one of their names is missing.
+const scanServerPrefix = "scanplane_scanserver_"
+
+// Block fetch sources, the values of the source label of
+// scanplane_scanserver_block_fetch_seconds.
+const (
+	SourceCache     = "cache"     // served from the host block cache
+	SourceJetStream = "jetstream" // read from the JetStream block bucket
+	SourceDir       = "dir"       // read from a shared directory (--blocks-dir)
+	SourceStore     = "store"     // read from another tablets.BlockStore
+)
+
+// blockSource names where store reads of store come from.
+func blockSource(store tablets.BlockStore) string {
+	switch store.(type) {
+	case *bus.BlockStore:
+		return SourceJetStream
+	case *tablets.DirStore:
+		return SourceDir
+	}
+	return SourceStore
+}
+
+// alwaysOutcomes are the outcomes a scan server exports from its start, so
+// that rate() over them works before the first failure: the ones a scan
+// server produces itself.
+var alwaysOutcomes = []messages.ErrorCode{messages.ErrorCode_ERROR_CODE_UNSPECIFIED,
+	messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_STALE_GENERATION,
+	messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, messages.ErrorCode_ERROR_CODE_STORAGE,
+	messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, messages.ErrorCode_ERROR_CODE_CANCELLED}
+
+// serverSeries is one scan server's counters with its labels.
+type serverSeries struct {
+	id       string
+	counters *ServerCounters
+}
+
+// serverMetrics is a prometheus.Collector over a host agent's scan
+// servers (their ServerCounters, read at scrape time) plus the block fetch
+// histogram. Safe for concurrent use.
+type serverMetrics struct {
+	host    string
+	workers int
+	fetch   *prometheus.HistogramVec
+
+	mu      sync.Mutex
+	servers []serverSeries
+
+	queueLen, running, workersDesc, scans, finished, busy, rows, bytes, probes *prometheus.Desc
+}
+
+func newServerMetrics(host string, workers int) *serverMetrics {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(scanServerPrefix+name, help, append([]string{"server", "host"}, labels...), nil)
+	}
+	return &serverMetrics{host: host, workers: workers,
+		fetch: prometheus.NewHistogramVec(metrics.SecondsHistogramOpts(scanServerPrefix+"block_fetch_seconds",
+			"Time to fetch one tablet-file block or index for a scan, by source: cache (a host cache hit), jetstream or dir (a store read; concurrent misses of one block share it)."),
+			[]string{"source"}),
+		queueLen:    d("queue_length", "Scans waiting for a worker."),
+		running:     d("running_scans", "Scans running (holding a worker)."),
+		workersDesc: d("workers", "Scans a server runs at once (--workers)."),
+		scans:       d("scans_total", "Scans started (an attempt that got a worker)."),
+		finished:    d("scans_finished_total", "Scans ended, by outcome: ok, cancelled (hedge losers, clients gone) or an error code (storage, corrupt_block, deadline_exceeded, stale_generation, bad_request).", "outcome"),
+		busy:        d("busy_total", "Attempts answered busy (no worker within the busy timeout, or queue full)."),
+		rows:        d("rows_streamed_total", "Rows sent to clients in row batches."),
+		bytes:       d("bytes_streamed_total", "Key and value bytes sent to clients in row batches."),
+		probes:      d("probes_answered_total", "Prequal probes answered (requests in flight and a latency estimate)."),
+	}
+}
+
+func (m *serverMetrics) add(id string, c *ServerCounters) {
+	m.mu.Lock()
+	m.servers = append(m.servers, serverSeries{id: id, counters: c})
+	m.mu.Unlock()
+}
+
+// timed wraps f so every successful fetch is observed in the histogram
+// under SourceCache or store. Two clock reads and one histogram update per
+// block (a block holds hundreds of rows).
+func (m *serverMetrics) timed(f tablets.BlockFetcher, store string) tablets.BlockFetcher {
+	return &timedFetcher{inner: f, cache: m.fetch.WithLabelValues(SourceCache), store: m.fetch.WithLabelValues(store)}
+}
+
+// Describe implements prometheus.Collector.
+func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.queueLen, m.running, m.workersDesc, m.scans, m.finished, m.busy, m.rows, m.bytes, m.probes} {
+		ch <- d
+	}
+	m.fetch.Describe(ch)
+}
+
+// Collect implements prometheus.Collector.
+func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	servers := append([]serverSeries(nil), m.servers...)
+	m.mu.Unlock()
+	for _, s := range servers {
+		c := s.counters
+		g := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, s.id, m.host)
+		}
+		n := func(d *prometheus.Desc, v uint64, extra ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{s.id, m.host}, extra...)...)
+		}
+		g(m.queueLen, float64(c.QueueLen.Load()))
+		g(m.running, float64(c.Active.Load()))
+		g(m.workersDesc, float64(m.workers))
+		n(m.scans, c.Scans.Load())
+		n(m.busy, c.Busy.Load())
+		n(m.rows, c.Rows.Load())
+		n(m.bytes, c.Bytes.Load())
+		n(m.probes, c.Probes.Load())
+		var always [len(c.Finished)]bool
+		for _, code := range alwaysOutcomes {
+			always[code] = true
+		}
+		for code := range c.Finished {
+			if v := c.Finished[code].Load(); v > 0 || always[code] {
+				n(m.finished, v, metrics.OutcomeLabels[code])
+			}
+		}
+	}
+	m.fetch.Collect(ch)
+}
+
+// countFinished counts a scan's end under its error code (0 = ok).
+func (c *ServerCounters) countFinished(code messages.ErrorCode) {
+	if int(code) < 0 || int(code) >= len(c.Finished) {
+		code = messages.ErrorCode_ERROR_CODE_INTERNAL
+	}
+	c.Finished[code].Add(1)
+}
+
+// timedFetcher observes the duration of every successful block fetch.
+type timedFetcher struct {
+	inner        tablets.BlockFetcher
+	cache, store prometheus.Observer
+}
+
+// FetchBlock implements tablets.BlockFetcher.
+func (f *timedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, error) {
+	start := time.Now()
+	data, cached, err := f.inner.FetchBlock(ctx, key)
+	if err == nil {
+		f.observe(start, cached)
+	}
+	return data, cached, err
+}
+
+// observe records a successful fetch that began at start, by source.
+func (f *timedFetcher) observe(start time.Time, cached bool) {
+	d := time.Since(start).Seconds()
+	if cached {
+		f.cache.Observe(d)
+	} else {
+		f.store.Observe(d)
+	}
+}
+
+// FetchDecoded implements tablets.DecodingFetcher (timed as FetchBlock):
+// it passes the host cache's decoded values through.
+func (f *timedFetcher) FetchDecoded(ctx context.Context, key string, decode func([]byte) (any, int64, error)) (any, bool, error) {
+	start := time.Now()
+	v, cached, err := tablets.FetchDecoded(ctx, f.inner, key, decode)
+	if err == nil {
+		f.observe(start, cached)
+	}
+	return v, cached, err
+}
