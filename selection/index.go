@@ -1,6 +1,7 @@
 package selection
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"time"
@@ -428,21 +429,16 @@ func (g *groupIndex) slowAt(d, i int) DecayedCount {
 
 // index returns the server index of id in g, or false.
 func (g *groupIndex) index(id ServerID) (int32, bool) {
-	a := g.alive
-	lo, hi := 0, len(a)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if a[m].ID < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+	i, ok := slices.BinarySearchFunc(g.alive, id, cmpID)
+	if !ok {
+		return 0, false
 	}
-	if lo < len(a) && a[lo].ID == id {
-		return int32(lo), true
-	}
-	return 0, false
+	return int32(i), true
 }
+
+// cmpID orders a server against an id by ID, for binary searches over
+// ID-sorted server slices.
+func cmpID(s *ServerLoad, id ServerID) int { return cmp.Compare(s.ID, id) }
 
 // pending is the load measure of queue-aware policies (bookkeeper,
 // ribbon-zone, adaptive): the larger of this coordinator's in-flight scans

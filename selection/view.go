@@ -2,6 +2,7 @@ package selection
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -173,22 +174,12 @@ func (v *LoadView) Server(id ServerID) *ServerLoad {
 	if v == nil {
 		return nil
 	}
-	a := v.Servers
-	lo, hi := 0, len(a)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if a[m].ID < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo < len(a) && a[lo].ID == id {
-		return a[lo]
+	if i, ok := slices.BinarySearchFunc(v.Servers, id, cmpID); ok {
+		return v.Servers[i]
 	}
 	// A view built as a literal may be unsorted.
 	if !v.indexed {
-		for _, s := range a {
+		for _, s := range v.Servers {
 			if s.ID == id {
 				return s
 			}
