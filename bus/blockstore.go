@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scanplane/scanplane/internal/backoff"
 )
 
 // ErrNotFound is wrapped by every lookup of a key that does not exist.
@@ -71,32 +73,25 @@ const (
 // kvStream binds the stream behind a KV bucket that was just opened.
 // "Stream not found" is retried for up to kvStreamWait: right after a
 // process (this one or another) created a replicated bucket, a JetStream
-// node that has not yet applied the stream's assignment answers 404 (seen
-// in e2e TestMultiHost: a scanserver and a coordinator logged "bucket
-// created", then exited on "bind stream of bucket ...: stream not found").
+// node that has not yet applied the stream's assignment answers 404.
 func (c *Conn) kvStream(ctx context.Context, bucket string) (jetstream.Stream, error) {
-	start := time.Now()
-	pause := 50 * time.Millisecond
-	for {
-		st, err := timed(c, ctx, func(octx context.Context) (jetstream.Stream, error) {
-			return c.js.Stream(octx, kvStreamPrefix+bucket)
+	var st jetstream.Stream
+	err := backoff.New(kvStreamBackoff).Retry(ctx, kvStreamWait,
+		func(err error) bool { return errors.Is(err, jetstream.ErrStreamNotFound) },
+		func() (err error) {
+			st, err = timed(c, ctx, func(octx context.Context) (jetstream.Stream, error) {
+				return c.js.Stream(octx, kvStreamPrefix+bucket)
+			})
+			return err
 		})
-		if err == nil {
-			return st, nil
-		}
-		if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Since(start)+pause > kvStreamWait {
-			return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
-		case <-t.C:
-		}
-		pause = min(2*pause, 500*time.Millisecond)
+	if err != nil {
+		return nil, c.storeErr(ctx, "bind stream of bucket "+bucket, err)
 	}
+	return st, nil
 }
+
+// kvStreamBackoff spaces kvStream's retries.
+var kvStreamBackoff = backoff.Config{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Jitter: 0.2}
 
 // kvStreamWait bounds kvStream's retries of "stream not found".
 const kvStreamWait = 5 * time.Second

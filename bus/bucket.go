@@ -7,7 +7,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scanplane/scanplane/internal/backoff"
 )
+
+// bucketAttemptWait bounds one attempt of bucket (when it retries).
+const bucketAttemptWait = 2 * time.Second
 
 // bucket binds the KV bucket cfg.Bucket, creating it with cfg if missing.
 //
@@ -21,13 +26,11 @@ import (
 //
 // Retries: while JetStream cannot answer or place the bucket yet — no
 // metadata leader (a forming cluster), too few nodes up for the replicas,
-// no answer within OpTimeout or 2 s, whichever is shorter — bucket retries with a growing pause until
-// Config.BucketWait passes or ctx ends, and then returns an error naming
-// the bucket, the replicas and the last NATS error, wrapping
-// ErrUnavailable (or ctx's error).
-// bucketAttemptWait bounds one attempt of bucket (when it retries).
-const bucketAttemptWait = 2 * time.Second
-
+// no answer within OpTimeout or 2 s, whichever is shorter — bucket
+// retries after the delays of bucketBackoff until Config.BucketWait
+// passes or ctx ends, and then returns an error naming the bucket, the
+// replicas and the last NATS error, wrapping ErrUnavailable (or ctx's
+// error).
 func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	start := time.Now()
 	wctx, cancel := ctx, context.CancelFunc(func() {})
@@ -35,7 +38,7 @@ func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstr
 		wctx, cancel = context.WithTimeout(ctx, c.cfg.BucketWait)
 	}
 	defer cancel()
-	pause := 100 * time.Millisecond
+	b := backoff.New(bucketBackoff)
 	var last error // the last failure that was not the end of wctx
 	var lastLog time.Time
 	for attempt := 1; ; attempt++ {
@@ -72,6 +75,7 @@ func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstr
 		if !transientBucketErr(err, c.nc.ConnectedClusterName() != "") {
 			return nil, c.storeErr(ctx, what, err)
 		}
+		pause := b.Next()
 		if c.cfg.BucketWait == 0 || wctx.Err() != nil || time.Now().Add(pause).After(start.Add(c.cfg.BucketWait)) {
 			return nil, fmt.Errorf("bus: %s: not ready after %s (attempts: %d; too few NATS nodes up?): %w: %w",
 				what, time.Since(start).Round(time.Millisecond), attempt, ErrUnavailable, last)
@@ -81,15 +85,12 @@ func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstr
 				"bucket", cfg.Bucket, "replicas", replicas, "err", err, "for", time.Since(start).Round(time.Millisecond), "up to", c.cfg.BucketWait)
 			lastLog = time.Now()
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-wctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		pause = min(2*pause, 2*time.Second)
+		_ = backoff.Sleep(wctx, pause, nil) // the next attempt sees wctx's end
 	}
 }
+
+// bucketBackoff spaces bucket's attempts.
+var bucketBackoff = backoff.Config{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.2}
 
 // openBucket makes one attempt at binding or creating the bucket, under
 // ctx (each request bounded by OpTimeout). It returns the replica count it

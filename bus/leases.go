@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/scanplane/scanplane/internal/backoff"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -708,13 +709,14 @@ func stopWatcher(w jetstream.KeyWatcher) {
 	}
 }
 
-// rewatch sets up a new watcher with start, retrying with a backoff of
-// watchRetryMin..watchRetryMax; nil when ctx ends or the connection closes
-// first. A reconnect while it retries starts the next attempt at once; it
-// returns the reconnect signal to wait on next. what names the watch in
-// the log.
+// rewatch sets up a new watcher with start, retrying after the delays of
+// watchBackoff; nil when ctx ends or the connection closes first. A
+// reconnect while it waits starts the next attempt at once; it returns
+// the reconnect signal to wait on next. what names the watch in the log.
 func (c *Conn) rewatch(ctx context.Context, what string, reconnected <-chan struct{}, start func() (jetstream.KeyWatcher, error)) (jetstream.KeyWatcher, <-chan struct{}) {
-	backoff := watchRetryMin
+	ctx, cancel := c.untilClosed(ctx)
+	defer cancel()
+	b := backoff.New(watchBackoff)
 	for {
 		w, err := start()
 		if err == nil {
@@ -723,20 +725,28 @@ func (c *Conn) rewatch(ctx context.Context, what string, reconnected <-chan stru
 		if ctx.Err() != nil || c.nc.IsClosed() {
 			return nil, reconnected
 		}
-		c.log.Warn(what+": cannot set up the watcher yet; retrying", "in", backoff, "err", err)
-		t := time.NewTimer(backoff)
+		d := b.Next()
+		c.log.Warn(what+": cannot set up the watcher yet; retrying", "in", d, "err", err)
+		if backoff.Sleep(ctx, d, reconnected) != nil {
+			return nil, reconnected
+		}
 		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, reconnected
-		case <-c.closed:
-			t.Stop()
-			return nil, reconnected
 		case <-reconnected:
 			reconnected = c.reconnectSignal()
-		case <-t.C:
+		default:
 		}
-		t.Stop()
-		backoff = min(2*backoff, watchRetryMax)
 	}
+}
+
+// untilClosed returns a context that also ends when the Conn closes.
+func (c *Conn) untilClosed(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-c.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/scanplane/scanplane/internal/backoff"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -314,7 +315,7 @@ func (m *MetaStore) Tables(ctx context.Context) ([]string, error) {
 // changed while the connection was down, and later changes, at once
 // instead of after the library's idle-heartbeat timeout. If the new
 // consumer cannot be set up yet (JetStream still starting), it retries
-// with a backoff of up to watchRetryMax, logging at warn.
+// with a back-off of up to 2 s, logging at warn.
 func (m *MetaStore) Watch(ctx context.Context, fn func(table string, gen uint64)) error {
 	reconnected := m.conn.reconnectSignal() // before the watcher: no reconnect is missed
 	w, err := m.kv.Watch(ctx, currentWatchKeys)
@@ -332,11 +333,9 @@ func (m *MetaStore) Watch(ctx context.Context, fn func(table string, gen uint64)
 	return nil
 }
 
-// Backoff between attempts to set up a table watcher again.
-const (
-	watchRetryMin = 100 * time.Millisecond
-	watchRetryMax = 2 * time.Second
-)
+// watchBackoff spaces the attempts to set up a lease or table watcher
+// again (see Conn.rewatch).
+var watchBackoff = backoff.Config{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: 0.2}
 
 // watchLoop delivers w's updates to fn, replacing w after each reconnect,
 // and closes initial once w's initial values have been delivered.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scanplane/scanplane/internal/backoff"
 )
 
 // Errors of the JetStream stores besides ErrNotFound, ErrTooLarge and
@@ -123,27 +125,15 @@ func classify(err error) error {
 // RetryUnavailable runs op, and again while it fails with ErrUnavailable
 // (JetStream electing a bucket's leader after a node died answers "no
 // responders" for a few seconds), waiting 100 ms doubling to 1 s in
-// between, until op succeeds or fails otherwise, ctx ends, or the next try
-// would start after limit (0 = only ctx bounds it). It returns op's last
-// error.
+// between (each wait up to a fifth shorter, at random, so processes that
+// failed together do not retry together), until op succeeds or fails
+// otherwise, ctx ends, or the next try would start after limit (0 = only
+// ctx bounds it). It returns op's last error.
 func RetryUnavailable(ctx context.Context, limit time.Duration, op func() error) error {
-	var deadline time.Time
-	if limit > 0 {
-		deadline = time.Now().Add(limit)
-	}
-	wait := 100 * time.Millisecond
-	for {
-		err := op()
-		if err == nil || !errors.Is(err, ErrUnavailable) || (!deadline.IsZero() && time.Now().Add(wait).After(deadline)) {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
+	return backoff.New(unavailableBackoff).Retry(ctx, limit, isUnavailable, op)
 }
+
+// unavailableBackoff spaces the retries of RetryUnavailable.
+var unavailableBackoff = backoff.Config{Initial: 100 * time.Millisecond, Max: time.Second, Jitter: 0.2}
+
+func isUnavailable(err error) bool { return errors.Is(err, ErrUnavailable) }
