@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/backoff"
 )
 
 // ErrClosed: the cluster was closed while a process was being restarted.
@@ -58,28 +60,25 @@ func (s SuperviseConfig) Validate() error {
 // restartBackoff is the pure part of supervision: how long to wait before
 // restarting a process, given how long it ran. Waits double (Min, 2·Min,
 // … up to Max) while a process keeps dying young, and start again from
-// Min once it ran StableAfter.
+// Min once it ran StableAfter. Waits are exact (no jitter): a local
+// cluster's few processes do not stampede a shared service, and the
+// printed wait is the one taken.
 type restartBackoff struct {
-	min, max, stable time.Duration
-	next             time.Duration
+	b      *backoff.Backoff
+	stable time.Duration
 }
 
 func newRestartBackoff(c SuperviseConfig) *restartBackoff {
-	return &restartBackoff{min: c.MinBackoff, max: c.MaxBackoff, stable: c.StableAfter, next: c.MinBackoff}
+	return &restartBackoff{b: backoff.New(backoff.Config{Initial: c.MinBackoff, Max: c.MaxBackoff}), stable: c.StableAfter}
 }
 
 // Wait returns the wait before the restart of a process that ran for ran,
 // and advances the doubling.
 func (b *restartBackoff) Wait(ran time.Duration) time.Duration {
 	if ran >= b.stable {
-		b.next = b.min
+		b.b.Reset()
 	}
-	w := b.next
-	b.next = min(2*b.next, b.max)
-	if b.next == 0 {
-		b.next = b.min
-	}
-	return w
+	return b.b.Next()
 }
 
 // Supervise restarts every child (coordinators and hosts) that dies, with
@@ -121,12 +120,8 @@ func (c *Cluster) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 			for {
 				w := b.Wait(time.Since(started))
 				say("%s (pid %d) exited: %v; restarting in %v", name, p.PID(), p.exitErr(), w)
-				select {
-				case <-ctx.Done():
-					return
-				case <-c.closedCh:
-					return
-				case <-time.After(w):
+				if backoff.Sleep(ctx, w, nil) != nil {
+					return // Supervise cancels ctx when the cluster closes
 				}
 				err := restart(ctx)
 				if err == nil {
