@@ -10,9 +10,10 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/tablets/storetest"
 )
 
 func randomBytes(n int, seed uint64) []byte {
@@ -113,153 +114,17 @@ func metaStore(t *testing.T, c *Conn) *MetaStore {
 	return ms
 }
 
+// MetaStore passes the MetaStore conformance suite; every store that
+// open returns has its own connection to one server.
 func TestMetaStore(t *testing.T) {
-	srv := startServer(t)
-	ms := metaStore(t, connect(t, srv))
-	ctx := testCtx(t)
-
-	if g, err := ms.Current(ctx, "users"); err != nil || g != 0 {
-		t.Fatalf("Current of missing table = %d, %v", g, err)
-	}
-	if _, err := ms.Get(ctx, "users", 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Get missing: %v", err)
-	}
-	if ts, err := ms.Tables(ctx); err != nil || len(ts) != 0 {
-		t.Fatalf("Tables of empty store = %v, %v", ts, err)
-	}
-
-	m1 := tableMeta("users", 1, "a")
-	if err := ms.Publish(ctx, m1, 0); err != nil {
-		t.Fatal(err)
-	}
-	// Retrying a publish that succeeded succeeds.
-	if err := ms.Publish(ctx, m1, 0); err != nil {
-		t.Fatalf("repeated publish: %v", err)
-	}
-	if g, err := ms.Current(ctx, "users"); err != nil || g != 1 {
-		t.Fatalf("Current = %d, %v; want 1", g, err)
-	}
-	got, err := ms.Get(ctx, "users", 1)
-	if err != nil || !proto.Equal(got, m1) {
-		t.Fatalf("Get = %v, %v; want %v", got, err, m1)
-	}
-
-	// A table name with characters a KV key cannot hold.
-	odd := tableMeta("odd.name/x y", 5, "o")
-	if err := ms.Publish(ctx, odd, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := ms.Publish(ctx, tableMeta("apps", 1, "b"), 0); err != nil {
-		t.Fatal(err)
-	}
-	ts, err := ms.Tables(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"apps", "odd.name/x y", "users"}; fmt.Sprint(ts) != fmt.Sprint(want) {
-		t.Fatalf("Tables = %q, want %q", ts, want)
-	}
-
-	// Next generation with the right prev; a stale prev conflicts.
-	m2 := tableMeta("users", 2, "c")
-	if err := ms.Publish(ctx, m2, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := ms.Publish(ctx, tableMeta("users", 3, "d"), 1); !errors.Is(err, ErrConflict) {
-		t.Fatalf("publish with stale prev: %v", err)
-	}
-	if _, err := ms.Get(ctx, "users", 3); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("a conflicting publish left its generation behind: %v", err)
-	}
-	if err := ms.Publish(ctx, tableMeta("users", 4, "e"), 0); !errors.Is(err, ErrConflict) {
-		t.Fatalf("publish prev 0 over an existing table: %v", err)
-	}
-	if err := ms.Publish(ctx, tableMeta("users", 2, "x"), 1); !errors.Is(err, ErrConflict) {
-		t.Fatalf("publish different bytes as an existing generation: %v", err)
-	}
-	if err := ms.Publish(ctx, tableMeta("users", 2, "x"), 2); err == nil {
-		t.Fatal("publish with generation <= prev succeeded")
-	}
-	if g, _ := ms.Current(ctx, "users"); g != 2 {
-		t.Fatalf("Current = %d, want 2", g)
-	}
-
-	// DeleteGeneration: old yes, current no, missing fine.
-	if err := ms.DeleteGeneration(ctx, "users", 2); !errors.Is(err, ErrConflict) {
-		t.Fatalf("DeleteGeneration of current: %v", err)
-	}
-	for _, g := range []uint64{1, 1, 9} {
-		if err := ms.DeleteGeneration(ctx, "users", g); err != nil {
-			t.Fatalf("DeleteGeneration %d: %v", g, err)
-		}
-	}
-	if _, err := ms.Get(ctx, "users", 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Get deleted generation: %v", err)
-	}
-	if got, err := ms.Get(ctx, "users", 2); err != nil || !proto.Equal(got, m2) {
-		t.Fatalf("Get current after delete = %v, %v", got, err)
-	}
-}
-
-// Publishers racing from the same prev: exactly one wins, the rest get
-// ErrConflict, and what is current is the winner's.
-func TestMetaStoreConcurrentPublish(t *testing.T) {
-	srv := startServer(t)
-	for _, sameGen := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sameGen=%v", sameGen), func(t *testing.T) {
-			ctx := testCtx(t)
-			table := fmt.Sprintf("race-%v", sameGen)
-			ms0 := metaStore(t, connect(t, srv))
-			if err := ms0.Publish(ctx, tableMeta(table, 1, "base"), 0); err != nil {
-				t.Fatal(err)
-			}
-			const n = 8
-			stores := make([]*MetaStore, n)
-			for i := range stores {
-				stores[i] = metaStore(t, connect(t, srv))
-			}
-			errs := make([]error, n)
-			metas := make([]*messages.TableMeta, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				gen := uint64(2)
-				if !sameGen {
-					gen = uint64(2 + i)
-				}
-				metas[i] = tableMeta(table, gen, fmt.Sprint("w", i))
-				wg.Go(func() {
-					<-start
-					errs[i] = stores[i].Publish(ctx, metas[i], 1)
-				})
-			}
-			close(start)
-			wg.Wait()
-			winner := -1
-			for i, err := range errs {
-				switch {
-				case err == nil:
-					if winner >= 0 {
-						t.Fatalf("publishers %d and %d both won", winner, i)
-					}
-					winner = i
-				case !errors.Is(err, ErrConflict):
-					t.Fatalf("publisher %d: %v", i, err)
-				}
-			}
-			if winner < 0 {
-				t.Fatalf("nobody won: %v", errs)
-			}
-			cur, err := ms0.Current(ctx, table)
-			if err != nil || cur != metas[winner].Generation {
-				t.Fatalf("Current = %d, %v; want the winner's %d", cur, err, metas[winner].Generation)
-			}
-			got, err := ms0.Get(ctx, table, cur)
-			if err != nil || !proto.Equal(got, metas[winner]) {
-				t.Fatalf("current generation holds %v, want the winner's %v", got, metas[winner])
-			}
-		})
-	}
+	storetest.TestMetaStore(t, storetest.Backend{
+		Fresh: func(t *testing.T) func() tablets.MetaStore {
+			srv := startServer(t)
+			return func() tablets.MetaStore { return metaStore(t, connect(t, srv)) }
+		},
+		NotFound: ErrNotFound,
+		Conflict: ErrConflict,
+	})
 }
 
 func TestMetaStoreWatch(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 // MetaStore keeps table metadata: for each table, its generations (one
 // TableMeta each) and which one is current. Implementations must be safe
 // for concurrent use. Backends: DirMetaStore here, a JetStream KV one in
-// package bus.
+// package bus; each runs the conformance suite of tablets/storetest.
 type MetaStore interface {
 	// Current returns the table's current generation; 0, nil when the
 	// table does not exist.

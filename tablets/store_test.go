@@ -153,90 +153,33 @@ func testMeta(name string, gen uint64, tag string) *messages.TableMeta {
 	}
 }
 
-func TestDirMetaStore(t *testing.T) {
+// DirMetaStore-specific cases; the MetaStore contract itself is
+// storetest's suite (TestDirMetaStoreConformance).
+
+// Corruption of a generation file or of CURRENT is reported, not misread.
+func TestDirMetaStoreCorrupt(t *testing.T) {
 	ctx := context.Background()
 	ms, err := NewDirMetaStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, err := ms.Current(ctx, "users"); err != nil || g != 0 {
-		t.Fatalf("Current of missing table = %d, %v", g, err)
-	}
-	if _, err := ms.Get(ctx, "users", 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Get missing: %v", err)
-	}
-	if ts, err := ms.Tables(ctx); err != nil || len(ts) != 0 {
-		t.Fatalf("Tables = %v, %v", ts, err)
-	}
-	m1 := testMeta("users", 1, "a")
-	if err := ms.Publish(ctx, m1, 0); err != nil {
+	if err := ms.Publish(ctx, testMeta("users", 1, "a"), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := ms.Publish(ctx, m1, 0); err != nil {
-		t.Fatalf("repeated publish: %v", err)
-	}
-	if g, err := ms.Current(ctx, "users"); err != nil || g != 1 {
-		t.Fatalf("Current = %d, %v", g, err)
-	}
-	if got, err := ms.Get(ctx, "users", 1); err != nil || !proto.Equal(got, m1) {
-		t.Fatalf("Get = %v, %v", got, err)
-	}
-	if err := ms.Publish(ctx, testMeta("apps", 1, "b"), 0); err != nil {
+	if err := ms.Publish(ctx, testMeta("users", 2, "c"), 1); err != nil {
 		t.Fatal(err)
 	}
-	if ts, _ := ms.Tables(ctx); fmt.Sprint(ts) != "[apps users]" {
-		t.Fatalf("Tables = %v", ts)
-	}
-	m2 := testMeta("users", 2, "c")
-	if err := ms.Publish(ctx, m2, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := ms.Publish(ctx, testMeta("users", 3, "d"), 1); !errors.Is(err, ErrConflict) {
-		t.Fatalf("stale prev: %v", err)
-	}
-	if _, err := ms.Get(ctx, "users", 3); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("a conflicting publish left its generation: %v", err)
-	}
-	if err := ms.Publish(ctx, testMeta("users", 4, "e"), 0); !errors.Is(err, ErrConflict) {
-		t.Fatalf("prev 0 over an existing table: %v", err)
-	}
-	if err := ms.Publish(ctx, testMeta("users", 2, "x"), 1); !errors.Is(err, ErrConflict) {
-		t.Fatalf("different bytes as an existing generation: %v", err)
-	}
-	if err := ms.Publish(ctx, testMeta("users", 2, "x"), 2); !errors.Is(err, ErrBadInput) {
-		t.Fatalf("generation <= prev: %v", err)
-	}
-	if err := ms.Publish(ctx, testMeta("bad/name", 1, "x"), 0); !errors.Is(err, ErrBadName) {
-		t.Fatalf("bad name: %v", err)
-	}
-	if err := ms.DeleteGeneration(ctx, "users", 2); !errors.Is(err, ErrConflict) {
-		t.Fatalf("delete current: %v", err)
-	}
-	for _, g := range []uint64{1, 1, 9, 0} {
-		if err := ms.DeleteGeneration(ctx, "users", g); err != nil {
-			t.Fatalf("DeleteGeneration %d: %v", g, err)
-		}
-	}
-	if err := ms.DeleteGeneration(ctx, "nosuch", 1); err != nil {
-		t.Fatalf("DeleteGeneration of a missing table: %v", err)
-	}
-	if _, err := ms.Get(ctx, "users", 1); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("Get deleted: %v", err)
-	}
-	if got, err := ms.Get(ctx, "users", 2); err != nil || !proto.Equal(got, m2) {
-		t.Fatalf("Get current = %v, %v", got, err)
-	}
-	// A second store over the same directory sees the same state.
-	ms2, _ := NewDirMetaStore(ms.Dir)
-	if g, _ := ms2.Current(ctx, "users"); g != 2 {
-		t.Fatalf("second store: Current = %d", g)
-	}
-	// Corruption is reported, not misread.
 	if err := os.WriteFile(filepath.Join(ms.Dir, "users", genFile(2)), []byte{0xff, 0xff}, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ms.Get(ctx, "users", 2); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("corrupt generation: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(ms.Dir, "users", genFile(1)), mustMarshal(t, testMeta("other", 1, "a")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms.Get(ctx, "users", 1); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("generation file of another table: %v", err)
 	}
 	if err := os.WriteFile(filepath.Join(ms.Dir, "users", currentFile), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -244,53 +187,18 @@ func TestDirMetaStore(t *testing.T) {
 	if _, err := ms.Current(ctx, "users"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("corrupt CURRENT: %v", err)
 	}
-	if _, err := ms.Current(ctx, "../x"); !errors.Is(err, ErrBadName) {
-		t.Fatalf("bad name: %v", err)
+	if _, err := NewDirMetaStore(""); !errors.Is(err, ErrBadInput) {
+		t.Errorf("NewDirMetaStore(\"\") = %v", err)
 	}
 }
 
-// Publishers racing from the same prev, each through its own store over
-// one directory (so the file lock, not the mutex, decides): exactly one
-// wins and the current generation is the winner's.
-func TestDirMetaStoreConcurrentPublish(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	for _, sameGen := range []bool{true, false} {
-		t.Run(fmt.Sprintf("sameGen=%v", sameGen), func(t *testing.T) {
-			table := fmt.Sprintf("race%v", sameGen)
-			base, _ := NewDirMetaStore(dir)
-			if err := base.Publish(ctx, testMeta(table, 1, "base"), 0); err != nil {
-				t.Fatal(err)
-			}
-			const n = 8
-			errs := make([]error, n)
-			metas := make([]*messages.TableMeta, n)
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for i := range n {
-				gen := uint64(2)
-				if !sameGen {
-					gen = uint64(2 + i)
-				}
-				metas[i] = testMeta(table, gen, fmt.Sprintf("w%d", i))
-				st, _ := NewDirMetaStore(dir)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					errs[i] = st.Publish(ctx, metas[i], 1)
-				}()
-			}
-			close(start)
-			wg.Wait()
-			winner := soleWinner(t, "publisher", errs)
-			cur, _ := base.Current(ctx, table)
-			got, err := base.Get(ctx, table, cur)
-			if err != nil || !proto.Equal(got, metas[winner]) {
-				t.Fatalf("current = %d %v, %v; want publisher %d's", cur, got, err, winner)
-			}
-		})
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return b
 }
 
 // soleWinner checks the errors of racing writers (called who in messages):

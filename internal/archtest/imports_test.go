@@ -16,6 +16,7 @@ var allowed = map[string][]string{
 	"messages":          {},
 	"wire":              {"messages", "tablets"},
 	"tablets":           {"messages"},
+	"tablets/storetest": {"messages", "tablets"}, // test support: the MetaStore conformance suite
 	"selection":         {"tablets"},
 	"cache":             {"tablets"},
 	"bus":               {"messages", "tablets", "internal/backoff"},
