@@ -353,9 +353,8 @@ func parseProfile(idx int, raw json.RawMessage, warns *[]string) (*Profile, erro
 			if !ok {
 				return nil, pe.fieldf("scanTypeActivations", "want an array of strings, got %s", firstWord(it))
 			}
-			if st == "" {
-				return nil, pe.fieldf("scanTypeActivations", "empty scan type")
-			}
+			// "" is a scan type like any other, as in Accumulo: a hint
+			// scan_type="" selects the profile it activates.
 			p.ScanTypeActivations = append(p.ScanTypeActivations, st)
 		}
 	}
@@ -366,7 +365,7 @@ func parseProfile(idx int, raw json.RawMessage, warns *[]string) (*Profile, erro
 		switch {
 		case p.IsDefault:
 			p.Name = "default"
-		case len(p.ScanTypeActivations) > 0:
+		case len(p.ScanTypeActivations) > 0 && p.ScanTypeActivations[0] != "":
 			p.Name = p.ScanTypeActivations[0]
 		default:
 			p.Name = fmt.Sprintf("profile%d", idx)

@@ -616,3 +616,40 @@ func TestProfileNamesNotUnique(t *testing.T) {
 		t.Errorf("no hint picked %q, want the default profile", p.Name)
 	}
 }
+
+// TestEmptyScanTypeActivation: Accumulo's parseProfiles puts every entry of
+// scanTypeActivations, the empty string included, in its scan type map,
+// and selectServers looks the hint up there, so a profile activated by ""
+// is what a scan hinted scan_type="" gets. A profile whose first scan
+// type is "" is named profile<i>; "" in two profiles is a duplicate like
+// any other scan type.
+func TestEmptyScanTypeActivation(t *testing.T) {
+	plans := `"attemptPlans":[{"servers":"1","busyTimeout":"1s"}]`
+	ps, err := ParseProfiles([]byte(`[{"isDefault":true,` + plans + `},
+	 {"scanTypeActivations":["","blank"],"busyTimeoutMultiplier":3,` + plans + `}]`))
+	if err != nil {
+		t.Fatalf("scan type \"\" rejected: %v", err)
+	}
+	empty := ps.List[1]
+	if empty.Name != "profile1" {
+		t.Errorf("name %q, want profile1", empty.Name)
+	}
+	for _, c := range []struct {
+		hints map[string]string
+		want  *Profile
+	}{
+		{map[string]string{"scan_type": ""}, empty},
+		{map[string]string{"scan_type": "blank"}, empty},
+		{map[string]string{"scan_type": "other"}, ps.List[0]},
+		{map[string]string{}, ps.List[0]},
+		{nil, ps.List[0]},
+	} {
+		if got := ps.ForHints(c.hints); got != c.want {
+			t.Errorf("ForHints(%v) = %q, want %q", c.hints, got.Name, c.want.Name)
+		}
+	}
+	_, err = ParseProfiles([]byte(`[{"isDefault":true,"scanTypeActivations":[""],` + plans + `},{"scanTypeActivations":[""],` + plans + `}]`))
+	if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), `scan type "" is also activated by profile "default"`) {
+		t.Errorf("\"\" in two profiles: %v", err)
+	}
+}

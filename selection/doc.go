@@ -114,7 +114,7 @@
 //	| field                    | default                      | meaning |
 //	|--------------------------|------------------------------|---------|
 //	| isDefault                | false                        | exactly one profile must be true |
-//	| scanTypeActivations      | []                           | scan_type hint values; a value in two profiles is an error |
+//	| scanTypeActivations      | []                           | scan_type hint values ("" included); a value in two profiles is an error |
 //	| group                    | "default"                    | resource group of the servers to use |
 //	| timeToWaitForScanServers | 36500d                       | how long the coordinator waits when the group has no servers (0 = fail at once) |
 //	| maxBusyTimeout           | absent = no cap              | cap of escalated busy timeouts |

@@ -14,7 +14,8 @@ import (
 // DefaultProfiles are immutable: never modify one.
 type Profile struct {
 	// Name is the profile's display name: the "name" field if given, else
-	// "default" for the default profile, else its first scan type.
+	// "default" for the default profile, else its first scan type unless
+	// that is empty, else "profile<i>" (made unique among the profiles).
 	Name                     string
 	IsDefault                bool
 	ScanTypeActivations      []string
