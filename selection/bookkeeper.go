@@ -115,11 +115,14 @@ func reorderPending(order []int32, pend func(int32) int, threshold int) {
 //
 // What the load view has for BookKeeper's health info:
 //   - slow: BookKeeper registers a bookie as slow when a speculative read
-//     is sent because it did not answer in time, and forgets it after
-//     bookieFailureHistoryExpirationMSec (60 s). Here: the server's
-//     Slowdowns counter under DefaultDecay (one per hedge sent because it
-//     gave no data in time) is > 0 now; one slowdown halves to 0 after the
-//     60 s half-life. As in BookKeeper, slowness is used only when
+//     is sent because it did not answer in time (registerSlowBookie puts
+//     it in slowBookies, a cache that expires an entry
+//     bookieFailureHistoryExpirationMSec after its last write), so a
+//     bookie is slow for exactly that long after its latest slowdown.
+//     Here: the latest slowdown of the server (one per hedge sent because
+//     it gave no data in time; Slowdowns[DefaultDecay].Last) is less than
+//     slowBookieExpiration old; how many there were does not matter. As in
+//     BookKeeper, slowness is used only when
 //     reorderThresholdPendingRequests is 0 (with T > 0 BookKeeper never
 //     registers slow bookies and relies on the pending reorder).
 //   - failure history: BookKeeper's last failed entry id per bookie,
@@ -143,7 +146,7 @@ func (c *call) healthOrder(ws []int32, o *Options) {
 		switch {
 		case c.g.errAt(di, int(i)).Value(c.now, DefaultDecay) > 0:
 			return failed
-		case c.g.slowAt(di, int(i)).Value(c.now, DefaultDecay) > 0:
+		case recent(c.g.slowAt(di, int(i)).Last, c.now, slowBookieExpiration):
 			return slow
 		}
 		return healthy
@@ -168,6 +171,16 @@ func (c *call) healthOrder(ws []int32, o *Options) {
 		}
 		return 0
 	})
+}
+
+// slowBookieExpiration is how long a replica stays slow after its latest
+// slowdown: BookKeeper's bookieFailureHistoryExpirationMSec default.
+const slowBookieExpiration = 60 * time.Second
+
+// recent reports whether the event at t (zero = none) is less than window
+// old at now.
+func recent(t, now time.Time, window time.Duration) bool {
+	return !t.IsZero() && now.Sub(t) < window
 }
 
 // speculativeTimeout is min(max, timeout × multiplier^k); max 0 means

@@ -402,3 +402,63 @@ func TestBookKeeperSlowReplicasLast(t *testing.T) {
 		t.Errorf("T > 0: %v want %v", d.Candidates, want)
 	}
 }
+
+// TestBookKeeperSlowMarkWindow: BookKeeper keeps a slow bookie in
+// RackawareEnsemblePlacementPolicyImpl.slowBookies, a cache with
+// expireAfterWrite(bookieFailureHistoryExpirationMSec = 60 s) written by
+// every registerSlowBookie: a replica is slow for exactly 60 s after its
+// last slowdown, however many slowdowns it had and whenever the view's
+// counter started its half-life period.
+func TestBookKeeperSlowMarkWindow(t *testing.T) {
+	tab := tablet(8)
+	p := bkProfile(func(o *Options) { o.WriteSetSize = 4; o.ReorderThresholdPendingRequests = 0 })
+	pol := mustPolicy(t, p)
+	// slowdowns adds n slowdowns at each offset from t0 to counters whose
+	// half-life period started at origin (relative to t0).
+	slowdowns := func(origin time.Duration, n uint32, at ...time.Duration) func(*ServerLoad) {
+		return func(s *ServerLoad) {
+			for i, d := range testDecays {
+				c := DecayedCount{Origin: t0.Add(origin)}
+				for _, a := range at {
+					c = c.Add(t0.Add(a), d, n)
+				}
+				s.Slowdowns[i] = c
+			}
+		}
+	}
+	const window = 60 * time.Second
+	for _, c := range []struct {
+		name     string
+		slow     func(*ServerLoad)
+		at       time.Duration // when Select runs, after t0
+		wantSlow bool
+	}{
+		{"one slowdown, period just begun", slowdowns(0, 1, 0), 30 * time.Second, true},
+		{"one slowdown, period about to end: still slow after the period", slowdowns(-59*time.Second, 1, 0), 2 * time.Second, true},
+		{"one slowdown, period about to end: slow until the window ends", slowdowns(-59*time.Second, 1, 0), window - time.Millisecond, true},
+		{"one slowdown: not slow once the window ended", slowdowns(0, 1, 0), window, false},
+		{"many slowdowns: not slow once the window ended", slowdowns(0, 8, 0), window, false},
+		{"many slowdowns, long after", slowdowns(0, 8, 0), 3 * window, false},
+		{"a later slowdown renews the window", slowdowns(0, 1, -50*time.Second, 0), window - time.Millisecond, true},
+		{"renewed window ends", slowdowns(0, 1, -50*time.Second, 0), window, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v, ws := bkHealthView(tab, func(pos int, s *ServerLoad) {
+				if pos == 0 {
+					c.slow(s)
+				}
+			})
+			d, err := pol.Select(&Input{Tablet: tab, Profile: p, View: v, Rand: rng(1), Now: t0.Add(c.at), Explain: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []ServerID{ws[0].ID, ws[1].ID, ws[2].ID, ws[3].ID}
+			if c.wantSlow {
+				want = []ServerID{ws[1].ID, ws[2].ID, ws[3].ID, ws[0].ID}
+			}
+			if !slices.Equal(d.Candidates, want) {
+				t.Errorf("order %v, want %v (replica %v slow: %v)", d.Candidates, want, ws[0].ID, c.wantSlow)
+			}
+		})
+	}
+}

@@ -22,6 +22,11 @@ var DefaultDecay = DecayParams{HalfLife: 60 * time.Second, Cap: 1000}
 type DecayedCount struct {
 	Count  uint32
 	Origin time.Time // start of the current half-life period
+	// Last is the latest time Add counted something (n > 0); zero when
+	// nothing was counted since the counter was created or Reset. Marks
+	// that last a fixed window after the latest event (BookKeeper's slow
+	// bookies) read it instead of the halved Count.
+	Last time.Time
 }
 
 // Value returns the count as of now.
@@ -43,6 +48,9 @@ func (d DecayedCount) Add(now time.Time, p DecayParams, n uint32) DecayedCount {
 		c = uint64(^uint32(0))
 	}
 	d.Count = uint32(c)
+	if n > 0 && now.After(d.Last) {
+		d.Last = now
+	}
 	return d
 }
 
