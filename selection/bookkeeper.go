@@ -119,17 +119,20 @@ func reorderPending(order []int32, pend func(int32) int, threshold int) {
 //     it in slowBookies, a cache that expires an entry
 //     bookieFailureHistoryExpirationMSec after its last write), so a
 //     bookie is slow for exactly that long after its latest slowdown.
-//     Here: the latest slowdown of the server (one per hedge sent because
-//     it gave no data in time; Slowdowns[DefaultDecay].Last) is less than
-//     slowBookieExpiration old; how many there were does not matter. As in
-//     BookKeeper, slowness is used only when
+//     Here: the server's latest slowdown (one per hedge sent because it
+//     gave no data in time; Slowdowns[DefaultDecay].Last) is less than
+//     bookieFailureHistoryExpiration old; how many there were does not
+//     matter. As in BookKeeper, slowness is used only when
 //     reorderThresholdPendingRequests is 0 (with T > 0 BookKeeper never
 //     registers slow bookies and relies on the pending reorder).
-//   - failure history: BookKeeper's last failed entry id per bookie,
-//     expiring like the slow list. Here: Errors under DefaultDecay > 0
-//     now, ordered by LastFailure. A failure resets the slowdowns, so a
-//     server that failed is in the failure class, not the slow one
-//     (BookKeeper also puts a bookie with a failure history there).
+//   - failure history: BookKeeper's last failed entry id per bookie
+//     (LedgerHandle.bookieFailureHistory, a cache with the same
+//     expireAfterWrite). Here: the server's latest failure
+//     (Errors[DefaultDecay].Last) is less than
+//     bookieFailureHistoryExpiration old; ordered by LastFailure. A
+//     failure resets the slowdowns, so a server that failed is in the
+//     failure class, not the slow one (BookKeeper also puts a bookie with
+//     a failure history there).
 //
 // As in BookKeeper, when no replica is slow (or unavailable) the order is
 // left as it is, failure history included.
@@ -144,9 +147,9 @@ func (c *call) healthOrder(ws []int32, o *Options) {
 	const healthy, failed, slow = 0, 1, 2
 	class := func(i int32) int {
 		switch {
-		case c.g.errAt(di, int(i)).Value(c.now, DefaultDecay) > 0:
+		case recent(c.g.errAt(di, int(i)).Last, c.now, bookieFailureHistoryExpiration):
 			return failed
-		case recent(c.g.slowAt(di, int(i)).Last, c.now, slowBookieExpiration):
+		case recent(c.g.slowAt(di, int(i)).Last, c.now, bookieFailureHistoryExpiration):
 			return slow
 		}
 		return healthy
@@ -173,9 +176,11 @@ func (c *call) healthOrder(ws []int32, o *Options) {
 	})
 }
 
-// slowBookieExpiration is how long a replica stays slow after its latest
-// slowdown: BookKeeper's bookieFailureHistoryExpirationMSec default.
-const slowBookieExpiration = 60 * time.Second
+// bookieFailureHistoryExpiration is how long a replica stays slow after
+// its latest slowdown, and keeps a failure history after its latest
+// failure: BookKeeper's bookieFailureHistoryExpirationMSec default, the
+// expireAfterWrite of both its slowBookies and bookieFailureHistory.
+const bookieFailureHistoryExpiration = 60 * time.Second
 
 // recent reports whether the event at t (zero = none) is less than window
 // old at now.

@@ -462,3 +462,65 @@ func TestBookKeeperSlowMarkWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestBookKeeperFailureHistoryWindow: BookKeeper's failure history
+// (LedgerHandle.bookieFailureHistory, written by
+// registerOperationFailureOnBookie) is a cache with the same
+// expireAfterWrite(bookieFailureHistoryExpirationMSec = 60 s): a replica
+// has a failure history for exactly 60 s after its last failure. With
+// replica 0 slow (so the order is rebuilt), replica 1 with a history goes
+// after the healthy replicas 2 and 3, without one it keeps its place.
+func TestBookKeeperFailureHistoryWindow(t *testing.T) {
+	tab := tablet(8)
+	p := bkProfile(func(o *Options) { o.WriteSetSize = 4; o.ReorderThresholdPendingRequests = 0 })
+	pol := mustPolicy(t, p)
+	// failures counts n failures at each offset from t0, as the host
+	// actor does, in counters whose half-life period started at origin.
+	failures := func(origin time.Duration, n uint32, at ...time.Duration) func(*ServerLoad) {
+		return func(s *ServerLoad) {
+			for i, d := range testDecays {
+				c := DecayedCount{Origin: t0.Add(origin)}
+				for _, a := range at {
+					c = c.Add(t0.Add(a), d, n)
+					s.LastFailure = t0.Add(a)
+				}
+				s.Errors[i] = c
+			}
+		}
+	}
+	const window = 60 * time.Second
+	for _, c := range []struct {
+		name        string
+		fail        func(*ServerLoad)
+		wantHistory bool
+	}{
+		{"one failure, period just begun", failures(-30*time.Second, 1, -30*time.Second), true},
+		{"one failure, period ended since", failures(-61*time.Second, 1, -2*time.Second), true},
+		{"one failure, window about to end", failures(-window, 1, -window+time.Millisecond), true},
+		{"one failure, window ended", failures(-window, 1, -window), false},
+		{"many failures, window ended", failures(-window, 8, -window), false},
+		{"a later failure renews the window", failures(-100*time.Second, 1, -100*time.Second, -10*time.Second), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v, ws := bkHealthView(tab, func(pos int, s *ServerLoad) {
+				switch pos {
+				case 0:
+					slowNow(s)
+				case 1:
+					c.fail(s)
+				}
+			})
+			d, err := pol.Select(&Input{Tablet: tab, Profile: p, View: v, Rand: rng(1), Now: t0, Explain: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []ServerID{ws[1].ID, ws[2].ID, ws[3].ID, ws[0].ID}
+			if c.wantHistory {
+				want = []ServerID{ws[2].ID, ws[3].ID, ws[1].ID, ws[0].ID}
+			}
+			if !slices.Equal(d.Candidates, want) {
+				t.Errorf("order %v, want %v (replica %v has a failure history: %v)", d.Candidates, want, ws[1].ID, c.wantHistory)
+			}
+		})
+	}
+}
