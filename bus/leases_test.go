@@ -46,6 +46,7 @@ type leaseLog struct {
 	mu      sync.Mutex
 	calls   int
 	last    []*messages.ClusterInfo
+	at      time.Time // when fn delivered last
 }
 
 func (l *leaseLog) fn(live []*messages.ClusterInfo) {
@@ -60,6 +61,7 @@ func (l *leaseLog) fn(live []*messages.ClusterInfo) {
 	defer l.mu.Unlock()
 	l.calls++
 	l.last = live
+	l.at = time.Now()
 }
 
 func (l *leaseLog) state() ([]*messages.ClusterInfo, int) {
@@ -81,13 +83,25 @@ func ids(live []*messages.ClusterInfo) []string {
 func (l *leaseLog) waitIDs(want []string, bound time.Duration) time.Duration {
 	l.t.Helper()
 	start := time.Now()
+	l.waitIDsBy(want, start.Add(bound))
+	return time.Since(start)
+}
+
+// waitIDsBy polls until the watch's latest set is exactly want and
+// returns when fn delivered that set; it fails the test if the set is
+// still another one after deadline.
+func (l *leaseLog) waitIDsBy(want []string, deadline time.Time) time.Time {
+	l.t.Helper()
 	for {
-		live, _ := l.state()
+		now := time.Now() // before the look: a late poll cannot fail a set delivered in time
+		l.mu.Lock()
+		live, at := l.last, l.at
+		l.mu.Unlock()
 		if slices.Equal(ids(live), want) {
-			return time.Since(start)
+			return at
 		}
-		if time.Since(start) > bound {
-			l.t.Fatalf("watch reports %v after %v, want %v", ids(live), bound, want)
+		if now.After(deadline) {
+			l.t.Fatalf("watch still reports %v %v past the deadline, want %v", ids(live), now.Sub(deadline).Round(time.Millisecond), want)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -219,12 +233,13 @@ func TestLeasesAnnounceWatchUpdateClose(t *testing.T) {
 
 // TestLeaseExpiresWhenHolderDies: a holder whose process dies (its
 // connection closed: no more renewals, no delete) disappears from a watch
-// within TTL plus a margin, and from List once the server's MaxAge drops
-// it; the other lease stays.
+// at most TTL + 2 × Renew after it died (its last renewal was at most
+// Renew before; the rest is delivery and the expiry check's round trips),
+// and from List once the server's MaxAge drops it; the other lease stays.
 func TestLeaseExpiresWhenHolderDies(t *testing.T) {
 	srv := startServer(t)
 	cfg := DefaultLeaseConfig()
-	cfg.TTL, cfg.Renew = 300*time.Millisecond, 50*time.Millisecond
+	cfg.TTL, cfg.Renew = 300*time.Millisecond, 100*time.Millisecond
 	dying := connect(t, srv)
 	announce(t, leaseStore(t, dying, cfg), leaseInfo("dies", "127.0.0.1:1001"))
 	announce(t, leaseStore(t, connect(t, srv), cfg), leaseInfo("lives", "127.0.0.1:1002"))
@@ -232,9 +247,14 @@ func TestLeaseExpiresWhenHolderDies(t *testing.T) {
 	w := watchLeases(t, ws)
 	w.waitIDs([]string{"dies", "lives"}, 10*time.Second)
 
+	bound := cfg.TTL + 2*cfg.Renew
+	died := time.Now()
 	dying.Close() // as SIGKILL would: the key stays until it expires
-	took := w.waitIDs([]string{"lives"}, 10*time.Second)
-	t.Logf("dead holder's lease gone from the watch %v after its connection closed (TTL %v)", took.Round(time.Millisecond), cfg.TTL)
+	gone := w.waitIDsBy([]string{"lives"}, died.Add(bound)).Sub(died)
+	if gone > bound {
+		t.Fatalf("dead holder's lease left the watch %v after the holder died, want at most TTL + 2 × Renew = %v", gone, bound)
+	}
+	t.Logf("dead holder's lease left the watch %v after the holder died (bound %v)", gone.Round(time.Millisecond), bound)
 	eventually(t, "List without the dead lease", func() bool {
 		l, err := ws.List(testCtx(t))
 		return err == nil && slices.Equal(ids(l), []string{"lives"})
@@ -363,7 +383,8 @@ func TestLeaseLapsedAfterRenewalsStoppedLongerThanTTL(t *testing.T) {
 	// The server is down for longer than the TTL: renewals fail; the
 	// first one that succeeds afterwards reports the lapse.
 	r.srv.Close()
-	time.Sleep(2 * cfg.TTL) // the outage itself: this is what is tested, not a wait for a condition
+	// The outage lasts until the lease has gone unrenewed for 2 × TTL.
+	eventually(t, "no renewal for 2 × TTL", func() bool { return l.Unrenewed() > 2*cfg.TTL })
 	r.start()
 	select {
 	case <-l.Lapsed():
