@@ -45,8 +45,8 @@ func (c *Conn) bucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstr
 		// With retries, one attempt waits at most bucketAttemptWait: a
 		// JetStream request to a stream that is still electing its leader
 		// gets no answer at all, and the next attempt a moment later
-		// usually does (measured: cold starts of three coordinators took
-		// 12-14 s instead of 2-3 s in 2 of 6 runs with OpTimeout's 10 s).
+		// usually does, so waiting out a whole OpTimeout would only delay
+		// a forming cluster's start.
 		actx, acancel := wctx, context.CancelFunc(func() {})
 		if c.cfg.BucketWait > 0 {
 			actx, acancel = context.WithTimeoutCause(wctx, min(c.cfg.OpTimeout, bucketAttemptWait), errOpTimeout)

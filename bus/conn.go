@@ -179,13 +179,11 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		// A NATS node that vanishes without closing its connections (a
 		// machine powered off or cut from the network: no FIN, no RST)
-		// is noticed by pings only; nats.go's default (every 2 min, 2
-		// outstanding) left a scan server's heartbeats, a coordinator's
-		// lease watch and a client's coordinator list stuck on the dead
-		// node for minutes (e2e TestMultiHost: a client connected to the
-		// lost machine's node still sent every scan to its dead
-		// coordinator 40 s later). Stale after pingsOut+1 intervals
-		// without a PONG: 6-8 s.
+		// is noticed by pings only; with nats.go's default (every 2 min,
+		// 2 outstanding) a scan server's heartbeats, a coordinator's lease
+		// watch and a client's coordinator list would stay on the dead
+		// node for minutes. Stale after pingsOut+1 intervals without a
+		// PONG: 6-8 s.
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(pingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

@@ -8,11 +8,11 @@
 // gone after a TTL: how clients and the coordinators' cluster provider
 // find the live coordinators).
 //
-// Concurrency contract: a Conn, a BlockStore and a MetaStore are safe for
-// concurrent use by any number of goroutines. Subscription callbacks run on
-// NATS goroutines (one per subscription, so calls of one callback are
-// serialised) and must not block for long: hand the message to an actor or
-// a channel and return. A payload that fails to decode is counted
+// Concurrency contract: a Conn, a BlockStore, a MetaStore and a LeaseStore
+// are safe for concurrent use by any number of goroutines. Subscription
+// callbacks run on NATS goroutines (one per subscription, so calls of one
+// callback are serialised) and must not block for long: hand the message
+// to an actor or a channel and return. A payload that fails to decode is counted
 // (Conn.DecodeErrors) and logged, and never reaches the callback.
 // MetaStore.Watch and LeaseStore.Watch call their callback from one
 // goroutine of their own, which re-synchronises after every reconnect and
@@ -37,13 +37,12 @@
 // new cluster elects its first leader only once every node its routes
 // name (at least two) is up; after that a majority keeps JetStream
 // running. Config.Replicas sets how many nodes keep each bucket: with 3,
-// losing one node loses no data and no write (measured in
-// TestClusterReplicas3: a connection attached to a live node keeps
-// reading and writing at once; one attached to the dead node reconnects
-// to another; the restarted node is current in both buckets within about
-// 3 s); losing two of three makes every write fail with ErrUnavailable
-// within OpTimeout, while reads may still be answered by the lone node,
-// possibly stale. Opening a bucket retries, up to Config.BucketWait, while
+// losing one node loses no data and no write (a connection attached to a
+// live node keeps reading and writing; one attached to the dead node
+// reconnects to another; a restarted node catches up with both buckets;
+// TestClusterReplicas3); losing two of three makes every write fail with
+// ErrUnavailable within OpTimeout, while reads may still be answered by
+// the lone node, possibly stale. Opening a bucket retries, up to Config.BucketWait, while
 // the cluster is forming or has too few nodes for its replicas.
 //
 // Sizes: NATS's default max payload is 1 MiB (the embedded server is started

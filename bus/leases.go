@@ -510,8 +510,8 @@ func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
 		// End of a (re)sync. A lease the new watcher did not deliver is
 		// not dropped here: after a reconnect to another NATS node whose
 		// stream is still electing a leader, the initial values can come
-		// back incomplete (seen: every coordinator "gone" at once when the
-		// client's NATS node was killed). It stays until it expires by the
+		// back incomplete, and dropping what they lack would make every
+		// coordinator look gone at once. It stays until it expires by the
 		// TTL, like any lease that is no longer renewed.
 		lw.syncing = nil
 		return

@@ -320,9 +320,8 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	return &EmbeddedServer{srv: srv}, nil
 }
 
-// tlsTimeout bounds a TLS handshake on the client and route ports
-// (nats-server's default is 2 s; a loaded machine of two cores running a
-// test cluster took longer).
+// tlsTimeout bounds a TLS handshake on the client and route ports. It is
+// above nats-server's default of 2 s, which a loaded machine can exceed.
 const tlsTimeout = 5 * time.Second
 
 // ClientURL is the nats:// URL clients use to reach this server (a wildcard

@@ -11,8 +11,9 @@
 // per host; a block or index that fails verification never enters it.
 //
 // Concurrency contract: every method of BlockCache and Fetcher is safe for
-// concurrent use, except Close, which must come after the last use. Values are shared, not copied: a []byte passed to Set or
-// returned by Get or FetchBlock must be treated as read-only by everyone.
+// concurrent use, except Close, which must come after the last use.
+// Values are shared, not copied: a []byte passed to Set or returned by Get
+// or FetchBlock must be treated as read-only by everyone.
 //
 // ristretto is an admission cache: Set may drop a block (full set buffer,
 // or the TinyLFU policy judging it less valuable than what it would evict),

@@ -364,8 +364,9 @@ func TestFetcherContextDone(t *testing.T) {
 }
 
 // BenchmarkBlockRead compares reading a 64 KiB block from the host cache
-// with reading it from a local-directory store. The JetStream store is
-// measured in bus (BenchmarkBlockStoreGet64K): cache may not import bus.
+// with reading it from a local-directory store. The JetStream store has
+// its benchmark in bus (BenchmarkBlockStoreGet64K): cache may not import
+// bus.
 func BenchmarkBlockRead(b *testing.B) {
 	data := block(64<<10, 42)
 	ctx := context.Background()

@@ -50,11 +50,10 @@ var errExited = fmt.Errorf("%w", ErrNotReady)
 
 // coordinatorTries: how often a coordinator of an embedded NATS cluster
 // is started before its failure to become ready is final. While the
-// cluster forms, JetStream may refuse or not answer a coordinator's first
-// bucket operations long enough for it to give up and exit (measured: in
-// 2 of 6 cold starts of three coordinators on a loaded 2-core machine; a
-// coordinator restarted after two of three were killed exited three
-// times before it stayed up); started again, it joins the formed cluster.
+// cluster forms, or re-forms after losing its quorum, JetStream may
+// refuse or not answer a coordinator's first bucket operations long
+// enough for it to give up and exit; started again, it joins the formed
+// cluster.
 const coordinatorTries = 5
 
 // CoordinatorAddrs are one coordinator's listen addresses (host:port). An

@@ -369,9 +369,9 @@ func (c *call) hostSlowOnce(h int32, a *adCtx) bool {
 // are then forgotten with adSlowForget (6 s) instead of
 // StartLatencyForget (2 s): a host left for being slow is sampled only
 // when tried again, and every try of a still slow host costs slow scans;
-// one server's outlier (a cold start, a pause) is forgotten as fast as
-// before, or its sibling would carry the host's traffic alone for many
-// seconds.
+// one server's outlier (a cold start, a pause) is still forgotten with
+// StartLatencyForget, or its sibling would carry the host's traffic alone
+// for many seconds.
 func (c *call) hostSlow(h int32, m time.Duration) bool {
 	ss := c.g.hosts[h].servers
 	if len(ss) < 2 {

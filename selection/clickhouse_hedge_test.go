@@ -26,7 +26,7 @@ func loadTestStyleProfile(t *testing.T, extra string) *Profile {
 // not accepted is hedged after 50ms, before its busy timeout, even in a
 // profile whose plans carry Accumulo's 33ms busy timeouts; and the hedge
 // goes to another server. With connectTimeoutWithFailover 0 (the plans'
-// 33ms) the busy timeout comes first: the load test's "0 hedges" (issue 12).
+// 33ms) the busy timeout comes first, so such a profile never hedges.
 func TestClickHouseDefaultsHedgeSlowFirstServer(t *testing.T) {
 	p := loadTestStyleProfile(t, "")
 	hv := hostsView(4, 2)
@@ -61,8 +61,7 @@ func TestClickHouseDefaultsHedgeSlowFirstServer(t *testing.T) {
 // stalls 150ms every second (the load test's slow-server fault is a
 // 150ms/1s pause). The default clickhouse-random profile hedges around the
 // stalled host; with the plans' 33ms busy timeouts it does not hedge at
-// all (every stalled attempt is retried after 33ms instead), as the load
-// test measured.
+// all (every stalled attempt is retried after 33ms instead).
 func TestClickHouseDefaultsHedgeInSimulation(t *testing.T) {
 	cfg := simCfg{hosts: 4, perHost: 2, tablets: 100, cachePerHost: 40, rate: 1000, dur: time.Second,
 		hit: time.Millisecond, miss: 4 * time.Millisecond, fault: "pause", pause: 150 * time.Millisecond, period: 300 * time.Millisecond, seed: 1}

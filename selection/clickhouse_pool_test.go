@@ -76,9 +76,9 @@ func (h *chPoolHarness) query(at time.Duration, commit bool) []uint32 {
 // query time (the rest of the period is dropped). Errors of a query are
 // added at its end (updateSharedErrorCounts), i.e. before the next
 // query's halving. The expected counts are worked out by hand from that
-// code; the per-counter grid scanplane used before (each counter halving
-// every half-life since its own first error, view.go's DecayedCount) gives
-// [0 2 1 1 1] here (issue 12).
+// code. A per-counter grid (each counter halving every half-life since
+// its own first error, as view.go's DecayedCount does) gives
+// [0 2 1 1 1] here, which is not ClickHouse's answer.
 func TestClickHousePoolClock(t *testing.T) {
 	s := time.Second
 	h := newChPoolHarness(t, 5, 60*s, 1000,
@@ -93,7 +93,7 @@ func TestClickHousePoolClock(t *testing.T) {
 	if want := []uint32{0, 2, 1, 1, 0}; !slices.Equal(got[:5], want) {
 		t.Errorf("errors at 150 s = %v, want %v (ClickHouse)", got[:5], want)
 	}
-	// The per-counter grid, for the record: what the issue observed.
+	// The per-counter grid differs: the pool needs its own clock.
 	var grid []uint32
 	for _, tally := range h.errs {
 		grid = append(grid, tally.Value(t0.Add(150*s), DefaultDecay))

@@ -28,8 +28,9 @@ import (
 // first. The first N members form the tablet's subset of size N (Accumulo's
 // SERVER mode); the same salt gives nested subsets as N grows; different
 // salts give independent subsets; removing one of n members remaps only the
-// tablets whose first member it was (≈1/n). Equal hashes (never seen at 128
-// bits) order by member name; Accumulo keeps its set's iteration order.
+// tablets whose first member it was (≈1/n). Equal hashes (a 128-bit
+// collision) order by member name; Accumulo keeps its set's iteration
+// order.
 //
 // Internally a hash is kept as its order key (u128): each 8-byte half
 // byte-reversed to big-endian with every byte's sign bit flipped, so that

@@ -120,10 +120,11 @@ type Options struct {
 	// HedgeBudget ("hedgeBudget"): hedges are declined (ErrNoHedge) while
 	// LoadView.RecentHedges/RecentDispatches ≥ this; 0 = never hedge. 0.05.
 	HedgeBudget float64
-	// HedgeDelayMin ("hedgeDelayMin"): floor of the learned hedge delay.
-	// 3ms (it was 5ms: in the load test, whose start-latency p95 is about
-	// 2 ms, 3ms hedged more of the scans a paused or CPU-starved server
-	// held, within the 5 % budget; MEASUREMENTS.md, issue 12).
+	// HedgeDelayMin ("hedgeDelayMin"): floor of the learned hedge delay,
+	// just above a healthy server's start latency, so that the scans a
+	// paused or CPU-starved server holds are hedged early while the
+	// budget bounds the extra work (MEASUREMENTS.md, "adaptive changed").
+	// 3ms.
 	HedgeDelayMin time.Duration
 	// HedgeDelayMax ("hedgeDelayMax"): ceiling of the learned hedge delay.
 	// 1s.

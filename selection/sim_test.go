@@ -642,12 +642,11 @@ func mustPolicyNoT(p *Profile) Policy {
 // policies use plans only for the busy timeouts, the same 33ms as
 // Accumulo's default plans.
 //
-// Accumulo's default plans (3 hosts, 13, all) spread each tablet over 3 of
-// the 8 hosts: every host then serves 3/8 of the 400 tablets, 150 for 70
-// cache slots, and under uniform popularity LRU hits about 70/150 of the
-// time. With them the model gave accumulo-host 43.8% hits (accumulo
-// 48.3%) where the load test, with home plans, measures 98.5%: the figure
-// was right for those plans, but not what the load test runs.
+// These are the load test's home plans. Accumulo's default plans (3 hosts,
+// 13, all) would spread each tablet over 3 of the 8 hosts: every host
+// would then serve 3/8 of the 400 tablets, 150 for 70 cache slots, and
+// under uniform popularity LRU would hit about 70/150 of the time, which
+// says nothing about the plans the load test runs.
 func simPlans(policy string, perHost int) []AttemptPlan {
 	const busy = 33 * time.Millisecond
 	first, second := 1, 2
@@ -760,10 +759,9 @@ func TestSimulationAdaptive(t *testing.T) {
 	}
 }
 
-// TestSimulationClickHouseHedgeStorm pins down why hedged clickhouse-random
-// has a p50 of about 180ms and about 4 hedges per scan in the model while
-// the load test measures about 2ms and no hedges: the load, not the model.
-// At 4000 scans/s the workers of a policy that spreads tablets over every
+// TestSimulationClickHouseHedgeStorm: hedged clickhouse-random storms only
+// near saturation, and the storm is a herd, not extra work. At 4000
+// scans/s the workers of a policy that spreads tablets over every
 // server are about 87% busy; a queue then sometimes holds an attempt 50ms
 // (hedgedConnectionTimeout) before it starts, the hedge counts a slowdown
 // for its server, and ClickHouse's sort tuple (errors, slowdowns, …;
@@ -773,8 +771,8 @@ func TestSimulationAdaptive(t *testing.T) {
 // servers get most of the traffic, overload, and their queued attempts are
 // hedged in turn: a herd, not extra work (cancelled queued hedges cost
 // nothing: the workers are as busy as random's). At 3000 scans/s no queue
-// reaches 50ms and clickhouse-random behaves as random does; the load
-// test runs at about 2% of its servers' capacity.
+// reaches 50ms and clickhouse-random behaves as random does, as it does
+// at the load test's far lower utilisation.
 func TestSimulationClickHouseHedgeStorm(t *testing.T) {
 	if raceEnabled {
 		// Deterministic and single-goroutine: the race detector finds

@@ -136,7 +136,7 @@ func reference(servers []*ServerLoad, name string, at time.Time) refGroup {
 		if s.StartLatency > 0 {
 			lats = append(lats, s.StartLatency)
 		}
-		// The fingerprint's definition before ViewBuilder (one buffer).
+		// The fingerprint as defined (groupShape.fp), in one buffer.
 		buf = append(append(append(append(buf, s.ID...), 0), s.Host...), 0)
 	}
 	slices.Sort(ref.hosts)

@@ -15,7 +15,7 @@ func Identity(table string, gen uint64, idx uint32) string {
 
 // Owner is the address among addrs that owns identity by rendezvous
 // hashing: the one with the highest xxHash64 of identity, a zero byte and
-// the address; ties (never seen in practice) go to the smaller address.
+// the address; ties (a 64-bit hash collision) go to the smaller address.
 // "" when addrs is empty. Coordinators place tablet actors with it, and
 // clients use it to send a tablet's scans straight to its owner. When an
 // address leaves, only the identities it owned move; one that joins takes

@@ -11,7 +11,7 @@ import (
 // uvarint(len key) key uvarint(len value) value, back to back. One bytes
 // field per batch instead of one Row message per row: a receiver makes
 // two allocations per batch (UnpackRows), not three per row, and the
-// sender marshals one field (issue 11, the whole-tablet scan rate).
+// sender marshals one field, which bounds a whole-tablet scan's rate.
 
 // AppendPackedRow appends one row to dst in the packed encoding.
 func AppendPackedRow(dst, key, value []byte) []byte {
