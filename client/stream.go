@@ -61,7 +61,7 @@ type TabletStream struct {
 	coords []coordState
 
 	state   streamState
-	lastKey []byte // last yielded key
+	lastKey []byte // last yielded key (the stream's own copy)
 	rows    uint64 // rows yielded
 	resumes int
 	avoid   []string
@@ -455,7 +455,9 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		last = row.Key
 	}
 	r.lastSeq, r.lastData = b.GetSeq(), now
-	s.lastKey = last
+	// The yielded rows belong to the caller, who may reuse their bytes:
+	// the resume key is the stream's own copy.
+	s.lastKey = append(s.lastKey[:0], last...)
 	s.rows += uint64(len(rows))
 	s.stats.Batches++
 	s.stats.Rows += uint64(len(rows))
@@ -691,7 +693,7 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 	}
 	id := s.cfg.RequestID()
 	req := &messages.ScanRequest{RequestId: id, Client: s.cfg.Client, Tablet: s.ref,
-		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: s.lastKey,
+		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: bytes.Clone(s.lastKey),
 		BatchRows: s.cfg.BatchRows, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
 		Window: s.cfg.Window, DeadlineUnixMs: deadline.UnixMilli(), AvoidCoordinators: s.lostCoordinators()}
 	if s.cfg.Limit > 0 {

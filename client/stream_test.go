@@ -1078,3 +1078,33 @@ func TestStreamVerifiesFinalBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamOwnsResumeKey: the caller owns the rows it was given and may
+// overwrite their bytes; a later resume still starts after the true last
+// key, and the order check still compares against it.
+func TestStreamOwnsResumeKey(t *testing.T) {
+	rows := testRows(6)
+	r := newRun(t, streamConfig())
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	acts := r.do(r.s.OnMessage(t0, a.batch(rows[:3])))
+	want := bytes.Clone(rows[2].Key)
+	for _, y := range find(acts, ActYield) {
+		for _, row := range y.Rows {
+			for i := range row.Key {
+				row.Key[i] = 0xff // the caller reuses the key's bytes
+			}
+		}
+	}
+	r.do(r.s.OnTimer(t0.Add(time.Hour)))
+	req, _ := r.request()
+	if !bytes.Equal(req.ResumeAfter, want) {
+		t.Fatalf("resume_after %q, want %q", req.ResumeAfter, want)
+	}
+	b := newAttempt(req.RequestId, 1, "s2")
+	r.do(r.s.OnMessage(t0.Add(time.Hour), b.batch(rows[3:])))
+	r.do(r.s.OnMessage(t0.Add(time.Hour), b.finished()))
+	if r.err != nil || !r.done {
+		t.Fatalf("after the resume: err %v, done %v", r.err, r.done)
+	}
+}
