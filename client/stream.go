@@ -12,6 +12,7 @@ import (
 
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // TabletStream is the client's side of the scan protocol for one tablet's
@@ -695,7 +696,7 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 	req := &messages.ScanRequest{RequestId: id, Client: s.cfg.Client, Tablet: s.ref,
 		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: bytes.Clone(s.lastKey),
 		BatchRows: s.cfg.BatchRows, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
-		Window: s.cfg.Window, DeadlineUnixMs: deadline.UnixMilli(), AvoidCoordinators: s.lostCoordinators()}
+		Window: s.cfg.Window, TimeoutMs: wire.TimeoutMs(deadline.Sub(now)), AvoidCoordinators: s.lostCoordinators()}
 	if s.cfg.Limit > 0 {
 		req.Limit = s.cfg.Limit - s.rows
 	}

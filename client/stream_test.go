@@ -178,8 +178,8 @@ func TestStreamHappyPath(t *testing.T) {
 	if coord != coordA || req.RequestId != "r1" || req.ResumeAfter != nil || req.Window != 4 || req.Client.GetId() != "client" {
 		t.Fatalf("first request %v to %s", req, coord)
 	}
-	if got, want := time.UnixMilli(req.DeadlineUnixMs), t0.Add(time.Hour); !got.Equal(want) {
-		t.Fatalf("request deadline %v, want now + MaxRequestTime = %v", got, want)
+	if got, want := time.Duration(req.TimeoutMs)*time.Millisecond, time.Hour; got != want {
+		t.Fatalf("request timeout %v, want MaxRequestTime = %v", got, want)
 	}
 	if w := r.s.NextWakeup(); !w.Equal(t0.Add(60 * time.Second)) {
 		t.Fatalf("wakeup %v, want the idle timeout", w)
@@ -629,8 +629,8 @@ func TestStreamDeadline(t *testing.T) {
 	r := newRun(t, cfg)
 	r.do(r.s.Start(t0))
 	req, _ := r.request()
-	if !time.UnixMilli(req.DeadlineUnixMs).Equal(cfg.Deadline) {
-		t.Fatalf("request deadline %v, want the scan's %v", time.UnixMilli(req.DeadlineUnixMs), cfg.Deadline)
+	if got := time.Duration(req.TimeoutMs) * time.Millisecond; got != 5*time.Second {
+		t.Fatalf("request timeout %v, want the scan's time left, 5s", got)
 	}
 	if w := r.s.NextWakeup(); !w.Equal(cfg.Deadline) {
 		t.Fatalf("wakeup %v", w)

@@ -3,7 +3,6 @@ package coordinator
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
@@ -33,7 +32,7 @@ func TestScanForGroupWithoutServersFails(t *testing.T) {
 			r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil) // group "default"
 			req := r.request(0)
 			req.Hints = map[string]string{"scan_type": "batch"}
-			req.DeadlineUnixMs = time.Now().Add(time.Second).UnixMilli()
+			req.TimeoutMs = 1000
 			s := r.scan(req)
 			if s.err == nil || s.err.GetCode() != tc.code {
 				t.Fatalf("scan ended with %v (fin %v), want %v", s.err, s.fin, tc.code)

@@ -90,6 +90,14 @@ type CoordinatorConfig struct {
 	// the NATS error counts; nil = private metrics nobody scrapes. Pass
 	// the same CoordMetrics to every coordinator a process starts.
 	Metrics *CoordMetrics
+	// MaxFlows bounds the scan flows the coordinator runs at once, over
+	// all its tablet actors; a request beyond it is answered OVERLOADED.
+	// Default 50000.
+	MaxFlows int
+	// Clock reads the time the actors decide with (deadlines, timers,
+	// liveness); nil = time.Now. Only durations on it matter: requests
+	// carry time left, not a time of day.
+	Clock func() time.Time
 }
 
 // DefaultCoordinatorConfig returns the documented defaults.
@@ -97,7 +105,8 @@ func DefaultCoordinatorConfig() CoordinatorConfig {
 	h, _ := os.Hostname()
 	return CoordinatorConfig{System: remoting.SystemConfig{Listen: "127.0.0.1:8090"}, Flow: DefaultFlowConfig(), HeartbeatMisses: 3,
 		SweepInterval: 250 * time.Millisecond, TabletIdle: 10 * time.Minute, MaxWaiting: 10000, MaxWaitingPerTable: 1000,
-		MaxMetaLoads: 8, MaxHosts: 10000, HostForget: time.Minute, WarnEvery: 10 * time.Second, NoQuorumAfter: 15 * time.Second, Hostname: h}
+		MaxMetaLoads: 8, MaxHosts: 10000, HostForget: time.Minute, WarnEvery: 10 * time.Second, NoQuorumAfter: 15 * time.Second, Hostname: h,
+		MaxFlows: 50000}
 }
 
 // Validate names the first bad field.
@@ -123,6 +132,8 @@ func (c CoordinatorConfig) Validate() error {
 		return errors.New("coordinator: coordinator WarnEvery must be > 0")
 	case c.NoQuorumAfter <= 0:
 		return errors.New("coordinator: coordinator NoQuorumAfter must be > 0")
+	case c.MaxFlows < 1:
+		return fmt.Errorf("coordinator: coordinator MaxFlows %d must be >= 1", c.MaxFlows)
 	}
 	if err := c.System.Validate(); err != nil {
 		return err
@@ -232,13 +243,16 @@ func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 	if log == nil {
 		log = remoting.DiscardLogger()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	c := &Coordinator{cfg: cfg, conn: conn, meta: newMetaCache(meta), log: log, stop: make(chan struct{}),
-		warns: &warnLimiter{log: log, every: cfg.WarnEvery, now: time.Now, kinds: map[string]*warnKind{}}}
+		warns: &warnLimiter{log: log, every: cfg.WarnEvery, now: cfg.Clock, kinds: map[string]*warnKind{}}}
 	c.metrics = cfg.Metrics
 	if c.metrics == nil {
 		c.metrics = NewCoordMetrics()
 	}
-	c.board = NewLoadBoard(time.Now, profiles.Decays())
+	c.board = NewLoadBoard(cfg.Clock, profiles.Decays())
 	c.board.onRebuild = c.metrics.rebuilt
 	c.profiles.Store(profiles)
 	return c
@@ -437,6 +451,9 @@ func (c *Coordinator) sweepLoop() {
 
 // Address is the actor system's advertised address.
 func (c *Coordinator) Address() string { return c.as.Address() }
+
+// now reads the coordinator's clock (CoordinatorConfig.Clock).
+func (c *Coordinator) now() time.Time { return c.cfg.Clock() }
 
 // MemberID is this coordinator's lease key and cluster member id: its
 // actor system's id, unique per start ([A-Za-z0-9], 22 characters).

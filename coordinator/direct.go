@@ -12,10 +12,21 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// routedScan is a ScanRequest handed to a tablet actor by its router
-// (local message); a bare *messages.ScanRequest reaching a tablet actor
-// came straight from a client.
-type routedScan struct{ req *messages.ScanRequest }
+// routedScan is a ScanRequest that this coordinator received and
+// validated, with its deadline on our clock (local message between the
+// router and tablet actors); a bare *messages.ScanRequest reaching a
+// tablet actor or the router came from the network.
+type routedScan struct {
+	req *messages.ScanRequest
+	// deadline: when the request arrived plus its timeout_ms, at most
+	// FlowConfig.MaxFlowAge after it arrived.
+	deadline time.Time
+}
+
+// received wraps a validated ScanRequest that arrived now.
+func (c *Coordinator) received(now time.Time, m *messages.ScanRequest) *routedScan {
+	return &routedScan{req: m, deadline: wire.Deadline(now, m.GetTimeoutMs(), c.cfg.Flow.MaxFlowAge)}
+}
 
 // stopGate is shared by a tablet actor and its mailbox: closed when the
 // actor decided to stop.
@@ -67,7 +78,7 @@ func (c *Coordinator) reroute(msg any) bool {
 		c.as.Root.Send(c.router, fwd)
 	case *routedScan:
 		// The idle-stop handshake sends none after idleStopOK; kept total.
-		c.as.Root.Send(c.router, m.req)
+		c.as.Root.Send(c.router, m)
 	case *messages.ScanDone:
 		c.as.Root.Send(c.router, m)
 	default:
@@ -93,8 +104,9 @@ func (t *TabletActor) onDirectScan(c actor.Context, now time.Time, m *messages.S
 		rejectScan(t.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
+	rs := t.co.received(now, m)
 	if t.moved || m.GetForwardedBy() != "" || len(m.GetAvoidCoordinators()) > 0 || !t.serves(m.GetTablet()) {
-		c.Send(c.Parent(), m)
+		c.Send(c.Parent(), rs)
 		return
 	}
 	if err := t.co.quorumErr(); err != nil {
@@ -102,12 +114,13 @@ func (t *TabletActor) onDirectScan(c actor.Context, now time.Time, m *messages.S
 		return
 	}
 	// A retiring actor takes it too: at idleStopOK it has a flow and stays.
-	t.onScanRequest(now, m)
+	t.onScanRequest(now, rs)
 }
 
 // onRoutedScan takes a ScanRequest from the router and, if the client asked,
 // tells it this actor's PID.
-func (t *TabletActor) onRoutedScan(c actor.Context, now time.Time, m *messages.ScanRequest) {
+func (t *TabletActor) onRoutedScan(c actor.Context, now time.Time, rs *routedScan) {
+	m := rs.req
 	// Before the request's StartScan: then the client (as a rig client in
 	// one process) sees it before the rows. The client does not rely on
 	// that order.
@@ -116,7 +129,7 @@ func (t *TabletActor) onRoutedScan(c actor.Context, now time.Time, m *messages.S
 			c.Send(client, &messages.ScanRouted{RequestId: m.GetRequestId(), Owner: t.self.Address, TabletActor: wire.FromPID(t.self)})
 		}
 	}
-	t.onScanRequest(now, m)
+	t.onScanRequest(now, rs)
 }
 
 // serves reports whether ref is this actor's tablet.

@@ -47,7 +47,7 @@ type RouterActor struct {
 	// waiting: requests waiting for their table generation's metadata;
 	// loadQueue: generations waiting for a load slot; loading: loads
 	// running; nwaiting: requests waiting here or for a retiring actor.
-	waiting   map[tableGen][]*messages.ScanRequest
+	waiting   map[tableGen][]*routedScan
 	loadQueue []tableGen
 	loading   int
 	routing   int // RouteRequest metadata lookups running
@@ -86,7 +86,7 @@ type tabletPIDReply struct{ pid *actor.PID }
 
 func newRouterActor(co *Coordinator) *RouterActor {
 	return &RouterActor{co: co, tablets: map[string]*actor.PID{}, names: map[string]string{}, retiring: map[string]*retiringTablet{},
-		waiting: map[tableGen][]*messages.ScanRequest{}, idents: map[string]string{}}
+		waiting: map[tableGen][]*routedScan{}, idents: map[string]string{}}
 }
 
 // Receive implements actor.Actor.
@@ -98,18 +98,25 @@ func (r *RouterActor) Receive(c actor.Context) {
 	case *topologyChanged:
 		r.onTopology(c)
 	case *messages.ScanRequest:
+		if err := wire.ValidateScanRequest(m); err != nil {
+			r.co.countBad("ScanRequest", err)
+			rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
+			return
+		}
+		r.onScan(c, r.co.received(r.co.now(), m))
+	case *routedScan:
 		r.onScan(c, m)
 	case *metaLoaded:
 		r.loading--
 		reqs := r.waiting[m.key]
 		delete(r.waiting, m.key)
 		r.nwaiting -= len(reqs)
-		for _, req := range reqs {
+		for _, rs := range reqs {
 			if m.err != nil {
-				rejectScan(r.co, c, req, m.code, m.err.Error())
+				rejectScan(r.co, c, rs.req, m.code, m.err.Error())
 				continue
 			}
-			r.forward(c, req, m.meta)
+			r.forward(c, rs, m.meta)
 		}
 		r.startLoads(c)
 	case *messages.ScanDone:
@@ -265,25 +272,22 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 	}()
 }
 
-func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
-	if err := wire.ValidateScanRequest(m); err != nil {
-		r.co.countBad("ScanRequest", err)
-		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
-		return
-	}
+// onScan routes a request that arrived (validated, its deadline set).
+func (r *RouterActor) onScan(c actor.Context, rs *routedScan) {
+	m := rs.req
 	if err := r.co.quorumErr(); err != nil {
 		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
 		return
 	}
 	if m.GetForwardedBy() == "" {
 		if owner := r.ownerAvoiding(m.Tablet.Table, m.Tablet.Generation, m.Tablet.Index, m.GetAvoidCoordinators()); owner != "" {
-			r.forwardToOwner(c, owner, m)
+			r.forwardToOwner(c, owner, rs)
 			return
 		}
 	}
 	key := tableGen{m.Tablet.Table, m.Tablet.Generation}
 	if meta := r.co.meta.cached(key.table, key.gen); meta != nil {
-		r.forward(c, m, meta)
+		r.forward(c, rs, meta)
 		return
 	}
 	if len(r.waiting[key]) >= r.co.cfg.MaxWaitingPerTable || r.nwaiting >= r.co.cfg.MaxWaiting {
@@ -293,7 +297,7 @@ func (r *RouterActor) onScan(c actor.Context, m *messages.ScanRequest) {
 		return
 	}
 	first := len(r.waiting[key]) == 0
-	r.waiting[key] = append(r.waiting[key], m)
+	r.waiting[key] = append(r.waiting[key], rs)
 	r.nwaiting++
 	if first {
 		r.loadQueue = append(r.loadQueue, key)
@@ -321,7 +325,8 @@ func (r *RouterActor) startLoads(c actor.Context) {
 	}
 }
 
-func (r *RouterActor) forward(c actor.Context, m *messages.ScanRequest, meta *messages.TableMeta) {
+func (r *RouterActor) forward(c actor.Context, rs *routedScan, meta *messages.TableMeta) {
+	m := rs.req
 	idx := int(m.Tablet.Index)
 	if idx >= len(meta.GetTablets()) {
 		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("table %s/g%d has %d tablets, no tablet %d", meta.Name, meta.Generation, len(meta.Tablets), idx))
@@ -332,7 +337,7 @@ func (r *RouterActor) forward(c actor.Context, m *messages.ScanRequest, meta *me
 		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("tablet %d of %s/g%d has other bounds than requested", idx, meta.Name, meta.Generation))
 		return
 	}
-	r.deliver(c, meta, idx, routed{msg: &routedScan{req: m}}, func() {
+	r.deliver(c, meta, idx, routed{msg: rs}, func() {
 		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, "coordinator overloaded: too many requests wait for a restarting tablet actor; retry later")
 	})
 }
@@ -399,9 +404,11 @@ func (r *RouterActor) ownerAvoiding(table string, gen uint64, idx uint32, avoid 
 // forwardToOwner sends a scan request to the router of the tablet's
 // owner and tells the client who serves it, so that the client re-sends
 // it if that coordinator is lost before data flows.
-func (r *RouterActor) forwardToOwner(c actor.Context, owner string, m *messages.ScanRequest) {
+func (r *RouterActor) forwardToOwner(c actor.Context, owner string, rs *routedScan) {
+	m := rs.req
 	fwd := proto.Clone(m).(*messages.ScanRequest)
 	fwd.ForwardedBy = r.self
+	fwd.TimeoutMs = wire.TimeoutMs(rs.deadline.Sub(r.co.now()))
 	c.Send(actor.NewPID(owner, wire.RouterName), fwd)
 	r.co.counters.forwarded.Add(1)
 	if client := wire.ToPID(m.GetClient()); client != nil {

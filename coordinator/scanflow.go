@@ -25,9 +25,9 @@ type FlowConfig struct {
 	// MaxAttempts bounds the dispatches of one request (hedges included);
 	// beyond it the client gets an error. Default 1000.
 	MaxAttempts int
-	// MaxFlowAge is the deadline of a request that carries none
-	// (deadline_unix_ms 0): every flow ends, at the latest this long after
-	// it started, with DEADLINE_EXCEEDED. Default 1h.
+	// MaxFlowAge bounds every flow: it ends with DEADLINE_EXCEEDED at
+	// the latest this long after its request arrived, whatever timeout
+	// the request carries (none included). Default 1h.
 	MaxFlowAge time.Duration
 	// StorageHosts: the flow fails with STORAGE (and the last storage
 	// error's message) once attempts on this many distinct hosts answered
@@ -216,15 +216,12 @@ type ScanFlow struct {
 	storageMsg   string
 }
 
-// NewScanFlow starts a flow. avoid lists servers the client saw stall (they
+// NewScanFlow starts a flow that ends at deadline (zero: MaxFlowAge after
+// Start), on the coordinator's clock. avoid lists servers the client saw stall (they
 // count as failed attempts). waitForServers is the profile's
 // timeToWaitForScanServers.
-func NewScanFlow(req *messages.ScanRequest, cfg FlowConfig, waitForServers time.Duration, avoid []selection.Attempt) *ScanFlow {
-	f := &ScanFlow{Req: req, cfg: cfg, waitServers: waitForServers, avoided: avoid}
-	if d := req.GetDeadlineUnixMs(); d > 0 {
-		f.deadline = time.UnixMilli(d)
-	}
-	return f
+func NewScanFlow(req *messages.ScanRequest, deadline time.Time, cfg FlowConfig, waitForServers time.Duration, avoid []selection.Attempt) *ScanFlow {
+	return &ScanFlow{Req: req, cfg: cfg, waitServers: waitForServers, avoided: avoid, deadline: deadline}
 }
 
 // Done reports whether the flow is over.

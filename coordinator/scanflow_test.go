@@ -129,7 +129,7 @@ func ok(n uint32) *messages.ScanFinished { return &messages.ScanFinished{Request
 func TestFlowBusyEscalates(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b", "c"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.dispatched[1] || !l.timer(TimerBusy, 1) {
 		t.Fatal("first attempt not dispatched with a busy timer")
@@ -161,7 +161,7 @@ func TestFlowBusyEscalates(t *testing.T) {
 func TestFlowBusyTimeoutCancelsAndRetries(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnTimer(t0.Add(58*time.Millisecond), TimerBusy, 1, p.pick))
 	if l.accounted[1] != selection.Timeout || !l.cancelled[1] || l.signals != 1 || !l.dispatched[2] {
@@ -189,7 +189,7 @@ func hedgedFlow(t *testing.T, hedgeBusy time.Duration) (*scripted, *ledger, *Sca
 	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
 		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: hedgeBusy}}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
 	return p, l, f
@@ -199,7 +199,7 @@ func TestFlowHedgeFirstDataWins(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}, hedgeOK: true,
 		decs: []selection.Decision{{Server: "a", BusyTimeout: time.Second, HedgeDelay: 50 * time.Millisecond}, {Server: "b", BusyTimeout: time.Second}}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.timer(TimerHedge, 1) {
 		t.Fatal("no hedge timer")
@@ -227,7 +227,7 @@ func TestFlowHedgeFirstDataWins(t *testing.T) {
 func TestFlowHedgeDeclined(t *testing.T) {
 	p := &scripted{servers: []string{"a"}, decs: []selection.Decision{{Server: "a", HedgeDelay: 10 * time.Millisecond}}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	acts := l.apply(f.OnTimer(t0.Add(10*time.Millisecond), TimerHedge, 1, p.pick))
 	for _, a := range acts {
@@ -250,7 +250,7 @@ func TestFlowHedgeDeclined(t *testing.T) {
 func TestFlowNoServerWaitsThenFails(t *testing.T) {
 	p := &scripted{err: selection.ErrNoServer}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 300*time.Millisecond, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 300*time.Millisecond, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.timer(TimerRetry, 0) || len(l.fails) != 0 {
 		t.Fatal("should wait for servers")
@@ -269,7 +269,7 @@ func TestFlowNoServerWaitsThenFails(t *testing.T) {
 func TestFlowNoServerZeroWaitFailsAtOnce(t *testing.T) {
 	p := &scripted{err: selection.ErrNoServer}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if len(l.fails) != 1 {
 		t.Fatal("want immediate failure")
@@ -279,7 +279,7 @@ func TestFlowNoServerZeroWaitFailsAtOnce(t *testing.T) {
 func TestFlowErrorDelayThenDispatch(t *testing.T) {
 	p := &scripted{decs: []selection.Decision{{Server: "a"}, {Server: "b", Delay: 100 * time.Millisecond}}, servers: []string{"x"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Error: messages.ErrorCode_ERROR_CODE_STORAGE}, p.pick))
 	if l.accounted[1] != selection.Error || l.dispatched[2] || !l.timer(TimerDispatch, 2) {
@@ -296,7 +296,7 @@ func TestFlowErrorDelayThenDispatch(t *testing.T) {
 func TestFlowErrorOfWinnerEndsFlow(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, true, 0))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Error: messages.ErrorCode_ERROR_CODE_STORAGE}, p.pick))
@@ -309,7 +309,7 @@ func TestFlowErrorOfWinnerEndsFlow(t *testing.T) {
 func TestFlowCorruptFailsClient(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Error: messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, ErrorMessage: "bad block"}, p.pick))
 	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK || l.dispatched[2] {
@@ -321,7 +321,7 @@ func TestFlowCorruptFailsClient(t *testing.T) {
 func TestFlowStallRetries(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, false, 0))
 	if !l.timer(TimerStall, 1) {
@@ -338,9 +338,8 @@ func TestFlowStallRetries(t *testing.T) {
 func TestFlowDeadlineFailsAndCancels(t *testing.T) {
 	p := &scripted{servers: []string{"a"}}
 	r := req()
-	r.DeadlineUnixMs = t0.Add(time.Second).UnixMilli()
 	l := newLedger(t)
-	f := NewScanFlow(r, DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(r, t0.Add(time.Second), DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if !l.timer(TimerDeadline, 0) {
 		t.Fatal("no deadline timer")
@@ -360,7 +359,7 @@ func TestFlowAvoidedServersInHistory(t *testing.T) {
 	p := &scripted{servers: []string{"b"}}
 	l := newLedger(t)
 	avoid := []selection.Attempt{{Server: "a", Result: selection.Stalled}}
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, avoid)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, avoid)
 	l.apply(f.Start(t0, p.pick))
 	if h := p.calls[0].history; len(h) != 1 || h[0].Server != "a" {
 		t.Fatalf("history %+v", h)
@@ -377,7 +376,7 @@ func TestFlowMaxAttempts(t *testing.T) {
 	cfg := DefaultFlowConfig()
 	cfg.MaxAttempts = 3
 	l := newLedger(t)
-	f := NewScanFlow(req(), cfg, 0, nil)
+	f := NewScanFlow(req(), time.Time{}, cfg, 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	for n := uint32(1); n <= 3; n++ {
 		l.apply(f.OnBusy(t0, n, p.pick))
@@ -391,7 +390,7 @@ func TestFlowMaxAttempts(t *testing.T) {
 func TestFlowSelectionErrorIsInternal(t *testing.T) {
 	p := &scripted{err: errors.New("boom")}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), time.Hour, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), time.Hour, nil)
 	l.apply(f.Start(t0, p.pick))
 	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_INTERNAL {
 		t.Fatal("want internal error")
@@ -404,7 +403,7 @@ func TestFlowSelectionErrorIsInternal(t *testing.T) {
 func TestFlowEndsWhenStreamingWinnerIsCancelled(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, false, 0))
 	l.apply(f.OnStarted(t0.Add(time.Millisecond), 1, true, 0))
@@ -424,7 +423,7 @@ func TestFlowEndsWhenStreamingWinnerIsCancelled(t *testing.T) {
 func TestFlowEndsWithoutScanDone(t *testing.T) {
 	p := &scripted{servers: []string{"a"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	// The first-data notice was lost too; the finish says batches were sent.
 	l.apply(f.OnFinished(t0.Add(time.Second), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 1, Rows: 10,
@@ -444,7 +443,7 @@ func TestFlowMaxFlowAgeWithoutRequestDeadline(t *testing.T) {
 	}
 	cfg.MaxFlowAge = 10 * time.Minute
 	l := newLedger(t)
-	f := NewScanFlow(req(), cfg, 0, nil)
+	f := NewScanFlow(req(), time.Time{}, cfg, 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	var after time.Duration
 	for _, a := range l.timers {
@@ -470,7 +469,7 @@ func TestFlowMaxFlowAgeWithoutRequestDeadline(t *testing.T) {
 func TestFlowServerLost(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b", "c"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, false, 0))
 	l.apply(f.OnServerLost(t0.Add(time.Second), 1, p.pick))
@@ -493,7 +492,7 @@ func TestFlowServerLost(t *testing.T) {
 
 	// The client had nothing: attempt 3's stream is the one it reads.
 	l = newLedger(t)
-	f = NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f = NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, true, 0))
 	l.apply(f.OnServerLost(t0.Add(time.Second), 1, p.pick))
@@ -526,7 +525,7 @@ func TestFlowTwoWinnersClientDecides(t *testing.T) {
 		}
 		l.apply(acts)
 	}
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	apply(f.Start(t0, p.pick))
 	apply(f.OnTimer(t0.Add(50*time.Millisecond), TimerHedge, 1, p.pick))
 	if !l.dispatched[2] {
@@ -598,7 +597,7 @@ func TestFlowFailedWinnerWaitsForOthers(t *testing.T) {
 func TestFlowCancelledWithoutDataRetries(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, false, 0))
 	l.apply(f.OnFinished(t0.Add(time.Millisecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1,
@@ -616,7 +615,7 @@ func TestFlowCancelledWithoutDataRetries(t *testing.T) {
 func TestFlowNoServerMessage(t *testing.T) {
 	p := &scripted{err: fmt.Errorf("no scan server in group %q for profile %q: %w", "batch", "batch", selection.ErrNoServer)}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_NO_SERVERS {
 		t.Fatalf("fails %v", l.fails)
@@ -633,9 +632,8 @@ func TestFlowNoServerMessage(t *testing.T) {
 func TestFlowDeadlineWhileWaitingForServers(t *testing.T) {
 	p := &scripted{err: fmt.Errorf("no scan server in group %q for profile %q: %w", "batch", "batch", selection.ErrNoServer)}
 	r := req()
-	r.DeadlineUnixMs = t0.Add(time.Second).UnixMilli()
 	l := newLedger(t)
-	f := NewScanFlow(r, DefaultFlowConfig(), time.Hour, nil)
+	f := NewScanFlow(r, t0.Add(time.Second), DefaultFlowConfig(), time.Hour, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnTimer(t0.Add(time.Second), TimerDeadline, 0, p.pick))
 	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED || !strings.Contains(l.fails[0].Message, `group "batch"`) {
@@ -700,7 +698,7 @@ func TestFlowStorageErrors(t *testing.T) {
 				p.decs = append(p.decs, selection.Decision{Server: selection.ServerID(s.server), Host: s.host, BusyTimeout: 33 * time.Millisecond})
 			}
 			l := newLedger(t)
-			f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+			f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 			now := t0
 			l.apply(f.Start(now, p.pick))
 			for i, s := range tc.steps {
@@ -770,7 +768,7 @@ func TestFlowStorageErrors(t *testing.T) {
 func TestFlowStaleGenerationFails(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0, 1, true, 0))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 2, Error: messages.ErrorCode_ERROR_CODE_STALE_GENERATION,
@@ -789,7 +787,7 @@ func TestFlowStaleGenerationFails(t *testing.T) {
 // streaming to the client is told to stop only unless it streams.
 func TestFlowLeaveKeepsTheStream(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	f.Start(t0, p.pick)
 	f.OnStarted(t0.Add(time.Millisecond), 1, true, 0)
 	acts := f.Leave(t0.Add(2*time.Millisecond), "coordinator leaving")
@@ -820,7 +818,7 @@ func TestFlowLeaveKeepsTheStream(t *testing.T) {
 func TestFlowFinishedAloneImpliesStartAndFirstData(t *testing.T) {
 	p := &scripted{servers: []string{"a"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnFinished(t0.Add(700*time.Microsecond), &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 1, Rows: 1}, p.pick))
 	if !f.Done() || f.Winner() != 1 || l.accounted[1] != selection.Started || l.latencies != 1 || len(l.fails) != 0 {
@@ -832,7 +830,7 @@ func TestFlowFinishedAloneImpliesStartAndFirstData(t *testing.T) {
 	l.balanced()
 	// An empty result (no batch) is not first data: no latency sample.
 	l2 := newLedger(t)
-	f2 := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f2 := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l2.apply(f2.Start(t0, p.pick))
 	l2.apply(f2.OnFinished(t0.Add(time.Millisecond), ok(1), p.pick))
 	if !f2.Done() || l2.latencies != 0 {
@@ -847,7 +845,7 @@ func TestFlowFinishedAloneImpliesStartAndFirstData(t *testing.T) {
 func TestFlowFirstDataAloneImpliesStart(t *testing.T) {
 	p := &scripted{servers: []string{"a"}}
 	l := newLedger(t)
-	f := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l.apply(f.Start(t0, p.pick))
 	l.apply(f.OnStarted(t0.Add(time.Millisecond), 1, true, 0))
 	if a := f.Attempt(1); !a.started || !a.FirstData() || l.latencies != 1 || l.timer(TimerStall, 1) {
@@ -876,7 +874,7 @@ func TestFlowScanDoneDoesNotCancelFinishedWinner(t *testing.T) {
 	l.balanced()
 	// Abandoned: every live attempt is cancelled, the winner too.
 	l2 := newLedger(t)
-	f2 := NewScanFlow(req(), DefaultFlowConfig(), 0, nil)
+	f2 := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
 	l2.apply(f2.Start(t0, (&scripted{servers: []string{"a"}}).pick))
 	l2.apply(f2.OnStarted(t0.Add(time.Millisecond), 1, true, 0))
 	l2.apply(f2.OnDone(t0.Add(2*time.Millisecond), true, 1))

@@ -136,7 +136,7 @@ func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.T
 
 // Receive implements actor.Actor.
 func (t *TabletActor) Receive(c actor.Context) {
-	now := time.Now()
+	now := t.co.now()
 	switch c.Message().(type) {
 	case *lostCheck, *idleCheck, *movedAway, *messages.ProbeReply, actor.SystemMessage, actor.AutoReceiveMessage:
 	default:
@@ -185,7 +185,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.check = nil
 		t.checkLost(now)
 	case *routedScan:
-		t.onRoutedScan(c, now, m.req)
+		t.onRoutedScan(c, now, m)
 	case *messages.ScanRequest:
 		t.onDirectScan(c, now, m)
 	case *messages.ScanStarted:
@@ -275,8 +275,15 @@ func (t *TabletActor) onIdleCheck(c actor.Context, now time.Time) {
 	c.Send(c.Parent(), &tabletIdle{name: t.name(), pid: t.self})
 }
 
-func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
+func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
+	m := rs.req
 	if _, dup := t.flows[m.RequestId]; dup {
+		return
+	}
+	if n := t.co.counters.flows.Load(); n >= int64(t.co.cfg.MaxFlows) {
+		t.co.countOverloaded("scan flows")
+		rejectScan(t.co, t.root, m, messages.ErrorCode_ERROR_CODE_OVERLOADED,
+			fmt.Sprintf("coordinator overloaded: %d scans running (MaxFlows %d); retry later", n, t.co.cfg.MaxFlows))
 		return
 	}
 	client := wire.ToPID(m.Client)
@@ -300,7 +307,7 @@ func (t *TabletActor) onScanRequest(now time.Time, m *messages.ScanRequest) {
 	}
 	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
 		timers: map[uint64]*time.Timer{}, start: now, decide: t.co.metrics.selectionObserver(prof)}
-	e.flow = NewScanFlow(m, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
+	e.flow = NewScanFlow(m, rs.deadline, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.co.counters.scans.Add(1)
 	if r.Empty() {
 		// Nothing to read: answer at once without a server.
@@ -433,7 +440,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			t.root.Send(pid, &messages.StartScan{RequestId: id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: wire.FromPID(t.self),
 				Tablet: t.meta.GetRef(), Files: t.meta.GetFiles(), Range: req.Range, ResumeAfter: req.ResumeAfter,
 				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
-				DeadlineUnixMs: req.DeadlineUnixMs, Limit: req.Limit, Window: req.Window, Server: string(s.ID)})
+				TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit, Window: req.Window, Server: string(s.ID)})
 			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
 			t.co.board.CountDispatch(a.Attempt.Sel.Hedge)
 			t.co.counters.dispatches.Add(1)

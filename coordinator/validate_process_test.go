@@ -158,7 +158,7 @@ func TestOutOfBoundsRequestsRefused(t *testing.T) {
 		{"req-batch-rows", func(m *messages.ScanRequest) { m.BatchRows = 1 << 30 }, "batch_rows"},
 	} {
 		m := &messages.ScanRequest{RequestId: bc.id, Client: self, Tablet: tm.Ref, Range: &messages.KeyRange{},
-			DeadlineUnixMs: time.Now().Add(time.Minute).UnixMilli()}
+			TimeoutMs: 60000}
 		bc.mod(m)
 		rec.root.Send(router, m)
 		e := rec.wait(t, "the answer to "+bc.id, scanErrorFor(bc.id)).(*messages.ScanError)

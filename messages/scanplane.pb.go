@@ -796,20 +796,19 @@ func (x *Row) GetValue() []byte {
 // ScanRequest: client -> coordinator router -> tablet actor, or client ->
 // tablet actor once the client knows its PID (ScanRouted.tablet_actor).
 type ScanRequest struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // unique per client request: 128 random bits (the client library's ids)
-	Client         *Pid                   `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`                        // where RowBatch / ScanFinished / ScanError go
-	Tablet         *TabletRef             `protobuf:"bytes,3,opt,name=tablet,proto3" json:"tablet,omitempty"`
-	Range          *KeyRange              `protobuf:"bytes,4,opt,name=range,proto3" json:"range,omitempty"`                                                                           // clipped to the tablet by the client
-	ResumeAfter    []byte                 `protobuf:"bytes,5,opt,name=resume_after,json=resumeAfter,proto3" json:"resume_after,omitempty"`                                            // last key already received; empty = none
-	BatchRows      uint32                 `protobuf:"varint,6,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`                                                 // 0 = server default
-	BatchBytes     uint32                 `protobuf:"varint,7,opt,name=batch_bytes,json=batchBytes,proto3" json:"batch_bytes,omitempty"`                                              // 0 = server default
-	Hints          map[string]string      `protobuf:"bytes,8,rep,name=hints,proto3" json:"hints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // e.g. scan_type
-	DeadlineUnixMs int64                  `protobuf:"varint,9,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`                                // 0 = none
-	AvoidServers   []string               `protobuf:"bytes,10,rep,name=avoid_servers,json=avoidServers,proto3" json:"avoid_servers,omitempty"`                                        // servers the client saw stall
-	ResumeCount    uint32                 `protobuf:"varint,11,opt,name=resume_count,json=resumeCount,proto3" json:"resume_count,omitempty"`
-	Limit          uint64                 `protobuf:"varint,12,opt,name=limit,proto3" json:"limit,omitempty"`   // max rows; 0 = all
-	Window         uint32                 `protobuf:"varint,13,opt,name=window,proto3" json:"window,omitempty"` // unacknowledged batches in flight; 0 = default
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RequestId    string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // unique per client request: 128 random bits (the client library's ids)
+	Client       *Pid                   `protobuf:"bytes,2,opt,name=client,proto3" json:"client,omitempty"`                        // where RowBatch / ScanFinished / ScanError go
+	Tablet       *TabletRef             `protobuf:"bytes,3,opt,name=tablet,proto3" json:"tablet,omitempty"`
+	Range        *KeyRange              `protobuf:"bytes,4,opt,name=range,proto3" json:"range,omitempty"`                                                                           // clipped to the tablet by the client
+	ResumeAfter  []byte                 `protobuf:"bytes,5,opt,name=resume_after,json=resumeAfter,proto3" json:"resume_after,omitempty"`                                            // last key already received; empty = none
+	BatchRows    uint32                 `protobuf:"varint,6,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`                                                 // 0 = server default
+	BatchBytes   uint32                 `protobuf:"varint,7,opt,name=batch_bytes,json=batchBytes,proto3" json:"batch_bytes,omitempty"`                                              // 0 = server default
+	Hints        map[string]string      `protobuf:"bytes,8,rep,name=hints,proto3" json:"hints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // e.g. scan_type
+	AvoidServers []string               `protobuf:"bytes,10,rep,name=avoid_servers,json=avoidServers,proto3" json:"avoid_servers,omitempty"`                                        // servers the client saw stall
+	ResumeCount  uint32                 `protobuf:"varint,11,opt,name=resume_count,json=resumeCount,proto3" json:"resume_count,omitempty"`
+	Limit        uint64                 `protobuf:"varint,12,opt,name=limit,proto3" json:"limit,omitempty"`   // max rows; 0 = all
+	Window       uint32                 `protobuf:"varint,13,opt,name=window,proto3" json:"window,omitempty"` // unacknowledged batches in flight; 0 = default
 	// forwarded_by: the coordinator (actor address) whose router forwarded
 	// this request to the tablet's owner; a forwarded request is never
 	// forwarded again (coordinators that briefly disagree on the owner
@@ -823,8 +822,14 @@ type ScanRequest struct {
 	// request for its PID (ScanRouted.tablet_actor), to send the tablet's
 	// next requests straight to it instead of through the router.
 	WantTabletActor bool `protobuf:"varint,16,opt,name=want_tablet_actor,json=wantTabletActor,proto3" json:"want_tablet_actor,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// timeout_ms: the time the request has left when sent, in milliseconds
+	// (0 = none), as gRPC's grpc-timeout: each process that receives it
+	// turns it into a deadline on its own clock, so clocks that disagree
+	// between machines change nothing. A coordinator clamps it to its
+	// MaxFlowAge.
+	TimeoutMs     int64 `protobuf:"varint,17,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
@@ -913,13 +918,6 @@ func (x *ScanRequest) GetHints() map[string]string {
 	return nil
 }
 
-func (x *ScanRequest) GetDeadlineUnixMs() int64 {
-	if x != nil {
-		return x.DeadlineUnixMs
-	}
-	return 0
-}
-
 func (x *ScanRequest) GetAvoidServers() []string {
 	if x != nil {
 		return x.AvoidServers
@@ -967,6 +965,13 @@ func (x *ScanRequest) GetWantTabletActor() bool {
 		return x.WantTabletActor
 	}
 	return false
+}
+
+func (x *ScanRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 // ScanRouted: coordinator -> client, in two cases.
@@ -1192,24 +1197,24 @@ func (x *AttemptInfo) GetHedge() bool {
 
 // StartScan: tablet actor -> scan server.
 type StartScan struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	RequestId      string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Attempt        uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Client         *Pid                   `protobuf:"bytes,3,opt,name=client,proto3" json:"client,omitempty"`
-	TabletActor    *Pid                   `protobuf:"bytes,4,opt,name=tablet_actor,json=tabletActor,proto3" json:"tablet_actor,omitempty"`
-	Tablet         *TabletRef             `protobuf:"bytes,5,opt,name=tablet,proto3" json:"tablet,omitempty"`
-	Files          []*FileRef             `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
-	Range          *KeyRange              `protobuf:"bytes,7,opt,name=range,proto3" json:"range,omitempty"`
-	ResumeAfter    []byte                 `protobuf:"bytes,8,opt,name=resume_after,json=resumeAfter,proto3" json:"resume_after,omitempty"`
-	BatchRows      uint32                 `protobuf:"varint,9,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
-	BatchBytes     uint32                 `protobuf:"varint,10,opt,name=batch_bytes,json=batchBytes,proto3" json:"batch_bytes,omitempty"`
-	BusyTimeoutUs  int64                  `protobuf:"varint,11,opt,name=busy_timeout_us,json=busyTimeoutUs,proto3" json:"busy_timeout_us,omitempty"` // start within this or answer Busy; <= 0 = wait forever
-	DeadlineUnixMs int64                  `protobuf:"varint,12,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
-	Limit          uint64                 `protobuf:"varint,13,opt,name=limit,proto3" json:"limit,omitempty"`
-	Window         uint32                 `protobuf:"varint,14,opt,name=window,proto3" json:"window,omitempty"`
-	Server         string                 `protobuf:"bytes,15,opt,name=server,proto3" json:"server,omitempty"` // the server id the tablet actor meant
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Attempt       uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Client        *Pid                   `protobuf:"bytes,3,opt,name=client,proto3" json:"client,omitempty"`
+	TabletActor   *Pid                   `protobuf:"bytes,4,opt,name=tablet_actor,json=tabletActor,proto3" json:"tablet_actor,omitempty"`
+	Tablet        *TabletRef             `protobuf:"bytes,5,opt,name=tablet,proto3" json:"tablet,omitempty"`
+	Files         []*FileRef             `protobuf:"bytes,6,rep,name=files,proto3" json:"files,omitempty"`
+	Range         *KeyRange              `protobuf:"bytes,7,opt,name=range,proto3" json:"range,omitempty"`
+	ResumeAfter   []byte                 `protobuf:"bytes,8,opt,name=resume_after,json=resumeAfter,proto3" json:"resume_after,omitempty"`
+	BatchRows     uint32                 `protobuf:"varint,9,opt,name=batch_rows,json=batchRows,proto3" json:"batch_rows,omitempty"`
+	BatchBytes    uint32                 `protobuf:"varint,10,opt,name=batch_bytes,json=batchBytes,proto3" json:"batch_bytes,omitempty"`
+	BusyTimeoutUs int64                  `protobuf:"varint,11,opt,name=busy_timeout_us,json=busyTimeoutUs,proto3" json:"busy_timeout_us,omitempty"` // start within this or answer Busy; <= 0 = wait forever
+	Limit         uint64                 `protobuf:"varint,13,opt,name=limit,proto3" json:"limit,omitempty"`
+	Window        uint32                 `protobuf:"varint,14,opt,name=window,proto3" json:"window,omitempty"`
+	Server        string                 `protobuf:"bytes,15,opt,name=server,proto3" json:"server,omitempty"`                         // the server id the tablet actor meant
+	TimeoutMs     int64                  `protobuf:"varint,16,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // time left when sent, as ScanRequest.timeout_ms; 0 = none
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartScan) Reset() {
@@ -1319,13 +1324,6 @@ func (x *StartScan) GetBusyTimeoutUs() int64 {
 	return 0
 }
 
-func (x *StartScan) GetDeadlineUnixMs() int64 {
-	if x != nil {
-		return x.DeadlineUnixMs
-	}
-	return 0
-}
-
 func (x *StartScan) GetLimit() uint64 {
 	if x != nil {
 		return x.Limit
@@ -1345,6 +1343,13 @@ func (x *StartScan) GetServer() string {
 		return x.Server
 	}
 	return ""
+}
+
+func (x *StartScan) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 // ScanStarted: scan server -> tablet actor. first_data = false: a worker
@@ -3319,7 +3324,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fcluster_name\x18\r \x01(\tR\vclusterName\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xad\x05\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xa8\x05\n" +
 	"\vScanRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12)\n" +
@@ -3331,8 +3336,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"batch_rows\x18\x06 \x01(\rR\tbatchRows\x12\x1f\n" +
 	"\vbatch_bytes\x18\a \x01(\rR\n" +
 	"batchBytes\x12:\n" +
-	"\x05hints\x18\b \x03(\v2$.scanplane.v1.ScanRequest.HintsEntryR\x05hints\x12(\n" +
-	"\x10deadline_unix_ms\x18\t \x01(\x03R\x0edeadlineUnixMs\x12#\n" +
+	"\x05hints\x18\b \x03(\v2$.scanplane.v1.ScanRequest.HintsEntryR\x05hints\x12#\n" +
 	"\ravoid_servers\x18\n" +
 	" \x03(\tR\favoidServers\x12!\n" +
 	"\fresume_count\x18\v \x01(\rR\vresumeCount\x12\x14\n" +
@@ -3340,11 +3344,14 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06window\x18\r \x01(\rR\x06window\x12!\n" +
 	"\fforwarded_by\x18\x0e \x01(\tR\vforwardedBy\x12-\n" +
 	"\x12avoid_coordinators\x18\x0f \x03(\tR\x11avoidCoordinators\x12*\n" +
-	"\x11want_tablet_actor\x18\x10 \x01(\bR\x0fwantTabletActor\x1a8\n" +
+	"\x11want_tablet_actor\x18\x10 \x01(\bR\x0fwantTabletActor\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x11 \x01(\x03R\ttimeoutMs\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"w\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\t\x10\n" +
+	"\"w\n" +
 	"\n" +
 	"ScanRouted\x12\x1d\n" +
 	"\n" +
@@ -3365,7 +3372,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"durationUs\x12\x1d\n" +
 	"\n" +
 	"plan_index\x18\x05 \x01(\rR\tplanIndex\x12\x14\n" +
-	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xac\x04\n" +
+	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xa7\x04\n" +
 	"\tStartScan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3381,11 +3388,12 @@ const file_scanplane_proto_rawDesc = "" +
 	"\vbatch_bytes\x18\n" +
 	" \x01(\rR\n" +
 	"batchBytes\x12&\n" +
-	"\x0fbusy_timeout_us\x18\v \x01(\x03R\rbusyTimeoutUs\x12(\n" +
-	"\x10deadline_unix_ms\x18\f \x01(\x03R\x0edeadlineUnixMs\x12\x14\n" +
+	"\x0fbusy_timeout_us\x18\v \x01(\x03R\rbusyTimeoutUs\x12\x14\n" +
 	"\x05limit\x18\r \x01(\x04R\x05limit\x12\x16\n" +
 	"\x06window\x18\x0e \x01(\rR\x06window\x12\x16\n" +
-	"\x06server\x18\x0f \x01(\tR\x06server\"\xb7\x01\n" +
+	"\x06server\x18\x0f \x01(\tR\x06server\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x10 \x01(\x03R\ttimeoutMsJ\x04\b\f\x10\r\"\xb7\x01\n" +
 	"\vScanStarted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +

@@ -104,5 +104,5 @@ func (s *ScanServerActor) onProbe(m *messages.Probe) {
 	s.counters.Probes.Add(1)
 	rif := s.queue.Len() + s.queue.Active()
 	s.sys.Root.Send(wire.ToPID(m.GetReplyTo()), &messages.ProbeReply{Id: m.GetId(), Server: s.id, Rif: uint32(rif),
-		LatencyUs: s.lat.estimate(time.Now(), rif).Microseconds()})
+		LatencyUs: s.lat.estimate(s.now(), rif).Microseconds()})
 }

@@ -41,6 +41,10 @@ type ScanServerConfig struct {
 	AckTimeout time.Duration
 	// Fault injection (off by default).
 	Fault FaultConfig
+	// Clock reads the time the server decides with; nil = time.Now. Only
+	// durations on it matter: a StartScan carries time left, not a time
+	// of day.
+	Clock func() time.Time
 }
 
 // DefaultScanServerConfig returns the defaults documented on each field.
@@ -90,6 +94,8 @@ type scanJob struct {
 	client   *actor.PID
 	tablet   *actor.PID
 	received time.Time
+	// deadline: received plus the StartScan's timeout_ms (zero: none).
+	deadline time.Time
 	started  time.Time
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -210,9 +216,18 @@ type ScanServerActor struct {
 // generation after a block was missing.
 const staleCheckTimeout = 2 * time.Second
 
+// now reads the server's clock (ScanServerConfig.Clock).
+func (s *ScanServerActor) now() time.Time { return s.cfg.Clock() }
+
+// NewScanServerActor returns the actor of scan server id on host: it reads
+// blocks through fetcher, tells deleted generations by gens (nil: never),
+// counts into counters and reports Busy answers to onBusy (nil: nobody).
 func NewScanServerActor(life context.Context, id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, gens wire.GenerationSource, sys *actor.ActorSystem,
 	counters *ServerCounters, onBusy func(*messages.LoadSignal), log *slog.Logger) *ScanServerActor {
-	gate := newPauseGate(cfg.Fault, time.Now())
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	gate := newPauseGate(cfg.Fault, cfg.Clock())
 	if gate != nil || cfg.Fault.SlowFactor > 1 {
 		floor := cfg.Fault.SlowFloor
 		if floor == 0 {
@@ -265,7 +280,7 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 	case *jobDone:
 		s.onJobDone(m.key)
 	case *expireTick:
-		s.expire(time.Now())
+		s.expire(s.now())
 	}
 	s.counters.QueueLen.Store(int64(s.queue.Len()))
 	s.counters.Active.Store(int64(s.queue.Active()))
@@ -301,9 +316,9 @@ func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 	if s.pending[key] != nil || s.running[key] != nil {
 		return // duplicate delivery
 	}
-	now := time.Now()
+	now := s.now()
 	job := &scanJob{key: key, req: m, client: wire.ToPID(m.Client), tablet: wire.ToPID(m.TabletActor), received: now, ackCh: make(chan struct{}, 1),
-		rif: s.queue.Len() + s.queue.Active()}
+		rif: s.queue.Len() + s.queue.Active(), deadline: wire.Deadline(now, m.GetTimeoutMs(), 0)}
 	switch s.queue.Offer(now, key, time.Duration(m.BusyTimeoutUs)*time.Microsecond) {
 	case AdmitStart:
 		s.start(job, now)
@@ -317,8 +332,8 @@ func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 
 func (s *ScanServerActor) start(job *scanJob, now time.Time) {
 	job.started = now
-	if d := job.req.DeadlineUnixMs; d > 0 {
-		job.ctx, job.cancel = context.WithDeadline(context.Background(), time.UnixMilli(d))
+	if !job.deadline.IsZero() {
+		job.ctx, job.cancel = context.WithTimeout(context.Background(), job.deadline.Sub(now))
 	} else {
 		job.ctx, job.cancel = context.WithCancel(context.Background())
 	}
@@ -406,7 +421,7 @@ func (s *ScanServerActor) armTimer() {
 }
 
 func (s *ScanServerActor) onJobDone(key ScanKey) {
-	now := time.Now()
+	now := s.now()
 	if job := s.running[key]; job != nil && job.stream.Load() != jobCancelled {
 		s.lat.add(now, job.rif, now.Sub(job.received))
 	}
@@ -482,7 +497,7 @@ func (s *ScanServerActor) shutdown() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
-	now := time.Now()
+	now := s.now()
 	for k, job := range s.pending {
 		s.queue.Remove(k)
 		s.replyBusy(job, now)

@@ -110,6 +110,14 @@ func checkRequestID(id string) error {
 	return nil
 }
 
+// checkTimeout checks a timeout_ms: 0 (none) up to MaxTimeout.
+func checkTimeout(ms int64) error {
+	if ms < 0 || ms > MaxTimeout.Milliseconds() {
+		return bad("timeout_ms %d is outside [0, %d] (%v)", ms, MaxTimeout.Milliseconds(), MaxTimeout)
+	}
+	return nil
+}
+
 // checkPid checks an actor pid's strings (a missing pid passes).
 func checkPid(name string, p *messages.Pid) error {
 	return checkNames(name+".address", p.GetAddress(), name+".id", p.GetId())
@@ -191,6 +199,9 @@ func ValidateScanRequest(m *messages.ScanRequest) error {
 	case len(m.GetHints()) > MaxHints:
 		return bad("hints has %d entries, more than %d", len(m.GetHints()), MaxHints)
 	}
+	if err := checkTimeout(m.GetTimeoutMs()); err != nil {
+		return err
+	}
 	if err := checkPid("client", m.GetClient()); err != nil {
 		return err
 	}
@@ -250,6 +261,9 @@ func ValidateStartScan(m *messages.StartScan) error {
 		return bad("tablet is missing")
 	case len(m.GetFiles()) > MaxFiles:
 		return bad("files has %d entries, more than %d", len(m.GetFiles()), MaxFiles)
+	}
+	if err := checkTimeout(m.GetTimeoutMs()); err != nil {
+		return err
 	}
 	if err := checkPid("client", m.GetClient()); err != nil {
 		return err

@@ -160,7 +160,7 @@ func (t *tabletActor) onScanRequest(m *messages.ScanRequest) {
 		avoid = append(avoid, selection.Attempt{Server: selection.ServerID(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
 	e := &flowEntry{id: m.RequestId, profile: prof, targets: map[uint32]pid{}, incarnations: map[uint32]string{}, started: now}
-	e.flow = coordpkg.NewScanFlow(m, w.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
+	e.flow = coordpkg.NewScanFlow(m, wire.Deadline(now, m.GetTimeoutMs(), w.cfg.Flow.MaxFlowAge), w.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.flows[m.RequestId] = e
 	w.stats.Flows++
 	if r.Empty() {
@@ -286,7 +286,7 @@ func (t *tabletActor) apply(e *flowEntry, acts []coordpkg.Action) {
 			req := e.flow.Req
 			w.net.send(t.self, to, &messages.StartScan{RequestId: e.id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: t.self.wire(),
 				Tablet: t.ref, Range: req.Range, ResumeAfter: req.ResumeAfter, BatchRows: req.BatchRows, BatchBytes: req.BatchBytes,
-				BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(), DeadlineUnixMs: req.DeadlineUnixMs, Limit: req.Limit,
+				BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(), TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit,
 				Window: req.Window, Server: string(s.ID)})
 			book.dispatched(now, s.ID, a.Attempt.Sel.Hedge)
 			w.stats.Dispatches++

@@ -43,8 +43,8 @@ func requestOf(m proto.Message) (string, uint32) {
 func describe(m proto.Message) string {
 	switch m := m.(type) {
 	case *messages.ScanRequest:
-		return fmt.Sprintf("ScanRequest{%s t%d after=%s avoid=%v deadline=+%dms}", m.GetRequestId(), m.GetTablet().GetIndex(),
-			tablets.FormatKey(m.GetResumeAfter()), m.GetAvoidServers(), m.GetDeadlineUnixMs()-epoch.UnixMilli())
+		return fmt.Sprintf("ScanRequest{%s t%d after=%s avoid=%v timeout=%dms}", m.GetRequestId(), m.GetTablet().GetIndex(),
+			tablets.FormatKey(m.GetResumeAfter()), m.GetAvoidServers(), m.GetTimeoutMs())
 	case *messages.ScanDone:
 		return fmt.Sprintf("ScanDone{%s winner=%d abandoned=%v}", m.GetRequestId(), m.GetWinnerAttempt(), m.GetAbandoned())
 	case *messages.ScanError:

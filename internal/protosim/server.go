@@ -198,8 +198,8 @@ func (s *scanServer) start(j *serverJob) {
 			w.net.send(s.self, j.tablet, started)
 		})
 	}
-	if d := m.GetDeadlineUnixMs(); d > 0 {
-		j.deadline = s.host.proc.timer(time.UnixMilli(d).Sub(w.s.now), j.key.RequestID, "server deadline", func() {
+	if d := m.GetTimeoutMs(); d > 0 {
+		j.deadline = s.host.proc.timer(time.Duration(d)*time.Millisecond-w.s.now.Sub(j.received), j.key.RequestID, "server deadline", func() {
 			s.finish(j, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, "deadline exceeded")
 		})
 	}
