@@ -1,7 +1,9 @@
 package archtest
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -73,8 +75,14 @@ type pkg struct {
 
 func list(t *testing.T) []pkg {
 	t.Helper()
+	// Output fills (*exec.ExitError).Stderr: go list's own message
+	// (a module it cannot download, a package that does not build).
 	out, err := exec.Command("go", "list", "-json", mod+"...").Output()
 	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			t.Fatalf("go list: %v\n%s", err, bytes.TrimSpace(ee.Stderr))
+		}
 		t.Fatalf("go list: %v", err)
 	}
 	var pkgs []pkg
