@@ -4,8 +4,9 @@
 demo:      ## the main job: local cluster + sample data + verified scans + status
 	go run ./cmd/scanctl demo
 
-test:      ## the whole test suite, as CI runs it
+test:      ## the whole test suite of both modules (main and deploy/), as CI runs it
 	go test -race ./...
+	cd deploy && go test -race ./...
 
 loadtest:  ## policy comparison under faults (about two minutes)
 	go run ./cmd/loadtest
