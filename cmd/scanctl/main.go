@@ -38,7 +38,7 @@ type globals struct {
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.nats, "nats", defaultNATS, "NATS URL(s) of the cluster, comma-separated (default: the nodes `scanctl up` starts, so any one up will do)")
+	fs.StringVar(&g.nats, "nats", defaultNATS, "NATS URL(s) of the cluster, comma-separated (default: the nodes scanctl up starts, so any one up will do)")
 	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor addresses host:port, comma-separated, in order of preference (default: found through NATS)")
 	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long (the command returns within a second of it, whatever is dead)")
 	fs.StringVar(&g.logLevel, "log-level", "warn", "debug, info, warn or error")

@@ -14,7 +14,7 @@ import (
 var ErrInsecureListen = errors.New("not secured")
 
 // InsecureUsage is the usage text of the --insecure flag.
-const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (--secrets secures the actor remote --listen and --http; NATS has no TLS yet; see the README's Security section)"
+const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (--secrets secures every listener instead; see the README's Security section)"
 
 // LookupIP resolves a host name to its addresses (SystemLookupIP, i.e.
 // net.LookupIP, in production; tests inject a table).
@@ -32,8 +32,7 @@ type LookupIP func(host string) ([]net.IP, error)
 // says; a network address without insecure is a one-line error naming
 // --insecure that wraps ErrInsecureListen.
 //
-// The error says TLS is not implemented for the listener yet (true of
-// NATS); CheckListens names --secrets for a listener it secures.
+// CheckListens names what secures the listener (Listen.SecureWith).
 func CheckListen(flag, addr string, insecure bool, lookup LookupIP) error {
 	return checkListen(Listen{Flag: flag, Addr: addr}, insecure, lookup)
 }
@@ -60,7 +59,7 @@ func checkListen(l Listen, insecure bool, lookup LookupIP) error {
 	if l.SecureWith != "" {
 		return fmt.Errorf("--%s %s listens on %s, not loopback only, without TLS: %w; pass %s to secure it with mutual TLS, or pass --insecure to listen on a network address without it", flag, addr, what, ErrInsecureListen, l.SecureWith)
 	}
-	return fmt.Errorf("--%s %s listens on %s, not loopback only, and TLS is not implemented yet for --%s: %w; pass --insecure to listen on a network address without it", flag, addr, what, flag, ErrInsecureListen)
+	return fmt.Errorf("--%s %s listens on %s, not loopback only, without TLS: %w; pass --insecure to listen on a network address without it", flag, addr, what, ErrInsecureListen)
 }
 
 // listenScope returns "" for a loopback-only host, else what the host
@@ -110,7 +109,7 @@ type Listen struct {
 	// actor remote with --secrets), so it may listen on the network.
 	Secured bool
 	// SecureWith names what would secure the listener (e.g. "--secrets
-	// DIR"), for the refusal; empty = nothing can yet.
+	// DIR"), for the refusal; empty = the refusal names only --insecure.
 	SecureWith string
 }
 

@@ -39,7 +39,7 @@ var Roles = []string{"coordinator", "scanserver", "client", "admin"}
 const SecretsEnv = "SCANPLANE_SECRETS"
 
 // SecretsUsage is the usage text of a --secrets flag.
-const SecretsUsage = "secrets directory from `scanctl secrets init` (default $" + SecretsEnv + "): mutual TLS on the actor remote with the CA and this process's role certificate; empty = plain text"
+const SecretsUsage = "secrets directory `DIR` made by scanctl secrets init (default $" + SecretsEnv + "): TLS with the cluster CA and this process's role certificate on every connection and listener; empty = plain text"
 
 // ErrSecretsExist is wrapped by InitSecrets' error when the directory
 // already holds secrets and force is not set.
