@@ -438,7 +438,7 @@ func scrapeCluster(t *testing.T) (exposition, []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 2,
+	cl := clustertest.Start(t, ctx, localcluster.Config{BinDir: binaries(t), Hosts: 1, ServersPerHost: 2,
 		Heartbeat: 200 * time.Millisecond, HostArgs: func(int) []string { return []string{"--http", "127.0.0.1:0"} }})
 	defer cl.Close()
 	if cl.Host(0).Ready.HTTP == "" {
