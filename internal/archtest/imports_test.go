@@ -38,7 +38,6 @@ var allowed = map[string][]string{
 	"internal/protosim":     {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets"},
 	"internal/placementsim": {"selection", "tablets"},
 	"internal/clustertest":  {"bus", "client", "internal/cliutil", "localcluster", "messages", "tablets"},
-	"deploy/deploytest":     {},
 }
 
 // apart lists, per package, packages of ours it must not depend on at all,
