@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,9 +65,11 @@ type Config struct {
 	// TLS, when set, makes the connection TLS only: it presents
 	// TLS.Certificates (the server maps the certificate to a user and
 	// its permissions, see ServerConfig.Users) and verifies the server
-	// against TLS.RootCAs and the host of the URL. cliutil.RemoteTLS
-	// builds it from a secrets directory's role certificate. nil = plain
-	// text.
+	// against TLS.RootCAs and the host of the URL. The connection's
+	// reply inboxes get the prefix of the first certificate's subject
+	// (InboxPrefix), the only inboxes a restricted user may subscribe
+	// to. cliutil.RemoteTLS builds it from a secrets directory's role
+	// certificate. nil = plain text, inboxes under nats.go's _INBOX.
 	TLS *tls.Config
 	// Logger receives connection events and decode failures; nil = discard.
 	Logger *slog.Logger
@@ -205,6 +208,13 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, nats.Secure(cfg.TLS.Clone()))
+		subject, err := certSubject(cfg.TLS)
+		if err != nil {
+			return nil, err
+		}
+		if subject != "" {
+			opts = append(opts, nats.CustomInboxPrefix(InboxPrefix(subject)))
+		}
 	}
 	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil && cfg.TLS == nil && (errors.Is(err, nats.ErrSecureConnRequired) || strings.Contains(err.Error(), "tls")) {
@@ -222,6 +232,24 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	c.nc, c.js = nc, js
 	return c, nil
+}
+
+// certSubject is the subject (pkix.Name.String) of the first certificate
+// of cfg, the one the server maps to a user; "" when cfg has none (it
+// then presents no certificate, or one from GetClientCertificate, and
+// keeps nats.go's default inboxes).
+func certSubject(cfg *tls.Config) (string, error) {
+	if len(cfg.Certificates) == 0 || len(cfg.Certificates[0].Certificate) == 0 {
+		return "", nil
+	}
+	leaf := cfg.Certificates[0].Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(cfg.Certificates[0].Certificate[0]); err != nil {
+			return "", fmt.Errorf("bus: Config.TLS: the client certificate does not parse: %w", err)
+		}
+	}
+	return leaf.Subject.String(), nil
 }
 
 // signalReconnect wakes everyone waiting on reconnectSignal.

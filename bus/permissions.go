@@ -38,7 +38,11 @@ const (
 type CertUser struct {
 	// Subject is the certificate's subject distinguished name as
 	// RFC 4514 writes it (crypto/x509's pkix.Name.String), e.g.
-	// "CN=scanplane client,OU=client,O=scanplane".
+	// "CN=scanplane client,OU=client,O=scanplane". It also names the
+	// user's reply inbox (InboxPrefix), which Connect derives from the
+	// certificate's subject the same way: written otherwise (another
+	// order of attributes), the certificate still maps to the user but
+	// its connections cannot subscribe to their own replies.
 	Subject string
 	// Role is one of RoleCoordinator, RoleAdmin, RoleScanServer,
 	// RoleClient.
@@ -54,49 +58,72 @@ type CertUser struct {
 // listed above.
 var ErrUnknownRole = errors.New("bus: unknown role")
 
-// RolePermissions returns the NATS permissions of role for the buckets
-// named by cfg (BlocksBucket, MetaBucket) and leases (the lease bucket):
-// nil (everything) for the coordinator and admin roles.
-func RolePermissions(role string, cfg Config, leases LeaseConfig) (*server.Permissions, error) {
-	return hostPermissions(role, "", cfg, leases)
-}
+// InboxPrefix is the reply-inbox prefix of the NATS user whose
+// certificate subject is subject (CertUser.Subject, as pkix.Name.String
+// writes it): "_INBOX_" followed by Token(subject), e.g.
+// "_INBOX_CN_scanplane_client_OU_client_O_scanplane" for the client
+// certificate. A restricted user may subscribe to its own inbox subjects
+// (InboxPrefix(subject)+".>") and to no other inbox, so the replies
+// another user gets — a block a scan server reads, the consumer a
+// coordinator creates, the deliveries of its watches — are out of its
+// reach; the server refuses the subscription with a permissions
+// violation. Connect gives a connection with a TLS certificate this
+// prefix (nats.CustomInboxPrefix, which every inbox nats.go makes
+// honours: request replies, JetStream API replies, the deliver subjects
+// of ordered consumers, so of KV watches).
+//
+// The prefix is per user, that is per certificate subject: one per role,
+// and one per host for the scan servers' host certificates. Every
+// process holding one certificate shares its user and so its inbox
+// (NATS permissions are per user, not per connection): two clients with
+// client.crt can read each other's replies, which hold only what either
+// may read itself. The subject, not the role, names the prefix so that
+// two users of one role (two hosts' scan servers) do not share inboxes.
+// Token is lossy (every character outside [A-Za-z0-9_-] becomes '_'):
+// two subjects that differ only there share a prefix, which the
+// subjects scanctl secrets init writes never do.
+func InboxPrefix(subject string) string { return "_INBOX_" + Token(subject) }
 
-// hostPermissions is RolePermissions with a scan server's host (see
-// CertUser.Host).
-func hostPermissions(role, host string, cfg Config, leases LeaseConfig) (*server.Permissions, error) {
-	switch role {
+// UserPermissions returns the NATS permissions of u for the buckets
+// named by cfg (BlocksBucket, MetaBucket) and leases (the lease bucket):
+// nil (everything) for the coordinator and admin roles. u.Subject names
+// the user's inbox (InboxPrefix); u.Host, for a scan server, narrows its
+// heartbeats and signals to that host's.
+//
+// No role may answer requests of others (nats-server's allow_responses):
+// every request a restricted user makes is a JetStream API call, which
+// the server itself answers, and none serves requests on NATS.
+func UserPermissions(u CertUser, cfg Config, leases LeaseConfig) (*server.Permissions, error) {
+	switch u.Role {
 	case RoleCoordinator, RoleAdmin:
 		return nil, nil
 	case RoleScanServer:
 		tail := ">"
-		if host != "" {
-			tail = Token(host) + ".>"
+		if u.Host != "" {
+			tail = Token(u.Host) + ".>"
 		}
 		pub := []string{hbPrefix + tail, busyPrefix + tail, timeoutPrefix + tail}
 		pub = append(pub, kvRead(cfg.BlocksBucket)...)
 		pub = append(pub, kvRead(cfg.MetaBucket)...)
-		return perms(pub), nil
+		return perms(u.Subject, pub), nil
 	case RoleClient:
 		pub := append(kvRead(cfg.MetaBucket), kvRead(leases.Bucket)...)
 		// Opening the metadata bucket reads the blocks bucket's replica
 		// count (Replicas 0, auto): its stream info, not its data.
 		pub = append(pub, "$JS.API.STREAM.INFO."+kvStreamPrefix+cfg.BlocksBucket)
-		return perms(pub), nil
+		return perms(u.Subject, pub), nil
 	}
-	return nil, fmt.Errorf("%w %q: want %s, %s, %s or %s", ErrUnknownRole, role, RoleCoordinator, RoleAdmin, RoleScanServer, RoleClient)
+	return nil, fmt.Errorf("%w %q: want %s, %s, %s or %s", ErrUnknownRole, u.Role, RoleCoordinator, RoleAdmin, RoleScanServer, RoleClient)
 }
 
-// perms allows publishing on pub and subscribing to reply inboxes (the
-// answers of JetStream API requests, the deliveries of KV watches) and
-// to metadata changes. Replies go to the requester's _INBOX; a user may
-// subscribe to any inbox, so a restricted user can still read answers
-// meant for others (NATS's remedy, a per-user inbox prefix, is not
-// used; README "Security").
-func perms(pub []string) *server.Permissions {
+// perms allows publishing on pub and subscribing to the user's own reply
+// inboxes (the answers of its JetStream API requests, the deliveries of
+// its KV watches; see InboxPrefix) and to metadata changes.
+func perms(subject string, pub []string) *server.Permissions {
 	sort.Strings(pub)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", MetaChangedSubject}},
+		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(subject) + ".>", MetaChangedSubject}},
 	}
 }
 
@@ -136,7 +163,7 @@ func natsUsers(users []CertUser) ([]*server.User, error) {
 		if u.Host != "" && u.Role != RoleScanServer {
 			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
 		}
-		p, err := hostPermissions(u.Role, u.Host, DefaultConfig(), DefaultLeaseConfig())
+		p, err := UserPermissions(u, DefaultConfig(), DefaultLeaseConfig())
 		if err != nil {
 			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
 		}

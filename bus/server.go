@@ -77,7 +77,7 @@ type ServerConfig struct {
 	// the certificate's subject must be one of Users' (nats-server's
 	// verify_and_map), or the connection is refused ("Authorization
 	// Violation"), and the client gets the permissions of that user's
-	// role (RolePermissions, for the default bucket names). Empty = any
+	// role (UserPermissions, for the default bucket names). Empty = any
 	// certificate the CA signed may do anything. Route connections are
 	// authenticated by TLS alone (a certificate of the CA).
 	Users []CertUser

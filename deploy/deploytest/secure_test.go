@@ -18,7 +18,7 @@ import (
 // nats-server's own parser with a real secrets directory in place of
 // /etc/scanplane/secrets, requires TLS and client certificates on the
 // client and route ports, maps certificates to users, and gives each
-// role's certificate subject exactly the permissions bus.RolePermissions
+// role's certificate subject exactly the permissions bus.UserPermissions
 // gives the embedded server (so the file and the code cannot drift).
 func TestSecureNATSConfig(t *testing.T) {
 	const path = "../nats-server-secure.conf"
@@ -59,12 +59,12 @@ func TestSecureNATSConfig(t *testing.T) {
 			t.Errorf("role %s: no user %q", role, subj)
 			continue
 		}
-		want, err := bus.RolePermissions(role, bus.DefaultConfig(), bus.DefaultLeaseConfig())
+		want, err := bus.UserPermissions(bus.CertUser{Subject: subj, Role: role}, bus.DefaultConfig(), bus.DefaultLeaseConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !samePermissions(u.Permissions, want) {
-			t.Errorf("role %s: permissions in %s differ from bus.RolePermissions:\n file %s\n code %s", role, path, describe(u.Permissions), describe(want))
+			t.Errorf("role %s: permissions in %s differ from bus.UserPermissions:\n file %s\n code %s", role, path, describe(u.Permissions), describe(want))
 		}
 	}
 }
