@@ -129,9 +129,21 @@ func perms(subject string, pub []string) *server.Permissions {
 
 // kvRead are the JetStream API subjects that reading a KV bucket needs:
 // the stream's info (binding the bucket), direct and stream message gets
-// (Get), the ordered consumers of a watch (create, info, delete) and
-// their flow-control replies. Not among them: creating or updating the
-// stream, publishing to $KV.<bucket>.> (Put, Delete), purging.
+// (Get), the ordered consumers of a watch and their flow-control
+// replies. Not among them: creating or updating the stream, publishing
+// to $KV.<bucket>.> (Put, Delete), purging.
+//
+// Consumers: nats.go creates a watch's ordered consumer with
+// $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>, the filter being
+// the watched keys' subjects ($KV.<bucket>.<keys>), so that form is
+// allowed with a filter on the bucket's keys only; the legacy forms
+// ($JS.API.CONSUMER.CREATE.<stream> for an ephemeral,
+// $JS.API.CONSUMER.DURABLE.CREATE.<stream>.<name>) and an unfiltered
+// create are not. The allowed form still takes a durable in its body:
+// the embedded server's consumer guard deletes that (consumerguard.go).
+// Info and delete by name stay: nats.go asks after and deletes its own
+// ordered consumer (a watch's Stop waits for the delete), and a
+// consumer's name is random and reaches only its creator's inbox.
 func kvRead(bucket string) []string {
 	st := kvStreamPrefix + bucket
 	return []string{
@@ -139,8 +151,7 @@ func kvRead(bucket string) []string {
 		"$JS.API.DIRECT.GET." + st,
 		"$JS.API.DIRECT.GET." + st + ".>",
 		"$JS.API.STREAM.MSG.GET." + st,
-		"$JS.API.CONSUMER.CREATE." + st,
-		"$JS.API.CONSUMER.CREATE." + st + ".>",
+		"$JS.API.CONSUMER.CREATE." + st + ".*." + kvSubjectPrefix + bucket + ".>",
 		"$JS.API.CONSUMER.INFO." + st + ".>",
 		"$JS.API.CONSUMER.DELETE." + st + ".>",
 		"$JS.FC." + st + ".>",

@@ -373,6 +373,10 @@ func TestServerConfigTLSUsersValidate(t *testing.T) {
 	}
 	c := bus.DefaultServerConfig()
 	c.TLS, c.Users = good, []bus.CertUser{{Subject: cliutil.RoleSubject("client"), Role: "client"}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `no coordinator or admin user "`+cliutil.RoleSubject("coordinator")+`"`) {
+		t.Fatalf("Validate without the server's own user: %v", err)
+	}
+	c.Users = append(c.Users, bus.CertUser{Subject: cliutil.RoleSubject("coordinator"), Role: "coordinator"})
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,11 @@ type ServerConfig struct {
 	// Violation"), and the client gets the permissions of that user's
 	// role (UserPermissions, for the default bucket names). Empty = any
 	// certificate the CA signed may do anything. Route connections are
-	// authenticated by TLS alone (a certificate of the CA).
+	// authenticated by TLS alone (a certificate of the CA). With Users,
+	// the server also deletes every consumer a scan server or client
+	// creates other than an ordered consumer's (consumerguard.go), over
+	// a connection of its own with TLS.Certificates[0], whose subject
+	// must therefore be a user of role coordinator or admin.
 	Users []CertUser
 	// Logger receives the server's log lines (notices at Debug level);
 	// nil = discard.
@@ -147,6 +151,11 @@ func (c ServerConfig) Validate() error {
 	if _, err := natsUsers(c.Users); err != nil {
 		return err
 	}
+	if len(c.Users) > 0 {
+		if err := c.checkOwnUser(); err != nil {
+			return err
+		}
+	}
 	if !c.Clustered() {
 		if len(c.Routes) > 0 {
 			return errors.New("bus: ServerConfig.Routes given without ServerConfig.ClusterListen (a standalone server has no routes)")
@@ -172,6 +181,22 @@ func (c ServerConfig) Validate() error {
 		}
 	}
 	return nil
+}
+
+// checkOwnUser reports an error unless the subject of the server's own
+// certificate is a user of role coordinator or admin (the consumer
+// guard connects with it).
+func (c ServerConfig) checkOwnUser() error {
+	subject, err := certSubject(c.TLS)
+	if err != nil {
+		return err
+	}
+	for _, u := range c.Users {
+		if u.Subject == subject && (u.Role == RoleCoordinator || u.Role == RoleAdmin) {
+			return nil
+		}
+	}
+	return fmt.Errorf("bus: ServerConfig.Users has no %s or %s user %q, the subject of the server's own certificate (TLS.Certificates[0]), which the server's consumer guard connects with", RoleCoordinator, RoleAdmin, subject)
 }
 
 // parseListen splits a host:port listen address; port 0 means any free port.
@@ -213,6 +238,7 @@ func parseRoute(s string) (*url.URL, error) {
 // EmbeddedServer is a NATS server with JetStream running in this process.
 type EmbeddedServer struct {
 	srv       *server.Server
+	guard     *consumerGuard // nil without ServerConfig.Users
 	closeOnce sync.Once
 }
 
@@ -317,7 +343,15 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("bus: embedded nats server on %s: JetStream did not start (store dir %q)", hp, cfg.StoreDir)
 	}
-	return &EmbeddedServer{srv: srv}, nil
+	es := &EmbeddedServer{srv: srv}
+	if cfg.TLS != nil && len(cfg.Users) > 0 {
+		if es.guard, err = startConsumerGuard(srv, cfg, lg.log); err != nil {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil, err
+		}
+	}
+	return es, nil
 }
 
 // tlsTimeout bounds a TLS handshake on the client and route ports. It is
@@ -408,6 +442,15 @@ func (s *EmbeddedServer) jetStreamReady() (leader string, ok bool) {
 	return info.Meta.Leader, info.Meta.Leader != "" && s.srv.JetStreamIsCurrent()
 }
 
+// ConsumersDeleted counts the consumers of restricted users this
+// server's guard deleted (see ServerConfig.Users).
+func (s *EmbeddedServer) ConsumersDeleted() uint64 {
+	if s.guard == nil {
+		return 0
+	}
+	return s.guard.deleted.Load()
+}
+
 // Server exposes the underlying nats-server (monitoring, tests).
 func (s *EmbeddedServer) Server() *server.Server { return s.srv }
 
@@ -415,6 +458,7 @@ func (s *EmbeddedServer) Server() *server.Server { return s.srv }
 // more than once.
 func (s *EmbeddedServer) Close() {
 	s.closeOnce.Do(func() {
+		s.guard.close()
 		s.srv.Shutdown()
 		s.srv.WaitForShutdown()
 	})

@@ -1,0 +1,213 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/messages"
+)
+
+// TestNATSClientConsumers: the client certificate can still watch a
+// bucket (an ordered consumer: ephemeral, in memory, one replica), but
+// a consumer of any other kind it creates — durable, on disk, kept
+// after a long inactivity — is deleted by the server's guard, and the
+// legacy durable endpoint is refused outright.
+func TestNATSClientConsumers(t *testing.T) {
+	ctx := context.Background()
+	srv, dir := secureServer(t)
+	coord := roleConn(t, srv, dir, "coordinator")
+	cmeta, err := coord.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmeta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 1,
+		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 1}}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	const stream = "KV_scanplane-meta"
+	filter := "$KV.scanplane-meta.>"
+
+	cl := roleConn(t, srv, dir, "client")
+	js := cl.JetStream()
+	made := map[string]string{}
+	for i := range 5 {
+		name := fmt.Sprintf("durable%d", i)
+		if _, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: name, FilterSubject: filter}); err != nil {
+			t.Fatalf("client: create %s: %v (the subject is allowed; the guard acts after)", name, err)
+		}
+		made[name] = "durable"
+	}
+	for name, cfg := range map[string]jetstream.ConsumerConfig{
+		"ondisk":  {Name: "ondisk", FilterSubject: filter, InactiveThreshold: time.Second},
+		"forever": {Name: "forever", FilterSubject: filter, MemoryStorage: true, InactiveThreshold: 24 * time.Hour},
+	} {
+		if _, err := js.CreateConsumer(ctx, stream, cfg); err != nil {
+			t.Fatalf("client: create %s: %v", name, err)
+		}
+		made[name] = "ephemeral " + name
+	}
+	cjs := coord.JetStream()
+	deadline := time.Now().Add(10 * time.Second)
+	for name, what := range made {
+		for {
+			_, err := cjs.Consumer(ctx, stream, name)
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the client's %s consumer %s still exists after 10s (err %v)", what, name, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// The legacy endpoints, an unfiltered create and a filter outside
+	// the bucket's keys are not among the client's subjects.
+	perm := make(chan error, 4)
+	raw, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perm <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, subj := range []string{
+		"$JS.API.CONSUMER.DURABLE.CREATE." + stream + ".old",
+		"$JS.API.CONSUMER.CREATE." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream + ".unfiltered",
+		"$JS.API.CONSUMER.CREATE." + stream + ".x.$KV.scanplane-blocks.>",
+	} {
+		if err := raw.Publish(subj, []byte(`{"stream_name":"`+stream+`","config":{"durable_name":"old"}}`)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-perm:
+			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), `"`+subj+`"`) {
+				t.Fatalf("publish %s: %v, want a permissions violation", subj, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("publish %s: no permissions violation", subj)
+		}
+	}
+
+	// The client's watch (an ordered consumer) works and is left alone.
+	climeta, err := cl.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	watched := make(chan uint64, 16)
+	go func() {
+		_ = climeta.Watch(wctx, func(table string, gen uint64) { watched <- gen })
+	}()
+	select {
+	case gen := <-watched:
+		if gen != 1 {
+			t.Fatalf("watch: generation %d, want 1", gen)
+		}
+	case <-wctx.Done():
+		t.Fatal("the client's metadata watch saw no table")
+	}
+	if err := cmeta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 2,
+		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 2}}}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	for gen := uint64(0); gen != 2; {
+		select {
+		case gen = <-watched:
+		case <-wctx.Done():
+			t.Fatal("the client's metadata watch missed generation 2")
+		}
+	}
+	// The guard deleted the client's made consumers, not its watch's.
+	if n := srv.ConsumersDeleted(); n != uint64(len(made)) {
+		t.Fatalf("the guard deleted %d consumers, want the %d made", n, len(made))
+	}
+}
+
+// TestNATSClusterConsumerGuard: on a secured 3-node cluster, a durable
+// consumer (three replicas, a Raft group) that the client certificate
+// creates through one node is deleted by the guards, while a scan
+// server's metadata watch through another node is left alone.
+func TestNATSClusterConsumerGuard(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tc := newCluster(t, 3, func(_ int, addrs []string) []string { return addrs })
+	for i := range tc.cfgs {
+		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
+		for _, r := range cliutil.Roles {
+			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+		}
+	}
+	tc.startAndWait(0, 3)
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.TLS, cfg.Replicas = tc.nodes[0].ClientURL(), roleTLS(t, dir, "coordinator"), 3
+	coord, err := bus.Connect(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coord.Close()
+	cmeta, err := coord.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmeta.Publish(ctx, tableGen("t", 1), 0); err != nil {
+		t.Fatal(err)
+	}
+	ss := roleConn(t, tc.nodes[2], dir, "scanserver")
+	smeta, err := ss.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	watched := make(chan uint64, 16)
+	go func() { _ = smeta.Watch(wctx, func(_ string, gen uint64) { watched <- gen }) }()
+
+	cl := roleConn(t, tc.nodes[1], dir, "client")
+	const stream = "KV_scanplane-meta"
+	if _, err := cl.JetStream().CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "kept", FilterSubject: "$KV.scanplane-meta.>"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := coord.JetStream().Consumer(ctx, stream, "kept")
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's durable consumer still exists after 15s (err %v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := cmeta.Publish(ctx, tableGen("t", 2), 1); err != nil {
+		t.Fatal(err)
+	}
+	for gen := uint64(0); gen != 2; {
+		select {
+		case gen = <-watched:
+		case <-wctx.Done():
+			t.Fatal("the scan server's metadata watch missed generation 2")
+		}
+	}
+	var deleted uint64
+	for _, n := range tc.nodes {
+		deleted += n.ConsumersDeleted()
+	}
+	if deleted != 1 {
+		t.Fatalf("the guards deleted %d consumers, want 1 (the durable)", deleted)
+	}
+}
