@@ -143,6 +143,7 @@ type Conn struct {
 	nc           *nats.Conn
 	js           jetstream.JetStream
 	decodeErrors atomic.Uint64
+	mismatched   atomic.Uint64
 
 	mu          sync.Mutex
 	reconnected chan struct{} // closed (and replaced) on every reconnect
@@ -282,3 +283,8 @@ func (c *Conn) Close() {
 
 // DecodeErrors counts received payloads that failed to decode.
 func (c *Conn) DecodeErrors() uint64 { return c.decodeErrors.Load() }
+
+// MismatchedSignals counts received heartbeats and busy and timeout
+// signals dropped because their payload's host or server is not the one
+// their subject names (CheckSignalSubject).
+func (c *Conn) MismatchedSignals() uint64 { return c.mismatched.Load() }

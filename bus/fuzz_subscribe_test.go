@@ -12,8 +12,10 @@ import (
 
 // FuzzSubscribe: any bytes published on a heartbeat, busy, timeout or
 // meta-changed subject reach the subscriber as the message they decode
-// to, or are counted as undecodable (DecodeErrors) and dropped; nothing
-// panics and every payload is accounted for. The path is the real one: a
+// to, or are counted as undecodable (DecodeErrors) or, for a signal
+// whose host and server are not its subject's, as mismatched
+// (MismatchedSignals) and dropped; nothing panics and every payload is
+// accounted for. The path is the real one: a
 // raw NATS publish to an embedded server, the subscription's decoding.
 // `go test -fuzz FuzzSubscribe -run '^$' ./bus/` explores.
 func FuzzSubscribe(f *testing.F) {
@@ -54,10 +56,15 @@ func FuzzSubscribe(f *testing.F) {
 
 	hb, _ := proto.Marshal(&messages.Heartbeat{Host: "h", Server: "h:1/0", Pid: &messages.Pid{Address: "h:1", Id: "s"}, Workers: 4})
 	sig, _ := proto.Marshal(&messages.LoadSignal{Host: "h", Server: "h:1/0", QueueLen: 3})
+	// Of the subject's host and server (fuzz, s): delivered.
+	hbOwn, _ := proto.Marshal(&messages.Heartbeat{Host: "fuzz", Server: "s", Workers: 4})
+	sigOwn, _ := proto.Marshal(&messages.LoadSignal{Host: "fuzz", Server: "s", QueueLen: 3})
 	meta, _ := proto.Marshal(&messages.TableMeta{Name: "t", Generation: 2, SplitPoints: [][]byte{[]byte("m")}})
 	for kind := uint8(0); kind < 4; kind++ {
 		f.Add(kind, hb)
 		f.Add(kind, sig)
+		f.Add(kind, hbOwn)
+		f.Add(kind, sigOwn)
 		f.Add(kind, meta)
 		f.Add(kind, []byte{})
 		f.Add(kind, []byte{0xff, 0xff, 0xff})
@@ -80,10 +87,15 @@ func FuzzSubscribe(f *testing.F) {
 			subject, want = MetaChangedSubject, &messages.TableMeta{}
 		}
 		decodes := proto.Unmarshal(data, want) == nil
+		deliverable := decodes
+		if p, ok := want.(interface{ GetHost() string }); ok && decodes {
+			s := want.(interface{ GetServer() string })
+			deliverable = CheckSignalSubject(subject, p.GetHost(), s.GetServer()) == nil
+		}
 		mu.Lock()
 		before := delivered
 		mu.Unlock()
-		errsBefore := sub.DecodeErrors()
+		errsBefore := sub.DecodeErrors() + sub.MismatchedSignals()
 		if err := pub.nc.Publish(subject, data); err != nil {
 			t.Fatal(err)
 		}
@@ -95,15 +107,15 @@ func FuzzSubscribe(f *testing.F) {
 			mu.Lock()
 			d, m := delivered, last
 			mu.Unlock()
-			e := sub.DecodeErrors()
+			e := sub.DecodeErrors() + sub.MismatchedSignals()
 			if d+int(e) > before+int(errsBefore) {
-				if decodes != (d > before) || (d > before && !proto.Equal(m, want)) {
-					t.Fatalf("%q on %s: decodes=%v, delivered %v (+%d), decode errors +%d", data, subject, decodes, m, d-before, e-errsBefore)
+				if deliverable != (d > before) || (d > before && !proto.Equal(m, want)) {
+					t.Fatalf("%q on %s: decodes=%v deliverable=%v, delivered %v (+%d), decode errors and mismatches +%d", data, subject, decodes, deliverable, m, d-before, e-errsBefore)
 				}
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%q on %s: neither delivered nor counted as undecodable within 30s", data, subject)
+				t.Fatalf("%q on %s: neither delivered nor counted as undecodable or mismatched within 30s", data, subject)
 			}
 			time.Sleep(100 * time.Microsecond)
 		}

@@ -80,9 +80,16 @@ func (c *Conn) PublishHeartbeat(hb *messages.Heartbeat) error {
 	return c.publish(HeartbeatSubject(hb.Host, hb.Server), hb)
 }
 
-// SubscribeHeartbeats calls fn with every heartbeat of every server.
+// SubscribeHeartbeats calls fn with every heartbeat of every server. A
+// heartbeat whose host and server are not the ones its subject names
+// (CheckSignalSubject) is dropped, logged and counted
+// (MismatchedSignals).
 func (c *Conn) SubscribeHeartbeats(fn func(*messages.Heartbeat)) (*Subscription, error) {
-	sub, err := subscribeDecoded(c, hbPrefix+">", fn)
+	sub, err := subscribeDecoded(c, hbPrefix+">", func(subject string, hb *messages.Heartbeat) {
+		if c.signalSubjectOK(subject, hb.GetHost(), hb.GetServer()) {
+			fn(hb)
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe heartbeats: %w", err)
 	}
@@ -104,7 +111,10 @@ func (c *Conn) PublishSignal(kind SignalKind, sig *messages.LoadSignal) error {
 	return fmt.Errorf("%w: unknown kind %s", ErrBadSignal, kind)
 }
 
-// SubscribeSignals calls fn with every busy and timeout event.
+// SubscribeSignals calls fn with every busy and timeout event. One
+// whose host and server are not the ones its subject names
+// (CheckSignalSubject) is dropped, logged and counted
+// (MismatchedSignals).
 func (c *Conn) SubscribeSignals(fn func(SignalKind, *messages.LoadSignal)) (*Subscription, error) {
 	// Two subscriptions deliver on two goroutines: serialise fn.
 	var mu sync.Mutex
@@ -114,7 +124,10 @@ func (c *Conn) SubscribeSignals(fn func(SignalKind, *messages.LoadSignal)) (*Sub
 		if kind == SignalTimeout {
 			prefix = timeoutPrefix
 		}
-		sub, err := subscribeDecoded(c, prefix+">", func(sig *messages.LoadSignal) {
+		sub, err := subscribeDecoded(c, prefix+">", func(subject string, sig *messages.LoadSignal) {
+			if !c.signalSubjectOK(subject, sig.GetHost(), sig.GetServer()) {
+				return
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			fn(kind, sig)
@@ -142,26 +155,39 @@ func (c *Conn) PublishMetaChanged(meta *messages.TableMeta) error {
 
 // SubscribeMetaChanged calls fn for every metadata change announcement.
 func (c *Conn) SubscribeMetaChanged(fn func(*messages.TableMeta)) (*Subscription, error) {
-	sub, err := subscribeDecoded(c, MetaChangedSubject, fn)
+	sub, err := subscribeDecoded(c, MetaChangedSubject, func(_ string, m *messages.TableMeta) { fn(m) })
 	if err != nil {
 		return nil, fmt.Errorf("bus: subscribe meta changed: %w", err)
 	}
 	return &Subscription{subs: []*nats.Subscription{sub}}, nil
 }
 
-// subscribeDecoded subscribes to subject and calls fn with every payload
-// that decodes as an M; one that does not is counted and logged
-// (decodeFailed) and dropped. M is a pointer to a generated message.
+// subscribeDecoded subscribes to subject and calls fn with the subject
+// and every payload that decodes as an M; one that does not is counted
+// and logged (decodeFailed) and dropped. M is a pointer to a generated
+// message.
 func subscribeDecoded[T any, M interface {
 	*T
 	proto.Message
-}](c *Conn, subject string, fn func(M)) (*nats.Subscription, error) {
+}](c *Conn, subject string, fn func(string, M)) (*nats.Subscription, error) {
 	return c.nc.Subscribe(subject, func(msg *nats.Msg) {
 		m := M(new(T))
 		if err := proto.Unmarshal(msg.Data, m); err != nil {
 			c.decodeFailed(msg, err)
 			return
 		}
-		fn(m)
+		fn(msg.Subject, m)
 	})
+}
+
+// signalSubjectOK applies CheckSignalSubject to a received signal; a
+// mismatch is counted and logged, and the signal is to be dropped.
+func (c *Conn) signalSubjectOK(subject, host, server string) bool {
+	err := CheckSignalSubject(subject, host, server)
+	if err == nil {
+		return true
+	}
+	n := c.mismatched.Add(1)
+	c.log.Warn("dropping a signal whose payload is not of its subject's host and server", "err", err, "mismatched_signals", n)
+	return false
 }

@@ -1,0 +1,129 @@
+package bus_test
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/messages"
+)
+
+// TestNATSHeartbeatHostBound: the certificate of host h1 may publish
+// only on h1's subjects (the server's permissions), and a heartbeat or
+// busy signal it publishes there whose payload names h2 is dropped by
+// the subscriber (and counted): the coordinator sees only h1's own.
+func TestNATSHeartbeatHostBound(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := bus.DefaultServerConfig()
+	cfg.Port, cfg.StoreDir = -1, t.TempDir()
+	cfg.TLS = roleTLS(t, dir, "coordinator")
+	for _, r := range []string{"coordinator", "admin", "client"} {
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+	}
+	for _, h := range []string{"h1", "h2"} {
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+	}
+	srv, err := bus.StartServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	coord := roleConn(t, srv, dir, "coordinator")
+	hbs := make(chan *messages.Heartbeat, 16)
+	hsub, err := coord.SubscribeHeartbeats(func(h *messages.Heartbeat) { hbs <- h })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hsub.Close()
+	sigs := make(chan *messages.LoadSignal, 16)
+	ssub, err := coord.SubscribeSignals(func(_ bus.SignalKind, s *messages.LoadSignal) { sigs <- s })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ssub.Close()
+	if err := coord.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	h1 := roleConn(t, srv, dir, cliutil.ServerRole("h1"))
+	forge := func(subject string, m proto.Message) {
+		t.Helper()
+		data, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h1.NATS().Publish(subject, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// On h1's own subjects (the server lets them through), payloads of h2.
+	forge(bus.HeartbeatSubject("h1", "s"), &messages.Heartbeat{Host: "h2", Server: "s"})
+	forge(bus.BusySubject("h1", "s"), &messages.LoadSignal{Host: "h2", Server: "s"})
+	// Then h1's own.
+	if err := h1.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.PublishSignal(bus.SignalBusy, &messages.LoadSignal{Host: "h1", Server: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.NATS().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h1.NATS().LastError(); err != nil {
+		t.Fatalf("h1 publishing on its own subjects: %v", err)
+	}
+	select {
+	case h := <-hbs:
+		if h.GetHost() != "h1" {
+			t.Fatalf("coordinator got a heartbeat of %q from h1's certificate first, want h1's own", h.GetHost())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("h1's heartbeat did not arrive")
+	}
+	select {
+	case s := <-sigs:
+		if s.GetHost() != "h1" {
+			t.Fatalf("coordinator got a busy signal of %q from h1's certificate first, want h1's own", s.GetHost())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("h1's busy signal did not arrive")
+	}
+	if n := coord.MismatchedSignals(); n != 2 {
+		t.Fatalf("MismatchedSignals = %d, want the 2 forged", n)
+	}
+}
+
+func TestCheckSignalSubject(t *testing.T) {
+	for _, tc := range []struct {
+		subject, host, server string
+		ok                    bool
+	}{
+		{bus.HeartbeatSubject("h1", "s1"), "h1", "s1", true},
+		{bus.BusySubject("h1", "s1"), "h1", "s1", true},
+		{bus.TimeoutSubject("h1", "s1"), "h1", "s1", true},
+		{bus.HeartbeatSubject("10.0.0.7:8101", "10.0.0.7:8101/0"), "10.0.0.7:8101", "10.0.0.7:8101/0", true},
+		{bus.HeartbeatSubject("h1", "s1"), "h2", "s1", false},
+		{bus.HeartbeatSubject("h1", "s1"), "h1", "s2", false},
+		{bus.BusySubject("h1", "s1"), "", "s1", false},
+		{bus.HeartbeatSubject("h1", "s1") + ".x", "h1", "s1", false},
+		{"scanplane.v1.hb.h1", "h1", "", false},
+		{"scanplane.v1.meta.changed", "h1", "s1", false},
+		{"other.h1.s1", "h1", "s1", false},
+	} {
+		err := bus.CheckSignalSubject(tc.subject, tc.host, tc.server)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckSignalSubject(%q, %q, %q) = %v, want ok %v", tc.subject, tc.host, tc.server, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, bus.ErrSignalSubject) {
+			t.Errorf("CheckSignalSubject(%q, ...) = %v, want ErrSignalSubject", tc.subject, err)
+		}
+	}
+}
