@@ -309,11 +309,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// loadCA reads the CA certificate and key of a secrets directory.
+// loadCA reads the CA certificate of a secrets directory and the CA's
+// key from beside it (cliutil.DefaultCADir).
 func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	read := func(name string) []byte {
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		path := filepath.Join(dir, name)
+		if name == "ca.key" {
+			path = filepath.Join(cliutil.DefaultCADir(dir), name)
+		}
+		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}

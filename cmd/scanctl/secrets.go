@@ -16,11 +16,12 @@ import (
 // "Security").
 func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
 	if len(args) == 0 || args[0] != "init" {
-		return usageError{errors.New("want `scanctl secrets init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]`")}
+		return usageError{errors.New("want `scanctl secrets init --dir DIR [--ca-dir CADIR] [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]`")}
 	}
 	fs := flag.NewFlagSet("secrets init", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	dir := fs.String("dir", "", "directory to create the secrets in (required; created 0700)")
+	caDir := fs.String("ca-dir", "", "directory for the CA's private key, which no process needs (created 0700; default DIR-ca, beside DIR); keep it off the nodes")
 	hosts := fs.String("hosts", "", "host names or IP addresses the certificates are valid for, comma separated (127.0.0.1, ::1 and localhost always are)")
 	serverHosts := fs.String("server-hosts", "", "scan server host ids (their --host), comma separated: a certificate each (scanserver.HOST.crt) that may publish only that host's heartbeats and signals on NATS; with any, scanserver.crt no longer connects to NATS")
 	force := fs.Bool("force", false, "replace existing secrets (every certificate signed by the old CA stops being accepted)")
@@ -44,7 +45,7 @@ func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Wri
 	if *serverHosts != "" {
 		shs = strings.Split(*serverHosts, ",")
 	}
-	if err := cliutil.InitSecrets(*dir, cliutil.SecretsOptions{Hosts: hs, ServerHosts: shs, Force: *force}); err != nil {
+	if err := cliutil.InitSecrets(*dir, cliutil.SecretsOptions{Hosts: hs, ServerHosts: shs, CADir: *caDir, Force: *force}); err != nil {
 		if errors.Is(err, cliutil.ErrSecretsExist) {
 			return err
 		}
@@ -54,7 +55,15 @@ func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Wri
 	if err != nil {
 		abs = *dir
 	}
-	fmt.Fprintf(out, "wrote a CA (ca.crt, ca.key) and certificates for %s in %s\n", strings.Join(cliutil.Roles, ", "), abs)
+	ca := *caDir
+	if ca == "" {
+		ca = cliutil.DefaultCADir(*dir)
+	}
+	if a, err := filepath.Abs(ca); err == nil {
+		ca = a
+	}
+	fmt.Fprintf(out, "wrote a CA certificate and certificates for %s in %s\n", strings.Join(cliutil.Roles, ", "), abs)
+	fmt.Fprintf(out, "wrote the CA's private key to %s: no process needs it; keep it off the nodes\n", filepath.Join(ca, "ca.key"))
 	fmt.Fprintf(out, "pass --secrets %s (or set %s=%s) to the coordinator, scanserver and scanctl\n", abs, cliutil.SecretsEnv, abs)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 func TestSecretsInit(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
+	caDir := filepath.Join(t.TempDir(), "ca")
 	for _, tc := range []struct {
 		args     []string
 		code     int
@@ -21,7 +22,9 @@ func TestSecretsInit(t *testing.T) {
 		{args: []string{"secrets", "init", "--dir", dir, "--hosts", "a b"}, code: 2, err: `--hosts: "a b"`},
 		{args: []string{"secrets", "init", "--dir", dir, "--hosts", "node1,10.0.0.1"}, code: 0, out: "pass --secrets " + dir},
 		{args: []string{"secrets", "init", "--dir", dir}, code: 1, err: "secrets already exist (pass --force to replace them)"},
-		{args: []string{"secrets", "init", "--dir", dir, "--force"}, code: 0, out: "wrote a CA"},
+		{args: []string{"secrets", "init", "--dir", dir, "--force"}, code: 0, out: "wrote the CA's private key to " + filepath.Join(dir+"-ca", "ca.key")},
+		{args: []string{"secrets", "init", "--dir", dir, "--force", "--ca-dir", dir}, code: 2, err: "--ca-dir " + dir + " is the secrets directory"},
+		{args: []string{"secrets", "init", "--dir", dir, "--force", "--ca-dir", caDir}, code: 0, out: "wrote the CA's private key to " + filepath.Join(caDir, "ca.key")},
 		{args: []string{"up", "--secrets", dir}, code: 2, err: "--secrets: `scanctl up` makes its own secrets; pass --secure"},
 		{args: []string{"scan", "--secrets", filepath.Join(dir, "nope"), "--table", "t"}, code: 2, err: "ca.crt"},
 	} {
@@ -35,5 +38,11 @@ func TestSecretsInit(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca.key")); !os.IsNotExist(err) {
+		t.Errorf("%s/ca.key: %v, want none", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(caDir, "ca.key")); err != nil {
+		t.Error(err)
 	}
 }

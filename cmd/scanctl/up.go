@@ -46,15 +46,18 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		cfg.Addrs = append(cfg.Addrs, upAddrs(i))
 	}
 	if *secure {
-		dir, made, err := upSecrets(cfg.DataDir)
+		dir, made, moved, err := upSecrets(cfg.DataDir)
 		if err != nil {
 			return err
 		}
 		cfg.Secrets = dir
 		if made {
-			fmt.Fprintf(out, "created the secrets directory %s (a CA, a certificate per role, http.token)\n", dir)
+			fmt.Fprintf(out, "created the secrets directory %s (a CA, a certificate per role, http.token; the CA's key in %s)\n", dir, cliutil.DefaultCADir(dir))
 		} else {
 			fmt.Fprintf(out, "using the secrets directory %s\n", dir)
+		}
+		if moved != "" {
+			fmt.Fprintf(out, "moved the CA's key out of %s to %s (no process needs it)\n", dir, moved)
 		}
 	}
 	if cfg.Profiles != "" {
@@ -116,20 +119,26 @@ var upAddrs = localcluster.WellKnownAddrs
 
 // upSecrets returns the secrets directory of `up --secure`, DATA/secrets
 // (absolute: the children and the printed flag must not depend on the
-// working directory), creating it when it holds no ca.crt; made reports
-// whether it did.
-func upSecrets(dataDir string) (dir string, made bool, err error) {
+// working directory), creating it when it holds no ca.crt (the CA's key
+// goes to DATA/secrets-ca, cliutil.DefaultCADir); made reports whether
+// it did. A ca.key an earlier `up` left in DATA/secrets is moved there
+// (the processes refuse a secrets directory holding it), and moved
+// names where to.
+func upSecrets(dataDir string) (dir string, made bool, moved string, err error) {
 	dir, err = filepath.Abs(filepath.Join(dataDir, "secrets"))
 	if err != nil {
-		return "", false, err
+		return "", false, "", err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ca.crt")); err == nil {
-		return dir, false, nil
+		if moved, err = cliutil.MoveCAKey(dir); err != nil {
+			return "", false, "", fmt.Errorf("--secure: %w", err)
+		}
+		return dir, false, moved, nil
 	}
 	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
-		return "", false, fmt.Errorf("--secure: %w", err)
+		return "", false, "", fmt.Errorf("--secure: %w", err)
 	}
-	return dir, true, nil
+	return dir, true, "", nil
 }
 
 // printSecure tells the user of `up --secure` the flag the other

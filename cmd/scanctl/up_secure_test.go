@@ -142,19 +142,44 @@ func TestUpSecure(t *testing.T) {
 	}
 }
 
-// TestUpSecrets: up --secure creates DATA/secrets once and reuses it.
+// TestUpSecrets: up --secure creates DATA/secrets once, with the CA's
+// key in DATA/secrets-ca, and reuses it; a ca.key an older up left in
+// DATA/secrets is moved out, so that the processes accept the directory.
 func TestUpSecrets(t *testing.T) {
 	data := t.TempDir()
-	dir, made, err := upSecrets(data)
-	if err != nil || !made || dir != filepath.Join(data, "secrets") {
-		t.Fatalf("first: %q %v %v", dir, made, err)
+	dir, made, moved, err := upSecrets(data)
+	if err != nil || !made || moved != "" || dir != filepath.Join(data, "secrets") {
+		t.Fatalf("first: %q %v %q %v", dir, made, moved, err)
+	}
+	caKey := filepath.Join(data, "secrets-ca", "ca.key")
+	if _, err := os.Stat(caKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := cliutil.CheckSecretsDir(dir); err != nil {
+		t.Fatal(err)
 	}
 	ca, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	dir2, made, err := upSecrets(data)
-	if err != nil || made || dir2 != dir {
-		t.Fatalf("second: %q %v %v", dir2, made, err)
+	dir2, made, moved, err := upSecrets(data)
+	if err != nil || made || moved != "" || dir2 != dir {
+		t.Fatalf("second: %q %v %q %v", dir2, made, moved, err)
 	}
 	if ca2, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); !bytes.Equal(ca, ca2) {
 		t.Fatal("the CA changed")
+	}
+	// The layout of an older up: the key inside DATA/secrets.
+	if err := os.Rename(caKey, filepath.Join(dir, "ca.key")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cliutil.CheckSecretsDir(dir); err == nil {
+		t.Fatal("CheckSecretsDir accepts ca.key in the directory")
+	}
+	if _, _, moved, err = upSecrets(data); err != nil || moved != caKey {
+		t.Fatalf("third: moved %q, %v; want %s", moved, err, caKey)
+	}
+	if err := cliutil.CheckSecretsDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(caKey); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v", caKey, err)
 	}
 }

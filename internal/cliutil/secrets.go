@@ -23,14 +23,24 @@ import (
 // A secrets directory (scanctl secrets init; README, "Security") holds
 //
 //	DIR/ca.crt                       the cluster CA's certificate
-//	DIR/ca.key                       its private key (0600; only init needs it)
 //	DIR/<role>.crt, DIR/<role>.key   a certificate signed by the CA and its key (0600)
 //	DIR/http.token                   the HTTP endpoints' bearer token (0600; see HTTPSecurity)
 //
-// for each role of Roles. Certificates and keys are PEM; keys are ECDSA
-// P-256 in PKCS #8. Every role certificate is valid for both TLS client
-// and server authentication (every actor system both listens and dials)
-// and names the hosts given to init plus 127.0.0.1, ::1 and localhost.
+// for each role of Roles. The CA's private key is not in it: init writes
+// it to a directory of its own (CADIR, 0700; DefaultCADir(DIR) unless
+// --ca-dir names another)
+//
+//	CADIR/ca.crt                     the CA's certificate again
+//	CADIR/ca.key                     its private key (0600)
+//
+// since no process needs it, only whoever issues certificates: DIR is
+// what every node gets, CADIR stays with the operator. A process refuses
+// a DIR holding ca.key, and one with a key (or the token) that group or
+// others may read (CheckSecretsDir). Certificates and keys are PEM; keys
+// are ECDSA P-256 in PKCS #8. Every role certificate is valid for both
+// TLS client and server authentication (every actor system both listens
+// and dials) and names the hosts given to init plus 127.0.0.1, ::1 and
+// localhost.
 
 // Roles are the roles a secrets directory has a certificate for.
 var Roles = []string{"coordinator", "scanserver", "client", "admin"}
@@ -59,8 +69,12 @@ type SecretsOptions struct {
 	// server picks its host's (ServerRole). A name is 1+ characters of
 	// [A-Za-z0-9_-].
 	ServerHosts []string
+	// CADir is where the CA's key (and a copy of its certificate) go,
+	// created 0700; it must not be dir. "" = DefaultCADir(dir).
+	CADir string
 	// Force overwrites existing secrets (and removes the per-host scan
-	// server certificates of a previous init).
+	// server certificates of a previous init, and a ca.key left in dir
+	// by an init that kept it there).
 	Force bool
 	// CAValidity and CertValidity: how long the CA and the role
 	// certificates are valid; 0 = 10 years and 2 years.
@@ -69,13 +83,33 @@ type SecretsOptions struct {
 	Now time.Time
 }
 
+// DefaultCADir is where InitSecrets puts the CA's key for the secrets
+// directory dir unless told otherwise: dir's sibling named after it with
+// "-ca" appended (/etc/scanplane/secrets → /etc/scanplane/secrets-ca),
+// so that two secrets directories side by side never share one.
+func DefaultCADir(dir string) string {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	return filepath.Clean(dir) + "-ca"
+}
+
 // InitSecrets creates dir (0700) and writes a new CA and, for each role of
-// Roles, a certificate signed by it and its key (see the layout above).
-// It refuses (ErrSecretsExist) when any of those files exists, unless
-// opts.Force.
+// Roles, a certificate signed by it and its key; the CA's key goes to
+// opts.CADir (see the layout above). It refuses (ErrSecretsExist) when
+// any of those files exists, unless opts.Force.
 func InitSecrets(dir string, opts SecretsOptions) error {
 	if dir == "" {
 		return fmt.Errorf("--dir is empty")
+	}
+	caDir := opts.CADir
+	if caDir == "" {
+		caDir = DefaultCADir(dir)
+	}
+	if same, err := sameDir(dir, caDir); err != nil {
+		return err
+	} else if same {
+		return fmt.Errorf("--ca-dir %s is the secrets directory: the CA's key must stay out of what the processes get", caDir)
 	}
 	var ips []net.IP
 	dns := []string{"localhost"}
@@ -111,9 +145,14 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 		if len(old) > 0 {
 			return fmt.Errorf("%s: %w (pass --force to replace them)", filepath.Join(dir, ServerRole(old[0])+".crt"), ErrSecretsExist)
 		}
-		for _, f := range secretFiles(serverHosts) {
+		for _, f := range append(secretFiles(serverHosts), caKeyFile) {
 			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 				return fmt.Errorf("%s: %w (pass --force to replace them)", filepath.Join(dir, f), ErrSecretsExist)
+			}
+		}
+		for _, f := range []string{caKeyFile, "ca.crt"} {
+			if _, err := os.Lstat(filepath.Join(caDir, f)); err == nil {
+				return fmt.Errorf("%s: %w (pass --force to replace them, or --ca-dir for another place)", filepath.Join(caDir, f), ErrSecretsExist)
 			}
 		}
 	}
@@ -135,6 +174,9 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("--dir: %w", err)
 	}
+	if err := os.MkdirAll(caDir, 0o700); err != nil {
+		return fmt.Errorf("--ca-dir: %w", err)
+	}
 	for _, h := range old { // --force: the previous init's hosts go
 		for _, ext := range []string{".crt", ".key"} {
 			if err := os.Remove(filepath.Join(dir, ServerRole(h)+ext)); err != nil && !os.IsNotExist(err) {
@@ -142,10 +184,23 @@ func InitSecrets(dir string, opts SecretsOptions) error {
 			}
 		}
 	}
-	files := map[string][]byte{"ca.crt": pemCert(caDER)}
-	if files["ca.key"], err = pemKey(caKey); err != nil {
+	// --force: a CA key an earlier init left in dir goes.
+	if err := os.Remove(filepath.Join(dir, caKeyFile)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
+	caKeyPEM, err := pemKey(caKey)
+	if err != nil {
+		return err
+	}
+	// The CA's key first: an interrupted init leaves no certificate
+	// that nobody can reissue.
+	if err := writeFileMode(filepath.Join(caDir, caKeyFile), caKeyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := writeFileMode(filepath.Join(caDir, "ca.crt"), pemCert(caDER), 0o644); err != nil {
+		return err
+	}
+	files := map[string][]byte{"ca.crt": pemCert(caDER)}
 	for _, role := range Roles {
 		der, key, err := NewCert(ca, caKey, CertSpec{CommonName: "scanplane " + role, Role: role, DNSNames: dns, IPs: ips, NotBefore: now, NotAfter: now.Add(certLife)})
 		if err != nil {
@@ -186,7 +241,7 @@ func secretFiles(serverHosts []string) []string {
 	for _, h := range serverHosts {
 		roles = append(roles, ServerRole(h))
 	}
-	fs := []string{"ca.key"}
+	var fs []string
 	for _, r := range roles {
 		fs = append(fs, r+".key")
 	}
@@ -195,6 +250,99 @@ func secretFiles(serverHosts []string) []string {
 		fs = append(fs, r+".crt")
 	}
 	return fs
+}
+
+// caKeyFile is the CA's private key's file name.
+const caKeyFile = "ca.key"
+
+// sameDir reports whether a and b name one directory (the same path, or
+// the same existing directory).
+func sameDir(a, b string) (bool, error) {
+	aa, err := filepath.Abs(a)
+	if err != nil {
+		return false, err
+	}
+	ba, err := filepath.Abs(b)
+	if err != nil {
+		return false, err
+	}
+	if aa == ba {
+		return true, nil
+	}
+	as, aerr := os.Stat(aa)
+	bs, berr := os.Stat(ba)
+	return aerr == nil && berr == nil && os.SameFile(as, bs), nil
+}
+
+// MoveCAKey moves the CA's key that an earlier init left in the secrets
+// directory dir to DefaultCADir(dir) (created 0700, with a copy of
+// ca.crt), so that the processes accept dir again. It returns the new
+// path, or "" when dir holds no ca.key. It refuses to overwrite a key
+// already there.
+func MoveCAKey(dir string) (string, error) {
+	from := filepath.Join(dir, caKeyFile)
+	data, err := os.ReadFile(from)
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	caDir := DefaultCADir(dir)
+	to := filepath.Join(caDir, caKeyFile)
+	if _, err := os.Lstat(to); err == nil {
+		return "", fmt.Errorf("%s: %w; %s is another CA key: keep the right one and remove the other from %s", to, ErrSecretsExist, from, dir)
+	}
+	crt, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(caDir, 0o700); err != nil {
+		return "", err
+	}
+	if err := writeFileMode(to, data, 0o600); err != nil {
+		return "", err
+	}
+	if err := writeFileMode(filepath.Join(caDir, "ca.crt"), crt, 0o644); err != nil {
+		return "", err
+	}
+	return to, os.Remove(from)
+}
+
+// CheckSecretsDir reports, in one line naming the file, why a process
+// must not use the secrets directory dir: it holds the CA's private key
+// (ca.key), which no process needs and which signs certificates for any
+// role; or a key (*.key) or the HTTP token that group or others may read
+// (CockroachDB's rule: a key's mode may not exceed -rwx------; its later
+// 0740 allowance for keys owned by root is not taken). RemoteTLS checks
+// it, so every process with --secrets does. A missing dir is left to
+// the caller (RemoteTLS then fails on its ca.crt).
+func CheckSecretsDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--secrets %s: %w (create the directory with `scanctl secrets init --dir %s`)", dir, err, dir)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		p := filepath.Join(dir, name)
+		if name == caKeyFile {
+			return fmt.Errorf("--secrets %s: %s is the CA's private key, which no process needs and nobody on a node should hold: move it off the node (scanctl secrets init keeps it in %s)", dir, p, DefaultCADir(dir))
+		}
+		if !strings.HasSuffix(name, ".key") && name != HTTPTokenFile {
+			continue
+		}
+		st, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("--secrets %s: %w", dir, err)
+		}
+		if st.Mode().IsRegular() && st.Mode().Perm()&0o077 != 0 {
+			return fmt.Errorf("--secrets %s: %s has mode %04o, readable by others; make it 0600 (chmod 600 %s)", dir, p, uint32(st.Mode().Perm()), p)
+		}
+	}
+	return nil
 }
 
 func validServerHost(h string) bool {
@@ -422,11 +570,14 @@ func SecretsDir(flagValue string) string {
 // presents role's certificate both when it accepts and when it dials,
 // requires and verifies a peer certificate signed by the CA on accepted
 // connections, and verifies the dialled peer's certificate against the
-// CA (and its host). A key file that group or others may read is refused.
+// CA (and its host). A directory CheckSecretsDir refuses is refused.
 // Errors name the --secrets flag and the file.
 func RemoteTLS(dir, role string) (*tls.Config, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("--secrets is empty")
+	}
+	if err := CheckSecretsDir(dir); err != nil {
+		return nil, err
 	}
 	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
@@ -437,13 +588,6 @@ func RemoteTLS(dir, role string) (*tls.Config, error) {
 		return nil, fmt.Errorf("--secrets %s: ca.crt holds no PEM certificate", dir)
 	}
 	keyPath := filepath.Join(dir, role+".key")
-	if st, err := os.Stat(keyPath); err == nil && st.Mode().Perm()&0o077 != 0 {
-		// CockroachDB's rule: a key's mode may not exceed -rwx------
-		// (cockroachdb/cockroach pkg/security/certificate_loader.go,
-		// maxKeyPermissions; its later 0740 allowance for keys owned by
-		// root is not taken).
-		return nil, fmt.Errorf("--secrets %s: %s.key has mode %v, readable by others; make it 0600 (chmod 600 %s)", dir, role, st.Mode().Perm(), keyPath)
-	}
 	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, role+".crt"), keyPath)
 	if err != nil {
 		return nil, fmt.Errorf("--secrets %s: %s certificate: %w", dir, role, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -62,8 +63,11 @@ func TestInitSecrets(t *testing.T) {
 			}
 			pool := x509.NewCertPool()
 			pool.AddCert(ca)
-			for _, f := range []string{"ca.key", "coordinator.key", "scanserver.key", "client.key", "admin.key"} {
-				st, err := os.Stat(filepath.Join(dir, f))
+			for _, f := range []string{filepath.Join(cliutil.DefaultCADir(dir), "ca.key"), "coordinator.key", "scanserver.key", "client.key", "admin.key"} {
+				if !filepath.IsAbs(f) {
+					f = filepath.Join(dir, f)
+				}
+				st, err := os.Stat(f)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -169,9 +173,16 @@ func TestRemoteTLSErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := cliutil.RemoteTLS(dir, "admin")
-		if tc.ok != (err == nil) || !tc.ok && !strings.Contains(err.Error(), "admin.key has mode "+tc.mode.String()+", readable by others") {
+		if tc.ok != (err == nil) || !tc.ok && !strings.Contains(err.Error(), "admin.key has mode "+fmt.Sprintf("%04o", uint32(tc.mode))+", readable by others") {
 			t.Errorf("admin.key mode %v: RemoteTLS err %v, want ok=%v", tc.mode, err, tc.ok)
 		}
+	}
+	// Every key of the directory counts, not only the role's own.
+	if _, err := cliutil.RemoteTLS(dir, "coordinator"); err == nil || !strings.Contains(err.Error(), "admin.key has mode") {
+		t.Fatalf("RemoteTLS(coordinator) with admin.key readable by others: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "admin.key"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	cfg, err := cliutil.RemoteTLS(dir, "coordinator")
 	if err != nil {
