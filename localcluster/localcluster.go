@@ -276,7 +276,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "logs"), 0o755); err != nil {
+	if err := makeLogDir(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
 	}
 	coordBin, serverBin, err := FindBinaries(ctx, cfg.BinDir)
@@ -469,13 +469,43 @@ func (c *Cluster) hostArgs(i int) []string {
 	return args
 }
 
+// makeLogDir creates DATA/logs, readable by this user only (0700, also
+// when an earlier run made it otherwise): the children's logs name
+// tables, addresses, secrets paths and errors.
+func makeLogDir(dataDir string) error {
+	dir := filepath.Join(dataDir, "logs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}
+
+// logFile is the log of the child name: DATA/logs/NAME.log.
+func logFile(dataDir, name string) string {
+	return filepath.Join(dataDir, "logs", name+".log")
+}
+
+// openLog opens a child's log for appending, readable and writable by
+// this user only (0600, also when an earlier run made it otherwise).
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 // spawn starts a child with --ready-file and --die-with-parent and waits
 // for its ready file.
 func (c *Cluster) spawn(ctx context.Context, name, bin string, args []string) (*Proc, error) {
 	ready := filepath.Join(c.cfg.DataDir, "logs", name+".ready.json")
 	_ = os.Remove(ready)
-	logPath := filepath.Join(c.cfg.DataDir, "logs", name+".log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logPath := logFile(c.cfg.DataDir, name)
+	logf, err := openLog(logPath)
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
 	}
