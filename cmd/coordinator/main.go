@@ -170,7 +170,7 @@ func run(args []string) int {
 		if sc.TLS = cc.System.TLS; sc.TLS != nil {
 			// --secrets: TLS on the NATS client and route ports, every
 			// client authenticated by its role certificate and held to
-			// that role's permissions (bus.RolePermissions).
+			// that role's permissions (bus.UserPermissions).
 			// The embedded server's warnings and errors (a refused TLS
 			// handshake, an authorization or permissions violation) go
 			// to the coordinator's log; its notices at debug level.
