@@ -43,7 +43,8 @@ import (
 // the requesting user, the subject and the answer) and deletes every
 // consumer a restricted user created that is not what an ordered
 // consumer is (restrictedConsumerRefusal). The consumer exists from its
-// creation until the guard's delete, typically a few milliseconds. Each
+// creation until the guard's delete, which follows the create's answer
+// (it is a reaction, not a refusal: the create succeeds). Each
 // node of a cluster runs a guard; the second delete of a consumer finds
 // it gone. A consumer created while no guard is connected (every
 // coordinator of the cluster down) is not deleted. An external

@@ -23,14 +23,15 @@ const (
 	RoleAdmin = "admin"
 	// RoleScanServer may publish heartbeats and busy and timeout signals
 	// (of any host, or of CertUser.Host's only: the subjects carry the
-	// host), read the blocks and metadata buckets,
-	// and nothing else: it cannot write a block, a table's metadata or a
-	// lease.
+	// host), read the blocks and metadata buckets, subscribe to its own
+	// reply inbox (InboxPrefix), and nothing else: it cannot write a
+	// block, a table's metadata or a lease, nor read another user's
+	// replies.
 	RoleScanServer = "scanserver"
 	// RoleClient may read the metadata and lease buckets (the tables and
 	// the live coordinators) and the blocks bucket's stream info, and
-	// nothing else: it cannot publish a heartbeat or a signal, nor write
-	// or read a block.
+	// subscribe to its own reply inbox, and nothing else: it cannot
+	// publish a heartbeat or a signal, nor write or read a block.
 	RoleClient = "client"
 )
 
