@@ -189,7 +189,11 @@ func TestMutualTLS(t *testing.T) {
 func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	read := func(name, typ string) []byte {
-		data, err := os.ReadFile(filepath.Join(dir, name))
+		path := name
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(dir, name)
+		}
+		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +207,7 @@ func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := x509.ParsePKCS8PrivateKey(read("ca.key", "PRIVATE KEY"))
+	k, err := x509.ParsePKCS8PrivateKey(read(filepath.Join(cliutil.DefaultCADir(dir), "ca.key"), "PRIVATE KEY"))
 	if err != nil {
 		t.Fatal(err)
 	}
