@@ -112,6 +112,8 @@ func UserPermissions(u CertUser, cfg Config, leases LeaseConfig) (*server.Permis
 		// Opening the metadata bucket reads the blocks bucket's replica
 		// count (Replicas 0, auto): its stream info, not its data.
 		pub = append(pub, "$JS.API.STREAM.INFO."+kvStreamPrefix+cfg.BlocksBucket)
+		// Asking the coordinators who is there (core NATS, Discover).
+		pub = append(pub, DiscoverSubject)
 		return perms(u.Subject, pub), nil
 	}
 	return nil, fmt.Errorf("%w %q: want %s, %s, %s or %s", ErrUnknownRole, u.Role, RoleCoordinator, RoleAdmin, RoleScanServer, RoleClient)

@@ -242,6 +242,16 @@ func TestNATSRolePermissions(t *testing.T) {
 	if _, err := cl.Leases(ctx, bus.DefaultLeaseConfig()); err != nil {
 		t.Fatalf("client leases: %v", err)
 	}
+	// The client asks the coordinators who is there (core NATS).
+	lease := &messages.ClusterInfo{MemberId: "m1", CoordinatorAddress: "127.0.0.1:8090", RouterId: "scanplane-router", Incarnation: "i"}
+	stopDiscovery, err := coord.ServeDiscovery(func() []*messages.ClusterInfo { return []*messages.ClusterInfo{lease} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := cl.Discover(ctx, 5*time.Second); err != nil || len(got) != 1 {
+		t.Fatalf("client discovery: %v, %v", got, err)
+	}
+	stopDiscovery()
 	if err := cmeta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 2,
 		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 2}}}}, 1); err == nil {
 		t.Fatal("client published a table generation")

@@ -38,6 +38,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/nats-io/nats.go"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/scanplane/scanplane/bus"
@@ -109,8 +110,11 @@ type Config struct {
 	// StallTimeout: a stream that delivered data and then nothing for this
 	// long is resumed on another server; default 2s.
 	StallTimeout time.Duration
-	// IdleTimeout: no answer at all for a tablet request for this long is
-	// an error; default 60s.
+	// IdleTimeout: a tablet request that has had no data and heard
+	// nothing (no rows, no progress: a coordinator holding a request says
+	// what it waits for every second) for this long is sent to another
+	// coordinator; when none is left the scan fails with ErrNoCoordinator
+	// after CoordinatorWait. Default 3s.
 	IdleTimeout time.Duration
 	// MaxResumes per tablet before giving up; default 10.
 	MaxResumes int
@@ -144,7 +148,7 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{NATSURL: "nats://127.0.0.1:4222", Listen: "127.0.0.1:0", Window: 4, StallTimeout: 2 * time.Second,
-		IdleTimeout: 60 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
+		IdleTimeout: 3 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
 		CoordinatorWait: 3 * time.Second, MaxRequestTime: time.Hour}
 }
 
@@ -225,6 +229,7 @@ type Client struct {
 	tables  map[string]*messages.TableMeta // by name/gen
 	current map[string]uint64              // current generation per table, from the KV watch
 	watch   context.CancelFunc
+	bg      sync.WaitGroup // the metadata and lease watches, stopped by watch
 	closed  bool
 	coord   coordDirectory
 	// tabletActors: where a tablet's requests go without the router.
@@ -245,6 +250,8 @@ type coordDirectory struct {
 	// name the tablet kind): requests go to each tablet's owner.
 	clustered bool
 	probing   bool
+	// watched: the lease watch has reported the leases at least once.
+	watched bool
 }
 
 // New checks the config; it does no IO.
@@ -304,42 +311,107 @@ func (c *Client) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("client: start endpoint actor: %w", err)
 	}
-	// Keep every table's current generation up to date, so a scan needs no
-	// metadata round trip unless the table changed.
-	// The watch lives as long as the client, so it gets its own context;
-	// waiting for its initial values is bounded by ctx.
+	// Keep every table's current generation up to date (a table the
+	// watch has not reported is read directly), and follow the
+	// coordinators' leases: new ones, departed or dead ones, restarted
+	// ones (a new incarnation). Both run in the background for the
+	// client's life: a JetStream electing a leader after a NATS node was
+	// lost answers nothing for seconds, and a scan needs neither at once.
 	wctx, cancel := context.WithCancel(context.Background())
 	c.watch = cancel
-	werr := make(chan error, 1)
-	go func() { werr <- c.meta.Watch(wctx, c.onTableChange) }()
-	select {
-	case err := <-werr:
-		if err != nil {
-			return fmt.Errorf("client: watch metadata: %w", err)
+	c.bg.Add(2)
+	go func() {
+		defer c.bg.Done()
+		if err := bus.RetryUnavailable(wctx, 0, func() error { return c.meta.Watch(wctx, c.onTableChange) }); err != nil && wctx.Err() == nil {
+			c.log.Warn("client: metadata watch failed; tables are read directly", "err", err)
 		}
-	case <-ctx.Done():
-		return fmt.Errorf("client: start: watch metadata: %w", ctx.Err())
-	}
-	// Follow the coordinators' leases: new ones, departed or dead ones,
-	// restarted ones (a new incarnation).
-	if c.leases, err = conn.Leases(ctx, bus.DefaultLeaseConfig()); err != nil {
-		return fmt.Errorf("client: coordinator leases: %w", err)
-	}
-	if err := c.leases.Watch(wctx, c.onLeases); err != nil {
-		return fmt.Errorf("client: watch coordinator leases: %w", err)
-	}
+	}()
+	go func() {
+		defer c.bg.Done()
+		c.followLeases(wctx, conn)
+	}()
 	if c.coord.discover {
-		c.mu.Lock()
-		n := len(c.coord.list)
-		c.mu.Unlock()
-		if n == 0 && ctx.Err() == nil {
-			return fmt.Errorf("%w: no coordinator lease on NATS %s (is a coordinator running?)", ErrNoCoordinator, c.cfg.NATSURL)
+		if err := c.discover(ctx); err != nil {
+			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("client: start: %w", err)
 	}
 	return nil
+}
+
+// discoverWait bounds how long Start waits to learn of a first
+// coordinator when the client discovers coordinators.
+const discoverWait = 10 * time.Second
+
+// followLeases binds the lease bucket and watches it (onLeases) until ctx
+// ends, trying again while JetStream is unavailable.
+func (c *Client) followLeases(ctx context.Context, conn *bus.Conn) {
+	err := bus.RetryUnavailable(ctx, 0, func() error {
+		leases, err := conn.Leases(ctx, bus.DefaultLeaseConfig())
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.leases = leases
+		c.mu.Unlock()
+		return leases.Watch(ctx, func(live []*messages.ClusterInfo) {
+			c.mu.Lock()
+			c.coord.watched = true
+			c.mu.Unlock()
+			c.onLeases(live)
+		})
+	})
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn("client: coordinator lease watch failed", "err", err)
+	}
+}
+
+// discover waits until the client knows a coordinator: from the lease
+// watch, or by asking the coordinators over core NATS (bus.Discover),
+// which answers while the lease bucket cannot. It gives up after
+// discoverWait with ErrNoCoordinator.
+func (c *Client) discover(ctx context.Context) error {
+	start := time.Now()
+	none := func(err error) error {
+		msg := fmt.Sprintf("no coordinator lease on NATS %s and none answered within %v (is a coordinator running?)",
+			c.cfg.NATSURL, time.Since(start).Round(time.Millisecond))
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrNoCoordinator, msg, err)
+		}
+		return fmt.Errorf("%w: %s", ErrNoCoordinator, msg)
+	}
+	for {
+		c.mu.Lock()
+		n, watched := len(c.coord.list), c.coord.watched
+		c.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return none(err)
+		}
+		if time.Since(start) > discoverWait {
+			return none(nil)
+		}
+		live, err := c.conn.Discover(ctx, time.Second)
+		c.mu.Lock()
+		empty := len(c.coord.list) == 0
+		c.mu.Unlock()
+		if err == nil && len(live) > 0 && empty {
+			c.onLeases(live)
+			continue
+		}
+		if watched && errors.Is(err, bus.ErrNoAnswer) && errors.Is(err, nats.ErrNoResponders) {
+			// No lease and nobody listening: no coordinator runs.
+			return none(nil)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (c *Client) startSystem() error {
@@ -439,6 +511,7 @@ func (c *Client) Close() error {
 	c.mu.Unlock()
 	if c.watch != nil {
 		c.watch()
+		c.bg.Wait()
 	}
 	if c.sys != nil && c.evSub != nil {
 		c.sys.EventStream.Unsubscribe(c.evSub)
@@ -482,6 +555,8 @@ func (c *Client) receive(ctx actor.Context) {
 	case *messages.ScanError:
 		id = m.GetRequestId()
 	case *messages.ScanRouted:
+		id = m.GetRequestId()
+	case *messages.ScanProgress:
 		id = m.GetRequestId()
 	default:
 		return
@@ -1074,10 +1149,13 @@ func (c *Client) StatusOf(ctx context.Context, addr string) (*messages.StatusRep
 // CoordinatorLeases returns the coordinators' live leases on NATS, sorted
 // by member id (bus.LeaseStore.List).
 func (c *Client) CoordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo, error) {
-	if c.leases == nil {
-		return nil, ErrClosed
+	c.mu.Lock()
+	leases := c.leases
+	c.mu.Unlock()
+	if leases == nil {
+		return nil, fmt.Errorf("client: coordinator leases: %w", bus.ErrUnavailable)
 	}
-	return c.leases.List(ctx)
+	return leases.List(ctx)
 }
 
 // Route asks where a row's tablet would be scanned.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -170,7 +171,7 @@ func (r *Rows) startStream(p tablets.Piece) error {
 	cfg := StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
-		RequestID: c.nextRequestID, ByOwner: c.byOwner()}
+		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter}
 	if r.opts.BatchRows > 0 {
 		cfg.BatchRows = r.opts.BatchRows
 	}
@@ -310,4 +311,12 @@ func (r *Rows) plan() error {
 		}
 	}
 	return nil
+}
+
+// halfJitter returns a random duration in [d/2, d].
+func halfJitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + rand.N(d-d/2+1)
 }

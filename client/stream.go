@@ -71,6 +71,12 @@ type TabletStream struct {
 	// cancelled: attempts of this stream's requests already sent a Cancel.
 	cancelled map[attemptKey]bool
 
+	// after OVERLOADED answers: how many in a row, when to send again and
+	// to whom.
+	overloaded int
+	retryAt    time.Time
+	retryTo    string
+
 	// while waiting for a coordinator
 	waitSince time.Time
 	waitAddr  string
@@ -107,7 +113,20 @@ type StreamConfig struct {
 	ByOwner bool
 	// RequestID returns a new unique request id.
 	RequestID func() string
+	// Jitter returns a random duration in [d/2, d] for a back-off of d
+	// (nil: d itself).
+	Jitter func(d time.Duration) time.Duration
 }
+
+// Back-off after a coordinator answers OVERLOADED: the request is sent
+// again after overloadBackoff, doubling up to overloadBackoffMax (each
+// jittered), at most maxOverloaded times in a row; the next OVERLOADED
+// answer fails the stream with it.
+const (
+	overloadBackoff    = 50 * time.Millisecond
+	overloadBackoffMax = 2 * time.Second
+	maxOverloaded      = 8
+)
 
 // StreamStats counts what one TabletStream did.
 type StreamStats struct {
@@ -191,6 +210,7 @@ const (
 	stateNew     streamState = iota
 	stateRunning             // a request is out
 	stateWaiting             // no coordinator is up
+	stateBackoff             // a coordinator answered OVERLOADED; retry at retryAt
 	stateDone                // finished, failed or abandoned
 )
 
@@ -212,8 +232,12 @@ type streamRequest struct {
 	coordLost bool // its coordinator was lost since it was sent
 	// owner: the coordinator that serves the request when the router
 	// forwarded it (ScanRouted); "" = coord.
-	owner     string
-	sentAt    time.Time
+	owner  string
+	sentAt time.Time
+	// heard: when a message about the request last arrived (sentAt at
+	// first); progress: what its coordinator last said it waits for.
+	heard     time.Time
+	progress  string
 	accepted  uint32 // the winning attempt; 0 = none yet
 	server    string
 	serverPID *messages.Pid
@@ -255,8 +279,12 @@ func (s *TabletStream) Waiting() string {
 	switch {
 	case s.state == stateWaiting:
 		return fmt.Sprintf("waiting for a coordinator (%s was lost: %s)", s.waitAddr, s.waitWhy)
+	case s.state == stateBackoff:
+		return fmt.Sprintf("backing off after %d OVERLOADED answers (last from %s)", s.overloaded, s.retryTo)
 	case s.state != stateRunning || s.req == nil:
 		return "not running"
+	case s.req.accepted == 0 && s.req.progress != "":
+		return fmt.Sprintf("waiting for the first rows of a request sent to coordinator %s, which is %s", s.req.coord, s.req.progress)
 	case s.req.accepted == 0:
 		return fmt.Sprintf("waiting for the first rows of a request sent to coordinator %s", s.req.coord)
 	default:
@@ -295,11 +323,13 @@ func (s *TabletStream) NextWakeup() time.Time {
 		return time.Time{}
 	case stateWaiting:
 		earliest(s.waitSince.Add(s.cfg.CoordinatorWait))
+	case stateBackoff:
+		earliest(s.retryAt)
 	case stateRunning:
 		if s.req.accepted != 0 {
 			earliest(s.req.lastData.Add(s.cfg.StallTimeout))
 		} else {
-			earliest(s.req.sentAt.Add(s.cfg.IdleTimeout))
+			earliest(s.req.heard.Add(s.cfg.IdleTimeout))
 		}
 	}
 	earliest(s.cfg.Deadline)
@@ -321,17 +351,19 @@ func (s *TabletStream) OnTimer(now time.Time) []StreamAction {
 		if !now.Before(s.waitSince.Add(s.cfg.CoordinatorWait)) {
 			return s.fail(nil, s.noCoordinatorErr())
 		}
+	case stateBackoff:
+		if !now.Before(s.retryAt) {
+			s.state = stateRunning
+			return s.send(now, nil, s.retryTo, s.retryTo)
+		}
 	case stateRunning:
 		r := s.req
 		if r.accepted != 0 {
 			if !now.Before(r.lastData.Add(s.cfg.StallTimeout)) {
 				return s.resume(now, nil, fmt.Sprintf("no data for %v", s.cfg.StallTimeout), true)
 			}
-		} else if !now.Before(r.sentAt.Add(s.cfg.IdleTimeout)) {
-			coord := r.coord
-			acts := s.abandon(nil, "no answer")
-			return s.fail(acts, fmt.Errorf("%w: no answer for tablet %s within %v from coordinator %s", ErrNoCoordinator,
-				s.tabletName(), s.cfg.IdleTimeout, coord))
+		} else if !now.Before(r.heard.Add(s.cfg.IdleTimeout)) {
+			return s.onSilent(now)
 		}
 	}
 	return nil
@@ -371,7 +403,15 @@ func (s *TabletStream) OnMessage(now time.Time, msg any) []StreamAction {
 		}
 		return nil
 	}
+	if r := s.req; r != nil && requestOf(msg) == r.id {
+		r.heard = now
+	}
 	switch m := msg.(type) {
+	case *messages.ScanProgress:
+		if s.req != nil && m.GetRequestId() == s.req.id {
+			s.req.progress = m.GetState()
+		}
+		return nil
 	case *messages.RowBatch:
 		return s.onBatch(now, m)
 	case *messages.ScanFinished:
@@ -391,10 +431,63 @@ func (s *TabletStream) OnMessage(now time.Time, msg any) []StreamAction {
 			}
 			return s.OnCoordinatorLost(now, at, "shutting down")
 		}
+		if m.GetCode() == messages.ErrorCode_ERROR_CODE_OVERLOADED && s.overloaded < maxOverloaded {
+			// Nothing runs for the request: send it again later.
+			s.overloaded++
+			s.retryTo, s.req = s.req.coord, nil
+			d := min(overloadBackoff<<(s.overloaded-1), overloadBackoffMax)
+			if s.cfg.Jitter != nil {
+				d = s.cfg.Jitter(d)
+			}
+			s.state, s.retryAt = stateBackoff, now.Add(d)
+			return nil
+		}
 		acts := s.abandon(nil, "scan error")
 		return s.fail(acts, &ScanError{Code: m.GetCode(), Message: m.GetMessage(), Attempts: m.GetAttempts()})
 	}
 	return nil
+}
+
+// requestOf is the request id a message is about ("" for others).
+func requestOf(msg any) string {
+	switch m := msg.(type) {
+	case *messages.RowBatch:
+		return m.GetRequestId()
+	case *messages.ScanFinished:
+		return m.GetRequestId()
+	case *messages.ScanRouted:
+		return m.GetRequestId()
+	case *messages.ScanProgress:
+		return m.GetRequestId()
+	case *messages.ScanError:
+		return m.GetRequestId()
+	}
+	return ""
+}
+
+// onSilent: the request in flight had no data and heard nothing for
+// IdleTimeout. The coordinator holding it (the owner it was forwarded to,
+// else the one it was sent to) counts as lost for this stream, and the
+// request goes to the next one up; with none up the stream waits for one
+// (CoordinatorWait), then fails naming them.
+func (s *TabletStream) onSilent(now time.Time) []StreamAction {
+	r := s.req
+	silent := r.coord
+	if r.owner != "" {
+		silent = r.owner
+	}
+	why := fmt.Sprintf("no answer for tablet %s within %v", s.tabletName(), s.cfg.IdleTimeout)
+	if i := s.coordIndex(silent); i >= 0 {
+		s.coords[i].lost, s.coords[i].why = true, why
+	} else {
+		s.coords = append(s.coords, coordState{addr: silent, lost: true, why: why})
+	}
+	if silent == r.coord {
+		r.coordLost = true
+	}
+	acts := s.abandon(nil, "no answer")
+	s.stats.Resends++
+	return s.send(now, acts, "", silent)
 }
 
 func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamAction {
@@ -456,6 +549,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		last = row.Key
 	}
 	r.lastSeq, r.lastData = b.GetSeq(), now
+	s.overloaded = 0
 	// The yielded rows belong to the caller, who may reuse their bytes:
 	// the resume key is the stream's own copy.
 	s.lastKey = append(s.lastKey[:0], last...)
@@ -700,7 +794,7 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 	if s.cfg.Limit > 0 {
 		req.Limit = s.cfg.Limit - s.rows
 	}
-	s.req = &streamRequest{id: id, coord: addr, sentAt: now}
+	s.req = &streamRequest{id: id, coord: addr, sentAt: now, heard: now}
 	s.stats.Requests++
 	return append(acts, StreamAction{Kind: ActSendRequest, Coordinator: addr, Msg: req})
 }

@@ -449,21 +449,87 @@ func TestStreamStall(t *testing.T) {
 	sameRows(t, r.yielded, rows)
 }
 
-// TestStreamIdle: a request without any answer for IdleTimeout fails,
-// naming the coordinator.
+// TestStreamIdle: a request that has no data and hears nothing for
+// IdleTimeout goes to the next coordinator, avoiding the silent one (the
+// owner it was forwarded to, when it was); progress messages keep it
+// waiting; with every coordinator silent the stream fails after
+// CoordinatorWait, naming them.
 func TestStreamIdle(t *testing.T) {
-	r := newRun(t, streamConfig())
+	cfg := streamConfig()
+	cfg.IdleTimeout = 5 * time.Second
+	r := newRun(t, cfg)
 	r.do(r.s.Start(t0))
-	at := t0.Add(60 * time.Second)
-	if w := r.s.NextWakeup(); !w.Equal(at) {
+	if w := r.s.NextWakeup(); !w.Equal(t0.Add(5 * time.Second)) {
 		t.Fatalf("wakeup %v", w)
 	}
-	acts := r.do(r.s.OnTimer(at))
-	if kinds(acts) != "send-done,fail" {
-		t.Fatalf("idle: %v", acts)
+	// A progress message at +3s: the request is alive; wait on.
+	r.do(r.s.OnMessage(t0.Add(3*time.Second), &messages.ScanProgress{RequestId: "r1", Coordinator: coordA, State: "waiting for a server"}))
+	at := t0.Add(8 * time.Second)
+	if w := r.s.NextWakeup(); !w.Equal(at) {
+		t.Fatalf("wakeup after progress %v, want %v", w, at)
 	}
-	if !errors.Is(r.err, ErrNoCoordinator) || !strings.Contains(r.err.Error(), coordA) || !strings.Contains(r.err.Error(), "1m0s") {
+	if !strings.Contains(r.s.Waiting(), "waiting for a server") {
+		t.Fatalf("Waiting() = %q, want the coordinator's progress", r.s.Waiting())
+	}
+	acts := r.do(r.s.OnTimer(at))
+	req, to := r.request()
+	if kinds(acts) != "send-request" || to != coordB || req.RequestId != "r2" || len(req.AvoidCoordinators) != 1 || req.AvoidCoordinators[0] != coordA {
+		t.Fatalf("silent coordinator: %v", acts)
+	}
+	// B forwards to an owner that never answers: the owner is avoided
+	// next, and B (the next one up) gets the request again.
+	const owner = "127.0.0.1:8099"
+	r.do(r.s.OnMessage(at, &messages.ScanRouted{RequestId: "r2", Owner: owner}))
+	at = at.Add(5 * time.Second)
+	acts = r.do(r.s.OnTimer(at))
+	req, to = r.request()
+	if kinds(acts) != "send-done,send-request" || to != coordB || !slices.Contains(req.AvoidCoordinators, owner) {
+		t.Fatalf("silent owner: %v", acts)
+	}
+	// B silent too: nobody is left; the stream fails after CoordinatorWait.
+	at = at.Add(5 * time.Second)
+	if acts := r.do(r.s.OnTimer(at)); len(find(acts, ActSendRequest)) != 0 {
+		t.Fatalf("every coordinator silent, yet: %v", acts)
+	}
+	r.do(r.s.OnTimer(at.Add(cfg.CoordinatorWait)))
+	if !errors.Is(r.err, ErrNoCoordinator) || !strings.Contains(r.err.Error(), coordB) || !strings.Contains(r.err.Error(), "no answer") {
 		t.Fatalf("idle error %v", r.err)
+	}
+}
+
+// TestStreamOverloadedBacksOff: an OVERLOADED answer sends the request
+// again after a jittered back-off that doubles; data resets it; after
+// maxOverloaded answers in a row the stream fails with OVERLOADED.
+func TestStreamOverloadedBacksOff(t *testing.T) {
+	cfg := streamConfig()
+	var asked []time.Duration
+	cfg.Jitter = func(d time.Duration) time.Duration { asked = append(asked, d); return d }
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	now := t0
+	for i := range maxOverloaded {
+		req, _ := r.request()
+		r.do(r.s.OnMessage(now, &messages.ScanError{RequestId: req.RequestId, Code: messages.ErrorCode_ERROR_CODE_OVERLOADED, Message: "busy"}))
+		if r.err != nil {
+			t.Fatalf("answer %d failed the stream: %v", i+1, r.err)
+		}
+		want := min(overloadBackoff<<i, overloadBackoffMax)
+		if w := r.s.NextWakeup(); !w.Equal(now.Add(want)) {
+			t.Fatalf("answer %d: retry at %v, want +%v", i+1, w.Sub(now), want)
+		}
+		now = now.Add(want)
+		if acts := r.do(r.s.OnTimer(now)); kinds(acts) != "send-request" {
+			t.Fatalf("retry %d: %v", i+1, acts)
+		}
+	}
+	if len(asked) != maxOverloaded {
+		t.Fatalf("jitter asked %d times, want %d", len(asked), maxOverloaded)
+	}
+	req, _ := r.request()
+	r.do(r.s.OnMessage(now, &messages.ScanError{RequestId: req.RequestId, Code: messages.ErrorCode_ERROR_CODE_OVERLOADED, Message: "busy"}))
+	var se *ScanError
+	if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_OVERLOADED {
+		t.Fatalf("after %d OVERLOADED answers: %v, want the OVERLOADED error", maxOverloaded+1, r.err)
 	}
 }
 

@@ -253,6 +253,7 @@ type rigScan struct {
 	direct   bool
 	sentTo   *actor.PID             // where the request went
 	routed   []*messages.ScanRouted // the ScanRouted messages received
+	progress []*messages.ScanProgress
 }
 
 // rigClient is the scan client actor.
@@ -299,6 +300,10 @@ func (c *rigClient) Receive(ctx actor.Context) {
 				c.tabletActors = map[uint32]*actor.PID{}
 			}
 			c.tabletActors[s.req.GetTablet().GetIndex()] = wire.ToPID(ta)
+		}
+	case *messages.ScanProgress:
+		if s := c.scans[m.GetRequestId()]; s != nil && !s.ended {
+			s.progress = append(s.progress, m)
 		}
 	case *messages.RowBatch:
 		s := c.scans[m.GetRequestId()]

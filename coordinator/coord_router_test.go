@@ -32,10 +32,16 @@ func TestScanForGroupWithoutServersFails(t *testing.T) {
 			r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil) // group "default"
 			req := r.request(0)
 			req.Hints = map[string]string{"scan_type": "batch"}
-			req.TimeoutMs = 1000
+			req.TimeoutMs = 1500
 			s := r.scan(req)
 			if s.err == nil || s.err.GetCode() != tc.code {
 				t.Fatalf("scan ended with %v (fin %v), want %v", s.err, s.fin, tc.code)
+			}
+			if tc.code == messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED {
+				// While it waited, the client heard why, naming the group.
+				if len(s.progress) == 0 || !strings.Contains(s.progress[0].GetState(), `group "batch"`) {
+					t.Fatalf("progress while waiting for a server: %v", s.progress)
+				}
 			}
 			for _, want := range []string{`group "batch"`, `profile "batch"`, "timeToWaitForScanServers"} {
 				if !strings.Contains(s.err.GetMessage(), want) {

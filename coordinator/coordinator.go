@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/wire"
+	"google.golang.org/protobuf/proto"
 )
 
 // CoordinatorConfig configures the coordinator component.
@@ -149,6 +151,8 @@ type coordCounters struct {
 	forwarded                                           atomic.Uint64 // scan requests sent to the tablet's owner
 	direct, rerouted                                    atomic.Uint64 // direct.go
 	probesSent, probeReplies                            atomic.Uint64 // prequal probes (probe.go)
+	progress                                            atomic.Uint64 // ScanProgress sent to clients
+	reforwarded                                         atomic.Uint64 // forwards not delivered, routed again
 	// gauges
 	flows, tabletActors, hostActors atomic.Int64
 }
@@ -340,6 +344,9 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 			if c.isTabletActor(e.PID) && c.reroute(e.Message) {
 				return // a client's message for a tablet actor that stopped
 			}
+			if m, ok := e.Message.(*messages.ScanRequest); ok && c.reforward(e.PID, m) {
+				return // a request we forwarded to an owner that is gone
+			}
 			switch e.Message.(type) {
 			case *actor.DeadLetterResponse, *flowTimer, *lostCheck, *idleCheck:
 				// protoactor's own answer to a dead request; our timers
@@ -356,6 +363,27 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 	c.wg.Add(1)
 	go c.sweepLoop()
 	return nil
+}
+
+// reforward takes back a scan request this coordinator forwarded to the
+// router at to, which did not get it (a dead letter: the owner is gone or
+// restarting): the request goes to our router again, naming that owner
+// among the coordinators to avoid, so it is served here or by the next
+// owner instead of being lost. It reports whether m was such a request.
+func (c *Coordinator) reforward(to *actor.PID, m *messages.ScanRequest) bool {
+	if m.GetForwardedBy() != c.as.Address() || to.GetId() != wire.RouterName || to.GetAddress() == c.as.Address() {
+		return false
+	}
+	fwd := proto.Clone(m).(*messages.ScanRequest)
+	fwd.ForwardedBy = ""
+	if !slices.Contains(fwd.AvoidCoordinators, to.Address) && len(fwd.AvoidCoordinators) < wire.MaxAvoidCoordinators {
+		fwd.AvoidCoordinators = append(fwd.AvoidCoordinators, to.Address)
+	}
+	c.counters.reforwarded.Add(1)
+	c.warns.warn("reforward", "forward to the tablet's owner not delivered; routing the request again without it",
+		"owner", to.Address, "request", m.GetRequestId())
+	c.as.Root.Send(c.router, fwd)
+	return true
 }
 
 // leaseHolder is a cluster provider that knows how long its lease went

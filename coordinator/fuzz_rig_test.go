@@ -247,15 +247,18 @@ func requestID(m proto.Message) string {
 }
 
 // scanEnded: the client's view of a scan's end — a ScanError, or a
-// successful ScanFinished (from the server, or attempt 0 from the tablet
-// actor for an empty range).
+// ScanFinished that ends it: a success (from the server, or attempt 0
+// from the tablet actor for an empty range), or DEADLINE_EXCEEDED.
 func scanEnded(id string) func(proto.Message) bool {
 	return func(m proto.Message) bool {
 		switch x := m.(type) {
 		case *messages.ScanError:
 			return x.GetRequestId() == id
 		case *messages.ScanFinished:
-			return x.GetRequestId() == id && x.GetError() == 0 && !x.GetCancelled()
+			// A success, or the request's deadline passing while the
+			// server streamed (final for the client).
+			return x.GetRequestId() == id && !x.GetCancelled() &&
+				(x.GetError() == 0 || x.GetError() == messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED)
 		}
 		return false
 	}

@@ -29,6 +29,10 @@ type FlowConfig struct {
 	// the latest this long after its request arrived, whatever timeout
 	// the request carries (none included). Default 1h.
 	MaxFlowAge time.Duration
+	// ProgressEvery: while no attempt has delivered data, the client is
+	// sent a ScanProgress this often (it resends a request it hears
+	// nothing about for its idle timeout). Default 1s.
+	ProgressEvery time.Duration
 	// StorageHosts: the flow fails with STORAGE (and the last storage
 	// error's message) once attempts on this many distinct hosts answered
 	// STORAGE without delivering data — the shared store is failing, not
@@ -42,7 +46,7 @@ type FlowConfig struct {
 // DefaultFlowConfig returns the documented defaults.
 func DefaultFlowConfig() FlowConfig {
 	return FlowConfig{BusySlack: 25 * time.Millisecond, StartStall: 5 * time.Second, NoServerRetry: 100 * time.Millisecond, MaxAttempts: 1000,
-		MaxFlowAge: time.Hour, StorageHosts: 3}
+		MaxFlowAge: time.Hour, StorageHosts: 3, ProgressEvery: time.Second}
 }
 
 // Validate names the first bad field.
@@ -58,6 +62,8 @@ func (c FlowConfig) Validate() error {
 		return errors.New("coordinator: flow MaxAttempts must be >= 1")
 	case c.MaxFlowAge <= 0:
 		return errors.New("coordinator: flow MaxFlowAge must be > 0")
+	case c.ProgressEvery <= 0:
+		return errors.New("coordinator: flow ProgressEvery must be > 0")
 	case c.StorageHosts < 1:
 		return fmt.Errorf("coordinator: flow StorageHosts %d must be >= 1", c.StorageHosts)
 	}
@@ -226,6 +232,35 @@ func NewScanFlow(req *messages.ScanRequest, deadline time.Time, cfg FlowConfig, 
 
 // Done reports whether the flow is over.
 func (f *ScanFlow) Done() bool { return f.done }
+
+// Progress says what the flow waits for at now, for the client's
+// ScanProgress: a server of the profile's group, or its live attempts
+// that have not delivered data yet.
+func (f *ScanFlow) Progress(now time.Time) string {
+	if !f.noServerFrom.IsZero() && f.liveCount() == 0 {
+		return "waiting for a server: " + f.noServerReason(now)
+	}
+	var b strings.Builder
+	for _, a := range f.attempts {
+		if !a.live() || !a.sent {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("waiting for data from")
+		} else {
+			b.WriteString(",")
+		}
+		state := "queued"
+		if a.started {
+			state = "started"
+		}
+		fmt.Fprintf(&b, " attempt %d on %s (%s %v)", a.N, a.Sel.Server, state, now.Sub(a.Sel.Start).Round(time.Millisecond))
+	}
+	if b.Len() == 0 {
+		return fmt.Sprintf("choosing a server (%d attempts so far)", len(f.attempts))
+	}
+	return b.String()
+}
 
 // Deadline is the flow's deadline (zero before Start when the request has
 // none).

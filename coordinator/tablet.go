@@ -83,8 +83,11 @@ type flowEntry struct {
 	// known to deliver data, how it ended ("" = ok), and where its
 	// selection times go.
 	start, firstRow time.Time
-	outcome         string
-	decide          prometheus.Observer
+	// progressed: when the client was last told the request is alive
+	// (the request's arrival, then each ScanProgress).
+	progressed time.Time
+	outcome    string
+	decide     prometheus.Observer
 }
 
 // stopTimers stops every pending timer of the flow.
@@ -184,6 +187,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *lostCheck:
 		t.check = nil
 		t.checkLost(now)
+		t.sendProgress(now)
 	case *routedScan:
 		t.onRoutedScan(c, now, m)
 	case *messages.ScanRequest:
@@ -306,7 +310,7 @@ func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
 	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
-		timers: map[uint64]*time.Timer{}, start: now, decide: t.co.metrics.selectionObserver(prof)}
+		timers: map[uint64]*time.Timer{}, start: now, progressed: now, decide: t.co.metrics.selectionObserver(prof)}
 	e.flow = NewScanFlow(m, rs.deadline, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.co.counters.scans.Add(1)
 	if r.Empty() {
@@ -397,6 +401,22 @@ func (t *TabletActor) checkLost(now time.Time) {
 		}
 	}
 	t.armCheck()
+}
+
+// sendProgress tells the client of each flow without data that its
+// request is alive, at most once per FlowConfig.ProgressEvery.
+func (t *TabletActor) sendProgress(now time.Time) {
+	every := t.co.cfg.Flow.ProgressEvery
+	for id, e := range t.flows {
+		if e.flow.Winner() != 0 || now.Sub(e.progressed) < every {
+			continue
+		}
+		if client := wire.ToPID(e.flow.Req.GetClient()); client != nil {
+			e.progressed = now
+			t.root.Send(client, &messages.ScanProgress{RequestId: id, Coordinator: t.self.Address, State: e.flow.Progress(now)})
+			t.co.counters.progress.Add(1)
+		}
+	}
 }
 
 // heard ends a scan server's silence (selection.ServerLoad.UnansweredSince)

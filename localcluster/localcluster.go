@@ -789,6 +789,23 @@ func (c *Cluster) WaitServers(ctx context.Context, n int, timeout time.Duration)
 	return c.waitServersOf(ctx, all, n, timeout)
 }
 
+// WaitCoordinatorBack polls until coordinator i runs (a supervisor may be
+// restarting it) and sees at least n live servers.
+func (c *Cluster) WaitCoordinatorBack(ctx context.Context, i, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for !c.CoordinatorProc(i).Alive() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %s not running after %v", ErrNotReady, c.coords[i].name, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return c.waitServersOf(ctx, []int{i}, n, time.Until(deadline))
+}
+
 func (c *Cluster) waitServersOf(ctx context.Context, coords []int, n int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var last string

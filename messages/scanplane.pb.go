@@ -601,6 +601,55 @@ func (x *TableMeta) GetBlockSize() uint32 {
 // coordinators KV bucket under the key member_id, renewed every second or
 // so (bus.LeaseStore); clients and the cluster provider find coordinators
 // from these leases.
+// CoordinatorList: coordinator -> client over core NATS, the answer to a
+// request on scanplane.v1.coordinators: the live coordinators as the
+// answering coordinator's lease watch sees them. A client finds the
+// coordinators this way without JetStream, which cannot answer while it
+// elects a leader after a NATS node was lost.
+type CoordinatorList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*ClusterInfo         `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CoordinatorList) Reset() {
+	*x = CoordinatorList{}
+	mi := &file_scanplane_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorList) ProtoMessage() {}
+
+func (x *CoordinatorList) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorList.ProtoReflect.Descriptor instead.
+func (*CoordinatorList) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CoordinatorList) GetMembers() []*ClusterInfo {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 type ClusterInfo struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	CoordinatorAddress string                 `protobuf:"bytes,1,opt,name=coordinator_address,json=coordinatorAddress,proto3" json:"coordinator_address,omitempty"` // actor remote host:port
@@ -622,7 +671,7 @@ type ClusterInfo struct {
 
 func (x *ClusterInfo) Reset() {
 	*x = ClusterInfo{}
-	mi := &file_scanplane_proto_msgTypes[6]
+	mi := &file_scanplane_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +683,7 @@ func (x *ClusterInfo) String() string {
 func (*ClusterInfo) ProtoMessage() {}
 
 func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[6]
+	mi := &file_scanplane_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +696,7 @@ func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfo.ProtoReflect.Descriptor instead.
 func (*ClusterInfo) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{6}
+	return file_scanplane_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ClusterInfo) GetCoordinatorAddress() string {
@@ -751,7 +800,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_scanplane_proto_msgTypes[7]
+	mi := &file_scanplane_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +812,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[7]
+	mi := &file_scanplane_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +825,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{7}
+	return file_scanplane_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Row) GetKey() []byte {
@@ -834,7 +883,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_scanplane_proto_msgTypes[8]
+	mi := &file_scanplane_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +895,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[8]
+	mi := &file_scanplane_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +908,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{8}
+	return file_scanplane_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ScanRequest) GetRequestId() string {
@@ -993,7 +1042,7 @@ type ScanRouted struct {
 
 func (x *ScanRouted) Reset() {
 	*x = ScanRouted{}
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1054,7 @@ func (x *ScanRouted) String() string {
 func (*ScanRouted) ProtoMessage() {}
 
 func (x *ScanRouted) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1067,7 @@ func (x *ScanRouted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRouted.ProtoReflect.Descriptor instead.
 func (*ScanRouted) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{9}
+	return file_scanplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ScanRouted) GetRequestId() string {
@@ -1042,6 +1091,71 @@ func (x *ScanRouted) GetTabletActor() *Pid {
 	return nil
 }
 
+// ScanProgress: tablet actor -> client, every FlowConfig.ProgressEvery
+// while a request has no attempt that delivered data: the request is
+// alive at coordinator (actor address) and state says what it waits for
+// (a server of a group, an attempt on a server). A client that hears
+// nothing about a request for its idle timeout sends it elsewhere.
+type ScanProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Coordinator   string                 `protobuf:"bytes,2,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	State         string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScanProgress) Reset() {
+	*x = ScanProgress{}
+	mi := &file_scanplane_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScanProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScanProgress) ProtoMessage() {}
+
+func (x *ScanProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScanProgress.ProtoReflect.Descriptor instead.
+func (*ScanProgress) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ScanProgress) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ScanProgress) GetCoordinator() string {
+	if x != nil {
+		return x.Coordinator
+	}
+	return ""
+}
+
+func (x *ScanProgress) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 // ScanError: tablet actor or server -> client; the request failed.
 type ScanError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1055,7 +1169,7 @@ type ScanError struct {
 
 func (x *ScanError) Reset() {
 	*x = ScanError{}
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1181,7 @@ func (x *ScanError) String() string {
 func (*ScanError) ProtoMessage() {}
 
 func (x *ScanError) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1194,7 @@ func (x *ScanError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanError.ProtoReflect.Descriptor instead.
 func (*ScanError) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{10}
+	return file_scanplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScanError) GetRequestId() string {
@@ -1125,7 +1239,7 @@ type AttemptInfo struct {
 
 func (x *AttemptInfo) Reset() {
 	*x = AttemptInfo{}
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1251,7 @@ func (x *AttemptInfo) String() string {
 func (*AttemptInfo) ProtoMessage() {}
 
 func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1264,7 @@ func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptInfo.ProtoReflect.Descriptor instead.
 func (*AttemptInfo) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{11}
+	return file_scanplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AttemptInfo) GetAttempt() uint32 {
@@ -1219,7 +1333,7 @@ type StartScan struct {
 
 func (x *StartScan) Reset() {
 	*x = StartScan{}
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1345,7 @@ func (x *StartScan) String() string {
 func (*StartScan) ProtoMessage() {}
 
 func (x *StartScan) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1358,7 @@ func (x *StartScan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartScan.ProtoReflect.Descriptor instead.
 func (*StartScan) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{12}
+	return file_scanplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StartScan) GetRequestId() string {
@@ -1376,7 +1490,7 @@ type ScanStarted struct {
 
 func (x *ScanStarted) Reset() {
 	*x = ScanStarted{}
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1502,7 @@ func (x *ScanStarted) String() string {
 func (*ScanStarted) ProtoMessage() {}
 
 func (x *ScanStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1515,7 @@ func (x *ScanStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanStarted.ProtoReflect.Descriptor instead.
 func (*ScanStarted) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{13}
+	return file_scanplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScanStarted) GetRequestId() string {
@@ -1461,7 +1575,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1587,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1600,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{14}
+	return file_scanplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Busy) GetRequestId() string {
@@ -1568,7 +1682,7 @@ type RowBatch struct {
 
 func (x *RowBatch) Reset() {
 	*x = RowBatch{}
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1694,7 @@ func (x *RowBatch) String() string {
 func (*RowBatch) ProtoMessage() {}
 
 func (x *RowBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1707,7 @@ func (x *RowBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowBatch.ProtoReflect.Descriptor instead.
 func (*RowBatch) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{15}
+	return file_scanplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RowBatch) GetRequestId() string {
@@ -1678,7 +1792,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1804,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1817,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{16}
+	return file_scanplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BatchAck) GetRequestId() string {
@@ -1751,7 +1865,7 @@ type ScanFinished struct {
 
 func (x *ScanFinished) Reset() {
 	*x = ScanFinished{}
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1877,7 @@ func (x *ScanFinished) String() string {
 func (*ScanFinished) ProtoMessage() {}
 
 func (x *ScanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1890,7 @@ func (x *ScanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanFinished.ProtoReflect.Descriptor instead.
 func (*ScanFinished) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{17}
+	return file_scanplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ScanFinished) GetRequestId() string {
@@ -1893,7 +2007,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2019,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2032,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{18}
+	return file_scanplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Cancel) GetRequestId() string {
@@ -1963,7 +2077,7 @@ type ScanDone struct {
 
 func (x *ScanDone) Reset() {
 	*x = ScanDone{}
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2089,7 @@ func (x *ScanDone) String() string {
 func (*ScanDone) ProtoMessage() {}
 
 func (x *ScanDone) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2102,7 @@ func (x *ScanDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanDone.ProtoReflect.Descriptor instead.
 func (*ScanDone) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{19}
+	return file_scanplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScanDone) GetRequestId() string {
@@ -2054,7 +2168,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2180,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2193,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{20}
+	return file_scanplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Heartbeat) GetHost() string {
@@ -2231,7 +2345,7 @@ type LoadSignal struct {
 
 func (x *LoadSignal) Reset() {
 	*x = LoadSignal{}
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2357,7 @@ func (x *LoadSignal) String() string {
 func (*LoadSignal) ProtoMessage() {}
 
 func (x *LoadSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2370,7 @@ func (x *LoadSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSignal.ProtoReflect.Descriptor instead.
 func (*LoadSignal) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{21}
+	return file_scanplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LoadSignal) GetHost() string {
@@ -2317,7 +2431,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2443,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2456,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{22}
+	return file_scanplane_proto_rawDescGZIP(), []int{24}
 }
 
 type ServerStatus struct {
@@ -2379,7 +2493,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2505,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2518,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{23}
+	return file_scanplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ServerStatus) GetId() string {
@@ -2586,7 +2700,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2712,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2725,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{24}
+	return file_scanplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatusReply) GetServers() []*ServerStatus {
@@ -2794,7 +2908,7 @@ type TableStatus struct {
 
 func (x *TableStatus) Reset() {
 	*x = TableStatus{}
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2920,7 @@ func (x *TableStatus) String() string {
 func (*TableStatus) ProtoMessage() {}
 
 func (x *TableStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2933,7 @@ func (x *TableStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableStatus.ProtoReflect.Descriptor instead.
 func (*TableStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{25}
+	return file_scanplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TableStatus) GetName() string {
@@ -2856,7 +2970,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +2982,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +2995,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{26}
+	return file_scanplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RouteRequest) GetTable() string {
@@ -2932,7 +3046,7 @@ type RouteReply struct {
 
 func (x *RouteReply) Reset() {
 	*x = RouteReply{}
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2944,7 +3058,7 @@ func (x *RouteReply) String() string {
 func (*RouteReply) ProtoMessage() {}
 
 func (x *RouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2957,7 +3071,7 @@ func (x *RouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteReply.ProtoReflect.Descriptor instead.
 func (*RouteReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{27}
+	return file_scanplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RouteReply) GetProfile() string {
@@ -3053,7 +3167,7 @@ type ReloadProfiles struct {
 
 func (x *ReloadProfiles) Reset() {
 	*x = ReloadProfiles{}
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3179,7 @@ func (x *ReloadProfiles) String() string {
 func (*ReloadProfiles) ProtoMessage() {}
 
 func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3192,7 @@ func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadProfiles.ProtoReflect.Descriptor instead.
 func (*ReloadProfiles) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{28}
+	return file_scanplane_proto_rawDescGZIP(), []int{30}
 }
 
 type ReloadReply struct {
@@ -3091,7 +3205,7 @@ type ReloadReply struct {
 
 func (x *ReloadReply) Reset() {
 	*x = ReloadReply{}
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3217,7 @@ func (x *ReloadReply) String() string {
 func (*ReloadReply) ProtoMessage() {}
 
 func (x *ReloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3230,7 @@ func (x *ReloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadReply.ProtoReflect.Descriptor instead.
 func (*ReloadReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{29}
+	return file_scanplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReloadReply) GetOk() bool {
@@ -3147,7 +3261,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3159,7 +3273,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3172,7 +3286,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{30}
+	return file_scanplane_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Probe) GetId() uint64 {
@@ -3209,7 +3323,7 @@ type ProbeReply struct {
 
 func (x *ProbeReply) Reset() {
 	*x = ProbeReply{}
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3221,7 +3335,7 @@ func (x *ProbeReply) String() string {
 func (*ProbeReply) ProtoMessage() {}
 
 func (x *ProbeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3234,7 +3348,7 @@ func (x *ProbeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeReply.ProtoReflect.Descriptor instead.
 func (*ProbeReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{31}
+	return file_scanplane_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ProbeReply) GetId() uint64 {
@@ -3306,7 +3420,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12&\n" +
 	"\x0fcreated_unix_ms\x18\a \x01(\x03R\rcreatedUnixMs\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\b \x01(\rR\tblockSize\"\xbd\x03\n" +
+	"block_size\x18\b \x01(\rR\tblockSize\"F\n" +
+	"\x0fCoordinatorList\x123\n" +
+	"\amembers\x18\x01 \x03(\v2\x19.scanplane.v1.ClusterInfoR\amembers\"\xbd\x03\n" +
 	"\vClusterInfo\x12/\n" +
 	"\x13coordinator_address\x18\x01 \x01(\tR\x12coordinatorAddress\x12\x1b\n" +
 	"\trouter_id\x18\x02 \x01(\tR\brouterId\x12!\n" +
@@ -3357,7 +3473,12 @@ const file_scanplane_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x124\n" +
-	"\ftablet_actor\x18\x03 \x01(\v2\x11.scanplane.v1.PidR\vtabletActor\"\xa8\x01\n" +
+	"\ftablet_actor\x18\x03 \x01(\v2\x11.scanplane.v1.PidR\vtabletActor\"e\n" +
+	"\fScanProgress\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12 \n" +
+	"\vcoordinator\x18\x02 \x01(\tR\vcoordinator\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"\xa8\x01\n" +
 	"\tScanError\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12+\n" +
@@ -3649,80 +3770,83 @@ func file_scanplane_proto_rawDescGZIP() []byte {
 }
 
 var file_scanplane_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_scanplane_proto_goTypes = []any{
-	(ErrorCode)(0),         // 0: scanplane.v1.ErrorCode
-	(AttemptResult)(0),     // 1: scanplane.v1.AttemptResult
-	(*Pid)(nil),            // 2: scanplane.v1.Pid
-	(*KeyRange)(nil),       // 3: scanplane.v1.KeyRange
-	(*TabletRef)(nil),      // 4: scanplane.v1.TabletRef
-	(*FileRef)(nil),        // 5: scanplane.v1.FileRef
-	(*TabletMeta)(nil),     // 6: scanplane.v1.TabletMeta
-	(*TableMeta)(nil),      // 7: scanplane.v1.TableMeta
-	(*ClusterInfo)(nil),    // 8: scanplane.v1.ClusterInfo
-	(*Row)(nil),            // 9: scanplane.v1.Row
-	(*ScanRequest)(nil),    // 10: scanplane.v1.ScanRequest
-	(*ScanRouted)(nil),     // 11: scanplane.v1.ScanRouted
-	(*ScanError)(nil),      // 12: scanplane.v1.ScanError
-	(*AttemptInfo)(nil),    // 13: scanplane.v1.AttemptInfo
-	(*StartScan)(nil),      // 14: scanplane.v1.StartScan
-	(*ScanStarted)(nil),    // 15: scanplane.v1.ScanStarted
-	(*Busy)(nil),           // 16: scanplane.v1.Busy
-	(*RowBatch)(nil),       // 17: scanplane.v1.RowBatch
-	(*BatchAck)(nil),       // 18: scanplane.v1.BatchAck
-	(*ScanFinished)(nil),   // 19: scanplane.v1.ScanFinished
-	(*Cancel)(nil),         // 20: scanplane.v1.Cancel
-	(*ScanDone)(nil),       // 21: scanplane.v1.ScanDone
-	(*Heartbeat)(nil),      // 22: scanplane.v1.Heartbeat
-	(*LoadSignal)(nil),     // 23: scanplane.v1.LoadSignal
-	(*StatusRequest)(nil),  // 24: scanplane.v1.StatusRequest
-	(*ServerStatus)(nil),   // 25: scanplane.v1.ServerStatus
-	(*StatusReply)(nil),    // 26: scanplane.v1.StatusReply
-	(*TableStatus)(nil),    // 27: scanplane.v1.TableStatus
-	(*RouteRequest)(nil),   // 28: scanplane.v1.RouteRequest
-	(*RouteReply)(nil),     // 29: scanplane.v1.RouteReply
-	(*ReloadProfiles)(nil), // 30: scanplane.v1.ReloadProfiles
-	(*ReloadReply)(nil),    // 31: scanplane.v1.ReloadReply
-	(*Probe)(nil),          // 32: scanplane.v1.Probe
-	(*ProbeReply)(nil),     // 33: scanplane.v1.ProbeReply
-	nil,                    // 34: scanplane.v1.ScanRequest.HintsEntry
-	nil,                    // 35: scanplane.v1.RouteRequest.HintsEntry
+	(ErrorCode)(0),          // 0: scanplane.v1.ErrorCode
+	(AttemptResult)(0),      // 1: scanplane.v1.AttemptResult
+	(*Pid)(nil),             // 2: scanplane.v1.Pid
+	(*KeyRange)(nil),        // 3: scanplane.v1.KeyRange
+	(*TabletRef)(nil),       // 4: scanplane.v1.TabletRef
+	(*FileRef)(nil),         // 5: scanplane.v1.FileRef
+	(*TabletMeta)(nil),      // 6: scanplane.v1.TabletMeta
+	(*TableMeta)(nil),       // 7: scanplane.v1.TableMeta
+	(*CoordinatorList)(nil), // 8: scanplane.v1.CoordinatorList
+	(*ClusterInfo)(nil),     // 9: scanplane.v1.ClusterInfo
+	(*Row)(nil),             // 10: scanplane.v1.Row
+	(*ScanRequest)(nil),     // 11: scanplane.v1.ScanRequest
+	(*ScanRouted)(nil),      // 12: scanplane.v1.ScanRouted
+	(*ScanProgress)(nil),    // 13: scanplane.v1.ScanProgress
+	(*ScanError)(nil),       // 14: scanplane.v1.ScanError
+	(*AttemptInfo)(nil),     // 15: scanplane.v1.AttemptInfo
+	(*StartScan)(nil),       // 16: scanplane.v1.StartScan
+	(*ScanStarted)(nil),     // 17: scanplane.v1.ScanStarted
+	(*Busy)(nil),            // 18: scanplane.v1.Busy
+	(*RowBatch)(nil),        // 19: scanplane.v1.RowBatch
+	(*BatchAck)(nil),        // 20: scanplane.v1.BatchAck
+	(*ScanFinished)(nil),    // 21: scanplane.v1.ScanFinished
+	(*Cancel)(nil),          // 22: scanplane.v1.Cancel
+	(*ScanDone)(nil),        // 23: scanplane.v1.ScanDone
+	(*Heartbeat)(nil),       // 24: scanplane.v1.Heartbeat
+	(*LoadSignal)(nil),      // 25: scanplane.v1.LoadSignal
+	(*StatusRequest)(nil),   // 26: scanplane.v1.StatusRequest
+	(*ServerStatus)(nil),    // 27: scanplane.v1.ServerStatus
+	(*StatusReply)(nil),     // 28: scanplane.v1.StatusReply
+	(*TableStatus)(nil),     // 29: scanplane.v1.TableStatus
+	(*RouteRequest)(nil),    // 30: scanplane.v1.RouteRequest
+	(*RouteReply)(nil),      // 31: scanplane.v1.RouteReply
+	(*ReloadProfiles)(nil),  // 32: scanplane.v1.ReloadProfiles
+	(*ReloadReply)(nil),     // 33: scanplane.v1.ReloadReply
+	(*Probe)(nil),           // 34: scanplane.v1.Probe
+	(*ProbeReply)(nil),      // 35: scanplane.v1.ProbeReply
+	nil,                     // 36: scanplane.v1.ScanRequest.HintsEntry
+	nil,                     // 37: scanplane.v1.RouteRequest.HintsEntry
 }
 var file_scanplane_proto_depIdxs = []int32{
 	4,  // 0: scanplane.v1.TabletMeta.ref:type_name -> scanplane.v1.TabletRef
 	5,  // 1: scanplane.v1.TabletMeta.files:type_name -> scanplane.v1.FileRef
 	6,  // 2: scanplane.v1.TableMeta.tablets:type_name -> scanplane.v1.TabletMeta
-	2,  // 3: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
-	4,  // 4: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
-	3,  // 5: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
-	34, // 6: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
-	2,  // 7: scanplane.v1.ScanRouted.tablet_actor:type_name -> scanplane.v1.Pid
-	0,  // 8: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
-	13, // 9: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
-	1,  // 10: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
-	2,  // 11: scanplane.v1.StartScan.client:type_name -> scanplane.v1.Pid
-	2,  // 12: scanplane.v1.StartScan.tablet_actor:type_name -> scanplane.v1.Pid
-	4,  // 13: scanplane.v1.StartScan.tablet:type_name -> scanplane.v1.TabletRef
-	5,  // 14: scanplane.v1.StartScan.files:type_name -> scanplane.v1.FileRef
-	3,  // 15: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
-	9,  // 16: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
-	2,  // 17: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
-	19, // 18: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
-	0,  // 19: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	4,  // 20: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 21: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	25, // 22: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	8,  // 23: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	27, // 24: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	35, // 25: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 26: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 27: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 28: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	9,  // 3: scanplane.v1.CoordinatorList.members:type_name -> scanplane.v1.ClusterInfo
+	2,  // 4: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
+	4,  // 5: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
+	3,  // 6: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
+	36, // 7: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	2,  // 8: scanplane.v1.ScanRouted.tablet_actor:type_name -> scanplane.v1.Pid
+	0,  // 9: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
+	15, // 10: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
+	1,  // 11: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
+	2,  // 12: scanplane.v1.StartScan.client:type_name -> scanplane.v1.Pid
+	2,  // 13: scanplane.v1.StartScan.tablet_actor:type_name -> scanplane.v1.Pid
+	4,  // 14: scanplane.v1.StartScan.tablet:type_name -> scanplane.v1.TabletRef
+	5,  // 15: scanplane.v1.StartScan.files:type_name -> scanplane.v1.FileRef
+	3,  // 16: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
+	10, // 17: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
+	2,  // 18: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
+	21, // 19: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
+	0,  // 20: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
+	4,  // 21: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 22: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	27, // 23: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	9,  // 24: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	29, // 25: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	37, // 26: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 27: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 28: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 29: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
@@ -3736,7 +3860,7 @@ func file_scanplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_proto_rawDesc), len(file_scanplane_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

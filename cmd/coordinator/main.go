@@ -329,6 +329,14 @@ func run(args []string) int {
 	}
 	cur.Store(m)
 	defer func() { cur.Load().close(log) }()
+	// Clients that cannot read the lease bucket yet (JetStream electing a
+	// leader) ask the coordinators over core NATS (bus.DiscoverSubject).
+	stopDiscovery, err := conn.ServeDiscovery(func() []*messages.ClusterInfo { return cur.Load().live() })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "coordinator:", err)
+		return 1
+	}
+	defer stopDiscovery()
 	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{NATS: natsURL, Actor: m.co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: ready file:", err)
 		return 1
@@ -396,6 +404,14 @@ func (m *member) status() *messages.StatusReply {
 		st = m.ann.status(st)
 	}
 	return st
+}
+
+// live is the live coordinators as this member's lease watch sees them.
+func (m *member) live() []*messages.ClusterInfo {
+	if m == nil {
+		return nil
+	}
+	return m.status().GetCoordinators()
 }
 
 // close withdraws the lease first (clients move on at once), then stops
