@@ -153,6 +153,7 @@ type coordCounters struct {
 	probesSent, probeReplies                            atomic.Uint64 // prequal probes (probe.go)
 	progress                                            atomic.Uint64 // ScanProgress sent to clients
 	reforwarded                                         atomic.Uint64 // forwards not delivered, routed again
+	actorFailures                                       atomic.Uint64 // actor panics (supervision.go)
 	// gauges
 	flows, tabletActors, hostActors atomic.Int64
 }
@@ -213,6 +214,8 @@ type Coordinator struct {
 	leaseUpdate func(func(*messages.ClusterInfo))
 	status      sync.Map
 	hostPIDs    sync.Map
+	// routerEpoch counts the router's incarnations (supervision.go).
+	routerEpoch atomic.Uint64
 	registry    *actor.PID
 	router      *actor.PID
 	subs        []*bus.Subscription
@@ -326,12 +329,13 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 	c.started = time.Now()
 	c.as = as
 	root := as.Root
-	reg := newRegistryActor(c)
 	var err error
-	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return reg }), "scanplane-registry"); err != nil {
+	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(c) },
+		actor.WithGuardian(c.supervisor("registry")), actor.WithSupervisor(c.supervisor("host actor"))), "scanplane-registry"); err != nil {
 		return err
 	}
-	if c.router, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRouterActor(c) }), wire.RouterName); err != nil {
+	if c.router, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRouterActor(c) },
+		actor.WithGuardian(c.supervisor("router")), actor.WithSupervisor(c.supervisor("tablet actor"))), wire.RouterName); err != nil {
 		return err
 	}
 	c.events = as.EventStream.Subscribe(func(evt any) {

@@ -21,6 +21,9 @@ type routedScan struct {
 	// deadline: when the request arrived plus its timeout_ms, at most
 	// FlowConfig.MaxFlowAge after it arrived.
 	deadline time.Time
+	// restarts: how often an actor failed while holding the request
+	// (supervision.go).
+	restarts int
 }
 
 // received wraps a validated ScanRequest that arrived now.

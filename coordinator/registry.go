@@ -68,7 +68,7 @@ type RegistryActor struct {
 }
 
 func newRegistryActor(co *Coordinator) *RegistryActor {
-	return &RegistryActor{co: co, board: co.board, status: &co.status, hostPID: &co.hostPIDs, misses: co.cfg.HeartbeatMisses, now: time.Now,
+	return &RegistryActor{co: co, board: co.board, status: &co.status, hostPID: &co.hostPIDs, misses: co.cfg.HeartbeatMisses, now: co.cfg.Clock,
 		hosts: map[string]*actor.PID{}, byID: map[string]string{}, retiring: map[string]*retiringHost{},
 		addrs: map[string]map[string]bool{}, hostAddr: map[string]map[string]bool{}}
 }

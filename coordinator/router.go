@@ -16,13 +16,15 @@ import (
 )
 
 type metaLoaded struct {
-	key  tableGen
-	meta *messages.TableMeta
-	code messages.ErrorCode
-	err  error
+	epoch uint64 // the router incarnation that started the load
+	key   tableGen
+	meta  *messages.TableMeta
+	code  messages.ErrorCode
+	err   error
 }
 
 type routeResolved struct {
+	epoch  uint64
 	req    *messages.RouteRequest
 	sender *actor.PID
 	meta   *messages.TableMeta
@@ -59,6 +61,8 @@ type RouterActor struct {
 	self  string
 	// idents: tablet actor name -> cluster identity, for the running ones.
 	idents map[string]string
+	// epoch: this incarnation (Coordinator.routerEpoch when it started).
+	epoch uint64
 }
 
 // retiringTablet is a tablet actor between its idle-stop request and its
@@ -86,7 +90,7 @@ type tabletPIDReply struct{ pid *actor.PID }
 
 func newRouterActor(co *Coordinator) *RouterActor {
 	return &RouterActor{co: co, tablets: map[string]*actor.PID{}, names: map[string]string{}, retiring: map[string]*retiringTablet{},
-		waiting: map[tableGen][]*routedScan{}, idents: map[string]string{}}
+		waiting: map[tableGen][]*routedScan{}, idents: map[string]string{}, epoch: co.routerEpoch.Load()}
 }
 
 // Receive implements actor.Actor.
@@ -106,7 +110,14 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.onScan(c, r.co.received(r.co.now(), m))
 	case *routedScan:
 		r.onScan(c, m)
+	case *injectPanic:
+		panic(m.why)
+	case *actor.Restarting:
+		r.handOver(c)
 	case *metaLoaded:
+		if m.epoch != r.epoch {
+			return // started by an incarnation before a restart
+		}
 		r.loading--
 		reqs := r.waiting[m.key]
 		delete(r.waiting, m.key)
@@ -149,7 +160,9 @@ func (r *RouterActor) Receive(c actor.Context) {
 	case *messages.RouteRequest:
 		r.onRoute(c, m)
 	case *routeResolved:
-		r.routing--
+		if m.epoch == r.epoch {
+			r.routing--
+		}
 		if m.err != nil {
 			c.Send(m.sender, &messages.RouteReply{Error: m.err.Error()})
 			return
@@ -199,6 +212,34 @@ func (r *RouterActor) Receive(c actor.Context) {
 			}
 		}
 		r.nwaiting -= len(rt.queued) // only ScanDones, for flows that are gone
+	}
+}
+
+// handOver gives what this incarnation holds to the next one, as it
+// restarts after a panic (supervision.go): the requests waiting for
+// metadata or for a stopping tablet actor go back to our own mailbox
+// (once; the second time they are answered INTERNAL), and the epoch moves
+// on, so our tablet actors, which stop with us, hand over theirs too.
+func (r *RouterActor) handOver(c actor.Context) {
+	r.co.routerEpoch.Add(1)
+	requeue := func(rs *routedScan) {
+		if rs.restarts == 0 {
+			c.Send(c.Self(), &routedScan{req: rs.req, deadline: rs.deadline, restarts: 1})
+			return
+		}
+		rejectScan(r.co, c, rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL, "coordinator: router failed twice while holding this request; giving up on it")
+	}
+	for _, reqs := range r.waiting {
+		for _, rs := range reqs {
+			requeue(rs)
+		}
+	}
+	for _, rt := range r.retiring {
+		for _, q := range rt.queued {
+			if rs, ok := q.msg.(*routedScan); ok {
+				requeue(rs)
+			}
+		}
 	}
 }
 
@@ -259,7 +300,7 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		res := &routeResolved{req: m, sender: sender}
+		res := &routeResolved{epoch: r.epoch, req: m, sender: sender}
 		gen, err := co.meta.src.Current(ctx, m.GetTable())
 		if err == nil && gen == 0 {
 			err = fmt.Errorf("no table %q", m.GetTable())
@@ -312,7 +353,7 @@ func (r *RouterActor) startLoads(c actor.Context) {
 		r.loadQueue[0] = tableGen{}
 		r.loadQueue = r.loadQueue[1:]
 		r.loading++
-		self, root, co := c.Self(), c.ActorSystem().Root, r.co
+		self, root, co, epoch := c.Self(), c.ActorSystem().Root, r.co, r.epoch
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -320,7 +361,7 @@ func (r *RouterActor) startLoads(c actor.Context) {
 			if code == messages.ErrorCode_ERROR_CODE_INTERNAL {
 				co.metrics.NATSError(NATSOpMetaRead)
 			}
-			root.Send(self, &metaLoaded{key: key, meta: meta, code: code, err: err})
+			root.Send(self, &metaLoaded{epoch: epoch, key: key, meta: meta, code: code, err: err})
 		}()
 	}
 }
@@ -352,9 +393,10 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	r.spawns++
 	id := name + "#" + strconv.FormatUint(r.spawns, 10)
 	gate := &stopGate{co: co}
+	epoch := r.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
 		t := newTabletActor(co, meta, tm)
-		t.gate = gate
+		t.gate, t.routerEpoch = gate, epoch
 		return t
 	}, actor.WithMailbox(gatedMailboxProducer(gate)))
 	pid, err := c.SpawnNamed(props, id)

@@ -695,6 +695,24 @@ func (f *ScanFlow) Leave(now time.Time, msg string) []Action {
 	return f.failWith(now, messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, msg, softCancel)
 }
 
+// Quit ends the flow without a word to the client, because the request
+// is handed to another incarnation of the tablet actor or the client reads
+// from an attempt that already streams: live attempts are told to stop
+// unless they stream, and accounted as cancelled.
+func (f *ScanFlow) Quit(now time.Time) []Action {
+	if f.done {
+		return nil
+	}
+	var acts []Action
+	for _, a := range f.attempts {
+		if a.live() {
+			acts = append(acts, f.end(now, a, selection.Cancelled, softCancel)...)
+		}
+	}
+	f.done = true
+	return append(acts, Action{Kind: ActComplete})
+}
+
 func (f *ScanFlow) fail(now time.Time, code messages.ErrorCode, msg string) []Action {
 	return f.failWith(now, code, msg, hardCancel)
 }

@@ -69,6 +69,7 @@ type tabletStays struct {
 
 // flowEntry is one running ScanRequest.
 type flowEntry struct {
+	rs       *routedScan // the request as it arrived
 	flow     *ScanFlow
 	profiles *selection.Profiles
 	profile  *selection.Profile
@@ -125,6 +126,9 @@ type TabletActor struct {
 	// gate: closed when we decide to stop; our mailbox then hands what is
 	// left to the router (direct.go).
 	gate *stopGate
+	// routerEpoch: the router incarnation that spawned us (a router that
+	// restarts stops us; we then hand it our requests).
+	routerEpoch uint64
 }
 
 func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
@@ -152,9 +156,16 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.co.counters.tabletActors.Add(1)
 		t.co.counters.tabletStarts.Add(1)
 		t.armIdle(t.co.cfg.TabletIdle)
-	case *actor.Stopped, *actor.Restarting:
-		// (A restart after a panic delivers Started again.)
+	case *actor.Stopped:
 		t.co.counters.tabletActors.Add(-1)
+	case *actor.Restarting:
+		// A panic: the fresh incarnation (Started again) takes the
+		// requests that had no data yet.
+		t.co.counters.tabletActors.Add(-1)
+		t.handOver(now, t.self, "tablet actor failed")
+		t.stopTimers()
+	case *injectPanic:
+		panic(m.why)
 	case *idleCheck:
 		t.idle = nil
 		t.onIdleCheck(c, now)
@@ -175,15 +186,14 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.armIdle(t.co.cfg.TabletIdle)
 	case *actor.Stopping:
 		t.closeGate()
+		if t.co.routerEpoch.Load() != t.routerEpoch {
+			// Our router restarts: its fresh incarnation takes our requests.
+			t.handOver(now, c.Parent(), "router failed")
+		}
 		for id, e := range t.flows {
 			t.apply(now, id, e, e.flow.Leave(now, "coordinator tablet actor stopping"))
 		}
-		for _, tm := range []**time.Timer{&t.check, &t.idle} {
-			if *tm != nil {
-				(*tm).Stop()
-				*tm = nil
-			}
-		}
+		t.stopTimers()
 	case *lostCheck:
 		t.check = nil
 		t.checkLost(now)
@@ -233,6 +243,36 @@ func (t *TabletActor) Receive(c actor.Context) {
 		c.Respond(t.route(now, m))
 	case *messages.ProbeReply:
 		t.onProbeReply(now, m)
+	}
+}
+
+// stopTimers stops the lost-check and idle timers.
+func (t *TabletActor) stopTimers() {
+	for _, tm := range []**time.Timer{&t.check, &t.idle} {
+		if *tm != nil {
+			(*tm).Stop()
+			*tm = nil
+		}
+	}
+}
+
+// handOver ends every flow because this incarnation of the actor goes
+// (supervision.go): attempts are cancelled unless they stream and
+// accounted to their hosts; a request that had no data yet is sent to to
+// (a fresh incarnation) the first time, and answered INTERNAL the second;
+// the client of one that streams reads on from its server.
+func (t *TabletActor) handOver(now time.Time, to *actor.PID, why string) {
+	for id, e := range t.flows {
+		winner := e.flow.Winner() != 0
+		t.apply(now, id, e, e.flow.Quit(now))
+		switch {
+		case winner:
+		case e.rs.restarts == 0:
+			t.root.Send(to, &routedScan{req: e.rs.req, deadline: e.rs.deadline, restarts: 1})
+		default:
+			rejectScan(t.co, t.root, e.rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL,
+				fmt.Sprintf("coordinator: %s twice while serving this request; giving up on it", why))
+		}
 	}
 }
 
@@ -309,7 +349,7 @@ func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 		}
 		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
-	e := &flowEntry{profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
+	e := &flowEntry{rs: rs, profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
 		timers: map[uint64]*time.Timer{}, start: now, progressed: now, decide: t.co.metrics.selectionObserver(prof)}
 	e.flow = NewScanFlow(m, rs.deadline, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
 	t.co.counters.scans.Add(1)

@@ -135,7 +135,8 @@ func (h *HostAgent) Start(ctx context.Context) error {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	h.incarnation = hex.EncodeToString(b[:])
-	if _, err := h.sys.Actors.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return echoActor{} }), wire.EchoName); err != nil {
+	if _, err := h.sys.Actors.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return echoActor{} },
+		actor.WithGuardian(restartStrategy("echo", h.log))), wire.EchoName); err != nil {
 		h.Close()
 		return fmt.Errorf("scanserver: spawn echo actor: %w", err)
 	}
@@ -149,11 +150,14 @@ func (h *HostAgent) Start(ctx context.Context) error {
 			scfg.Fault = FaultConfig{}
 		}
 		counters := &ServerCounters{}
-		a := NewScanServerActor(h.life, id, h.cfg.Host, scfg, fetcher, gens, h.sys.Actors, counters, h.publishBusy, h.log)
-		// Timed outside the fault wrapper: injected slowness shows in
-		// the fetch latency as an operator would see a slow disk.
-		a.fetcher = h.metrics.timed(a.fetcher, source)
-		pid, err := h.sys.Actors.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), ServerActorID(i))
+		newActor := func() *ScanServerActor {
+			a := NewScanServerActor(h.life, id, h.cfg.Host, scfg, fetcher, gens, h.sys.Actors, counters, h.publishBusy, h.log)
+			// Timed outside the fault wrapper: injected slowness shows in
+			// the fetch latency as an operator would see a slow disk.
+			a.fetcher = h.metrics.timed(a.fetcher, source)
+			return a
+		}
+		pid, err := h.sys.Actors.Root.SpawnNamed(ServerProps(newActor, h.log), ServerActorID(i))
 		if err != nil {
 			h.Close()
 			return fmt.Errorf("scanserver: spawn scan server %d: %w", i, err)

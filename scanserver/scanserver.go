@@ -249,8 +249,12 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *actor.Started:
 		s.self = c.Self()
-	case *actor.Stopping:
+	case *actor.Stopping, *actor.Restarting:
+		// A restart (after a panic) starts a fresh actor: this one ends its
+		// scans as a stop does, so their tablet actors retry them.
 		s.shutdown()
+	case *injectPanic:
+		panic(m.why)
 	case *messages.StartScan:
 		s.gate.wait(s.life)
 		s.onStartScan(m)

@@ -1,0 +1,113 @@
+package coordinator
+
+import (
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/scanserver"
+	"github.com/scanplane/scanplane/selection"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// inFlight is the coordinator's in-flight count of server id.
+func (r *rig) inFlight(id string) int {
+	if s := r.co.board.View().Server(selection.ServerID(id)); s != nil {
+		return s.InFlight
+	}
+	return -1
+}
+
+// tabletPID asks the router for tablet idx's actor.
+func (r *rig) tabletPID(idx int) *actor.PID {
+	r.t.Helper()
+	res, err := r.as.Root.RequestFuture(r.co.router, &tabletPIDQuery{name: tabletActorName("t", r.table.Generation, uint32(idx))}, rigWait).Result()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return res.(*tabletPIDReply).pid
+}
+
+// TestTabletActorPanicLosesNoScan: a tablet actor panics while a scan of
+// its tablet waits on a server. The actor restarts clean; the scan is
+// served by the new incarnation and returns every row; the host's
+// in-flight count and the flows gauge come back to zero; the failure is
+// counted.
+func TestTabletActorPanicLosesNoScan(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 200, tablets: 1})
+	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	s := r.start(r.request(0), false)
+	r.waitFor("the scan in flight on h1/0", func() bool { return r.inFlight("h1/0") == 1 })
+	pid := r.tabletPID(0)
+	r.as.Root.Send(pid, &injectPanic{why: "test: tablet actor panic"})
+	r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == 1 })
+	close(gate.open)
+	r.checkRows(r.wait(s), 0)
+	if got := r.tabletPID(0); !got.Equal(pid) {
+		t.Fatalf("tablet actor %v after its restart, want the same PID %v", got, pid)
+	}
+	r.waitFor("in-flight and flows back to zero", func() bool {
+		return r.inFlight("h1/0") == 0 && r.co.counters.flows.Load() == 0
+	})
+	if n := r.co.counters.tabletActors.Load(); n != 1 {
+		t.Fatalf("tablet actors gauge %d, want 1", n)
+	}
+	// It serves on.
+	r.checkRows(r.scan(r.request(0)), 0)
+}
+
+// TestRouterPanicLosesNoScan: the router panics while one request waits
+// for its table's metadata and another waits on a server in a tablet
+// actor. The router restarts; both scans complete with every row; the
+// counters are exact.
+func TestRouterPanicLosesNoScan(t *testing.T) {
+	var gm *gatedMeta
+	r := newRig(t, rigOpts{rows: 200, tablets: 2,
+		meta: func(m MetaSource) MetaSource { gm = &gatedMeta{MetaSource: m, open: make(chan struct{})}; return gm }})
+	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	close(gm.open) // the first request loads the metadata
+	flowing := r.start(r.request(0), false)
+	r.waitFor("the first scan in flight", func() bool { return r.inFlight("h1/0") == 1 })
+	gm.open = make(chan struct{})
+	r.co.meta.forget("t", r.table.Generation+1) // the next request waits for a load
+	waiting := r.start(r.request(1), false)
+	r.waitFor("a metadata load running", func() bool { return gm.running.Load() == 1 })
+
+	r.as.Root.Send(r.co.router, &injectPanic{why: "test: router panic"})
+	r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == 1 })
+	close(gm.open)
+	close(gate.open)
+	r.checkRows(r.wait(flowing), 0)
+	r.checkRows(r.wait(waiting), 1)
+	r.waitFor("in-flight and flows back to zero", func() bool {
+		return r.inFlight("h1/0") == 0 && r.co.counters.flows.Load() == 0
+	})
+	for i := range 2 {
+		r.checkRows(r.scan(r.request(i)), i)
+	}
+	if st := r.co.Status(); st.GetScansFailed() != 0 {
+		t.Fatalf("status scans failed %d, want 0", st.GetScansFailed())
+	}
+}
+
+// TestSecondFailureAnswersInternal: a request whose actor fails twice
+// while holding it is answered INTERNAL, naming why, instead of going
+// round for ever.
+func TestSecondFailureAnswersInternal(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 100, tablets: 1})
+	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	defer close(gate.open)
+	s := r.start(r.request(0), false)
+	for n := uint64(1); n <= 2; n++ {
+		r.waitFor("the scan in flight", func() bool { return r.inFlight("h1/0") >= 1 && r.co.counters.flows.Load() == 1 })
+		r.as.Root.Send(r.tabletPID(0), &injectPanic{why: "test"})
+		r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == n })
+	}
+	r.wait(s)
+	if s.err == nil || s.err.GetCode() != messages.ErrorCode_ERROR_CODE_INTERNAL {
+		t.Fatalf("scan after two failures: %v, want INTERNAL", s.err)
+	}
+}

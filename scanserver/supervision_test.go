@@ -1,0 +1,61 @@
+package scanserver
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
+)
+
+// TestScanServerRestartsAfterPanic: a scan-server actor that panics is
+// replaced by a fresh incarnation at the same PID, which answers as
+// before; each incarnation is made by the props' constructor.
+func TestScanServerRestartsAfterPanic(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
+	defer sys.Shutdown()
+	store, err := tablets.NewDirStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	made := 0
+	newActor := func() *ScanServerActor {
+		made++
+		return NewScanServerActor(context.Background(), "h1/0", "h1", DefaultScanServerConfig(), tablets.StoreFetcher{Store: store}, nil, sys,
+			&ServerCounters{}, nil, quiet)
+	}
+	pid, err := sys.Root.SpawnNamed(ServerProps(newActor, quiet), "srv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies := make(chan *messages.ProbeReply, 4)
+	inbox := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if r, ok := c.Message().(*messages.ProbeReply); ok {
+			replies <- r
+		}
+	}))
+	probe := func(id uint64) {
+		t.Helper()
+		sys.Root.Send(pid, &messages.Probe{Id: id, ReplyTo: wire.FromPID(inbox), Server: "h1/0"})
+		select {
+		case r := <-replies:
+			if r.GetId() != id {
+				t.Fatalf("probe %d answered %d", id, r.GetId())
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("probe %d: no answer", id)
+		}
+	}
+	probe(1)
+	sys.Root.Send(pid, &injectPanic{why: "test: scan server panic"})
+	probe(2)
+	if made != 2 {
+		t.Fatalf("%d incarnations made, want 2 (the first and one after the panic)", made)
+	}
+}
