@@ -37,7 +37,13 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/cliutil"
 )
+
+// version is the build version, set at link time with
+// -ldflags "-X main.version=v1.2.3"; empty = what cliutil.Version finds.
+var version string
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -116,8 +122,13 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.StringVar(&o.data, "data", "", "cluster data directory (default: a temporary one, removed at the end)")
 	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of this command and the cluster's processes")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the scan ranges and fake-server lives")
+	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(out, "churnsoak", cliutil.Version(version))
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(errOut, "churnsoak: unexpected arguments %q\n", fs.Args())

@@ -82,8 +82,13 @@ func run(args []string) int {
 	fs.BoolVar(&o.insecure, "insecure", false, cliutil.InsecureUsage)
 	fs.StringVar(&o.secrets, "secrets", "", cliutil.SecretsUsage)
 	fs.StringVar(&o.httpTokenFile, "http-token-file", "", cliutil.HTTPTokenUsage)
+	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Println("coordinator", cliutil.Version(version))
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "coordinator: unexpected arguments %q\n", fs.Args())
@@ -242,7 +247,8 @@ func run(args []string) int {
 		}
 		httpAddr = l.Addr().String()
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), cc.Metrics)
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), cc.Metrics,
+			cliutil.BuildInfoCollector(cliutil.Version(version)))
 		reg.MustRegister(coordinator.CoordinatorCollectors(func() *coordinator.Coordinator {
 			if m := cur.Load(); m != nil {
 				return m.co

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"reflect"
-	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -302,26 +301,7 @@ func text(n *html.Node) string {
 	return b.String()
 }
 
-func TestVersionOf(t *testing.T) {
-	info := func(v string) func() (*debug.BuildInfo, bool) {
-		return func() (*debug.BuildInfo, bool) { return &debug.BuildInfo{Main: debug.Module{Version: v}}, true }
-	}
-	none := func() (*debug.BuildInfo, bool) { return nil, false }
-	for _, tc := range []struct {
-		ldflags string
-		read    func() (*debug.BuildInfo, bool)
-		want    string
-	}{
-		{"v1.2.3", info("v0.9.0"), "v1.2.3"},
-		{"", info("v0.9.0"), "v0.9.0"},
-		{"", info("(devel)"), "devel"},
-		{"", info(""), "devel"},
-		{"", none, "devel"},
-	} {
-		if got := versionOf(tc.ldflags, tc.read); got != tc.want {
-			t.Errorf("versionOf(%q, ...) = %q, want %q", tc.ldflags, got, tc.want)
-		}
-	}
+func TestBuildVersion(t *testing.T) {
 	if buildVersion() == "" {
 		t.Error("buildVersion is empty")
 	}

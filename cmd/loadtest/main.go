@@ -49,6 +49,10 @@ func main() {
 	os.Exit(code)
 }
 
+// version is the build version, set at link time with
+// -ldflags "-X main.version=v1.2.3"; empty = what cliutil.Version finds.
+var version string
+
 // listFlag is a list flag: repeatable, each value may hold several items
 // separated by commas; the first Set replaces the default.
 type listFlag struct {
@@ -161,11 +165,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	define(fs, &cfg, &opts)
+	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, "loadtest", cliutil.Version(version))
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "loadtest: unexpected arguments %q\n", fs.Args())

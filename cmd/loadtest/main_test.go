@@ -5,6 +5,7 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -117,3 +118,17 @@ func TestFlagsProfiles(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// --version prints the build's version, commit and Go version and exits 0
+// before anything starts.
+func TestVersionFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &out, &errb); code != 0 {
+		t.Fatalf("--version: exit %d, stderr %q", code, errb.String())
+	}
+	if !versionLine.MatchString(out.String()) {
+		t.Fatalf("--version printed %q, want a line matching %s", out.String(), versionLine)
+	}
+}
+
+var versionLine = regexp.MustCompile(`^loadtest \S+ \(commit \S+, go\d[^)]*\)\n$`)

@@ -23,6 +23,10 @@ import (
 	"github.com/scanplane/scanplane/localcluster"
 )
 
+// version is the build version, set at link time with
+// -ldflags "-X main.version=v1.2.3"; empty = what cliutil.Version finds.
+var version string
+
 // defaultNATS lists the well-known client URLs of the NATS nodes `scanctl
 // up` starts (one per coordinator): a command connects to whichever is up.
 var defaultNATS = localcluster.WellKnownNATSURLs(defaultCoordinators)
@@ -60,6 +64,7 @@ var commands = []command{
 	{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
 	{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
 	{"reload", "", "make the coordinator re-read its --profiles file", runReload},
+	{"version", "", "print the version, VCS commit and Go version of scanctl", runVersion},
 	{"secrets", "init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
 }
 
@@ -74,6 +79,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out, errOut io.Writer) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
+		args = append([]string{"version"}, args[1:]...)
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(out)
 		if len(args) == 0 {
@@ -110,7 +118,7 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
 	}
-	fmt.Fprintf(w, "\nevery command but secrets also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up, demo and secrets take --secrets DIR (ingest uses its admin certificate, the others its client certificate; up takes --secure)\n", defaultNATS)
+	fmt.Fprintf(w, "\nevery command but secrets and version also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up, demo and secrets take --secrets DIR (ingest uses its admin certificate, the others its client certificate; up takes --secure)\n", defaultNATS)
 }
 
 // noRemote are the commands that take the global flags but run their own
@@ -187,6 +195,23 @@ func withClient(ctx context.Context, g *globals, errOut io.Writer, fn func(conte
 	}
 	defer c.Close()
 	return fn(ctx, c)
+}
+
+// runVersion is `scanctl version` (and `scanctl --version`).
+func runVersion(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	fmt.Fprintln(out, "scanctl", cliutil.Version(version))
+	return nil
 }
 
 // hints collects repeated --hint k=v flags.

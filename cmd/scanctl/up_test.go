@@ -16,8 +16,9 @@ import (
 
 // scanctl up starts its scanservers with metrics on (HostMetrics) and
 // prints each host's metrics URL: on a real cluster (ephemeral ports),
-// every printed URL serves that process's metrics, and a restarted host
-// serves them again on its new port.
+// every printed URL serves that process's metrics, the
+// scanplane_build_info gauge among them, and a restarted host serves them
+// again on its new port.
 func TestUpPrintsMetricsURLs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -36,14 +37,17 @@ func TestUpPrintsMetricsURLs(t *testing.T) {
 		if !strings.Contains(body, `scanplane_scanserver_workers{host="`+name+`"`) {
 			t.Errorf("%s (%s) does not serve %s's scan-server metrics:\n%.400s", m[1], name, name, body)
 		}
+		checkBuildInfo(t, m[1], body)
 	}
 	m := regexp.MustCompile(`http://(\S+)/metrics  pid`).FindStringSubmatch(out.String())
 	if m == nil || m[1] != cl.HTTPAddr(0) {
 		t.Fatalf("coordinator metrics URL %v, want http://%s/metrics in:\n%s", m, cl.HTTPAddr(0), out.String())
 	}
-	if body := get(t, ctx, "http://"+m[1]+"/metrics"); !strings.Contains(body, "scanplane_coordinator_live_servers") {
+	body := get(t, ctx, "http://"+m[1]+"/metrics")
+	if !strings.Contains(body, "scanplane_coordinator_live_servers") {
 		t.Errorf("the coordinator's metrics URL serves no coordinator metrics")
 	}
+	checkBuildInfo(t, m[1], body)
 
 	// A restarted host serves its metrics on a new port.
 	old := cl.Host(0).Ready.HTTP
@@ -56,6 +60,18 @@ func TestUpPrintsMetricsURLs(t *testing.T) {
 	addr := cl.Host(0).Ready.HTTP
 	if addr == "" || !strings.Contains(get(t, ctx, "http://"+addr+"/metrics"), "scanplane_scanserver_workers") {
 		t.Errorf("restarted host: metrics at %q (was %q)", addr, old)
+	}
+}
+
+// buildInfoSeries is the scanplane_build_info series of /metrics.
+var buildInfoSeries = regexp.MustCompile(`(?m)^scanplane_build_info\{commit="(?:[0-9a-f]{40}(?:-dirty)?|unknown)",goversion="go\d[^"]*",version="[^"]+"\} 1$`)
+
+// checkBuildInfo fails t unless the metrics body of url has the
+// scanplane_build_info gauge with its three labels.
+func checkBuildInfo(t *testing.T, url, body string) {
+	t.Helper()
+	if !buildInfoSeries.MatchString(body) {
+		t.Errorf("%s has no series matching %s", url, buildInfoSeries)
 	}
 }
 

@@ -44,6 +44,10 @@ import (
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// version is the build version, set at link time with
+// -ldflags "-X main.version=v1.2.3"; empty = what cliutil.Version finds.
+var version string
+
 func orOff(s string) string {
 	if s == "" {
 		return "off"
@@ -88,8 +92,13 @@ func run(args []string) int {
 	fs.BoolVar(&insecure, "insecure", false, cliutil.InsecureUsage)
 	fs.StringVar(&secrets, "secrets", "", cliutil.SecretsUsage)
 	fs.StringVar(&httpTokenFile, "http-token-file", "", cliutil.HTTPTokenUsage)
+	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Println("scanserver", cliutil.Version(version))
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "scanserver: unexpected arguments %q\n", fs.Args())
@@ -170,7 +179,8 @@ func run(args []string) int {
 	served := ""
 	if httpAddr != "" {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			cliutil.BuildInfoCollector(cliutil.Version(version)))
 		reg.MustRegister(agent.Collectors()...)
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
