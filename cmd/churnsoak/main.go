@@ -30,6 +30,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -104,13 +105,12 @@ func (o options) validate() error {
 func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("churnsoak", flag.ContinueOnError)
-	fs.SetOutput(errOut)
 	fs.DurationVar(&o.duration, "duration", 2*time.Minute, "how long fake servers churn while scans run")
 	fs.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the coordinator may take afterwards to come back to its baseline")
 	fs.IntVar(&o.fakeServers, "fake-servers", 1000, "distinct fake scan-server identities that join and leave (each may rejoin as a new incarnation)")
 	fs.IntVar(&o.fakePerHost, "fake-per-host", 4, "fake servers per fake host")
 	fs.IntVar(&o.fakeLive, "fake-live", 200, "fake servers alive at any one time")
-	fs.StringVar(&o.fakeGroup, "fake-group", "churn", "resource group of the fake servers; \"default\" lets real scans be dispatched to them")
+	fs.StringVar(&o.fakeGroup, "fake-group", "churn", "resource `GROUP` of the fake servers; the real servers' group lets real scans be dispatched to them")
 	fs.DurationVar(&o.fakeHeartbeat, "fake-heartbeat", time.Second, "heartbeat interval of a fake server")
 	fs.DurationVar(&o.fakeLifeMin, "fake-life-min", 2*time.Second, "shortest life of a fake server")
 	fs.DurationVar(&o.fakeLifeMax, "fake-life-max", 10*time.Second, "longest life of a fake server")
@@ -119,11 +119,16 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 	fs.IntVar(&o.rows, "rows", 20000, "rows in the scanned table")
 	fs.IntVar(&o.tablets, "tablets", 8, "tablets of the scanned table")
 	fs.IntVar(&o.scanners, "scanners", 2, "goroutines running verified scans")
-	fs.StringVar(&o.data, "data", "", "cluster data directory (default: a temporary one, removed at the end)")
-	fs.StringVar(&o.logLevel, "log-level", "warn", "log level of this command and the cluster's processes")
+	fs.StringVar(&o.data, "data", "", "cluster data `DIR` (default: a temporary one, removed at the end)")
+	fs.StringVar(&o.logLevel, "log-level", "warn", "log `LEVEL` of this command and the cluster's processes")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the scan ranges and fake-server lives")
 	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
-	if err := fs.Parse(args); err != nil {
+	if err := cliutil.ParseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cliutil.PrintHelp(out, "churnsoak [flags]", "Soak the coordinator under scan-server membership churn and check that its resources come back to their baseline.", fs)
+			return 0
+		}
+		fmt.Fprintf(errOut, "churnsoak: %v\nrun 'churnsoak --help'\n", err)
 		return 2
 	}
 	if *showVersion {

@@ -45,48 +45,63 @@ import (
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// about is what --help says the command does.
+const about = "Run a scanplane coordinator: an embedded NATS server (unless --nats), the tablet actors, and /status and /metrics on --http."
+
 type options struct {
 	listen, advertise, natsURL, natsListen, data, httpAddr, profiles, readyFile, logLevel string
 	secrets, httpTokenFile                                                                string
 	natsCluster, natsRoutes, natsName, clusterProvider, clusterName                       string
-	checkConfig, dieWithParent, insecure                                                  bool
+	logFormat                                                                             string
+	checkConfig, dieWithParent, insecure, showVersion                                     bool
 	misses, replicas                                                                      int
 	busySlack, startStall, leaseTTL                                                       time.Duration
 }
 
-func run(args []string) int {
-	var o options
+// newFlagSet defines the coordinator's flags on o.
+func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("coordinator", flag.ContinueOnError)
-	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "actor remote address (host:port; port 0 = ephemeral)")
-	fs.StringVar(&o.advertise, "advertise", "", "address other processes use to reach this coordinator (default: the listen address)")
-	fs.StringVar(&o.natsURL, "nats", "", "external NATS URL(s), comma separated; empty = run an embedded NATS server")
-	fs.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", "embedded NATS server address (host:port; port 0 = random)")
-	fs.StringVar(&o.natsCluster, "nats-cluster", "", "route listener (host:port; port 0 = random) making the embedded NATS server one node of a cluster; empty = standalone")
-	fs.StringVar(&o.natsRoutes, "nats-routes", "", "with --nats-cluster: nats-route://host:port URLs of the cluster's nodes, comma separated (every node, this one included, is usual)")
-	fs.StringVar(&o.natsName, "nats-name", "", "embedded NATS server name, unique per node and stable across restarts (default with --nats-cluster: <hostname>-<nats port>)")
-	fs.IntVar(&o.replicas, "replicas", 0, "JetStream replicas of the buckets this coordinator creates, 1..5 (default: 3 with --nats-cluster and 2+ other nodes' routes, else 1)")
-	fs.StringVar(&o.data, "data", "./data", "data directory (embedded JetStream lives in DATA/nats)")
-	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP address for /metrics, /status (JSON), the HTML status page / and /debug/pprof/; empty = off")
-	fs.StringVar(&o.profiles, "profiles", "", "scan server selection profiles JSON (Accumulo format + policy); empty = built-in default")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8090", "actor remote `ADDR` (host:port; port 0 = ephemeral)")
+	fs.StringVar(&o.advertise, "advertise", "", "`ADDR` other processes use to reach this coordinator (default: the --listen address)")
+	fs.StringVar(&o.natsURL, "nats", "", "external NATS `URLS`, comma separated; empty = run an embedded NATS server")
+	fs.StringVar(&o.natsListen, "nats-listen", "127.0.0.1:4222", "embedded NATS server `ADDR` (host:port; port 0 = random)")
+	fs.StringVar(&o.natsCluster, "nats-cluster", "", "route listener `ADDR` (host:port; port 0 = random) making the embedded NATS server one node of a cluster; empty = standalone")
+	fs.StringVar(&o.natsRoutes, "nats-routes", "", "with --nats-cluster: nats-route://host:port `URLS` of the cluster's nodes, comma separated (every node, this one included, is usual)")
+	fs.StringVar(&o.natsName, "nats-name", "", "embedded NATS server `NAME`, unique per node and stable across restarts (default with --nats-cluster: <hostname>-<nats port>)")
+	fs.IntVar(&o.replicas, "replicas", 0, "JetStream replicas `N` of the buckets this coordinator creates, 1..5 (default: 3 with --nats-cluster and 2+ other nodes' routes, else 1)")
+	fs.StringVar(&o.data, "data", "./data", "data `DIR` (embedded JetStream lives in DIR/nats)")
+	fs.StringVar(&o.httpAddr, "http", "127.0.0.1:8091", "HTTP `ADDR` for /metrics, /status (JSON), the HTML status page / and /debug/pprof/; empty = off")
+	fs.StringVar(&o.profiles, "profiles", "", "scan server selection profiles JSON `FILE` (Accumulo format + policy); empty = the built-in profiles")
 	fs.BoolVar(&o.checkConfig, "check-config", false, "validate --profiles, print one line per profile, and exit")
-	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON file with the listen addresses once ready")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	logFormat := fs.String("log-format", "text", cliutil.LogFormatUsage)
+	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON `FILE` with the listen addresses once ready")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", cliutil.LogFormatUsage)
 	fs.IntVar(&o.misses, "heartbeat-misses", 3, "heartbeats a server may miss before it leaves the view")
 	fs.DurationVar(&o.busySlack, "busy-slack", coordinator.DefaultFlowConfig().BusySlack, "network slack added to busy timeouts")
 	fs.DurationVar(&o.startStall, "start-stall", coordinator.DefaultFlowConfig().StartStall, "a started scan without data for this long is retried elsewhere")
-	fs.StringVar(&o.clusterProvider, "cluster-provider", "nats-kv", "coordinator membership: nats-kv (leases in NATS JetStream KV: several coordinators form a Proto.Actor cluster) or none (this coordinator alone serves every tablet)")
-	fs.StringVar(&o.clusterName, "cluster-name", coordinator.DefaultClusterName, "Proto.Actor cluster name; coordinators with the same name share the tablets")
+	fs.StringVar(&o.clusterProvider, "cluster-provider", "nats-kv", "coordinator membership `PROVIDER`: nats-kv (leases in NATS JetStream KV: several coordinators form a Proto.Actor cluster) or none (this coordinator alone serves every tablet)")
+	fs.StringVar(&o.clusterName, "cluster-name", coordinator.DefaultClusterName, "Proto.Actor cluster `NAME`; coordinators with the same name share the tablets")
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", bus.DefaultLeaseConfig().TTL, "a coordinator whose lease is not renewed for this long is taken as gone (renewed every third of it)")
 	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
 	fs.BoolVar(&o.insecure, "insecure", false, cliutil.InsecureUsage)
 	fs.StringVar(&o.secrets, "secrets", "", cliutil.SecretsUsage)
 	fs.StringVar(&o.httpTokenFile, "http-token-file", "", cliutil.HTTPTokenUsage)
-	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&o.showVersion, "version", false, cliutil.VersionUsage)
+	return fs
+}
+
+func run(args []string) int {
+	var o options
+	fs := newFlagSet(&o)
+	if err := cliutil.ParseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cliutil.PrintHelp(os.Stdout, "coordinator [flags]", about, fs)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "coordinator: %v\nrun 'coordinator --help'\n", err)
 		return 2
 	}
-	if *showVersion {
+	if o.showVersion {
 		fmt.Println("coordinator", cliutil.Version(version))
 		return 0
 	}
@@ -94,7 +109,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "coordinator: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
-	log, err := cliutil.Logger(os.Stderr, o.logLevel, *logFormat)
+	log, err := cliutil.Logger(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator:", err)
 		return 2

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/scanplane/scanplane/internal/cliutil"
 )
 
 func TestCheckConfig(t *testing.T) {
@@ -141,5 +143,15 @@ func TestNATSFlagErrorsNameTheFlag(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), flagName) {
 			t.Errorf("%s: error %v does not name the flag", flagName, err)
 		}
+	}
+}
+
+// TestUsage: every flag renders with a one-word argument name and states
+// its default once.
+func TestUsage(t *testing.T) {
+	var b strings.Builder
+	cliutil.PrintHelp(&b, "coordinator [flags]", about, newFlagSet(&options{}))
+	for _, p := range cliutil.UsageProblems(b.String()) {
+		t.Error(p)
 	}
 }

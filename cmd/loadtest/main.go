@@ -49,6 +49,9 @@ func main() {
 	os.Exit(code)
 }
 
+// about is what --help says the command does.
+const about = "Compare the selection policies under injected faults on a local cluster of real processes (or a running one, --nats)."
+
 // version is the build version, set at link time with
 // -ldflags "-X main.version=v1.2.3"; empty = what cliutil.Version finds.
 var version string
@@ -115,15 +118,15 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.IntVar(&c.Hosts, "hosts", c.Hosts, "scanserver processes (hosts) of the local cluster")
 	fs.IntVar(&c.ServersPerHost, "servers-per-host", c.ServersPerHost, "scan servers per host")
 	fs.IntVar(&c.Zones, "zones", c.Zones, "zones the hosts are spread over")
-	fs.StringVar(&c.NATS, "nats", c.NATS, "target a running cluster: its NATS URL (default: start a local cluster)")
-	fs.StringVar(&c.Coordinator, "coordinator", c.Coordinator, "running cluster: the coordinator's actor address (default: found on NATS)")
-	fs.StringVar(&c.ProfilesFile, "profiles-file", c.ProfilesFile, "the coordinator's --profiles file, rewritten per policy (local cluster: default profiles.json in --data; a running cluster needs it to switch policies)")
-	fs.StringVar(&c.BinDir, "bin", c.BinDir, "directory with the coordinator and scanserver executables (default: find or build them)")
-	fs.StringVar(&c.DataDir, "data", c.DataDir, "local cluster data directory (default: a temporary directory, removed afterwards)")
-	fs.Var(bytesFlag{&c.CacheSize}, "cache-size", "block cache per host, e.g. 8MiB (auto: 1.5 × the table / hosts)")
+	fs.StringVar(&c.NATS, "nats", c.NATS, "target a running cluster: its NATS `URLS`, comma separated (default: start a local cluster)")
+	fs.StringVar(&c.Coordinator, "coordinator", c.Coordinator, "running cluster: the coordinator's actor `ADDR` (default: found on NATS)")
+	fs.StringVar(&c.ProfilesFile, "profiles-file", c.ProfilesFile, "the coordinator's --profiles `FILE`, rewritten per policy (default for a local cluster: profiles.json in --data; a running cluster needs it to switch policies)")
+	fs.StringVar(&c.BinDir, "bin", c.BinDir, "`DIR` with the coordinator and scanserver executables (default: find or build them)")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "local cluster data `DIR` (default: a temporary directory, removed afterwards)")
+	fs.Var(bytesFlag{&c.CacheSize}, "cache-size", "block cache `SIZE` per host, e.g. 8MiB (auto: 1.5 × the table / hosts)")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "scan-server heartbeat interval")
 	fs.IntVar(&c.Workers, "workers", c.Workers, "concurrent scans per scan server (scanserver --workers; heterogeneous gives the fault host half)")
-	fs.StringVar(&c.Table, "table", c.Table, "table to scan (ingested unless present with the same rows and tablets)")
+	fs.StringVar(&c.Table, "table", c.Table, "`TABLE` to scan (ingested unless present with the same rows and tablets)")
 	fs.IntVar(&c.Rows, "rows", c.Rows, "rows of generated data")
 	fs.IntVar(&c.Tablets, "tablets", c.Tablets, "tablets")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "concurrent clients (goroutines sharing one client library)")
@@ -134,28 +137,28 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured window per policy and fault")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "warm-up before each measured window (not in the figures)")
 	fs.DurationVar(&c.ScanTimeout, "scan-timeout", c.ScanTimeout, "a scan not done after this long is an error")
-	fs.Var(&listFlag{p: &c.Faults}, "fault", "fault to compare, repeatable or comma separated: "+strings.Join(loadtest.FaultNames(), ", ")+
+	fs.Var(&listFlag{p: &c.Faults}, "fault", "`FAULTS` to compare, repeatable or comma separated: "+strings.Join(loadtest.FaultNames(), ", ")+
 		" (combine with +). heterogeneous: the fault host runs --workers/2 per server for the whole phase; antagonist: for the fault window a"+
 		" CPU-burning process runs beside the fault host's scanserver, both pinned to one CPU (Prequal's antagonist load)")
 	fs.IntVar(&c.FaultHost, "fault-host", c.FaultHost, "index of the host that gets the fault")
 	fs.IntVar(&c.FaultCoordinator, "fault-coordinator", c.FaultCoordinator, "index of the coordinator crash-coordinator and hung-coordinator hit (-1 = the one the load's clients talk to)")
 	fs.DurationVar(&c.FaultAfter, "fault-after", c.FaultAfter, "timed faults start this long into the window (0 = duration/4)")
 	fs.DurationVar(&c.FaultFor, "fault-for", c.FaultFor, "timed faults last this long (0 = duration/2)")
-	fs.StringVar(&c.SlowPause, "slow-pause", c.SlowPause, "slow-server: pause DUR every EVERY")
+	fs.StringVar(&c.SlowPause, "slow-pause", c.SlowPause, "slow-server: pause DUR every EVERY (`DUR/EVERY`)")
 	fs.Float64Var(&c.SlowFactor, "slow-factor", c.SlowFactor, "slow-host: block reads this many times slower")
 	fs.Float64Var(&c.HotShare, "hot-share", c.HotShare, "hot-tablet: share of scans on the hot tablet")
 	fs.IntVar(&c.HotTablet, "hot-tablet", c.HotTablet, "hot-tablet: the tablet (-1 = tablets/2)")
 	fs.IntVar(&c.AntagonistThreads, "antagonist-threads", c.AntagonistThreads, "antagonist: busy threads of the CPU burner (all on its one CPU)")
 	fs.IntVar(&c.AntagonistCPU, "antagonist-cpu", c.AntagonistCPU, "antagonist: the CPU the burner and the fault host's scanserver are pinned to (-1 = the scanserver's lowest)")
-	fs.Var(&listFlag{p: &c.Policies}, "policies", "policies to compare, repeatable or comma separated ("+strings.Join(selection.PolicyNames(), ", ")+
-		"; suffix :hedge or :nohedge; clickhouse-* hedge by default; \"current\" = a running cluster's own profiles)")
+	fs.Var(&listFlag{p: &c.Policies}, "policies", "`POLICIES` to compare, repeatable or comma separated ("+strings.Join(selection.PolicyNames(), ", ")+
+		"; suffix :hedge or :nohedge; clickhouse-* hedge unless :nohedge; \"current\" = a running cluster's own profiles)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
-	fs.StringVar(&o.out, "out", o.out, "directory for report.json and the plots (\"\" = none)")
+	fs.StringVar(&o.out, "out", o.out, "`DIR` for report.json and the plots (\"\" = none)")
 	fs.BoolVar(&o.quick, "quick", o.quick, "smoke test of about 20 s: accumulo-host and adaptive under slow-server, smaller cluster, table and phases (explicit flags still apply)")
-	fs.StringVar(&o.median, "median", o.median, "no run: combine these report directories (comma separated) into medians, print and write them to --out")
-	fs.StringVar(&o.progress, "progress", "auto", "live progress line on stderr: auto (when a terminal), on, off")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the clients, the ingest, the harness) over the whole run to this file (go tool pprof)")
-	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process (alloc_space/alloc_objects since the start, and in use at the end) to this file when the run ends (go tool pprof)")
+	fs.StringVar(&o.median, "median", o.median, "no run: combine these report `DIRS` (comma separated) into medians, print and write them to --out")
+	fs.StringVar(&o.progress, "progress", "auto", "live progress line on stderr, `WHEN`: auto (when a terminal), on, off")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of this process (the clients, the ingest, the harness) over the whole run to this `FILE` (go tool pprof)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of this process (alloc_space/alloc_objects since the start, and in use at the end) to this `FILE` when the run ends (go tool pprof)")
 	fs.IntVar(&o.closedLoop, "closed-loop", 0, "saturation run: N clients scanning back to back, no think time (sets --clients N --rate 0); the report adds scans/s and the CPU each process kind used")
 }
 
@@ -163,13 +166,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg := loadtest.DefaultConfig()
 	opts := options{out: "loadtest-out"}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	define(fs, &cfg, &opts)
 	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
-	if err := fs.Parse(args); err != nil {
+	if err := cliutil.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			cliutil.PrintHelp(stdout, "loadtest [flags]", about, fs)
 			return 0
 		}
+		fmt.Fprintf(stderr, "loadtest: %v\nrun 'loadtest --help'\n", err)
 		return 2
 	}
 	if *showVersion {

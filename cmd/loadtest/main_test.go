@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/cliutil"
 )
 
 // TestFlagsNewFaults: bad values for the heterogeneous and antagonist
@@ -40,7 +42,7 @@ func TestFlagsNewFaults(t *testing.T) {
 		t.Fatalf("-h: exit %d", code)
 	}
 	for _, want := range []string{"heterogeneous", "antagonist", "-antagonist-threads", "-antagonist-cpu", "-workers"} {
-		if !strings.Contains(errb.String(), want) {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("-h does not mention %s", want)
 		}
 	}
@@ -132,3 +134,21 @@ func TestVersionFlag(t *testing.T) {
 }
 
 var versionLine = regexp.MustCompile(`^loadtest \S+ \(commit \S+, go\d[^)]*\)\n$`)
+
+// TestUsage: --help prints to stdout, exit 0, every flag with a one-word
+// argument name and its default once; a bad flag is one line naming it
+// and a line pointing at --help.
+func TestUsage(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out, &errb); code != 0 || errb.Len() > 0 {
+		t.Fatalf("--help: exit %d, stderr %q", code, errb.String())
+	}
+	for _, p := range cliutil.UsageProblems(out.String()) {
+		t.Error(p)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"--polcies", "adaptive"}, &out, &errb); code != 2 ||
+		errb.String() != "loadtest: unknown flag --polcies (did you mean --policies?)\nrun 'loadtest --help'\n" {
+		t.Errorf("--polcies: exit %d, stderr %q", code, errb.String())
+	}
+}

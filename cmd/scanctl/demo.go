@@ -23,16 +23,16 @@ import (
 func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	cfg := localcluster.Config{}
-	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "coordinator processes (1..9; several: each embeds one node of a NATS cluster)")
-	fs.IntVar(&cfg.Hosts, "hosts", 3, "scanserver processes (hosts)")
-	fs.IntVar(&cfg.ServersPerHost, "servers-per-host", 2, "scan servers per host")
-	rowsN := fs.Int("rows", 100000, "rows of sample data")
-	tabletsN := fs.Int("tablets", 8, "tablets")
-	scans := fs.Int("scans", 200, "random range scans to run and verify")
-	data := fs.String("data", "", "data directory (default: a temporary directory, removed afterwards)")
-	fs.StringVar(&cfg.BinDir, "bin", "", "directory with the coordinator and scanserver executables")
-	compare := fs.String("compare", "quick", "then compare the selection policies under faults with the load tester: quick (about 20 s), full (nine policies × six faults, about 11 min) or off")
-	if _, err := parse("demo", g, fs, args, errOut); err != nil {
+	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "`N` coordinator processes (1..9; several: each embeds one node of a NATS cluster)")
+	fs.IntVar(&cfg.Hosts, "hosts", 3, "`N` scanserver processes (hosts)")
+	fs.IntVar(&cfg.ServersPerHost, "servers-per-host", 2, "`N` scan servers per host")
+	rowsN := fs.Int("rows", 100000, "`N` rows of sample data")
+	tabletsN := fs.Int("tablets", 8, "`N` tablets")
+	scans := fs.Int("scans", 200, "`N` random range scans to run and verify")
+	data := fs.String("data", "", "data `DIR` (default: a temporary directory, removed afterwards)")
+	fs.StringVar(&cfg.BinDir, "bin", "", "`DIR` with the coordinator and scanserver executables (default: next to scanctl, on PATH, or built from source)")
+	compare := fs.String("compare", "quick", "then compare the selection policies under faults with the load tester, `MODE`: quick (about 20 s), full (nine policies × six faults, about 11 min) or off")
+	if _, err := parse("demo", g, fs, args, out); err != nil {
 		return err
 	}
 	if err := checkSize(cfg.Hosts, cfg.ServersPerHost); err != nil {

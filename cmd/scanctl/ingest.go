@@ -22,14 +22,14 @@ import (
 
 func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
-	table := fs.String("table", "", "table name ([A-Za-z0-9_-], required)")
-	splits := fs.Int("splits", 8, "split the table into N tablets of equal row count (N-1 split points)")
-	splitKeys := fs.String("split-keys", "", "explicit split points, comma separated (escapes \\xNN); overrides --splits")
-	generate := fs.Int("generate", 0, "ingest N deterministic synthetic rows (row000000000 ...) instead of a file")
-	blockSize := fs.Int("block-size", tablets.DefaultBlockSize, "bytes per block")
-	replicas := fs.Int("replicas", 0, "JetStream replicas of a bucket this ingest creates, 1..5; 0 = as many as the metadata bucket has (the coordinator's --replicas), else 1")
-	blocksDir := fs.String("blocks-dir", "", "write blocks to this shared directory instead of JetStream (scan servers need the same --blocks-dir)")
-	pos, err := parse("ingest", g, fs, args, errOut)
+	table := fs.String("table", "", "table `NAME` ([A-Za-z0-9_-], required)")
+	splits := fs.Int("splits", 8, "split the table into `N` tablets of equal row count (N-1 split points)")
+	splitKeys := fs.String("split-keys", "", "explicit split points `KEYS`, comma separated (escapes \\xNN); overrides --splits")
+	generate := fs.Int("generate", 0, "ingest `ROWS` deterministic synthetic rows (row000000000 ...) instead of a file")
+	blockSize := fs.Int("block-size", tablets.DefaultBlockSize, "`BYTES` per block")
+	replicas := fs.Int("replicas", 0, "JetStream replicas `N` of a bucket this ingest creates, 1..5; 0 = as many as the metadata bucket has (the coordinator's --replicas), else 1")
+	blocksDir := fs.String("blocks-dir", "", "write blocks to this shared `DIR` instead of JetStream (scan servers need the same --blocks-dir)")
+	pos, err := parse("ingest", g, fs, args, out)
 	if err != nil {
 		return err
 	}

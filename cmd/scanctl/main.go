@@ -31,6 +31,23 @@ var version string
 // up` starts (one per coordinator): a command connects to whichever is up.
 var defaultNATS = localcluster.WellKnownNATSURLs(defaultCoordinators)
 
+// natsEnv is the environment variable --nats defaults to (before
+// defaultNATS): what `scanctl up --port-base` prints for the other
+// commands.
+const natsEnv = "SCANPLANE_NATS"
+
+// natsURLs is the NATS a command connects to: flagValue if set, else
+// $SCANPLANE_NATS, else defaultNATS.
+func natsURLs(flagValue string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if env := strings.TrimSpace(os.Getenv(natsEnv)); env != "" {
+		return env
+	}
+	return defaultNATS
+}
+
 // globals are the flags every command takes.
 type globals struct {
 	nats        string
@@ -41,13 +58,15 @@ type globals struct {
 	secrets     string
 }
 
-func (g *globals) register(fs *flag.FlagSet) {
-	fs.StringVar(&g.nats, "nats", defaultNATS, "NATS URL(s) of the cluster, comma-separated (default: the nodes scanctl up starts, so any one up will do)")
-	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor addresses host:port, comma-separated, in order of preference (default: found through NATS)")
+// register defines the global flags on fs; role is the certificate of
+// --secrets the command uses.
+func (g *globals) register(fs *flag.FlagSet, role string) {
+	fs.StringVar(&g.nats, "nats", "", "NATS `URLS` of the cluster, comma-separated, any one up will do (default $"+natsEnv+", else the nodes scanctl up starts: "+defaultNATS+")")
+	fs.StringVar(&g.coordinator, "coordinator", "", "coordinator actor `ADDRS` (host:port), comma-separated, in order of preference (default: found through NATS)")
 	fs.DurationVar(&g.timeout, "timeout", 60*time.Second, "give up after this long (the command returns within a second of it, whatever is dead)")
-	fs.StringVar(&g.logLevel, "log-level", "warn", "debug, info, warn or error")
+	fs.StringVar(&g.logLevel, "log-level", "warn", "log `LEVEL`: debug, info, warn or error")
 	fs.StringVar(&g.logFormat, "log-format", "text", cliutil.LogFormatUsage)
-	fs.StringVar(&g.secrets, "secrets", "", cliutil.SecretsUsage+" (the client certificate)")
+	fs.StringVar(&g.secrets, "secrets", "", cliutil.SecretsUsage+" (the "+role+" certificate)")
 }
 
 type command struct {
@@ -55,17 +74,23 @@ type command struct {
 	run              func(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error
 }
 
-var commands = []command{
-	{"demo", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
-	{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE] [--secure]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
-	{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
-	{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
-	{"tables", "", "list tables", runTables},
-	{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
-	{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
-	{"reload", "", "make the coordinator re-read its --profiles file", runReload},
-	{"version", "", "print the version, VCS commit and Go version of scanctl", runVersion},
-	{"secrets", "init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
+// commands are scanctl's commands, in the order help lists them (set in
+// init: the commands' help refers back to this table).
+var commands []command
+
+func init() {
+	commands = []command{
+		{"demo", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
+		{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE] [--secure]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
+		{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
+		{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
+		{"tables", "", "list tables", runTables},
+		{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
+		{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
+		{"reload", "", "make the coordinator re-read its --profiles file", runReload},
+		{"version", "", "print the version, VCS commit and Go version of scanctl", runVersion},
+		{"secrets", "init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
+	}
 }
 
 // usageError marks bad usage (exit status 2).
@@ -82,43 +107,92 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version") {
 		args = append([]string{"version"}, args[1:]...)
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
+		usage(errOut)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || (args[0] == "help" && len(args) == 1) {
 		usage(out)
-		if len(args) == 0 {
-			return 2
-		}
 		return 0
 	}
-	for _, c := range commands {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, &globals{}, args[1:], out, errOut)
-		if err == nil {
-			return 0
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		msg := strings.ReplaceAll(err.Error(), "\n", " ")
-		fmt.Fprintf(errOut, "scanctl %s: %s\n", c.name, msg)
-		var ue usageError
-		if errors.As(err, &ue) {
+	name, cmdArgs := args[0], args[1:]
+	if name == "help" {
+		// scanctl help CMD: the command's own --help.
+		name, cmdArgs = args[1], []string{"--help"}
+		if len(args) > 2 {
+			fmt.Fprintf(errOut, "scanctl help: want one command, got %q\n", args[1:])
 			return 2
 		}
-		return 1
+		if name == "help" {
+			usage(out)
+			return 0
+		}
 	}
-	fmt.Fprintf(errOut, "scanctl: unknown command %q (try scanctl help)\n", args[0])
-	return 2
+	c := findCommand(name)
+	if c == nil {
+		fmt.Fprintf(errOut, "scanctl: unknown command %q%s; run 'scanctl help'\n", name, didYouMean(name))
+		return 2
+	}
+	err := c.run(ctx, &globals{}, cmdArgs, out, errOut)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	fmt.Fprintf(errOut, "scanctl %s: %s\n", c.name, msg)
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(errOut, "run 'scanctl help %s'\n", c.name)
+		return 2
+	}
+	return 1
+}
+
+// findCommand returns the command called name, nil if there is none.
+func findCommand(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// didYouMean is " (did you mean X?)" for the command nearest to name
+// (one or two letters off), else "".
+func didYouMean(name string) string {
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	for _, c := range commands {
+		fs.Bool(c.name, false, "")
+	}
+	if err := cliutil.ParseFlags(fs, []string{"--" + name}); err != nil {
+		if _, s, ok := strings.Cut(err.Error(), "(did you mean --"); ok {
+			return " (did you mean " + strings.TrimSuffix(s, "?)") + "?)"
+		}
+	}
+	return ""
 }
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: scanctl COMMAND [flags]")
 	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-7s %s\n          %s\n", c.name, c.help, c.args)
+		fmt.Fprintf(w, "  %-7s %s\n", c.name, c.help)
+		if c.args != "" {
+			fmt.Fprintf(w, "          %s\n", c.args)
+		}
 	}
-	fmt.Fprintf(w, "\nevery command but secrets and version also takes --nats URL[,URL...] (default %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up, demo and secrets take --secrets DIR (ingest uses its admin certificate, the others its client certificate; up takes --secure)\n", defaultNATS)
+	fmt.Fprintf(w, "\nevery command but secrets and version also takes --nats URL[,URL...] (default $%s, else %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up, demo and secrets take --secrets DIR (ingest uses its admin certificate, the others its client certificate; up takes --secure)\n", natsEnv, defaultNATS)
+	fmt.Fprintln(w, "\nrun 'scanctl help COMMAND' for a command's flags")
+}
+
+// commandHelp prints command name's help: its usage line, what it does,
+// and fs's flags.
+func commandHelp(w io.Writer, name string, fs *flag.FlagSet) {
+	line, about := "scanctl "+name, ""
+	if c := findCommand(name); c != nil {
+		line, about = strings.TrimSpace(line+" "+c.args), c.help
+	}
+	cliutil.PrintHelp(w, line, about, fs)
 }
 
 // noRemote are the commands that take the global flags but run their own
@@ -126,12 +200,17 @@ func usage(w io.Writer) {
 var noRemote = map[string]bool{"up": true, "demo": true}
 
 // parse parses a command's flags (globals included); positional arguments
-// are returned.
-func parse(name string, g *globals, fs *flag.FlagSet, args []string, errOut io.Writer) ([]string, error) {
-	g.register(fs)
-	fs.SetOutput(errOut)
-	if err := fs.Parse(args); err != nil {
+// are returned. --help prints the command's help to out and returns
+// flag.ErrHelp.
+func parse(name string, g *globals, fs *flag.FlagSet, args []string, out io.Writer) ([]string, error) {
+	role := "client"
+	if name == "ingest" {
+		role = "admin"
+	}
+	g.register(fs, role)
+	if err := cliutil.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			commandHelp(out, name, fs)
 			return nil, err
 		}
 		return nil, usageError{err}
@@ -139,6 +218,7 @@ func parse(name string, g *globals, fs *flag.FlagSet, args []string, errOut io.W
 	if g.timeout <= 0 {
 		return nil, usageError{fmt.Errorf("--timeout %v must be > 0", g.timeout)}
 	}
+	g.nats = natsURLs(g.nats)
 	if g.secrets != "" && name == "up" {
 		return nil, usageError{fmt.Errorf("--secrets: `scanctl up` makes its own secrets; pass --secure (it creates DATA/secrets and secures every process with it)")}
 	}
@@ -200,9 +280,9 @@ func withClient(ctx context.Context, g *globals, errOut io.Writer, fn func(conte
 // runVersion is `scanctl version` (and `scanctl --version`).
 func runVersion(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	if err := fs.Parse(args); err != nil {
+	if err := cliutil.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			commandHelp(out, "version", fs)
 			return err
 		}
 		return usageError{err}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/cliutil"
 )
 
 func runCapture(args ...string) (int, string, string) {
@@ -60,5 +62,54 @@ func TestNoClusterIsAClearError(t *testing.T) {
 	code, _, errOut := runCapture("tables", "--nats", "nats://127.0.0.1:1", "--timeout", "5s")
 	if code != 1 || !strings.Contains(errOut, "scanctl tables:") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestCommandUsage: `scanctl help CMD` and `scanctl CMD --help` print the
+// same help to stdout with exit 0: the command's usage line, what it
+// does, and its flags, each with a one-word argument name and its default
+// stated once.
+func TestCommandUsage(t *testing.T) {
+	for _, c := range commands {
+		code, out, errOut := runCapture("help", c.name)
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: scanctl "+c.name) || !strings.Contains(out, c.help) {
+			t.Errorf("scanctl help %s: exit %d, stderr %q, out:\n%s", c.name, code, errOut, out)
+			continue
+		}
+		code, out2, _ := runCapture(c.name, "--help")
+		if code != 0 || out2 != out {
+			t.Errorf("scanctl %s --help: exit %d, out differs from scanctl help %s:\n%s", c.name, code, c.name, out2)
+		}
+		for _, p := range cliutil.UsageProblems(out) {
+			t.Errorf("scanctl %s: %s", c.name, p)
+		}
+	}
+	_, out, _ := runCapture("help", "status")
+	for _, want := range []string{"\n  -nats URLS\n", "\n  -secrets DIR\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scanctl help status does not show %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFlagErrors: a bad flag is one line naming it (with the nearest
+// flag for a misspelt one) and a line pointing at the command's help,
+// not the whole flag list; exit 2.
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"scan", "--tabel", "demo"}, "scanctl scan: unknown flag --tabel (did you mean --table?)\nrun 'scanctl help scan'\n"},
+		{[]string{"status", "--watch", "--interval", "soon"}, "scanctl status: invalid value \"soon\" for flag --interval: parse error\nrun 'scanctl help status'\n"},
+		{[]string{"ingest", "--table"}, "scanctl ingest: --table needs a value\nrun 'scanctl help ingest'\n"},
+		{[]string{"secrets", "init", "--dri", "x"}, "scanctl secrets: unknown flag --dri (did you mean --dir?)\nrun 'scanctl help secrets'\n"},
+		{[]string{"sacn"}, "scanctl: unknown command \"sacn\" (did you mean scan?); run 'scanctl help'\n"},
+		{[]string{"help", "nosuch"}, "scanctl: unknown command \"nosuch\"; run 'scanctl help'\n"},
+	} {
+		code, out, errOut := runCapture(tc.args...)
+		if code != 2 || out != "" || errOut != tc.want {
+			t.Errorf("scanctl %q: exit %d, out %q, stderr %q; want exit 2 and stderr %q", tc.args, code, out, errOut, tc.want)
+		}
 	}
 }

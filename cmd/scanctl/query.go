@@ -21,14 +21,14 @@ import (
 
 func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("scan", flag.ContinueOnError)
-	table := fs.String("table", "", "table name (required)")
-	start := fs.String("start", "", "first key (inclusive; escapes \\xNN); empty = from the beginning")
-	end := fs.String("end", "", "end key (exclusive); empty = to the end")
-	limit := fs.Uint64("limit", 0, "stop after N rows (0 = all)")
+	table := fs.String("table", "", "table `NAME` (required)")
+	start := fs.String("start", "", "first `KEY` (inclusive; escapes \\xNN); empty = from the beginning")
+	end := fs.String("end", "", "end `KEY` (exclusive); empty = to the end")
+	limit := fs.Uint64("limit", 0, "stop after `N` rows (0 = all)")
 	count := fs.Bool("count", false, "print only the number of rows")
 	h := hints{}
-	fs.Var(h, "hint", "scan hint key=value, e.g. scan_type=batch (repeatable)")
-	if _, err := parse("scan", g, fs, args, errOut); err != nil {
+	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
+	if _, err := parse("scan", g, fs, args, out); err != nil {
 		return err
 	}
 	if *table == "" {
@@ -71,7 +71,7 @@ func printScan(ctx context.Context, c *client.Client, out io.Writer, table strin
 
 func runTables(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("tables", flag.ContinueOnError)
-	if _, err := parse("tables", g, fs, args, errOut); err != nil {
+	if _, err := parse("tables", g, fs, args, out); err != nil {
 		return err
 	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error { return printTables(ctx, c, out) })
@@ -100,7 +100,7 @@ func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	var w watchFlags
 	w.register(fs)
-	if _, err := parse("status", g, fs, args, errOut); err != nil {
+	if _, err := parse("status", g, fs, args, out); err != nil {
 		return err
 	}
 	if err := w.check(fs); err != nil {
@@ -243,12 +243,12 @@ func printStatus(out io.Writer, st *messages.StatusReply) {
 
 func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("route", flag.ContinueOnError)
-	table := fs.String("table", "", "table name (required)")
-	row := fs.String("row", "", "row key (required; escapes \\xNN)")
-	attempts := fs.String("attempts", "", "results of earlier attempts, e.g. busy,busy or error")
+	table := fs.String("table", "", "table `NAME` (required)")
+	row := fs.String("row", "", "row `KEY` (required; escapes \\xNN)")
+	attempts := fs.String("attempts", "", "`RESULTS` of earlier attempts, e.g. busy,busy or error")
 	h := hints{}
-	fs.Var(h, "hint", "scan hint key=value (repeatable)")
-	if _, err := parse("route", g, fs, args, errOut); err != nil {
+	fs.Var(h, "hint", "scan hint `KEY=VALUE` (repeatable)")
+	if _, err := parse("route", g, fs, args, out); err != nil {
 		return err
 	}
 	if *table == "" || *row == "" {
@@ -308,7 +308,7 @@ func keyOr(k []byte, open string) string {
 
 func runReload(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("reload", flag.ContinueOnError)
-	if _, err := parse("reload", g, fs, args, errOut); err != nil {
+	if _, err := parse("reload", g, fs, args, out); err != nil {
 		return err
 	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {

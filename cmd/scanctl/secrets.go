@@ -15,18 +15,22 @@ import (
 // runSecrets is `scanctl secrets init`: a new secrets directory (README,
 // "Security").
 func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
-	if len(args) == 0 || args[0] != "init" {
-		return usageError{errors.New("want `scanctl secrets init --dir DIR [--ca-dir CADIR] [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]`")}
+	help := len(args) > 0 && (args[0] == "-h" || args[0] == "--help")
+	if len(args) == 0 || (args[0] != "init" && !help) {
+		return usageError{errors.New("want 'scanctl secrets init --dir DIR [--ca-dir CADIR] [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]'")}
+	}
+	if help {
+		args = append([]string{"init"}, args...)
 	}
 	fs := flag.NewFlagSet("secrets init", flag.ContinueOnError)
-	fs.SetOutput(errOut)
-	dir := fs.String("dir", "", "directory to create the secrets in (required; created 0700)")
-	caDir := fs.String("ca-dir", "", "directory for the CA's private key, which no process needs (created 0700; default DIR-ca, beside DIR); keep it off the nodes")
-	hosts := fs.String("hosts", "", "host names or IP addresses the certificates are valid for, comma separated (127.0.0.1, ::1 and localhost always are)")
-	serverHosts := fs.String("server-hosts", "", "scan server host ids (their --host), comma separated: a certificate each (scanserver.HOST.crt) that may publish only that host's heartbeats and signals on NATS; with any, scanserver.crt no longer connects to NATS")
+	dir := fs.String("dir", "", "`DIR` to create the secrets in (required; created 0700)")
+	caDir := fs.String("ca-dir", "", "`CADIR` for the CA's private key, which no process needs (created 0700; default DIR-ca, beside DIR); keep it off the nodes")
+	hosts := fs.String("hosts", "", "`HOSTS` (names or IP addresses) the certificates are valid for, comma separated (127.0.0.1, ::1 and localhost always are)")
+	serverHosts := fs.String("server-hosts", "", "scan server host `IDS` (their --host), comma separated: a certificate each (scanserver.HOST.crt) that may publish only that host's heartbeats and signals on NATS; with any, scanserver.crt no longer connects to NATS")
 	force := fs.Bool("force", false, "replace existing secrets (every certificate signed by the old CA stops being accepted)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := cliutil.ParseFlags(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			commandHelp(out, "secrets", fs)
 			return err
 		}
 		return usageError{err}

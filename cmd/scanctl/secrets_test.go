@@ -17,7 +17,7 @@ func TestSecretsInit(t *testing.T) {
 		code     int
 		out, err string
 	}{
-		{args: []string{"secrets"}, code: 2, err: "want `scanctl secrets init"},
+		{args: []string{"secrets"}, code: 2, err: "want 'scanctl secrets init"},
 		{args: []string{"secrets", "init"}, code: 2, err: "--dir is required"},
 		{args: []string{"secrets", "init", "--dir", dir, "--hosts", "a b"}, code: 2, err: `--hosts: "a b"`},
 		{args: []string{"secrets", "init", "--dir", dir, "--hosts", "node1,10.0.0.1"}, code: 0, out: "pass --secrets " + dir},

@@ -22,7 +22,7 @@ type watchFlags struct {
 func (w *watchFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&w.watch, "watch", false, "redraw the status every --interval until Ctrl-C (clears the screen on a terminal)")
 	fs.DurationVar(&w.interval, "interval", 2*time.Second, "with --watch: time between redraws")
-	fs.IntVar(&w.count, "count", 0, "with --watch: stop after this many redraws; 0 = until Ctrl-C")
+	fs.IntVar(&w.count, "count", 0, "with --watch: stop after `N` redraws; 0 = until Ctrl-C")
 }
 
 // check refuses --interval or --count without --watch and bad values.

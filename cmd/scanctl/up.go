@@ -20,20 +20,20 @@ const defaultCoordinators = 3
 func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	cfg := localcluster.Config{}
-	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "coordinator processes, each embedding one node of a NATS cluster (1..9); coordinator i listens on NATS 4222+i, routes 6222+i, actors 8090+2i, HTTP 8091+2i")
-	fs.IntVar(&cfg.Hosts, "hosts", 3, "scanserver processes (hosts)")
-	fs.IntVar(&cfg.ServersPerHost, "servers-per-host", 2, "scan servers per host")
-	fs.IntVar(&cfg.Zones, "zones", 1, "zones (hosts spread round-robin)")
-	fs.StringVar(&cfg.DataDir, "data", "./data", "data directory (JetStream store, logs)")
-	fs.StringVar(&cfg.Profiles, "profiles", "", "selection profiles JSON for the coordinators")
-	fs.StringVar(&cfg.BinDir, "bin", "", "directory with the coordinator and scanserver executables (default: next to scanctl, PATH, or built from source)")
-	fs.StringVar(&cfg.LogLevel, "child-log-level", "info", "log level of the child processes")
+	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "`N` coordinator processes, each embedding one node of a NATS cluster (1..9); coordinator i listens on NATS 4222+i, routes 6222+i, actors 8090+2i, HTTP 8091+2i")
+	fs.IntVar(&cfg.Hosts, "hosts", 3, "`N` scanserver processes (hosts)")
+	fs.IntVar(&cfg.ServersPerHost, "servers-per-host", 2, "`N` scan servers per host")
+	fs.IntVar(&cfg.Zones, "zones", 1, "`N` zones (hosts spread round-robin)")
+	fs.StringVar(&cfg.DataDir, "data", "./data", "data `DIR` (JetStream store, logs)")
+	fs.StringVar(&cfg.Profiles, "profiles", "", "selection profiles JSON `FILE` for the coordinators")
+	fs.StringVar(&cfg.BinDir, "bin", "", "`DIR` with the coordinator and scanserver executables (default: next to scanctl, on PATH, or built from source)")
+	fs.StringVar(&cfg.LogLevel, "child-log-level", "info", "log `LEVEL` of the child processes")
 	// Metrics on: each scanserver's /metrics on an ephemeral port,
 	// printed below (README "A cluster to play with").
 	cfg.HostMetrics = true
-	secure := fs.Bool("secure", false, "run the cluster secured: create a secrets directory in DATA/secrets (`scanctl secrets init`) unless it exists, and give it to every process as --secrets (mutual TLS on the actor remote, HTTPS with authentication on HTTP); pass --secrets DATA/secrets to the other scanctl commands")
+	secure := fs.Bool("secure", false, "run the cluster secured: create a secrets directory in DATA/secrets (as scanctl secrets init does) unless it exists, and give it to every process as --secrets (mutual TLS on the actor remote, HTTPS with authentication on HTTP); pass --secrets DATA/secrets to the other scanctl commands")
 	noRestart := fs.Bool("no-restart", false, "do not restart a child process that dies (default: restart it, with exponential backoff from 1s to 30s)")
-	if _, err := parse("up", g, fs, args, errOut); err != nil {
+	if _, err := parse("up", g, fs, args, out); err != nil {
 		return err
 	}
 	if err := checkSize(cfg.Hosts, cfg.ServersPerHost); err != nil {

@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -44,6 +45,9 @@ import (
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// about is what --help says the command does.
+const about = "Run one scanplane host: --servers scan servers sharing one block cache, announced to the coordinators over NATS."
+
 // version is the build version, set at link time with
 // -ldflags "-X main.version=v1.2.3"; empty = what cliutil.Version finds.
 var version string
@@ -63,40 +67,57 @@ func defaultHost() string {
 	return regexp.MustCompile(`[^A-Za-z0-9_-]`).ReplaceAllString(h, "_")
 }
 
-func run(args []string) int {
-	cfg := scanserver.DefaultHostAgentConfig()
-	var natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile, logLevel, logFormat, httpAddr, secrets, httpTokenFile string
-	var dieWithParent, insecure bool
+// options are the flags that are not HostAgentConfig fields.
+type options struct {
+	natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile string
+	logLevel, logFormat, httpAddr, secrets, httpTokenFile                    string
+	dieWithParent, insecure, showVersion                                     bool
+}
+
+// newFlagSet defines the scanserver's flags on cfg and o.
+func newFlagSet(cfg *scanserver.HostAgentConfig, o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("scanserver", flag.ContinueOnError)
-	fs.StringVar(&natsURL, "nats", "nats://127.0.0.1:4222", "NATS URL(s) of the cluster, comma separated")
-	fs.StringVar(&cfg.Host, "host", defaultHost(), "host id ([A-Za-z0-9_-]); servers of one host share its cache")
-	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "availability zone")
-	fs.StringVar(&cfg.Group, "group", cfg.Group, "resource group (profiles select servers by group)")
+	fs.StringVar(&o.natsURL, "nats", "nats://127.0.0.1:4222", "NATS `URLS` of the cluster, comma separated")
+	fs.StringVar(&cfg.Host, "host", defaultHost(), "host `ID` ([A-Za-z0-9_-]); servers of one host share its cache")
+	fs.StringVar(&cfg.Zone, "zone", cfg.Zone, "availability `ZONE`")
+	fs.StringVar(&cfg.Group, "group", cfg.Group, "resource `GROUP` (profiles select servers by group)")
 	fs.IntVar(&cfg.Servers, "servers", cfg.Servers, "scan-server actors in this process")
 	fs.IntVar(&cfg.Server.Workers, "workers", cfg.Server.Workers, "concurrent scans per server")
 	fs.IntVar(&cfg.Server.MaxQueue, "queue", cfg.Server.MaxQueue, "scans that may wait for a worker per server")
-	fs.IntVar(&cfg.Server.BatchRows, "batch-rows", cfg.Server.BatchRows, "default rows per batch")
-	fs.StringVar(&listen, "listen", "127.0.0.1:0", "actor remote address (port 0 = ephemeral)")
-	fs.StringVar(&advertise, "advertise", "", "address the coordinator and clients use to reach this process")
-	fs.StringVar(&cacheSize, "cache-size", "256MiB", "host block cache size")
+	fs.IntVar(&cfg.Server.BatchRows, "batch-rows", cfg.Server.BatchRows, "rows per batch when the scan asks for no batch size")
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "actor remote `ADDR` (host:port; port 0 = ephemeral)")
+	fs.StringVar(&o.advertise, "advertise", "", "`ADDR` the coordinator and clients use to reach this process (default: the --listen address)")
+	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "host block cache `SIZE` (e.g. 512MiB, 2GiB)")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", cfg.HeartbeatInterval, "heartbeat interval")
-	fs.StringVar(&blocksDir, "blocks-dir", "", "read blocks from this shared directory instead of JetStream")
-	fs.StringVar(&pause, "fault-pause", "", "FAULT INJECTION: stop serving for DUR every EVERY, e.g. 150ms/1s")
-	fs.StringVar(&slow, "fault-slow", "", "FAULT INJECTION: every block read takes FACTOR× longer, e.g. 10")
+	fs.StringVar(&o.blocksDir, "blocks-dir", "", "read blocks from this shared `DIR` instead of JetStream")
+	fs.StringVar(&o.pause, "fault-pause", "", "FAULT INJECTION: stop serving for DUR every EVERY (`DUR/EVERY`, e.g. 150ms/1s)")
+	fs.StringVar(&o.slow, "fault-slow", "", "FAULT INJECTION: every block read takes `FACTOR`× longer, e.g. 10")
 	fs.IntVar(&cfg.FaultServer, "fault-server", -1, "FAULT INJECTION: only this server index gets the faults (-1 = all)")
-	fs.StringVar(&readyFile, "ready-file", "", "write a JSON file with the addresses once ready")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&logFormat, "log-format", "text", cliutil.LogFormatUsage)
-	fs.StringVar(&httpAddr, "http", "", "HTTP address for /metrics and /debug/pprof/ (host:port; port 0 = ephemeral); empty = off")
-	fs.BoolVar(&dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
-	fs.BoolVar(&insecure, "insecure", false, cliutil.InsecureUsage)
-	fs.StringVar(&secrets, "secrets", "", cliutil.SecretsUsage)
-	fs.StringVar(&httpTokenFile, "http-token-file", "", cliutil.HTTPTokenUsage)
-	showVersion := fs.Bool("version", false, cliutil.VersionUsage)
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON `FILE` with the addresses once ready")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "text", cliutil.LogFormatUsage)
+	fs.StringVar(&o.httpAddr, "http", "", "HTTP `ADDR` for /metrics and /debug/pprof/ (host:port; port 0 = ephemeral); empty = off")
+	fs.BoolVar(&o.dieWithParent, "die-with-parent", false, "shut down when stdin closes (used by scanctl up)")
+	fs.BoolVar(&o.insecure, "insecure", false, cliutil.InsecureUsage)
+	fs.StringVar(&o.secrets, "secrets", "", cliutil.SecretsUsage)
+	fs.StringVar(&o.httpTokenFile, "http-token-file", "", cliutil.HTTPTokenUsage)
+	fs.BoolVar(&o.showVersion, "version", false, cliutil.VersionUsage)
+	return fs
+}
+
+func run(args []string) int {
+	cfg := scanserver.DefaultHostAgentConfig()
+	var o options
+	fs := newFlagSet(&cfg, &o)
+	if err := cliutil.ParseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cliutil.PrintHelp(os.Stdout, "scanserver [flags]", about, fs)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "scanserver: %v\nrun 'scanserver --help'\n", err)
 		return 2
 	}
-	if *showVersion {
+	if o.showVersion {
 		fmt.Println("scanserver", cliutil.Version(version))
 		return 0
 	}
@@ -105,35 +126,35 @@ func run(args []string) int {
 		return 2
 	}
 	bad := func(err error) int { fmt.Fprintln(os.Stderr, "scanserver:", err); return 2 }
-	log, err := cliutil.Logger(os.Stderr, logLevel, logFormat)
+	log, err := cliutil.Logger(os.Stderr, o.logLevel, o.logFormat)
 	if err != nil {
 		return bad(err)
 	}
 	cfg.Logger = log
-	secretsDir := cliutil.SecretsDir(secrets)
-	if err := cliutil.CheckListens(log, insecure, cliutil.SystemLookupIP, cliutil.Listen{Flag: "listen", Addr: listen, Secured: secretsDir != "", SecureWith: "--secrets DIR"}, cliutil.Listen{Flag: "http", Addr: httpAddr, Secured: secretsDir != "", SecureWith: "--secrets DIR"}); err != nil {
+	secretsDir := cliutil.SecretsDir(o.secrets)
+	if err := cliutil.CheckListens(log, o.insecure, cliutil.SystemLookupIP, cliutil.Listen{Flag: "listen", Addr: o.listen, Secured: secretsDir != "", SecureWith: "--secrets DIR"}, cliutil.Listen{Flag: "http", Addr: o.httpAddr, Secured: secretsDir != "", SecureWith: "--secrets DIR"}); err != nil {
 		return bad(err)
 	}
-	httpSec, err := cliutil.LoadHTTPSecurity(secretsDir, "scanserver", httpTokenFile)
+	httpSec, err := cliutil.LoadHTTPSecurity(secretsDir, "scanserver", o.httpTokenFile)
 	if err != nil {
 		return bad(err)
 	}
-	cfg.System = remoting.SystemConfig{Listen: listen, Advertise: advertise}
+	cfg.System = remoting.SystemConfig{Listen: o.listen, Advertise: o.advertise}
 	if secretsDir != "" {
 		if cfg.System.TLS, err = cliutil.RemoteTLS(secretsDir, cliutil.ServerTLSRole(secretsDir, cfg.Host)); err != nil {
 			return bad(err)
 		}
 	}
-	if cfg.Cache.MaxBytes, err = cliutil.ParseBytes(cacheSize); err != nil {
+	if cfg.Cache.MaxBytes, err = cliutil.ParseBytes(o.cacheSize); err != nil {
 		return bad(fmt.Errorf("--cache-size: %w", err))
 	}
-	if pause != "" {
-		if cfg.Server.Fault.PauseFor, cfg.Server.Fault.PauseEvery, err = scanserver.ParsePause(pause); err != nil {
+	if o.pause != "" {
+		if cfg.Server.Fault.PauseFor, cfg.Server.Fault.PauseEvery, err = scanserver.ParsePause(o.pause); err != nil {
 			return bad(fmt.Errorf("--fault-pause: %w", err))
 		}
 	}
-	if slow != "" {
-		if cfg.Server.Fault.SlowFactor, err = scanserver.ParseSlow(slow); err != nil {
+	if o.slow != "" {
+		if cfg.Server.Fault.SlowFactor, err = scanserver.ParseSlow(o.slow); err != nil {
 			return bad(fmt.Errorf("--fault-slow: %w", err))
 		}
 	}
@@ -143,11 +164,11 @@ func run(args []string) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if dieWithParent {
+	if o.dieWithParent {
 		cliutil.ExitWhenStdinCloses(stop)
 	}
 	bc := bus.DefaultConfig()
-	bc.URL, bc.Name, bc.Logger = natsURL, "scanplane-scanserver-"+cfg.Host, log
+	bc.URL, bc.Name, bc.Logger = o.natsURL, "scanplane-scanserver-"+cfg.Host, log
 	bc.TLS = cfg.System.TLS
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	conn, err := bus.Connect(cctx, bc)
@@ -158,8 +179,8 @@ func run(args []string) int {
 	}
 	defer conn.Close()
 	var store tablets.BlockStore
-	if blocksDir != "" {
-		if store, err = tablets.NewDirStore(blocksDir); err != nil {
+	if o.blocksDir != "" {
+		if store, err = tablets.NewDirStore(o.blocksDir); err != nil {
 			fmt.Fprintln(os.Stderr, "scanserver: --blocks-dir:", err)
 			return 1
 		}
@@ -177,7 +198,7 @@ func run(args []string) int {
 	}
 	defer agent.Close()
 	served := ""
-	if httpAddr != "" {
+	if o.httpAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 			cliutil.BuildInfoCollector(cliutil.Version(version)))
@@ -185,7 +206,7 @@ func run(args []string) int {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 		cliutil.HandlePprof(mux)
-		l, err := cliutil.ListenHTTP("http", httpAddr, httpSec)
+		l, err := cliutil.ListenHTTP("http", o.httpAddr, httpSec)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "scanserver:", err)
 			return 1
@@ -193,7 +214,7 @@ func run(args []string) int {
 		defer cliutil.ServeListener(l, mux, httpSec, log)()
 		served = l.Addr().String()
 	}
-	if err := cliutil.WriteReadyFile(readyFile, cliutil.Ready{Actor: agent.Address(), HTTP: served, Host: cfg.Host, Servers: agent.ServerIDs(),
+	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{Actor: agent.Address(), HTTP: served, Host: cfg.Host, Servers: agent.ServerIDs(),
 		PID: os.Getpid(), Incarnation: agent.Incarnation()}); err != nil {
 		fmt.Fprintln(os.Stderr, "scanserver: ready file:", err)
 		return 1

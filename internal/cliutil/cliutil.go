@@ -44,7 +44,7 @@ func Logger(w io.Writer, level, format string) (*slog.Logger, error) {
 }
 
 // LogFormatUsage is the usage text of a --log-format flag.
-const LogFormatUsage = "log line format: text (key=value) or json (one object per line)"
+const LogFormatUsage = "log line `FORMAT`: text (key=value) or json (one object per line)"
 
 // WriteStatusJSON writes msg as the JSON of an HTTP status endpoint: the
 // protobuf JSON mapping with every field present (false, 0, "" and empty

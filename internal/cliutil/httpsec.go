@@ -23,7 +23,7 @@ import (
 const HTTPTokenFile = "http.token"
 
 // HTTPTokenUsage is the usage text of a --http-token-file flag.
-const HTTPTokenUsage = "with --secrets: file holding the bearer token the HTTP endpoint accepts besides a client or admin certificate (default: DIR/" + HTTPTokenFile + " of --secrets when it exists)"
+const HTTPTokenUsage = "with --secrets: `FILE` holding the bearer token the HTTP endpoint accepts besides a client or admin certificate (default: DIR/" + HTTPTokenFile + " of --secrets when it exists)"
 
 // HTTPRoles are the certificate roles (the subject's organizational unit,
 // see CertSpec) a secured HTTP endpoint accepts as authentication.
