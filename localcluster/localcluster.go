@@ -45,6 +45,10 @@ import (
 // ErrNotReady: a process did not become ready in time.
 var ErrNotReady = errors.New("localcluster: not ready")
 
+// ErrPortInUse: a fixed port of Config.Addrs is taken by another process
+// (Start checks them all before it starts anything).
+var ErrPortInUse = errors.New("localcluster: port in use")
+
 // errExited: a process exited before it was ready (wraps ErrNotReady).
 var errExited = fmt.Errorf("%w", ErrNotReady)
 
@@ -73,22 +77,84 @@ type CoordinatorAddrs struct {
 	HTTP string
 }
 
-// WellKnownAddrs are the fixed local ports of coordinator i that `scanctl
-// up` uses, so the other scanctl commands find the cluster: NATS 4222+i,
-// routes 6222+i, actors 8090+2i, HTTP 8091+2i, all on 127.0.0.1.
-func WellKnownAddrs(i int) CoordinatorAddrs {
+// DefaultPortBase is the port base of the well-known ports (PortAddrs):
+// coordinator 0's NATS client port.
+const DefaultPortBase = 4222
+
+// MaxPortBase is the highest port base whose ports, for 9 coordinators,
+// stay below 65536.
+const MaxPortBase = 65535 - (8090 - DefaultPortBase) - 2*8 - 1
+
+// PortAddrs are coordinator i's fixed local ports for port base b, all on
+// 127.0.0.1: NATS b+i, routes b+2000+i, actors b+3868+2i, HTTP b+3869+2i.
+// Base 4222 (DefaultPortBase) gives the well-known ports `scanctl up`
+// uses by default (NATS 4222+i, routes 6222+i, actors 8090+2i, HTTP
+// 8091+2i); any other base moves them all by the same amount.
+func PortAddrs(b, i int) CoordinatorAddrs {
 	hp := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-	return CoordinatorAddrs{NATS: hp(4222 + i), Routes: hp(6222 + i), Actor: hp(8090 + 2*i), HTTP: hp(8091 + 2*i)}
+	off := b - DefaultPortBase
+	return CoordinatorAddrs{NATS: hp(4222 + off + i), Routes: hp(6222 + off + i), Actor: hp(8090 + off + 2*i), HTTP: hp(8091 + off + 2*i)}
 }
 
-// WellKnownNATSURLs is the comma-separated client URL list of n
-// coordinators on their well-known ports (WellKnownAddrs).
-func WellKnownNATSURLs(n int) string {
+// PortNATSURLs is the comma-separated client URL list of n coordinators
+// on the ports of base b (PortAddrs).
+func PortNATSURLs(b, n int) string {
 	urls := make([]string, n)
 	for i := range urls {
-		urls[i] = "nats://" + WellKnownAddrs(i).NATS
+		urls[i] = "nats://" + PortAddrs(b, i).NATS
 	}
 	return strings.Join(urls, ",")
+}
+
+// WellKnownAddrs are coordinator i's well-known ports:
+// PortAddrs(DefaultPortBase, i).
+func WellKnownAddrs(i int) CoordinatorAddrs { return PortAddrs(DefaultPortBase, i) }
+
+// WellKnownNATSURLs is PortNATSURLs(DefaultPortBase, n).
+func WellKnownNATSURLs(n int) string { return PortNATSURLs(DefaultPortBase, n) }
+
+// CheckPorts listens on every fixed (non-zero) port of cfg.Addrs that
+// Start would have the coordinators listen on, and closes it again: the
+// NATS client and, with several coordinators, route ports only with an
+// embedded NATS. A port another process holds is an error wrapping
+// ErrPortInUse naming the first such port, whose it is, and how many
+// more are taken.
+func CheckPorts(cfg Config) error {
+	n := max(cfg.Coordinators, 1)
+	embedded := cfg.NATSURL == ""
+	var first string
+	busy := 0
+	for i, a := range cfg.Addrs {
+		for _, p := range []struct {
+			role, addr string
+			used       bool
+		}{{"NATS", a.NATS, embedded}, {"NATS routes", a.Routes, embedded && n > 1}, {"actors", a.Actor, true}, {"HTTP", a.HTTP, true}} {
+			if p.addr == "" || !p.used {
+				continue
+			}
+			if _, port, err := net.SplitHostPort(p.addr); err != nil || port == "0" {
+				continue
+			}
+			l, err := net.Listen("tcp", p.addr)
+			if err != nil {
+				if !errors.Is(err, syscall.EADDRINUSE) {
+					return fmt.Errorf("localcluster: %s of %s: %w", p.addr, CoordinatorName(i, n), err)
+				}
+				if busy++; first == "" {
+					first = fmt.Sprintf("%s (%s of %s)", p.addr, p.role, CoordinatorName(i, n))
+				}
+				continue
+			}
+			l.Close()
+		}
+	}
+	switch busy {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: %s", ErrPortInUse, first)
+	}
+	return fmt.Errorf("%w: %s and %d more of the cluster's ports", ErrPortInUse, first, busy-1)
 }
 
 // Config describes a local cluster.
@@ -276,6 +342,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := CheckPorts(cfg); err != nil {
+		return nil, err
+	}
 	if err := makeLogDir(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
 	}
@@ -329,7 +398,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	for i, p := range procs {
 		c.coords[i].proc = p
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := firstOf(errs, filepath.Join(cfg.DataDir, "logs")); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -355,6 +424,27 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// firstOf returns the first error of errs (nil if there is none), saying
+// how many more there are: coordinators started together usually fail
+// for one cause, which is worth reading once.
+func firstOf(errs []error, logs string) error {
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if more > 0 {
+		return fmt.Errorf("%w (and %d more coordinators failed to start; logs in %s)", first, more, logs)
+	}
+	return first
 }
 
 // freePort returns addr if its port is not 0, else addr's host with a
@@ -420,10 +510,13 @@ func (c *Cluster) spawnCoordinator(ctx context.Context, i int) (*Proc, error) {
 		}
 		errs = append(errs, err)
 		if try == tries || !errors.Is(err, errExited) || ctx.Err() != nil {
-			if len(errs) > 1 {
-				return nil, fmt.Errorf("%w (after %d tries; the first: %v)", err, try, errs[0])
+			switch {
+			case len(errs) == 1:
+				return nil, err
+			case errs[0].Error() == err.Error():
+				return nil, fmt.Errorf("%w (after %d tries)", err, try)
 			}
-			return nil, err
+			return nil, fmt.Errorf("%w (after %d tries; the first: %v)", err, try, errs[0])
 		}
 	}
 }
@@ -509,6 +602,11 @@ func (c *Cluster) spawn(ctx context.Context, name, bin string, args []string) (*
 	if err != nil {
 		return nil, fmt.Errorf("localcluster: %w", err)
 	}
+	// The log keeps every start; an error quotes this one's lines.
+	var logStart int64
+	if st, err := logf.Stat(); err == nil {
+		logStart = st.Size()
+	}
 	args = append(args, "--ready-file", ready, "--die-with-parent")
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -538,7 +636,7 @@ func (c *Cluster) spawn(ctx context.Context, name, bin string, args []string) (*
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("%w: %s exited (%v) before it was ready; log: %s%s", errExited, name, p.err, logPath, tail(logPath))
+			return nil, fmt.Errorf("%w: %s exited (%v) before it was ready; log: %s%s", errExited, name, p.err, logPath, tail(logPath, logStart))
 		case <-ctx.Done():
 			p.stop(time.Second)
 			return nil, ctx.Err()
@@ -546,17 +644,22 @@ func (c *Cluster) spawn(ctx context.Context, name, bin string, args []string) (*
 		}
 		if time.Now().After(deadline) {
 			p.stop(time.Second)
-			return nil, fmt.Errorf("%w: %s not ready within %v; log: %s%s", ErrNotReady, name, c.cfg.ReadyTimeout, logPath, tail(logPath))
+			return nil, fmt.Errorf("%w: %s not ready within %v; log: %s%s", ErrNotReady, name, c.cfg.ReadyTimeout, logPath, tail(logPath, logStart))
 		}
 	}
 }
 
-func tail(path string) string {
+// tail returns the last 5 lines of the file at path from offset from on,
+// each on a new line and indented.
+func tail(path string, from int64) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return ""
+	}
 	var lines []string
 	s := bufio.NewScanner(f)
 	for s.Scan() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,8 @@ const defaultCoordinators = 3
 func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("up", flag.ContinueOnError)
 	cfg := localcluster.Config{}
-	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "`N` coordinator processes, each embedding one node of a NATS cluster (1..9); coordinator i listens on NATS 4222+i, routes 6222+i, actors 8090+2i, HTTP 8091+2i")
+	fs.IntVar(&cfg.Coordinators, "coordinators", defaultCoordinators, "`N` coordinator processes, each embedding one node of a NATS cluster (1..9)")
+	portBase := fs.Int("port-base", localcluster.DefaultPortBase, "the first NATS port `PORT`: coordinator i listens on NATS PORT+i, routes PORT+2000+i, actors PORT+3868+2i, HTTP PORT+3869+2i (so 4222 gives NATS 4222+i, routes 6222+i, actors 8090+2i, HTTP 8091+2i); another base runs a second cluster beside the first")
 	fs.IntVar(&cfg.Hosts, "hosts", 3, "`N` scanserver processes (hosts)")
 	fs.IntVar(&cfg.ServersPerHost, "servers-per-host", 2, "`N` scan servers per host")
 	fs.IntVar(&cfg.Zones, "zones", 1, "`N` zones (hosts spread round-robin)")
@@ -42,8 +44,11 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	if err := checkCoordinators(cfg.Coordinators); err != nil {
 		return err
 	}
+	if *portBase < 1024 || *portBase > localcluster.MaxPortBase {
+		return usageError{fmt.Errorf("--port-base %d: want 1024..%d (the cluster's ports run up to PORT+3885)", *portBase, localcluster.MaxPortBase)}
+	}
 	for i := 0; i < cfg.Coordinators; i++ {
-		cfg.Addrs = append(cfg.Addrs, upAddrs(i))
+		cfg.Addrs = append(cfg.Addrs, upAddrs(*portBase, i))
 	}
 	if *secure {
 		dir, made, moved, err := upSecrets(cfg.DataDir)
@@ -69,6 +74,9 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	}
 	fmt.Fprintf(out, "starting %s + %d hosts × %d servers (data in %s) ...\n", coordinatorsText(cfg.Coordinators), cfg.Hosts, cfg.ServersPerHost, cfg.DataDir)
 	cl, err := localcluster.Start(ctx, cfg)
+	if errors.Is(err, localcluster.ErrPortInUse) {
+		return fmt.Errorf("%w: is another scanctl up or coordinator running? stop it, or pass %s", err, freeBaseHint(cfg, *portBase))
+	}
 	if err != nil {
 		return err
 	}
@@ -78,6 +86,12 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		fmt.Fprintln(out, "stopped")
 	}()
 	printReady(out, cl, cfg.DataDir)
+	// The other commands find this cluster without --nats on the default
+	// ports (any node up will do) unless SCANPLANE_NATS names another.
+	defaultFinds := *portBase == localcluster.DefaultPortBase && os.Getenv(natsEnv) == ""
+	if urls := cl.NATSURL(); !defaultFinds && natsURLs("") != urls {
+		fmt.Fprintf(out, "the other scanctl commands need this cluster's NATS (or --nats %s); in their shell:\n  export %s=%s\n", urls, natsEnv, urls)
+	}
 	if cfg.Secrets != "" {
 		printSecure(out, cl, cfg.Secrets)
 	} else {
@@ -112,10 +126,29 @@ func printReady(out io.Writer, cl *localcluster.Cluster, dataDir string) {
 	}
 }
 
-// upAddrs are coordinator i's addresses under `scanctl up`: the
-// well-known ports, so the other commands find the cluster (tests use
-// ephemeral ones).
-var upAddrs = localcluster.WellKnownAddrs
+// upAddrs are coordinator i's addresses under `scanctl up --port-base
+// base`: fixed ports, so the other commands find the cluster (tests may
+// use ephemeral ones).
+var upAddrs = localcluster.PortAddrs
+
+// freeBaseHint suggests a --port-base whose ports are all free for cfg's
+// coordinators: the first of base+10000, base+20000, ... (wrapping below
+// MaxPortBase) that is.
+func freeBaseHint(cfg localcluster.Config, base int) string {
+	span := localcluster.MaxPortBase - 1024 + 1
+	for k := 1; k <= 5; k++ {
+		b := 1024 + (base-1024+k*10000)%span
+		c := cfg
+		c.Addrs = nil
+		for i := 0; i < cfg.Coordinators; i++ {
+			c.Addrs = append(c.Addrs, localcluster.PortAddrs(b, i))
+		}
+		if localcluster.CheckPorts(c) == nil {
+			return fmt.Sprintf("--port-base %d (its ports are free)", b)
+		}
+	}
+	return "another --port-base"
+}
 
 // upSecrets returns the secrets directory of `up --secure`, DATA/secrets
 // (absolute: the children and the printed flag must not depend on the

@@ -30,8 +30,8 @@ func TestUpSecure(t *testing.T) {
 	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 	// Ephemeral ports instead of the well-known ones (other tests and
 	// clusters may hold them).
-	upAddrs = func(int) localcluster.CoordinatorAddrs { return localcluster.CoordinatorAddrs{} }
-	defer func() { upAddrs = localcluster.WellKnownAddrs }()
+	upAddrs = func(int, int) localcluster.CoordinatorAddrs { return localcluster.CoordinatorAddrs{} }
+	defer func() { upAddrs = localcluster.PortAddrs }()
 
 	data := t.TempDir()
 	upCtx, stopUp := context.WithCancel(ctx)
