@@ -42,8 +42,21 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	if err := tablets.ValidateTableName(*table); err != nil {
 		return usageError{err}
 	}
-	if (*generate > 0) == (len(pos) == 1) || len(pos) > 1 {
-		return usageError{errors.New("give exactly one of FILE (or - for stdin) and --generate ROWS")}
+	generated := false
+	fs.Visit(func(f *flag.Flag) { generated = generated || f.Name == "generate" })
+	switch {
+	case generated && *generate < 1:
+		return usageError{fmt.Errorf("--generate %d: want a number of rows >= 1", *generate)}
+	case len(pos) > 1:
+		return usageError{fmt.Errorf("one FILE at most, got %d: %q", len(pos), pos)}
+	case generated && len(pos) == 1:
+		return usageError{fmt.Errorf("give FILE %q or --generate %d, not both", pos[0], *generate)}
+	case !generated && len(pos) == 0:
+		return usageError{errors.New("no input: give a FILE (- for stdin) or --generate ROWS")}
+	case *splits < 1 || *splits > tablets.MaxTablets:
+		return usageError{fmt.Errorf("--splits %d: want 1..%d tablets", *splits, tablets.MaxTablets)}
+	case *blockSize < 1 || *blockSize > tablets.MaxBlockSize:
+		return usageError{fmt.Errorf("--block-size %d: want 1..%d bytes", *blockSize, tablets.MaxBlockSize)}
 	}
 	cfg := tablets.DefaultIngestConfig()
 	cfg.BlockSize = *blockSize
@@ -62,7 +75,7 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	}
 
 	var entries []tablets.Entry
-	if *generate > 0 {
+	if generated {
 		entries = tablets.GenerateRows(*generate)
 	} else {
 		in := os.Stdin
@@ -140,11 +153,8 @@ func dialReplicas(ctx context.Context, g *globals, replicas int) (*bus.Conn, err
 		}
 	}
 	conn, err := bus.Connect(ctx, bc)
-	if errors.Is(err, bus.ErrTLSRequired) {
-		return nil, fmt.Errorf("%w (the cluster runs with --secrets: pass --secrets DIR or set %s)", err, cliutil.SecretsEnv)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)
+		return nil, natsError(ctx, g, err)
 	}
 	return conn, nil
 }

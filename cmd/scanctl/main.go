@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
@@ -252,15 +254,52 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 		return nil, usageError{fmt.Errorf("--coordinator or --nats: %w", err)}
 	}
 	if err := c.Start(ctx); err != nil {
-		if errors.Is(err, bus.ErrTLSRequired) {
-			return nil, fmt.Errorf("%w (the cluster runs with --secrets: pass --secrets DIR or set %s)", err, cliutil.SecretsEnv)
-		}
-		if strings.Contains(err.Error(), "tls") {
-			return nil, fmt.Errorf("%w (NATS refused the TLS handshake: is --secrets a directory of this cluster's CA, its certificates current?)", err)
-		}
-		return nil, fmt.Errorf("%w (is a cluster running? start one with `scanctl up`)", err)
+		return nil, natsError(ctx, g, err)
 	}
 	return c, nil
+}
+
+// natsError says in one short line why connecting to the globals' NATS
+// failed (ctx is the one the connection was tried under): TLS required
+// without --secrets, a TLS handshake refused, --timeout run out, or
+// nothing answering at the URLs; only the last suggests starting a
+// cluster. Other errors are returned as they are. The result wraps err.
+func natsError(ctx context.Context, g *globals, err error) error {
+	var msg string
+	switch {
+	case errors.Is(err, bus.ErrTLSRequired):
+		msg = fmt.Sprintf("NATS at %s requires TLS and a client certificate: pass --secrets DIR or set %s", g.nats, cliutil.SecretsEnv)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		msg = fmt.Sprintf("--timeout %v ran out while connecting to the cluster (NATS at %s)", g.timeout, g.nats)
+	case errors.Is(err, nats.ErrNoServers) || errors.Is(err, syscall.ECONNREFUSED):
+		msg = fmt.Sprintf("no NATS server answered at %s: is a cluster running? (start one with 'scanctl up', or name it with --nats or $%s)", g.nats, natsEnv)
+	case strings.Contains(err.Error(), "tls"):
+		msg = fmt.Sprintf("NATS at %s refused the TLS handshake (%v): is --secrets a secrets directory of this cluster, its certificates current?", g.nats, innermost(err))
+	default:
+		return err
+	}
+	return &shortError{msg: msg, err: err}
+}
+
+// shortError is an error whose message replaces the wrapped one's.
+type shortError struct {
+	msg string
+	err error
+}
+
+func (e *shortError) Error() string { return e.msg }
+func (e *shortError) Unwrap() error { return e.err }
+
+// innermost is the message of the last error in err's chain (the cause,
+// without the callers' prefixes).
+func innermost(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
 }
 
 // withClient runs fn with a client for the globals' cluster, under the

@@ -3,9 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/scanplane/scanplane/bus"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
 )
@@ -29,9 +35,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"scan"}, 2, "--table is required"},
 		{[]string{"scan", "--table", "t", "--start", "b", "--end", "a"}, 2, "bad range"},
 		{[]string{"scan", "--table", "t", "--start", `\xZZ`}, 2, "bad key"},
-		{[]string{"ingest", "--table", "t"}, 2, "exactly one of FILE"},
+		{[]string{"ingest", "--table", "t"}, 2, "no input: give a FILE (- for stdin) or --generate ROWS"},
 		{[]string{"ingest", "--table", "bad name", "--generate", "5"}, 2, "bad"},
-		{[]string{"ingest", "--table", "t", "--generate", "5", "somefile"}, 2, "exactly one"},
+		{[]string{"ingest", "--table", "t", "--generate", "5", "somefile"}, 2, `give FILE "somefile" or --generate 5, not both`},
+		{[]string{"ingest", "--table", "t", "--generate", "-5"}, 2, "--generate -5: want a number of rows >= 1"},
+		{[]string{"ingest", "--table", "t", "--generate", "0"}, 2, "--generate 0: want a number of rows >= 1"},
+		{[]string{"ingest", "--table", "t", "a", "b"}, 2, `one FILE at most, got 2: ["a" "b"]`},
+		{[]string{"ingest", "--table", "t", "--splits", "0", "f"}, 2, "--splits 0: want 1..65536 tablets"},
+		{[]string{"ingest", "--table", "t", "--block-size", "-1", "f"}, 2, "--block-size -1: want 1..524288 bytes"},
 		{[]string{"ingest", "--table", "t", "--generate", "5", "--replicas", "6"}, 2, "--replicas"},
 		{[]string{"route", "--table", "t"}, 2, "--row are required"},
 		{[]string{"route", "--table", "t", "--row", "a", "--attempts", "busy,wat"}, 2, "--attempts"},
@@ -56,12 +67,63 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// TestNoClusterIsAClearError: commands fail with exit 1 and a hint when
-// nothing listens (a port nobody uses on loopback).
+// TestNoClusterIsAClearError: commands fail with exit 1 and a hint to
+// start a cluster when nothing listens (a port nobody uses on loopback),
+// naming the URL once.
 func TestNoClusterIsAClearError(t *testing.T) {
-	code, _, errOut := runCapture("tables", "--nats", "nats://127.0.0.1:1", "--timeout", "5s")
-	if code != 1 || !strings.Contains(errOut, "scanctl tables:") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
+	for _, args := range [][]string{{"tables"}, {"ingest", "--table", "t", "--generate", "5"}} {
+		code, _, errOut := runCapture(append(args, "--nats", "nats://127.0.0.1:1", "--timeout", "5s")...)
+		want := "scanctl " + args[0] + ": no NATS server answered at nats://127.0.0.1:1: is a cluster running? (start one with 'scanctl up'"
+		if code != 1 || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 || strings.Count(errOut, "127.0.0.1:1") != 1 {
+			t.Errorf("scanctl %s: exit %d, stderr %q; want exit 1 and one line starting %q", args[0], code, errOut, want)
+		}
+	}
+}
+
+// TestTimeoutWhileConnecting: a --timeout that runs out while connecting
+// to a cluster that is up says so, without suggesting to start one.
+func TestTimeoutWhileConnecting(t *testing.T) {
+	sc := bus.DefaultServerConfig()
+	sc.Port, sc.StoreDir = -1, t.TempDir()
+	srv, err := bus.StartServer(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, args := range [][]string{{"tables"}, {"ingest", "--table", "t", "--generate", "5"}} {
+		code, _, errOut := runCapture(append(args, "--nats", srv.ClientURL(), "--timeout", "1ns")...)
+		want := "scanctl " + args[0] + ": --timeout 1ns ran out while connecting to the cluster (NATS at " + srv.ClientURL() + ")\n"
+		if code != 1 || errOut != want {
+			t.Errorf("scanctl %s --timeout 1ns: exit %d, stderr %q; want exit 1 and %q", args[0], code, errOut, want)
+		}
+	}
+}
+
+// TestNATSError: each way of failing to reach NATS is one short line
+// naming the URLs once; other errors pass unchanged.
+func TestNATSError(t *testing.T) {
+	urls := "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
+	g := &globals{nats: urls, timeout: 5 * time.Second}
+	ctx := context.Background()
+	wrap := func(err error) error {
+		return fmt.Errorf("client: connect to NATS %s: bus: connect %s: %w", urls, urls, err)
+	}
+	other := errors.New("something else")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{wrap(fmt.Errorf("%w (nats: tls error: x509: certificate signed by unknown authority)", bus.ErrTLSRequired)),
+			"NATS at " + urls + " requires TLS and a client certificate: pass --secrets DIR or set SCANPLANE_SECRETS"},
+		{wrap(context.DeadlineExceeded), "--timeout 5s ran out while connecting to the cluster (NATS at " + urls + ")"},
+		{wrap(nats.ErrNoServers), "no NATS server answered at " + urls + ": is a cluster running? (start one with 'scanctl up', or name it with --nats or $SCANPLANE_NATS)"},
+		{wrap(errors.New("tls: bad certificate")), "NATS at " + urls + " refused the TLS handshake (tls: bad certificate): is --secrets a secrets directory of this cluster, its certificates current?"},
+		{other, "something else"},
+	} {
+		err := natsError(ctx, g, tc.err)
+		if err.Error() != tc.want || !errors.Is(err, errors.Unwrap(tc.err)) && tc.err != other {
+			t.Errorf("natsError(%q) = %q, want %q (wrapping the cause)", tc.err, err, tc.want)
+		}
 	}
 }
 

@@ -88,8 +88,10 @@ func TestUpSecure(t *testing.T) {
 		return code, o.String(), e.String()
 	}
 	const rows = 500
-	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--table", "t", "--generate", "500"); c == 0 || !strings.Contains(e, "requires TLS") || strings.Count(strings.TrimSpace(e), "\n") != 0 {
-		t.Fatalf("ingest without --secrets: exit %d, out %q, err %q; want a one-line refusal naming TLS", c, o, e)
+	// The refusal is short: one line naming the URL once, and the fix.
+	refusal := "NATS at " + natsURL[1] + " requires TLS and a client certificate: pass --secrets DIR or set SCANPLANE_SECRETS\n"
+	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--table", "t", "--generate", "500"); c != 1 || e != "scanctl ingest: "+refusal {
+		t.Fatalf("ingest without --secrets: exit %d, out %q, err %q; want exit 1 and %q", c, o, e, refusal)
 	}
 	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--secrets", secrets, "--table", "t", "--generate", "500"); c != 0 {
 		t.Fatalf("ingest --secrets: %d %s %s", c, o, e)
@@ -98,8 +100,8 @@ func TestUpSecure(t *testing.T) {
 		t.Fatalf("scan --secrets: exit %d, out %q, err %q; want %d rows", c, o, e, rows)
 	}
 	c, o, e := cmd("scan", "--nats", natsURL[1], "--coordinator", coord[1], "--table", "t", "--count", "--timeout", "5s")
-	if c == 0 || strings.TrimSpace(o) != "" || strings.Count(strings.TrimSpace(e), "\n") != 0 {
-		t.Fatalf("scan without --secrets: exit %d, out %q, err %q; want a one-line refusal and no rows", c, o, e)
+	if c != 1 || strings.TrimSpace(o) != "" || e != "scanctl scan: "+refusal {
+		t.Fatalf("scan without --secrets: exit %d, out %q, err %q; want exit 1, no rows and %q", c, o, e, refusal)
 	}
 	t.Logf("scan without --secrets: %s", strings.TrimSpace(e))
 	if c, o, e := cmd("status", "--nats", natsURL[1], "--coordinator", coord[1], "--secrets", secrets, "--timeout", "30s"); c != 0 || !strings.Contains(o, "host1") {
