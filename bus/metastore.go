@@ -283,6 +283,75 @@ func (m *MetaStore) DeleteGeneration(ctx context.Context, table string, gen uint
 	return nil
 }
 
+// Generations lists the generations of a table whose metadata is stored,
+// ascending: the current one, those kept for rollback, and any written
+// but never made current (an ingest that failed or is under way).
+func (m *MetaStore) Generations(ctx context.Context, table string) ([]uint64, error) {
+	prefix := tablesPrefix + escapeKey(table, false) + "."
+	octx, cancel := m.conn.opCtx(ctx)
+	defer cancel()
+	lister, err := m.kv.ListKeysFiltered(octx, prefix+"*")
+	if err != nil {
+		return nil, m.conn.storeErr(ctx, fmt.Sprintf("list generations of %q", table), m.conn.opErr(ctx, octx, err))
+	}
+	var gens []uint64
+	for key := range lister.Keys() {
+		digits, ok := strings.CutPrefix(strings.TrimPrefix(key, prefix), "g")
+		if !ok {
+			continue
+		}
+		if g, err := strconv.ParseUint(digits, 10, 64); err == nil && g > 0 {
+			gens = append(gens, g)
+		}
+	}
+	slices.Sort(gens)
+	return slices.Compact(gens), nil
+}
+
+// SetCurrent makes generation gen of table current again (a rollback, or
+// a roll forward), provided the current generation is still prev;
+// otherwise it returns an error wrapping ErrConflict. A generation whose
+// metadata is not stored is an error wrapping ErrNotFound. Setting the
+// generation that is current already succeeds.
+func (m *MetaStore) SetCurrent(ctx context.Context, table string, gen, prev uint64) error {
+	if gen == 0 {
+		return fmt.Errorf("bus: set table %q current: generation 0", table)
+	}
+	if _, err := m.get(ctx, genKey(table, gen)); errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("bus: table %q generation %d: %w", table, gen, ErrNotFound)
+	} else if err != nil {
+		return m.conn.storeErr(ctx, fmt.Sprintf("get table %q generation %d", table, gen), err)
+	}
+	return m.switchCurrent(ctx, table, gen, prev)
+}
+
+// DeleteTable removes the table's current-generation pointer, provided
+// it is still at generation prev (else an error wrapping ErrConflict):
+// the table leaves Tables and watchers see generation 0. Its generations'
+// metadata stays until DeleteGeneration removes it.
+func (m *MetaStore) DeleteTable(ctx context.Context, table string, prev uint64) error {
+	cur, rev, err := m.current(ctx, table)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cur == 0:
+		return nil
+	case cur != prev:
+		return fmt.Errorf("%w: table %q is at generation %d, not %d", ErrConflict, table, cur, prev)
+	}
+	_, err = timed(m.conn, ctx, func(octx context.Context) (struct{}, error) {
+		return struct{}{}, m.kv.Purge(octx, currentKey(table), jetstream.LastRevision(rev))
+	})
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("%w: table %q moved from generation %d concurrently", ErrConflict, table, prev)
+	}
+	if err != nil {
+		return m.conn.storeErr(ctx, fmt.Sprintf("delete table %q", table), err)
+	}
+	return nil
+}
+
 // Tables lists the tables that have a current generation, sorted.
 func (m *MetaStore) Tables(ctx context.Context) ([]string, error) {
 	octx, cancel := m.conn.opCtx(ctx)

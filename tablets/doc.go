@@ -21,7 +21,9 @@
 // a table therefore replaces it atomically: readers see either the old or
 // the new generation, never a mix. The previous generation stays readable
 // until the next ingest (with the default KeepGenerations = 2); publishing
-// generation N deletes generation N-2's metadata and then its blocks. File
+// generation N deletes every older generation but the one it replaced
+// (N-1, or the one Rollback made current), metadata first and then
+// blocks. File
 // ids carry a random per-ingest nonce, so two ingests racing for the same
 // generation never write to the same objects, and a file id is never
 // reused for different content (block caches key on it).

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -46,10 +47,13 @@ type IngestConfig struct {
 	// SplitKeys are explicit split points (strictly increasing, non-empty;
 	// see ValidateSplits): len(SplitKeys)+1 tablets. Default none.
 	SplitKeys [][]byte
-	// KeepGenerations is how many generations stay readable (the current
-	// one and older ones); 0 means 2: publishing generation N deletes
-	// generation N-2's metadata and then its blocks (and any older ones
-	// still present). At least 1.
+	// KeepGenerations is how many generations stay readable: the new
+	// one and the KeepGenerations-1 newest up to the one it replaces; 0
+	// means 2 (the new and the one it replaced). Publishing deletes every
+	// other generation older than the new one, metadata first and then
+	// its blocks: with a GenerationLister meta store that includes
+	// generations rolled back from (see Rollback); with another, it
+	// deletes generation N-KeepGenerations and those below it. At least 1.
 	KeepGenerations int
 	// Progress, if set, is called from Ingest's goroutine with stage
 	// "sort" (rows), "write" (rows written, per block) and "publish"
@@ -132,15 +136,17 @@ func FileID(table string, gen uint64, index int, nonce string, k int) string {
 //     of entries (the caller's slice is not reordered); a duplicate key is
 //     an ErrBadInput naming the key;
 //  2. choose split points: SplitKeys, or equal row counts over Tablets;
-//  3. generation = current + 1; write every tablet's file(s) (ids from
+//  3. generation = current + 1, or one more than the newest stored
+//     generation when meta is a GenerationLister (after a rollback the
+//     current one is not the newest); write every tablet's file(s) (ids from
 //     FileID with a fresh nonce; tablets without rows get no file) to
 //     store, each file's blocks before its index;
 //  4. publish the TableMeta with meta.Publish(meta, current). If another
 //     writer published first, return an error wrapping ErrConflict after
 //     deleting the objects written in step 3;
-//  5. delete generations older than KeepGenerations: metadata first, then
-//     blocks. A failure here returns the published meta together with an
-//     error wrapping ErrCleanup.
+//  5. delete the generations KeepGenerations does not keep: metadata
+//     first, then blocks. A failure here returns the published meta
+//     together with an error wrapping ErrCleanup.
 //
 // Readers therefore see the old or the new generation, never a mix. When
 // step 3 fails (or ctx ends) the objects written so far are deleted. When
@@ -196,6 +202,16 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 		return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
 	}
 	gen := cur + 1
+	var stored []uint64
+	gl, listed := meta.(GenerationLister)
+	if listed {
+		if stored, err = gl.Generations(ctx, table); err != nil {
+			return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
+		}
+		if n := len(stored); n > 0 && stored[n-1] >= gen {
+			gen = stored[n-1] + 1
+		}
+	}
 	var nb [NonceBytes]byte
 	if _, err := io.ReadFull(cfg.Rand, nb[:]); err != nil {
 		return nil, fmt.Errorf("tablets: ingest %s: reading the nonce: %w", table, err)
@@ -265,12 +281,36 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 	cfg.Progress("publish", 1, 1)
 
 	// 5. Delete old generations.
-	if gen > uint64(cfg.KeepGenerations) {
+	if listed {
+		for _, g := range unkept(stored, gen, cur, cfg.KeepGenerations) {
+			if err := deleteGeneration(ctx, store, meta, table, g); err != nil {
+				return tm, fmt.Errorf("%w: %w", ErrCleanup, err)
+			}
+		}
+	} else if gen > uint64(cfg.KeepGenerations) {
 		if err := deleteGenerations(ctx, store, meta, table, gen-uint64(cfg.KeepGenerations)); err != nil {
 			return tm, err
 		}
 	}
 	return tm, nil
+}
+
+// unkept returns the generations of stored (ascending) that publishing
+// gen over prev deletes: those older than gen except the keep-1 newest
+// up to prev. Generations newer than gen are another writer's, under way.
+func unkept(stored []uint64, gen, prev uint64, keep int) []uint64 {
+	kept := keep - 1
+	var out []uint64
+	for i := len(stored) - 1; i >= 0; i-- {
+		switch g := stored[i]; {
+		case g >= gen:
+		case g <= prev && kept > 0:
+			kept--
+		default:
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 func compareEntries(a, b Entry) int { return bytes.Compare(a.Key, b.Key) }
@@ -359,6 +399,174 @@ func publishFailed(ctx context.Context, meta MetaStore, tm *messages.TableMeta, 
 		out = fmt.Errorf("%w; %w", out, err)
 	}
 	return out
+}
+
+// deleteGeneration deletes one non-current generation: its metadata,
+// then its files' objects (all of them, returning the first error).
+func deleteGeneration(ctx context.Context, store BlockStore, meta MetaStore, table string, g uint64) error {
+	old, err := meta.Get(ctx, table, g)
+	if err != nil {
+		return fmt.Errorf("table %s generation %d: %w", table, g, err)
+	}
+	if err := meta.DeleteGeneration(ctx, table, g); err != nil {
+		return fmt.Errorf("table %s generation %d: %w", table, g, err)
+	}
+	var first error
+	for _, t := range old.GetTablets() {
+		for _, f := range t.GetFiles() {
+			if err := DeleteFile(ctx, store, f); err != nil && first == nil {
+				first = fmt.Errorf("table %s generation %d file %s: %w", table, g, f.GetId(), err)
+			}
+		}
+	}
+	return first
+}
+
+// GenerationLister is a MetaStore that lists a table's stored
+// generations (bus.MetaStore). Ingest numbers and keeps generations by
+// that list when its MetaStore is one.
+type GenerationLister interface {
+	// Generations returns the generations whose metadata is stored,
+	// ascending.
+	Generations(ctx context.Context, table string) ([]uint64, error)
+}
+
+// GenerationStore is a MetaStore that can list a table's generations,
+// make a stored one current again and remove the table's current
+// pointer (bus.MetaStore): what Rollback, DropGeneration and DropTable
+// need.
+type GenerationStore interface {
+	MetaStore
+	GenerationLister
+	// SetCurrent makes stored generation gen current if the current one
+	// is still prev; otherwise it returns a conflict error.
+	SetCurrent(ctx context.Context, table string, gen, prev uint64) error
+	// DeleteTable removes the table's current pointer if it is still at
+	// prev; otherwise it returns a conflict error.
+	DeleteTable(ctx context.Context, table string, prev uint64) error
+}
+
+// Generations returns the stored generations of table (ascending) with
+// their metadata, and the current generation (0: the table has none).
+func Generations(ctx context.Context, meta GenerationStore, table string) (metas []*messages.TableMeta, cur uint64, err error) {
+	if cur, err = meta.Current(ctx, table); err != nil {
+		return nil, 0, err
+	}
+	gens, err := meta.Generations(ctx, table)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, g := range gens {
+		tm, err := meta.Get(ctx, table, g)
+		if err != nil {
+			return nil, 0, err
+		}
+		metas = append(metas, tm)
+	}
+	return metas, cur, nil
+}
+
+// Rollback makes generation gen of table current again, provided its
+// metadata and every file's index are still in store (a file's index is
+// written after its blocks and deleted before them, so an index that
+// exists names blocks that exist). It returns the generation that was
+// current. A table or generation that is not stored is an error wrapping
+// ErrNotFound; a missing index is an error wrapping the store's error;
+// a concurrent change of the current generation is the meta store's
+// conflict error. Making the current generation current changes nothing.
+func Rollback(ctx context.Context, store BlockStore, meta GenerationStore, table string, gen uint64) (prev uint64, err error) {
+	prev, gens, err := generationsOf(ctx, meta, table)
+	if err != nil {
+		return 0, err
+	}
+	if gen == prev {
+		return prev, nil
+	}
+	if !slices.Contains(gens, gen) {
+		return 0, fmt.Errorf("%w: table %q has no generation %d (it has %s)", ErrNotFound, table, gen, formatGens(gens))
+	}
+	tm, err := meta.Get(ctx, table, gen)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range tm.GetTablets() {
+		for _, f := range t.GetFiles() {
+			if _, err := store.Get(ctx, IndexKey(f.GetId())); err != nil {
+				return 0, fmt.Errorf("table %q generation %d: file %s: %w", table, gen, f.GetId(), err)
+			}
+		}
+	}
+	if err := meta.SetCurrent(ctx, table, gen, prev); err != nil {
+		return 0, err
+	}
+	return prev, nil
+}
+
+// DropGeneration deletes generation gen of table, which must not be the
+// current one (ErrConflict): its metadata, then its files' objects.
+func DropGeneration(ctx context.Context, store BlockStore, meta GenerationStore, table string, gen uint64) error {
+	cur, gens, err := generationsOf(ctx, meta, table)
+	if err != nil {
+		return err
+	}
+	switch {
+	case gen == cur:
+		return fmt.Errorf("%w: generation %d is table %q's current generation (roll back to another first, or drop the table)", ErrConflict, gen, table)
+	case !slices.Contains(gens, gen):
+		return fmt.Errorf("%w: table %q has no generation %d (it has %s)", ErrNotFound, table, gen, formatGens(gens))
+	}
+	return deleteGeneration(ctx, store, meta, table, gen)
+}
+
+// DropTable deletes table: its current pointer first (readers stop
+// finding it), then every generation's metadata and files. It returns
+// the generations it deleted. A failure part way leaves the remaining
+// generations stored without a current one; DropTable again removes
+// them.
+func DropTable(ctx context.Context, store BlockStore, meta GenerationStore, table string) ([]uint64, error) {
+	cur, gens, err := generationsOf(ctx, meta, table)
+	if err != nil {
+		return nil, err
+	}
+	if err := meta.DeleteTable(ctx, table, cur); err != nil {
+		return nil, err
+	}
+	for i, g := range gens {
+		if err := deleteGeneration(ctx, store, meta, table, g); err != nil {
+			return gens[:i], err
+		}
+	}
+	return gens, nil
+}
+
+// generationsOf returns table's current generation and its stored ones;
+// a table with neither is ErrNotFound.
+func generationsOf(ctx context.Context, meta GenerationStore, table string) (cur uint64, gens []uint64, err error) {
+	if cur, err = meta.Current(ctx, table); err != nil {
+		return 0, nil, err
+	}
+	if gens, err = meta.Generations(ctx, table); err != nil {
+		return 0, nil, err
+	}
+	if cur == 0 && len(gens) == 0 {
+		return 0, nil, fmt.Errorf("%w: no table %q", ErrNotFound, table)
+	}
+	return cur, gens, nil
+}
+
+// formatGens is "1, 2 and 3" ("none" for none).
+func formatGens(gens []uint64) string {
+	s := make([]string, len(gens))
+	for i, g := range gens {
+		s[i] = strconv.FormatUint(g, 10)
+	}
+	switch len(s) {
+	case 0:
+		return "none"
+	case 1:
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // deleteGenerations deletes generation from and every older one still
