@@ -29,6 +29,7 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	blockSize := fs.Int("block-size", tablets.DefaultBlockSize, "`BYTES` per block")
 	replicas := fs.Int("replicas", 0, "JetStream replicas `N` of a bucket this ingest creates, 1..5; 0 = as many as the metadata bucket has (the coordinator's --replicas), else 1")
 	blocksDir := fs.String("blocks-dir", "", "write blocks to this shared `DIR` instead of JetStream (scan servers need the same --blocks-dir)")
+	allowEmpty := fs.Bool("allow-empty", false, "publish an input without rows as the table's new, empty generation (without it, empty input is refused and the table keeps its rows)")
 	pos, err := parse("ingest", g, fs, args, out)
 	if err != nil {
 		return err
@@ -90,10 +91,17 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 		if entries, err = tablets.ReadTSV(in); err != nil {
 			return err
 		}
+		if len(entries) == 0 && !*allowEmpty {
+			src := "stdin"
+			if pos[0] != "-" {
+				src = fmt.Sprintf("%q", pos[0])
+			}
+			return fmt.Errorf("%s has no rows: nothing ingested, table %s keeps its rows (pass --allow-empty to publish an empty generation)", src, *table)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	conn, err := dialReplicas(ctx, g, *replicas)
+	conn, err := dialAs(ctx, g, "admin", *replicas)
 	if err != nil {
 		return err
 	}
@@ -138,17 +146,15 @@ func storageHint(err error) error {
 	return err
 }
 
-// dial connects to the cluster's NATS.
-func dial(ctx context.Context, g *globals) (*bus.Conn, error) { return dialReplicas(ctx, g, 0) }
-
-// dialReplicas connects to the cluster's NATS; buckets it creates get
-// replicas (0 = bus's auto).
-func dialReplicas(ctx context.Context, g *globals, replicas int) (*bus.Conn, error) {
+// dialAs connects to the cluster's NATS with role's certificate of
+// --secrets (admin to write metadata and blocks, client to read them);
+// buckets it creates get replicas (0 = bus's auto).
+func dialAs(ctx context.Context, g *globals, role string, replicas int) (*bus.Conn, error) {
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.Replicas = g.nats, "scanctl", replicas
 	if dir := cliutil.SecretsDir(g.secrets); dir != "" {
 		var err error
-		if bc.TLS, err = cliutil.RemoteTLS(dir, "admin"); err != nil {
+		if bc.TLS, err = cliutil.RemoteTLS(dir, role); err != nil {
 			return nil, usageError{err}
 		}
 	}

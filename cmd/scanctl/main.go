@@ -86,7 +86,8 @@ func init() {
 		{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE] [--port-base 4222] [--secure]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
 		{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
 		{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
-		{"tables", "", "list tables", runTables},
+		{"tables", "[--table T] | drop --table T [--generation G]", "list every table's generations (current and kept for rollback); drop deletes a table, or one non-current generation, with its blocks", runTables},
+		{"rollback", "--table T --generation G [--blocks-dir DIR]", "make a kept generation of a table current again (scanctl tables lists them)", runRollback},
 		{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
 		{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
 		{"reload", "", "make the coordinator re-read its --profiles file", runReload},
@@ -187,12 +188,12 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nrun 'scanctl help COMMAND' for a command's flags")
 }
 
-// commandHelp prints command name's help: its usage line, what it does,
-// and fs's flags.
+// commandHelp prints command name's help ("tables drop": the tables
+// command's): its usage line, what it does, and fs's flags.
 func commandHelp(w io.Writer, name string, fs *flag.FlagSet) {
 	line, about := "scanctl "+name, ""
-	if c := findCommand(name); c != nil {
-		line, about = strings.TrimSpace(line+" "+c.args), c.help
+	if c := findCommand(strings.Fields(name)[0]); c != nil {
+		line, about = strings.TrimSpace("scanctl "+c.name+" "+c.args), c.help
 	}
 	cliutil.PrintHelp(w, line, about, fs)
 }
@@ -201,21 +202,34 @@ func commandHelp(w io.Writer, name string, fs *flag.FlagSet) {
 // loopback cluster (up, demo): --secrets would be silently ignored there.
 var noRemote = map[string]bool{"up": true, "demo": true}
 
-// parse parses a command's flags (globals included); positional arguments
-// are returned. --help prints the command's help to out and returns
+// parse parses a command's flags (globals included), before and after
+// positional arguments (up to a "--"); the positional arguments are
+// returned. --help prints the command's help to out and returns
 // flag.ErrHelp.
 func parse(name string, g *globals, fs *flag.FlagSet, args []string, out io.Writer) ([]string, error) {
 	role := "client"
-	if name == "ingest" {
+	if name == "ingest" || name == "rollback" || name == "tables drop" {
 		role = "admin"
 	}
 	g.register(fs, role)
-	if err := cliutil.ParseFlags(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			commandHelp(out, name, fs)
-			return nil, err
+	var pos []string
+	for {
+		if err := cliutil.ParseFlags(fs, args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				commandHelp(out, name, fs)
+				return nil, err
+			}
+			return nil, usageError{err}
 		}
-		return nil, usageError{err}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if i := len(args) - len(rest) - 1; i >= 0 && args[i] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	if g.timeout <= 0 {
 		return nil, usageError{fmt.Errorf("--timeout %v must be > 0", g.timeout)}
@@ -227,7 +241,7 @@ func parse(name string, g *globals, fs *flag.FlagSet, args []string, out io.Writ
 	if g.secrets != "" && noRemote[name] {
 		return nil, usageError{fmt.Errorf("--secrets: `scanctl %s` starts its own loopback cluster, which --secrets does not secure", name)}
 	}
-	return fs.Args(), nil
+	return pos, nil
 }
 
 // connect starts a client for the cluster named by the globals.

@@ -41,6 +41,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"ingest", "--table", "t", "--generate", "-5"}, 2, "--generate -5: want a number of rows >= 1"},
 		{[]string{"ingest", "--table", "t", "--generate", "0"}, 2, "--generate 0: want a number of rows >= 1"},
 		{[]string{"ingest", "--table", "t", "a", "b"}, 2, `one FILE at most, got 2: ["a" "b"]`},
+		{[]string{"ingest", "f", "--table", "t", "--generate", "5"}, 2, `give FILE "f" or --generate 5, not both`},
+		{[]string{"ingest", "--table", "t", "--", "--generate"}, 1, "open --generate: no such file"},
 		{[]string{"ingest", "--table", "t", "--splits", "0", "f"}, 2, "--splits 0: want 1..65536 tablets"},
 		{[]string{"ingest", "--table", "t", "--block-size", "-1", "f"}, 2, "--block-size -1: want 1..524288 bytes"},
 		{[]string{"ingest", "--table", "t", "--generate", "5", "--replicas", "6"}, 2, "--replicas"},

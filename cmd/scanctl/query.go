@@ -69,33 +69,6 @@ func printScan(ctx context.Context, c *client.Client, out io.Writer, table strin
 	return nil
 }
 
-func runTables(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
-	fs := flag.NewFlagSet("tables", flag.ContinueOnError)
-	if _, err := parse("tables", g, fs, args, out); err != nil {
-		return err
-	}
-	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error { return printTables(ctx, c, out) })
-}
-
-func printTables(ctx context.Context, c *client.Client, out io.Writer) error {
-	names, err := c.Tables(ctx)
-	if err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tGENERATION\tTABLETS\tROWS\tBYTES\tCREATED")
-	for _, n := range names {
-		t, err := c.Table(ctx, n)
-		if err != nil {
-			fmt.Fprintf(tw, "%s\t?\t?\t?\t?\t%v\n", n, err)
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", n, t.Generation, len(t.Tablets), t.Rows, t.Bytes,
-			time.UnixMilli(t.CreatedUnixMs).Format(time.RFC3339))
-	}
-	return tw.Flush()
-}
-
 func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	var w watchFlags

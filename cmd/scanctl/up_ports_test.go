@@ -130,8 +130,8 @@ func TestUpPortBase(t *testing.T) {
 		args      []string
 		has, hasn string
 	}{
-		{urls[a], []string{"tables"}, `ta\s+1\s+8\s+100`, "tb"},
-		{urls[a], []string{"tables", "--nats", urls[b]}, `tb\s+1\s+8\s+200`, "ta"},
+		{urls[a], []string{"tables"}, `ta\s+1\s+yes\s+8\s+100`, "tb"},
+		{urls[a], []string{"tables", "--nats", urls[b]}, `tb\s+1\s+yes\s+8\s+200`, "ta"},
 	} {
 		if out := cmd(tc.env, tc.args...); !regexp.MustCompile(`(?m)^`+tc.has+`\s`).MatchString(out) || strings.Contains(out, tc.hasn) {
 			t.Errorf("scanctl %q (%s=%s) lists:\n%s\nwant %s and not %s", tc.args, natsEnv, tc.env, out, tc.has, tc.hasn)
