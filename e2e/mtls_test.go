@@ -149,9 +149,9 @@ func TestMutualTLS(t *testing.T) {
 		remoteWant string // in the coordinator's "remote: TLS handshake refused" line
 		natsLog    string // in its embedded NATS server's line about the refusal
 	}{
-		{"another CA", []string{"--secrets", otherDir}, otherDir, "(NATS refused the TLS handshake", "certificate signed by unknown authority", "certificate signed by unknown authority"},
-		{"expired certificate", []string{"--secrets", expiredDir}, expiredDir, "(NATS refused the TLS handshake", "certificate has expired", "certificate has expired"},
-		{"no TLS", nil, "", "the NATS server requires TLS and a client certificate (", "", "TLS handshake error: remote error: tls:"},
+		{"another CA", []string{"--secrets", otherDir}, otherDir, " refused the TLS handshake (", "certificate signed by unknown authority", "certificate signed by unknown authority"},
+		{"expired certificate", []string{"--secrets", expiredDir}, expiredDir, " refused the TLS handshake (", "certificate has expired", "certificate has expired"},
+		{"no TLS", nil, "", " requires TLS and a client certificate: pass --secrets DIR", "", "TLS handshake error: remote error: tls:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
