@@ -1,7 +1,8 @@
 // Package cliutil holds what the scanplane commands share: logging setup,
-// byte-size flags, ready files, the HTTP endpoint and its status JSON, and
-// parent-death handling. It owns no
-// state; everything is safe for concurrent use.
+// flag parsing and help (one-line flag errors, usage checks), the build
+// version, byte-size flags, ready files, the HTTP endpoint and its status
+// JSON, and parent-death handling. It owns no state; everything is safe
+// for concurrent use.
 package cliutil
 
 import (
