@@ -107,6 +107,20 @@ func TestUpSecure(t *testing.T) {
 	if c, o, e := cmd("status", "--nats", natsURL[1], "--coordinator", coord[1], "--secrets", secrets, "--timeout", "30s"); c != 0 || !strings.Contains(o, "host1") {
 		t.Fatalf("status --secrets: exit %d, out %q, err %q", c, o, e)
 	}
+	// Generations: tables reads with the client certificate, rollback
+	// and tables drop write with the admin one.
+	for _, args := range [][]string{
+		{"ingest", "--table", "t", "--generate", "100"},
+		{"rollback", "--table", "t", "--generation", "1"},
+		{"tables", "drop", "--table", "t", "--generation", "2"},
+	} {
+		if c, o, e := cmd(append(args, "--nats", natsURL[1], "--secrets", secrets, "--timeout", "30s")...); c != 0 {
+			t.Fatalf("%q --secrets: exit %d, out %q, err %q", args, c, o, e)
+		}
+	}
+	if c, o, e := cmd("tables", "--nats", natsURL[1], "--secrets", secrets, "--timeout", "30s"); c != 0 || strings.Join(generationLines(o, "t"), ",") != "1 yes 500" {
+		t.Fatalf("tables --secrets: exit %d, out %q, err %q; want generation 1 alone, current, 500 rows", c, o, e)
+	}
 
 	// The printed status URL: the token of http.token, and 401 without.
 	tok, err := os.ReadFile(filepath.Join(secrets, cliutil.HTTPTokenFile))
