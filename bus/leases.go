@@ -93,6 +93,34 @@ type LeaseStore struct {
 	held     atomic.Uint64
 	forgiven atomic.Uint64
 	lagging  atomic.Uint64
+	// renewed: member id -> the local time its latest revision reached a
+	// watch of this store (Renewed).
+	renewed sync.Map
+}
+
+// Fresh returns copies of leases whose RenewedUnixMs is when their latest
+// renewal reached a watch of this store (see Renewed), where known.
+func (s *LeaseStore) Fresh(leases []*messages.ClusterInfo) []*messages.ClusterInfo {
+	out := make([]*messages.ClusterInfo, len(leases))
+	for i, ci := range leases {
+		c := proto.Clone(ci).(*messages.ClusterInfo)
+		if t, ok := s.Renewed(ci.GetMemberId()); ok {
+			c.RenewedUnixMs = t.UnixMilli()
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// Renewed is when the latest renewal of member's lease reached a watch of
+// this store, by this process's clock (false: none seen). A watch calls
+// its fn only when a lease changes; this says how fresh each one is.
+func (s *LeaseStore) Renewed(member string) (time.Time, bool) {
+	v, ok := s.renewed.Load(member)
+	if !ok {
+		return time.Time{}, false
+	}
+	return v.(time.Time), true
 }
 
 // Leases binds the lease bucket, creating it if missing with TTL
@@ -525,6 +553,7 @@ func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
 	if ci == nil { // deleted, purged, or not a valid lease
 		if old != nil {
 			delete(lw.live, key)
+			lw.s.renewed.Delete(key)
 			lw.changed = true
 		}
 		return
@@ -534,6 +563,7 @@ func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
 		seen = old.seen // the same revision again (a resync): not a renewal
 	}
 	lw.live[key] = &leaseEntry{ci: ci, rev: e.Revision(), seen: seen}
+	lw.s.renewed.Store(key, seen)
 	if lw.syncing != nil {
 		lw.syncing[key] = true
 	}
@@ -623,6 +653,7 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 		lw.s.conn.log.Info("coordinator lease expired", "member", k, "address", le.ci.GetCoordinatorAddress(),
 			"last_renewal_seen", now.Sub(le.seen).Round(time.Millisecond))
 		delete(lw.live, k)
+		lw.s.renewed.Delete(k)
 		lw.changed = true
 	}
 }

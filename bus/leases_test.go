@@ -200,6 +200,12 @@ func TestLeasesAnnounceWatchUpdateClose(t *testing.T) {
 	if _, calls := w.state(); calls != 1 {
 		t.Fatalf("unchanged renewals made %d calls of fn, want 1", calls)
 	}
+	// Yet the store knows how fresh each lease is: Fresh gives b's
+	// latest renewal time, not the one fn was given.
+	delivered, _ := w.state()
+	if fresh := ws.Fresh(delivered); fresh[1].GetRenewedUnixMs() < delivered[1].GetRenewedUnixMs()+3*cfg.Renew.Milliseconds() {
+		t.Fatalf("Fresh renewed %d, delivered %d: want at least 3 renewals later", fresh[1].GetRenewedUnixMs(), delivered[1].GetRenewedUnixMs())
+	}
 
 	// Update is seen with the next renewal.
 	up := leaseInfo("ignored", "127.0.0.1:1001")

@@ -30,6 +30,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -1174,7 +1175,57 @@ func (c *Client) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 	return r, nil
 }
 
-// Reload asks the coordinator to re-read its profiles file.
+// ReloadResult is one coordinator's answer to ReloadAll.
+type ReloadResult struct {
+	Coordinator string // actor address
+	Message     string // what it reloaded (the profiles in force)
+	Err         error  // why it did not reload (its old profiles stay)
+}
+
+// ReloadAll asks every coordinator the client knows to re-read its
+// profiles file, all at once, and returns each one's answer, by address.
+// A coordinator that does not answer within RequestTimeout (or ctx) has
+// an Err wrapping ErrNoCoordinator.
+func (c *Client) ReloadAll(ctx context.Context) ([]ReloadResult, error) {
+	if c.sys == nil || c.rx == nil {
+		return nil, ErrClosed
+	}
+	addrs, _ := c.Coordinators()
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: none known", ErrNoCoordinator)
+	}
+	timeout := c.cfg.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	out := make([]ReloadResult, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].Coordinator = a
+			res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(a), &messages.ReloadProfiles{}, timeout))
+			r, ok := res.(*messages.ReloadReply)
+			switch {
+			case err != nil:
+				out[i].Err = fmt.Errorf("%w: %s did not answer: %w", ErrNoCoordinator, a, err)
+			case !ok:
+				out[i].Err = fmt.Errorf("client: %s answered a reload with %T", a, res)
+			case !r.GetOk():
+				out[i].Err = fmt.Errorf("refused, old profiles kept: %s", r.GetMessage())
+			default:
+				out[i].Message = r.GetMessage()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].Coordinator < out[j].Coordinator })
+	return out, nil
+}
+
+// Reload asks one coordinator to re-read its profiles file (ReloadAll
+// asks every one).
 func (c *Client) Reload(ctx context.Context) (*messages.ReloadReply, error) {
 	res, err := c.request(ctx, &messages.ReloadProfiles{})
 	if err != nil {

@@ -482,7 +482,12 @@ func (c *Coordinator) sweepLoop() {
 }
 
 // Address is the actor system's advertised address.
-func (c *Coordinator) Address() string { return c.as.Address() }
+func (c *Coordinator) Address() string {
+	if c.as == nil {
+		return ""
+	}
+	return c.as.Address()
+}
 
 // now reads the coordinator's clock (CoordinatorConfig.Clock).
 func (c *Coordinator) now() time.Time { return c.cfg.Clock() }
@@ -561,7 +566,8 @@ func (c *Coordinator) Status() *messages.StatusReply {
 		HostActors: uint32(max(c.counters.hostActors.Load(), 0)), Overloaded: c.counters.overloaded.Load(),
 		TabletActors: uint32(max(c.counters.tabletActors.Load(), 0)), ProbesSent: c.counters.probesSent.Load(),
 		ProbeReplies: c.counters.probeReplies.Load(), Version: cmp.Or(c.cfg.Version, "devel"), Tables: c.meta.tableStatus(),
-		DirectRequests: c.counters.direct.Load(), Rerouted: c.counters.rerouted.Load()}
+		DirectRequests: c.counters.direct.Load(), Rerouted: c.counters.rerouted.Load(), Address: c.Address(),
+		Reforwarded: c.counters.reforwarded.Load(), ProgressSent: c.counters.progress.Load(), ActorFailures: c.counters.actorFailures.Load()}
 	c.status.Range(func(_, v any) bool {
 		r.Servers = append(r.Servers, v.(*hostStatus).messages()...)
 		return true
@@ -573,6 +579,42 @@ func (c *Coordinator) Status() *messages.StatusReply {
 		return r.Servers[i].Id < r.Servers[j].Id
 	})
 	return r
+}
+
+// PeerStatuses asks the router of each coordinator at addrs (other than
+// this one) for its status, all at once, each within timeout, and returns
+// the answers' counters (servers, tables, leases and peers left out),
+// sorted by address; a coordinator that does not answer is missing.
+func (c *Coordinator) PeerStatuses(addrs []string, timeout time.Duration) []*messages.StatusReply {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out []*messages.StatusReply
+	)
+	for _, a := range addrs {
+		if a == "" || a == c.Address() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.as.Root.RequestFuture(actor.NewPID(a, wire.RouterName), &messages.StatusRequest{}, timeout).Result()
+			st, ok := res.(*messages.StatusReply)
+			if err != nil || !ok {
+				return
+			}
+			st.Servers, st.Tables, st.Coordinators, st.Peers = nil, nil, nil, nil
+			if st.Address == "" {
+				st.Address = a
+			}
+			mu.Lock()
+			out = append(out, st)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	return out
 }
 
 // Collectors returns Prometheus collectors for the coordinator's counters.

@@ -172,11 +172,12 @@ func (p *LeaseProvider) Update(fn func(ci *messages.ClusterInfo)) {
 }
 
 // Live returns the live coordinator leases (every cluster), as the watch
-// saw them last.
+// saw them last, each with the time its latest renewal arrived.
 func (p *LeaseProvider) Live() []*messages.ClusterInfo {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.live)
+	live := slices.Clone(p.live)
+	p.mu.Unlock()
+	return p.store.Fresh(live)
 }
 
 // Unrenewed is how long this member's lease has not been written (0

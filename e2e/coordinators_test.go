@@ -41,6 +41,28 @@ func TestCoordinatorKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every coordinator's /status shows the cluster: the two others by
+	// address with their own counters, which sum to the scans made.
+	st, err := cl.StatusOf(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started uint64
+	seen := map[string]bool{st.GetAddress(): true}
+	for _, p := range st.GetPeers() {
+		seen[p.GetAddress()] = true
+		started += p.GetScansStarted()
+	}
+	started += st.GetScansStarted()
+	if len(st.GetPeers()) != 2 || len(seen) != 3 || started == 0 {
+		t.Fatalf("coordinator 1's /status: address %q, peers %v; want the two others, and scans counted", st.GetAddress(), st.GetPeers())
+	}
+	for _, ci := range st.GetCoordinators() {
+		if age := time.Since(time.UnixMilli(ci.GetRenewedUnixMs())); age > 5*time.Second {
+			t.Fatalf("lease of %s renewed %v ago, want its latest renewal (every second)", ci.GetCoordinatorAddress(), age)
+		}
+	}
+
 	if err := cl.KillCoordinator(0); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +90,7 @@ func TestCoordinatorKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("coordinator 0 restarted and sees the servers in %v", time.Since(t0).Round(time.Millisecond))
-	st, err := cl.StatusOf(ctx, 0)
+	st, err = cl.StatusOf(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

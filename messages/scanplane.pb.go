@@ -2694,8 +2694,16 @@ type StatusReply struct {
 	Tables          []*TableStatus         `protobuf:"bytes,22,rep,name=tables,proto3" json:"tables,omitempty"`                                        // the tables in this coordinator's metadata view, by name
 	DirectRequests  uint64                 `protobuf:"varint,23,opt,name=direct_requests,json=directRequests,proto3" json:"direct_requests,omitempty"` // scan requests a client sent straight to a tablet actor (not through the router)
 	Rerouted        uint64                 `protobuf:"varint,24,opt,name=rerouted,proto3" json:"rerouted,omitempty"`                                   // client messages for a tablet actor that had stopped, sent on to the router
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	Address         string                 `protobuf:"bytes,25,opt,name=address,proto3" json:"address,omitempty"`                                      // this coordinator's actor address
+	Reforwarded     uint64                 `protobuf:"varint,26,opt,name=reforwarded,proto3" json:"reforwarded,omitempty"`                             // forwards to an owner that were not delivered and were routed again
+	ProgressSent    uint64                 `protobuf:"varint,27,opt,name=progress_sent,json=progressSent,proto3" json:"progress_sent,omitempty"`       // ScanProgress messages sent to clients
+	ActorFailures   uint64                 `protobuf:"varint,28,opt,name=actor_failures,json=actorFailures,proto3" json:"actor_failures,omitempty"`    // actor panics recovered by supervision
+	// peers: every other live coordinator's own counters (their servers,
+	// tables, leases and peers left out), as they answered this one's
+	// /status; a coordinator that did not answer in time is missing.
+	Peers         []*StatusReply `protobuf:"bytes,29,rep,name=peers,proto3" json:"peers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -2894,6 +2902,41 @@ func (x *StatusReply) GetRerouted() uint64 {
 		return x.Rerouted
 	}
 	return 0
+}
+
+func (x *StatusReply) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *StatusReply) GetReforwarded() uint64 {
+	if x != nil {
+		return x.Reforwarded
+	}
+	return 0
+}
+
+func (x *StatusReply) GetProgressSent() uint64 {
+	if x != nil {
+		return x.ProgressSent
+	}
+	return 0
+}
+
+func (x *StatusReply) GetActorFailures() uint64 {
+	if x != nil {
+		return x.ActorFailures
+	}
+	return 0
+}
+
+func (x *StatusReply) GetPeers() []*StatusReply {
+	if x != nil {
+		return x.Peers
+	}
+	return nil
 }
 
 // TableStatus is one table as a coordinator's metadata view has it.
@@ -3649,7 +3692,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06hedges\x18\x12 \x01(\x04R\x06hedges\x12#\n" +
 	"\rattempts_busy\x18\x13 \x01(\x04R\fattemptsBusy\x12,\n" +
 	"\x12attempts_timed_out\x18\x14 \x01(\x04R\x10attemptsTimedOut\x12'\n" +
-	"\x0fattempts_failed\x18\x15 \x01(\x04R\x0eattemptsFailed\"\xe3\x06\n" +
+	"\x0fattempts_failed\x18\x15 \x01(\x04R\x0eattemptsFailed\"\x9c\b\n" +
 	"\vStatusReply\x124\n" +
 	"\aservers\x18\x01 \x03(\v2\x1a.scanplane.v1.ServerStatusR\aservers\x12#\n" +
 	"\rtablet_actors\x18\x02 \x01(\rR\ftabletActors\x12#\n" +
@@ -3681,7 +3724,12 @@ const file_scanplane_proto_rawDesc = "" +
 	"\aversion\x18\x15 \x01(\tR\aversion\x121\n" +
 	"\x06tables\x18\x16 \x03(\v2\x19.scanplane.v1.TableStatusR\x06tables\x12'\n" +
 	"\x0fdirect_requests\x18\x17 \x01(\x04R\x0edirectRequests\x12\x1a\n" +
-	"\brerouted\x18\x18 \x01(\x04R\brerouted\"\x7f\n" +
+	"\brerouted\x18\x18 \x01(\x04R\brerouted\x12\x18\n" +
+	"\aaddress\x18\x19 \x01(\tR\aaddress\x12 \n" +
+	"\vreforwarded\x18\x1a \x01(\x04R\vreforwarded\x12#\n" +
+	"\rprogress_sent\x18\x1b \x01(\x04R\fprogressSent\x12%\n" +
+	"\x0eactor_failures\x18\x1c \x01(\x04R\ractorFailures\x12/\n" +
+	"\x05peers\x18\x1d \x03(\v2\x19.scanplane.v1.StatusReplyR\x05peers\"\x7f\n" +
 	"\vTableStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
 	"\x12current_generation\x18\x02 \x01(\x04R\x11currentGeneration\x12-\n" +
@@ -3838,15 +3886,16 @@ var file_scanplane_proto_depIdxs = []int32{
 	27, // 23: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
 	9,  // 24: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
 	29, // 25: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	37, // 26: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 27: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 28: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 29: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	28, // 26: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
+	37, // 27: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 28: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 29: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 30: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }

@@ -17,6 +17,7 @@ import (
 // coordinators"): clients and other coordinators find it there, and see
 // it leave (Close) or die (no renewal for the lease TTL).
 type announcement struct {
+	store *bus.LeaseStore
 	lease *bus.Lease
 	live  atomic.Pointer[[]*messages.ClusterInfo] // the live leases, as the watch last saw them
 	stop  context.CancelFunc
@@ -38,7 +39,7 @@ func announce(ctx context.Context, conn *bus.Conn, co *coordinator.Coordinator, 
 		return nil, fmt.Errorf("announce coordinator lease: %w", err)
 	}
 	wctx, stop := context.WithCancel(context.Background())
-	a := &announcement{lease: lease, stop: stop, done: make(chan struct{})}
+	a := &announcement{store: store, lease: lease, stop: stop, done: make(chan struct{})}
 	if err := store.Watch(wctx, func(live []*messages.ClusterInfo) { a.live.Store(&live) }); err != nil {
 		stop()
 		_ = lease.Close()
@@ -67,7 +68,7 @@ func announce(ctx context.Context, conn *bus.Conn, co *coordinator.Coordinator, 
 func (a *announcement) status(st *messages.StatusReply) *messages.StatusReply {
 	st.MemberId = a.lease.MemberID()
 	if live := a.live.Load(); live != nil {
-		st.Coordinators = *live
+		st.Coordinators = a.store.Fresh(*live)
 	}
 	return st
 }

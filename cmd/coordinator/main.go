@@ -278,7 +278,7 @@ func run(args []string) int {
 				http.Error(w, "coordinator (re)starting", http.StatusServiceUnavailable)
 				return
 			}
-			cliutil.WriteStatusJSON(w, m.status())
+			cliutil.WriteStatusJSON(w, m.clusterStatus())
 		})
 		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 			m := cur.Load()
@@ -286,7 +286,7 @@ func run(args []string) int {
 				http.Error(w, "coordinator (re)starting", http.StatusServiceUnavailable)
 				return
 			}
-			writeStatusPage(w, m.status(), time.Now(), httpSec.Scheme())
+			writeStatusPage(w, m.clusterStatus(), time.Now(), httpSec.Scheme())
 		})
 		cliutil.HandlePprof(mux)
 		defer cliutil.ServeListener(l, mux, httpSec, log)()
@@ -429,10 +429,30 @@ func (m *member) status() *messages.StatusReply {
 
 // live is the live coordinators as this member's lease watch sees them.
 func (m *member) live() []*messages.ClusterInfo {
-	if m == nil {
+	switch {
+	case m == nil:
 		return nil
+	case m.lp != nil:
+		return m.lp.Live()
+	case m.ann != nil:
+		return m.ann.status(&messages.StatusReply{}).GetCoordinators()
 	}
-	return m.status().GetCoordinators()
+	return nil
+}
+
+// peerWait bounds each peer's answer when /status gathers the cluster.
+const peerWait = time.Second
+
+// clusterStatus is status with every other live coordinator's counters
+// (StatusReply.peers), for /status and the status page.
+func (m *member) clusterStatus() *messages.StatusReply {
+	st := m.status()
+	var addrs []string
+	for _, ci := range st.GetCoordinators() {
+		addrs = append(addrs, ci.GetCoordinatorAddress())
+	}
+	st.Peers = m.co.PeerStatuses(addrs, peerWait)
+	return st
 }
 
 // close withdraws the lease first (clients move on at once), then stops

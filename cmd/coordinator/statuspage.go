@@ -41,6 +41,28 @@ type pageData struct {
 	// page was served over TLS (--secrets secures every coordinator of a
 	// cluster alike), else http.
 	Scheme string
+	// Cluster: this coordinator's counters and every peer's that
+	// answered (StatusReply.peers); Total sums them.
+	Cluster []*messages.StatusReply
+	Total   *messages.StatusReply
+}
+
+// clusterRows lists st and its peers, and their sum.
+func clusterRows(st *messages.StatusReply) ([]*messages.StatusReply, *messages.StatusReply) {
+	rows := append([]*messages.StatusReply{st}, st.GetPeers()...)
+	t := &messages.StatusReply{Address: "total"}
+	for _, r := range rows {
+		t.ScansStarted += r.GetScansStarted()
+		t.ScansFailed += r.GetScansFailed()
+		t.Flows += r.GetFlows()
+		t.Dispatches += r.GetDispatches()
+		t.Hedges += r.GetHedges()
+		t.Overloaded += r.GetOverloaded()
+		t.Reforwarded += r.GetReforwarded()
+		t.ActorFailures += r.GetActorFailures()
+		t.TabletActors += r.GetTabletActors()
+	}
+	return rows, t
 }
 
 // hostRows aggregates servers by host, sorted by host.
@@ -133,6 +155,19 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 <tr><td data-field="scans_started">{{.St.ScansStarted}}</td><td data-field="scans_failed">{{.St.ScansFailed}}</td><td data-field="flows">{{.St.Flows}}</td><td data-field="dispatches">{{.St.Dispatches}}</td><td data-field="hedges">{{.St.Hedges}}</td><td data-field="busy">{{.St.Busy}}</td><td data-field="timeouts">{{.St.Timeouts}}</td><td data-field="tablet_actors">{{.St.TabletActors}}</td><td data-field="host_actors">{{.St.HostActors}}</td><td data-field="dead_letters">{{.St.DeadLetters}}</td><td data-field="publish_errors">{{.St.PublishErrors}}</td><td data-field="bad_messages">{{.St.BadMessages}}</td><td data-field="overloaded">{{.St.Overloaded}}</td></tr>
 </table>
 
+<h2>Cluster</h2>
+<table id="cluster">
+<thead><tr><th class="text">coordinator</th><th class="text">version</th><th>scans started</th><th>failed</th><th>in flight</th><th>dispatches</th><th>hedges</th><th>overloaded</th><th>reforwarded</th><th>actor failures</th><th>tablet actors</th></tr></thead>
+<tbody>
+{{- range .Cluster}}
+<tr><td class="text" data-field="address">{{.Address}}</td><td class="text" data-field="version">{{.Version}}</td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
+{{- end}}
+{{- with .Total}}
+<tr class="total"><td class="text" data-field="address">{{.Address}}</td><td class="text" data-field="version"></td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+
 <h2>Hosts</h2>
 <table id="hosts">
 <thead><tr><th class="text">host</th><th class="text">zone</th><th>servers alive</th><th>queue</th><th>in flight</th><th>dispatched</th><th>busy</th><th>timeouts</th><th>cache hit ratio</th><th>last heartbeat</th></tr></thead>
@@ -199,6 +234,7 @@ func formatGens(gens []uint64) string {
 // coordinators use scheme (http or https).
 func writeStatusPage(w http.ResponseWriter, st *messages.StatusReply, now time.Time, scheme string) {
 	d := pageData{St: st, Hosts: hostRows(st), Now: now, Scheme: scheme}
+	d.Cluster, d.Total = clusterRows(st)
 	for _, s := range st.Servers {
 		if s.Alive {
 			d.AliveCount++

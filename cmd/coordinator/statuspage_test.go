@@ -203,6 +203,17 @@ func wantTables(st *messages.StatusReply) map[string][]map[string]string {
 		out["tables"] = append(out["tables"], map[string]string{"name": tb.Name, "current_generation": u(tb.CurrentGeneration),
 			"cached_generations": gens})
 	}
+	rows, total := clusterRows(st)
+	for _, r := range append(rows, total) {
+		version := r.Version
+		if r == total {
+			version = ""
+		}
+		out["cluster"] = append(out["cluster"], map[string]string{"address": r.Address, "version": version,
+			"scans_started": u(r.ScansStarted), "scans_failed": u(r.ScansFailed), "flows": fmt.Sprint(r.Flows),
+			"dispatches": u(r.Dispatches), "hedges": u(r.Hedges), "overloaded": u(r.Overloaded), "reforwarded": u(r.Reforwarded),
+			"actor_failures": u(r.ActorFailures), "tablet_actors": fmt.Sprint(r.TabletActors)})
+	}
 	for _, c := range st.Coordinators {
 		out["coordinators"] = append(out["coordinators"], map[string]string{"member_id": c.MemberId, "coordinator_address": c.CoordinatorAddress,
 			"http_address": c.HttpAddress, "nats_node": c.NatsNode, "version": c.Version, "tablet_actors": fmt.Sprint(c.TabletActors)})

@@ -158,19 +158,36 @@ func coordinatorRows(ctx context.Context, c *client.Client) ([]coordRow, error) 
 
 func printCoordinators(out io.Writer, rows []coordRow) {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COORDINATOR	MEMBER	ALIVE	TABLETS	NATS-NODE	HTTP	VERSION	NOTE")
+	fmt.Fprintln(tw, "COORDINATOR	MEMBER	ALIVE	TABLETS	SCANS	FAILED	IN-FLIGHT	DISPATCHES	HEDGES	OVERLOADED	NATS-NODE	HTTP	VERSION	NOTE")
+	var total messages.StatusReply
+	answered := 0
 	for _, r := range rows {
 		alive, tabs, note, version := "no", "-", r.problem, r.lease.GetVersion()
+		counters := "-\t-\t-\t-\t-\t-"
 		if r.lease != nil {
 			alive = "yes"
 			tabs = strconv.FormatUint(uint64(r.lease.GetTabletActors()), 10) + " (lease)"
 		}
-		if r.status != nil {
-			tabs = strconv.FormatUint(uint64(r.status.GetTabletActors()), 10)
-			version = r.status.GetVersion()
+		if st := r.status; st != nil {
+			answered++
+			tabs = strconv.FormatUint(uint64(st.GetTabletActors()), 10)
+			version = st.GetVersion()
+			counters = fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d", st.GetScansStarted(), st.GetScansFailed(), st.GetFlows(), st.GetDispatches(),
+				st.GetHedges(), st.GetOverloaded())
+			total.TabletActors += st.GetTabletActors()
+			total.ScansStarted += st.GetScansStarted()
+			total.ScansFailed += st.GetScansFailed()
+			total.Flows += st.GetFlows()
+			total.Dispatches += st.GetDispatches()
+			total.Hedges += st.GetHedges()
+			total.Overloaded += st.GetOverloaded()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.lease.GetMemberId()), alive, tabs,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.lease.GetMemberId()), alive, tabs, counters,
 			orDash(r.lease.GetNatsNode()), orDash(r.lease.GetHttpAddress()), orDash(version), note)
+	}
+	if answered > 1 {
+		fmt.Fprintf(tw, "total (%d answered)\t\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\t\n", answered, total.TabletActors, total.ScansStarted,
+			total.ScansFailed, total.Flows, total.Dispatches, total.Hedges, total.Overloaded)
 	}
 	tw.Flush()
 }
@@ -183,11 +200,14 @@ func orDash(s string) string {
 }
 
 func printStatus(out io.Writer, st *messages.StatusReply) {
-	fmt.Fprintf(out, "coordinator: version=%s scans=%d failed=%d dispatches=%d hedges=%d busy=%d timeouts=%d\n",
-		orDash(st.Version), st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
-	fmt.Fprintf(out, "coordinator: flows=%d host_actors=%d dead_letters=%d publish_errors=%d bad_messages=%d overloaded=%d\n",
-		st.Flows, st.HostActors, st.DeadLetters, st.PublishErrors, st.BadMessages, st.Overloaded)
-	fmt.Fprintf(out, "coordinator: tablet_actors=%d direct_requests=%d rerouted=%d\n", st.TabletActors, st.DirectRequests, st.Rerouted)
+	who := "coordinator " + orDash(st.Address)
+	fmt.Fprintf(out, "%s: version=%s scans=%d failed=%d dispatches=%d hedges=%d busy=%d timeouts=%d\n",
+		who, orDash(st.Version), st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
+	fmt.Fprintf(out, "%s: flows=%d host_actors=%d dead_letters=%d publish_errors=%d bad_messages=%d overloaded=%d\n",
+		who, st.Flows, st.HostActors, st.DeadLetters, st.PublishErrors, st.BadMessages, st.Overloaded)
+	fmt.Fprintf(out, "%s: tablet_actors=%d direct_requests=%d rerouted=%d reforwarded=%d progress_sent=%d actor_failures=%d\n",
+		who, st.TabletActors, st.DirectRequests, st.Rerouted, st.Reforwarded, st.ProgressSent, st.ActorFailures)
+	fmt.Fprintf(out, "the servers and tables as %s sees them:\n", who)
 	for _, l := range strings.Split(st.ProfilesSummary, "\n") {
 		if l != "" {
 			fmt.Fprintf(out, "profile: %s\n", l)
@@ -285,14 +305,22 @@ func runReload(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 		return err
 	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		r, err := c.Reload(ctx)
+		results, err := c.ReloadAll(ctx)
 		if err != nil {
 			return err
 		}
-		if !r.Ok {
-			return fmt.Errorf("reload refused, old profiles kept: %s", r.Message)
+		var failed []string
+		for _, r := range results {
+			if r.Err != nil {
+				failed = append(failed, r.Coordinator)
+				fmt.Fprintf(out, "%s: %v\n", r.Coordinator, r.Err)
+				continue
+			}
+			fmt.Fprintf(out, "%s: %s\n", r.Coordinator, r.Message)
 		}
-		fmt.Fprintln(out, r.Message)
+		if len(failed) > 0 {
+			return fmt.Errorf("reload: %d of %d coordinators did not reload: %s", len(failed), len(results), strings.Join(failed, ", "))
+		}
 		return nil
 	})
 }
