@@ -58,6 +58,9 @@ type globals struct {
 	logLevel    string
 	logFormat   string
 	secrets     string
+	// role is the certificate of --secrets a command uses on the actor
+	// remote and NATS; "" = client.
+	role string
 }
 
 // register defines the global flags on fs; role is the certificate of
@@ -184,7 +187,7 @@ func usage(w io.Writer) {
 			fmt.Fprintf(w, "          %s\n", c.args)
 		}
 	}
-	fmt.Fprintf(w, "\nevery command but secrets and version also takes --nats URL[,URL...] (default $%s, else %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up, demo and secrets take --secrets DIR (ingest uses its admin certificate, the others its client certificate; up takes --secure)\n", natsEnv, defaultNATS)
+	fmt.Fprintf(w, "\nevery command but secrets and version also takes --nats URL[,URL...] (default $%s, else %s), --coordinator ADDR, --timeout DUR, --log-level L, --log-format text|json; all but up, demo and secrets take --secrets DIR (ingest, reload, rollback and tables drop use its admin certificate, the others its client certificate; up takes --secure)\n", natsEnv, defaultNATS)
 	fmt.Fprintln(w, "\nrun 'scanctl help COMMAND' for a command's flags")
 }
 
@@ -208,9 +211,10 @@ var noRemote = map[string]bool{"up": true, "demo": true}
 // flag.ErrHelp.
 func parse(name string, g *globals, fs *flag.FlagSet, args []string, out io.Writer) ([]string, error) {
 	role := "client"
-	if name == "ingest" || name == "rollback" || name == "tables drop" {
+	if name == "ingest" || name == "rollback" || name == "tables drop" || name == "reload" {
 		role = "admin"
 	}
+	g.role = role
 	g.register(fs, role)
 	var pos []string
 	for {
@@ -259,7 +263,11 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 	}
 	cfg.Logger = log
 	if dir := cliutil.SecretsDir(g.secrets); dir != "" {
-		if cfg.TLS, err = cliutil.RemoteTLS(dir, "client"); err != nil {
+		role := g.role
+		if role == "" {
+			role = "client"
+		}
+		if cfg.TLS, err = cliutil.RemoteTLS(dir, role); err != nil {
 			return nil, usageError{err}
 		}
 	}
