@@ -433,7 +433,7 @@ func (c *Client) startSystem() error {
 	if c.cfg.TLS != nil {
 		creds = credentials.NewTLS(c.cfg.TLS)
 	}
-	opts = append(opts, remoting.TransportOptions(creds, remoting.NewGuard(c.log), c.stops.ServerOption())...)
+	opts = append(opts, remoting.TransportOptions(creds, remoting.NewGuard(c.log, c.sys), c.stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// A connection that fails is reported (EndpointTerminatedEvent) after
 	// one try and its 2s back-off instead of five: a dead coordinator is

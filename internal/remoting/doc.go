@@ -2,8 +2,9 @@
 // its network edge: protoactor's remote over gRPC with mutual TLS when
 // configured (StartSystem, SystemConfig), the transport's window and
 // buffer sizes (TransportOptions), the Guard that refuses what the remote
-// does not serve before protoactor reads it, and a stop that does not
-// race protoactor's shutdown (Tracker.Stop).
+// does not serve, and what a peer's certificate role may not send (the
+// role table, roles.go), before protoactor reads it, and a stop that does
+// not race protoactor's shutdown (Tracker.Stop).
 //
 // Concurrency: a System is started once and closed once; Tracker and Guard
 // are safe for concurrent use (their interceptors run on gRPC's handler

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,20 +30,36 @@ const ReceiveMethod = "/remote.Remoting/Receive"
 //     answer codes.Unimplemented without reaching their handler;
 //   - a message batch whose indices point outside its own tables (target,
 //     sender, type name) is dropped before protoactor indexes them;
+//   - each envelope of a batch is checked against the role table (rules,
+//     roles.go) and dropped alone when refused: its type must be listed
+//     for the peer's role, its target must be an actor of this system
+//     (protoactor would relay any other target under this process's
+//     identity) other than the event stream, and, from a peer with a
+//     certificate, every address it names for itself must be the one its
+//     stream is bound to (see authorize);
 //   - a panic in a stream handler is recovered and ends that stream only.
 //
-// Refusals are counted and logged at most once per second per reason,
-// with the number suppressed since the last line.
+// The peer's identity is read once per stream from its verified
+// certificate (IdentityOf); a stream from a certificate that names no
+// role, or whose ConnectRequest claims an address its certificate does not
+// name, is ended. On a plain-text remote the peer holds every role and
+// nothing is bound to an address: only the structure, the message types
+// and the targets are checked.
+//
+// Refusals are counted by reason (RefusedBy) and logged at most once per
+// second per reason, with the number suppressed since the last line.
 //
 // Concurrency: a Guard is safe for concurrent use; its interceptors run on
 // gRPC's handler goroutines.
 type Guard struct {
 	log     *slog.Logger
-	refused atomic.Uint64
+	sys     *actor.ActorSystem
+	rules   map[string]*compiledRule
+	refused [numReasons]atomic.Uint64
 	panics  atomic.Uint64
 
 	mu     sync.Mutex
-	logged map[string]*logGate // by reason
+	logged [numReasons]logGate
 	now    func() time.Time
 }
 
@@ -55,16 +72,33 @@ type logGate struct {
 // refusal reason.
 const guardLogEvery = time.Second
 
-// NewGuard returns a Guard that logs on log (nil: discard).
-func NewGuard(log *slog.Logger) *Guard {
+// NewGuard returns a Guard for the remote of sys that logs on log (nil:
+// discard). sys's address (set when its remote starts) is the only target
+// address the Guard lets through; with a nil sys target addresses are not
+// checked (unit tests of the Guard alone).
+func NewGuard(log *slog.Logger, sys *actor.ActorSystem) *Guard {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Guard{log: log, logged: map[string]*logGate{}, now: time.Now}
+	compiled, errs := compileRules(rules)
+	for _, err := range errs {
+		log.Error("remote: role table entry refused; its message type is refused from every peer", "err", err)
+	}
+	return &Guard{log: log, sys: sys, rules: compiled, now: time.Now}
 }
 
-// Refused is the number of calls and message batches refused so far.
-func (g *Guard) Refused() uint64 { return g.refused.Load() }
+// Refused is the number of calls, message batches and envelopes refused
+// so far, all reasons.
+func (g *Guard) Refused() uint64 {
+	var n uint64
+	for i := range g.refused {
+		n += g.refused[i].Load()
+	}
+	return n
+}
+
+// RefusedBy is the number of refusals of reason r so far.
+func (g *Guard) RefusedBy(r Reason) uint64 { return g.refused[r].Load() }
 
 // Panics is the number of stream handler panics recovered so far.
 func (g *Guard) Panics() uint64 { return g.panics.Load() }
@@ -79,14 +113,19 @@ func (g *Guard) ServerOptions() []grpc.ServerOption {
 }
 
 func (g *Guard) unary(ctx context.Context, _ any, info *grpc.UnaryServerInfo, _ grpc.UnaryHandler) (any, error) {
-	g.refuse(ctx, "unserved method", "method", info.FullMethod)
+	g.refuse(peerAddr(ctx), ReasonUnserved, "method", info.FullMethod)
 	return nil, status.Errorf(codes.Unimplemented, "%s is not served", info.FullMethod)
 }
 
 func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
 	if info.FullMethod != ReceiveMethod {
-		g.refuse(ss.Context(), "unserved method", "method", info.FullMethod)
+		g.refuse(peerAddr(ss.Context()), ReasonUnserved, "method", info.FullMethod)
 		return status.Errorf(codes.Unimplemented, "%s is not served", info.FullMethod)
+	}
+	id, err := peerIdentity(ss.Context())
+	if err != nil {
+		g.refuse(peerAddr(ss.Context()), ReasonNoRole, "err", err)
+		return status.Error(codes.PermissionDenied, err.Error())
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -96,13 +135,17 @@ func (g *Guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 			err = status.Error(codes.Internal, "internal error")
 		}
 	}()
-	return h(srv, &guardedStream{ServerStream: ss, g: g})
+	return h(srv, &guardedStream{ServerStream: ss, g: g, id: id})
 }
 
 // guardedStream drops the inbound messages the Guard refuses.
 type guardedStream struct {
 	grpc.ServerStream
-	g *Guard
+	g  *Guard
+	id Identity
+	// bound is the address of the peer's ConnectRequest ("" until one
+	// came): the address every PID the peer names for itself must have.
+	bound string
 }
 
 func (s *guardedStream) RecvMsg(m any) error {
@@ -114,13 +157,26 @@ func (s *guardedStream) RecvMsg(m any) error {
 		if !ok {
 			return nil
 		}
+		if c := rm.GetConnectRequest(); c != nil {
+			pass, err := s.bind(c)
+			if err != nil {
+				return err
+			}
+			if !pass {
+				continue
+			}
+			return nil
+		}
 		batch := rm.GetMessageBatch()
 		if batch == nil {
 			return nil
 		}
 		if err := CheckBatch(batch); err != nil {
-			s.g.refuse(s.Context(), "malformed message batch", "err", err)
+			s.g.refuse(peerAddr(s.Context()), ReasonMalformed, "err", err)
 			continue
+		}
+		if !s.g.filter(s, batch) {
+			continue // every envelope refused
 		}
 		return nil
 	}
@@ -146,14 +202,10 @@ func CheckBatch(b *remote.MessageBatch) error {
 
 // refuse counts a refusal and logs it unless one of the same reason was
 // logged less than guardLogEvery ago.
-func (g *Guard) refuse(ctx context.Context, reason string, args ...any) {
-	g.refused.Add(1)
+func (g *Guard) refuse(peer string, r Reason, args ...any) {
+	g.refused[r].Add(1)
 	g.mu.Lock()
-	gate := g.logged[reason]
-	if gate == nil {
-		gate = &logGate{}
-		g.logged[reason] = gate
-	}
+	gate := &g.logged[r]
 	now := g.now()
 	if !gate.last.IsZero() && now.Sub(gate.last) < guardLogEvery {
 		gate.suppressed++
@@ -163,7 +215,18 @@ func (g *Guard) refuse(ctx context.Context, reason string, args ...any) {
 	suppressed := gate.suppressed
 	gate.last, gate.suppressed = now, 0
 	g.mu.Unlock()
-	g.log.Warn("remote: refused "+reason, append([]any{"peer", peerAddr(ctx), "suppressed", suppressed}, args...)...)
+	g.log.Warn("remote: refused "+r.String(), append([]any{"peer", peer, "suppressed", suppressed}, args...)...)
+}
+
+// Refuse counts and logs (rate-limited, as the Guard's own refusals) a
+// message from peer (an actor address) that an actor refused after the
+// Guard let it through, with reason r and args naming the bad value. A
+// nil Guard does nothing.
+func (g *Guard) Refuse(peer string, r Reason, args ...any) {
+	if g == nil {
+		return
+	}
+	g.refuse(peer, r, args...)
 }
 
 func peerAddr(ctx context.Context) string {

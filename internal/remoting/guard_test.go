@@ -17,31 +17,16 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
 )
 
-// guardedRemote starts a remote behind a Guard with one actor, "probe",
-// that forwards every *actor.PID it receives to got.
-func guardedRemote(t *testing.T) (*actor.ActorSystem, *Guard, chan *actor.PID) {
+// guardedRemote starts a plain-text remote behind a Guard with one
+// actor, "probe", that forwards the key of every *messages.Row it
+// receives to got.
+func guardedRemote(t *testing.T) (*actor.ActorSystem, *Guard, chan gotMsg) {
 	t.Helper()
-	quiet := slog.New(slog.DiscardHandler)
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
-	g := NewGuard(nil)
-	tr := NewTracker()
-	rem := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0, TransportOptions(nil, g, tr.ServerOption())...))
-	rem.Start()
-	t.Cleanup(func() {
-		tr.Stop(rem, 10*time.Second)
-		sys.Shutdown()
-	})
-	got := make(chan *actor.PID, 16)
-	_, err := sys.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
-		if p, ok := c.Message().(*actor.PID); ok {
-			got <- p
-		}
-	}), "probe")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sys, g, got, _ := guardedRemoteWith(t, nil)
 	return sys, g, got
 }
 
@@ -135,7 +120,7 @@ func TestCheckBatchNil(t *testing.T) {
 // TestGuardRecoversHandlerPanic: a panic in the stream handler ends that
 // stream with Internal and is counted; the process lives.
 func TestGuardRecoversHandlerPanic(t *testing.T) {
-	g := NewGuard(nil)
+	g := NewGuard(nil, nil)
 	err := g.stream(nil, fakeStream{}, &grpc.StreamServerInfo{FullMethod: ReceiveMethod}, func(any, grpc.ServerStream) error {
 		var m map[string]int
 		m["x"]++ // nil map write: a runtime panic
@@ -150,15 +135,15 @@ func TestGuardRecoversHandlerPanic(t *testing.T) {
 // second per reason, and the next line says how many were suppressed.
 func TestGuardLogIsRateLimited(t *testing.T) {
 	var out strings.Builder
-	g := NewGuard(slog.New(slog.NewTextHandler(&out, nil)))
+	g := NewGuard(slog.New(slog.NewTextHandler(&out, nil)), nil)
 	now := time.Unix(1000, 0)
 	g.now = func() time.Time { return now }
 	for range 100 {
-		g.refuse(context.Background(), "unserved method")
+		g.refuse("peer", ReasonUnserved)
 	}
 	now = now.Add(guardLogEvery)
-	g.refuse(context.Background(), "unserved method")
-	g.refuse(context.Background(), "malformed message batch")
+	g.refuse("peer", ReasonUnserved)
+	g.refuse("peer", ReasonMalformed)
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[1], "suppressed=99") || g.Refused() != 102 {
 		t.Fatalf("refused %d, log:\n%s\nwant 3 lines, the second with suppressed=99", g.Refused(), out.String())
@@ -171,15 +156,15 @@ func (fakeStream) Context() context.Context { return context.Background() }
 
 func (fakeStream) SetHeader(metadata.MD) error { return nil }
 
-// validBatch is a one-envelope batch that delivers PID{Id: id} to the
+// validBatch is a one-envelope batch that delivers Row{Key: id} to the
 // probe actor at addr.
 func validBatch(addr, id string) *remote.MessageBatch {
-	data, err := proto.Marshal(&actor.PID{Id: id})
+	data, err := proto.Marshal(&messages.Row{Key: []byte(id)})
 	if err != nil {
 		panic(err)
 	}
 	return &remote.MessageBatch{
-		TypeNames: []string{"actor.PID"},
+		TypeNames: []string{"scanplane.v1.Row"},
 		Targets:   []*actor.PID{{Address: addr, Id: "probe"}},
 		Envelopes: []*remote.MessageEnvelope{{Target: 0, TypeId: 0, MessageData: data}},
 	}
@@ -214,12 +199,12 @@ func sendBatches(t *testing.T, conn *grpc.ClientConn, batches ...*remote.Message
 	}
 }
 
-func waitPID(t *testing.T, got chan *actor.PID, id string) {
+func waitPID(t *testing.T, got chan gotMsg, id string) {
 	t.Helper()
 	select {
-	case p := <-got:
-		if p.Id != id {
-			t.Fatalf("probe got %q, want %q", p.Id, id)
+	case m := <-got:
+		if m.key != id {
+			t.Fatalf("probe got %+v, want the Row %q", m, id)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("probe did not get %q", id)

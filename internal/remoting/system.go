@@ -222,7 +222,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	stops := NewTracker()
-	guard := NewGuard(logger)
+	guard := NewGuard(logger, sys)
 	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, guard, stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// One connect try (then its 2s back-off) before the endpoint is
