@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/metrics"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -205,6 +206,10 @@ type ScanServerActor struct {
 	gens wire.GenerationSource
 	// lat answers Prequal probes (probe.go).
 	lat latencyEstimator
+	// guard counts and logs the Cancels and BatchAcks refused because
+	// they came from neither the attempt's client nor its tablet actor
+	// (peercheck.go); nil: not counted.
+	guard *remoting.Guard
 	// parked hands a scan to a worker goroutine waiting for one (see
 	// dispatch); stopped ends parked workers when the actor stops.
 	parked   chan *scanJob
@@ -271,10 +276,16 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 			s.log.Debug("bad Cancel dropped", "err", err)
 			return
 		}
+		if !s.fromAttemptPeer(c, ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}, true) {
+			return
+		}
 		s.onCancel(m)
 	case *messages.BatchAck:
 		if err := wire.ValidateBatchAck(m); err != nil {
 			s.log.Debug("bad BatchAck dropped", "err", err)
+			return
+		}
+		if !s.fromAttemptPeer(c, ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}, false) {
 			return
 		}
 		s.onAck(m)
