@@ -625,8 +625,9 @@ func (c *Coordinator) Collectors() []prometheus.Collector {
 // CoordinatorCollectors returns Prometheus collectors that read the
 // counters and the per-server status of the coordinator get returns at
 // scrape time (cmd/coordinator replaces its coordinator when it rejoins
-// the cluster; a nil coordinator reads as zeros and no servers). The
-// histograms are in CoordMetrics, registered besides.
+// the cluster; a nil coordinator reads as zeros and no servers), and what
+// its actor remote refused (remoting.RefusedMetric). The histograms are
+// in CoordMetrics, registered besides.
 func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 	f := func(name, help string, v func(*coordCounters) *atomic.Uint64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scanplane_coordinator_" + name, Help: help},
@@ -648,6 +649,12 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 	}
 	return []prometheus.Collector{
 		newServerCollector(get),
+		remoting.RefusedCollector(func() *remoting.Guard {
+			if c := get(); c != nil && c.sys != nil {
+				return c.sys.Guard
+			}
+			return nil
+		}),
 		f("scans_total", "Scan requests received by tablet actors.", func(k *coordCounters) *atomic.Uint64 { return &k.scans }),
 		f("scans_failed_total", "Scan requests answered with an error.", func(k *coordCounters) *atomic.Uint64 { return &k.failed }),
 		f("dispatches_total", "StartScan messages sent (retries and hedges included).", func(k *coordCounters) *atomic.Uint64 { return &k.dispatches }),

@@ -152,6 +152,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		counters := &ServerCounters{}
 		newActor := func() *ScanServerActor {
 			a := NewScanServerActor(h.life, id, h.cfg.Host, scfg, fetcher, gens, h.sys.Actors, counters, h.publishBusy, h.log)
+			a.guard = h.sys.Guard
 			// Timed outside the fault wrapper: injected slowness shows in
 			// the fetch latency as an operator would see a slow disk.
 			a.fetcher = h.metrics.timed(a.fetcher, source)
@@ -224,12 +225,14 @@ func (h *HostAgent) Cache() *cache.BlockCache { return h.cache }
 // Collectors returns the Prometheus collectors of this process's scan
 // servers (scanplane_scanserver_*: queue length, running scans, workers,
 // scans started and finished by outcome, busy answers, rows and bytes
-// streamed, labelled by server and host; block fetch latency by source)
-// and of its block cache (scanplane_cache_*). Call it after Start and
+// streamed, labelled by server and host; block fetch latency by source),
+// of its block cache (scanplane_cache_*) and of its actor remote's
+// refusals (remoting.RefusedMetric). Call it after Start and
 // register the result once per registry; the Go runtime and process
 // collectors are the caller's.
 func (h *HostAgent) Collectors() []prometheus.Collector {
-	return append([]prometheus.Collector{h.metrics}, h.cache.Collectors()...)
+	guard := h.sys.Guard
+	return append([]prometheus.Collector{h.metrics, remoting.RefusedCollector(func() *remoting.Guard { return guard })}, h.cache.Collectors()...)
 }
 
 // Incarnation is this process's incarnation id.
