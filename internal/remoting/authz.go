@@ -40,7 +40,6 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // Reason is why the Guard (or an actor behind it, Guard.Refuse) refused a
@@ -217,7 +216,10 @@ func (g *Guard) filter(s *guardedStream, b *remote.MessageBatch) bool {
 func (g *Guard) authorize(s *guardedStream, b *remote.MessageBatch, e *remote.MessageEnvelope) (Reason, []any) {
 	name := b.TypeNames[e.TypeId]
 	rule := g.rules[name]
-	if rule == nil || e.SerializerId != 0 {
+	if rule == nil {
+		return ReasonType, nil
+	}
+	if e.SerializerId != 0 {
 		return ReasonType, []any{"serializer", e.SerializerId}
 	}
 	if t := b.Targets[e.Target]; (g.sys != nil && t.GetAddress() != g.sys.Address()) || t.GetId() == eventStreamID {
@@ -293,13 +295,13 @@ func (s *guardedStream) checkPayload(rule *compiledRule, data []byte) (Reason, [
 
 // checkPid checks that PID field f of data, if it has an address, has the
 // bound one.
-func (s *guardedStream) checkPid(data []byte, f protoreflect.FieldNumber) (Reason, []any) {
-	addr, ok, err := pidAddressOf(data, f)
+func (s *guardedStream) checkPid(data []byte, f pidField) (Reason, []any) {
+	addr, ok, err := pidAddressOf(data, f.num)
 	switch {
 	case err != nil:
-		return ReasonMalformed, []any{"field", int(f), "err", err}
+		return ReasonMalformed, []any{"field", f.name, "err", err}
 	case ok && addr != s.bound:
-		return ReasonReplyTo, []any{"field", int(f), "pid_address", addr}
+		return ReasonReplyTo, []any{"field", f.name, "pid_address", addr}
 	}
 	return -1, nil
 }

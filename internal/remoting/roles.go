@@ -215,9 +215,15 @@ func Rules() map[string]Rule {
 // compiledRule is a Rule with its fields resolved to numbers.
 type compiledRule struct {
 	Rule
-	own, relayed  []protoreflect.FieldNumber
+	own, relayed  []pidField
 	server, host  protoreflect.FieldNumber
 	checksPayload bool
+}
+
+// pidField is a scanplane.v1.Pid field of a message.
+type pidField struct {
+	num  protoreflect.FieldNumber
+	name string
 }
 
 // compileRules resolves every rule's field names in the protobuf
@@ -265,14 +271,14 @@ func compileRule(md protoreflect.MessageDescriptor, r Rule) (*compiledRule, erro
 		if err != nil {
 			return nil, err
 		}
-		c.own = append(c.own, num)
+		c.own = append(c.own, pidField{num, n})
 	}
 	for _, n := range r.Relayed {
 		num, err := field(n, protoreflect.MessageKind, pidType)
 		if err != nil {
 			return nil, err
 		}
-		c.relayed = append(c.relayed, num)
+		c.relayed = append(c.relayed, pidField{num, n})
 	}
 	var err error
 	if r.Server != "" {
