@@ -146,18 +146,21 @@ func PeerAddress(c actor.Context) string {
 var rules = map[string]Rule{
 	// client (or admin) → coordinator: router or tablet actor; a
 	// coordinator forwards a request to the tablet's owner.
-	"scanplane.v1.ScanRequest":    {Senders: RoleClient | RoleAdmin | RoleCoordinator, Relayed: []string{"client"}},
-	"scanplane.v1.ScanDone":       {Senders: RoleClient | RoleAdmin | RoleCoordinator},
-	"scanplane.v1.StatusRequest":  {Senders: RoleClient | RoleAdmin},
+	"scanplane.v1.ScanRequest": {Senders: RoleClient | RoleAdmin | RoleCoordinator, Relayed: []string{"client"}},
+	"scanplane.v1.ScanDone":    {Senders: RoleClient | RoleAdmin | RoleCoordinator},
+	// A coordinator asks its peers for their counters (/status).
+	"scanplane.v1.StatusRequest":  {Senders: RoleClient | RoleAdmin | RoleCoordinator},
 	"scanplane.v1.RouteRequest":   {Senders: RoleClient | RoleAdmin},
 	"scanplane.v1.ReloadProfiles": {Senders: RoleAdmin},
 
 	// coordinator → client
-	"scanplane.v1.ScanRouted":  {Senders: RoleCoordinator, Own: []string{"tablet_actor"}},
-	"scanplane.v1.ScanError":   {Senders: RoleCoordinator},
-	"scanplane.v1.StatusReply": {Senders: RoleCoordinator},
-	"scanplane.v1.RouteReply":  {Senders: RoleCoordinator},
-	"scanplane.v1.ReloadReply": {Senders: RoleCoordinator},
+	"scanplane.v1.ScanRouted": {Senders: RoleCoordinator, Own: []string{"tablet_actor"}},
+	"scanplane.v1.ScanError":  {Senders: RoleCoordinator},
+	// the tablet actor's keep-alive of a request without data
+	"scanplane.v1.ScanProgress": {Senders: RoleCoordinator},
+	"scanplane.v1.StatusReply":  {Senders: RoleCoordinator},
+	"scanplane.v1.RouteReply":   {Senders: RoleCoordinator},
+	"scanplane.v1.ReloadReply":  {Senders: RoleCoordinator},
 
 	// coordinator (tablet actor, host actor) → scan server
 	"scanplane.v1.StartScan": {Senders: RoleCoordinator, Own: []string{"tablet_actor"}, Relayed: []string{"client"}},
@@ -183,18 +186,19 @@ var rules = map[string]Rule{
 
 	// NATS only (heartbeats and load signals are published with per-host
 	// permissions), or parts of other messages: never on the remote.
-	"scanplane.v1.Heartbeat":    {},
-	"scanplane.v1.LoadSignal":   {},
-	"scanplane.v1.Pid":          {},
-	"scanplane.v1.KeyRange":     {},
-	"scanplane.v1.TabletRef":    {},
-	"scanplane.v1.FileRef":      {},
-	"scanplane.v1.TabletMeta":   {},
-	"scanplane.v1.TableMeta":    {},
-	"scanplane.v1.ClusterInfo":  {},
-	"scanplane.v1.AttemptInfo":  {},
-	"scanplane.v1.ServerStatus": {},
-	"scanplane.v1.TableStatus":  {},
+	"scanplane.v1.Heartbeat":       {},
+	"scanplane.v1.CoordinatorList": {},
+	"scanplane.v1.LoadSignal":      {},
+	"scanplane.v1.Pid":             {},
+	"scanplane.v1.KeyRange":        {},
+	"scanplane.v1.TabletRef":       {},
+	"scanplane.v1.FileRef":         {},
+	"scanplane.v1.TabletMeta":      {},
+	"scanplane.v1.TableMeta":       {},
+	"scanplane.v1.ClusterInfo":     {},
+	"scanplane.v1.AttemptInfo":     {},
+	"scanplane.v1.ServerStatus":    {},
+	"scanplane.v1.TableStatus":     {},
 
 	// protoactor: cluster gossip between coordinators, and the answer
 	// of a process to a request for an actor it does not have.

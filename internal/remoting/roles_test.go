@@ -320,7 +320,7 @@ func (s secrets) leaf(t *testing.T, role string) *x509.Certificate {
 // organizational unit is ou.
 func (s secrets) certWithOU(t *testing.T, ou string) *tls.Config {
 	t.Helper()
-	kp, err := tls.LoadX509KeyPair(filepath.Join(s.dir, "ca.crt"), filepath.Join(s.dir, "ca.key"))
+	kp, err := tls.LoadX509KeyPair(filepath.Join(s.dir, "ca.crt"), filepath.Join(cliutil.DefaultCADir(s.dir), "ca.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
