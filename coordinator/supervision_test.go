@@ -111,3 +111,22 @@ func TestSecondFailureAnswersInternal(t *testing.T) {
 		t.Fatalf("scan after two failures: %v, want INTERNAL", s.err)
 	}
 }
+
+// TestAnswerFromAnotherServerIgnored: a Busy for an attempt, sent by a
+// server the attempt did not go to, is refused (counted as a bad
+// message) and leaves the scan alone.
+func TestAnswerFromAnotherServerIgnored(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 100, tablets: 1})
+	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	s := r.start(r.request(0), false)
+	r.waitFor("the scan in flight", func() bool { return r.inFlight("h1/0") == 1 })
+	bad := r.co.counters.badMessages.Load()
+	r.as.Root.Send(r.tabletPID(0), &messages.Busy{RequestId: s.req.RequestId, Attempt: 1, Server: "h9/0", Host: "h9"})
+	r.waitFor("the forged Busy refused", func() bool { return r.co.counters.badMessages.Load() == bad+1 })
+	close(gate.open)
+	r.checkRows(r.wait(s), 0)
+	if n := r.co.counters.busy.Load(); n != 0 {
+		t.Fatalf("busy %d after a forged Busy, want 0", n)
+	}
+}

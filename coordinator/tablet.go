@@ -204,17 +204,17 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.onDirectScan(c, now, m)
 	case *messages.ScanStarted:
 		t.heard(m.GetServer())
-		if e := t.flows[m.GetRequestId()]; e != nil {
+		if e := t.answered(m.GetRequestId(), m.GetAttempt(), m.GetServer(), "ScanStarted"); e != nil {
 			t.apply(now, m.RequestId, e, e.flow.OnStarted(now, m.GetAttempt(), m.GetFirstData(), time.Duration(m.GetQueuedUs())*time.Microsecond))
 		}
 	case *messages.Busy:
 		t.heard(m.GetServer())
-		if e := t.flows[m.GetRequestId()]; e != nil {
+		if e := t.answered(m.GetRequestId(), m.GetAttempt(), m.GetServer(), "Busy"); e != nil {
 			t.apply(now, m.RequestId, e, e.flow.OnBusy(now, m.GetAttempt(), t.picker(e)))
 		}
 	case *messages.ScanFinished:
 		t.heard(m.GetServer())
-		if e := t.flows[m.GetRequestId()]; e != nil {
+		if e := t.answered(m.GetRequestId(), m.GetAttempt(), m.GetServer(), "ScanFinished"); e != nil {
 			t.apply(now, m.RequestId, e, e.flow.OnFinished(now, t.stale(m), t.picker(e)))
 		}
 	case *messages.ScanDone:
@@ -244,6 +244,22 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *messages.ProbeReply:
 		t.onProbeReply(now, m)
 	}
+}
+
+// answered returns the flow of a scan server's answer about attempt n of
+// request id, or nil: no such flow, or the attempt went to another server
+// than the one answering (the remote guard binds a server id to its
+// sender, so another server cannot speak for the attempt's).
+func (t *TabletActor) answered(id string, n uint32, server, what string) *flowEntry {
+	e := t.flows[id]
+	if e == nil {
+		return nil
+	}
+	if a := e.flow.Attempt(n); a != nil && string(a.Sel.Server) != server {
+		t.co.countBad(what, fmt.Errorf("attempt %d of request %s went to %s, not %s", n, id, a.Sel.Server, server))
+		return nil
+	}
+	return e
 }
 
 // stopTimers stops the lost-check and idle timers.
