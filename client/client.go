@@ -275,6 +275,12 @@ func New(cfg Config) (*Client, error) {
 
 // Start connects to NATS, finds the coordinator and starts the client's
 // actor endpoint. It returns when ctx ends, with ctx's error.
+//
+// One Client serves any number of concurrent scans; a process needs one.
+// A process that runs several starts them all before any of them scans:
+// starting an actor endpoint (protoactor's Remote.Start) replaces gRPC's
+// process-wide logger without synchronisation, a data race with the
+// connections of a client already in use.
 func (c *Client) Start(ctx context.Context) error {
 	if err := c.start(ctx); err != nil {
 		c.Close()
@@ -989,7 +995,9 @@ func (c *Client) onTableChange(table string, gen uint64) {
 
 // Table returns the current generation of a table's metadata. The
 // generation comes from a watch on the metadata bucket; a table the watch
-// has not reported is looked up directly.
+// has not reported is looked up directly. A lookup that finds the store
+// unavailable (JetStream electing a leader) is tried again for up to
+// metaRetryLimit, within ctx.
 func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, error) {
 	if c.meta == nil {
 		return nil, ErrClosed
@@ -998,8 +1006,11 @@ func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, e
 	gen := c.current[name]
 	c.mu.Unlock()
 	if gen == 0 {
-		var err error
-		if gen, err = c.meta.Current(ctx, name); err != nil {
+		err := bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
+			gen, err = c.meta.Current(ctx, name)
+			return err
+		})
+		if err != nil {
 			return nil, fmt.Errorf("client: table %q: %w", name, err)
 		}
 	}
@@ -1013,7 +1024,10 @@ func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, e
 	if t != nil {
 		return t, nil
 	}
-	t, err := c.meta.Get(ctx, name, gen)
+	err := bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
+		t, err = c.meta.Get(ctx, name, gen)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("client: table %q generation %d: %w", name, gen, err)
 	}
@@ -1022,6 +1036,10 @@ func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, e
 	c.mu.Unlock()
 	return t, nil
 }
+
+// metaRetryLimit bounds how long Table tries a metadata store that does
+// not answer: longer than a JetStream leader election after a node died.
+const metaRetryLimit = 30 * time.Second
 
 // Tables lists the tables.
 func (c *Client) Tables(ctx context.Context) ([]string, error) {
@@ -1182,22 +1200,103 @@ type ReloadResult struct {
 	Err         error  // why it did not reload (its old profiles stay)
 }
 
-// ReloadAll asks every coordinator the client knows to re-read its
-// profiles file, all at once, and returns each one's answer, by address.
-// A coordinator that does not answer within RequestTimeout (or ctx) has
-// an Err wrapping ErrNoCoordinator.
+// ReloadAll asks every leased coordinator to re-read its profiles file,
+// all at once, and returns each one's answer, by address. A coordinator
+// that does not answer is asked again until it answers or its lease ends
+// (a coordinator that is gone no longer holds profiles, and its successor
+// reads the file when it starts); one that still holds its lease without
+// answering within twice RequestTimeout (or before ctx ends) has
+// ErrNoCoordinator in its result.
 func (c *Client) ReloadAll(ctx context.Context) ([]ReloadResult, error) {
 	if c.sys == nil || c.rx == nil {
 		return nil, ErrClosed
-	}
-	addrs, _ := c.Coordinators()
-	if len(addrs) == 0 {
-		return nil, fmt.Errorf("%w: none known", ErrNoCoordinator)
 	}
 	timeout := c.cfg.RequestTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl)
 	}
+	until := time.Now().Add(2 * timeout)
+	addrs := c.leasedCoordinators(ctx, timeout)
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: none known", ErrNoCoordinator)
+	}
+	results := map[string]ReloadResult{}
+	for pending := addrs; len(pending) > 0; {
+		for _, r := range c.reloadEach(ctx, pending, timeout) {
+			results[r.Coordinator] = r
+		}
+		pending = pending[:0:0]
+		for a, r := range results {
+			if errors.Is(r.Err, ErrNoCoordinator) {
+				pending = append(pending, a)
+			}
+		}
+		if len(pending) == 0 || ctx.Err() != nil || time.Now().After(until) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(reloadRetryEvery):
+		}
+		current := c.leasedCoordinators(ctx, timeout)
+		pending = slices.DeleteFunc(pending, func(a string) bool {
+			if !slices.Contains(current, a) {
+				delete(results, a) // its lease ended: not running
+				return true
+			}
+			return false
+		})
+	}
+	out := make([]ReloadResult, 0, len(results))
+	for _, r := range results {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Coordinator < out[j].Coordinator })
+	return out, nil
+}
+
+// reloadRetryEvery spaces ReloadAll's tries of a coordinator that did not
+// answer.
+const reloadRetryEvery = 250 * time.Millisecond
+
+// leasedCoordinators returns the addresses of the coordinators that hold
+// a lease now, read from the lease bucket (or, while JetStream cannot
+// answer, from a discovery answer; failing both, the client's own list).
+// A client given a fixed list of coordinators gets that list.
+func (c *Client) leasedCoordinators(ctx context.Context, timeout time.Duration) []string {
+	c.mu.Lock()
+	leases, discover := c.leases, c.coord.discover
+	c.mu.Unlock()
+	if !discover {
+		addrs, _ := c.Coordinators()
+		return addrs
+	}
+	var live []*messages.ClusterInfo
+	var err error
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if leases != nil {
+		live, err = leases.List(lctx)
+	}
+	if leases == nil || err != nil {
+		live, err = c.conn.Discover(lctx, timeout)
+	}
+	if err != nil {
+		addrs, _ := c.Coordinators()
+		return addrs
+	}
+	var addrs []string
+	for _, ci := range live {
+		if a := ci.GetCoordinatorAddress(); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// reloadEach sends ReloadProfiles to each of addrs at once and returns
+// their answers.
+func (c *Client) reloadEach(ctx context.Context, addrs []string, timeout time.Duration) []ReloadResult {
 	out := make([]ReloadResult, len(addrs))
 	var wg sync.WaitGroup
 	for i, a := range addrs {
@@ -1220,8 +1319,7 @@ func (c *Client) ReloadAll(ctx context.Context) ([]ReloadResult, error) {
 		}()
 	}
 	wg.Wait()
-	sort.Slice(out, func(i, j int) bool { return out[i].Coordinator < out[j].Coordinator })
-	return out, nil
+	return out
 }
 
 // Reload asks one coordinator to re-read its profiles file (ReloadAll
