@@ -227,6 +227,9 @@ type Coordinator struct {
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	once        sync.Once
+	failed      chan struct{} // closed when the router or registry stopped unasked
+	failure     error         // why failed is closed
+	failOnce    sync.Once
 }
 
 // NewCoordinator checks its inputs; it does no IO.
@@ -253,7 +256,7 @@ func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	c := &Coordinator{cfg: cfg, conn: conn, meta: newMetaCache(meta), log: log, stop: make(chan struct{}),
+	c := &Coordinator{cfg: cfg, conn: conn, meta: newMetaCache(meta), log: log, stop: make(chan struct{}), failed: make(chan struct{}),
 		warns: &warnLimiter{log: log, every: cfg.WarnEvery, now: cfg.Clock, kinds: map[string]*warnKind{}}}
 	c.metrics = cfg.Metrics
 	if c.metrics == nil {
@@ -338,6 +341,9 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 		actor.WithGuardian(c.supervisor("router")), actor.WithSupervisor(c.supervisor("tablet actor"))), wire.RouterName); err != nil {
 		return err
 	}
+	if _, err := root.SpawnNamed(actor.PropsFromFunc(c.keep), "scanplane-keeper"); err != nil {
+		return err
+	}
 	c.events = as.EventStream.Subscribe(func(evt any) {
 		switch e := evt.(type) {
 		case *remote.EndpointTerminatedEvent:
@@ -367,6 +373,56 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 	c.wg.Add(1)
 	go c.sweepLoop()
 	return nil
+}
+
+// keep is the keeper actor: it watches the router and the registry, and
+// fails the coordinator when either stops while the coordinator is not
+// closing (supervision gave up on it, or something stopped it). A
+// coordinator without them would hold its lease and answer nothing.
+func (c *Coordinator) keep(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Watch(c.router)
+		ctx.Watch(c.registry)
+	case *actor.Terminated:
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		who := "registry"
+		if m.GetWho().Equal(c.router) {
+			who = "router"
+		}
+		c.fail(fmt.Errorf("%w: the %s stopped", ErrActorStopped, who))
+	}
+}
+
+// ErrActorStopped: an actor the coordinator cannot run without stopped.
+var ErrActorStopped = errors.New("coordinator: actor stopped")
+
+func (c *Coordinator) fail(err error) {
+	c.failOnce.Do(func() {
+		c.failure = err
+		c.log.Error("coordinator failed; it must be restarted", "err", err)
+		close(c.failed)
+	})
+}
+
+// Failed is closed when the coordinator can no longer serve: its router
+// or registry stopped (Err says which). The process then closes the
+// coordinator, which gives up its lease, and exits so that its
+// supervisor starts it anew.
+func (c *Coordinator) Failed() <-chan struct{} { return c.failed }
+
+// Err is why Failed is closed (nil while it is not).
+func (c *Coordinator) Err() error {
+	select {
+	case <-c.failed:
+		return c.failure
+	default:
+		return nil
+	}
 }
 
 // reforward takes back a scan request this coordinator forwarded to the

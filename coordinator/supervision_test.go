@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -128,5 +130,38 @@ func TestAnswerFromAnotherServerIgnored(t *testing.T) {
 	r.checkRows(r.wait(s), 0)
 	if n := r.co.counters.busy.Load(); n != 0 {
 		t.Fatalf("busy %d after a forged Busy, want 0", n)
+	}
+}
+
+// TestRouterGivenUpFailsCoordinator: a router that fails more often than
+// supervision restarts it stops for good; the coordinator then reports
+// itself failed (so that its process gives up its lease and exits)
+// instead of holding a lease with nothing behind it.
+func TestRouterGivenUpFailsCoordinator(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 10, tablets: 1})
+	for n := uint64(1); n <= maxRestarts+1; n++ {
+		r.as.Root.Send(r.co.router, &injectPanic{why: "test: router panic"})
+		r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == n })
+	}
+	r.waitFor("the coordinator failed", func() bool {
+		select {
+		case <-r.co.Failed():
+			return true
+		default:
+			return false
+		}
+	})
+	if err := r.co.Err(); !errors.Is(err, ErrActorStopped) || !strings.Contains(err.Error(), "router") {
+		t.Fatalf("Err = %v, want ErrActorStopped naming the router", err)
+	}
+}
+
+// TestCloseIsNotAFailure: stopping the actors by closing the
+// coordinator leaves Failed open.
+func TestCloseIsNotAFailure(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 10, tablets: 1})
+	r.co.Close()
+	if err := r.co.Err(); err != nil {
+		t.Fatalf("Err after Close = %v, want nil", err)
 	}
 }

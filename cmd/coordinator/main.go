@@ -376,6 +376,11 @@ func run(args []string) int {
 		case <-ctx.Done():
 			log.Info("coordinator stopping")
 			return 0
+		case <-m.co.Failed():
+			// The deferred close gives up the lease at once; a
+			// supervisor (scanctl up, systemd) starts a fresh process.
+			fmt.Fprintln(os.Stderr, "coordinator:", m.co.Err())
+			return 1
 		case <-hup:
 			if msg, err := m.co.Reload(); err != nil {
 				log.Warn("SIGHUP reload failed; old profiles kept", "err", err)
