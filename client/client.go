@@ -1166,15 +1166,30 @@ func (c *Client) StatusOf(ctx context.Context, addr string) (*messages.StatusRep
 }
 
 // CoordinatorLeases returns the coordinators' live leases on NATS, sorted
-// by member id (bus.LeaseStore.List).
+// by member id (bus.LeaseStore.List). While the lease bucket cannot be
+// read (the client has not bound it yet, or JetStream is electing a
+// leader) it returns what a coordinator answers over core NATS
+// (bus.Conn.Discover) instead.
 func (c *Client) CoordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo, error) {
 	c.mu.Lock()
 	leases := c.leases
 	c.mu.Unlock()
-	if leases == nil {
-		return nil, fmt.Errorf("client: coordinator leases: %w", bus.ErrUnavailable)
+	var err error
+	if leases != nil {
+		var live []*messages.ClusterInfo
+		if live, err = leases.List(ctx); err == nil || !errors.Is(err, bus.ErrUnavailable) {
+			return live, err
+		}
 	}
-	return leases.List(ctx)
+	if c.conn == nil {
+		return nil, ErrClosed
+	}
+	live, derr := c.conn.Discover(ctx, c.cfg.RequestTimeout)
+	if derr != nil {
+		return nil, fmt.Errorf("client: coordinator leases: %w", errors.Join(err, derr))
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].GetMemberId() < live[j].GetMemberId() })
+	return live, nil
 }
 
 // Route asks where a row's tablet would be scanned.
