@@ -19,6 +19,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -310,13 +311,7 @@ func TestNATSRolePermissions(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 // loadCA reads the CA certificate of a secrets directory and the CA's

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
@@ -141,13 +143,7 @@ func (r *rig) heartbeat(host, id string, pid *actor.PID, incarnation string, wor
 
 func (r *rig) waitFor(what string, cond func() bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.t.Fatalf("timed out after 20s waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(r.t, 20*time.Second, what, cond)
 }
 
 // request builds a ScanRequest for all of tablet idx.

@@ -12,14 +12,16 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
-	"google.golang.org/protobuf/proto"
 )
 
 // rigWait bounds every wait for a reply. A valid request that gets no
@@ -195,13 +197,7 @@ func (r *fuzzRig) uniqueID(id string) string {
 
 func (r *fuzzRig) waitFor(what string, cond func() bool) {
 	r.tb.Helper()
-	deadline := time.Now().Add(rigWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			r.tb.Fatalf("timed out after %v waiting for %s", rigWait, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(r.tb, rigWait, what, cond)
 }
 
 // find returns the first message the inbox got that matches pred.

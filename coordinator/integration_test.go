@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
@@ -49,13 +51,7 @@ func actorSystem(t *testing.T) *remoting.System {
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, timeout, what, cond)
 }
 
 type testCluster struct {

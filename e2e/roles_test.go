@@ -27,6 +27,7 @@ import (
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -321,16 +322,7 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 type protoMessage = interface{ ProtoReflect() protoreflect.Message }
 
 // waitFor polls cond every 20ms until it holds (true) or d passed (false).
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return true
-}
+func waitFor(d time.Duration, cond func() bool) bool { return testutil.Poll(d, cond) }
 
 // indexOf is the index of the first row of truth at or after key (len
 // for an empty key: the end).

@@ -32,6 +32,7 @@ var allowed = map[string][]string{
 	"internal/cliutil":  {},
 	"internal/archtest": {},
 	"internal/backoff":  {},
+	"internal/testutil": {}, // imported by tests only: no package lists it
 	"e2e":               {},
 
 	// deterministic harnesses and test scaffolding: anything
