@@ -8,7 +8,7 @@ test:      ## the whole test suite of both modules (main and deploy/), as CI run
 	go test -race ./...
 	cd deploy && go test -race ./...
 
-loadtest:  ## policy comparison under faults (about two minutes)
+loadtest:  ## policy comparison under faults (several minutes; docs/loadtest.md)
 	go run ./cmd/loadtest
 
 build:     ## binaries into ./bin

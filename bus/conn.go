@@ -18,7 +18,7 @@ import (
 
 // ErrTLSRequired is wrapped by Connect's error when the server accepts
 // only TLS connections and Config.TLS is nil (a cluster secured with a
-// secrets directory, README "Security").
+// secrets directory, docs/security.md).
 var ErrTLSRequired = errors.New("bus: the NATS server requires TLS and a client certificate")
 
 // Config configures a connection to NATS and the JetStream buckets used.

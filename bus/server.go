@@ -71,7 +71,7 @@ type ServerConfig struct {
 	// tls.RequireAndVerifyClientCert); a route it dials verifies the
 	// peer node against TLS.RootCAs. cliutil.RemoteTLS builds it from a
 	// secrets directory's coordinator certificate. nil = plain text, no
-	// authentication (loopback only; see README "Security").
+	// authentication (loopback only; see docs/security.md).
 	TLS *tls.Config
 	// Users, with TLS, authenticates every client by its certificate:
 	// the certificate's subject must be one of Users' (nats-server's

@@ -278,7 +278,7 @@ func runMultiHost(t *testing.T, natsServer bool) {
 	}
 	t.Logf("3 scanservers ready and seen alive by every coordinator in %v", time.Since(t0).Round(time.Millisecond))
 
-	// Ingest from the client machine with scanctl, as the README does.
+	// Ingest from the client machine with scanctl, as deploy/README.md does.
 	t0 = time.Now()
 	ictx, icancel := context.WithTimeout(ctx, 60*time.Second)
 	out, err := exec.CommandContext(ictx, "ip", "netns", "exec", clientNode.ns, scanctl, "ingest", "--nats", "nats://"+names[0]+":4222",
@@ -585,7 +585,7 @@ func routeRow(t *testing.T, ag *mhAgent, row int, near, zone, zoneAll *messages.
 		// coordinator that forwards it to a lost owner gets no
 		// answer until its member list drops the owner, which can
 		// lag the lease by seconds (scans are re-sent by the client
-		// and are not affected; README "Several coordinators").
+		// and are not affected; docs/coordinators.md).
 		// Retry that case for a bounded time.
 		r := ag.do(mhReq{Op: "route", Row: row, Hint: q.hint, TimeoutMs: 10000}, 20*time.Second)
 		for deadline := time.Now().Add(30 * time.Second); strings.Contains(r.Err, "no coordinator") && time.Now().Before(deadline); {

@@ -13,8 +13,8 @@ import (
 	"github.com/scanplane/scanplane/messages"
 )
 
-// announcement is this coordinator's lease (README, "Several
-// coordinators"): clients and other coordinators find it there, and see
+// announcement is this coordinator's lease (docs/coordinators.md,
+// "Membership: leases"): clients and other coordinators find it there, and see
 // it leave (Close) or die (no renewal for the lease TTL).
 type announcement struct {
 	store *bus.LeaseStore

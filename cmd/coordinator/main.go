@@ -3,7 +3,7 @@
 // system with remote, the registry, host actors, the router and tablet
 // actors, and an HTTP endpoint with /metrics, /status (JSON), / (the
 // same status as an HTML page that reloads itself) and Go's profiles
-// under /debug/pprof/ (go tool pprof; see the README). With --secrets the
+// under /debug/pprof/ (go tool pprof; see docs/operations.md). With --secrets the
 // HTTP endpoint is HTTPS and every path needs a client or admin
 // certificate of the cluster CA or the bearer token (--http-token-file,
 // default DIR/http.token); without it, it is plain HTTP on loopback.

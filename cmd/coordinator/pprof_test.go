@@ -13,11 +13,11 @@ import (
 	"github.com/scanplane/scanplane/internal/clustertest"
 )
 
-// checkPprof (issue 11) takes a one-second CPU profile and a heap
+// checkPprof takes a one-second CPU profile and a heap
 // profile from the /debug/pprof/ handlers of the HTTP endpoint at base
 // (http://host:port or https://host:port) with client c, adding the
 // bearer token if not empty, and checks that go tool pprof, the tool
-// the README names, parses both as profiles of their kind.
+// docs/operations.md names, parses both as profiles of their kind.
 func checkPprof(t *testing.T, who, base string, c *http.Client, bearer string) {
 	t.Helper()
 	for _, p := range []struct{ path, period string }{

@@ -12,8 +12,8 @@ import (
 	"github.com/scanplane/scanplane/internal/cliutil"
 )
 
-// runSecrets is `scanctl secrets init`: a new secrets directory (README,
-// "Security").
+// runSecrets is `scanctl secrets init`: a new secrets directory
+// (docs/security.md).
 func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
 	help := len(args) > 0 && (args[0] == "-h" || args[0] == "--help")
 	if len(args) == 0 || (args[0] != "init" && !help) {

@@ -15,7 +15,7 @@ import (
 )
 
 // defaultCoordinators is the coordinator count of `scanctl up` and
-// `scanctl demo` (README "A cluster to play with").
+// `scanctl demo` (docs/operations.md, "The local cluster").
 const defaultCoordinators = 3
 
 func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
@@ -31,7 +31,7 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	fs.StringVar(&cfg.BinDir, "bin", "", "`DIR` with the coordinator and scanserver executables (default: next to scanctl, on PATH, or built from source)")
 	fs.StringVar(&cfg.LogLevel, "child-log-level", "info", "log `LEVEL` of the child processes")
 	// Metrics on: each scanserver's /metrics on an ephemeral port,
-	// printed below (README "A cluster to play with").
+	// printed below (docs/operations.md, Metrics).
 	cfg.HostMetrics = true
 	secure := fs.Bool("secure", false, "run the cluster secured: create a secrets directory in DATA/secrets (as scanctl secrets init does) unless it exists, and give it to every process as --secrets (mutual TLS on the actor remote, HTTPS with authentication on HTTP); pass --secrets DATA/secrets to the other scanctl commands")
 	noRestart := fs.Bool("no-restart", false, "do not restart a child process that dies (default: restart it, with exponential backoff from 1s to 30s)")

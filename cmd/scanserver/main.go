@@ -11,7 +11,7 @@
 // --http ADDR serves /metrics (Prometheus text or protobuf exposition):
 // scanplane_scanserver_* per server, scanplane_cache_* of the host cache,
 // and the Go runtime and process collectors, and Go's profiles under
-// /debug/pprof/ (go tool pprof; see the README); off by default. The address
+// /debug/pprof/ (go tool pprof; see docs/operations.md); off by default. The address
 // actually listened on is in the ready line and --ready-file ("http").
 // With --secrets it is HTTPS and needs a client or admin certificate of
 // the cluster CA or the bearer token (--http-token-file, default

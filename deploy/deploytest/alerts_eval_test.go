@@ -32,8 +32,8 @@ type alertCase struct {
 }
 
 // alertCases: for every alert of alerts.yml, series where it must fire and
-// series where it must stay quiet, built from the thresholds the README
-// (Operations) documents. `for:` is not evaluated here, only the expr.
+// series where it must stay quiet, built from the thresholds
+// docs/operations.md (Alerts and dashboard) documents. `for:` is not evaluated here, only the expr.
 var alertCases = []alertCase{
 	{"ScanplaneScanServerErrorRate", `
 		scanplane_scanserver_scans_finished_total{job="scanplane-scanserver",instance="s1:8101",host="h1",server="a/0",outcome="ok"} 0+600x20

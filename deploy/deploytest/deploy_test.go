@@ -247,7 +247,7 @@ func TestMetricNamesExist(t *testing.T) {
 		}
 	}
 	// The coordinator's scan, selection, per-server and NATS metrics
-	// (README "Operations"), with their labels, after the scans.
+	// (docs/operations.md, Metrics), with their labels, after the scans.
 	for name, lbls := range map[string][]string{
 		"scanplane_coordinator_scan_seconds_bucket":           {"profile", "policy", "outcome", "le"},
 		"scanplane_coordinator_scan_first_row_seconds_bucket": {"profile", "policy", "outcome", "le"},

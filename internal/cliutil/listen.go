@@ -14,7 +14,7 @@ import (
 var ErrInsecureListen = errors.New("not secured")
 
 // InsecureUsage is the usage text of the --insecure flag.
-const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (--secrets secures every listener: the actor remote, --http and an embedded NATS server; see the README's Security section)"
+const InsecureUsage = "allow listening on non-loopback addresses without TLS or authentication (--secrets secures every listener: the actor remote, --http and an embedded NATS server; see docs/security.md)"
 
 // LookupIP resolves a host name to its addresses (SystemLookupIP, i.e.
 // net.LookupIP, in production; tests inject a table).

@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// A secrets directory (scanctl secrets init; README, "Security") holds
+// A secrets directory (scanctl secrets init; docs/security.md) holds
 //
 //	DIR/ca.crt                       the cluster CA's certificate
 //	DIR/<role>.crt, DIR/<role>.key   a certificate signed by the CA and its key (0600)

@@ -88,7 +88,7 @@ func Start(t testing.TB, ctx context.Context, cfg localcluster.Config) *localclu
 }
 
 // StartAlways is Start that runs under -short too: for the integration
-// tests that `go test -short` keeps (README, Development).
+// tests that `go test -short` keeps (CONTRIBUTING.md, Tests).
 func StartAlways(t testing.TB, ctx context.Context, cfg localcluster.Config) *localcluster.Cluster {
 	t.Helper()
 	ctx, cancel := bounded(ctx)
