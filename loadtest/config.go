@@ -151,9 +151,8 @@ type Config struct {
 	// Coordinators: coordinator processes of the local cluster (each
 	// embeds one node of a NATS cluster when 2 or more, see localcluster);
 	// 0 (default) = 3 when a fault spec has crash-coordinator or
-	// hung-coordinator, else 1 (a policy comparison on 2 cores is not
-	// disturbed by idle coordinators and stays comparable with earlier
-	// runs). At most 9.
+	// hung-coordinator, else 1 (a policy comparison is not disturbed by
+	// idle coordinators). At most 9.
 	Coordinators int
 	// Hosts: scanserver processes of the local cluster; default 4.
 	Hosts int
@@ -274,8 +273,8 @@ type Config struct {
 	Log io.Writer
 }
 
-// policyPrequal is Prequal's policy name (issue 12); the default
-// comparison includes it once selection knows it.
+// policyPrequal is Prequal's policy name; the default comparison
+// includes it when selection has it.
 const policyPrequal = "prequal"
 
 // DefaultPolicies are the policies of the default comparison: the seeds'
@@ -298,8 +297,7 @@ func DefaultFaults() []string {
 
 // DefaultConfig is the default comparison: DefaultPolicies under
 // DefaultFaults, one phase of 3s warm-up + 7s measured (plus host
-// restarts, about 13 s in all on a 2-core machine) per pair: 54 phases,
-// about 12 minutes, with prequal.
+// restarts) per pair: 54 phases.
 func DefaultConfig() Config {
 	return Config{
 		Hosts: 4, ServersPerHost: 2, Zones: 1, Heartbeat: time.Second, Workers: 4,
@@ -312,9 +310,8 @@ func DefaultConfig() Config {
 	}
 }
 
-// QuickConfig is a smoke test of about 20 seconds (under 30 on a loaded
-// 2-core machine): a smaller cluster and table, two policies under one
-// fault (slow-server), short phases.
+// QuickConfig is a smoke test: a smaller cluster and table, two policies
+// under one fault (slow-server), short phases.
 func QuickConfig() Config {
 	c := DefaultConfig()
 	c.Hosts, c.Rows, c.Tablets, c.Clients, c.Rate = 3, 20000, 16, 8, 100

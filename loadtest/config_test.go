@@ -114,8 +114,8 @@ func TestCoordinatorsAuto(t *testing.T) {
 
 // TestNewFaultsConfig: heterogeneous and antagonist parse, alone and
 // combined; a CPU outside ours is refused only when the antagonist fault
-// is asked for; the default comparison covers issue 12's policies and
-// faults while --quick stays small.
+// is asked for; the default comparison covers every policy and fault of
+// DefaultPolicies and DefaultFaults while --quick stays small.
 func TestNewFaultsConfig(t *testing.T) {
 	for spec, want := range map[string]string{
 		"heterogeneous":                  "heterogeneous",

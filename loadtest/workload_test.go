@@ -231,8 +231,8 @@ func TestOpenLoopNoCoordinatedOmission(t *testing.T) {
 // TestClosedLoop: with Rate 0 the worker runs scans back to back until the
 // window ends, latency from each scan's own start.
 func TestClosedLoop(t *testing.T) {
-	// Bounded by scan count, not wall time (a 50 ms window ran no scan at
-	// all under -race on a busy machine): the window is long, and the
+	// Bounded by scan count, not wall time (a short window may run no scan
+	// at all on a busy machine): the window is long, and the
 	// scanner ends it during scan number want. The worker checks the
 	// window before every scan, so it must stop right after that one.
 	const want = 20

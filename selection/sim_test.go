@@ -762,7 +762,7 @@ func TestSimulationAdaptive(t *testing.T) {
 // TestSimulationClickHouseHedgeStorm: hedged clickhouse-random storms only
 // near saturation, and the storm is a herd, not extra work. At 4000
 // scans/s the workers of a policy that spreads tablets over every
-// server are about 87% busy; a queue then sometimes holds an attempt 50ms
+// server are mostly busy; a queue then sometimes holds an attempt 50ms
 // (hedgedConnectionTimeout) before it starts, the hedge counts a slowdown
 // for its server, and ClickHouse's sort tuple (errors, slowdowns, …;
 // PoolWithFailoverBase::PoolState::compare with use_slowdown_count, as

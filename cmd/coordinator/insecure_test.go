@@ -111,7 +111,7 @@ func (p *proc) stop(t *testing.T) {
 	}
 }
 
-// TestInsecureListen (issue 9, secure by default off loopback): the
+// TestInsecureListen (secure by default off loopback): the
 // coordinator and scanserver processes refuse to listen on 0.0.0.0
 // without --insecure, with one line naming it; with --insecure they
 // start, listen on every interface (reached here on 127.0.0.1), and stop
@@ -141,7 +141,7 @@ func TestInsecureListen(t *testing.T) {
 		c.Close()
 	}
 	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--insecure", "--http", "127.0.0.1:0")
-	// Without --secrets the profiles are plain HTTP on loopback (issue 11).
+	// Without --secrets the profiles are plain HTTP on loopback.
 	plain := &http.Client{Timeout: time.Minute}
 	defer plain.CloseIdleConnections()
 	checkPprof(t, "coordinator", "http://"+r.HTTP, plain, "")

@@ -17,7 +17,7 @@ import (
 	"github.com/scanplane/scanplane/internal/clustertest"
 )
 
-// TestSecretsListen (issue 9): with --secrets the actor remote and the
+// TestSecretsListen: with --secrets the actor remote and the
 // embedded NATS server have mutual TLS, so the coordinator (actor, NATS
 // and HTTP ports) and scanserver listen on 0.0.0.0 without --insecure,
 // the scan server connects to NATS with its certificate, and their HTTP
@@ -58,7 +58,7 @@ func TestSecretsListen(t *testing.T) {
 	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--secrets", secrets, "--http", "0.0.0.0:0")
 	checkSecureHTTP(t, secrets, "coordinator", r.HTTP, "/status", "/metrics", "/", "/debug/pprof/", "/debug/pprof/heap?debug=1")
 	checkSecureHTTP(t, secrets, "scanserver", sr.HTTP, "/metrics", "/debug/pprof/", "/debug/pprof/heap?debug=1")
-	// The profiles (issue 11): a CPU profile too is refused without
+	// The profiles: a CPU profile too is refused without
 	// authentication, and both parse with the bearer token.
 	tok, err := os.ReadFile(filepath.Join(secrets, cliutil.HTTPTokenFile))
 	if err != nil {
@@ -102,7 +102,7 @@ func TestSecretsListen(t *testing.T) {
 	}
 }
 
-// checkSecureHTTP (issue 9) asks each path of a --secrets process's HTTP
+// checkSecureHTTP asks each path of a --secrets process's HTTP
 // endpoint at addr (any interface; asked on 127.0.0.1): without
 // authentication 401 and no page; a wrong token 401; the bearer token of
 // DIR/http.token, a client and an admin certificate 200 with the page; a

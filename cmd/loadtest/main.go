@@ -4,8 +4,8 @@
 // under each fault, prints a comparison table and writes report.json and
 // PNG plots to --out. See package loadtest.
 //
-//	go run ./cmd/loadtest                 # default comparison, about 12 minutes
-//	go run ./cmd/loadtest --quick         # smoke test, about 20 seconds
+//	go run ./cmd/loadtest                 # default comparison, several minutes
+//	go run ./cmd/loadtest --quick         # smoke test
 //	go run ./cmd/loadtest --fault none --fault hung-server --policies clickhouse-random,adaptive
 //	go run ./cmd/loadtest --fault crash-coordinator,hung-coordinator   # 3 coordinators
 //	go run ./cmd/loadtest --fault heterogeneous,antagonist --policies accumulo-host,adaptive

@@ -56,12 +56,12 @@ func runProc(t *testing.T, bin string, args ...string) procResult {
 	return res
 }
 
-// TestTimeoutHonouredWhateverIsDead (issue 7 item 8): with NATS up and the
-// named coordinator dead (nothing listens on 127.0.0.1:1), a command ends
-// soon after its --timeout, with exit 1 and one line naming the
-// coordinator. Before, `status` waited out the 5s request timeout and
-// Close up to 5s more. Elapsed times are checked only as generous upper
-// bounds (timeout + 1s is the goal; the bound allows for a loaded machine).
+// TestTimeoutHonouredWhateverIsDead: with NATS up and the named
+// coordinator dead (nothing listens on 127.0.0.1:1), a command ends soon
+// after its --timeout, with exit 1 and one line naming the coordinator,
+// instead of waiting out the request timeout and a slow Close. Elapsed
+// times are checked only as generous upper bounds (timeout + 1s is the
+// goal; the bound allows for a loaded machine).
 func TestTimeoutHonouredWhateverIsDead(t *testing.T) {
 	bin := buildScanctl(t)
 	nats := natsWithTable(t, bin, 1000, 2)
@@ -87,7 +87,7 @@ func TestTimeoutHonouredWhateverIsDead(t *testing.T) {
 	}
 }
 
-// TestScanFailsNamingLostCoordinator (issue 7 item 6): a scan whose
+// TestScanFailsNamingLostCoordinator: a scan whose
 // coordinator cannot be reached ends with ErrNoCoordinator's one line
 // naming the address, well before a long --timeout.
 func TestScanFailsNamingLostCoordinator(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/scanplane/scanplane/localcluster"
 )
 
-// TestUpSecure (issue 9): `scanctl up --secure` creates DATA/secrets,
+// TestUpSecure: `scanctl up --secure` creates DATA/secrets,
 // starts every process with it and prints the --secrets flag; with that
 // flag a scan returns every ingested row and status answers; without it
 // the scan is refused with one line; the printed HTTPS status URL answers

@@ -14,7 +14,7 @@ import (
 	"github.com/scanplane/scanplane/internal/clustertest"
 )
 
-// TestHTTPSecurity (issue 9): an endpoint secured with --secrets answers
+// TestHTTPSecurity: an endpoint secured with --secrets answers
 // only to a client or admin certificate of the cluster CA or the bearer
 // token of DIR/http.token; without either it is 401 and nothing of the
 // page; a certificate of another role is 403; a certificate of another CA

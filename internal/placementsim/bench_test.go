@@ -13,7 +13,7 @@ import (
 
 var t0 = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Sizes of the issue's simulation (issue 8): 1 000 hosts with 3 scan
+// Sizes of the simulation at scale: 1 000 hosts with 3 scan
 // servers each; 10 × 10 000 tablets; a coordinator's warm tablet actors at
 // 50 coordinators (100 000 / 50).
 const (

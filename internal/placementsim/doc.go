@@ -1,6 +1,5 @@
 // Package placementsim is a pure, in-process simulation of tablet grains
-// placed over many coordinators (issue 8, "a simulation at scale"). It
-// owns:
+// placed over many coordinators. It owns:
 //
 //   - the grain identity of tablet actors: kind Kind, identity
 //     "<table>/g<generation>/t<index>" (grainIdentity);
@@ -8,8 +7,9 @@
 //     schemes: the placement hashes each member's "host:port");
 //   - the placement of every tablet by protoactor-go's own
 //     cluster.Rendezvous, the function identitylookup/disthash calls (not
-//     a copy), with PlaceOwner (tablets.Owner, what coordinators use since protoactor's
-//     hash proved skewed);
+//     a copy), and by PlaceOwner (tablets.Owner, what coordinators use:
+//     protoactor's FNV-1a hash spreads addresses that differ only in
+//     their last bytes unevenly);
 //   - the figures computed from placements: the spread of grains over
 //     coordinators (SpreadOf) and the tablets that move when one
 //     coordinator joins or leaves (Compare);
@@ -23,7 +23,7 @@
 //	go test ./internal/placementsim -run TestPlacementReport -placementsim.full -v -timeout 0
 //	go test ./internal/placementsim -run '^$' -bench . -benchtime 2s
 //
-// The figures and what they mean are in MEASUREMENTS.md ("Grain placement
-// at scale (issue 8)"). The package is measurement infrastructure: nothing
+// The figures and what they mean are in MEASUREMENTS.md ("Scale
+// simulation"). The package is measurement infrastructure: nothing
 // outside its tests imports it.
 package placementsim

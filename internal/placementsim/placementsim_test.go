@@ -13,9 +13,9 @@ import (
 )
 
 var full = flag.Bool("placementsim.full", false,
-	"TestPlacementReport: issue 8's sizes (10 × 10 000 tablets, 1 000 hosts) and timings; prints the report")
+	"TestPlacementReport: the full sizes (10 × 10 000 tablets, 1 000 hosts) and timings; prints the report")
 
-// reportSizes: the issue's sizes with -placementsim.full, small ones in CI
+// reportSizes: the full sizes with -placementsim.full, else small ones
 // (the properties are the same; the spread is noisier).
 func reportSizes() (tables, perTable int) {
 	if *full {
@@ -222,9 +222,10 @@ func TestPlacementReport(t *testing.T) {
 		}
 	}
 	for _, sc := range rows {
-		// One coordinator per machine: a generous bound (measured 1.11 at
-		// n=10 with 100 000 tablets, MEASUREMENTS.md); consecutive ports
-		// on one machine are far more skewed and are only reported.
+		// One coordinator per machine: a generous bound on the skew
+		// (MEASUREMENTS.md, "Scale simulation", has the figures);
+		// consecutive ports on one machine are far more skewed and are
+		// only reported.
 		if sc.a == HostsOnePort && sc.n == 10 && sc.base.MaxOverMean > 1.5 {
 			t.Errorf("hosts n=10: max/mean %.2f > 1.5", sc.base.MaxOverMean)
 		}
