@@ -494,9 +494,9 @@ func (c *Client) Coordinators() (addrs, lost []string) {
 // closeWait bounds how long Close waits for the actor remote to stop. A
 // remote left stopping in the background keeps goroutines that read
 // gRPC's global logger, which the next remote started in the same process
-// writes (protoactor's Remote.Start): a data race in test processes that
-// start client after client, seen under -race at 800 ms on a loaded
-// machine. 3 s leaves room for a slow stop; a dead peer costs no more.
+// writes (protoactor's Remote.Start): a data race in processes that start
+// client after client. 3 s leaves room for a slow stop; a dead peer costs
+// no more.
 const closeWait = 3 * time.Second
 
 // Close stops the client; running scans fail with ErrClosed. It returns

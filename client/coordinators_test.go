@@ -221,7 +221,7 @@ func startNATS(t *testing.T) string {
 	return srv.ClientURL()
 }
 
-// TestCallsHonourContext (issue 7 item 8): Status, Route and Reload end
+// TestCallsHonourContext: Status, Route and Reload end
 // when their context does, not after RequestTimeout, and say which
 // coordinator did not answer. Start honours its context too. Before, they
 // ignored ctx and waited out RequestTimeout (here a minute). Elapsed times

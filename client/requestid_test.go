@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestRequestIDsAreRandom (issue 9): request ids carry 128 bits from
+// TestRequestIDsAreRandom: request ids carry 128 bits from
 // crypto/rand: 32 hex characters after the client id, never repeated, and
 // no bit position stuck (each is set in 35-65% of 4096 ids; a counter or
 // a clock would leave most high bits constant).

@@ -210,7 +210,7 @@ func TestStreamHappyPath(t *testing.T) {
 	}
 }
 
-// TestStreamOneWinner (issue 7 item 3): the client alone decides the
+// TestStreamOneWinner: the client alone decides the
 // winner — the first RowBatch seen — cancels other attempts' streams
 // straight at their servers, ignores the losers' ends, and names the
 // winner in ScanDone.
@@ -251,7 +251,7 @@ func TestStreamOneWinner(t *testing.T) {
 	}
 }
 
-// TestStreamVerifiesBatches (issue 7 item 5): a batch whose rows do not
+// TestStreamVerifiesBatches: a batch whose rows do not
 // match its cumulative row count and checksum is never yielded; the
 // stream resumes after the last key of the last verified batch, avoiding
 // that server, and the end result is exactly the rows.
@@ -320,7 +320,7 @@ func pack(b *messages.RowBatch) {
 	b.Rows = nil
 }
 
-// TestStreamPackedRows (issue 11): batches whose rows come packed
+// TestStreamPackedRows: batches whose rows come packed
 // (RowBatch.packed_rows, as scan servers send them) and batches with rows
 // (older servers, the protocol simulation) are verified and yielded alike.
 func TestStreamPackedRows(t *testing.T) {
@@ -1066,7 +1066,7 @@ func (a *attempt) finalBatch(rows []*messages.Row) *messages.RowBatch {
 	return b
 }
 
-// TestStreamFinalBatch (issue 11): a last batch carrying the ScanFinished
+// TestStreamFinalBatch: a last batch carrying the ScanFinished
 // ends the tablet at once: its rows are yielded, it is not acknowledged,
 // and the coordinator gets ScanDone naming the winner. A one-row scan is
 // then one request, one batch and one ScanDone on the client's side.

@@ -34,9 +34,8 @@ func liveServers(v *selection.LoadView) int {
 	return n
 }
 
-// Issue 7 item 9: any heartbeat with a new host name created a host actor
-// that was never stopped. Host actors whose servers are all gone are
-// reaped, and their part of the view and status goes with them.
+// Host actors whose servers are all gone are reaped, and their part of
+// the view and status goes with them.
 func TestHostActorsReapedWhenServersGone(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 10, tablets: 1, coord: func(c *CoordinatorConfig) {
 		c.HeartbeatMisses, c.HostForget = 1, 50*time.Millisecond
@@ -100,8 +99,8 @@ func TestMaxHostsCapsHostActors(t *testing.T) {
 	r.waitFor("a second server on a known host", func() bool { return liveServers(r.co.board.View()) == 6 })
 }
 
-// Issue 7 item 10: bad heartbeats and signals are counted (they were
-// dropped silently), dead letters too; all show in StatusReply.
+// Bad heartbeats and signals are counted, dead letters too; all show in
+// StatusReply.
 func TestFailuresAreCounted(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 10, tablets: 1})
 	fake := actor.NewPID(r.as.Address(), "nobody")
@@ -164,8 +163,8 @@ func (g *gatedMeta) Get(ctx context.Context, table string, gen uint64) (*message
 	return g.MetaSource.Get(ctx, table, gen)
 }
 
-// Issue 7 item 9: requests waiting for metadata are bounded (excess
-// answered OVERLOADED at once) and so are the metadata loads running.
+// Requests waiting for metadata are bounded (excess answered OVERLOADED
+// at once) and so are the metadata loads running.
 func TestRouterBoundsWaitingRequests(t *testing.T) {
 	var gm *gatedMeta
 	r := newRig(t, rigOpts{rows: 100, tablets: 1, coord: func(c *CoordinatorConfig) { c.MaxWaitingPerTable, c.MaxWaiting, c.MaxMetaLoads = 3, 5, 1 },

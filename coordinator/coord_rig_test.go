@@ -331,7 +331,7 @@ func (c *rigClient) Receive(ctx actor.Context) {
 		}
 		s.rows = append(s.rows, rows...)
 		if f := m.GetFinished(); f != nil {
-			// The last batch carries the end (issue 11): no ack.
+			// The last batch carries the end: no ack.
 			if (f.GetBatches() != m.GetSeq() || f.GetRows() != m.GetRowCount() || f.GetChecksum() != m.GetChecksum()) && s.protoErr == "" {
 				s.protoErr = fmt.Sprintf("final batch %d: finished %v disagrees with the batch", m.GetSeq(), f)
 			}

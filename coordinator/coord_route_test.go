@@ -11,7 +11,7 @@ import (
 	"github.com/scanplane/scanplane/selection"
 )
 
-// Issue 7 item 2: scanctl route must not disturb the tablet's real policy
+// scanctl route does not disturb the tablet's real policy
 // state. A tablet actor answers routes between its decisions; its next 400
 // decisions must equal those of an identical actor that never routed.
 func TestRouteLeavesSelectionStateAlone(t *testing.T) {

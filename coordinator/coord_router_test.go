@@ -14,7 +14,7 @@ const batchProfiles = `[{"isDefault": true, "policy": "adaptive",
  {"scanTypeActivations": ["batch"], "group": "batch", "policy": "clickhouse-random", "hedge": true, %WAIT%
   "attemptPlans": [{"servers": "100%", "busyTimeout": "1s"}]}]`
 
-// Issue 7 item 7: a scan whose profile routes to a group without servers
+// A scan whose profile routes to a group without servers
 // fails once timeToWaitForScanServers has passed (at once for 0s) with
 // NO_SERVERS naming the profile and the group; with the default wait (100
 // years) it fails at its deadline, saying what it waited for.

@@ -11,10 +11,9 @@ import (
 	"github.com/scanplane/scanplane/tablets"
 )
 
-// Issue 7 item 1: the client dies after the winner streamed; its server
-// cancels the attempt after its ack timeout. The flow must end and the
-// tablet actor idle out (before, the flow stayed in its map for ever and
-// the actor never stopped).
+// The client dies after the winner streamed; its server cancels the
+// attempt after its ack timeout. The flow ends and the tablet actor idles
+// out.
 func TestTabletActorIdlesOutAfterClientDied(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 1, coord: func(c *CoordinatorConfig) { c.TabletIdle = 50 * time.Millisecond }})
 	cfg := scanserver.DefaultScanServerConfig()
@@ -31,10 +30,10 @@ func TestTabletActorIdlesOutAfterClientDied(t *testing.T) {
 	r.checkRows(r.scan(r.request(0)), 0)
 }
 
-// Issue 7 item 4: a ScanRequest that reaches a tablet actor while it stops
+// A ScanRequest that reaches a tablet actor while it stops
 // for idleness must not be lost. Tiny TabletIdle, scans on every tablet
 // with pauses around the idle time, so that requests keep arriving at the
-// idle boundary; every scan must end with its rows. Issue 11: the same
+// idle boundary; every scan must end with its rows. The same holds
 // with requests and ScanDones sent straight to the tablet actors (the
 // client learnt their PIDs), which then meet actors that stopped or are
 // stopping; the gated mailbox and the dead-letter reroute keep them.
@@ -84,7 +83,7 @@ func idleStopLosesNoRequest(t *testing.T, direct bool) {
 	}
 }
 
-// Issue 7 item 1: an attempt on a server that left the view (it said it
+// An attempt on a server that left the view (it said it
 // leaves, or came back as a new incarnation) never sends ScanFinished; the
 // tablet actor's periodic check ends it as an error and, since it
 // delivered no data, retries elsewhere.

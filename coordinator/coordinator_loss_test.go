@@ -18,7 +18,7 @@ import (
 	"github.com/scanplane/scanplane/tablets"
 )
 
-// TestCoordinatorKilledDuringScan (issue 7 item 6): SIGKILL of the
+// TestCoordinatorKilledDuringScan: SIGKILL of the
 // coordinator while a full scan is being read slowly. The scan must end
 // soon after the kill — within 10 s is the promise — either complete and
 // exact (the tablet being read streams straight from its scan server and

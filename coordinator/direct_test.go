@@ -38,7 +38,7 @@ func (r *rig) learnTabletActor(idx int) *actor.PID {
 	return pid
 }
 
-// Issue 11: a client that asked learns the tablet actor's PID; its next
+// A client that asked learns the tablet actor's PID; its next
 // request goes straight there (not through the router) and returns the
 // tablet's rows; the actor sends no more ScanRouted to a request that did
 // not ask.
@@ -64,7 +64,7 @@ func TestDirectScanRequest(t *testing.T) {
 	}
 }
 
-// Issue 11: a direct request is validated as the router validates it, and
+// A direct request is validated as the router validates it, and
 // one for another tablet (or a moved one) goes on to the router, which
 // serves it right.
 func TestDirectScanRequestChecked(t *testing.T) {
@@ -93,7 +93,7 @@ func TestDirectScanRequestChecked(t *testing.T) {
 	}
 }
 
-// Issue 11: a request sent to a tablet actor that has stopped reaches the
+// A request sent to a tablet actor that has stopped reaches the
 // router (a dead letter, rerouted), is served by a new actor, and the
 // client learns the new actor's PID from it.
 func TestDirectRequestToStoppedTabletActor(t *testing.T) {

@@ -161,7 +161,7 @@ func (r *fuzzRig) receive(c actor.Context) {
 	}
 	if b, ok := m.(*messages.RowBatch); ok {
 		if f := b.GetFinished(); f != nil {
-			// The last batch carries the end (issue 11): kept as the
+			// The last batch carries the end: kept as the
 			// client's ScanFinished, not acknowledged.
 			m = f
 		} else {

@@ -207,10 +207,9 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 		m = len(b.lat)
 	}
 	if m >= 20 {
-		// Two selections in a reused buffer, not a sort: this ran on
-		// every rebuild, up to one per scan, and sorting the 1 024-entry
-		// ring was ~10 % of a coordinator's CPU in BenchmarkOneRowScan
-		// (perf, issue 11).
+		// Two selections in a reused buffer, not a sort: this runs on
+		// every rebuild, up to one per scan, where sorting the 1 024-entry
+		// ring would cost more than the rest of the rebuild.
 		b.latScratch = append(b.latScratch[:0], b.lat[:m]...)
 		v.StartLatencyP50 = selection.SelectKth(b.latScratch, m/2)
 		v.StartLatencyP95 = selection.SelectKth(b.latScratch, (m*95)/100)

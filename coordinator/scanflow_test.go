@@ -397,9 +397,8 @@ func TestFlowSelectionErrorIsInternal(t *testing.T) {
 	}
 }
 
-// Issue 7 item 1: the winner streamed, then its client died; the server
-// reports CANCELLED after its ack timeout. The flow must end (before, it
-// stayed in the tablet actor's map for ever).
+// The winner streamed, then its client died; the server reports
+// CANCELLED after its ack timeout. The flow ends.
 func TestFlowEndsWhenStreamingWinnerIsCancelled(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
@@ -504,7 +503,7 @@ func TestFlowServerLost(t *testing.T) {
 	l.balanced()
 }
 
-// Issue 7 item 3: the tablet actor sees attempt 1's data first, the client
+// The tablet actor sees attempt 1's data first, the client
 // accepted attempt 2's stream. The tablet cancels attempt 2 only unless it
 // streams (so the server ignores it), the client cancels attempt 1, and
 // attempt 2 finishes: one winner, nobody blamed, the flow ends once.
@@ -641,11 +640,8 @@ func TestFlowDeadlineWhileWaitingForServers(t *testing.T) {
 	}
 }
 
-// Storage follow-up of issue 7 item 11: with the block store down, every
-// scan server answered STORAGE within milliseconds, yet the flow retried
-// (with growing error delays) until the client gave up a minute later
-// with a misleading "no coordinator". The flow fails with STORAGE and the
-// last error once the errors show the store, not one server, is failing;
+// With the block store down every scan server answers STORAGE within
+// milliseconds. The flow fails with STORAGE and the last error once the errors show the store, not one server, is failing;
 // one server's storage error is retried elsewhere.
 func TestFlowStorageErrors(t *testing.T) {
 	const (
@@ -811,7 +807,7 @@ func TestFlowLeaveKeepsTheStream(t *testing.T) {
 	}
 }
 
-// Issue 11: a server sends an attempt's news in as few messages as it
+// A server sends an attempt's news in as few messages as it
 // can. A ScanFinished alone (the first batch was the last) means started
 // and first data: the flow completes, records the start latency once, and
 // accounts the attempt as started; the busy timer then does nothing.

@@ -26,7 +26,7 @@ func isStarted(id string) func(any) bool {
 	return func(m any) bool { s, ok := m.(*messages.ScanStarted); return ok && s.GetRequestId() == id }
 }
 
-// Issue 11: a scan whose first batch is also its last sends the client
+// A scan whose first batch is also its last sends the client
 // one RowBatch carrying the ScanFinished and the tablet actor the
 // ScanFinished alone — no ScanStarted{first_data}, no separate
 // ScanFinished to the client, no ack awaited. (The accept notice may
@@ -62,7 +62,7 @@ func TestServerOneRowScanMessages(t *testing.T) {
 	}
 }
 
-// Issue 11: the accept notice is held back only briefly. A scan waiting
+// The accept notice is held back only briefly. A scan waiting
 // for a slow read gets its ScanStarted{first_data: false} out while the
 // read still blocks, so the tablet actor's busy timeout sees it accepted;
 // once the read completes, the last batch carries the end.

@@ -9,7 +9,7 @@ import (
 	"github.com/scanplane/scanplane/tablets"
 )
 
-// Issue 7 item 5 (server half): every RowBatch carries the cumulative row
+// Every RowBatch carries the cumulative row
 // count and tablets.RowDigest of the rows sent; ScanFinished the totals.
 // The rig client checks each batch and the finish against what it got.
 func TestServerBatchesCarryCountAndChecksum(t *testing.T) {
@@ -27,7 +27,7 @@ func TestServerBatchesCarryCountAndChecksum(t *testing.T) {
 	}
 }
 
-// Issue 7 item 3 (server half): a Cancel{unless_streaming} for an attempt
+// A Cancel{unless_streaming} for an attempt
 // that already sent a RowBatch is ignored: the client may be reading it.
 func TestServerIgnoresUnlessStreamingCancelOnceStreaming(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 1})

@@ -21,11 +21,8 @@ func (downFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, er
 	return nil, false, fmt.Errorf("bus: block get %s: %w: no answer within 10s", key, bus.ErrUnavailable)
 }
 
-// Storage follow-up of issue 7 item 11: with the block store down every
-// scan server answered STORAGE within milliseconds, but the tablet actor
-// kept retrying (10 attempts over a minute, the error delay doubling) and
-// the client ended with a misleading "no coordinator … within 1m0s". The
-// flow now fails with STORAGE and the store's error once servers on
+// With the block store down every scan server answers STORAGE within
+// milliseconds. The flow fails with STORAGE and the store's error once servers on
 // FlowConfig.StorageHosts (3) hosts answered it (or one server twice).
 func TestStoreDownFailsScanWithStorage(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 200, tablets: 1})

@@ -79,7 +79,7 @@ func scanErrorFor(id string) func(any) bool {
 	return func(m any) bool { e, ok := m.(*messages.ScanError); return ok && e.RequestId == id }
 }
 
-// TestOutOfBoundsRequestsRefused (issue 9, bounded wire input): over real
+// TestOutOfBoundsRequestsRefused: bounded wire input. Over real
 // coordinator and scanserver processes, a StartScan sent straight to a
 // scan server and a ScanRequest sent to the coordinator with a 1024 × 4 MiB
 // window or an end key before the start key are answered BAD_REQUEST

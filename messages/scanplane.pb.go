@@ -1474,8 +1474,8 @@ func (x *StartScan) GetTimeoutMs() int64 {
 // when a later message implies it: a ScanStarted{first_data} alone means
 // started as well, and a ScanFinished alone (a scan whose first batch was
 // also its last, or that ended without a batch) means started and, if it
-// reports batches, first data. Since issue 11; the servers and
-// coordinators of a deployment run one version (no mixed versions).
+// reports batches, first data. The servers and coordinators of a
+// deployment run one version (no mixed versions).
 type ScanStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1664,7 +1664,7 @@ type RowBatch struct {
 	// and the server sends no separate ScanFinished to the client (the
 	// tablet actor still gets one). Errors, cancels, empty results and a
 	// stream whose end is found after its last batch went out still end
-	// with a separate ScanFinished. Added for issue 11; old clients ignore
+	// with a separate ScanFinished. Older clients ignore
 	// the field and would wait for a ScanFinished that never comes: a
 	// deployment runs one version of servers and clients (no mixed
 	// versions).
@@ -1672,7 +1672,7 @@ type RowBatch struct {
 	// packed_rows: the batch's rows in one field (tablets.AppendPackedRow:
 	// uvarint key length, key, uvarint value length, value, per row, lengths
 	// in their shortest form: exactly the bytes checksum hashes), which
-	// scan servers send instead of rows since issue 11 (one field to
+	// scan servers send instead of rows (one field to
 	// marshal and copy instead of one message per row). A batch has rows in
 	// one of the two; clients read either, and refuse a batch with both.
 	PackedRows    []byte `protobuf:"bytes,10,opt,name=packed_rows,json=packedRows,proto3" json:"packed_rows,omitempty"`

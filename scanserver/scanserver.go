@@ -130,7 +130,7 @@ const (
 // first batch or the end of the scan goes out within it, the notice is
 // never sent, since the ScanStarted{first_data} or ScanFinished that the
 // tablet actor then gets implies it (a one-row scan of a cached block
-// sends the tablet actor one message instead of three; issue 11). The
+// sends the tablet actor one message instead of three). The
 // notice still comes promptly for a scan that waits for a slow read: the
 // tablet actor's busy timer fires at the busy timeout +
 // FlowConfig.BusySlack (default 25 ms) and its hedge timers after the
