@@ -84,7 +84,10 @@ func CheckLease(key string, ci *messages.ClusterInfo) error {
 // holder renews it every LeaseConfig.Renew (Lease); the bucket's MaxAge
 // is LeaseConfig.TTL, so the server drops a lease nobody renewed for TTL.
 // A KV watch does not report such an expiry, so Watch also judges it with
-// this process's clock. Safe for concurrent use.
+// this process's clock. (JetStream's per-message TTL with limit markers,
+// jetstream.LimitMarkerTTL, would report it, but needs nats-server 2.11
+// on every node and drops a lease a leaderless stream could not renew,
+// where Watch holds it for the election.) Safe for concurrent use.
 type LeaseStore struct {
 	conn     *Conn
 	cfg      LeaseConfig
