@@ -253,7 +253,7 @@ func BenchmarkBlockStoreGet64KParallel(b *testing.B) {
 	})
 }
 
-// For comparison (docs/architecture.md, storage "KV or Object Store; pick by benchmark"): the
+// For comparison (docs/storage.md, blocks; MEASUREMENTS.md, "Reading blocks"): the
 // same read from a JetStream object store, which BlockStore does not use.
 func BenchmarkObjectStoreGet64K(b *testing.B) {
 	c := connect(b, startServer(b))
