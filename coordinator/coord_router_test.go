@@ -8,7 +8,7 @@ import (
 	"github.com/scanplane/scanplane/scanserver"
 )
 
-// The README's example profiles: scan_type=batch goes to group "batch".
+// The example profiles of docs/policies.md: scan_type=batch goes to group "batch".
 const batchProfiles = `[{"isDefault": true, "policy": "adaptive",
   "attemptPlans": [{"servers": "1", "busyTimeout": "33ms", "salt": "one"}, {"servers": "100%", "busyTimeout": "100ms"}]},
  {"scanTypeActivations": ["batch"], "group": "batch", "policy": "clickhouse-random", "hedge": true, %WAIT%

@@ -10,7 +10,7 @@ import (
 )
 
 // Coordinator metrics beyond the plain counters of CoordinatorCollectors
-// (README "Operations"). Names and labels are part of the operations
+// (docs/operations.md, "Metrics"). Names and labels are part of the operations
 // interface: deploy/prometheus/alerts.yml and the Grafana dashboard use
 // them, and deploy/deploytest fails when one of their names is missing.
 //

@@ -1030,7 +1030,7 @@ func (x *ScanRequest) GetTimeoutMs() int64 {
 // From a tablet actor (the request asked want_tablet_actor): owner is the
 // tablet actor's address and tablet_actor its PID, to which the client may
 // send the tablet's next requests and ScanDones. What reaches the PID after
-// the actor stopped goes on to the router (README, "The scan path").
+// the actor stopped goes on to the router (docs/protocol.md).
 type ScanRouted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`

@@ -16,7 +16,7 @@ import (
 // it acts: a request beyond them is answered BAD_REQUEST naming the field
 // (ScanRequest: ScanError; StartScan: ScanFinished), a Cancel, BatchAck,
 // ScanDone, heartbeat or load signal beyond them is dropped and counted or
-// logged (they have no reply). README "Security" lists them.
+// logged (they have no reply). docs/security.md lists them.
 const (
 	// MaxRequestIDLen bounds request ids (clients make 128 random bits,
 	// 46 characters with their prefix).

@@ -93,7 +93,7 @@ func init() {
 		{"rollback", "--table T --generation G [--blocks-dir DIR]", "make a kept generation of a table current again (scanctl tables lists them)", runRollback},
 		{"status", "[--watch [--interval 2s] [--count N]]", "hosts, servers, queues, cache hit ratios, busy counts; --watch redraws until Ctrl-C", runStatus},
 		{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
-		{"reload", "", "make the coordinator re-read its --profiles file", runReload},
+		{"reload", "", "make every coordinator re-read its --profiles file", runReload},
 		{"version", "", "print the version, VCS commit and Go version of scanctl", runVersion},
 		{"secrets", "init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
 	}
