@@ -87,3 +87,43 @@ func (d *tabletActorDirectory) forgetAddr(addr string) {
 		}
 	}
 }
+
+// requestTarget is where a ScanRequest for ref goes: the tablet's actor at
+// the coordinator addr when known, else addr's router, and then req asks
+// for the tablet actor's PID. A request that avoids coordinators always
+// goes through the router (it decides where it is served).
+func (c *Client) requestTarget(ref *messages.TabletRef, addr string, req *messages.ScanRequest) *actor.PID {
+	if !c.cfg.RouterOnly && len(req.GetAvoidCoordinators()) == 0 {
+		if pid := c.tabletActorAt(ref, addr); pid != nil {
+			return pid
+		}
+		req.WantTabletActor = true
+	}
+	return c.routerPID(addr)
+}
+
+// doneTarget is where a ScanDone for ref goes: as requestTarget.
+func (c *Client) doneTarget(ref *messages.TabletRef, addr string) *actor.PID {
+	if pid := c.tabletActorAt(ref, addr); pid != nil {
+		return pid
+	}
+	return c.routerPID(addr)
+}
+
+// tabletActorAt is ref's tablet actor at the coordinator addr, if known.
+func (c *Client) tabletActorAt(ref *messages.TabletRef, addr string) *actor.PID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tabletActors.lookup(ref, addr)
+}
+
+// onScanRouted updates the tablet actor directory from a ScanRouted for a
+// request of ref; a bad one is logged and ignored.
+func (c *Client) onScanRouted(ref *messages.TabletRef, m *messages.ScanRouted) {
+	c.mu.Lock()
+	err := c.tabletActors.learn(ref, m, c.routerActorIDLocked(m.GetOwner()))
+	c.mu.Unlock()
+	if err != nil {
+		c.log.Warn("ignored a bad tablet actor address", "err", err)
+	}
+}

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/wire"
+)
+
+// Config configures a Client.
+type Config struct {
+	// NATSURL: the cluster's NATS; default nats://127.0.0.1:4222.
+	NATSURL string
+	// Coordinators: the coordinators' actor addresses (host:port) in order
+	// of preference. A scan request whose coordinator is lost before any
+	// data arrived goes to the next one that is up, or to the same one once
+	// it is back. Empty = discover them from the leases they keep on NATS
+	// (bus.LeaseStore) and follow those as coordinators come and go; the
+	// client then prefers the coordinator whose embedded NATS server it is
+	// connected to, else one picked by rendezvous hashing of its client id
+	// (spreading clients over coordinators).
+	Coordinators []string
+	// Coordinator: one coordinator address, shorthand for a one-element
+	// Coordinators (set one of the two, not both).
+	Coordinator string
+	// CoordinatorWait: how long a scan that lost its coordinator waits for
+	// one to be up (again) before it fails with ErrNoCoordinator; default 3s.
+	CoordinatorWait time.Duration
+	// MaxRequestTime: the deadline a scan request carries when the scan's
+	// context has none, so every flow in the coordinator ends; default 1h.
+	MaxRequestTime time.Duration
+	// Listen: the client's own actor endpoint (rows stream to it);
+	// default 127.0.0.1:0 (ephemeral).
+	Listen string
+	// Advertise: host:port servers use to reach this client; default the
+	// listen address.
+	Advertise string
+	// BatchRows asks servers for this many rows per batch; 0 = server default.
+	BatchRows uint32
+	// Window: unacknowledged batches in flight per scan, 1..wire.MaxWindow;
+	// default 4.
+	Window uint32
+	// StallTimeout: a stream that delivered data and then nothing for this
+	// long is resumed on another server; default 2s.
+	StallTimeout time.Duration
+	// IdleTimeout: a tablet request that has had no data and heard
+	// nothing (no rows, no progress: a coordinator holding a request says
+	// what it waits for every second) for this long is sent to another
+	// coordinator; when none is left the scan fails with ErrNoCoordinator
+	// after CoordinatorWait. Default 3s.
+	IdleTimeout time.Duration
+	// MaxResumes per tablet before giving up; default 10.
+	MaxResumes int
+	// RequestTimeout bounds each status, route and reload call (the call's
+	// context may end it sooner); default 5s.
+	RequestTimeout time.Duration
+	// RouterOnly: send every scan request through the coordinator's
+	// router. Default false: once a tablet actor told its PID (it does
+	// when a request asks, ScanRequest.want_tablet_actor), the tablet's
+	// next requests and ScanDones go straight to it.
+	RouterOnly bool
+	// System: an actor system with remote already started to use instead
+	// of starting one (Listen and Advertise are then ignored). A process
+	// should run one protoactor remote: each remote start rewrites grpc's
+	// global logger. The client does not shut a given System down.
+	System *actor.ActorSystem
+	// TLS, when set, secures the client's actor remote with mutual TLS,
+	// as the cluster's (remoting.SystemConfig.TLS): the client dials the
+	// coordinators with it (presenting its Certificates, verifying theirs
+	// against RootCAs) and its own endpoint, to which the scan servers
+	// stream rows, accepts only peers whose certificate ClientCAs
+	// verifies (ClientAuth must be tls.RequireAndVerifyClientCert).
+	// cliutil.RemoteTLS builds it from a secrets directory's client
+	// certificate. The client's NATS connection uses it too (TLS,
+	// presenting the certificate, also with System). nil = plain text.
+	// Ignored by the actor remote with System.
+	TLS    *tls.Config
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{NATSURL: "nats://127.0.0.1:4222", Listen: "127.0.0.1:0", Window: 4, StallTimeout: 2 * time.Second,
+		IdleTimeout: 3 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
+		CoordinatorWait: 3 * time.Second, MaxRequestTime: time.Hour}
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.NATSURL == "":
+		return errors.New("client: NATSURL is empty")
+	case c.Listen == "":
+		return errors.New("client: Listen is empty")
+	case c.Window < 1 || c.Window > wire.MaxWindow:
+		return fmt.Errorf("client: Window %d must be in [1, %d]", c.Window, wire.MaxWindow)
+	case c.StallTimeout <= 0:
+		return errors.New("client: StallTimeout must be > 0")
+	case c.IdleTimeout <= 0:
+		return errors.New("client: IdleTimeout must be > 0")
+	case c.MaxResumes < 0:
+		return errors.New("client: MaxResumes must be >= 0")
+	case c.RequestTimeout <= 0:
+		return errors.New("client: RequestTimeout must be > 0")
+	case c.CoordinatorWait <= 0:
+		return errors.New("client: CoordinatorWait must be > 0")
+	case c.MaxRequestTime <= 0:
+		return errors.New("client: MaxRequestTime must be > 0")
+	case c.Coordinator != "" && len(c.Coordinators) > 0:
+		return errors.New("client: set Coordinators or Coordinator, not both")
+	}
+	if c.TLS != nil && c.System == nil {
+		switch {
+		case len(c.TLS.Certificates) == 0 && c.TLS.GetClientCertificate == nil:
+			return errors.New("client: TLS has no certificate (the cluster requires one)")
+		case c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil:
+			return errors.New("client: TLS must require and verify peer certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs = the cluster CA)")
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("client: Listen %q: %v", c.Listen, err)
+	}
+	if c.Coordinator != "" {
+		if _, _, err := net.SplitHostPort(c.Coordinator); err != nil {
+			return fmt.Errorf("client: Coordinator %q: %v", c.Coordinator, err)
+		}
+	}
+	for i, a := range c.Coordinators {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("client: Coordinators[%d] %q: %v", i, a, err)
+		}
+	}
+	return nil
+}
+
+// coordinators is the configured list (Coordinator as a one-element list).
+func (c Config) coordinators() []string {
+	if c.Coordinator != "" {
+		return []string{c.Coordinator}
+	}
+	return slices.Clone(c.Coordinators)
+}

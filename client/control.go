@@ -1,0 +1,320 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/messages"
+)
+
+// request asks the coordinators, those up first, until one answers, within
+// RequestTimeout each and within ctx.
+func (c *Client) request(ctx context.Context, msg any) (any, error) {
+	if c.sys == nil || c.rx == nil {
+		return nil, ErrClosed
+	}
+	c.mu.Lock()
+	var order, lost []string
+	whyLost := maps.Clone(c.coord.lost)
+	for _, a := range c.coord.list {
+		if _, l := whyLost[a]; l {
+			lost = append(lost, a)
+		} else {
+			order = append(order, a)
+		}
+	}
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	order = append(order, lost...)
+	if len(order) == 0 {
+		return nil, fmt.Errorf("%w: no coordinator address known", ErrNoCoordinator)
+	}
+	var fails []string
+	for _, addr := range order {
+		if ctx.Err() != nil {
+			break
+		}
+		timeout := c.cfg.RequestTimeout
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+			// ctx ends first: let it (a margin keeps the future from
+			// timing out a hair before ctx reports its deadline).
+			timeout = time.Until(dl) + 100*time.Millisecond
+		}
+		res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(addr), msg, timeout))
+		if err == nil {
+			return res, nil
+		}
+		f := addr + " did not answer"
+		switch {
+		case errors.Is(err, actor.ErrDeadLetter):
+			// The future ended early: the request could not be delivered.
+			f = addr + " is unreachable (the request could not be delivered)"
+		case ctx.Err() == nil:
+			f += fmt.Sprintf(" within %v (%v)", timeout.Round(time.Millisecond), err)
+		}
+		if why := whyLost[addr]; why != "" {
+			f += " and was lost: " + why
+		}
+		fails = append(fails, f)
+	}
+	if err := ctx.Err(); err != nil {
+		if len(fails) == 0 {
+			fails = append(fails, "none asked")
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrNoCoordinator, strings.Join(fails, "; "), err)
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNoCoordinator, strings.Join(fails, "; "))
+}
+
+// waitFuture waits for a future's result or for ctx to end, whichever is
+// first (the future itself ends at its own timeout).
+func waitFuture(ctx context.Context, f *actor.Future) (any, error) {
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f.Result()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Status asks the coordinator for the cluster status.
+func (c *Client) Status(ctx context.Context) (*messages.StatusReply, error) {
+	res, err := c.request(ctx, &messages.StatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*messages.StatusReply)
+	if !ok {
+		return nil, fmt.Errorf("client: unexpected status answer %T", res)
+	}
+	return r, nil
+}
+
+// StatusOf asks the coordinator at addr for its own status (within
+// RequestTimeout and ctx), not trying another.
+func (c *Client) StatusOf(ctx context.Context, addr string) (*messages.StatusReply, error) {
+	if c.sys == nil || c.rx == nil {
+		return nil, ErrClosed
+	}
+	timeout := c.cfg.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl) + 100*time.Millisecond
+	}
+	res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(addr), &messages.StatusRequest{}, timeout))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s did not answer a status request: %w", ErrNoCoordinator, addr, err)
+	}
+	r, ok := res.(*messages.StatusReply)
+	if !ok {
+		return nil, fmt.Errorf("client: unexpected status answer %T from %s", res, addr)
+	}
+	return r, nil
+}
+
+// CoordinatorLeases returns the coordinators' live leases on NATS, sorted
+// by member id (bus.LeaseStore.List). While the lease bucket cannot be
+// read (the client has not bound it yet, or JetStream is electing a
+// leader) it returns what a coordinator answers over core NATS
+// (bus.Conn.Discover) instead.
+func (c *Client) CoordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo, error) {
+	c.mu.Lock()
+	leases := c.leases
+	c.mu.Unlock()
+	var err error
+	if leases != nil {
+		var live []*messages.ClusterInfo
+		if live, err = leases.List(ctx); err == nil || !errors.Is(err, bus.ErrUnavailable) {
+			return live, err
+		}
+	}
+	if c.conn == nil {
+		return nil, ErrClosed
+	}
+	live, derr := c.conn.Discover(ctx, c.cfg.RequestTimeout)
+	if derr != nil {
+		return nil, fmt.Errorf("client: coordinator leases: %w", errors.Join(err, derr))
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].GetMemberId() < live[j].GetMemberId() })
+	return live, nil
+}
+
+// Route asks where a row's tablet would be scanned.
+func (c *Client) Route(ctx context.Context, req *messages.RouteRequest) (*messages.RouteReply, error) {
+	res, err := c.request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*messages.RouteReply)
+	if !ok {
+		return nil, fmt.Errorf("client: unexpected route answer %T", res)
+	}
+	if r.Error != "" {
+		return r, fmt.Errorf("client: route: %s", r.Error)
+	}
+	return r, nil
+}
+
+// ReloadResult is one coordinator's answer to ReloadAll.
+type ReloadResult struct {
+	Coordinator string // actor address
+	Message     string // what it reloaded (the profiles in force)
+	Err         error  // why it did not reload (its old profiles stay)
+}
+
+// ReloadAll asks every leased coordinator to re-read its profiles file,
+// all at once, and returns each one's answer, by address. A coordinator
+// that does not answer is asked again until it answers or its lease ends
+// (a coordinator that is gone no longer holds profiles, and its successor
+// reads the file when it starts); one that still holds its lease without
+// answering within twice RequestTimeout (or before ctx ends) has
+// ErrNoCoordinator in its result.
+func (c *Client) ReloadAll(ctx context.Context) ([]ReloadResult, error) {
+	if c.sys == nil || c.rx == nil {
+		return nil, ErrClosed
+	}
+	timeout := c.cfg.RequestTimeout
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
+		timeout = time.Until(dl)
+	}
+	until := time.Now().Add(2 * timeout)
+	addrs := c.leasedCoordinators(ctx, timeout)
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%w: none known", ErrNoCoordinator)
+	}
+	results := map[string]ReloadResult{}
+	for pending := addrs; len(pending) > 0; {
+		for _, r := range c.reloadEach(ctx, pending, timeout) {
+			results[r.Coordinator] = r
+		}
+		pending = pending[:0:0]
+		for a, r := range results {
+			if errors.Is(r.Err, ErrNoCoordinator) {
+				pending = append(pending, a)
+			}
+		}
+		if len(pending) == 0 || ctx.Err() != nil || time.Now().After(until) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(reloadRetryEvery):
+		}
+		current := c.leasedCoordinators(ctx, timeout)
+		pending = slices.DeleteFunc(pending, func(a string) bool {
+			if !slices.Contains(current, a) {
+				delete(results, a) // its lease ended: not running
+				return true
+			}
+			return false
+		})
+	}
+	out := make([]ReloadResult, 0, len(results))
+	for _, r := range results {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Coordinator < out[j].Coordinator })
+	return out, nil
+}
+
+// reloadRetryEvery spaces ReloadAll's tries of a coordinator that did not
+// answer.
+const reloadRetryEvery = 250 * time.Millisecond
+
+// leasedCoordinators returns the addresses of the coordinators that hold
+// a lease now, read from the lease bucket (or, while JetStream cannot
+// answer, from a discovery answer; failing both, the client's own list).
+// A client given a fixed list of coordinators gets that list.
+func (c *Client) leasedCoordinators(ctx context.Context, timeout time.Duration) []string {
+	c.mu.Lock()
+	leases, discover := c.leases, c.coord.discover
+	c.mu.Unlock()
+	if !discover {
+		addrs, _ := c.Coordinators()
+		return addrs
+	}
+	var live []*messages.ClusterInfo
+	var err error
+	lctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if leases != nil {
+		live, err = leases.List(lctx)
+	}
+	if leases == nil || err != nil {
+		live, err = c.conn.Discover(lctx, timeout)
+	}
+	if err != nil {
+		addrs, _ := c.Coordinators()
+		return addrs
+	}
+	var addrs []string
+	for _, ci := range live {
+		if a := ci.GetCoordinatorAddress(); !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// reloadEach sends ReloadProfiles to each of addrs at once and returns
+// their answers.
+func (c *Client) reloadEach(ctx context.Context, addrs []string, timeout time.Duration) []ReloadResult {
+	out := make([]ReloadResult, len(addrs))
+	var wg sync.WaitGroup
+	for i, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].Coordinator = a
+			res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(a), &messages.ReloadProfiles{}, timeout))
+			r, ok := res.(*messages.ReloadReply)
+			switch {
+			case err != nil:
+				out[i].Err = fmt.Errorf("%w: %s did not answer: %w", ErrNoCoordinator, a, err)
+			case !ok:
+				out[i].Err = fmt.Errorf("client: %s answered a reload with %T", a, res)
+			case !r.GetOk():
+				out[i].Err = fmt.Errorf("refused, old profiles kept: %s", r.GetMessage())
+			default:
+				out[i].Message = r.GetMessage()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Reload asks one coordinator to re-read its profiles file (ReloadAll
+// asks every one).
+func (c *Client) Reload(ctx context.Context) (*messages.ReloadReply, error) {
+	res, err := c.request(ctx, &messages.ReloadProfiles{})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := res.(*messages.ReloadReply)
+	if !ok {
+		return nil, fmt.Errorf("client: unexpected reload answer %T", res)
+	}
+	return r, nil
+}
