@@ -93,7 +93,7 @@ func startSecured(b *testing.B, secure bool) *fixture {
 	f.c = clustertest.Client(b, ctx, cl.NATSURL(), func(c *client.Config) {
 		c.StallTimeout = time.Second
 		if secure {
-			if c.TLS, err = cliutil.RemoteTLS(secrets, "client"); err != nil {
+			if c.TLS, err = client.TLSFromSecrets(secrets); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -44,7 +44,7 @@ func TestMutualTLS(t *testing.T) {
 	t.Cleanup(func() { logTails(t, dataDir) })
 	tlsFrom := func(dir string) *tls.Config {
 		t.Helper()
-		cfg, err := cliutil.RemoteTLS(dir, "client")
+		cfg, err := client.TLSFromSecrets(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,10 +26,11 @@ var allowed = map[string][]string{
 	"internal/metrics":  {"messages"},
 	"scanserver":        {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics"},
 	"coordinator":       {"wire", "messages", "tablets", "selection", "bus", "internal/remoting", "internal/metrics"},
-	"client":            {"wire", "messages", "tablets", "bus", "internal/remoting"},
+	"client":            {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets"},
 	"loadtest":          {"client", "messages", "tablets", "bus", "selection", "localcluster"},
 	"localcluster":      {"messages", "internal/cliutil", "internal/backoff"},
-	"internal/cliutil":  {},
+	"internal/cliutil":  {"internal/secrets"},
+	"internal/secrets":  {},
 	"internal/archtest": {},
 	"internal/backoff":  {},
 	"internal/testutil": {}, // imported by tests only: no package lists it

@@ -16,11 +16,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // HTTPTokenFile is the bearer token file of a secrets directory
 // (DIR/http.token, 0600): 32 random bytes, hex.
-const HTTPTokenFile = "http.token"
+const HTTPTokenFile = secrets.HTTPTokenFile
 
 // HTTPTokenUsage is the usage text of a --http-token-file flag.
 const HTTPTokenUsage = "with --secrets: `FILE` holding the bearer token the HTTP endpoint accepts besides a client or admin certificate (default: DIR/" + HTTPTokenFile + " of --secrets when it exists)"

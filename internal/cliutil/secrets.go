@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // A secrets directory (scanctl secrets init; docs/security.md) holds
@@ -87,12 +89,7 @@ type SecretsOptions struct {
 // directory dir unless told otherwise: dir's sibling named after it with
 // "-ca" appended (/etc/scanplane/secrets → /etc/scanplane/secrets-ca),
 // so that two secrets directories side by side never share one.
-func DefaultCADir(dir string) string {
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	return filepath.Clean(dir) + "-ca"
-}
+func DefaultCADir(dir string) string { return secrets.DefaultCADir(dir) }
 
 // InitSecrets creates dir (0700) and writes a new CA and, for each role of
 // Roles, a certificate signed by it and its key; the CA's key goes to
@@ -253,7 +250,7 @@ func secretFiles(serverHosts []string) []string {
 }
 
 // caKeyFile is the CA's private key's file name.
-const caKeyFile = "ca.key"
+const caKeyFile = secrets.CAKeyFile
 
 // sameDir reports whether a and b name one directory (the same path, or
 // the same existing directory).
@@ -317,33 +314,7 @@ func MoveCAKey(dir string) (string, error) {
 // 0740 allowance for keys owned by root is not taken). RemoteTLS checks
 // it, so every process with --secrets does. A missing dir is left to
 // the caller (RemoteTLS then fails on its ca.crt).
-func CheckSecretsDir(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("--secrets %s: %w (create the directory with `scanctl secrets init --dir %s`)", dir, err, dir)
-	}
-	for _, e := range ents {
-		name := e.Name()
-		p := filepath.Join(dir, name)
-		if name == caKeyFile {
-			return fmt.Errorf("--secrets %s: %s is the CA's private key, which no process needs and nobody on a node should hold: move it off the node (scanctl secrets init keeps it in %s)", dir, p, DefaultCADir(dir))
-		}
-		if !strings.HasSuffix(name, ".key") && name != HTTPTokenFile {
-			continue
-		}
-		st, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("--secrets %s: %w", dir, err)
-		}
-		if st.Mode().IsRegular() && st.Mode().Perm()&0o077 != 0 {
-			return fmt.Errorf("--secrets %s: %s has mode %04o, readable by others; make it 0600 (chmod 600 %s)", dir, p, uint32(st.Mode().Perm()), p)
-		}
-	}
-	return nil
-}
+func CheckSecretsDir(dir string) error { return secrets.CheckDir(dir, "--secrets") }
 
 func validServerHost(h string) bool {
 	if h == "" || len(h) > 128 {
@@ -573,30 +544,5 @@ func SecretsDir(flagValue string) string {
 // CA (and its host). A directory CheckSecretsDir refuses is refused.
 // Errors name the --secrets flag and the file.
 func RemoteTLS(dir, role string) (*tls.Config, error) {
-	if dir == "" {
-		return nil, fmt.Errorf("--secrets is empty")
-	}
-	if err := CheckSecretsDir(dir); err != nil {
-		return nil, err
-	}
-	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		return nil, fmt.Errorf("--secrets %s: %w (create the directory with `scanctl secrets init --dir %s`)", dir, err, dir)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("--secrets %s: ca.crt holds no PEM certificate", dir)
-	}
-	keyPath := filepath.Join(dir, role+".key")
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, role+".crt"), keyPath)
-	if err != nil {
-		return nil, fmt.Errorf("--secrets %s: %s certificate: %w", dir, role, err)
-	}
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cert},
-		RootCAs:      pool,
-		ClientCAs:    pool,
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-	}, nil
+	return secrets.RoleTLS(dir, role, "--secrets")
 }
