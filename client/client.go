@@ -67,8 +67,22 @@ func New(cfg Config) (*Client, error) {
 			instance: map[string]string{}, routers: map[string]string{}, leased: map[string]bool{}}}, nil
 }
 
+// Dial is New and Start in one step: a started Client, or the reason it
+// could not start (nothing is left running then).
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	c, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Start connects to NATS, finds the coordinator and starts the client's
-// actor endpoint. It returns when ctx ends, with ctx's error.
+// actor endpoint. It returns when ctx ends, with ctx's error; on an error
+// the client is closed.
 //
 // One Client serves any number of concurrent scans; a process needs one.
 // A process that runs several starts them all before any of them scans:

@@ -16,7 +16,9 @@ import (
 
 // Config configures a Client.
 type Config struct {
-	// NATSURL: the cluster's NATS; default nats://127.0.0.1:4222.
+	// NATSURL: the cluster's NATS, a comma-separated list of its nodes'
+	// URLs (the client connects to one that is up); default
+	// DefaultNATSURLs.
 	NATSURL string
 	// Coordinators: the coordinators' actor addresses (host:port) in order
 	// of preference. A scan request whose coordinator is lost before any
@@ -77,7 +79,7 @@ type Config struct {
 	// against RootCAs) and its own endpoint, to which the scan servers
 	// stream rows, accepts only peers whose certificate ClientCAs
 	// verifies (ClientAuth must be tls.RequireAndVerifyClientCert).
-	// cliutil.RemoteTLS builds it from a secrets directory's client
+	// TLSFromSecrets builds it from a secrets directory's client
 	// certificate. The client's NATS connection uses it too (TLS,
 	// presenting the certificate, also with System). nil = plain text.
 	// Ignored by the actor remote with System.
@@ -85,9 +87,14 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultNATSURLs are the NATS nodes of the local cluster `scanctl up`
+// starts with its default ports (one per coordinator, three): scanctl's
+// --nats default and Config.NATSURL's.
+const DefaultNATSURLs = "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
+
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{NATSURL: "nats://127.0.0.1:4222", Listen: "127.0.0.1:0", Window: 4, StallTimeout: 2 * time.Second,
+	return Config{NATSURL: DefaultNATSURLs, Listen: "127.0.0.1:0", Window: 4, StallTimeout: 2 * time.Second,
 		IdleTimeout: 3 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
 		CoordinatorWait: 3 * time.Second, MaxRequestTime: time.Hour}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // request asks the coordinators, those up first, until one answers, within
@@ -99,8 +100,16 @@ func waitFuture(ctx context.Context, f *actor.Future) (any, error) {
 	}
 }
 
-// Status asks the coordinator for the cluster status.
-func (c *Client) Status(ctx context.Context) (*messages.StatusReply, error) {
+// Status is a coordinator's status: its counters, the scan servers in its
+// view (Servers), the live coordinators' leases (Coordinators), the
+// tables it knows (Tables) and, from Client.Status, every other live
+// coordinator's counters (Peers). It is the protobuf message
+// messages.StatusReply (fields documented in messages/scanplane.proto),
+// the same the coordinators' /status serves as JSON.
+type Status = messages.StatusReply
+
+// Status asks a coordinator for the cluster's status.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
 	res, err := c.request(ctx, &messages.StatusRequest{})
 	if err != nil {
 		return nil, err
@@ -114,7 +123,7 @@ func (c *Client) Status(ctx context.Context) (*messages.StatusReply, error) {
 
 // StatusOf asks the coordinator at addr for its own status (within
 // RequestTimeout and ctx), not trying another.
-func (c *Client) StatusOf(ctx context.Context, addr string) (*messages.StatusReply, error) {
+func (c *Client) StatusOf(ctx context.Context, addr string) (*Status, error) {
 	if c.sys == nil || c.rx == nil {
 		return nil, ErrClosed
 	}
@@ -160,8 +169,53 @@ func (c *Client) CoordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo
 	return live, nil
 }
 
-// Route asks where a row's tablet would be scanned.
-func (c *Client) Route(ctx context.Context, req *messages.RouteRequest) (*messages.RouteReply, error) {
+// RouteQuery names the row whose route Route asks for.
+type RouteQuery struct {
+	Table string
+	Row   []byte
+	// Hints as a scan would carry them ("scan_type" picks the profile).
+	Hints map[string]string
+	// Attempts are the results of earlier attempts at the row's tablet,
+	// in order, each "busy", "error", "timeout" or "stalled": Route then
+	// answers what a retry after them would do.
+	Attempts []string
+}
+
+// Route is where a coordinator would send a scan of a row's tablet, and
+// why.
+type Route struct {
+	Tablet     Tablet
+	Profile    string    // the profile the hints select
+	Policy     string    // its selection policy ("" = the default, accumulo)
+	PlanIndex  int       // the step of the profile's plan the attempts reached
+	Tried      []string  // the earlier attempts as the policy saw them, "server=result"
+	Candidates []string  // the scan servers the policy chose among
+	Scores     []float64 // per candidate, lower is better (scoring policies; else nil)
+	Choice     string    // the scan server it would pick
+	// BusyTimeout: how long the choice may take to start before the
+	// attempt counts as busy; Delay: the wait before dispatching; after
+	// HedgeDelay without data a second attempt is sent (0 = none).
+	BusyTimeout, Delay, HedgeDelay time.Duration
+}
+
+// Tablet names one tablet of a table generation and its key range.
+type Tablet struct {
+	Table      string
+	Generation uint64
+	Index      uint32
+	Range      Range
+}
+
+// Route asks where a scan of q.Row's tablet would go (scanctl route).
+func (c *Client) Route(ctx context.Context, q RouteQuery) (*Route, error) {
+	req := &messages.RouteRequest{Table: q.Table, Row: q.Row, Hints: q.Hints}
+	for _, a := range q.Attempts {
+		v, ok := messages.AttemptResult_value["ATTEMPT_RESULT_"+strings.ToUpper(a)]
+		if !ok || !slices.Contains([]string{"busy", "error", "timeout", "stalled"}, a) {
+			return nil, fmt.Errorf("client: route: attempt result %q: want busy, error, timeout or stalled", a)
+		}
+		req.Attempts = append(req.Attempts, messages.AttemptResult(v))
+	}
 	res, err := c.request(ctx, req)
 	if err != nil {
 		return nil, err
@@ -170,10 +224,19 @@ func (c *Client) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 	if !ok {
 		return nil, fmt.Errorf("client: unexpected route answer %T", res)
 	}
-	if r.Error != "" {
-		return r, fmt.Errorf("client: route: %s", r.Error)
+	if r.GetError() != "" {
+		return nil, fmt.Errorf("client: route of table %q row %s: %s", q.Table, tablets.FormatKey(q.Row), r.GetError())
 	}
-	return r, nil
+	t := r.GetTablet()
+	return &Route{
+		Tablet: Tablet{Table: t.GetTable(), Generation: t.GetGeneration(), Index: t.GetIndex(),
+			Range: Range{Start: t.GetPrevEndRow(), End: t.GetEndRow()}},
+		Profile: r.GetProfile(), Policy: r.GetPolicy(), PlanIndex: int(r.GetPlanIndex()), Tried: r.GetTried(),
+		Candidates: r.GetCandidates(), Scores: r.GetScores(), Choice: r.GetChoice(),
+		BusyTimeout: time.Duration(r.GetBusyTimeoutUs()) * time.Microsecond,
+		Delay:       time.Duration(r.GetDelayUs()) * time.Microsecond,
+		HedgeDelay:  time.Duration(r.GetHedgeDelayUs()) * time.Microsecond,
+	}, nil
 }
 
 // ReloadResult is one coordinator's answer to ReloadAll.

@@ -245,7 +245,7 @@ func TestCallsHonourContext(t *testing.T) {
 	calls := map[string]func(context.Context) error{
 		"Status": func(ctx context.Context) error { _, err := c.Status(ctx); return err },
 		"Route": func(ctx context.Context) error {
-			_, err := c.Route(ctx, &messages.RouteRequest{Table: "t", Row: []byte("a")})
+			_, err := c.Route(ctx, RouteQuery{Table: "t", Row: []byte("a")})
 			return err
 		},
 		"Reload": func(ctx context.Context) error { _, err := c.Reload(ctx); return err },

@@ -1,24 +1,87 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/scanplane/scanplane/messages"
 )
 
+// Errors of the client itself. Every error a Client returns wraps at most
+// one of them, plus, for an error the cluster answered, ErrScan and the
+// sentinel of its code (below); test them with errors.Is.
 var (
 	// ErrScan: the cluster answered a scan with an error (see *ScanError).
 	ErrScan = errors.New("client: scan failed")
-	// ErrNoCoordinator: no coordinator could be found or reached.
+	// ErrNoCoordinator: no coordinator could be found or reached, or the
+	// one handling the request was lost (code NO_COORDINATOR).
 	ErrNoCoordinator = errors.New("client: no coordinator")
-	// ErrNoTable: the table does not exist.
+	// ErrNoTable: the table (or that generation of it) does not exist
+	// (code NO_SUCH_TABLE).
 	ErrNoTable = errors.New("client: no such table")
 	// ErrClosed: the client is closed.
 	ErrClosed = errors.New("client: closed")
 	// ErrStream: the row stream broke in a way resuming could not mend.
 	ErrStream = errors.New("client: row stream broken")
 )
+
+// Errors the cluster answers, one per messages.ErrorCode: a *ScanError
+// with that code matches its sentinel (and ErrScan) under errors.Is.
+var (
+	// ErrBadRequest: a field of the request is invalid (BAD_REQUEST).
+	ErrBadRequest = errors.New("client: bad request")
+	// ErrStaleGeneration: the table generation was replaced and removed,
+	// also during a scan (STALE_GENERATION); scanning again reads the new
+	// one.
+	ErrStaleGeneration = errors.New("client: stale table generation")
+	// ErrNoServers: no live scan server in the profile's group
+	// (NO_SERVERS).
+	ErrNoServers = errors.New("client: no scan servers")
+	// ErrDeadlineExceeded is context.DeadlineExceeded: a scan whose
+	// deadline passed, whether the client's context ended it or the
+	// cluster answered DEADLINE_EXCEEDED, matches it.
+	ErrDeadlineExceeded = context.DeadlineExceeded
+	// ErrStorage: the block store failed (STORAGE): unavailable, full or
+	// timed out.
+	ErrStorage = errors.New("client: storage failed")
+	// ErrCorruptBlock: a block or index named by the metadata is damaged,
+	// unreadable or missing (CORRUPT_BLOCK).
+	ErrCorruptBlock = errors.New("client: corrupt block")
+	// ErrCancelled: the cluster cancelled the scan (CANCELLED).
+	ErrCancelled = errors.New("client: scan cancelled")
+	// ErrInternal: a bug in the cluster; the message says more (INTERNAL).
+	ErrInternal = errors.New("client: internal error")
+	// ErrShuttingDown: the server is stopping (SHUTTING_DOWN).
+	ErrShuttingDown = errors.New("client: server shutting down")
+	// ErrNoTablet: the tablet is not part of that generation
+	// (NO_SUCH_TABLET).
+	ErrNoTablet = errors.New("client: no such tablet")
+	// ErrResumeLimit: the scan resumed more often than Config.MaxResumes
+	// (RESUME_LIMIT).
+	ErrResumeLimit = errors.New("client: resume limit reached")
+	// ErrOverloaded: a bounded queue of the coordinator is full; retry
+	// later (OVERLOADED).
+	ErrOverloaded = errors.New("client: coordinator overloaded")
+)
+
+// codeErrors maps each error code to its sentinel.
+var codeErrors = map[messages.ErrorCode]error{
+	messages.ErrorCode_ERROR_CODE_BAD_REQUEST:       ErrBadRequest,
+	messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLE:     ErrNoTable,
+	messages.ErrorCode_ERROR_CODE_STALE_GENERATION:  ErrStaleGeneration,
+	messages.ErrorCode_ERROR_CODE_NO_SERVERS:        ErrNoServers,
+	messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED: ErrDeadlineExceeded,
+	messages.ErrorCode_ERROR_CODE_STORAGE:           ErrStorage,
+	messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:     ErrCorruptBlock,
+	messages.ErrorCode_ERROR_CODE_CANCELLED:         ErrCancelled,
+	messages.ErrorCode_ERROR_CODE_INTERNAL:          ErrInternal,
+	messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN:     ErrShuttingDown,
+	messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET:    ErrNoTablet,
+	messages.ErrorCode_ERROR_CODE_RESUME_LIMIT:      ErrResumeLimit,
+	messages.ErrorCode_ERROR_CODE_OVERLOADED:        ErrOverloaded,
+	messages.ErrorCode_ERROR_CODE_NO_COORDINATOR:    ErrNoCoordinator,
+}
 
 // ScanError is an error answered by the coordinator or a scan server.
 type ScanError struct {
@@ -31,5 +94,8 @@ func (e *ScanError) Error() string {
 	return fmt.Sprintf("client: scan failed: %s: %s", e.Code, e.Message)
 }
 
-// Is makes errors.Is(err, ErrScan) true.
-func (e *ScanError) Is(target error) bool { return target == ErrScan }
+// Is makes errors.Is(err, ErrScan) true, and errors.Is(err, S) for the
+// sentinel S of e.Code (ErrNoServers for NO_SERVERS, ...).
+func (e *ScanError) Is(target error) bool {
+	return target == ErrScan || (target != nil && codeErrors[e.Code] == target)
+}

@@ -63,7 +63,7 @@ type Rows struct {
 }
 
 // Scan scans [rng.Start, rng.End) of table. It does no IO until Next.
-func (c *Client) Scan(ctx context.Context, table string, rng tablets.Range, opts ScanOptions) *Rows {
+func (c *Client) Scan(ctx context.Context, table string, rng Range, opts ScanOptions) *Rows {
 	r := &Rows{c: c, ctx: ctx, table: table, rng: rng, opts: opts}
 	if err := tablets.ValidateTableName(table); err != nil {
 		r.err = err
@@ -75,7 +75,7 @@ func (c *Client) Scan(ctx context.Context, table string, rng tablets.Range, opts
 
 // All is Scan as a range-over-func iterator; iteration stops at the first
 // error, which is yielded.
-func (c *Client) All(ctx context.Context, table string, rng tablets.Range, opts ScanOptions) iter.Seq2[Row, error] {
+func (c *Client) All(ctx context.Context, table string, rng Range, opts ScanOptions) iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
 		rows := c.Scan(ctx, table, rng, opts)
 		defer rows.Close()

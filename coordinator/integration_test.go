@@ -349,7 +349,7 @@ func TestAttemptPlanEscalation(t *testing.T) {
 		hostArgs: func(int) []string { return []string{"--workers", "1", "--queue", "0"} }})
 	c := tc.client(nil)
 	ctx := context.Background()
-	route, err := c.Route(ctx, &messages.RouteRequest{Table: "t", Row: tc.truth[0].Key})
+	route, err := c.Route(ctx, client.RouteQuery{Table: "t", Row: tc.truth[0].Key})
 	if err != nil {
 		t.Fatal(err)
 	}

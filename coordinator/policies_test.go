@@ -140,7 +140,7 @@ func TestQueueAwarePoliciesMoveAwayAndBack(t *testing.T) {
 				coordArgs: []string{"--heartbeat-misses", "100"}})
 			c := tc.client(nil)
 			ctx := context.Background()
-			route, err := c.Route(ctx, &messages.RouteRequest{Table: "t", Row: tc.truth[0].Key})
+			route, err := c.Route(ctx, client.RouteQuery{Table: "t", Row: tc.truth[0].Key})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func TestProfilesReload(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(tc.dataDir, "profiles.json")
 	policy := func() string {
-		r, err := c.Route(ctx, &messages.RouteRequest{Table: "t", Row: tc.truth[0].Key})
+		r, err := c.Route(ctx, client.RouteQuery{Table: "t", Row: tc.truth[0].Key})
 		if err != nil {
 			t.Fatal(err)
 		}

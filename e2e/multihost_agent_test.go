@@ -19,7 +19,6 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/localcluster"
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -121,12 +120,12 @@ func (a *agent) handle(req mhReq) (resp mhResp) {
 			}
 		}
 	case "route":
-		r, err := a.f.c.Route(ctx, &messages.RouteRequest{Table: table, Row: a.f.truth[req.Row].Key,
+		r, err := a.f.c.Route(ctx, client.RouteQuery{Table: table, Row: a.f.truth[req.Row].Key,
 			Hints: map[string]string{"scan_type": req.Hint}})
 		if err != nil {
 			return mhResp{Err: err.Error()}
 		}
-		data, err := protojson.Marshal(r)
+		data, err := json.Marshal(r)
 		if err != nil {
 			return mhResp{Err: err.Error()}
 		}

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
@@ -507,7 +508,7 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 	nearestHosts, zones := map[string]int{}, map[string]int{}
 	for k := range mhTablets {
 		row := k*mhRows/mhTablets + 1
-		var near, zone, zoneAll messages.RouteReply
+		var near, zone, zoneAll client.Route
 		// Right after a machine's return, a coordinator's view may lack
 		// the returned servers after its status listed them alive: a
 		// connection attempt made while the machine was away ends after
@@ -569,11 +570,11 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 
 // routeRow asks the route of row for each scan type checkRoutes looks at
 // and checks that none names a server not in hostOf or on host gone.
-func routeRow(t *testing.T, ag *mhAgent, row int, near, zone, zoneAll *messages.RouteReply, hostOf map[string]string, gone string) {
+func routeRow(t *testing.T, ag *mhAgent, row int, near, zone, zoneAll *client.Route, hostOf map[string]string, gone string) {
 	t.Helper()
 	for _, q := range []struct {
 		hint string
-		into *messages.RouteReply
+		into *client.Route
 	}{{"nearest", near}, {"zonepick", zone}, {"zone", zoneAll}} {
 		// A route request is answered by the tablet's owner: a
 		// coordinator that forwards it to a lost owner gets no
@@ -589,7 +590,8 @@ func routeRow(t *testing.T, ag *mhAgent, row int, near, zone, zoneAll *messages.
 		if r.Err != "" || len(r.JSON) != 1 {
 			t.Fatalf("route row %d scan_type=%s: %s", row, q.hint, r.Err)
 		}
-		if err := protojson.Unmarshal(r.JSON[0], q.into); err != nil {
+		*q.into = client.Route{}
+		if err := json.Unmarshal(r.JSON[0], q.into); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range append(slices.Clone(q.into.Candidates), q.into.Choice) {

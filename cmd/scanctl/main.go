@@ -22,7 +22,6 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
-	"github.com/scanplane/scanplane/localcluster"
 )
 
 // version is the build version, set at link time with
@@ -31,7 +30,8 @@ var version string
 
 // defaultNATS lists the well-known client URLs of the NATS nodes `scanctl
 // up` starts (one per coordinator): a command connects to whichever is up.
-var defaultNATS = localcluster.WellKnownNATSURLs(defaultCoordinators)
+// The client library's default is the same list.
+const defaultNATS = client.DefaultNATSURLs
 
 // natsEnv is the environment variable --nats defaults to (before
 // defaultNATS): what `scanctl up --port-base` prints for the other

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
@@ -251,18 +250,18 @@ func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	if err != nil {
 		return usageError{err}
 	}
-	req := &messages.RouteRequest{Table: *table, Row: key, Hints: h}
+	q := client.RouteQuery{Table: *table, Row: key, Hints: h}
 	if *attempts != "" {
 		for _, a := range strings.Split(*attempts, ",") {
-			r, err := selection.ParseAttemptResult(strings.TrimSpace(a))
-			if err != nil {
+			a = strings.TrimSpace(a)
+			if _, err := selection.ParseAttemptResult(a); err != nil {
 				return usageError{fmt.Errorf("--attempts: %v (want busy, error, timeout or stalled)", err)}
 			}
-			req.Attempts = append(req.Attempts, coordinator.WireResult(r))
+			q.Attempts = append(q.Attempts, a)
 		}
 	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		r, err := c.Route(ctx, req)
+		r, err := c.Route(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -271,9 +270,9 @@ func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	})
 }
 
-func printRoute(out io.Writer, r *messages.RouteReply) {
-	t := r.GetTablet()
-	fmt.Fprintf(out, "tablet:      %s/g%d/t%d [%s, %s)\n", t.GetTable(), t.GetGeneration(), t.GetIndex(), keyOr(t.GetPrevEndRow(), "-inf"), keyOr(t.GetEndRow(), "+inf"))
+func printRoute(out io.Writer, r *client.Route) {
+	t := r.Tablet
+	fmt.Fprintf(out, "tablet:      %s/g%d/t%d [%s, %s)\n", t.Table, t.Generation, t.Index, keyOr(t.Range.Start, "-inf"), keyOr(t.Range.End, "+inf"))
 	fmt.Fprintf(out, "profile:     %s\npolicy:      %s\nplan index:  %d\n", r.Profile, r.Policy, r.PlanIndex)
 	for _, tr := range r.Tried {
 		fmt.Fprintf(out, "tried:       %s\n", tr)
@@ -287,7 +286,7 @@ func printRoute(out io.Writer, r *messages.RouteReply) {
 	}
 	fmt.Fprintf(out, "candidates:  %s\n", strings.Join(cands, " "))
 	fmt.Fprintf(out, "choice:      %s\n", r.Choice)
-	fmt.Fprintf(out, "busy timeout %v, delay %v, hedge after %v\n", us(r.BusyTimeoutUs), us(r.DelayUs), us(r.HedgeDelayUs))
+	fmt.Fprintf(out, "busy timeout %v, delay %v, hedge after %v\n", r.BusyTimeout, r.Delay, r.HedgeDelay)
 }
 
 func us(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
