@@ -1,19 +1,38 @@
-// Package client is scanplane's Go client library. A Client knows the
-// coordinators (Config.Coordinators, or their leases on NATS), keeps
-// table metadata, and scans key ranges: Scan returns an iterator that
-// yields exactly the rows of the range, in key order, each once — or an
-// error that says what failed. Every batch is verified (row count and
-// checksum) before its rows are handed over. If the server streaming a
-// tablet dies, stalls or sends a batch that fails verification, the client
-// resumes after the last key it handed over, on another server; if the
-// coordinator is lost, requests go to another (or the same, once back) or
-// the scan fails naming it (README, "When something dies").
+// Package client is scanplane's Go client library: it scans key ranges of
+// the tables of a scanplane cluster.
+//
+// Connect with Dial (New and Start in one step): Config.NATSURL names the
+// cluster's NATS nodes (DefaultNATSURLs: the three nodes of `scanctl
+// up`); the client finds the coordinators from the leases they keep on
+// NATS, or uses Config.Coordinators. A cluster started with a secrets
+// directory (`scanctl up --secure`, or --secrets on every process)
+// requires mutual TLS: set Config.TLS from TLSFromSecrets(dir).
+//
+// Scan (or All, its range-over-func form) returns the rows of a Range
+// (KeyRange, Prefix, SingleKey; Range{} is the whole table) exactly once
+// each, in key order, or an error that says what failed. ScanOptions.Hints
+// pick the profile the coordinator schedules the scan with ("scan_type").
+// Every batch is verified (row count and checksum) before its rows are
+// handed over. If the server streaming a tablet dies, stalls or sends a
+// batch that fails verification, the client resumes after the last key
+// it handed over, on another server; if the coordinator is lost, requests
+// go to another (or the same, once back) or the scan fails naming it.
+//
+// Errors wrap sentinels to test with errors.Is: ErrNoCoordinator,
+// ErrNoTable, ErrClosed, ErrStream, and for an error the cluster answered
+// (*ScanError) ErrScan and the sentinel of its code (ErrNoServers,
+// ErrOverloaded, ErrStorage, ...). ErrDeadlineExceeded is
+// context.DeadlineExceeded: a scan's deadline passed, in the client or in
+// the cluster.
+//
+// Status, Route and ReloadAll are the control calls behind `scanctl
+// status`, `scanctl route` and `scanctl reload`.
 //
 // The per-tablet protocol is a pure state machine, TabletStream; Rows is
 // the shell that runs it.
 //
 // Concurrency contract: a Client is safe for concurrent use by many
 // goroutines; each Rows iterator belongs to one goroutine. New does no IO;
-// Start connects; Close releases everything and returns within about a
-// second.
+// Start connects; Close releases everything and returns within a few
+// seconds.
 package client
