@@ -124,7 +124,7 @@ func TestFailuresAreCounted(t *testing.T) {
 	}
 	r.as.Root.Send(actor.NewPID(r.as.Address(), "no-such-actor"), &messages.Cancel{RequestId: "x"})
 	r.waitFor("a dead letter", func() bool { return r.co.Status().GetDeadLetters() == 1 })
-	for _, m := range []string{"dead_letters_total", "bad_messages_total", "overloaded_total", "publish_errors_total", "host_actors", "flows"} {
+	for _, m := range []string{"dead_letters_total", "bad_messages_total", "overloaded_total", "host_actors", "flows"} {
 		found := false
 		for _, c := range r.co.Collectors() {
 			ch := make(chan *prometheus.Desc, 16)

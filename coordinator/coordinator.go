@@ -718,7 +718,6 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 		f("busy_total", "Attempts answered busy.", func(k *coordCounters) *atomic.Uint64 { return &k.busy }),
 		f("timeouts_total", "Attempts that timed out waiting for the server.", func(k *coordCounters) *atomic.Uint64 { return &k.timeouts }),
 		f("dead_letters_total", "Messages the actor system could not deliver.", func(k *coordCounters) *atomic.Uint64 { return &k.deadLetters }),
-		f("publish_errors_total", "NATS publishes of load signals that failed.", func(k *coordCounters) *atomic.Uint64 { return &k.publishErrors }),
 		f("bad_messages_total", "Wire messages refused by validation (heartbeats, signals, requests) and heartbeats beyond MaxHosts.", func(k *coordCounters) *atomic.Uint64 { return &k.badMessages }),
 		f("overloaded_total", "Requests refused because a bounded coordinator queue was full.", func(k *coordCounters) *atomic.Uint64 { return &k.overloaded }),
 		f("tablet_actor_starts_total", "Tablet actors started (they stop when idle).", func(k *coordCounters) *atomic.Uint64 { return &k.tabletStarts }),

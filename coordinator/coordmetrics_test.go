@@ -271,3 +271,36 @@ func TestErrorOutcome(t *testing.T) {
 		}
 	}
 }
+
+// TestNATSErrorsCountedOnce: a failed NATS operation is counted in one
+// series only, scanplane_coordinator_nats_errors_total{op}: no other
+// family of the coordinator counts the errors of an op (as
+// publish_errors_total once did for op="publish").
+func TestNATSErrorsCountedOnce(t *testing.T) {
+	names := map[string]bool{}
+	collectors := append(CoordinatorCollectors(func() *Coordinator { return nil }), NewCoordMetrics())
+	for _, c := range collectors {
+		ch := make(chan *prometheus.Desc, 64)
+		go func() {
+			c.Describe(ch)
+			close(ch)
+		}()
+		for d := range ch {
+			s := d.String()
+			if i := strings.Index(s, `fqName: "`); i >= 0 {
+				rest := s[i+len(`fqName: "`):]
+				names[rest[:strings.Index(rest, `"`)]] = true
+			}
+		}
+	}
+	if !names[coordPrefix+"nats_errors_total"] {
+		t.Fatalf("no %snats_errors_total among %d families", coordPrefix, len(names))
+	}
+	for _, op := range natsOps {
+		for name := range names {
+			if strings.HasPrefix(name, coordPrefix) && strings.Contains(name, op+"_errors") {
+				t.Errorf("%s counts what nats_errors_total{op=%q} counts", name, op)
+			}
+		}
+	}
+}

@@ -112,8 +112,9 @@ var alertCases = []alertCase{
 	{"ScanplaneCoordinatorOverloaded", `scanplane_coordinator_overloaded_total{job="scanplane-coordinator",instance="c1:8091"} 0+5x20`, 10, true, "requests refused"},
 	{"ScanplaneCoordinatorOverloaded", `scanplane_coordinator_overloaded_total{job="scanplane-coordinator",instance="c1:8091"} 7x20`, 10, false, "none refused lately"},
 
-	{"ScanplaneLoadSignalPublishErrors", `scanplane_coordinator_publish_errors_total{job="scanplane-coordinator",instance="c1:8091"} 0+1x20`, 10, true, "publishes fail"},
-	{"ScanplaneLoadSignalPublishErrors", `scanplane_coordinator_publish_errors_total{job="scanplane-coordinator",instance="c1:8091"} 0x20`, 10, false, "no failure"},
+	{"ScanplaneLoadSignalPublishErrors", `scanplane_coordinator_nats_errors_total{job="scanplane-coordinator",instance="c1:8091",op="publish"} 0+1x20`, 10, true, "publishes fail"},
+	{"ScanplaneLoadSignalPublishErrors", `scanplane_coordinator_nats_errors_total{job="scanplane-coordinator",instance="c1:8091",op="publish"} 0x20
+		scanplane_coordinator_nats_errors_total{job="scanplane-coordinator",instance="c1:8091",op="disconnect"} 0+1x20`, 10, false, "no publish failure, other NATS errors"},
 }
 
 // blockFetch is the classic buckets of a block fetch histogram from source
