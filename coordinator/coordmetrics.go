@@ -7,6 +7,7 @@ import (
 	"github.com/scanplane/scanplane/internal/metrics"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // Coordinator metrics beyond the plain counters of CoordinatorCollectors
@@ -18,12 +19,17 @@ import (
 // many as the profiles file has) and outcome (ok, cancelled, or one of the
 // scan error codes in lower case: at most numOutcomes values). The
 // selection histogram is labelled by policy. The per-server series
-// (scanplane_coordinator_server_*) carry server, host and zone and exist
+// (scanplane_coordinator_server_*) carry server (the stable
+// "<host>/<index>", wire.ServerLabel; server_info maps it to the server's
+// current actor address), host and zone and exist
 // for the servers in this coordinator's view: a server that leaves the
 // view keeps its series (alive 0) until its host actor forgets it,
 // CoordinatorConfig.HostForget (1m) later, and then they go; at most
 // MaxHosts host actors exist. So the series of a cluster are its live
-// servers plus those that left in the last HostForget. The NATS error
+// servers plus those that left in the last HostForget; a server restarted
+// on another address while its predecessor is still in the view shares
+// its predecessor's series, which show the live one (else the latest
+// heartbeat). The NATS error
 // counter is labelled by op (natsOps).
 const coordPrefix = "scanplane_coordinator_"
 
@@ -157,7 +163,7 @@ func errorOutcome(code messages.ErrorCode) string {
 type serverCollector struct {
 	get                                                       func() *Coordinator
 	dispatches, hedges, busy, timeouts, errors, inFlight, lat *prometheus.Desc
-	alive                                                     *prometheus.Desc
+	alive, info                                               *prometheus.Desc
 }
 
 func newServerCollector(get func() *Coordinator) *serverCollector {
@@ -173,12 +179,14 @@ func newServerCollector(get func() *Coordinator) *serverCollector {
 		inFlight:   d("in_flight", "This coordinator's attempts running on the server."),
 		lat:        d("start_latency_seconds", "This coordinator's estimate of the server's dispatch → first data latency (an EWMA of its samples; 0 before the first)."),
 		alive:      d("alive", "1 while the server is in the view (heartbeating), 0 after it left, until it is forgotten."),
+		info: prometheus.NewDesc(coordPrefix+"server_info", "Always 1: maps a scan server's stable name (server, host/index) to the actor address (address) of the incarnation the other per-server series show.",
+			[]string{"server", "host", "zone", "address"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (s *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.dispatches, s.hedges, s.busy, s.timeouts, s.errors, s.inFlight, s.lat, s.alive} {
+	for _, d := range []*prometheus.Desc{s.dispatches, s.hedges, s.busy, s.timeouts, s.errors, s.inFlight, s.lat, s.alive, s.info} {
 		ch <- d
 	}
 }
@@ -189,28 +197,39 @@ func (s *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	if c == nil {
 		return
 	}
+	// One server per label set: the live one, else the latest heartbeat.
+	type labels struct{ server, host, zone string }
+	shown := map[labels]*messages.ServerStatus{}
 	c.status.Range(func(_, v any) bool {
 		for _, st := range v.(*hostStatus).messages() {
-			lv := []string{st.GetId(), st.GetHost(), st.GetZone()}
-			n := func(d *prometheus.Desc, v uint64) {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+			k := labels{wire.ServerLabel(st.GetHost(), st.GetId()), st.GetHost(), st.GetZone()}
+			if o := shown[k]; o == nil || st.GetAlive() && !o.GetAlive() ||
+				st.GetAlive() == o.GetAlive() && st.GetLastHeartbeatUnixMs() > o.GetLastHeartbeatUnixMs() {
+				shown[k] = st
 			}
-			g := func(d *prometheus.Desc, v float64) {
-				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
-			}
-			n(s.dispatches, st.GetDispatched())
-			n(s.hedges, st.GetHedges())
-			n(s.busy, st.GetAttemptsBusy())
-			n(s.timeouts, st.GetAttemptsTimedOut())
-			n(s.errors, st.GetAttemptsFailed())
-			g(s.inFlight, float64(st.GetInFlight()))
-			g(s.lat, (time.Duration(st.GetStartLatencyUs()) * time.Microsecond).Seconds())
-			alive := 0.0
-			if st.GetAlive() {
-				alive = 1
-			}
-			g(s.alive, alive)
 		}
 		return true
 	})
+	for k, st := range shown {
+		lv := []string{k.server, k.host, k.zone}
+		ch <- prometheus.MustNewConstMetric(s.info, prometheus.GaugeValue, 1, k.server, k.host, k.zone, wire.ServerAddress(st.GetId()))
+		n := func(d *prometheus.Desc, v uint64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+		}
+		g := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
+		}
+		n(s.dispatches, st.GetDispatched())
+		n(s.hedges, st.GetHedges())
+		n(s.busy, st.GetAttemptsBusy())
+		n(s.timeouts, st.GetAttemptsTimedOut())
+		n(s.errors, st.GetAttemptsFailed())
+		g(s.inFlight, float64(st.GetInFlight()))
+		g(s.lat, (time.Duration(st.GetStartLatencyUs()) * time.Microsecond).Seconds())
+		alive := 0.0
+		if st.GetAlive() {
+			alive = 1
+		}
+		g(s.alive, alive)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/scanplane/scanplane/messages"
@@ -302,5 +303,52 @@ func TestNATSErrorsCountedOnce(t *testing.T) {
 				t.Errorf("%s counts what nats_errors_total{op=%q} counts", name, op)
 			}
 		}
+	}
+}
+
+// TestServerSeriesSurviveRestart: the per-server series name a scan
+// server "<host>/<index>", not by its id (which holds the process's
+// ephemeral actor address), so a server restarted on another address
+// keeps its series; while its predecessor is still in the view (left,
+// not yet forgotten) the series show the live one, once, and
+// server_info gives the live one's address.
+func TestServerSeriesSurviveRestart(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 100, tablets: 1})
+	old, cur := "127.0.0.1:34083", "127.0.0.1:41557"
+	r.heartbeat("h3", old+"/0", actor.NewPID(old, "scanserver-0"), "incA", 2)
+	r.waitFor("the first incarnation in the view", func() bool { return len(r.co.Status().GetServers()) == 1 })
+	before := gatherCoord(t, r.co)
+	if ms := before.series("scanplane_coordinator_server_alive", map[string]string{"server": "h3/0", "host": "h3"}); len(ms) != 1 {
+		t.Fatalf("server_alive{server=h3/0}: %v", ms)
+	}
+	r.as.Root.Send(r.co.registry, &messages.Heartbeat{Host: "h3", Server: old + "/0", Leaving: true})
+	r.heartbeat("h3", cur+"/0", actor.NewPID(cur, "scanserver-0"), "incB", 2)
+	r.waitFor("the second incarnation in the view", func() bool {
+		for _, s := range r.co.Status().GetServers() {
+			if s.GetId() == cur+"/0" && s.GetAlive() {
+				return true
+			}
+		}
+		return false
+	})
+	g := gatherCoord(t, r.co) // a pedantic registry: two series with one label set fail here
+	for name, f := range g {
+		if !strings.HasPrefix(name, "scanplane_coordinator_server_") {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if s := metricLabel(m, "server"); s != "h3/0" {
+				t.Errorf("%s{server=%q}, want h3/0", name, s)
+			}
+		}
+		if len(f.GetMetric()) != 1 {
+			t.Errorf("%s: %d series, want 1", name, len(f.GetMetric()))
+		}
+	}
+	if ms := g.series("scanplane_coordinator_server_alive", map[string]string{"server": "h3/0"}); len(ms) != 1 || ms[0].GetGauge().GetValue() != 1 {
+		t.Errorf("server_alive after the restart: %v, want the live incarnation's 1", ms)
+	}
+	if ms := g.series("scanplane_coordinator_server_info", map[string]string{"server": "h3/0", "address": cur}); len(ms) != 1 {
+		t.Errorf("server_info: %v, want address %s", g["scanplane_coordinator_server_info"].GetMetric(), cur)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // scrape reads http://addr/metrics in the given exposition format.
@@ -97,8 +98,12 @@ func TestScanServerMetrics(t *testing.T) {
 				servers = append(servers, label(m, "server"))
 			}
 			sort.Strings(servers)
-			if fmt.Sprint(servers) != fmt.Sprint(p.Ready.Servers) {
-				t.Errorf("host %d: %s for servers %v, want %v", i, name, servers, p.Ready.Servers)
+			var want []string
+			for _, id := range p.Ready.Servers {
+				want = append(want, wire.ServerLabel(p.Ready.Host, id))
+			}
+			if fmt.Sprint(servers) != fmt.Sprint(want) {
+				t.Errorf("host %d: %s for servers %v, want %v (of %v)", i, name, servers, want, p.Ready.Servers)
 			}
 		}
 		hits += value(fams["scanplane_cache_hits_total"].GetMetric()[0])

@@ -144,7 +144,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 	source := blockSource(h.store)
 	gens := &lazyMetaStore{conn: h.conn}
 	for i := 0; i < h.cfg.Servers; i++ {
-		id := h.sys.Address() + "/" + strconv.Itoa(i)
+		id := wire.ServerID(h.sys.Address(), i)
 		scfg := h.cfg.Server
 		if h.cfg.FaultServer >= 0 && h.cfg.FaultServer != i {
 			scfg.Fault = FaultConfig{}

@@ -10,12 +10,16 @@ import (
 	"github.com/scanplane/scanplane/internal/metrics"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // Scan-server metrics (a host agent's Collectors): every series of one
-// scan server carries the labels server (its id, "<actor address>/<index>")
-// and host; a process has HostAgentConfig.Servers (at most 256) servers, so
-// a process exports at most that many values per label set. The block
+// scan server carries the labels server (its stable name
+// "<host>/<index>", wire.ServerLabel, the same after a restart on another
+// port) and host; scanplane_scanserver_server_info (always 1) maps that
+// name to the server's current actor address. A process has
+// HostAgentConfig.Servers (at most 256) servers, so a process exports at
+// most that many values per label set. The block
 // fetch histogram is labelled only by source. Names and labels are part of
 // the operations interface: deploy/prometheus/alerts.yml and the Grafana
 // dashboard use them, and a test fails when one of their names is missing.
@@ -66,7 +70,7 @@ type serverMetrics struct {
 	mu      sync.Mutex
 	servers []serverSeries
 
-	queueLen, running, workersDesc, scans, finished, busy, rows, bytes, probes *prometheus.Desc
+	queueLen, running, workersDesc, scans, finished, busy, rows, bytes, probes, info *prometheus.Desc
 }
 
 func newServerMetrics(host string, workers int) *serverMetrics {
@@ -86,6 +90,7 @@ func newServerMetrics(host string, workers int) *serverMetrics {
 		rows:        d("rows_streamed_total", "Rows sent to clients in row batches."),
 		bytes:       d("bytes_streamed_total", "Key and value bytes sent to clients in row batches."),
 		probes:      d("probes_answered_total", "Prequal probes answered (requests in flight and a latency estimate)."),
+		info:        d("server_info", "Always 1: maps a scan server's stable name (server, host/index) to its current actor address (address; it changes at a restart).", "address"),
 	}
 }
 
@@ -104,7 +109,7 @@ func (m *serverMetrics) timed(f tablets.BlockFetcher, store string) tablets.Bloc
 
 // Describe implements prometheus.Collector.
 func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.queueLen, m.running, m.workersDesc, m.scans, m.finished, m.busy, m.rows, m.bytes, m.probes} {
+	for _, d := range []*prometheus.Desc{m.queueLen, m.running, m.workersDesc, m.scans, m.finished, m.busy, m.rows, m.bytes, m.probes, m.info} {
 		ch <- d
 	}
 	m.fetch.Describe(ch)
@@ -117,12 +122,14 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Unlock()
 	for _, s := range servers {
 		c := s.counters
+		label := wire.ServerLabel(m.host, s.id)
 		g := func(d *prometheus.Desc, v float64) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, s.id, m.host)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label, m.host)
 		}
 		n := func(d *prometheus.Desc, v uint64, extra ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{s.id, m.host}, extra...)...)
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{label, m.host}, extra...)...)
 		}
+		ch <- prometheus.MustNewConstMetric(m.info, prometheus.GaugeValue, 1, label, m.host, wire.ServerAddress(s.id))
 		g(m.queueLen, float64(c.QueueLen.Load()))
 		g(m.running, float64(c.Active.Load()))
 		g(m.workersDesc, float64(m.workers))

@@ -282,6 +282,27 @@ func TestMetricNamesExist(t *testing.T) {
 	if got := exp["scanplane_coordinator_server_dispatches_total"]["server"]; len(got) != 2 {
 		t.Errorf("per-server series for servers %v, want the cluster's 2", keys(got))
 	}
+	// The server label is "<host>/<index>", stable over restarts, never
+	// the process's ephemeral actor address; server_info maps each
+	// server to its address.
+	stable := regexp.MustCompile(`^[A-Za-z0-9_-]+/[0-9]+$`)
+	for _, name := range []string{"scanplane_scanserver_workers", "scanplane_scanserver_server_info",
+		"scanplane_coordinator_server_alive", "scanplane_coordinator_server_info"} {
+		got := exp[name]["server"]
+		if len(got) != 2 {
+			t.Errorf("%s: servers %v, want the cluster's 2", name, keys(got))
+		}
+		for s := range got {
+			if !stable.MatchString(s) {
+				t.Errorf("%s{server=%q}: want <host>/<index>", name, s)
+			}
+		}
+	}
+	for _, name := range []string{"scanplane_scanserver_server_info", "scanplane_coordinator_server_info"} {
+		if addrs := exp[name]["address"]; len(addrs) != 1 || !strings.Contains(keys(addrs)[0], ":") {
+			t.Errorf("%s: addresses %v, want the scan-server process's one host:port", name, keys(addrs))
+		}
+	}
 	// The checker itself: each of these must be refused.
 	for _, bad := range []string{
 		`scanplane_coordinator_no_such_total`,
