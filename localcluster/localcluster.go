@@ -851,7 +851,8 @@ func (c *Cluster) HTTPScheme() string { return c.scheme }
 func (c *Cluster) HTTPClient() *http.Client { return c.http }
 
 // FetchStatus reads a coordinator's plain HTTP /status (the protobuf
-// JSON mapping of messages.StatusReply, see cliutil.WriteStatusJSON).
+// JSON mapping of messages.StatusReply with integers as numbers, see
+// cliutil.MarshalStatus).
 func FetchStatus(ctx context.Context, httpAddr string) (*messages.StatusReply, error) {
 	return FetchStatusWith(ctx, http.DefaultClient, "http://"+httpAddr+"/status")
 }

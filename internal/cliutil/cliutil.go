@@ -19,9 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 )
 
 // Logger returns a logger on w at the named level (--log-level: debug,
@@ -46,26 +43,6 @@ func Logger(w io.Writer, level, format string) (*slog.Logger, error) {
 
 // LogFormatUsage is the usage text of a --log-format flag.
 const LogFormatUsage = "log line `FORMAT`: text (key=value) or json (one object per line)"
-
-// WriteStatusJSON writes msg as the JSON of an HTTP status endpoint: the
-// protobuf JSON mapping with every field present (false, 0, "" and empty
-// lists included, so a dead server shows "alive": false) under the .proto
-// field names (snake_case); 64-bit integers are strings, as that mapping
-// prescribes. Decode it with protojson.Unmarshal.
-func WriteStatusJSON(w http.ResponseWriter, msg proto.Message) {
-	data, err := MarshalStatus(msg)
-	if err != nil {
-		http.Error(w, "encoding status: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(append(data, '\n'))
-}
-
-// MarshalStatus is the encoding of WriteStatusJSON.
-func MarshalStatus(msg proto.Message) ([]byte, error) {
-	return protojson.MarshalOptions{EmitUnpopulated: true, UseProtoNames: true}.Marshal(msg)
-}
 
 var sizeRe = regexp.MustCompile(`^(\d+)\s*([KMGT]i?B?|B)?$`)
 

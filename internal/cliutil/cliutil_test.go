@@ -3,6 +3,7 @@ package cliutil
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/scanplane/scanplane/messages"
 )
@@ -90,6 +92,74 @@ func TestWriteStatusJSON(t *testing.T) {
 	}
 	var back messages.StatusReply
 	if err := protojson.Unmarshal(rec.Body.Bytes(), &back); err != nil || !proto.Equal(&back, st) {
+		t.Fatalf("round trip: %v, %v", &back, err)
+	}
+}
+
+// TestStatusJSONNumbers: every integer of /status is a JSON number, the
+// 64-bit counters like the 32-bit ones, at any depth (servers, peers,
+// tables' generation lists); fields keep the .proto order and protojson
+// reads it all back.
+func TestStatusJSONNumbers(t *testing.T) {
+	st := &messages.StatusReply{ScansStarted: 5, Dispatches: 2, TabletActors: 3, StartedUnixMs: 1700000000123, PublishErrors: 1<<53 - 1,
+		Servers:      []*messages.ServerStatus{{Id: "a/0", Host: "a", Dispatched: 2, QueueLen: 1, Errors: 0.5, CacheHitRatio: 0.25, LastHeartbeatUnixMs: 17}},
+		Tables:       []*messages.TableStatus{{Name: "t", CurrentGeneration: 4, CachedGenerations: []uint64{3, 4}}},
+		Coordinators: []*messages.ClusterInfo{{MemberId: "m", StartedUnixMs: 9, Kinds: []string{"tablet"}}},
+		Peers:        []*messages.StatusReply{{Address: "p", ScansStarted: 7}}}
+	data, err := MarshalStatus(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw any
+	if err := json.Unmarshal(data, &raw); err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	var walk func(path string, fd protoreflect.FieldDescriptor, v any)
+	walkMsg := func(path string, md protoreflect.MessageDescriptor, v any) {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			t.Errorf("%s: %T, want an object", path, v)
+			return
+		}
+		for i := range md.Fields().Len() {
+			fd := md.Fields().Get(i)
+			fv, ok := obj[string(fd.Name())]
+			if !ok {
+				t.Errorf("%s.%s missing", path, fd.Name())
+				continue
+			}
+			if fd.IsList() {
+				for j, e := range fv.([]any) {
+					walk(fmt.Sprintf("%s.%s[%d]", path, fd.Name(), j), fd, e)
+				}
+				continue
+			}
+			walk(path+"."+string(fd.Name()), fd, fv)
+		}
+	}
+	walk = func(path string, fd protoreflect.FieldDescriptor, v any) {
+		switch fd.Kind() {
+		case protoreflect.MessageKind:
+			walkMsg(path, fd.Message(), v)
+		case protoreflect.Int32Kind, protoreflect.Int64Kind, protoreflect.Uint32Kind, protoreflect.Uint64Kind,
+			protoreflect.Sint32Kind, protoreflect.Sint64Kind, protoreflect.Fixed32Kind, protoreflect.Fixed64Kind,
+			protoreflect.Sfixed32Kind, protoreflect.Sfixed64Kind, protoreflect.DoubleKind, protoreflect.FloatKind:
+			if _, ok := v.(float64); !ok {
+				t.Errorf("%s = %#v (%T), want a JSON number", path, v, v)
+			}
+		}
+	}
+	walkMsg("status", st.ProtoReflect().Descriptor(), raw)
+	for _, want := range []string{`"scans_started":5`, `"publish_errors":9007199254740991`, `"cached_generations":[3,4]`, `"started_unix_ms":1700000000123`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("status JSON lacks %s: %s", want, data)
+		}
+	}
+	if i, j := strings.Index(string(data), `"servers"`), strings.Index(string(data), `"tablet_actors"`); i < 0 || j < i {
+		t.Errorf("fields out of .proto order: %s", data)
+	}
+	var back messages.StatusReply
+	if err := protojson.Unmarshal(data, &back); err != nil || !proto.Equal(&back, st) {
 		t.Fatalf("round trip: %v, %v", &back, err)
 	}
 }
