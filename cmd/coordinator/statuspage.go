@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // The coordinator's HTML status page (GET /): the same StatusReply as
@@ -100,9 +101,12 @@ var pageFuncs = template.FuncMap{
 		}
 		return "no"
 	},
-	"pct":  func(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) },
-	"gens": formatGens,
-	"errs": func(e float64) string { return fmt.Sprintf("%.2f", e) },
+	"pct": func(r float64) string { return fmt.Sprintf("%.1f%%", 100*r) },
+	// serverName is a server's stable name, host/index (its id and
+	// incarnation are in the cell's title).
+	"serverName": wire.ServerLabel,
+	"gens":       formatGens,
+	"errs":       func(e float64) string { return fmt.Sprintf("%.2f", e) },
 	// us renders a start-latency estimate in microseconds.
 	"us": func(us int64) string {
 		if us <= 0 {
@@ -138,9 +142,12 @@ var statusPageTemplate = template.Must(template.New("status").Funcs(pageFuncs).P
 <style>
 body { font-family: system-ui, sans-serif; margin: 1.2em; color: #222; }
 h1 { font-size: 1.3em; } h2 { font-size: 1.1em; margin-top: 1.4em; }
-table { border-collapse: collapse; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
-th { background: #f0f0f0; } td.text, th.text { text-align: left; }
+table { border-collapse: collapse; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: right; }
+td { white-space: nowrap; }
+th { background: #f0f0f0; font-weight: 600; vertical-align: bottom; }
+td.text, th.text { text-align: left; }
+td.version { white-space: normal; overflow-wrap: anywhere; max-width: 11em; }
 tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 .muted { color: #777; font-size: 0.85em; }
 </style>
@@ -151,8 +158,10 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 
 <h2>Scans</h2>
 <table id="summary">
-<tr><th>scans started</th><th>failed</th><th>in flight</th><th>dispatches</th><th>hedges</th><th>busy</th><th>timeouts</th><th>tablet actors</th><th>host actors</th><th>dead letters</th><th>publish errors</th><th>bad messages</th><th>overloaded</th></tr>
-<tr><td data-field="scans_started">{{.St.ScansStarted}}</td><td data-field="scans_failed">{{.St.ScansFailed}}</td><td data-field="flows">{{.St.Flows}}</td><td data-field="dispatches">{{.St.Dispatches}}</td><td data-field="hedges">{{.St.Hedges}}</td><td data-field="busy">{{.St.Busy}}</td><td data-field="timeouts">{{.St.Timeouts}}</td><td data-field="tablet_actors">{{.St.TabletActors}}</td><td data-field="host_actors">{{.St.HostActors}}</td><td data-field="dead_letters">{{.St.DeadLetters}}</td><td data-field="publish_errors">{{.St.PublishErrors}}</td><td data-field="bad_messages">{{.St.BadMessages}}</td><td data-field="overloaded">{{.St.Overloaded}}</td></tr>
+<tr><th>scans started</th><th>failed</th><th>in flight</th><th>dispatches</th><th>hedges</th><th>busy</th><th>timeouts</th></tr>
+<tr><td data-field="scans_started">{{.St.ScansStarted}}</td><td data-field="scans_failed">{{.St.ScansFailed}}</td><td data-field="flows">{{.St.Flows}}</td><td data-field="dispatches">{{.St.Dispatches}}</td><td data-field="hedges">{{.St.Hedges}}</td><td data-field="busy">{{.St.Busy}}</td><td data-field="timeouts">{{.St.Timeouts}}</td></tr>
+<tr><th>tablet actors</th><th>host actors</th><th>dead letters</th><th>publish errors</th><th>bad messages</th><th>overloaded</th><th></th></tr>
+<tr><td data-field="tablet_actors">{{.St.TabletActors}}</td><td data-field="host_actors">{{.St.HostActors}}</td><td data-field="dead_letters">{{.St.DeadLetters}}</td><td data-field="publish_errors">{{.St.PublishErrors}}</td><td data-field="bad_messages">{{.St.BadMessages}}</td><td data-field="overloaded">{{.St.Overloaded}}</td><td></td></tr>
 </table>
 
 <h2>Cluster</h2>
@@ -160,10 +169,10 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 <thead><tr><th class="text">coordinator</th><th class="text">version</th><th>scans started</th><th>failed</th><th>in flight</th><th>dispatches</th><th>hedges</th><th>overloaded</th><th>reforwarded</th><th>actor failures</th><th>tablet actors</th></tr></thead>
 <tbody>
 {{- range .Cluster}}
-<tr><td class="text" data-field="address">{{.Address}}</td><td class="text" data-field="version">{{.Version}}</td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
+<tr><td class="text" data-field="address">{{.Address}}</td><td class="text version" data-field="version">{{.Version}}</td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
 {{- end}}
 {{- with .Total}}
-<tr class="total"><td class="text" data-field="address">{{.Address}}</td><td class="text" data-field="version"></td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
+<tr class="total"><td class="text" data-field="address">{{.Address}}</td><td class="text version" data-field="version"></td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -180,10 +189,10 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 
 <h2>Scan servers</h2>
 <table id="servers">
-<thead><tr><th class="text">server</th><th class="text">host</th><th class="text">zone</th><th class="text">group</th><th>alive</th><th>queue</th><th>in flight</th><th>start latency</th><th>errors</th><th>dispatched</th><th>busy</th><th>timeouts</th><th>slowdowns</th><th>cache hit ratio</th><th>last heartbeat</th><th class="text">incarnation</th></tr></thead>
+<thead><tr><th class="text">server</th><th class="text">group</th><th>alive</th><th>queue</th><th>in flight</th><th>start latency</th><th>errors</th><th>dispatched</th><th>busy</th><th>timeouts</th><th>slowdowns</th><th>cache hit ratio</th><th>last heartbeat</th></tr></thead>
 <tbody>
 {{- range .St.Servers}}
-<tr{{if not .Alive}} class="dead"{{end}}><td class="text" data-field="id">{{.Id}}</td><td class="text" data-field="host">{{.Host}}</td><td class="text" data-field="zone">{{.Zone}}</td><td class="text" data-field="group">{{.Group}}</td><td class="{{yesno .Alive}}" data-field="alive">{{yesno .Alive}}</td><td data-field="queue_len">{{.QueueLen}}</td><td data-field="in_flight">{{.InFlight}}</td><td data-field="start_latency_us">{{us .StartLatencyUs}}</td><td data-field="errors">{{errs .Errors}}</td><td data-field="dispatched">{{.Dispatched}}</td><td data-field="busy_total">{{.BusyTotal}}</td><td data-field="timeouts">{{.Timeouts}}</td><td data-field="slowdowns">{{.Slowdowns}}</td><td data-field="cache_hit_ratio">{{pct .CacheHitRatio}}</td><td data-field="last_heartbeat_unix_ms">{{ago $.Now .LastHeartbeatUnixMs}}</td><td class="text" data-field="incarnation">{{.Incarnation}}</td></tr>
+<tr{{if not .Alive}} class="dead"{{end}}><td class="text" data-field="name" title="id {{.Id}}, incarnation {{.Incarnation}}">{{serverName .Host .Id}}</td><td class="text" data-field="group">{{.Group}}</td><td class="{{yesno .Alive}}" data-field="alive">{{yesno .Alive}}</td><td data-field="queue_len">{{.QueueLen}}</td><td data-field="in_flight">{{.InFlight}}</td><td data-field="start_latency_us">{{us .StartLatencyUs}}</td><td data-field="errors">{{errs .Errors}}</td><td data-field="dispatched">{{.Dispatched}}</td><td data-field="busy_total">{{.BusyTotal}}</td><td data-field="timeouts">{{.Timeouts}}</td><td data-field="slowdowns">{{.Slowdowns}}</td><td data-field="cache_hit_ratio">{{pct .CacheHitRatio}}</td><td data-field="last_heartbeat_unix_ms">{{ago $.Now .LastHeartbeatUnixMs}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -203,7 +212,7 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 <thead><tr><th class="text">member</th><th class="text">actor address</th><th class="text">http</th><th class="text">nats node</th><th class="text">version</th><th>tablet actors</th><th>lease renewed</th></tr></thead>
 <tbody>
 {{- range .St.Coordinators}}
-<tr><td class="text" data-field="member_id">{{.MemberId}}</td><td class="text" data-field="coordinator_address">{{.CoordinatorAddress}}</td><td class="text" data-field="http_address">{{if .HttpAddress}}<a href="{{$.Scheme}}://{{.HttpAddress}}/">{{.HttpAddress}}</a>{{end}}</td><td class="text" data-field="nats_node">{{.NatsNode}}</td><td class="text" data-field="version">{{.Version}}</td><td data-field="tablet_actors">{{.TabletActors}}</td><td data-field="renewed_unix_ms">{{ago $.Now .RenewedUnixMs}}</td></tr>
+<tr><td class="text" data-field="member_id">{{.MemberId}}</td><td class="text" data-field="coordinator_address">{{.CoordinatorAddress}}</td><td class="text" data-field="http_address">{{if .HttpAddress}}<a href="{{$.Scheme}}://{{.HttpAddress}}/">{{.HttpAddress}}</a>{{end}}</td><td class="text" data-field="nats_node">{{.NatsNode}}</td><td class="text version" data-field="version">{{.Version}}</td><td data-field="tablet_actors">{{.TabletActors}}</td><td data-field="renewed_unix_ms">{{ago $.Now .RenewedUnixMs}}</td></tr>
 {{- end}}
 </tbody>
 </table>

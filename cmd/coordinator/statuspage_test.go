@@ -17,6 +17,7 @@ import (
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 // TestStatusPage starts a real coordinator and two scanserver processes
@@ -146,9 +147,9 @@ func wantTables(st *messages.StatusReply) map[string][]map[string]string {
 	u := func(v uint64) string { return fmt.Sprint(v) }
 	out := map[string][]map[string]string{
 		"summary": {{"scans_started": u(st.ScansStarted), "scans_failed": u(st.ScansFailed), "flows": fmt.Sprint(st.Flows),
-			"dispatches": u(st.Dispatches), "hedges": u(st.Hedges), "busy": u(st.Busy), "timeouts": u(st.Timeouts),
-			"tablet_actors": fmt.Sprint(st.TabletActors), "host_actors": fmt.Sprint(st.HostActors), "dead_letters": u(st.DeadLetters),
-			"publish_errors": u(st.PublishErrors), "bad_messages": u(st.BadMessages), "overloaded": u(st.Overloaded)}},
+			"dispatches": u(st.Dispatches), "hedges": u(st.Hedges), "busy": u(st.Busy), "timeouts": u(st.Timeouts)},
+			{"tablet_actors": fmt.Sprint(st.TabletActors), "host_actors": fmt.Sprint(st.HostActors), "dead_letters": u(st.DeadLetters),
+				"publish_errors": u(st.PublishErrors), "bad_messages": u(st.BadMessages), "overloaded": u(st.Overloaded)}},
 	}
 	type host struct {
 		zone                                        string
@@ -167,11 +168,10 @@ func wantTables(st *messages.StatusReply) map[string][]map[string]string {
 		if s.StartLatencyUs > 0 {
 			lat = (time.Duration(s.StartLatencyUs) * time.Microsecond).Round(10 * time.Microsecond).String()
 		}
-		out["servers"] = append(out["servers"], map[string]string{"id": s.Id, "host": s.Host, "zone": s.Zone, "group": s.Group,
+		out["servers"] = append(out["servers"], map[string]string{"name": wire.ServerLabel(s.Host, s.Id), "group": s.Group,
 			"alive": alive, "queue_len": fmt.Sprint(s.QueueLen), "in_flight": fmt.Sprint(s.InFlight), "start_latency_us": lat,
 			"errors": fmt.Sprintf("%.2f", s.Errors), "dispatched": u(s.Dispatched), "busy_total": u(s.BusyTotal),
-			"timeouts": u(s.Timeouts), "slowdowns": fmt.Sprint(s.Slowdowns), "cache_hit_ratio": fmt.Sprintf("%.1f%%", 100*s.CacheHitRatio),
-			"incarnation": s.Incarnation})
+			"timeouts": u(s.Timeouts), "slowdowns": fmt.Sprint(s.Slowdowns), "cache_hit_ratio": fmt.Sprintf("%.1f%%", 100*s.CacheHitRatio)})
 		h := hosts[s.Host]
 		if h == nil {
 			h = &host{zone: s.Zone}
