@@ -117,10 +117,7 @@ func startTarget(ctx context.Context, cfg Config) (_ *target, err error) {
 	}
 	ccfg := client.DefaultConfig()
 	ccfg.NATSURL, ccfg.Coordinator = natsURL, cfg.Coordinator
-	if t.client, err = client.New(ccfg); err != nil {
-		return nil, err
-	}
-	if err = t.client.Start(ctx); err != nil {
+	if t.client, err = client.Dial(ctx, ccfg); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -145,11 +145,8 @@ func soak(ctx context.Context, o options, out io.Writer) (bool, error) {
 	defer sys.Close()
 	ccfg := client.DefaultConfig()
 	ccfg.NATSURL, ccfg.System, ccfg.Logger = cl.NATSURL(), sys.Actors, log
-	c, err := client.New(ccfg)
+	c, err := client.Dial(ctx, ccfg)
 	if err != nil {
-		return false, err
-	}
-	if err := c.Start(ctx); err != nil {
 		return false, err
 	}
 	defer c.Close()

@@ -77,11 +77,8 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 
 	ccfg := client.DefaultConfig()
 	ccfg.NATSURL = cl.NATSURL()
-	c, err := client.New(ccfg)
+	c, err := client.Dial(ctx, ccfg)
 	if err != nil {
-		return err
-	}
-	if err := c.Start(ctx); err != nil {
 		return err
 	}
 	defer c.Close()

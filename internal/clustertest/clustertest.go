@@ -193,11 +193,8 @@ func Client(t testing.TB, ctx context.Context, natsURL string, mod func(*client.
 	if mod != nil {
 		mod(&cfg)
 	}
-	c, err := client.New(cfg)
+	c, err := client.Dial(ctx, cfg)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
