@@ -45,7 +45,7 @@ func (c *Client) request(ctx context.Context, msg any) (any, error) {
 	}
 	var fails []string
 	for _, addr := range order {
-		if ctx.Err() != nil {
+		if ctxErr(ctx) != nil {
 			break
 		}
 		timeout := c.cfg.RequestTimeout
@@ -63,7 +63,7 @@ func (c *Client) request(ctx context.Context, msg any) (any, error) {
 		case errors.Is(err, actor.ErrDeadLetter):
 			// The future ended early: the request could not be delivered.
 			f = addr + " is unreachable (the request could not be delivered)"
-		case ctx.Err() == nil:
+		case ctxErr(ctx) == nil:
 			f += fmt.Sprintf(" within %v (%v)", timeout.Round(time.Millisecond), err)
 		}
 		if why := whyLost[addr]; why != "" {
@@ -71,13 +71,26 @@ func (c *Client) request(ctx context.Context, msg any) (any, error) {
 		}
 		fails = append(fails, f)
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		if len(fails) == 0 {
 			fails = append(fails, "none asked")
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrNoCoordinator, strings.Join(fails, "; "), err)
 	}
 	return nil, fmt.Errorf("%w: %s", ErrNoCoordinator, strings.Join(fails, "; "))
+}
+
+// ctxErr is ctx.Err(), or context.DeadlineExceeded once ctx's deadline
+// has passed even if ctx's timer has not fired yet (a loaded machine runs
+// it late), so that a call that ran out of time says so.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // waitFuture waits for a future's result or for ctx to end, whichever is
