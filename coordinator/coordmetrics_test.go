@@ -275,8 +275,7 @@ func TestErrorOutcome(t *testing.T) {
 
 // TestNATSErrorsCountedOnce: a failed NATS operation is counted in one
 // series only, scanplane_coordinator_nats_errors_total{op}: no other
-// family of the coordinator counts the errors of an op (as
-// publish_errors_total once did for op="publish").
+// family of the coordinator counts the errors of an op.
 func TestNATSErrorsCountedOnce(t *testing.T) {
 	names := map[string]bool{}
 	collectors := append(CoordinatorCollectors(func() *Coordinator { return nil }), NewCoordMetrics())

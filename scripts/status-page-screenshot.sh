@@ -3,12 +3,14 @@
 # operator sees it: `scanctl up` (one coordinator, three hosts, on the
 # well-known ports 8090/8091 of 127.0.0.1, so nothing else may use them),
 # a table ingested and scanned, then one host killed so that its servers
-# show as dead; headless Chromium (Debian package `chromium`) takes the
-# screenshot. Usage: scripts/status-page-screenshot.sh [OUT.png]
+# show as dead; headless Chromium (Debian package `chromium` or
+# `chromium-headless-shell`) takes the screenshot, 1280 px wide (the page
+# fits that width). Usage: scripts/status-page-screenshot.sh [OUT.png]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/status-page.png}
-command -v chromium >/dev/null || { echo "needs chromium (apt-get install chromium)" >&2; exit 1; }
+browser=$(command -v chromium || command -v chromium-headless-shell) ||
+  { echo "needs chromium (apt-get install chromium-headless-shell)" >&2; exit 1; }
 work=$(mktemp -d)
 go build -o "$work/bin/" ./cmd/coordinator ./cmd/scanserver ./cmd/scanctl
 "$work/bin/scanctl" up --data "$work/data" --coordinators 1 --hosts 3 --no-restart >"$work/up.log" 2>&1 &
@@ -33,6 +35,6 @@ done
 pid=$(awk '$1 == "host3" { for (i = 1; i < NF; i++) if ($i == "pid") print $(i + 1) }' "$work/up.log")
 kill -9 "$pid"
 sleep 4
-chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1700,1000 \
+"$browser" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1000 \
   --screenshot="$PWD/$out" http://127.0.0.1:8091/ 2>/dev/null
 echo "wrote $out"

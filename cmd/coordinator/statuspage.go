@@ -147,7 +147,7 @@ th, td { border: 1px solid #ccc; padding: 0.2em 0.45em; text-align: right; }
 td { white-space: nowrap; }
 th { background: #f0f0f0; font-weight: 600; vertical-align: bottom; }
 td.text, th.text { text-align: left; }
-td.version { white-space: normal; overflow-wrap: anywhere; max-width: 11em; }
+td.wrap { white-space: normal; overflow-wrap: anywhere; max-width: 11em; }
 tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 .muted { color: #777; font-size: 0.85em; }
 </style>
@@ -169,10 +169,10 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 <thead><tr><th class="text">coordinator</th><th class="text">version</th><th>scans started</th><th>failed</th><th>in flight</th><th>dispatches</th><th>hedges</th><th>overloaded</th><th>reforwarded</th><th>actor failures</th><th>tablet actors</th></tr></thead>
 <tbody>
 {{- range .Cluster}}
-<tr><td class="text" data-field="address">{{.Address}}</td><td class="text version" data-field="version">{{.Version}}</td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
+<tr><td class="text" data-field="address">{{.Address}}</td><td class="text wrap" data-field="version">{{.Version}}</td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
 {{- end}}
 {{- with .Total}}
-<tr class="total"><td class="text" data-field="address">{{.Address}}</td><td class="text version" data-field="version"></td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
+<tr class="total"><td class="text" data-field="address">{{.Address}}</td><td class="text wrap" data-field="version"></td><td data-field="scans_started">{{.ScansStarted}}</td><td data-field="scans_failed">{{.ScansFailed}}</td><td data-field="flows">{{.Flows}}</td><td data-field="dispatches">{{.Dispatches}}</td><td data-field="hedges">{{.Hedges}}</td><td data-field="overloaded">{{.Overloaded}}</td><td data-field="reforwarded">{{.Reforwarded}}</td><td data-field="actor_failures">{{.ActorFailures}}</td><td data-field="tablet_actors">{{.TabletActors}}</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -212,7 +212,7 @@ tr.dead td { background: #fdd; } td.no { color: #b00; font-weight: bold; }
 <thead><tr><th class="text">member</th><th class="text">actor address</th><th class="text">http</th><th class="text">nats node</th><th class="text">version</th><th>tablet actors</th><th>lease renewed</th></tr></thead>
 <tbody>
 {{- range .St.Coordinators}}
-<tr><td class="text" data-field="member_id">{{.MemberId}}</td><td class="text" data-field="coordinator_address">{{.CoordinatorAddress}}</td><td class="text" data-field="http_address">{{if .HttpAddress}}<a href="{{$.Scheme}}://{{.HttpAddress}}/">{{.HttpAddress}}</a>{{end}}</td><td class="text" data-field="nats_node">{{.NatsNode}}</td><td class="text version" data-field="version">{{.Version}}</td><td data-field="tablet_actors">{{.TabletActors}}</td><td data-field="renewed_unix_ms">{{ago $.Now .RenewedUnixMs}}</td></tr>
+<tr><td class="text" data-field="member_id">{{.MemberId}}</td><td class="text" data-field="coordinator_address">{{.CoordinatorAddress}}</td><td class="text" data-field="http_address">{{if .HttpAddress}}<a href="{{$.Scheme}}://{{.HttpAddress}}/">{{.HttpAddress}}</a>{{end}}</td><td class="text wrap" data-field="nats_node">{{.NatsNode}}</td><td class="text wrap" data-field="version">{{.Version}}</td><td data-field="tablet_actors">{{.TabletActors}}</td><td data-field="renewed_unix_ms">{{ago $.Now .RenewedUnixMs}}</td></tr>
 {{- end}}
 </tbody>
 </table>

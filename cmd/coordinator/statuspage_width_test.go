@@ -26,9 +26,9 @@ import (
 const pageWidth = 1280
 
 // wideStatus is the status of a cluster whose names and numbers are as
-// long as a real one's get: three coordinators with pseudo-versions, six
-// scan servers with address ids and incarnations, counters in the
-// millions.
+// long as a real one's get: three coordinators with pseudo-versions and
+// NATS server ids for node names (no --nats-name), six scan servers with
+// address ids and incarnations, counters in the hundred millions.
 func wideStatus(now time.Time) *messages.StatusReply {
 	const version = "v0.0.0-20261204185430-eaa0fa1abcde+dirty"
 	big := uint64(123456789)
@@ -41,7 +41,7 @@ func wideStatus(now time.Time) *messages.StatusReply {
 	for i := range 3 {
 		addr := fmt.Sprintf("10.20.30.4%d", i+1)
 		st.Coordinators = append(st.Coordinators, &messages.ClusterInfo{MemberId: fmt.Sprintf("UR7nFYa6vTg4Ku9cTVxVY%d", i),
-			CoordinatorAddress: addr + ":8090", HttpAddress: addr + ":8091", NatsNode: fmt.Sprintf("coord-%d-4222", i+1), Version: version,
+			CoordinatorAddress: addr + ":8090", HttpAddress: addr + ":8091", NatsNode: fmt.Sprintf("ND5GTASO3YVKCDQNEJWYLFNOTJBCR2L6JBULSYGZYX5NKPSNSQT2VWX%d", i), Version: version,
 			TabletActors: 123456, RenewedUnixMs: ms})
 		if i > 0 {
 			st.Peers = append(st.Peers, &messages.StatusReply{Address: addr + ":8090", Version: version, ScansStarted: big, ScansFailed: big,
@@ -118,7 +118,8 @@ func TestStatusPageFitsWidth(t *testing.T) {
 // Layout figures of the page's style sheet: body margin 1.2em of 16 px,
 // tables at 0.85em (13.6 px) with cells padded 0.45em each side and a
 // 1 px border; header cells wrap at spaces, other cells do not, but for
-// versions (td.version), which wrap anywhere within 11em. charPx is the
+// versions and NATS node names (td.wrap), which wrap anywhere within
+// 11em. charPx is the
 // width of a digit of DejaVu Sans at 13.6 px, one of the widest
 // sans-serif system fonts, rounded up (lower case is narrower);
 // headerCharPx that of its semi-bold header text.
@@ -153,7 +154,7 @@ func estimatedTableWidths(t *testing.T, page []byte) map[string]int {
 							continue
 						}
 						w := len([]rune(strings.TrimSpace(text(c)))) * charPx
-						if c.Data == "td" && slices.Contains(strings.Fields(attrOf(c, "class")), "version") {
+						if c.Data == "td" && slices.Contains(strings.Fields(attrOf(c, "class")), "wrap") {
 							w = min(w, versionMaxPx)
 						}
 						if c.Data == "th" {
