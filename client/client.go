@@ -85,10 +85,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 // the client is closed.
 //
 // One Client serves any number of concurrent scans; a process needs one.
-// A process that runs several starts them all before any of them scans:
-// starting an actor endpoint (protoactor's Remote.Start) replaces gRPC's
-// process-wide logger without synchronisation, a data race with the
-// connections of a client already in use.
+// A process that runs several gives them one actor system
+// (Config.System): each actor remote a process starts (protoactor's
+// Remote.Start) replaces gRPC's process-wide logger without
+// synchronisation, a data race with the connections of a remote already
+// in use.
 func (c *Client) Start(ctx context.Context) error {
 	if err := c.start(ctx); err != nil {
 		c.Close()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -41,7 +42,7 @@ type nemesisScan struct {
 }
 
 // TestNemesis runs scanctl up's cluster (three coordinators under
-// supervision, three hosts of two scan servers), four scanners running
+// supervision, three hosts of two scan servers), four clients running
 // verified random scans, and a nemesis that for -nemesis.duration kills
 // and pauses coordinators and hosts at random (one at a time, so never
 // two coordinators at once) and reloads the profiles. Every scan must
@@ -75,18 +76,27 @@ func TestNemesis(t *testing.T) {
 	truth := tablets.GenerateRows(50000)
 	ingest(t, cl.NATSURL(), truth, 8)
 
-	// Four scanners run until the nemesis is done.
+	// Four clients scan until the nemesis is done.
 	var (
 		mu    sync.Mutex
 		scans []nemesisScan
 		wg    sync.WaitGroup
 	)
 	scanCtx, stopScans := context.WithCancel(ctx)
-	// One client, four scanners: every actor endpoint a process starts
-	// replaces gRPC's process-wide logger unsynchronised (see
-	// client.Client.Start), so a test process runs one client at a time.
-	c := clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.StallTimeout = time.Second })
-	for w := range 4 {
+	// Four clients on one actor system: every actor remote a process
+	// starts replaces gRPC's process-wide logger unsynchronised
+	// (client.Config.System), so the clients share one.
+	sys, err := remoting.StartSystem(remoting.SystemConfig{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Close)
+	clients := make([]*client.Client, 4)
+	for w := range clients {
+		clients[w] = clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.StallTimeout, c.System = time.Second, sys.Actors })
+	}
+	control := clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.System = sys.Actors })
+	for w, c := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -135,7 +145,7 @@ func TestNemesis(t *testing.T) {
 			nemesisPause(t, ctx, func(sig syscall.Signal) error { return cl.Signal(i, sig) }, pause)
 		case "reload":
 			f.target = "all coordinators"
-			res, err := c.ReloadAll(ctx)
+			res, err := control.ReloadAll(ctx)
 			if err != nil || len(res) != cl.Coordinators() {
 				t.Fatalf("reload: %v, %v; want every coordinator's answer", res, err)
 			}
