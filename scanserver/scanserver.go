@@ -590,6 +590,14 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		after = req.ResumeAfter
 	}
 	it := tablets.NewTabletReader(req.Files, s.fetcher).Scan(job.ctx, rng, after)
+	// The block proofs that let the client check the rows against the
+	// table's block roots go out with the batches (RowBatch.proofs).
+	prover := tablets.NewProver(job.ctx, req.Files, s.fetcher, rng, after)
+	if rng.Validate() == nil {
+		if err := prover.Start(); err != nil {
+			return false, err
+		}
+	}
 	defer func() {
 		if !final {
 			st := it.Stats()
@@ -620,12 +628,20 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if seq == 1 && !job.stream.CompareAndSwap(jobFresh, jobStreaming) {
 			return context.Canceled // cancelled unless streaming, just now
 		}
+		if err := prover.Rows(nrows); err != nil {
+			return err
+		}
+		if last {
+			if err := prover.Finish(req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit); err != nil {
+				return err
+			}
+		}
 		dig.AddPacked(packed, nrows) // one hash call per batch, equal to Add per row
 		sum := dig.Sum()
 		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
 		fin.LastKey = packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
 		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, PackedRows: packed, Server: s.id,
-			ServerPid: self, RowCount: dig.Rows(), Checksum: sum}
+			ServerPid: self, RowCount: dig.Rows(), Checksum: sum, Proofs: prover.Take()}
 		if last {
 			st := it.Stats()
 			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
@@ -676,7 +692,16 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		err := flush(true)
 		return final, err
 	}
-	return false, job.ctx.Err()
+	if err := job.ctx.Err(); err != nil {
+		return false, err
+	}
+	// The scan ended after its last batch (or sent none): the proofs of
+	// its end go in the ScanFinished.
+	if err := prover.Finish(req.Limit > 0 && dig.Rows() >= req.Limit); err != nil {
+		return false, err
+	}
+	fin.Proofs = prover.Take()
+	return false, nil
 }
 
 // waitWindow blocks until batch seq may be sent: at most window batches
