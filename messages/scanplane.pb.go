@@ -375,8 +375,8 @@ type FileRef struct {
 	Entries uint64                 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
 	Bytes   uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"` // total encoded bytes (blocks + index)
 	// block_roots: the row digest of each block, 32 bytes per block in
-	// block order (tablets.BlockRoot: a Merkle root over the block's row
-	// hashes, bound to its row count), written by ingest. Clients check
+	// block order (tablets.MerkleHasher.Root: a Merkle root over the
+	// block's row hashes, bound to its row count), written by ingest. Clients check
 	// the rows scan servers send against them (RowBatch.proofs). Empty in
 	// files ingested before digests existed: their rows cannot be verified.
 	BlockRoots    []byte `protobuf:"bytes,5,opt,name=block_roots,json=blockRoots,proto3" json:"block_roots,omitempty"`
@@ -1809,8 +1809,9 @@ func (x *RowBatch) GetProofs() []*BlockProof {
 // (FileRef.block_roots): the rows are leaves [first, first + n) of the
 // block's Merkle tree, where n counts before, the stream's next `rows`
 // rows and after; siblings are the roots of the maximal subtrees outside
-// those leaves, left to right (tablets.VerifyRange). Blocks are numbered
-// across the tablet's files in order (file 0's blocks, then file 1's).
+// those leaves, left to right (tablets.MerkleHasher.RangeRoot). Blocks
+// are numbered across the tablet's files in order (file 0's blocks, then
+// file 1's).
 // A scan's proofs also show that no row is missing at its ends: before
 // is the row just below the scan's lower bound, after the row at or past
 // its end; at the first block of the tablet (first = 0) or its last row
