@@ -25,7 +25,7 @@ type Prover struct {
 	m     MerkleHasher
 	ixs   []*FileIndex // loaded on demand
 	base  []int        // number of the first block of each file
-	empty bool         // the range holds no key: nothing to prove
+	empty bool         // nothing to prove: the range holds no key, or the files have no block roots
 
 	// The position of the next row of the stream: file f, its block b,
 	// row l of that block; f == len(files) at the end of the tablet.
@@ -35,7 +35,9 @@ type Prover struct {
 }
 
 // NewProver returns a Prover for a scan of files (as NewTabletReader's)
-// over rng, resumed after the key after (nil: none). It does no IO.
+// over rng, resumed after the key after (nil: none). It does no IO. When
+// a file has no block roots (ingested without digests) it proves
+// nothing.
 func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, rng Range, after []byte) *Prover {
 	p := &Prover{ctx: ctx, r: NewTabletReader(files, f), rng: rng.After(after), ixs: make([]*FileIndex, len(files))}
 	p.base = make([]int, len(files))
@@ -43,6 +45,12 @@ func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, r
 		p.base[i] = p.base[i-1] + int(files[i-1].GetBlocks())
 	}
 	p.empty = p.rng.Empty()
+	for _, f := range files {
+		// Files ingested without digests: no client can check a proof.
+		if f.GetBlocks() == 0 || len(f.GetBlockRoots()) != int(f.GetBlocks())*DigestSize {
+			p.empty = true
+		}
+	}
 	return p
 }
 
@@ -119,7 +127,7 @@ func (p *Prover) prevBlock(f, b int) (int, int) {
 // Rows records that the next n rows of the stream were sent; the proofs
 // of the blocks they complete become ready for Take.
 func (p *Prover) Rows(n int) error {
-	for n > 0 {
+	for n > 0 && !p.empty {
 		if p.f >= len(p.r.files) {
 			return fmt.Errorf("%w: the scan sent rows past the end of the tablet's files", ErrCorrupt)
 		}
