@@ -2,18 +2,11 @@ package client
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
-
-// ErrUnverified: the table's metadata has no row digests (it was
-// ingested before they existed), so its rows cannot be checked against
-// the ingest; scan it with ScanOptions.AllowUnverified, or ingest it
-// again.
-var ErrUnverified = errors.New("client: table has no row digests")
 
 // tabletRoots returns the block roots of the tablet's files in block
 // order (messages.BlockProof numbers blocks so), or an error wrapping
