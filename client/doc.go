@@ -12,14 +12,16 @@
 // (KeyRange, Prefix, SingleKey; Range{} is the whole table) exactly once
 // each, in key order, or an error that says what failed. ScanOptions.Hints
 // pick the profile the coordinator schedules the scan with ("scan_type").
-// Every batch is verified (row count and checksum) before its rows are
-// handed over. If the server streaming a tablet dies, stalls or sends a
-// batch that fails verification, the client resumes after the last key
-// it handed over, on another server; if the coordinator is lost, requests
+// Every row is verified before it is handed over: against the block
+// digests ingest recorded in the table's metadata (a scan server's block
+// proofs must tie each row to them, and show that none is missing), and
+// against the batch's row count and checksum. If the server streaming a
+// tablet dies, stalls, fails or sends rows that fail verification, the
+// client resumes after the last key it handed over, on another server; if the coordinator is lost, requests
 // go to another (or the same, once back) or the scan fails naming it.
 //
 // Errors wrap sentinels to test with errors.Is: ErrNoCoordinator,
-// ErrNoTable, ErrClosed, ErrStream, and for an error the cluster answered
+// ErrNoTable, ErrClosed, ErrStream, ErrUnverified, and for an error the cluster answered
 // (*ScanError) ErrScan and the sentinel of its code (ErrNoServers,
 // ErrOverloaded, ErrStorage, ...). ErrDeadlineExceeded is
 // context.DeadlineExceeded: a scan's deadline passed, in the client or in

@@ -24,6 +24,11 @@ var (
 	ErrClosed = errors.New("client: closed")
 	// ErrStream: the row stream broke in a way resuming could not mend.
 	ErrStream = errors.New("client: row stream broken")
+	// ErrUnverified: the table's metadata has no row digests (it was
+	// ingested before they existed), so its rows cannot be checked
+	// against the ingest; scan it with ScanOptions.AllowUnverified, or
+	// ingest it again.
+	ErrUnverified = errors.New("client: table has no row digests")
 )
 
 // Errors the cluster answers, one per messages.ErrorCode: a *ScanError

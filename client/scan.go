@@ -22,6 +22,12 @@ type ScanOptions struct {
 	Limit uint64
 	// BatchRows overrides Config.BatchRows for this scan.
 	BatchRows uint32
+	// AllowUnverified scans a table ingested without row digests with the
+	// stream's own checks only (row counts and checksums, which catch
+	// transport faults, not a lying scan server). Default false: such a
+	// scan fails with ErrUnverified. Tables with digests are always
+	// verified.
+	AllowUnverified bool
 }
 
 // Row is one row. Its slices belong to the caller.
@@ -181,7 +187,16 @@ func (r *Rows) startStream(p tablets.Piece) error {
 	if d, ok := r.ctx.Deadline(); ok {
 		cfg.Deadline = d
 	}
-	r.cur, r.in, r.ids = NewTabletStream(cfg, r.meta.Tablets[p.Tablet].GetRef(), p.Range), in, r.ids[:0]
+	tm := r.meta.Tablets[p.Tablet]
+	roots, err := tabletRoots(r.table, r.meta.GetGeneration(), tm)
+	switch {
+	case err == nil:
+		cfg.Verify, cfg.Roots = true, roots
+	case !r.opts.AllowUnverified:
+		c.closeStream(in, nil)
+		return err
+	}
+	r.cur, r.in, r.ids = NewTabletStream(cfg, tm.GetRef(), p.Range), in, r.ids[:0]
 	r.stats.Tablets++
 	return r.apply(r.cur.Start(time.Now()))
 }

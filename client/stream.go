@@ -32,6 +32,12 @@ import (
 //     every other attempt of the request that sends a RowBatch gets a
 //     Cancel straight to its server, and ScanFinished or errors of losers
 //     are ignored. ScanDone names the winner.
+//   - With StreamConfig.Verify, rows are also checked against the block
+//     roots of the table's metadata (verify.go): a row is yielded once a
+//     block proof covers it, and the stream is complete only once the
+//     proofs show its ends; any failure is handled as a mismatch below.
+//     No error a scan server sends ends the stream: it resumes elsewhere,
+//     and only the coordinator's ScanError fails it.
 //   - Every batch is verified before its rows are yielded: its seq follows
 //     the previous one, and its cumulative row_count and checksum
 //     (tablets.RowDigest) equal what the client computed over the rows of
@@ -116,6 +122,12 @@ type StreamConfig struct {
 	// Jitter returns a random duration in [d/2, d] for a back-off of d
 	// (nil: d itself).
 	Jitter func(d time.Duration) time.Duration
+	// Verify: a row is yielded only once a block proof ties it to Roots,
+	// the block roots of the tablet's files in block order, and a stream
+	// ends only once they show that no row is missing (verify.go); a
+	// failed check is a broken stream. Off for tables without digests.
+	Verify bool
+	Roots  []tablets.Digest
 }
 
 // Back-off after a coordinator answers OVERLOADED: the request is sent
@@ -244,6 +256,7 @@ type streamRequest struct {
 	lastSeq   uint64
 	digest    tablets.RowDigest
 	lastData  time.Time
+	verify    *verifier // nil: StreamConfig.Verify is off
 }
 
 // NewTabletStream returns the stream for rng (already clipped to the
@@ -542,11 +555,21 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	last := s.lastKey
 	for i, row := range rows {
 		if len(last) > 0 && bytes.Compare(row.Key, last) <= 0 || (i == 0 || i == len(rows)-1) && !s.rng.Contains(row.Key) {
-			acts := s.abandon(nil, "bad key order")
-			return s.fail(acts, fmt.Errorf("%w: server %s sent key %s outside the expected order or range %s of tablet %s",
-				ErrStream, r.server, tablets.FormatKey(row.Key), s.rng, s.tabletName()))
+			return s.reject(now, fmt.Sprintf("server %s sent key %s outside the expected order or range %s of tablet %s",
+				r.server, tablets.FormatKey(row.Key), s.rng, s.tabletName()))
 		}
 		last = row.Key
+	}
+	if v := r.verify; v != nil {
+		if rows, err = v.batch(rows, b.GetProofs()); err == nil && fin != nil {
+			err = v.finish()
+		}
+		if err != nil {
+			return s.reject(now, fmt.Sprintf("batch %d from %s, tablet %s: %v", b.GetSeq(), r.server, s.tabletName(), err))
+		}
+		if last = s.lastKey; len(rows) > 0 {
+			last = rows[len(rows)-1].Key
+		}
 	}
 	r.lastSeq, r.lastData = b.GetSeq(), now
 	s.overloaded = 0
@@ -636,14 +659,27 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 			return s.resume(now, nil, fmt.Sprintf("finished with %d batches, %d rows, checksum %016x; received %d, %d, %016x",
 				m.GetBatches(), m.GetRows(), m.GetChecksum(), r.lastSeq, r.digest.Rows(), r.digest.Sum()), true)
 		}
-		return s.finish()
+		var acts []StreamAction
+		if v := r.verify; v != nil {
+			rows, err := v.batch(nil, m.GetProofs())
+			if err == nil {
+				err = v.finish()
+			}
+			if err != nil {
+				return s.reject(now, fmt.Sprintf("attempt %d on %s finished, tablet %s: %v", m.GetAttempt(), orUnknown(r.server), s.tabletName(), err))
+			}
+			if len(rows) > 0 {
+				s.lastKey = append(s.lastKey[:0], rows[len(rows)-1].Key...)
+				s.rows += uint64(len(rows))
+				s.stats.Rows += uint64(len(rows))
+				acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
+			}
+		}
+		return append(acts, s.finish()...)
 	}
-	switch m.GetError() {
-	case messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED,
-		messages.ErrorCode_ERROR_CODE_STALE_GENERATION:
-		acts := s.abandon(nil, "scan failed")
-		return s.fail(acts, &ScanError{Code: m.GetError(), Message: m.GetErrorMessage()})
-	}
+	// A scan server's error is its word alone: the stream resumes
+	// elsewhere, and the coordinator, which retries such errors on other
+	// hosts, answers a ScanError when they agree.
 	return s.resume(now, nil, fmt.Sprintf("%s: %s", m.GetError(), m.GetErrorMessage()), true)
 }
 
@@ -795,6 +831,9 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 		req.Limit = s.cfg.Limit - s.rows
 	}
 	s.req = &streamRequest{id: id, coord: addr, sentAt: now, heard: now}
+	if s.cfg.Verify {
+		s.req.verify = newVerifier(s.cfg.Roots, s.rng, s.lastKey, req.Limit)
+	}
 	s.stats.Requests++
 	return append(acts, StreamAction{Kind: ActSendRequest, Coordinator: addr, Msg: req})
 }

@@ -732,10 +732,12 @@ func TestStreamErrors(t *testing.T) {
 		code   messages.ErrorCode
 		resume bool
 	}{
-		{messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, false},
-		{messages.ErrorCode_ERROR_CODE_BAD_REQUEST, false},
-		{messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, false},
-		{messages.ErrorCode_ERROR_CODE_STALE_GENERATION, false}, // deleted by newer ingests: resuming cannot help
+		// A scan server's error is never final: the coordinator retries
+		// it on other hosts and answers ScanError when they agree.
+		{messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, true},
+		{messages.ErrorCode_ERROR_CODE_BAD_REQUEST, true},
+		{messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, true},
+		{messages.ErrorCode_ERROR_CODE_STALE_GENERATION, true},
 		{messages.ErrorCode_ERROR_CODE_STORAGE, true},
 		{messages.ErrorCode_ERROR_CODE_CANCELLED, true},
 		{messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN, true},
@@ -805,11 +807,12 @@ func TestStreamEmptyPiece(t *testing.T) {
 	}
 }
 
-// TestStreamBadKeysFail: a batch whose checksum matches (the server
-// itself is wrong) but whose keys leave the tablet's range or go back
-// fails the stream, wherever in the batch the bad key is; nothing of that
-// batch is yielded.
-func TestStreamBadKeysFail(t *testing.T) {
+// TestStreamBadKeysResume: a batch whose checksum matches (the server
+// itself is wrong) but whose keys leave the tablet's range or go back is
+// refused, wherever in the batch the bad key is: nothing of it is
+// yielded, and the stream resumes after the last yielded key, avoiding
+// the server.
+func TestStreamBadKeysResume(t *testing.T) {
 	rows := testRows(8)
 	key := func(k string) *messages.Row { return &messages.Row{Key: []byte(k), Value: []byte("v")} }
 	for name, tc := range map[string]struct {
@@ -829,8 +832,12 @@ func TestStreamBadKeysFail(t *testing.T) {
 			a := newAttempt("r1", 1, "s1")
 			r.do(r.s.OnMessage(t0, a.batch(tc.first)))
 			r.do(r.s.OnMessage(t0, a.batch(tc.second)))
-			if !errors.Is(r.err, ErrStream) || len(r.yielded) != tc.yielded {
-				t.Fatalf("err %v, %d rows yielded, want ErrStream after %d", r.err, len(r.yielded), tc.yielded)
+			acts := r.acts
+			reqs := find(acts, ActSendRequest)
+			if r.err != nil || len(r.yielded) != tc.yielded || r.s.Stats().Rejected != 1 || len(reqs) == 0 ||
+				!slices.Contains(reqs[len(reqs)-1].Msg.(*messages.ScanRequest).GetAvoidServers(), "s1") {
+				t.Fatalf("err %v, %d rows yielded, %d rejected, actions %v; want a resume avoiding s1 after %d rows",
+					r.err, len(r.yielded), r.s.Stats().Rejected, acts, tc.yielded)
 			}
 		})
 	}

@@ -41,12 +41,19 @@ type FlowConfig struct {
 	// group). A single storage error is retried, elsewhere if the policy
 	// can. Default 3.
 	StorageHosts int
+	// ConfirmHosts: the flow fails with CORRUPT_BLOCK, BAD_REQUEST or
+	// STALE_GENERATION once attempts on this many distinct hosts answered
+	// that code without delivering data, or one server answered it twice
+	// (as StorageHosts). A scan server's word alone never ends a flow: one
+	// that lies about its storage costs a retry on another host, not the
+	// client's scan. Default 2.
+	ConfirmHosts int
 }
 
 // DefaultFlowConfig returns the documented defaults.
 func DefaultFlowConfig() FlowConfig {
 	return FlowConfig{BusySlack: 25 * time.Millisecond, StartStall: 5 * time.Second, NoServerRetry: 100 * time.Millisecond, MaxAttempts: 1000,
-		MaxFlowAge: time.Hour, StorageHosts: 3, ProgressEvery: time.Second}
+		MaxFlowAge: time.Hour, StorageHosts: 3, ConfirmHosts: 2, ProgressEvery: time.Second}
 }
 
 // Validate names the first bad field.
@@ -66,6 +73,8 @@ func (c FlowConfig) Validate() error {
 		return errors.New("coordinator: flow ProgressEvery must be > 0")
 	case c.StorageHosts < 1:
 		return fmt.Errorf("coordinator: flow StorageHosts %d must be >= 1", c.StorageHosts)
+	case c.ConfirmHosts < 1:
+		return fmt.Errorf("coordinator: flow ConfirmHosts %d must be >= 1", c.ConfirmHosts)
 	}
 	return nil
 }
@@ -182,10 +191,12 @@ type Picker func(now time.Time, history []selection.Attempt, hedge bool) (select
 //   - on the client's ScanDone;
 //   - when every attempt has ended and at least one delivered data (the
 //     client has part of the stream and resumes it with a new request);
-//   - on a bad request, a corrupt block or a generation deleted during
-//     the scan (STALE_GENERATION): the client gets the error;
-//   - when the storage errors show the shared store is failing (see
-//     FlowConfig.StorageHosts): STORAGE with the last error's message;
+//   - when the servers' errors show the shared store is failing, not one
+//     server lying or broken: STORAGE from servers on StorageHosts hosts,
+//     or a bad request, a corrupt block or a generation deleted during the
+//     scan (STALE_GENERATION) from servers on ConfirmHosts hosts (or one
+//     server twice; FlowConfig): the client gets the error with the last
+//     server's message;
 //   - when no server can be found within timeToWaitForScanServers, or the
 //     attempts run out (NO_SERVERS);
 //   - at the deadline: the request's, else Start's now + MaxFlowAge
@@ -215,11 +226,17 @@ type ScanFlow struct {
 	avoided      []selection.Attempt
 	winner       uint32 // first attempt known to have delivered data
 	done         bool
-	// storage: how often each server answered STORAGE without delivering
-	// data, the hosts of those servers, and the last such message.
-	storage      map[selection.ServerID]int
-	storageHosts map[string]bool
-	storageMsg   string
+	// faults: per error code that ends a flow once confirmed (STORAGE,
+	// CORRUPT_BLOCK, BAD_REQUEST, STALE_GENERATION), how often each server
+	// answered it without delivering data and the hosts of those servers.
+	faults map[messages.ErrorCode]*faultCount
+}
+
+// faultCount is what a flow saw of one error code.
+type faultCount struct {
+	servers map[selection.ServerID]int
+	hosts   map[string]bool
+	msg     string // the last message
 }
 
 // NewScanFlow starts a flow that ends at deadline (zero: MaxFlowAge after
@@ -559,9 +576,9 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 	if (code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED || m.GetBatches() > 0) && !a.firstData {
 		acts = append(acts, f.delivered(now, a)...)
 	}
-	var storageFailed string // why the flow fails with STORAGE
-	if code == messages.ErrorCode_ERROR_CODE_STORAGE && !a.firstData && f.winner == 0 {
-		storageFailed = f.storageFault(a, m.GetErrorMessage())
+	var confirmed string // why the flow fails with code
+	if confirmedCode(code) && !a.firstData && f.winner == 0 {
+		confirmed = f.fault(a, code, m.GetErrorMessage())
 	}
 	if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
 		a.started = true
@@ -583,8 +600,8 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 		if f.winner != 0 {
 			acts = append(acts, f.settle(now, pick)...)
 		}
-		if storageFailed != "" {
-			acts = append(acts, f.failStorage(now, storageFailed)...)
+		if confirmed != "" {
+			acts = append(acts, f.failConfirmed(now, code, confirmed)...)
 		}
 		return acts
 	}
@@ -598,18 +615,14 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 		// The request's own deadline, not the server's fault; next (via
 		// settle) fails the flow if the deadline passed here too.
 		acts = append(acts, f.end(now, a, selection.Cancelled, noCancel)...)
-	case messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:
-		acts = append(acts, f.end(now, a, selection.Error, noCancel)...)
-		return append(acts, f.fail(now, code, m.GetErrorMessage())...)
-	case messages.ErrorCode_ERROR_CODE_STALE_GENERATION:
-		// The generation was deleted by newer ingests during the scan: no
-		// server can read it, and none is to blame.
-		acts = append(acts, f.end(now, a, selection.Cancelled, noCancel)...)
-		return append(acts, f.fail(now, code, m.GetErrorMessage())...)
-	case messages.ErrorCode_ERROR_CODE_STORAGE:
+	case messages.ErrorCode_ERROR_CODE_STORAGE, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK,
+		messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_STALE_GENERATION:
+		// Retried elsewhere until servers on enough hosts agree (fault):
+		// the answering server counts as failed meanwhile, so that a
+		// server that forges them is avoided.
 		acts = append(acts, f.endStraggler(now, a, selection.Error, noCancel)...)
-		if storageFailed != "" {
-			return append(acts, f.failStorage(now, storageFailed)...)
+		if confirmed != "" {
+			return append(acts, f.failConfirmed(now, code, confirmed)...)
 		}
 	default:
 		acts = append(acts, f.endStraggler(now, a, selection.Error, noCancel)...)
@@ -738,29 +751,49 @@ func (f *ScanFlow) failWith(now time.Time, code messages.ErrorCode, msg string, 
 	return append(acts, Action{Kind: ActFail, Error: e}, Action{Kind: ActComplete})
 }
 
-// storageFault records that attempt a answered STORAGE without data; it
-// returns why the flow must fail with STORAGE ("" to retry).
-func (f *ScanFlow) storageFault(a *FlowAttempt, msg string) string {
-	if f.storage == nil {
-		f.storage, f.storageHosts = map[selection.ServerID]int{}, map[string]bool{}
+// confirmedCode reports whether a server's answer with code ends the
+// flow only once servers on several hosts gave it (FlowConfig).
+func confirmedCode(code messages.ErrorCode) bool {
+	switch code {
+	case messages.ErrorCode_ERROR_CODE_STORAGE, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK,
+		messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_STALE_GENERATION:
+		return true
 	}
-	f.storage[a.Sel.Server]++
-	f.storageHosts[a.Sel.Host] = true
-	f.storageMsg = msg
+	return false
+}
+
+// fault records that attempt a answered code without data; it returns
+// why the flow must fail with code ("" to retry).
+func (f *ScanFlow) fault(a *FlowAttempt, code messages.ErrorCode, msg string) string {
+	if f.faults == nil {
+		f.faults = map[messages.ErrorCode]*faultCount{}
+	}
+	c := f.faults[code]
+	if c == nil {
+		c = &faultCount{servers: map[selection.ServerID]int{}, hosts: map[string]bool{}}
+		f.faults[code] = c
+	}
+	c.servers[a.Sel.Server]++
+	c.hosts[a.Sel.Host] = true
+	c.msg = msg
+	need, what := f.cfg.ConfirmHosts, "answered "+code.String()
+	if code == messages.ErrorCode_ERROR_CODE_STORAGE {
+		need, what = f.cfg.StorageHosts, "failed reading the block store"
+	}
 	switch {
-	case len(f.storageHosts) >= f.cfg.StorageHosts:
-		return fmt.Sprintf("servers on %d hosts failed reading the block store", len(f.storageHosts))
-	case f.storage[a.Sel.Server] >= 2:
-		return fmt.Sprintf("server %s failed reading the block store twice (%d servers on %d hosts failed)", a.Sel.Server,
-			len(f.storage), len(f.storageHosts))
+	case len(c.hosts) >= need:
+		return fmt.Sprintf("servers on %d hosts %s", len(c.hosts), what)
+	case c.servers[a.Sel.Server] >= 2:
+		return fmt.Sprintf("server %s %s twice (%d servers on %d hosts failed)", a.Sel.Server, what,
+			len(c.servers), len(c.hosts))
 	}
 	return ""
 }
 
-// failStorage fails the flow with STORAGE: why, and the last storage
-// error a server reported.
-func (f *ScanFlow) failStorage(now time.Time, why string) []Action {
-	return f.fail(now, messages.ErrorCode_ERROR_CODE_STORAGE, why+"; last error: "+f.storageMsg)
+// failConfirmed fails the flow with code: why, and the last message of a
+// server that answered it.
+func (f *ScanFlow) failConfirmed(now time.Time, code messages.ErrorCode, why string) []Action {
+	return f.fail(now, code, why+"; last error: "+f.faults[code].msg)
 }
 
 // failDeadline fails the flow at its deadline; while it was waiting for a

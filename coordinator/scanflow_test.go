@@ -306,16 +306,35 @@ func TestFlowErrorOfWinnerEndsFlow(t *testing.T) {
 	l.balanced()
 }
 
-func TestFlowCorruptFailsClient(t *testing.T) {
-	p := &scripted{servers: []string{"a", "b"}}
-	l := newLedger(t)
-	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
-	l.apply(f.Start(t0, p.pick))
-	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Error: messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, ErrorMessage: "bad block"}, p.pick))
-	if len(l.fails) != 1 || l.fails[0].Code != messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK || l.dispatched[2] {
-		t.Fatalf("corrupt should fail the scan: %v", l.fails)
+// TestFlowForgedErrorNeedsAnotherHost: a scan server's CORRUPT_BLOCK,
+// BAD_REQUEST or STALE_GENERATION does not end the flow: it is retried,
+// and the flow fails with it only once a server of another host answers
+// it too (the two servers of one host count as one host).
+func TestFlowForgedErrorNeedsAnotherHost(t *testing.T) {
+	for _, code := range []messages.ErrorCode{messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK, messages.ErrorCode_ERROR_CODE_BAD_REQUEST,
+		messages.ErrorCode_ERROR_CODE_STALE_GENERATION} {
+		p := &scripted{decs: []selection.Decision{
+			{Server: "a1", Host: "ha", BusyTimeout: 33 * time.Millisecond},
+			{Server: "a2", Host: "ha", BusyTimeout: 33 * time.Millisecond},
+			{Server: "b1", Host: "hb", BusyTimeout: 33 * time.Millisecond},
+		}}
+		l := newLedger(t)
+		f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
+		l.apply(f.Start(t0, p.pick))
+		for n := uint32(1); n <= 3; n++ {
+			if !l.dispatched[n] || len(l.fails) != 0 {
+				t.Fatalf("%v: attempt %d dispatched %v, fails %v: want a retry", code, n, l.dispatched[n], l.fails)
+			}
+			l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: n, Error: code, ErrorMessage: fmt.Sprintf("lie %d", n)}, p.pick))
+			if l.accounted[n] != selection.Error {
+				t.Fatalf("%v: attempt %d accounted %v, want an error", code, n, l.accounted[n])
+			}
+		}
+		if len(l.fails) != 1 || l.fails[0].GetCode() != code || l.dispatched[4] || !strings.Contains(l.fails[0].GetMessage(), "lie 3") {
+			t.Fatalf("%v: fails %v: want it once two hosts answered it", code, l.fails)
+		}
+		l.balanced()
 	}
-	l.balanced()
 }
 
 func TestFlowStallRetries(t *testing.T) {
@@ -761,7 +780,11 @@ func TestFlowStorageErrors(t *testing.T) {
 // A block of a generation that newer ingests deleted during the scan is
 // reported STALE_GENERATION (by the scan server or the tablet actor): the
 // flow fails with it at once, counting no error against the server.
-func TestFlowStaleGenerationFails(t *testing.T) {
+// TestFlowStaleGenerationAfterData: STALE_GENERATION from an attempt
+// that delivered data ends the flow without an error of its own: the
+// client, which got the server's answer too, resumes with a new request
+// (whose flow confirms the error on two hosts).
+func TestFlowStaleGenerationAfterData(t *testing.T) {
 	p := &scripted{servers: []string{"a", "b"}}
 	l := newLedger(t)
 	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
@@ -769,11 +792,8 @@ func TestFlowStaleGenerationFails(t *testing.T) {
 	l.apply(f.OnStarted(t0, 1, true, 0))
 	l.apply(f.OnFinished(t0, &messages.ScanFinished{RequestId: "r1", Attempt: 1, Batches: 2, Error: messages.ErrorCode_ERROR_CODE_STALE_GENERATION,
 		ErrorMessage: "generation 1 was deleted"}, p.pick))
-	if len(l.fails) != 1 || l.fails[0].GetCode() != messages.ErrorCode_ERROR_CODE_STALE_GENERATION || l.dispatched[2] {
-		t.Fatalf("fails %v, dispatched %v: want STALE_GENERATION and no retry", l.fails, l.dispatched)
-	}
-	if l.accounted[1] != selection.Cancelled {
-		t.Fatalf("attempt accounted %v: the server is not to blame", l.accounted[1])
+	if len(l.fails) != 0 || l.dispatched[2] || !f.Done() {
+		t.Fatalf("fails %v, dispatched %v, done %v: want the flow over, no retry", l.fails, l.dispatched, f.Done())
 	}
 	l.balanced()
 }

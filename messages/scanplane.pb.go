@@ -369,11 +369,17 @@ func (x *TabletRef) GetEndRow() []byte {
 
 // FileRef names one immutable tablet file in the block store.
 type FileRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // object prefix in the block store
-	Blocks        uint32                 `protobuf:"varint,2,opt,name=blocks,proto3" json:"blocks,omitempty"`
-	Entries       uint64                 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
-	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"` // total encoded bytes (blocks + index)
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // object prefix in the block store
+	Blocks  uint32                 `protobuf:"varint,2,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	Entries uint64                 `protobuf:"varint,3,opt,name=entries,proto3" json:"entries,omitempty"`
+	Bytes   uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"` // total encoded bytes (blocks + index)
+	// block_roots: the row digest of each block, 32 bytes per block in
+	// block order (tablets.MerkleHasher.Root: a Merkle root over the
+	// block's row hashes, bound to its row count), written by ingest. Clients check
+	// the rows scan servers send against them (RowBatch.proofs). Empty in
+	// files ingested before digests existed: their rows cannot be verified.
+	BlockRoots    []byte `protobuf:"bytes,5,opt,name=block_roots,json=blockRoots,proto3" json:"block_roots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +440,13 @@ func (x *FileRef) GetBytes() uint64 {
 		return x.Bytes
 	}
 	return 0
+}
+
+func (x *FileRef) GetBlockRoots() []byte {
+	if x != nil {
+		return x.BlockRoots
+	}
+	return nil
 }
 
 type TabletMeta struct {
@@ -1675,7 +1688,12 @@ type RowBatch struct {
 	// scan servers send instead of rows (one field to
 	// marshal and copy instead of one message per row). A batch has rows in
 	// one of the two; clients read either, and refuse a batch with both.
-	PackedRows    []byte `protobuf:"bytes,10,opt,name=packed_rows,json=packedRows,proto3" json:"packed_rows,omitempty"`
+	PackedRows []byte `protobuf:"bytes,10,opt,name=packed_rows,json=packedRows,proto3" json:"packed_rows,omitempty"`
+	// proofs: the block proofs of the rows sent so far that this batch
+	// completes, in stream order (see BlockProof). A client yields a row
+	// only once a proof covering it checked out against the block roots of
+	// the table's metadata.
+	Proofs        []*BlockProof `protobuf:"bytes,11,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1780,6 +1798,117 @@ func (x *RowBatch) GetPackedRows() []byte {
 	return nil
 }
 
+func (x *RowBatch) GetProofs() []*BlockProof {
+	if x != nil {
+		return x.Proofs
+	}
+	return nil
+}
+
+// BlockProof ties a run of a scan's rows to one block's root
+// (FileRef.block_roots): the rows are leaves [first, first + n) of the
+// block's Merkle tree, where n counts before, the stream's next `rows`
+// rows and after; siblings are the roots of the maximal subtrees outside
+// those leaves, left to right (tablets.MerkleHasher.RangeRoot). Blocks
+// are numbered across the tablet's files in order (file 0's blocks, then
+// file 1's).
+// A scan's proofs also show that no row is missing at its ends: before
+// is the row just below the scan's lower bound, after the row at or past
+// its end; at the first block of the tablet (first = 0) or its last row
+// no such row exists. An empty result is a proof of adjacent before and
+// after rows.
+type BlockProof struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Block         uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`   // the block's number within the tablet
+	Leaves        uint32                 `protobuf:"varint,2,opt,name=leaves,proto3" json:"leaves,omitempty"` // rows of the block (bound into its root)
+	First         uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`   // the block row of the first leaf covered
+	Rows          uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`     // rows of the stream covered (after before)
+	Before        *Row                   `protobuf:"bytes,5,opt,name=before,proto3" json:"before,omitempty"`  // leaf `first`, below the scan's lower bound; unset = none
+	After         *Row                   `protobuf:"bytes,6,opt,name=after,proto3" json:"after,omitempty"`    // the leaf after the stream rows, at or past the scan's end; unset = none
+	Siblings      [][]byte               `protobuf:"bytes,7,rep,name=siblings,proto3" json:"siblings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockProof) Reset() {
+	*x = BlockProof{}
+	mi := &file_scanplane_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockProof) ProtoMessage() {}
+
+func (x *BlockProof) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockProof.ProtoReflect.Descriptor instead.
+func (*BlockProof) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *BlockProof) GetBlock() uint32 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
+func (x *BlockProof) GetLeaves() uint32 {
+	if x != nil {
+		return x.Leaves
+	}
+	return 0
+}
+
+func (x *BlockProof) GetFirst() uint32 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *BlockProof) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *BlockProof) GetBefore() *Row {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *BlockProof) GetAfter() *Row {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *BlockProof) GetSiblings() [][]byte {
+	if x != nil {
+		return x.Siblings
+	}
+	return nil
+}
+
 // BatchAck: client -> scan server, flow control.
 type BatchAck struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1792,7 +1921,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1804,7 +1933,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1817,7 +1946,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{18}
+	return file_scanplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BatchAck) GetRequestId() string {
@@ -1844,28 +1973,31 @@ func (x *BatchAck) GetSeq() uint64 {
 // ScanFinished: scan server -> tablet actor, and -> client unless it came
 // inside the last RowBatch (RowBatch.finished).
 type ScanFinished struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Attempt       uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	Server        string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
-	Error         ErrorCode              `protobuf:"varint,4,opt,name=error,proto3,enum=scanplane.v1.ErrorCode" json:"error,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,5,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
-	Rows          uint64                 `protobuf:"varint,6,opt,name=rows,proto3" json:"rows,omitempty"`
-	Batches       uint64                 `protobuf:"varint,7,opt,name=batches,proto3" json:"batches,omitempty"` // the last seq sent
-	BlocksRead    uint64                 `protobuf:"varint,8,opt,name=blocks_read,json=blocksRead,proto3" json:"blocks_read,omitempty"`
-	CacheHits     uint64                 `protobuf:"varint,9,opt,name=cache_hits,json=cacheHits,proto3" json:"cache_hits,omitempty"`
-	DurationUs    int64                  `protobuf:"varint,10,opt,name=duration_us,json=durationUs,proto3" json:"duration_us,omitempty"`
-	QueuedUs      int64                  `protobuf:"varint,11,opt,name=queued_us,json=queuedUs,proto3" json:"queued_us,omitempty"`
-	Cancelled     bool                   `protobuf:"varint,12,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
-	LastKey       []byte                 `protobuf:"bytes,13,opt,name=last_key,json=lastKey,proto3" json:"last_key,omitempty"`
-	Checksum      uint64                 `protobuf:"fixed64,14,opt,name=checksum,proto3" json:"checksum,omitempty"` // tablets.RowDigest over every row sent (rows = their count)
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RequestId    string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Attempt      uint32                 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Server       string                 `protobuf:"bytes,3,opt,name=server,proto3" json:"server,omitempty"`
+	Error        ErrorCode              `protobuf:"varint,4,opt,name=error,proto3,enum=scanplane.v1.ErrorCode" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,5,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Rows         uint64                 `protobuf:"varint,6,opt,name=rows,proto3" json:"rows,omitempty"`
+	Batches      uint64                 `protobuf:"varint,7,opt,name=batches,proto3" json:"batches,omitempty"` // the last seq sent
+	BlocksRead   uint64                 `protobuf:"varint,8,opt,name=blocks_read,json=blocksRead,proto3" json:"blocks_read,omitempty"`
+	CacheHits    uint64                 `protobuf:"varint,9,opt,name=cache_hits,json=cacheHits,proto3" json:"cache_hits,omitempty"`
+	DurationUs   int64                  `protobuf:"varint,10,opt,name=duration_us,json=durationUs,proto3" json:"duration_us,omitempty"`
+	QueuedUs     int64                  `protobuf:"varint,11,opt,name=queued_us,json=queuedUs,proto3" json:"queued_us,omitempty"`
+	Cancelled    bool                   `protobuf:"varint,12,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	LastKey      []byte                 `protobuf:"bytes,13,opt,name=last_key,json=lastKey,proto3" json:"last_key,omitempty"`
+	Checksum     uint64                 `protobuf:"fixed64,14,opt,name=checksum,proto3" json:"checksum,omitempty"` // tablets.RowDigest over every row sent (rows = their count)
+	// proofs: block proofs not sent in a RowBatch (a scan that ends
+	// without a final batch, an empty one included); see RowBatch.proofs.
+	Proofs        []*BlockProof `protobuf:"bytes,15,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanFinished) Reset() {
 	*x = ScanFinished{}
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +2009,7 @@ func (x *ScanFinished) String() string {
 func (*ScanFinished) ProtoMessage() {}
 
 func (x *ScanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2022,7 @@ func (x *ScanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanFinished.ProtoReflect.Descriptor instead.
 func (*ScanFinished) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{19}
+	return file_scanplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScanFinished) GetRequestId() string {
@@ -1991,6 +2123,13 @@ func (x *ScanFinished) GetChecksum() uint64 {
 	return 0
 }
 
+func (x *ScanFinished) GetProofs() []*BlockProof {
+	if x != nil {
+		return x.Proofs
+	}
+	return nil
+}
+
 // Cancel: client or tablet actor -> scan server.
 type Cancel struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2007,7 +2146,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2158,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2171,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{20}
+	return file_scanplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Cancel) GetRequestId() string {
@@ -2077,7 +2216,7 @@ type ScanDone struct {
 
 func (x *ScanDone) Reset() {
 	*x = ScanDone{}
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2228,7 @@ func (x *ScanDone) String() string {
 func (*ScanDone) ProtoMessage() {}
 
 func (x *ScanDone) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2241,7 @@ func (x *ScanDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanDone.ProtoReflect.Descriptor instead.
 func (*ScanDone) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{21}
+	return file_scanplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScanDone) GetRequestId() string {
@@ -2168,7 +2307,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2319,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2332,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{22}
+	return file_scanplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Heartbeat) GetHost() string {
@@ -2345,7 +2484,7 @@ type LoadSignal struct {
 
 func (x *LoadSignal) Reset() {
 	*x = LoadSignal{}
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2496,7 @@ func (x *LoadSignal) String() string {
 func (*LoadSignal) ProtoMessage() {}
 
 func (x *LoadSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2509,7 @@ func (x *LoadSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSignal.ProtoReflect.Descriptor instead.
 func (*LoadSignal) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{23}
+	return file_scanplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LoadSignal) GetHost() string {
@@ -2431,7 +2570,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2582,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2595,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{24}
+	return file_scanplane_proto_rawDescGZIP(), []int{25}
 }
 
 type ServerStatus struct {
@@ -2493,7 +2632,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2644,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2657,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{25}
+	return file_scanplane_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ServerStatus) GetId() string {
@@ -2708,7 +2847,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2859,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2872,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{26}
+	return file_scanplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusReply) GetServers() []*ServerStatus {
@@ -2951,7 +3090,7 @@ type TableStatus struct {
 
 func (x *TableStatus) Reset() {
 	*x = TableStatus{}
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2963,7 +3102,7 @@ func (x *TableStatus) String() string {
 func (*TableStatus) ProtoMessage() {}
 
 func (x *TableStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2976,7 +3115,7 @@ func (x *TableStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableStatus.ProtoReflect.Descriptor instead.
 func (*TableStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{27}
+	return file_scanplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TableStatus) GetName() string {
@@ -3013,7 +3152,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3164,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3177,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{28}
+	return file_scanplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RouteRequest) GetTable() string {
@@ -3089,7 +3228,7 @@ type RouteReply struct {
 
 func (x *RouteReply) Reset() {
 	*x = RouteReply{}
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3240,7 @@ func (x *RouteReply) String() string {
 func (*RouteReply) ProtoMessage() {}
 
 func (x *RouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3253,7 @@ func (x *RouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteReply.ProtoReflect.Descriptor instead.
 func (*RouteReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{29}
+	return file_scanplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RouteReply) GetProfile() string {
@@ -3210,7 +3349,7 @@ type ReloadProfiles struct {
 
 func (x *ReloadProfiles) Reset() {
 	*x = ReloadProfiles{}
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3361,7 @@ func (x *ReloadProfiles) String() string {
 func (*ReloadProfiles) ProtoMessage() {}
 
 func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3374,7 @@ func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadProfiles.ProtoReflect.Descriptor instead.
 func (*ReloadProfiles) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{30}
+	return file_scanplane_proto_rawDescGZIP(), []int{31}
 }
 
 type ReloadReply struct {
@@ -3248,7 +3387,7 @@ type ReloadReply struct {
 
 func (x *ReloadReply) Reset() {
 	*x = ReloadReply{}
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3399,7 @@ func (x *ReloadReply) String() string {
 func (*ReloadReply) ProtoMessage() {}
 
 func (x *ReloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3412,7 @@ func (x *ReloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadReply.ProtoReflect.Descriptor instead.
 func (*ReloadReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{31}
+	return file_scanplane_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReloadReply) GetOk() bool {
@@ -3304,7 +3443,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_scanplane_proto_msgTypes[32]
+	mi := &file_scanplane_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3316,7 +3455,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[32]
+	mi := &file_scanplane_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3329,7 +3468,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{32}
+	return file_scanplane_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Probe) GetId() uint64 {
@@ -3366,7 +3505,7 @@ type ProbeReply struct {
 
 func (x *ProbeReply) Reset() {
 	*x = ProbeReply{}
-	mi := &file_scanplane_proto_msgTypes[33]
+	mi := &file_scanplane_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3517,7 @@ func (x *ProbeReply) String() string {
 func (*ProbeReply) ProtoMessage() {}
 
 func (x *ProbeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[33]
+	mi := &file_scanplane_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3530,7 @@ func (x *ProbeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeReply.ProtoReflect.Descriptor instead.
 func (*ProbeReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{33}
+	return file_scanplane_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProbeReply) GetId() uint64 {
@@ -3441,12 +3580,14 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x05index\x18\x03 \x01(\rR\x05index\x12 \n" +
 	"\fprev_end_row\x18\x04 \x01(\fR\n" +
 	"prevEndRow\x12\x17\n" +
-	"\aend_row\x18\x05 \x01(\fR\x06endRow\"a\n" +
+	"\aend_row\x18\x05 \x01(\fR\x06endRow\"\x82\x01\n" +
 	"\aFileRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06blocks\x18\x02 \x01(\rR\x06blocks\x12\x18\n" +
 	"\aentries\x18\x03 \x01(\x04R\aentries\x12\x14\n" +
-	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"x\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
+	"\vblock_roots\x18\x05 \x01(\fR\n" +
+	"blockRoots\"x\n" +
 	"\n" +
 	"TabletMeta\x12)\n" +
 	"\x03ref\x18\x01 \x01(\v2\x17.scanplane.v1.TabletRefR\x03ref\x12+\n" +
@@ -3574,7 +3715,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06server\x18\x03 \x01(\tR\x06server\x12\x12\n" +
 	"\x04host\x18\x04 \x01(\tR\x04host\x12\x1b\n" +
 	"\tqueue_len\x18\x05 \x01(\rR\bqueueLen\x12\x1b\n" +
-	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\xd8\x02\n" +
+	"\twaited_us\x18\x06 \x01(\x03R\bwaitedUs\"\x8a\x03\n" +
 	"\bRowBatch\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3589,12 +3730,22 @@ const file_scanplane_proto_rawDesc = "" +
 	"\bfinished\x18\t \x01(\v2\x1a.scanplane.v1.ScanFinishedR\bfinished\x12\x1f\n" +
 	"\vpacked_rows\x18\n" +
 	" \x01(\fR\n" +
-	"packedRows\"U\n" +
+	"packedRows\x120\n" +
+	"\x06proofs\x18\v \x03(\v2\x18.scanplane.v1.BlockProofR\x06proofs\"\xd4\x01\n" +
+	"\n" +
+	"BlockProof\x12\x14\n" +
+	"\x05block\x18\x01 \x01(\rR\x05block\x12\x16\n" +
+	"\x06leaves\x18\x02 \x01(\rR\x06leaves\x12\x14\n" +
+	"\x05first\x18\x03 \x01(\rR\x05first\x12\x12\n" +
+	"\x04rows\x18\x04 \x01(\rR\x04rows\x12)\n" +
+	"\x06before\x18\x05 \x01(\v2\x11.scanplane.v1.RowR\x06before\x12'\n" +
+	"\x05after\x18\x06 \x01(\v2\x11.scanplane.v1.RowR\x05after\x12\x1a\n" +
+	"\bsiblings\x18\a \x03(\fR\bsiblings\"U\n" +
 	"\bBatchAck\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"\xb4\x03\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"\xe6\x03\n" +
 	"\fScanFinished\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3614,7 +3765,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\tqueued_us\x18\v \x01(\x03R\bqueuedUs\x12\x1c\n" +
 	"\tcancelled\x18\f \x01(\bR\tcancelled\x12\x19\n" +
 	"\blast_key\x18\r \x01(\fR\alastKey\x12\x1a\n" +
-	"\bchecksum\x18\x0e \x01(\x06R\bchecksum\"\x84\x01\n" +
+	"\bchecksum\x18\x0e \x01(\x06R\bchecksum\x120\n" +
+	"\x06proofs\x18\x0f \x03(\v2\x18.scanplane.v1.BlockProofR\x06proofs\"\x84\x01\n" +
 	"\x06Cancel\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3818,7 +3970,7 @@ func file_scanplane_proto_rawDescGZIP() []byte {
 }
 
 var file_scanplane_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_scanplane_proto_goTypes = []any{
 	(ErrorCode)(0),          // 0: scanplane.v1.ErrorCode
 	(AttemptResult)(0),      // 1: scanplane.v1.AttemptResult
@@ -3840,24 +3992,25 @@ var file_scanplane_proto_goTypes = []any{
 	(*ScanStarted)(nil),     // 17: scanplane.v1.ScanStarted
 	(*Busy)(nil),            // 18: scanplane.v1.Busy
 	(*RowBatch)(nil),        // 19: scanplane.v1.RowBatch
-	(*BatchAck)(nil),        // 20: scanplane.v1.BatchAck
-	(*ScanFinished)(nil),    // 21: scanplane.v1.ScanFinished
-	(*Cancel)(nil),          // 22: scanplane.v1.Cancel
-	(*ScanDone)(nil),        // 23: scanplane.v1.ScanDone
-	(*Heartbeat)(nil),       // 24: scanplane.v1.Heartbeat
-	(*LoadSignal)(nil),      // 25: scanplane.v1.LoadSignal
-	(*StatusRequest)(nil),   // 26: scanplane.v1.StatusRequest
-	(*ServerStatus)(nil),    // 27: scanplane.v1.ServerStatus
-	(*StatusReply)(nil),     // 28: scanplane.v1.StatusReply
-	(*TableStatus)(nil),     // 29: scanplane.v1.TableStatus
-	(*RouteRequest)(nil),    // 30: scanplane.v1.RouteRequest
-	(*RouteReply)(nil),      // 31: scanplane.v1.RouteReply
-	(*ReloadProfiles)(nil),  // 32: scanplane.v1.ReloadProfiles
-	(*ReloadReply)(nil),     // 33: scanplane.v1.ReloadReply
-	(*Probe)(nil),           // 34: scanplane.v1.Probe
-	(*ProbeReply)(nil),      // 35: scanplane.v1.ProbeReply
-	nil,                     // 36: scanplane.v1.ScanRequest.HintsEntry
-	nil,                     // 37: scanplane.v1.RouteRequest.HintsEntry
+	(*BlockProof)(nil),      // 20: scanplane.v1.BlockProof
+	(*BatchAck)(nil),        // 21: scanplane.v1.BatchAck
+	(*ScanFinished)(nil),    // 22: scanplane.v1.ScanFinished
+	(*Cancel)(nil),          // 23: scanplane.v1.Cancel
+	(*ScanDone)(nil),        // 24: scanplane.v1.ScanDone
+	(*Heartbeat)(nil),       // 25: scanplane.v1.Heartbeat
+	(*LoadSignal)(nil),      // 26: scanplane.v1.LoadSignal
+	(*StatusRequest)(nil),   // 27: scanplane.v1.StatusRequest
+	(*ServerStatus)(nil),    // 28: scanplane.v1.ServerStatus
+	(*StatusReply)(nil),     // 29: scanplane.v1.StatusReply
+	(*TableStatus)(nil),     // 30: scanplane.v1.TableStatus
+	(*RouteRequest)(nil),    // 31: scanplane.v1.RouteRequest
+	(*RouteReply)(nil),      // 32: scanplane.v1.RouteReply
+	(*ReloadProfiles)(nil),  // 33: scanplane.v1.ReloadProfiles
+	(*ReloadReply)(nil),     // 34: scanplane.v1.ReloadReply
+	(*Probe)(nil),           // 35: scanplane.v1.Probe
+	(*ProbeReply)(nil),      // 36: scanplane.v1.ProbeReply
+	nil,                     // 37: scanplane.v1.ScanRequest.HintsEntry
+	nil,                     // 38: scanplane.v1.RouteRequest.HintsEntry
 }
 var file_scanplane_proto_depIdxs = []int32{
 	4,  // 0: scanplane.v1.TabletMeta.ref:type_name -> scanplane.v1.TabletRef
@@ -3867,7 +4020,7 @@ var file_scanplane_proto_depIdxs = []int32{
 	2,  // 4: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
 	4,  // 5: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
 	3,  // 6: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
-	36, // 7: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	37, // 7: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
 	2,  // 8: scanplane.v1.ScanRouted.tablet_actor:type_name -> scanplane.v1.Pid
 	0,  // 9: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
 	15, // 10: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
@@ -3879,23 +4032,27 @@ var file_scanplane_proto_depIdxs = []int32{
 	3,  // 16: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
 	10, // 17: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
 	2,  // 18: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
-	21, // 19: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
-	0,  // 20: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	4,  // 21: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 22: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	27, // 23: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	9,  // 24: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	29, // 25: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	28, // 26: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
-	37, // 27: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 28: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 29: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 30: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	22, // 19: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
+	20, // 20: scanplane.v1.RowBatch.proofs:type_name -> scanplane.v1.BlockProof
+	10, // 21: scanplane.v1.BlockProof.before:type_name -> scanplane.v1.Row
+	10, // 22: scanplane.v1.BlockProof.after:type_name -> scanplane.v1.Row
+	0,  // 23: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
+	20, // 24: scanplane.v1.ScanFinished.proofs:type_name -> scanplane.v1.BlockProof
+	4,  // 25: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 26: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	28, // 27: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	9,  // 28: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	30, // 29: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	29, // 30: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
+	38, // 31: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 32: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 33: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 34: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
@@ -3909,7 +4066,7 @@ func file_scanplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_proto_rawDesc), len(file_scanplane_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

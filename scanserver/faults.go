@@ -25,6 +25,36 @@ type FaultConfig struct {
 	SlowFactor float64
 	// SlowFloor: minimum base read time for SlowFactor (default 500µs).
 	SlowFloor time.Duration
+	// Lie makes the server answer its scans falsely, one lie per scan in
+	// turn (ParseLie): a lying scan server, for attack tests. The block
+	// proofs it sends stay the honest ones.
+	Lie []Lie
+}
+
+// Lie is one way a lying scan server answers a scan.
+type Lie string
+
+// The lies of FaultConfig.Lie.
+const (
+	LieForge   Lie = "forge"   // the first row of each batch gets the value "EVIL"
+	LieDrop    Lie = "drop"    // the second row of each batch is left out
+	LieAdd     Lie = "add"     // a made-up row follows the first row of each batch
+	LieEmpty   Lie = "empty"   // the scan succeeds with no row and no proof
+	LieCorrupt Lie = "corrupt" // the scan fails with CORRUPT_BLOCK
+)
+
+// ParseLie parses a comma-separated list of lies, e.g. "forge,empty".
+func ParseLie(s string) ([]Lie, error) {
+	var out []Lie
+	for _, m := range strings.Split(s, ",") {
+		switch l := Lie(strings.TrimSpace(m)); l {
+		case LieForge, LieDrop, LieAdd, LieEmpty, LieCorrupt:
+			out = append(out, l)
+		default:
+			return nil, fmt.Errorf("fault lie %q: want a comma-separated list of forge, drop, add, empty, corrupt", m)
+		}
+	}
+	return out, nil
 }
 
 // Validate checks the fault config.

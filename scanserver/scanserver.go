@@ -1,6 +1,7 @@
 package scanserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -196,6 +197,7 @@ type ScanServerActor struct {
 	running  map[ScanKey]*scanJob
 	timer    *time.Timer
 	counters *ServerCounters
+	lies     atomic.Uint64 // scans answered under FaultConfig.Lie
 	onBusy   func(*messages.LoadSignal)
 	log      *slog.Logger
 	// life ends when the host agent closes: it interrupts fault pauses.
@@ -585,11 +587,29 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		window = w
 	}
 	rng := tablets.Range{Start: req.GetRange().GetStart(), End: req.GetRange().GetEnd()}
+	var lie Lie
+	if n := len(s.cfg.Fault.Lie); n > 0 {
+		lie = s.cfg.Fault.Lie[s.lies.Add(1)%uint64(n)]
+		switch lie {
+		case LieEmpty:
+			return false, nil
+		case LieCorrupt:
+			return false, fmt.Errorf("%w: fault injection (lie)", tablets.ErrCorrupt)
+		}
+	}
 	var after []byte
 	if len(req.ResumeAfter) > 0 {
 		after = req.ResumeAfter
 	}
 	it := tablets.NewTabletReader(req.Files, s.fetcher).Scan(job.ctx, rng, after)
+	// The block proofs that let the client check the rows against the
+	// table's block roots go out with the batches (RowBatch.proofs).
+	prover := tablets.NewProver(job.ctx, req.Files, s.fetcher, rng, after)
+	if rng.Validate() == nil {
+		if err := prover.Start(); err != nil {
+			return false, err
+		}
+	}
 	defer func() {
 		if !final {
 			st := it.Stats()
@@ -603,7 +623,8 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	// batch in the steady state.
 	var packed []byte
 	nrows, lastKeyAt, lastKeyLen, sizeHint := 0, 0, 0, 0
-	kv := 0 // key and value bytes in the batch (the Bytes counter)
+	kv := 0   // key and value bytes in the batch (the Bytes counter)
+	lied := 0 // rows the batch has beyond the honest ones (FaultConfig.Lie)
 	// dig covers the rows sent, folded in per batch as it goes out.
 	var dig tablets.RowDigest
 	// flush sends the batch in hand; last: the scan ends with it (the
@@ -620,12 +641,20 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if seq == 1 && !job.stream.CompareAndSwap(jobFresh, jobStreaming) {
 			return context.Canceled // cancelled unless streaming, just now
 		}
+		if err := prover.Rows(nrows - lied); err != nil {
+			return err
+		}
+		if last {
+			if err := prover.Finish(req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit); err != nil {
+				return err
+			}
+		}
 		dig.AddPacked(packed, nrows) // one hash call per batch, equal to Add per row
 		sum := dig.Sum()
 		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
 		fin.LastKey = packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
 		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, PackedRows: packed, Server: s.id,
-			ServerPid: self, RowCount: dig.Rows(), Checksum: sum}
+			ServerPid: self, RowCount: dig.Rows(), Checksum: sum, Proofs: prover.Take()}
 		if last {
 			st := it.Stats()
 			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
@@ -647,11 +676,22 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 				QueueLen: uint32(s.counters.QueueLen.Load())})
 		}
 		sizeHint = len(packed)
-		packed, nrows, kv = nil, 0, 0
+		packed, nrows, kv, lied = nil, 0, 0, 0
 		return nil
 	}
 	for it.Next() {
 		e := it.Entry()
+		switch {
+		case lie == LieForge && nrows == 0:
+			e.Value = []byte("EVIL")
+		case lie == LieDrop && nrows == 1 && lied == 0:
+			lied--
+			continue
+		case lie == LieAdd && nrows == 1 && lied == 0:
+			packed = tablets.AppendPackedRow(packed, append(bytes.Clone(packed[lastKeyAt:lastKeyAt+lastKeyLen]), 0), []byte("EVIL"))
+			nrows++
+			lied++
+		}
 		need := tablets.PackedRowSize(len(e.Key), len(e.Value))
 		if packed == nil {
 			packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
@@ -676,7 +716,16 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		err := flush(true)
 		return final, err
 	}
-	return false, job.ctx.Err()
+	if err := job.ctx.Err(); err != nil {
+		return false, err
+	}
+	// The scan ended after its last batch (or sent none): the proofs of
+	// its end go in the ScanFinished.
+	if err := prover.Finish(req.Limit > 0 && dig.Rows() >= req.Limit); err != nil {
+		return false, err
+	}
+	fin.Proofs = prover.Take()
+	return false, nil
 }
 
 // waitWindow blocks until batch seq may be sent: at most window batches

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -27,16 +28,19 @@ type Block struct {
 	crc      uint32 // CRC of body, as in the trailer and the handle
 	first    []byte
 	last     []byte
+	// chunks: the row digest tree's nodes over each RestartInterval rows,
+	// computed by the first proof that needs them (merkle.go).
+	chunks atomic.Pointer[[]Digest]
 }
 
 // blockOverhead approximates a Block's memory besides its data and seek
 // points, for the cache's byte cost.
 const blockOverhead = int64(unsafe.Sizeof(Block{}))
 
-// Cost is the memory the Block holds in bytes (its data included): the
-// cost the host cache charges for it.
+// Cost is the memory the Block holds in bytes (its data and its digest
+// chunks included): the cost the host cache charges for it.
 func (b *Block) Cost() int64 {
-	return int64(len(b.body)+trailerLen) + 4*int64(cap(b.restarts)) + blockOverhead
+	return int64(len(b.body)+trailerLen) + (4+DigestSize)*int64(cap(b.restarts)) + blockOverhead
 }
 
 // Entries is the number of entries of the block.

@@ -121,11 +121,14 @@ type EncodedFile struct {
 	Index   []byte   // stored under IndexKey(ID)
 	Entries uint64
 	Bytes   uint64 // encoded bytes of blocks and index
+	// Roots: the block roots of the row digest tree (merkle.go),
+	// DigestSize bytes per block, as FileRef.block_roots.
+	Roots []byte
 }
 
 // Ref is the metadata reference to f.
 func (f *EncodedFile) Ref() *messages.FileRef {
-	return &messages.FileRef{Id: f.ID, Blocks: uint32(len(f.Blocks)), Entries: f.Entries, Bytes: f.Bytes}
+	return &messages.FileRef{Id: f.ID, Blocks: uint32(len(f.Blocks)), Entries: f.Entries, Bytes: f.Bytes, BlockRoots: f.Roots}
 }
 
 // FileWriter encodes a tablet file from entries added in strictly
@@ -148,6 +151,10 @@ type FileWriter struct {
 	entries    uint64
 	bytes      uint64
 	done       bool
+
+	mh     MerkleHasher
+	leaves []Digest // leaf hashes of the rows in buf
+	roots  []byte   // block roots of the flushed blocks
 }
 
 // NewFileWriter returns a writer for file fileID with the given target
@@ -207,6 +214,7 @@ func (w *FileWriter) Add(key, value []byte) error {
 	}
 	w.last = w.buf[off : off+len(key) : off+len(key)]
 	w.lastOff = off
+	w.leaves = append(w.leaves, w.mh.Leaf(key, value))
 	w.n++
 	w.entries++
 	return nil
@@ -230,6 +238,9 @@ func (w *FileWriter) flush() {
 	w.last = h.LastKey
 	w.indexBytes += handleLen(h)
 	w.blocks = append(w.blocks, block)
+	root := w.mh.Root(w.leaves)
+	w.roots = append(w.roots, root[:]...)
+	w.leaves = w.leaves[:0]
 	w.bytes += uint64(len(block))
 	w.buf, w.n = nil, 0
 }
@@ -256,6 +267,7 @@ func (w *FileWriter) Finish() (*EncodedFile, error) {
 		Index:   index,
 		Entries: w.entries,
 		Bytes:   w.bytes + uint64(len(index)),
+		Roots:   w.roots,
 	}
 	return f, nil
 }

@@ -69,9 +69,9 @@ func defaultHost() string {
 
 // options are the flags that are not HostAgentConfig fields.
 type options struct {
-	natsURL, listen, advertise, cacheSize, pause, slow, blocksDir, readyFile string
-	logLevel, logFormat, httpAddr, secrets, httpTokenFile                    string
-	dieWithParent, insecure, showVersion                                     bool
+	natsURL, listen, advertise, cacheSize, pause, slow, lie, blocksDir, readyFile string
+	logLevel, logFormat, httpAddr, secrets, httpTokenFile                         string
+	dieWithParent, insecure, showVersion                                          bool
 }
 
 // newFlagSet defines the scanserver's flags on cfg and o.
@@ -92,6 +92,7 @@ func newFlagSet(cfg *scanserver.HostAgentConfig, o *options) *flag.FlagSet {
 	fs.StringVar(&o.blocksDir, "blocks-dir", "", "read blocks from this shared `DIR` instead of JetStream")
 	fs.StringVar(&o.pause, "fault-pause", "", "FAULT INJECTION: stop serving for DUR every EVERY (`DUR/EVERY`, e.g. 150ms/1s)")
 	fs.StringVar(&o.slow, "fault-slow", "", "FAULT INJECTION: every block read takes `FACTOR`× longer, e.g. 10")
+	fs.StringVar(&o.lie, "fault-lie", "", "FAULT INJECTION: answer scans falsely, one of `LIES` per scan in turn (forge,drop,add,empty,corrupt)")
 	fs.IntVar(&cfg.FaultServer, "fault-server", -1, "FAULT INJECTION: only this server index gets the faults (-1 = all)")
 	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON `FILE` with the addresses once ready")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
@@ -156,6 +157,11 @@ func run(args []string) int {
 	if o.slow != "" {
 		if cfg.Server.Fault.SlowFactor, err = scanserver.ParseSlow(o.slow); err != nil {
 			return bad(fmt.Errorf("--fault-slow: %w", err))
+		}
+	}
+	if o.lie != "" {
+		if cfg.Server.Fault.Lie, err = scanserver.ParseLie(o.lie); err != nil {
+			return bad(fmt.Errorf("--fault-lie: %w", err))
 		}
 	}
 	if err := cfg.Validate(); err != nil {

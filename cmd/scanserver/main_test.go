@@ -14,6 +14,7 @@ func TestBadFlags(t *testing.T) {
 		{"--fault-pause", "1s/500ms"},
 		{"--fault-slow", "0.5"},
 		{"--fault-server", "5"},
+		{"--fault-lie", "forge,truth"},
 		{"--heartbeat", "1ms"},
 		{"--listen", "nope"},
 		{"--listen", "0.0.0.0:0"}, // not loopback, no --insecure

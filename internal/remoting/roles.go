@@ -193,6 +193,7 @@ var rules = map[string]Rule{
 	"scanplane.v1.KeyRange":        {},
 	"scanplane.v1.TabletRef":       {},
 	"scanplane.v1.FileRef":         {},
+	"scanplane.v1.BlockProof":      {},
 	"scanplane.v1.TabletMeta":      {},
 	"scanplane.v1.TableMeta":       {},
 	"scanplane.v1.ClusterInfo":     {},

@@ -1,0 +1,300 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// memFetcher serves blocks and indexes from memory.
+type memFetcher map[string][]byte
+
+func (m memFetcher) FetchBlock(_ context.Context, key string) ([]byte, bool, error) {
+	if d, ok := m[key]; ok {
+		return d, false, nil
+	}
+	return nil, false, fmt.Errorf("%w: %s", tablets.ErrNotFound, key)
+}
+
+// verifyTablet is a tablet of rows k0000.. in files of 40 rows each
+// (disjoint, ascending, as ingest writes them), blocks of about 100 bytes.
+func verifyTablet(t *testing.T, rows int) ([]*messages.FileRef, memFetcher, []tablets.Entry) {
+	t.Helper()
+	f := memFetcher{}
+	var refs []*messages.FileRef
+	var truth []tablets.Entry
+	for lo := 0; lo < rows; lo += 40 {
+		w := tablets.NewFileWriter(fmt.Sprintf("f%d", lo), 100)
+		for i := lo; i < min(lo+40, rows); i++ {
+			e := tablets.Entry{Key: fmt.Appendf(nil, "k%04d", 2*i), Value: fmt.Appendf(nil, "v%d", i)}
+			truth = append(truth, e)
+			if err := w.Add(e.Key, e.Value); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ef, err := w.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range ef.Blocks {
+			f[tablets.BlockKey(ef.ID, i)] = b
+		}
+		f[tablets.IndexKey(ef.ID)] = ef.Index
+		refs = append(refs, ef.Ref())
+	}
+	return refs, f, truth
+}
+
+// serve runs a scan as a scan server does: the reader's rows in batches
+// of batch rows, with the prover's proofs; the last batch carries the
+// end's proofs, or, when the rows ended with a full batch, a separate
+// ScanFinished (returned as the final element with no rows).
+type served struct {
+	rows   []tablets.Entry
+	proofs []*messages.BlockProof
+}
+
+func serve(t *testing.T, files []*messages.FileRef, f memFetcher, rng tablets.Range, after []byte, limit uint64, batch int) []served {
+	t.Helper()
+	ctx := context.Background()
+	it := tablets.NewTabletReader(files, f).Scan(ctx, rng, after)
+	p := tablets.NewProver(ctx, files, f, rng, after)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out []served
+	var cur []tablets.Entry
+	var sent uint64
+	flush := func(last bool) {
+		if err := p.Rows(len(cur)); err != nil {
+			t.Fatal(err)
+		}
+		sent += uint64(len(cur))
+		if last {
+			if err := p.Finish(limit > 0 && sent >= limit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, served{rows: cur, proofs: p.Take()})
+		cur = nil
+	}
+	for it.Next() {
+		e := it.Entry()
+		cur = append(cur, tablets.Entry{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
+		if limit > 0 && sent+uint64(len(cur)) >= limit {
+			break
+		}
+		if len(cur) == batch {
+			flush(false)
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(cur) > 0 {
+		flush(true)
+	} else {
+		if err := p.Finish(limit > 0 && sent >= limit); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, served{proofs: p.Take()})
+	}
+	return out
+}
+
+// check feeds what a server sent to a verifier and returns the rows it
+// released and the first error.
+func check(roots []tablets.Digest, rng tablets.Range, after []byte, limit uint64, batches []served) ([]tablets.Entry, error) {
+	v := newVerifier(roots, rng, after, limit)
+	var got []tablets.Entry
+	for _, b := range batches {
+		rows, err := v.batch(b.rows, b.proofs)
+		if err != nil {
+			return got, err
+		}
+		got = append(got, rows...)
+	}
+	return got, v.finish()
+}
+
+func want(truth []tablets.Entry, rng tablets.Range, after []byte, limit uint64) []tablets.Entry {
+	var out []tablets.Entry
+	r := rng.After(after)
+	for _, e := range truth {
+		if r.Contains(e.Key) && !r.Empty() && (limit == 0 || uint64(len(out)) < limit) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func equalEntries(a, b []tablets.Entry) bool {
+	return slices.EqualFunc(a, b, func(x, y tablets.Entry) bool {
+		return bytes.Equal(x.Key, y.Key) && bytes.Equal(x.Value, y.Value)
+	})
+}
+
+// TestVerifierHonestScans: every row an honest server sends is released
+// and the stream checks out complete, for ranges that start and end on
+// rows, between rows, at block and file boundaries, outside the tablet,
+// resumed after a key, limited, and in batches that cut blocks anywhere.
+func TestVerifierHonestScans(t *testing.T) {
+	files, f, truth := verifyTablet(t, 100)
+	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 3 || len(roots) < 10 {
+		t.Fatalf("%d files, %d blocks: want several of each", len(files), len(roots))
+	}
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) } // even i: a row; odd: between rows
+	bounds := [][]byte{nil, key(0), key(1), key(39), key(78), key(79), key(80), key(81), key(130), key(198), key(199), key(200), key(400)}
+	n := 0
+	for _, s := range bounds {
+		for _, e := range bounds {
+			rng := tablets.Range{Start: s, End: e}
+			if rng.Validate() != nil {
+				continue
+			}
+			for _, after := range [][]byte{nil, key(20), key(79)} {
+				for _, limit := range []uint64{0, 1, 7} {
+					for _, batch := range []int{1, 3, 50} {
+						got, err := check(roots, rng, after, limit, serve(t, files, f, rng, after, limit, batch))
+						if err != nil || !equalEntries(got, want(truth, rng, after, limit)) {
+							t.Fatalf("%s after %q limit %d batch %d: %d rows, want %d, err %v", rng, after, limit, batch,
+								len(got), len(want(truth, rng, after, limit)), err)
+						}
+						n++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d scans verified", n)
+}
+
+// TestVerifierCatchesLies: rows changed, dropped, added, reordered, an
+// empty answer, a stream cut short or proofs left out are refused; no
+// row past the lie is released.
+func TestVerifierCatchesLies(t *testing.T) {
+	files, f, truth := verifyTablet(t, 100)
+	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := tablets.Range{Start: []byte("k0021"), End: []byte("k0151")}
+	honest := func() []served { return serve(t, files, f, rng, nil, 0, 4) }
+	for name, lie := range map[string]func([]served) []served{
+		"forged value": func(bs []served) []served {
+			bs[3].rows[1].Value = []byte("EVIL")
+			return bs
+		},
+		"dropped row": func(bs []served) []served {
+			bs[2].rows = slices.Delete(bs[2].rows, 0, 1)
+			return bs
+		},
+		"added row": func(bs []served) []served {
+			bs[2].rows = slices.Insert(bs[2].rows, 1, tablets.Entry{Key: append(bytes.Clone(bs[2].rows[0].Key), 'x'), Value: []byte("v")})
+			return bs
+		},
+		"swapped rows": func(bs []served) []served {
+			bs[1].rows[0], bs[1].rows[1] = bs[1].rows[1], bs[1].rows[0]
+			return bs
+		},
+		"empty answer": func([]served) []served { return []served{{}} },
+		"cut short": func(bs []served) []served {
+			return bs[:len(bs)/2]
+		},
+		"no proofs": func(bs []served) []served {
+			for i := range bs {
+				bs[i].proofs = nil
+			}
+			return bs
+		},
+		"first proof dropped": func(bs []served) []served {
+			for i := range bs {
+				if len(bs[i].proofs) > 0 {
+					bs[i].proofs = bs[i].proofs[1:]
+					break
+				}
+			}
+			return bs
+		},
+		"rows of a later range": func([]served) []served {
+			return serve(t, files, f, tablets.Range{Start: []byte("k0031"), End: rng.End}, nil, 0, 4)
+		},
+		"rows of an earlier range": func([]served) []served {
+			return serve(t, files, f, tablets.Range{Start: []byte("k0011"), End: rng.End}, nil, 0, 4)
+		},
+		"ends early with a false end row": func(bs []served) []served {
+			return serve(t, files, f, tablets.Range{Start: rng.Start, End: []byte("k0101")}, nil, 0, 4)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			bs := lie(honest())
+			got, err := check(roots, rng, nil, 0, bs)
+			if err == nil {
+				t.Fatalf("lie accepted: %d rows released", len(got))
+			}
+			// What was released is a true prefix of the answer.
+			if w := want(truth, rng, nil, 0); len(got) > len(w) || !equalEntries(got, w[:len(got)]) {
+				t.Fatalf("released rows that are not the range's first %d", len(got))
+			}
+
+		})
+	}
+}
+
+// TestUnverifiedTable: a table whose files have no block roots cannot be
+// verified.
+func TestUnverifiedTable(t *testing.T) {
+	_, err := tabletRoots("t", 3, &messages.TabletMeta{Files: []*messages.FileRef{{Id: "f", Blocks: 2}}})
+	if !errors.Is(err, ErrUnverified) {
+		t.Fatalf("%v", err)
+	}
+}
+
+// BenchmarkVerifyWholeBlocks: the client's cost of checking rows of
+// whole blocks (64 KiB blocks of 100-byte rows), per row.
+func BenchmarkVerifyWholeBlocks(b *testing.B) {
+	w := tablets.NewFileWriter("f", tablets.DefaultBlockSize)
+	var rows []tablets.Entry
+	for i := 0; i < 20000; i++ {
+		e := tablets.Entry{Key: fmt.Appendf(nil, "row%09d", i), Value: bytes.Repeat([]byte("v"), 88)}
+		rows = append(rows, e)
+		if err := w.Add(e.Key, e.Value); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f, err := w.Finish()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ref := f.Ref()
+	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: []*messages.FileRef{ref}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ix, _ := tablets.DecodeIndex(f.Index)
+	var proofs []*messages.BlockProof
+	for i, h := range ix.Blocks {
+		proofs = append(proofs, &messages.BlockProof{Block: uint32(i), Leaves: h.Entries, Rows: h.Entries})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		v := newVerifier(roots, tablets.Range{}, nil, 0)
+		if _, err := v.batch(rows, proofs); err != nil {
+			b.Fatal(err)
+		}
+		if err := v.finish(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+}

@@ -1,0 +1,270 @@
+package tablets
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// Prover builds the block proofs (messages.BlockProof) of one scan of a
+// tablet, for the rows a TabletReader scan of the same files and range
+// yields, in order. It relies on what Ingest writes: a tablet's files
+// hold disjoint key ranges, ascending in file order, so the scan's rows
+// are consecutive rows of the blocks numbered across the files.
+//
+// Usage: Start, then Rows(n) after each n rows sent, Finish at a
+// successful end; Take returns the proofs completed since the last Take.
+// A proof for a block the scan read whole needs no hashing; a block cut
+// by the scan's bounds is read again (through the fetcher's cache) to
+// compute its siblings. A Prover belongs to one goroutine.
+type Prover struct {
+	ctx   context.Context
+	r     *TabletReader
+	rng   Range
+	m     MerkleHasher
+	ixs   []*FileIndex // loaded on demand
+	base  []int        // number of the first block of each file
+	empty bool         // nothing to prove: the range holds no key, or the files have no block roots
+
+	// The position of the next row of the stream: file f, its block b,
+	// row l of that block; f == len(files) at the end of the tablet.
+	f, b, l int
+	seg     *messages.BlockProof // the proof of the block at (f, b), open
+	out     []*messages.BlockProof
+}
+
+// NewProver returns a Prover for a scan of files (as NewTabletReader's)
+// over rng, resumed after the key after (nil: none). It does no IO. When
+// a file has no block roots (ingested without digests) it proves
+// nothing.
+func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, rng Range, after []byte) *Prover {
+	p := &Prover{ctx: ctx, r: NewTabletReader(files, f), rng: rng.After(after), ixs: make([]*FileIndex, len(files))}
+	p.base = make([]int, len(files))
+	for i := 1; i < len(files); i++ {
+		p.base[i] = p.base[i-1] + int(files[i-1].GetBlocks())
+	}
+	p.empty = p.rng.Empty()
+	for _, f := range files {
+		// Files ingested without digests: no client can check a proof.
+		if f.GetBlocks() == 0 || len(f.GetBlockRoots()) != int(f.GetBlocks())*DigestSize {
+			p.empty = true
+		}
+	}
+	return p
+}
+
+// Start finds the scan's first row and proves what precedes it: the row
+// just below the lower bound (in the same block, or the last row of the
+// block before), unless the scan starts at the tablet's first row.
+func (p *Prover) Start() error {
+	if p.empty {
+		return nil
+	}
+	p.f = len(p.r.files)
+	for i := range p.r.files {
+		ix, err := p.index(i)
+		if err != nil {
+			return err
+		}
+		b := ix.Seek(p.rng.Start)
+		if b >= len(ix.Blocks) {
+			continue
+		}
+		l := 0
+		if len(p.rng.Start) > 0 {
+			blk, err := p.block(i, b)
+			if err != nil {
+				return err
+			}
+			l = blk.index(blk.seek(p.rng.Start))
+		}
+		p.f, p.b, p.l = i, b, l
+		break
+	}
+	// The row before the first: in this block, or the last of the block
+	// before (in this file or an earlier one).
+	pf, pb, pl := p.f, p.b, p.l-1
+	if p.f == len(p.r.files) || p.l == 0 {
+		pf, pb = p.prevBlock(p.f, p.b)
+		if pf < 0 {
+			return nil // the scan starts at the tablet's first row
+		}
+		ix, err := p.index(pf)
+		if err != nil {
+			return err
+		}
+		pl = int(ix.Blocks[pb].Entries) - 1
+	}
+	blk, err := p.block(pf, pb)
+	if err != nil {
+		return err
+	}
+	e := blk.EntryAt(pl)
+	proof := &messages.BlockProof{Block: uint32(p.base[pf] + pb), Leaves: blk.entries, First: uint32(pl),
+		Before: &messages.Row{Key: e.Key, Value: e.Value}}
+	if pf == p.f && pb == p.b {
+		p.seg = proof
+		return nil
+	}
+	return p.close(proof, pf, pb)
+}
+
+// prevBlock is the block before block b of file f (f may be
+// len(files): the end); -1 when there is none.
+func (p *Prover) prevBlock(f, b int) (int, int) {
+	if f < len(p.r.files) && b > 0 {
+		return f, b - 1
+	}
+	for f--; f >= 0; f-- {
+		if n := int(p.r.files[f].GetBlocks()); n > 0 {
+			return f, n - 1
+		}
+	}
+	return -1, 0
+}
+
+// Rows records that the next n rows of the stream were sent; the proofs
+// of the blocks they complete become ready for Take.
+func (p *Prover) Rows(n int) error {
+	for n > 0 && !p.empty {
+		if p.f >= len(p.r.files) {
+			return fmt.Errorf("%w: the scan sent rows past the end of the tablet's files", ErrCorrupt)
+		}
+		ix, err := p.index(p.f)
+		if err != nil {
+			return err
+		}
+		leaves := int(ix.Blocks[p.b].Entries)
+		if p.seg == nil {
+			p.seg = &messages.BlockProof{Block: uint32(p.base[p.f] + p.b), Leaves: uint32(leaves), First: uint32(p.l)}
+		}
+		take := min(n, leaves-p.l)
+		p.seg.Rows += uint32(take)
+		p.l += take
+		n -= take
+		if p.l == leaves {
+			seg := p.seg
+			p.seg = nil
+			if err := p.close(seg, p.f, p.b); err != nil {
+				return err
+			}
+			p.next()
+		}
+	}
+	return nil
+}
+
+// next moves the position to the first row of the next block.
+func (p *Prover) next() {
+	p.b, p.l = p.b+1, 0
+	for p.f < len(p.r.files) && p.b >= int(p.r.files[p.f].GetBlocks()) {
+		p.f, p.b = p.f+1, 0
+	}
+}
+
+// Finish ends a successful scan: limited says it stopped at its row
+// limit; otherwise it stopped at the end of its range, and the row there
+// (the first at or past the range's end) closes the proof, unless the
+// tablet ended.
+func (p *Prover) Finish(limited bool) error {
+	if p.empty {
+		return nil
+	}
+	if !limited && p.f < len(p.r.files) {
+		blk, err := p.block(p.f, p.b)
+		if err != nil {
+			return err
+		}
+		if p.seg == nil {
+			p.seg = &messages.BlockProof{Block: uint32(p.base[p.f] + p.b), Leaves: blk.entries, First: uint32(p.l)}
+		}
+		e := blk.EntryAt(p.l)
+		p.seg.After = &messages.Row{Key: e.Key, Value: e.Value}
+	}
+	if p.seg == nil {
+		return nil
+	}
+	seg := p.seg
+	p.seg = nil
+	return p.close(seg, p.f, p.b)
+}
+
+// close completes proof (of block b of file f) with its siblings, unless
+// it covers the whole block, and queues it.
+func (p *Prover) close(proof *messages.BlockProof, f, b int) error {
+	n := 0
+	if proof.Before != nil {
+		n++
+	}
+	if proof.After != nil {
+		n++
+	}
+	lo, hi := int(proof.First), int(proof.First)+n+int(proof.Rows)
+	if lo > 0 || hi < int(proof.Leaves) {
+		blk, err := p.block(f, b)
+		if err != nil {
+			return err
+		}
+		proof.Siblings = blk.RangeProof(&p.m, lo, hi)
+	}
+	p.out = append(p.out, proof)
+	return nil
+}
+
+// Take returns the proofs completed since the last call.
+func (p *Prover) Take() []*messages.BlockProof {
+	out := p.out
+	p.out = nil
+	return out
+}
+
+// index returns file i's index.
+func (p *Prover) index(i int) (*FileIndex, error) {
+	if ix := p.ixs[i]; ix != nil {
+		return ix, nil
+	}
+	ix, err := p.r.readIndex(p.ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	p.ixs[i] = ix
+	return ix, nil
+}
+
+// block returns block b of file i.
+func (p *Prover) block(i, b int) (*Block, error) {
+	ix, err := p.index(i)
+	if err != nil {
+		return nil, err
+	}
+	return p.r.readBlock(p.ctx, i, ix, b)
+}
+
+// readIndex fetches and checks the index of file i, as a scan does.
+func (r *TabletReader) readIndex(ctx context.Context, i int) (*FileIndex, error) {
+	s := &source{it: &Iterator{ctx: ctx, f: r.f}, ref: r.files[i]}
+	key := IndexKey(s.ref.GetId())
+	v, err := s.fetch(key, true, decodeIndex)
+	if err != nil {
+		return nil, err
+	}
+	ix := v.(*FileIndex)
+	if err := checkIndex(ix, s.ref); err != nil {
+		return nil, fmt.Errorf("tablets: index %s: %w", key, err)
+	}
+	return ix, nil
+}
+
+// readBlock fetches and checks block b of file i, as a scan does.
+func (r *TabletReader) readBlock(ctx context.Context, i int, ix *FileIndex, b int) (*Block, error) {
+	s := &source{it: &Iterator{ctx: ctx, f: r.f}, ref: r.files[i], ix: ix, block: b - 1}
+	// nextBlock stops at a block past the range's end: the range is open.
+	if !s.nextBlock() {
+		if s.it.err != nil {
+			return nil, s.it.err
+		}
+		return nil, fmt.Errorf("%w: file %s has no block %d", ErrCorrupt, r.files[i].GetId(), b)
+	}
+	return s.blk, nil
+}
