@@ -23,7 +23,7 @@ import (
 // iterator behind Client.Scan) is a thin shell around it; the protocol
 // simulation harness drives it directly.
 //
-// The rules it implements (README, "When something dies"):
+// The rules it implements (docs/protocol.md):
 //
 //   - One request at a time. Start sends a ScanRequest for the tablet's
 //     range to a coordinator; a resume sends another, with a new request
@@ -49,7 +49,9 @@ import (
 //     with the batch, which is then not acknowledged, and the tablet is
 //     done.
 //   - A winner that goes quiet for StallTimeout is resumed elsewhere; a
-//     request that gets no answer at all for IdleTimeout fails.
+//     request that has had no data and heard nothing (no rows, no
+//     ScanProgress) for IdleTimeout is sent again to another coordinator,
+//     avoiding the silent one.
 //   - When the coordinator a request went to is lost before any data
 //     arrived, the request is sent again (new id) to the next coordinator
 //     that is up, or to the same one once it is back; a stream already

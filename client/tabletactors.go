@@ -17,7 +17,7 @@ const maxTabletActors = 1 << 16
 // tabletActorDirectory remembers, per tablet, the PID of the tablet actor
 // that took one of its requests (ScanRouted.tablet_actor), so that the
 // tablet's next ScanRequests and ScanDones skip the coordinator's router
-// (README, "The scan path"). A stale entry costs a detour, never a
+// (docs/protocol.md). A stale entry costs a detour, never a
 // request: the coordinator hands what reaches a stopped tablet actor to
 // its router, which asks the new actor to send its PID. An entry goes
 // when its coordinator is lost, or when a ScanRouted says the tablet is
