@@ -41,6 +41,27 @@ type ScanServerConfig struct {
 	// AckTimeout: a client that acknowledges nothing for this long is
 	// gone; the scan is abandoned. Default 30s.
 	AckTimeout time.Duration
+	// FirstAckTimeout: a client that has acknowledged no batch this long
+	// after the first one went out is gone; the scan is abandoned. A
+	// client acknowledges a batch as it takes it, and it is waiting for
+	// the first batch of a stream it opened, so only a client that never
+	// acknowledges (or one that is gone) reaches it. Default 2s, at most
+	// AckTimeout.
+	FirstAckTimeout time.Duration
+	// MaxQueueWait: the longest a scan waits in the queue for a worker,
+	// whatever its busy timeout (a StartScan's busy timeout of 0, "wait
+	// for ever", or one beyond this waits this long); then it is answered
+	// Busy. It bounds how long a burst of scans that hold their workers
+	// keeps the queue full after it ends. Default 2s.
+	MaxQueueWait time.Duration
+	// SilentStrikes and SilentFor: a client (by its actor-system address)
+	// that acknowledged no batch of SilentStrikes scans in a row here, each
+	// abandoned at FirstAckTimeout, has its StartScans refused
+	// (BAD_REQUEST, which ends the coordinator's flow instead of retrying
+	// it on another server) until SilentFor has passed since the last of
+	// them; any BatchAck from it lifts this at once. Defaults 3 and 10s.
+	SilentStrikes int
+	SilentFor     time.Duration
 	// Fault injection (off by default).
 	Fault FaultConfig
 	// Clock reads the time the server decides with; nil = time.Now. Only
@@ -51,7 +72,8 @@ type ScanServerConfig struct {
 
 // DefaultScanServerConfig returns the defaults documented on each field.
 func DefaultScanServerConfig() ScanServerConfig {
-	return ScanServerConfig{Workers: 4, MaxQueue: 64, BatchRows: 2000, BatchBytes: wire.DefaultBatchBytes, Window: wire.DefaultWindow, AckTimeout: 30 * time.Second}
+	return ScanServerConfig{Workers: 4, MaxQueue: 64, BatchRows: 2000, BatchBytes: wire.DefaultBatchBytes, Window: wire.DefaultWindow, AckTimeout: 30 * time.Second,
+		FirstAckTimeout: 2 * time.Second, MaxQueueWait: 2 * time.Second, SilentStrikes: 3, SilentFor: 10 * time.Second}
 }
 
 // Validate names the first bad field.
@@ -70,7 +92,15 @@ func (c ScanServerConfig) Validate() error {
 	case int64(c.Window)*int64(c.BatchBytes) > wire.MaxInFlightBytes:
 		return fmt.Errorf("scanserver: scan server Window %d × BatchBytes %d must be at most %d MiB", c.Window, c.BatchBytes, wire.MaxInFlightBytes>>20)
 	case c.AckTimeout <= 0:
-		return fmt.Errorf("scanserver: scan server AckTimeout must be > 0")
+		return fmt.Errorf("scanserver: scan server AckTimeout %v must be > 0", c.AckTimeout)
+	case c.FirstAckTimeout <= 0 || c.FirstAckTimeout > c.AckTimeout:
+		return fmt.Errorf("scanserver: scan server FirstAckTimeout %v must be in (0, AckTimeout=%v]", c.FirstAckTimeout, c.AckTimeout)
+	case c.MaxQueueWait <= 0:
+		return fmt.Errorf("scanserver: scan server MaxQueueWait %v must be > 0", c.MaxQueueWait)
+	case c.SilentStrikes < 1:
+		return fmt.Errorf("scanserver: scan server SilentStrikes %d must be >= 1", c.SilentStrikes)
+	case c.SilentFor <= 0:
+		return fmt.Errorf("scanserver: scan server SilentFor %v must be > 0", c.SilentFor)
 	}
 	return c.Fault.Validate()
 }
@@ -99,9 +129,11 @@ type scanJob struct {
 	// deadline: received plus the StartScan's timeout_ms (zero: none).
 	deadline time.Time
 	started  time.Time
-	ctx      context.Context
-	cancel   context.CancelFunc
-	acked    atomic.Uint64
+	// firstSent: when the first RowBatch went out (worker goroutine only).
+	firstSent time.Time
+	ctx       context.Context
+	cancel    context.CancelFunc
+	acked     atomic.Uint64
 	// sent is the seq of the last RowBatch sent; an ack beyond it is
 	// refused (it would wrap waitWindow's arithmetic and stall the stream).
 	sent  atomic.Uint64
@@ -179,7 +211,23 @@ func (j *scanJob) cancelUnlessStreaming() bool {
 	return false
 }
 
-type jobDone struct{ key ScanKey }
+// jobDone: a job ended; silent: abandoned because its client acknowledged
+// no batch within FirstAckTimeout.
+type jobDone struct {
+	key    ScanKey
+	silent bool
+}
+
+// silentClient counts a client's scans in a row abandoned for want of a
+// first ack (ScanServerConfig.SilentStrikes).
+type silentClient struct {
+	strikes int
+	last    time.Time
+}
+
+// maxSilentClients bounds the silent-client table; past it, expired
+// entries are dropped and new clients are not tracked until there is room.
+const maxSilentClients = 4096
 
 type expireTick struct{}
 
@@ -217,6 +265,9 @@ type ScanServerActor struct {
 	parked   chan *scanJob
 	stopped  chan struct{}
 	stopOnce sync.Once
+	// silent: clients whose recent scans here got no first ack, by
+	// actor-system address (ScanServerConfig.SilentStrikes).
+	silent map[string]*silentClient
 }
 
 // staleCheckTimeout bounds a scan server's look-up of the current
@@ -247,7 +298,7 @@ func NewScanServerActor(life context.Context, id, host string, cfg ScanServerCon
 		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
 		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
 		counters: counters, onBusy: onBusy, log: log.With("server", id), life: life,
-		parked: make(chan *scanJob), stopped: make(chan struct{}),
+		parked: make(chan *scanJob), stopped: make(chan struct{}), silent: map[string]*silentClient{},
 	}
 }
 
@@ -295,6 +346,9 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 		s.gate.wait(s.life)
 		s.onProbe(m)
 	case *jobDone:
+		if m.silent {
+			s.strike(m.key)
+		}
 		s.onJobDone(m.key)
 	case *expireTick:
 		s.expire(s.now())
@@ -334,9 +388,22 @@ func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 		return // duplicate delivery
 	}
 	now := s.now()
+	if addr := m.GetClient().GetAddress(); s.isSilent(addr, now) {
+		s.counters.countFinished(messages.ErrorCode_ERROR_CODE_BAD_REQUEST)
+		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id, Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST,
+			ErrorMessage: fmt.Sprintf("scan server %s: client %s acknowledged no batch of its last %d scans here; its scans are refused until %v after the last or until it acknowledges one",
+				s.id, addr, s.silent[addr].strikes, s.cfg.SilentFor)}
+		if p := wire.ToPID(m.GetTabletActor()); p != nil {
+			s.sys.Root.Send(p, fin)
+		}
+		if p := wire.ToPID(m.GetClient()); p != nil {
+			s.sys.Root.Send(p, fin)
+		}
+		return
+	}
 	job := &scanJob{key: key, req: m, client: wire.ToPID(m.Client), tablet: wire.ToPID(m.TabletActor), received: now, ackCh: make(chan struct{}, 1),
 		rif: s.queue.Len() + s.queue.Active(), deadline: wire.Deadline(now, m.GetTimeoutMs(), 0)}
-	switch s.queue.Offer(now, key, time.Duration(m.BusyTimeoutUs)*time.Microsecond) {
+	switch s.queue.Offer(now, key, queueWait(time.Duration(m.BusyTimeoutUs)*time.Microsecond, s.cfg.MaxQueueWait)) {
 	case AdmitStart:
 		s.start(job, now)
 	case AdmitQueued:
@@ -345,6 +412,15 @@ func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 	case AdmitBusy:
 		s.replyBusy(job, now)
 	}
+}
+
+// queueWait is how long a scan with busy timeout bt (<= 0: for ever) may
+// wait in the queue: bt, at most max.
+func queueWait(bt, max time.Duration) time.Duration {
+	if bt <= 0 || bt > max {
+		return max
+	}
+	return bt
 }
 
 func (s *ScanServerActor) start(job *scanJob, now time.Time) {
@@ -488,10 +564,56 @@ func (s *ScanServerActor) onCancel(m *messages.Cancel) {
 	s.armTimer()
 }
 
+// strike counts a scan abandoned for want of a first ack against its
+// client.
+func (s *ScanServerActor) strike(key ScanKey) {
+	job := s.running[key]
+	if job == nil || job.client == nil {
+		return
+	}
+	now, addr := s.now(), job.client.Address
+	c := s.silent[addr]
+	if c == nil {
+		if len(s.silent) >= maxSilentClients {
+			for a, o := range s.silent {
+				if now.Sub(o.last) >= s.cfg.SilentFor {
+					delete(s.silent, a)
+				}
+			}
+			if len(s.silent) >= maxSilentClients {
+				return
+			}
+		}
+		c = &silentClient{}
+		s.silent[addr] = c
+	}
+	c.strikes++
+	c.last = now
+	if c.strikes == s.cfg.SilentStrikes {
+		s.log.Warn("refusing the scans of a client that acknowledges no batch", "client", addr, "scans", c.strikes, "for", s.cfg.SilentFor)
+	}
+}
+
+// isSilent reports whether the client at addr has its scans refused.
+func (s *ScanServerActor) isSilent(addr string, now time.Time) bool {
+	c := s.silent[addr]
+	if c == nil {
+		return false
+	}
+	if now.Sub(c.last) >= s.cfg.SilentFor {
+		delete(s.silent, addr)
+		return false
+	}
+	return c.strikes >= s.cfg.SilentStrikes
+}
+
 func (s *ScanServerActor) onAck(m *messages.BatchAck) {
 	job := s.running[ScanKey{RequestID: m.GetRequestId(), Attempt: m.GetAttempt()}]
 	if job == nil {
 		return
+	}
+	if job.client != nil && len(s.silent) > 0 {
+		delete(s.silent, job.client.Address)
 	}
 	if m.GetSeq() > job.sent.Load() {
 		s.log.Debug("ignoring BatchAck beyond the batches sent", append(scanLogAttrs(job.req), "seq", m.GetSeq(), "sent", job.sent.Load())...)
@@ -565,7 +687,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 	s.counters.countFinished(fin.Error)
 	s.sys.Root.Send(job.client, fin)
 	s.sys.Root.Send(job.tablet, fin)
-	s.sys.Root.Send(s.self, &jobDone{key: job.key})
+	s.sys.Root.Send(s.self, &jobDone{key: job.key, silent: errors.Is(err, errClientGone) && job.acked.Load() == 0})
 }
 
 var errClientGone = errors.New("client stopped acknowledging batches")
@@ -663,6 +785,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		if seq == 1 {
 			job.foldNotice() // the first batch's news implies it
+			job.firstSent = time.Now()
 		}
 		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, b)
@@ -729,7 +852,8 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 }
 
 // waitWindow blocks until batch seq may be sent: at most window batches
-// unacknowledged.
+// unacknowledged. It gives up (errClientGone) after AckTimeout without an
+// ack, or FirstAckTimeout after the first batch went out if none came yet.
 func (s *ScanServerActor) waitWindow(job *scanJob, seq, window uint64) error {
 	var timer *time.Timer
 	defer func() {
@@ -739,7 +863,11 @@ func (s *ScanServerActor) waitWindow(job *scanJob, seq, window uint64) error {
 	}()
 	for seq-1-job.acked.Load() >= window {
 		if timer == nil {
-			timer = time.NewTimer(s.cfg.AckTimeout)
+			wait := s.cfg.AckTimeout
+			if job.acked.Load() == 0 {
+				wait = min(wait, s.cfg.FirstAckTimeout-time.Since(job.firstSent))
+			}
+			timer = time.NewTimer(wait)
 		}
 		select {
 		case <-job.ctx.Done():

@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/wire"
+)
+
+// flooder is a client that asks for scans and never acknowledges a batch:
+// an actor system with a remote of its own whose sink actor is named as
+// the client of every ScanRequest it sends and swallows what arrives.
+type flooder struct {
+	sys     *actor.ActorSystem
+	rem     *remote.Remote
+	sink    *actor.PID
+	batches atomic.Int64 // RowBatches that reached the sink
+}
+
+func newFlooder(t *testing.T) *flooder {
+	t.Helper()
+	f := &flooder{sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return remoting.DiscardLogger() }))}
+	f.rem = remote.NewRemote(f.sys, remote.Configure("127.0.0.1", 0))
+	f.rem.Start()
+	t.Cleanup(func() { f.rem.Shutdown(false) })
+	f.sink = f.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*messages.RowBatch); ok {
+			f.batches.Add(1)
+		}
+	}))
+	return f
+}
+
+// flood sends ScanRequests for the tablets of tm to the router at addr,
+// rate a second, for d.
+func (f *flooder) flood(addr string, tm *messages.TableMeta, rate int, d time.Duration) int {
+	router := actor.NewPID(addr, wire.RouterName)
+	client := wire.FromPID(f.sink)
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	end := time.Now().Add(d)
+	n := 0
+	for time.Now().Before(end) {
+		<-tick.C
+		ref := tm.Tablets[n%len(tm.Tablets)].GetRef()
+		f.sys.Root.Send(router, &messages.ScanRequest{RequestId: fmt.Sprintf("flood-%d", n), Client: client, Tablet: ref,
+			Range: &messages.KeyRange{}, TimeoutMs: 300000})
+		n++
+	}
+	return n
+}
+
+// TestStartScanFloodEndsWithIt: a client that asks for scans at a high
+// rate and never acknowledges a batch holds no scan server's workers or
+// queue beyond a bound, so that scans of an honest client complete again
+// within 5 s of the flood's end. E2E_FLOOD sets the flood's length
+// (default 10s; the hardening goal is stated for 20s).
+func TestStartScanFloodEndsWithIt(t *testing.T) {
+	ctx := context.Background()
+	clustertest.SkipShort(t)
+	floodFor := 10 * time.Second
+	if s := os.Getenv("E2E_FLOOD"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("E2E_FLOOD %q: %v", s, err)
+		}
+		floodFor = d
+	}
+	fx := startWith(t, 2, 2, 100000, 4)
+	tm, err := fx.c.Table(ctx, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.scan(ctx, 0, len(fx.truth)); err != nil {
+		t.Fatalf("scan before the flood: %v", err)
+	}
+
+	fl := newFlooder(t)
+	start := time.Now()
+	floodEnd := make(chan time.Time, 1)
+	go func() {
+		n := fl.flood(fx.cl.CoordinatorAddr(), tm, 200, floodFor)
+		t.Logf("flood: %d ScanRequests in %v", n, floodFor)
+		floodEnd <- time.Now()
+	}()
+
+	// Honest scans of one tablet's rows (beyond a window of batches),
+	// each bounded, back to back, until 20 in a row succeed after the
+	// flood ended.
+	var end time.Time
+	var recovered time.Duration
+	okRun, failed, okDuring := 0, 0, 0
+	limit := time.Now().Add(floodFor + 90*time.Second)
+	for time.Now().Before(limit) {
+		if end.IsZero() {
+			select {
+			case end = <-floodEnd:
+			default:
+			}
+		}
+		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		wrong, ferr := clustertest.CheckScan(sctx, fx.c, table, fx.truth, 1000, 31000, client.ScanOptions{})
+		cancel()
+		if wrong != nil {
+			t.Fatalf("wrong answer: %v", wrong)
+		}
+		now := time.Now()
+		if ferr != nil {
+			okRun = 0
+			if failed++; failed%10 == 1 {
+				t.Logf("%v after the flood's start: %v", time.Since(start).Round(time.Millisecond), ferr)
+			}
+			continue
+		}
+		if end.IsZero() {
+			okDuring++
+			continue
+		}
+		if okRun == 0 {
+			recovered = max(0, now.Sub(end))
+		}
+		if okRun++; okRun == 20 {
+			break
+		}
+	}
+	if end.IsZero() || okRun < 20 {
+		t.Fatalf("scans did not recover within %v of the flood's end (%d failed, %d succeeded during the flood)", 90*time.Second, failed, okDuring)
+	}
+	t.Logf("recovered %v after the flood's end; %d scans failed, %d succeeded during the flood; %d batches reached the flooder",
+		recovered.Round(time.Millisecond), failed, okDuring, fl.batches.Load())
+	if recovered > 5*time.Second {
+		t.Errorf("scans completed again %v after the flood's end, want <= 5s", recovered.Round(time.Millisecond))
+	}
+}
