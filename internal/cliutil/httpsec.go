@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -165,34 +166,54 @@ func (s *HTTPSecurity) Scheme() string {
 }
 
 // ListenHTTP listens on addr (host:port; port 0 = ephemeral) for an HTTP
-// endpoint secured by sec (TLS; nil = plain). Errors name flag.
+// endpoint; ServeListener adds the TLS of sec (nil = plain) and the
+// limits. Errors name flag.
 func ListenHTTP(flag, addr string, sec *HTTPSecurity) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--%s %s: %w", flag, addr, err)
 	}
-	if sec != nil {
-		l = tls.NewListener(l, sec.TLS)
-	}
 	return l, nil
 }
 
-// ServeListener serves handler, wrapped by sec's authentication, on l
-// until the returned close function is called. The server's own errors
-// go to log at warn level (nil = the standard logger): a refused TLS
-// handshake is "http: TLS handshake error from ADDR: REASON", e.g. a
-// certificate of another CA or an expired one.
+// ServeListener is ServeListenerLimits with DefaultHTTPLimits.
 func ServeListener(l net.Listener, handler http.Handler, sec *HTTPSecurity, log *slog.Logger) func() {
-	hs := &http.Server{Handler: sec.Handler(handler), ReadHeaderTimeout: 5 * time.Second}
+	return ServeListenerLimits(l, handler, sec, log, DefaultHTTPLimits)
+}
+
+// ServeListenerLimits serves handler, wrapped by sec's authentication, on
+// l (a listener of ListenHTTP: TLS is added here, over the connection
+// cap) within lim until the returned close function is called. The
+// server's own errors go to log at warn level (nil = the standard
+// logger), at most lim.LogBurst lines per lim.LogEvery and then one line
+// with the number held back: a refused TLS handshake is "http: TLS
+// handshake error from ADDR: REASON" (a certificate of another CA or an
+// expired one), a connection over the cap "http: refused connection from
+// ADDR: N connections open, the most this endpoint takes". lim must be
+// valid (HTTPLimits.Validate).
+func ServeListenerLimits(l net.Listener, handler http.Handler, sec *HTTPSecurity, log *slog.Logger, lim HTTPLimits) func() {
+	emit := func(s string) { stdlog.Print(s) }
 	if log != nil {
-		hs.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+		emit = func(s string) { log.Warn(s) }
 	}
+	th := newLogThrottle(lim.LogBurst, lim.LogEvery, emit, func(n int, every time.Duration) {
+		emit(fmt.Sprintf("http: %d more server errors (failed TLS handshakes, refused connections) in the last %v not logged", n, every))
+	})
+	capped := &capListener{Listener: l, max: int64(lim.MaxConns), onRefuse: func(addr string, open int64) {
+		th.line(fmt.Sprintf("http: refused connection from %s: %d connections open, the most this endpoint takes", addr, open))
+	}}
+	var ln net.Listener = capped
+	if sec != nil {
+		ln = tls.NewListener(capped, sec.TLS)
+	}
+	hs := &http.Server{Handler: sec.Handler(handler), ReadHeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout,
+		ErrorLog: stdlog.New(th, "", 0)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = hs.Serve(l)
+		_ = hs.Serve(ln)
 	}()
-	return func() { _ = hs.Close(); <-done }
+	return func() { _ = hs.Close(); <-done; th.stop() }
 }
 
 // HTTPClient returns an HTTP client for a secured endpoint: it presents
