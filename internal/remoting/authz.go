@@ -85,6 +85,13 @@ const (
 	// ReasonAttempt: a Cancel or BatchAck for an attempt whose client or
 	// tablet actor is not the peer (refused by the scan server).
 	ReasonAttempt
+	// ReasonHandshake: a connection whose TLS handshake failed (no
+	// certificate, another CA, not TLS) or did not end within
+	// RemoteLimits.HandshakeTimeout.
+	ReasonHandshake
+	// ReasonConnLimit: a connection accepted while RemoteLimits.MaxConns
+	// were open (closed at once).
+	ReasonConnLimit
 
 	numReasons
 )
@@ -104,6 +111,8 @@ var reasonNames = [numReasons]string{
 	ReasonHost:      "host not the certificate's",
 	ReasonHeader:    "reserved header",
 	ReasonAttempt:   "not the attempt's peer",
+	ReasonHandshake: "connection: TLS handshake failed",
+	ReasonConnLimit: "connection: too many open",
 }
 
 var reasonLabels = [numReasons]string{
@@ -121,6 +130,8 @@ var reasonLabels = [numReasons]string{
 	ReasonHost:      "host",
 	ReasonHeader:    "header",
 	ReasonAttempt:   "attempt",
+	ReasonHandshake: "handshake",
+	ReasonConnLimit: "conn_limit",
 }
 
 // String is the reason as log lines say it ("remote: refused REASON").

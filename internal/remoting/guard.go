@@ -218,6 +218,13 @@ func (g *Guard) refuse(peer string, r Reason, args ...any) {
 	g.log.Warn("remote: refused "+r.String(), append([]any{"peer", peer, "suppressed", suppressed}, args...)...)
 }
 
+// count counts a refusal without logging it (the caller logs).
+func (g *Guard) count(r Reason) {
+	if g != nil {
+		g.refused[r].Add(1)
+	}
+}
+
 // Refuse counts and logs (rate-limited, as the Guard's own refusals) a
 // message from peer (an actor address) that an actor refused after the
 // Guard let it through, with reason r and args naming the bad value. A

@@ -96,32 +96,25 @@ func validateTLS(t *tls.Config) error {
 }
 
 // remoteTLSOptions are the remote options of mutual TLS with cfg (see
-// SystemConfig.TLS) next to the server options given (remote's
-// WithServerOptions replaces the list, so every server option goes
-// through here): the gRPC server takes cfg's credentials, and every dial
-// does too (replacing remote's default grpc.WithInsecure). Handshakes
-// that fail are logged on log, on the accepting side as "remote: TLS
-// handshake refused" with the peer's address and the reason (unknown
-// CA, expired certificate, no certificate, not TLS at all).
-func remoteTLSOptions(cfg *tls.Config, log *slog.Logger, guard *Guard, server ...grpc.ServerOption) []remote.ConfigOption {
+// SystemConfig.TLS) and the server's limits lim, next to the server
+// options given (remote's WithServerOptions replaces the list, so every
+// server option goes through here): the gRPC server takes cfg's
+// credentials, and every dial does too (replacing remote's default
+// grpc.WithInsecure). A handshake that fails is logged on log: on the
+// accepting side as "remote: TLS handshake refused" with the peer's
+// address and the reason (unknown CA, expired certificate, no
+// certificate, not TLS at all), rate-limited (TransportOptionsLimits).
+func remoteTLSOptions(cfg *tls.Config, log *slog.Logger, guard *Guard, lim RemoteLimits, server ...grpc.ServerOption) []remote.ConfigOption {
 	if cfg == nil {
-		return TransportOptions(nil, guard, server...)
+		return TransportOptionsLimits(nil, guard, lim, server...)
 	}
-	return TransportOptions(loggedCreds{TransportCredentials: credentials.NewTLS(cfg), log: log}, guard, server...)
+	return TransportOptionsLimits(loggedCreds{TransportCredentials: credentials.NewTLS(cfg), log: log}, guard, lim, server...)
 }
 
-// loggedCreds logs the handshakes that fail.
+// loggedCreds logs the handshakes it dials that fail.
 type loggedCreds struct {
 	credentials.TransportCredentials
 	log *slog.Logger
-}
-
-func (c loggedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	out, info, err := c.TransportCredentials.ServerHandshake(conn)
-	if err != nil && c.log != nil {
-		c.log.Warn("remote: TLS handshake refused", "peer", conn.RemoteAddr().String(), "err", err)
-	}
-	return out, info, err
 }
 
 func (c loggedCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -223,7 +216,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	}
 	stops := NewTracker()
 	guard := NewGuard(logger, sys)
-	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, guard, stops.ServerOption())...)
+	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, guard, DefaultRemoteLimits, stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// One connect try (then its 2s back-off) before the endpoint is
 	// reported terminated, instead of protoactor's five: a dead peer is

@@ -1,6 +1,9 @@
 package remoting
 
 import (
+	"log/slog"
+	"sync/atomic"
+
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -31,16 +34,31 @@ const (
 // TransportOptions are the remote options of the gRPC transport: creds
 // on both sides (nil: plaintext, for loopback only), guard in front of
 // the server (required: nothing from the network reaches protoactor
-// without it) and the window and buffer sizes above. server are the other
-// gRPC server options; remote's WithServerOptions and WithDialOptions
-// replace their lists, so every option of either goes through here.
+// without it), DefaultRemoteLimits on the server and the window and
+// buffer sizes above. server are the other gRPC server options; remote's
+// WithServerOptions and WithDialOptions replace their lists, so every
+// option of either goes through here.
 func TransportOptions(creds credentials.TransportCredentials, guard *Guard, server ...grpc.ServerOption) []remote.ConfigOption {
+	return TransportOptionsLimits(creds, guard, DefaultRemoteLimits, server...)
+}
+
+// TransportOptionsLimits is TransportOptions with the server's limits
+// lim (valid: RemoteLimits.Validate). The server closes every
+// connection over lim.MaxConns and every failed handshake, counts them in
+// guard and logs them on guard's logger, at most lim.LogBurst lines per
+// lim.LogEvery and then one with the number held back.
+func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard, lim RemoteLimits, server ...grpc.ServerOption) []remote.ConfigOption {
 	server = append(server, guard.ServerOptions()...)
 	if creds == nil {
 		creds = insecure.NewCredentials()
-	} else {
-		server = append(server, grpc.Creds(creds))
 	}
+	var log *slog.Logger
+	if guard != nil {
+		log = guard.log
+	}
+	server = append(server, grpc.Creds(cappedCreds{TransportCredentials: creds, max: int64(lim.MaxConns), open: new(atomic.Int64), guard: guard,
+		log: &logThrottle{log: log, every: lim.LogEvery, burst: lim.LogBurst}}))
+	server = append(server, lim.serverOptions()...)
 	server = append(server,
 		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
 		grpc.WriteBufferSize(IOBuffer), grpc.ReadBufferSize(IOBuffer))
