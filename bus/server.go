@@ -88,6 +88,13 @@ type ServerConfig struct {
 	// Logger receives the server's log lines (notices at Debug level);
 	// nil = discard.
 	Logger *slog.Logger
+	// RestartFree: after JetStream ran out of disk space, it is restarted
+	// in place once this many bytes are free in StoreDir (outofspace.go).
+	// Default 32 MiB.
+	RestartFree int64
+	// SpaceLogger receives the lines about JetStream running out of disk
+	// space and restarting; nil = Logger.
+	SpaceLogger *slog.Logger
 }
 
 // DefaultServerConfig returns the defaults documented on ServerConfig.
@@ -135,6 +142,8 @@ func (c ServerConfig) Validate() error {
 		return errors.New("bus: ServerConfig.StoreDir is empty")
 	case c.MaxPayload <= 0 || c.MaxPayload > 64<<20:
 		return fmt.Errorf("bus: ServerConfig.MaxPayload %d: want 1..%d bytes", c.MaxPayload, 64<<20)
+	case c.RestartFree < 0:
+		return fmt.Errorf("bus: ServerConfig.RestartFree %d is negative (0 = the default)", c.RestartFree)
 	case c.MaxStore < 0:
 		return fmt.Errorf("bus: ServerConfig.MaxStore %d is negative (0 = the server's default)", c.MaxStore)
 	case c.ReadyTimeout < 0:
@@ -239,6 +248,7 @@ func parseRoute(s string) (*url.URL, error) {
 type EmbeddedServer struct {
 	srv       *server.Server
 	guard     *consumerGuard // nil without ServerConfig.Users
+	space     *spaceWatch
 	closeOnce sync.Once
 }
 
@@ -310,6 +320,14 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	if lg.log == nil {
 		lg.log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.RestartFree == 0 {
+		cfg.RestartFree = defaultRestartFree
+	}
+	spaceLog := cfg.SpaceLogger
+	if spaceLog == nil {
+		spaceLog = lg.log
+	}
+	lg.space = newSpaceWatch(cfg, spaceLog)
 	srv.SetLoggerV2(lg, false, false, false)
 	srv.Start()
 
@@ -343,7 +361,8 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("bus: embedded nats server on %s: JetStream did not start (store dir %q)", hp, cfg.StoreDir)
 	}
-	es := &EmbeddedServer{srv: srv}
+	lg.space.start(srv, opts)
+	es := &EmbeddedServer{srv: srv, space: lg.space}
 	if cfg.TLS != nil && len(cfg.Users) > 0 {
 		if es.guard, err = startConsumerGuard(srv, cfg, lg.log); err != nil {
 			srv.Shutdown()
@@ -454,11 +473,20 @@ func (s *EmbeddedServer) ConsumersDeleted() uint64 {
 // Server exposes the underlying nats-server (monitoring, tests).
 func (s *EmbeddedServer) Server() *server.Server { return s.srv }
 
+// OutOfSpace reports whether JetStream ran out of disk space and has not
+// been restarted since (writes fail meanwhile; see outofspace.go).
+func (s *EmbeddedServer) OutOfSpace() bool { return s.space.out.Load() }
+
+// SpaceRestarts counts the restarts of JetStream after it ran out of
+// disk space.
+func (s *EmbeddedServer) SpaceRestarts() uint64 { return s.space.restarts.Load() }
+
 // Close shuts the server down and waits until it has stopped. Safe to call
 // more than once.
 func (s *EmbeddedServer) Close() {
 	s.closeOnce.Do(func() {
 		s.guard.close()
+		s.space.close()
 		s.srv.Shutdown()
 		s.srv.WaitForShutdown()
 	})
@@ -469,6 +497,7 @@ func (s *EmbeddedServer) Close() {
 type serverLogger struct {
 	log   *slog.Logger
 	fatal chan error
+	space *spaceWatch // nil until the server is created
 }
 
 func (l *serverLogger) Noticef(format string, v ...any) {
@@ -476,11 +505,15 @@ func (l *serverLogger) Noticef(format string, v ...any) {
 }
 
 func (l *serverLogger) Warnf(format string, v ...any) {
-	l.log.Warn(fmt.Sprintf(format, v...), "component", "nats-server")
+	msg := fmt.Sprintf(format, v...)
+	l.log.Warn(msg, "component", "nats-server")
+	l.space.saw(msg)
 }
 
 func (l *serverLogger) Errorf(format string, v ...any) {
-	l.log.Error(fmt.Sprintf(format, v...), "component", "nats-server")
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error(msg, "component", "nats-server")
+	l.space.saw(msg)
 }
 
 func (l *serverLogger) Debugf(format string, v ...any) {

@@ -186,7 +186,9 @@ func run(args []string) int {
 		return 2
 	}
 	natsURL, natsNode := o.natsURL, ""
+	var embedded *bus.EmbeddedServer
 	if sc != nil {
+		sc.SpaceLogger = log
 		if sc.TLS = cc.System.TLS; sc.TLS != nil {
 			// --secrets: TLS on the NATS client and route ports, every
 			// client authenticated by its role certificate and held to
@@ -206,6 +208,7 @@ func run(args []string) int {
 			return 1
 		}
 		defer srv.Close()
+		embedded = srv
 		natsURL, natsNode = srv.ClientURL(), srv.Name()
 		if sc.Clustered() {
 			log.Info("embedded NATS node started; waiting for JetStream quorum", "url", natsURL, "name", srv.Name(), "cluster", srv.ClusterAddr(), "routes", sc.Routes)
@@ -270,6 +273,19 @@ func run(args []string) int {
 			}
 			return nil
 		})...)
+		if embedded != nil {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_nats_store_out_of_space",
+				Help: "1 while the embedded JetStream is out of disk space (writes fail; it restarts by itself once space is freed), else 0."},
+				func() float64 {
+					if embedded.OutOfSpace() {
+						return 1
+					}
+					return 0
+				}),
+				prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "scanplane_nats_store_restarts_total",
+					Help: "Restarts of the embedded JetStream after it ran out of disk space."},
+					func() float64 { return float64(embedded.SpaceRestarts()) }))
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/status", func(w http.ResponseWriter, r *http.Request) {

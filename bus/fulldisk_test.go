@@ -1,0 +1,122 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// smallDisk mounts a tmpfs of size bytes for the test and unmounts it at
+// the end; it skips the test where mounting is not permitted.
+func smallDisk(t *testing.T, size int64) string {
+	t.Helper()
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s): needs root", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// freeBytes is the space left on the file system of dir.
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// fill writes a file into dir until leave bytes are free and returns it.
+func fill(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	p := filepath.Join(dir, "filler")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for freeBytes(t, dir) > leave+int64(len(buf)) {
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// TestFullDiskRecovers: a JetStream server whose disk fills (something
+// else took the space its limit counted on) refuses the writes that do
+// not fit, and once space is freed the store takes writes and reads
+// again, without a restart.
+func TestFullDiskRecovers(t *testing.T) {
+	disk := smallDisk(t, 64<<20)
+	cfg := DefaultServerConfig()
+	cfg.Port, cfg.StoreDir = -1, filepath.Join(disk, "nats")
+	srv, err := StartServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx := context.Background()
+	bc := DefaultConfig()
+	bc.URL, bc.OpTimeout = srv.ClientURL(), 2*time.Second
+	conn, err := Connect(ctx, bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bs, err := conn.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := make([]byte, 64<<10)
+	if err := bs.Put(ctx, "before", block); err != nil {
+		t.Fatal(err)
+	}
+	filler := fill(t, disk, 4<<20)
+	var werr error
+	for i := 0; i < 1000 && werr == nil; i++ {
+		werr = bs.Put(ctx, fmt.Sprintf("b%d", i), block)
+	}
+	t.Logf("write on a full disk: %v", werr)
+	if werr == nil || !(errors.Is(werr, ErrStoreFull) || errors.Is(werr, ErrUnavailable)) {
+		t.Fatalf("write on a full disk: %v, want ErrStoreFull or ErrUnavailable", werr)
+	}
+	if !srv.OutOfSpace() {
+		t.Error("OutOfSpace is false after a write failed on a full disk")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	deadline := freed.Add(30 * time.Second)
+	for {
+		_, gerr := bs.Get(ctx, "before")
+		perr := bs.Put(ctx, "after", block)
+		if gerr == nil && perr == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("store not back 30s after space was freed: get %v, put %v", gerr, perr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("store back %v after space was freed", time.Since(freed).Round(time.Millisecond))
+	if srv.OutOfSpace() || srv.SpaceRestarts() != 1 {
+		t.Errorf("OutOfSpace %v, SpaceRestarts %d after space was freed; want false, 1", srv.OutOfSpace(), srv.SpaceRestarts())
+	}
+}
