@@ -201,3 +201,25 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 	})
 	return err
 }
+
+// TableKeys lists the keys of table's objects: the keys that begin with
+// the table's name and a dot (tablets.TableKeyLister; table is a valid
+// table name, [A-Za-z0-9_-]). Deleted keys are not listed.
+func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
+	octx, cancel := b.conn.opCtx(ctx)
+	defer cancel()
+	lister, err := b.kv.ListKeysFiltered(octx, escapeKey(table, false)+".>")
+	if err != nil {
+		return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		if key, ok := unescapeKey(k); ok {
+			keys = append(keys, key)
+		}
+	}
+	if err := octx.Err(); err != nil {
+		return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+	}
+	return keys, nil
+}

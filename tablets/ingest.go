@@ -146,7 +146,10 @@ func FileID(table string, gen uint64, index int, nonce string, k int) string {
 //     deleting the objects written in step 3;
 //  5. delete the generations KeepGenerations does not keep: metadata
 //     first, then blocks. A failure here returns the published meta
-//     together with an error wrapping ErrCleanup.
+//     together with an error wrapping ErrCleanup;
+//  6. when store is a TableKeyLister and meta a GenerationLister, delete
+//     the table's objects no stored generation names (SweepOrphans: the
+//     leftovers of failed ingests); a failure is an ErrCleanup too.
 //
 // Readers therefore see the old or the new generation, never a mix. When
 // step 3 fails (or ctx ends) the objects written so far are deleted. When
@@ -290,6 +293,13 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 	} else if gen > uint64(cfg.KeepGenerations) {
 		if err := deleteGenerations(ctx, store, meta, table, gen-uint64(cfg.KeepGenerations)); err != nil {
 			return tm, err
+		}
+	}
+
+	// 6. Delete the objects no stored generation names (SweepOrphans).
+	if kl, ok := store.(TableKeyLister); ok && listed {
+		if _, err := SweepOrphans(ctx, kl, meta, gl, table, gen); err != nil {
+			return tm, fmt.Errorf("%w: %w", ErrCleanup, err)
 		}
 	}
 	return tm, nil

@@ -1,0 +1,84 @@
+package tablets
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// TableKeyLister is a BlockStore that lists the keys of one table's
+// objects (bus.BlockStore): every key FileID, BlockKey and IndexKey make
+// for the table, which all begin with the table's name and a dot.
+type TableKeyLister interface {
+	TableKeys(ctx context.Context, table string) ([]string, error)
+}
+
+// keyGeneration returns the file id and generation of an object key of
+// table ("<table>.g<gen>.t<index>.<nonce>[.f<k>].(b<n>|idx)"); ok is false
+// for a key of another shape.
+func keyGeneration(table, key string) (fileID string, gen uint64, ok bool) {
+	rest, found := strings.CutPrefix(key, table+".g")
+	if !found {
+		return "", 0, false
+	}
+	g, _, found := strings.Cut(rest, ".")
+	if !found {
+		return "", 0, false
+	}
+	gen, err := strconv.ParseUint(g, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	dot := strings.LastIndexByte(key, '.')
+	return key[:dot], gen, true
+}
+
+// SweepOrphans deletes the objects of table whose file no stored
+// generation names, of generations up to upTo: what an ingest that failed
+// could not remove (its store was out of space or unreachable, or it was
+// killed), and what a generation's deletion left when it stopped half
+// way. Objects of newer generations (an ingest under way) are left alone;
+// an ingest calls it after it published generation upTo. It returns the
+// number of objects deleted; it stops at the first failed delete.
+func SweepOrphans(ctx context.Context, store TableKeyLister, meta MetaStore, gens GenerationLister, table string, upTo uint64) (int, error) {
+	keys, err := store.TableKeys(ctx, table)
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: listing objects: %w", table, err)
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	stored, err := gens.Generations(ctx, table)
+	if err != nil {
+		return 0, fmt.Errorf("sweep %s: %w", table, err)
+	}
+	named := map[string]bool{}
+	for _, g := range stored {
+		tm, err := meta.Get(ctx, table, g)
+		if err != nil {
+			return 0, fmt.Errorf("sweep %s: generation %d: %w", table, g, err)
+		}
+		for _, tab := range tm.GetTablets() {
+			for _, f := range tab.GetFiles() {
+				named[f.GetId()] = true
+			}
+		}
+	}
+	bs, ok := store.(BlockStore)
+	if !ok {
+		return 0, fmt.Errorf("sweep %s: %T is not a BlockStore", table, store)
+	}
+	n := 0
+	for _, k := range keys {
+		id, g, ok := keyGeneration(table, k)
+		if !ok || g > upTo || named[id] {
+			continue
+		}
+		if err := bs.Delete(ctx, k); err != nil {
+			return n, fmt.Errorf("sweep %s: deleting orphan %s: %w", table, k, err)
+		}
+		n++
+	}
+	return n, nil
+}
