@@ -249,6 +249,7 @@ type EmbeddedServer struct {
 	srv       *server.Server
 	guard     *consumerGuard // nil without ServerConfig.Users
 	space     *spaceWatch
+	quorum    *quorumWatch // nil for a standalone server
 	closeOnce sync.Once
 }
 
@@ -361,7 +362,6 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("bus: embedded nats server on %s: JetStream did not start (store dir %q)", hp, cfg.StoreDir)
 	}
-	lg.space.start(srv, opts)
 	es := &EmbeddedServer{srv: srv, space: lg.space}
 	if cfg.TLS != nil && len(cfg.Users) > 0 {
 		if es.guard, err = startConsumerGuard(srv, cfg, lg.log); err != nil {
@@ -369,6 +369,10 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 			srv.WaitForShutdown()
 			return nil, err
 		}
+	}
+	lg.space.start(srv, opts)
+	if cfg.Clustered() {
+		es.quorum = startQuorumWatch(srv)
 	}
 	return es, nil
 }
@@ -487,6 +491,7 @@ func (s *EmbeddedServer) Close() {
 	s.closeOnce.Do(func() {
 		s.guard.close()
 		s.space.close()
+		s.quorum.close()
 		s.srv.Shutdown()
 		s.srv.WaitForShutdown()
 	})

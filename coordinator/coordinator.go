@@ -78,6 +78,14 @@ type CoordinatorConfig struct {
 	// It is longer than a JetStream leader election (seconds), which
 	// must cost no scan. Default 15s.
 	NoQuorumAfter time.Duration
+	// QuorumLost, when set (the coordinator embeds a node of a NATS
+	// cluster: bus.EmbeddedServer.QuorumLost), tells whether that node
+	// reaches too few nodes of its cluster for a quorum, since when and
+	// why. It decides instead of the lease: new scan requests are
+	// answered NO_COORDINATOR once it has said so for QuorumGrace, and
+	// served again as soon as the nodes are back, while JetStream still
+	// elects its leaders and the lease is not renewed yet.
+	QuorumLost func() (lost bool, since time.Time, why string)
 	// WarnEvery: each kind of warning (dead letters, publish errors, bad
 	// messages, overloaded) is logged at most once per WarnEvery, with the
 	// count of the ones suppressed meanwhile. Default 10s.
@@ -446,6 +454,11 @@ func (c *Coordinator) reforward(to *actor.PID, m *messages.ScanRequest) bool {
 	return true
 }
 
+// QuorumGrace is how long CoordinatorConfig.QuorumLost must say the
+// quorum is lost before requests are refused: a route to a node that
+// reconnects at once costs no scan.
+const QuorumGrace = time.Second
+
 // leaseHolder is a cluster provider that knows how long its lease went
 // unrenewed (LeaseProvider).
 type leaseHolder interface {
@@ -460,6 +473,14 @@ func (c *Coordinator) quorumErr() error {
 	}
 	h, ok := c.sys.Cluster.Config.ClusterProvider.(leaseHolder)
 	if !ok {
+		return nil
+	}
+	if q := c.cfg.QuorumLost; q != nil {
+		lost, since, why := q()
+		if d := time.Since(since); lost && d >= QuorumGrace {
+			return fmt.Errorf("coordinator %s: %s, for %v: NATS has lost its quorum (too few nodes up) or this coordinator is cut off from it",
+				c.Address(), why, d.Round(time.Second))
+		}
 		return nil
 	}
 	if d := h.Unrenewed(); d > c.cfg.NoQuorumAfter {

@@ -209,6 +209,9 @@ func run(args []string) int {
 		}
 		defer srv.Close()
 		embedded = srv
+		if sc.Clustered() {
+			cc.QuorumLost = srv.QuorumLost
+		}
 		natsURL, natsNode = srv.ClientURL(), srv.Name()
 		if sc.Clustered() {
 			log.Info("embedded NATS node started; waiting for JetStream quorum", "url", natsURL, "name", srv.Name(), "cluster", srv.ClusterAddr(), "routes", sc.Routes)

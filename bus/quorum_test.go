@@ -1,0 +1,41 @@
+package bus_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuorumLostFollowsRoutes: a node of a three-node cluster reports a
+// lost quorum once two nodes are down, naming the count, and a quorum
+// again once one of them is back, without waiting for JetStream.
+func TestQuorumLostFollowsRoutes(t *testing.T) {
+	tc := startCluster(t, 3)
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("not %s within 30s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	n := tc.nodes[0]
+	if lost, _, why := n.QuorumLost(); lost {
+		t.Fatalf("quorum lost in a whole cluster: %s", why)
+	}
+	tc.stop(1)
+	tc.stop(2)
+	stopped := time.Now()
+	eventually("lost", func() bool { lost, _, _ := n.QuorumLost(); return lost })
+	_, since, why := n.QuorumLost()
+	t.Logf("%v after two nodes stopped: %s (since %v)", time.Since(stopped).Round(time.Millisecond), why, since.Sub(stopped).Round(time.Millisecond))
+	if want := "reaches 1 of the 3 nodes"; !strings.Contains(why, want) {
+		t.Errorf("why %q, want %q in it", why, want)
+	}
+	tc.start(1)
+	back := time.Now()
+	eventually("back", func() bool { lost, _, _ := n.QuorumLost(); return !lost })
+	t.Logf("quorum back %v after a node restarted", time.Since(back).Round(time.Millisecond))
+}
