@@ -1,11 +1,14 @@
 package bus
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scanplane/scanplane/internal/backoff"
@@ -145,10 +148,14 @@ func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 // missing explains a Get that found nothing: JetStream answers a read of
 // a message that fails its checksum on disk with "not found" (it does so
 // while running and after a restart alike, and logs nothing), but its
-// subject index still counts the message. So a key the index counts whose
-// last message cannot be read is ErrCorrupt; anything else (never
-// written, deleted, or gone with a damaged file block the server dropped
-// on restart) is ErrNotFound.
+// subject index still counts the message. So a key the index counts is
+// read again elsewhere before it is given up: from the stream's leader
+// (a get that is not direct), then by direct gets, which the other
+// replicas of a replicated bucket may answer (a direct get goes to the
+// replica on the client's own server first). Only when every read fails
+// is it ErrCorrupt; a key the index does not count (never written,
+// deleted, or gone with a damaged file block the server dropped on
+// restart) is ErrNotFound.
 func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error) {
 	notFound := fmt.Errorf("bus: block %s: %w", key, ErrNotFound)
 	subj := b.subjects + ek
@@ -161,19 +168,71 @@ func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error
 	if info.State.Subjects[subj] == 0 {
 		return nil, notFound
 	}
-	m, err := timed(b.conn, ctx, func(octx context.Context) (*jetstream.RawStreamMsg, error) {
-		return b.stream.GetLastMsgForSubject(octx, subj)
-	})
+	data, deleted, err := b.leaderGet(ctx, subj)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return nil, fmt.Errorf("bus: block %s: %w: stream %s indexes it but cannot read it (damaged on disk)",
-			key, ErrCorrupt, kvStreamPrefix+b.conn.cfg.BlocksBucket)
-	case err != nil:
-		return nil, b.conn.storeErr(ctx, "block get "+key, err)
-	case m.Header.Get(kvOperationHeader) != "":
+	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, b.conn.storeErr(ctx, "block get "+key+" from the stream leader", err)
+	case err == nil && deleted:
 		return nil, notFound // a delete or purge marker
+	case err == nil:
+		return data, nil
 	}
-	return m.Data, nil // written again since our Get
+	for range corruptRereads {
+		m, err := timed(b.conn, ctx, func(octx context.Context) (*jetstream.RawStreamMsg, error) {
+			return b.stream.GetLastMsgForSubject(octx, subj)
+		})
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			continue
+		case err != nil:
+			return nil, b.conn.storeErr(ctx, "block get "+key, err)
+		case m.Header.Get(kvOperationHeader) != "":
+			return nil, notFound // a delete or purge marker
+		}
+		return m.Data, nil // another replica, or written again since
+	}
+	return nil, fmt.Errorf("bus: block %s: %w: stream %s indexes it but cannot read it (damaged on disk; read from the leader and %d more times)",
+		key, ErrCorrupt, kvStreamPrefix+b.conn.cfg.BlocksBucket, corruptRereads)
+}
+
+// corruptRereads is how many direct gets missing tries after the
+// leader's copy could not be read either.
+const corruptRereads = 3
+
+// leaderGet reads the last message of subj from the stream's leader
+// (JetStream's STREAM.MSG.GET API; the jetstream package gets directly
+// from any replica when the stream allows it). deleted reports a delete
+// or purge marker; a message the leader cannot read is
+// jetstream.ErrMsgNotFound.
+func (b *BlockStore) leaderGet(ctx context.Context, subj string) (data []byte, deleted bool, err error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": subj})
+	if err != nil {
+		return nil, false, err
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error,omitempty"`
+		Message *struct {
+			Header []byte `json:"hdrs,omitempty"`
+			Data   []byte `json:"data,omitempty"`
+		} `json:"message,omitempty"`
+	}
+	api := "$JS.API.STREAM.MSG.GET." + kvStreamPrefix + b.conn.cfg.BlocksBucket
+	msg, err := timed(b.conn, ctx, func(octx context.Context) (*nats.Msg, error) { return b.conn.nc.RequestWithContext(octx, api, req) })
+	if err != nil {
+		return nil, false, err
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, false, fmt.Errorf("%s: bad answer: %w", api, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, false, jetstream.ErrMsgNotFound
+	case resp.Error != nil:
+		return nil, false, resp.Error
+	case resp.Message == nil:
+		return nil, false, fmt.Errorf("%s: answer without a message", api)
+	}
+	return resp.Message.Data, bytes.Contains(resp.Message.Header, []byte(kvOperationHeader)), nil
 }
 
 // kvOperationHeader marks a KV delete or purge marker message.
