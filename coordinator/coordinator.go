@@ -104,6 +104,12 @@ type CoordinatorConfig struct {
 	// all its tablet actors; a request beyond it is answered OVERLOADED.
 	// Default 50000.
 	MaxFlows int
+	// MaxTabletQueue bounds the messages waiting in a tablet actor's
+	// mailbox when it takes a new scan request: beyond it the request is
+	// answered OVERLOADED (the client backs off and asks again) instead of
+	// adding its dispatches to a backlog that already delays every
+	// answer of the tablet's scans. Default 2000.
+	MaxTabletQueue int
 	// Clock reads the time the actors decide with (deadlines, timers,
 	// liveness); nil = time.Now. Only durations on it matter: requests
 	// carry time left, not a time of day.
@@ -116,7 +122,7 @@ func DefaultCoordinatorConfig() CoordinatorConfig {
 	return CoordinatorConfig{System: remoting.SystemConfig{Listen: "127.0.0.1:8090"}, Flow: DefaultFlowConfig(), HeartbeatMisses: 3,
 		SweepInterval: 250 * time.Millisecond, TabletIdle: 10 * time.Minute, MaxWaiting: 10000, MaxWaitingPerTable: 1000,
 		MaxMetaLoads: 8, MaxHosts: 10000, HostForget: time.Minute, WarnEvery: 10 * time.Second, NoQuorumAfter: 15 * time.Second, Hostname: h,
-		MaxFlows: 50000}
+		MaxFlows: 50000, MaxTabletQueue: 2000}
 }
 
 // Validate names the first bad field.
@@ -144,6 +150,8 @@ func (c CoordinatorConfig) Validate() error {
 		return errors.New("coordinator: coordinator NoQuorumAfter must be > 0")
 	case c.MaxFlows < 1:
 		return fmt.Errorf("coordinator: coordinator MaxFlows %d must be >= 1", c.MaxFlows)
+	case c.MaxTabletQueue < 1:
+		return fmt.Errorf("coordinator: coordinator MaxTabletQueue %d must be >= 1", c.MaxTabletQueue)
 	}
 	if err := c.System.Validate(); err != nil {
 		return err

@@ -36,6 +36,15 @@ func (c *Coordinator) received(now time.Time, m *messages.ScanRequest) *routedSc
 type stopGate struct {
 	closed atomic.Bool
 	co     *Coordinator
+	box    atomic.Pointer[gatedMailbox] // the actor's current mailbox
+}
+
+// queued is the number of user messages waiting in the actor's mailbox.
+func (g *stopGate) queued() int {
+	if m := g.box.Load(); m != nil {
+		return m.UserMessageCount()
+	}
+	return 0
 }
 
 // gatedMailbox is the default mailbox, except that once its gate is
@@ -47,7 +56,11 @@ type gatedMailbox struct {
 
 func gatedMailboxProducer(gate *stopGate) actor.MailboxProducer {
 	inner := actor.Unbounded()
-	return func() actor.Mailbox { return &gatedMailbox{Mailbox: inner(), gate: gate} }
+	return func() actor.Mailbox {
+		m := &gatedMailbox{Mailbox: inner(), gate: gate}
+		gate.box.Store(m)
+		return m
+	}
 }
 
 // RegisterHandlers implements actor.Mailbox.

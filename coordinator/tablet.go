@@ -335,9 +335,23 @@ func (t *TabletActor) onIdleCheck(c actor.Context, now time.Time) {
 	c.Send(c.Parent(), &tabletIdle{name: t.name(), pid: t.self})
 }
 
+// queued is the number of messages waiting in the actor's mailbox.
+func (t *TabletActor) queued() int {
+	if t.gate == nil {
+		return 0
+	}
+	return t.gate.queued()
+}
+
 func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 	m := rs.req
 	if _, dup := t.flows[m.RequestId]; dup {
+		return
+	}
+	if q := t.queued(); q > t.co.cfg.MaxTabletQueue {
+		t.co.countOverloaded("tablet actor queue")
+		rejectScan(t.co, t.root, m, messages.ErrorCode_ERROR_CODE_OVERLOADED,
+			fmt.Sprintf("coordinator overloaded: %d messages wait for the actor of tablet %s (MaxTabletQueue %d); retry later", q, t.name(), t.co.cfg.MaxTabletQueue))
 		return
 	}
 	if n := t.co.counters.flows.Load(); n >= int64(t.co.cfg.MaxFlows) {
