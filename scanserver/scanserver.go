@@ -59,7 +59,9 @@ type ScanServerConfig struct {
 	// abandoned at FirstAckTimeout, has its StartScans refused
 	// (BAD_REQUEST, which ends the coordinator's flow instead of retrying
 	// it on another server) until SilentFor has passed since the last of
-	// them; any BatchAck from it lifts this at once. Defaults 3 and 10s.
+	// them; any BatchAck from it lifts this at once. Defaults 8 and 10s:
+	// an honest client paused (a GC, a SIGSTOP) while fewer than 8 of its
+	// scans start here is never refused.
 	SilentStrikes int
 	SilentFor     time.Duration
 	// Fault injection (off by default).
@@ -73,7 +75,7 @@ type ScanServerConfig struct {
 // DefaultScanServerConfig returns the defaults documented on each field.
 func DefaultScanServerConfig() ScanServerConfig {
 	return ScanServerConfig{Workers: 4, MaxQueue: 64, BatchRows: 2000, BatchBytes: wire.DefaultBatchBytes, Window: wire.DefaultWindow, AckTimeout: 30 * time.Second,
-		FirstAckTimeout: 2 * time.Second, MaxQueueWait: 2 * time.Second, SilentStrikes: 3, SilentFor: 10 * time.Second}
+		FirstAckTimeout: 2 * time.Second, MaxQueueWait: 2 * time.Second, SilentStrikes: 8, SilentFor: 10 * time.Second}
 }
 
 // Validate names the first bad field.
