@@ -246,6 +246,9 @@ type Coordinator struct {
 	failed      chan struct{} // closed when the router or registry stopped unasked
 	failure     error         // why failed is closed
 	failOnce    sync.Once
+	// spawned, when set (tests), is told the gate of every tablet actor
+	// the router spawns.
+	spawned func(id string, gate *stopGate)
 }
 
 // NewCoordinator checks its inputs; it does no IO.

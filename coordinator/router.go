@@ -393,6 +393,9 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	r.spawns++
 	id := name + "#" + strconv.FormatUint(r.spawns, 10)
 	gate := &stopGate{co: co}
+	if co.spawned != nil {
+		co.spawned(id, gate)
+	}
 	epoch := r.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
 		t := newTabletActor(co, meta, tm)
