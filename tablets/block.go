@@ -31,6 +31,9 @@ type Block struct {
 	// chunks: the row digest tree's nodes over each RestartInterval rows,
 	// computed by the first proof that needs them (merkle.go).
 	chunks atomic.Pointer[[]Digest]
+	// nodes: every node of the row digest tree over a chunk or more,
+	// keyed by nodeKey, computed with chunks (merkle.go).
+	nodes atomic.Pointer[map[uint64]Digest]
 }
 
 // blockOverhead approximates a Block's memory besides its data and seek
@@ -40,7 +43,7 @@ const blockOverhead = int64(unsafe.Sizeof(Block{}))
 // Cost is the memory the Block holds in bytes (its data and its digest
 // chunks included): the cost the host cache charges for it.
 func (b *Block) Cost() int64 {
-	return int64(len(b.body)+trailerLen) + (4+DigestSize)*int64(cap(b.restarts)) + blockOverhead
+	return int64(len(b.body)+trailerLen) + (4+nodeCost)*int64(cap(b.restarts)) + blockOverhead
 }
 
 // Entries is the number of entries of the block.

@@ -203,6 +203,39 @@ func (b *Block) chunkDigests(m *MerkleHasher) []Digest {
 	return out
 }
 
+// nodeCost bounds the memory a Block's digest tree takes per chunk: its
+// chunk digest, at most one inner node above it, and their map entries.
+const nodeCost = 4 * DigestSize
+
+// nodeKey keys the tree node over rows [lo, hi).
+func nodeKey(lo, hi int) uint64 { return uint64(lo)<<32 | uint64(hi) }
+
+// treeNodes returns every node of b's tree over a chunk or more (the
+// chunks and each node above them), computing them on first use, so that
+// a proof looks its siblings up instead of hashing them again.
+func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
+	if p := b.nodes.Load(); p != nil {
+		return *p
+	}
+	chunks := b.chunkDigests(m)
+	out := make(map[uint64]Digest, 2*len(chunks))
+	var walk func(lo, hi int) Digest
+	walk = func(lo, hi int) Digest {
+		var d Digest
+		if hi-lo <= RestartInterval {
+			d = chunks[lo/RestartInterval]
+		} else {
+			k := splitSize(hi - lo)
+			d = m.Inner(walk(lo, lo+k), walk(lo+k, hi))
+		}
+		out[nodeKey(lo, hi)] = d
+		return d
+	}
+	walk(0, int(b.entries))
+	b.nodes.Store(&out)
+	return out
+}
+
 // EntryAt returns row i of the block (0 <= i < Entries()).
 func (b *Block) EntryAt(i int) Entry {
 	off := int(b.restarts[i/RestartInterval])
@@ -218,17 +251,24 @@ func (b *Block) EntryAt(i int) Entry {
 func (b *Block) node(m *MerkleHasher, lo, hi int) Digest {
 	const r = RestartInterval
 	n := int(b.entries)
-	if lo%r == 0 && (hi-lo == r || (hi == n && hi-lo < r)) {
-		return b.chunkDigests(m)[lo/r]
+	if lo%r == 0 && (hi-lo >= r || hi == n) {
+		if d, ok := b.treeNodes(m)[nodeKey(lo, hi)]; ok {
+			return d
+		}
 	}
 	if hi-lo > r {
 		k := splitSize(hi - lo)
 		return m.Inner(b.node(m, lo, lo+k), b.node(m, lo+k, hi))
 	}
+	// Within one chunk: decode its rows once, from its restart point.
 	leaves := make([]Digest, 0, hi-lo)
-	for i := lo; i < hi; i++ {
-		e := b.EntryAt(i)
-		leaves = append(leaves, m.Leaf(e.Key, e.Value))
+	off := int(b.restarts[lo/r])
+	for i := lo / r * r; i < hi; i++ {
+		var e Entry
+		e, off = b.entry(off)
+		if i >= lo {
+			leaves = append(leaves, m.Leaf(e.Key, e.Value))
+		}
 	}
 	return m.tree(leaves)
 }
