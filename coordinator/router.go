@@ -297,7 +297,7 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 	r.routing++
 	sender, self, co := c.Sender(), c.Self(), r.co
 	root := c.ActorSystem().Root
-	go func() {
+	co.cfg.Env.Start(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		res := &routeResolved{epoch: r.epoch, req: m, sender: sender}
@@ -310,7 +310,7 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 		}
 		res.err = err
 		root.Send(self, res)
-	}()
+	})
 }
 
 // onScan routes a request that arrived (validated, its deadline set).
@@ -354,7 +354,7 @@ func (r *RouterActor) startLoads(c actor.Context) {
 		r.loadQueue = r.loadQueue[1:]
 		r.loading++
 		self, root, co, epoch := c.Self(), c.ActorSystem().Root, r.co, r.epoch
-		go func() {
+		co.cfg.Env.Start(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			meta, code, err := co.meta.get(ctx, key.table, key.gen)
@@ -362,7 +362,7 @@ func (r *RouterActor) startLoads(c actor.Context) {
 				co.metrics.NATSError(NATSOpMetaRead)
 			}
 			root.Send(self, &metaLoaded{epoch: epoch, key: key, meta: meta, code: code, err: err})
-		}()
+		})
 	}
 }
 
@@ -401,7 +401,7 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 		t := newTabletActor(co, meta, tm)
 		t.gate, t.routerEpoch = gate, epoch
 		return t
-	}, actor.WithMailbox(gatedMailboxProducer(gate)))
+	}, co.cfg.Env.Props(actor.WithMailbox(gatedMailboxProducer(gate)))...)
 	pid, err := c.SpawnNamed(props, id)
 	if err != nil {
 		// Cannot happen: every spawn has a new id.
