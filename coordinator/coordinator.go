@@ -253,6 +253,9 @@ type Coordinator struct {
 	// spawned, when set (tests), is told the gate of every tablet actor
 	// the router spawns.
 	spawned func(id string, gate *stopGate)
+
+	// localPlace: the members SetMembers gave (local coordinators).
+	localPlace atomic.Pointer[placement]
 }
 
 // NewCoordinator checks its inputs; it does no IO.
@@ -807,7 +810,7 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_coordinator_cluster_members", Help: "Coordinators in this coordinator's cluster topology (0 when not clustered)."},
 			func() float64 {
 				if c := get(); c != nil {
-					return float64(len(placementOf(c.sys).memberList()))
+					return float64(len(c.placement().memberList()))
 				}
 				return 0
 			}),

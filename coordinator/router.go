@@ -112,6 +112,10 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.onScan(c, m)
 	case *injectPanic:
 		panic(m.why)
+	case *panicTablet:
+		if pid := r.tablets[m.name]; pid != nil {
+			c.Send(pid, &injectPanic{why: m.why})
+		}
 	case *actor.Restarting:
 		r.handOver(c)
 	case *metaLoaded:
@@ -468,7 +472,7 @@ type topologyChanged struct{}
 // onTopology takes the latest cluster topology: tablet actors whose tablet
 // is now owned by another coordinator stop as soon as their flows end.
 func (r *RouterActor) onTopology(c actor.Context) {
-	p := placementOf(r.co.sys)
+	p := r.co.placement()
 	if p == nil || p == r.place {
 		return
 	}
