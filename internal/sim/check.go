@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -206,6 +207,30 @@ func (w *world) finalChecks() {
 	}
 }
 
+// attemptKey is one attempt of one request.
+type attemptKey struct {
+	request string
+	attempt uint32
+}
+
+// cancelled sees a Cancel on its way: one a tablet actor sends because
+// it gave up on the attempt's server (the reason names the attempt's
+// result: timeout, stalled) blames that server (property 3).
+func (w *world) cancelled(from *proc, to *actor.PID, m *messages.Cancel) {
+	r, ok := strings.CutPrefix(m.GetReason(), "cancelled by tablet actor: ")
+	if !ok || (r != "timeout" && r != "stalled" && r != "error") {
+		return
+	}
+	since, ok := w.dispatched[attemptKey{m.GetRequestId(), m.GetAttempt()}]
+	if !ok {
+		since = epoch
+	}
+	if _, paused := w.faults.procTroubled(from.addr, since, w.s.now); paused {
+		return // the blamer itself was paused: its timers ran late
+	}
+	w.blamedBy(from.addr, true, to.Address, []string{m.GetRequestId()}, m.GetAttempt(), since, "attempt ended "+r)
+}
+
 // blamed checks property 3: a client avoids server (a server id) for
 // requests since from.
 func (w *world) blamed(by, server string, requests []string, from time.Time, what string) {
@@ -213,7 +238,12 @@ func (w *world) blamed(by, server string, requests []string, from time.Time, wha
 	if i := strings.LastIndexByte(server, '/'); i >= 0 {
 		addr = server[:i]
 	}
-	if why := w.faults.excuse(addr, by, false, requests, 0, from, w.s.now); why != "" {
+	w.blamedBy(by, false, addr, requests, 0, from, what)
+}
+
+func (w *world) blamedBy(by string, byCoordinator bool, addr string, requests []string, attempt uint32, from time.Time, what string) {
+	server := addr
+	if why := w.faults.excuse(addr, by, byCoordinator, requests, attempt, from, w.s.now); why != "" {
 		w.trace.printf("%s blames %s (%s): excused, %s", by, server, what, why)
 		return
 	}

@@ -25,7 +25,7 @@ type ServerModel struct {
 	Workers, MaxQueue, BatchRows, Window int
 	AckTimeout                           time.Duration
 	ColdRead                             float64 // chance that a block read is slow
-	ColdReadMax                          time.Duration
+	ColdReadMin, ColdReadMax             time.Duration
 	Heartbeat                            time.Duration
 }
 
@@ -162,7 +162,7 @@ func ConfigFor(seed uint64) Config {
 		Unplaceable: "batch", UnplaceableWait: 500 * time.Millisecond,
 		TabletIdle: time.Duration(between(1, 20)) * 100 * time.Millisecond,
 		Server: ServerModel{Workers: between(1, 2), MaxQueue: between(0, 4), BatchRows: 50, Window: 4, AckTimeout: 30 * time.Second,
-			ColdRead: 0.2, ColdReadMax: 80 * time.Millisecond, Heartbeat: time.Second},
+			ColdRead: 0.2, ColdReadMin: time.Millisecond, ColdReadMax: 80 * time.Millisecond, Heartbeat: time.Second},
 		Flow: coordinator.DefaultFlowConfig(),
 		Stream: StreamModel{BatchRows: uint32(between(3, 40)), Window: uint32(between(1, 4)), StallTimeout: 2 * time.Second,
 			IdleTimeout: 10 * time.Second, CoordinatorWait: 3 * time.Second, MaxRequestTime: 30 * time.Second, MaxResumes: 10},

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"time"
 )
 
@@ -21,9 +20,9 @@ func (w *world) scheduleFaults() time.Time {
 			last = t
 		}
 	}
-	pause := func(p *proc, onResume func()) {
+	pause := func(p *proc, onPause, onResume func()) {
 		at, d := s.uniform(0, f.Window), s.uniform(time.Millisecond, f.PauseMax)
-		s.after(at, "pause", func() { w.pause(p, d, onResume) })
+		s.after(at, "pause", func() { w.pause(p, d, onPause, onResume) })
 		note(s.now.Add(at + d))
 	}
 	kill := func(p *proc, restart func()) {
@@ -33,7 +32,7 @@ func (w *world) scheduleFaults() time.Time {
 		note(s.now.Add(at + d))
 	}
 	for range f.HostPauses {
-		pause(w.hosts[s.rng.IntN(len(w.hosts))].proc, nil)
+		pause(w.hosts[s.rng.IntN(len(w.hosts))].proc, nil, nil)
 	}
 	for range f.HostKills {
 		h := w.hosts[s.rng.IntN(len(w.hosts))]
@@ -41,8 +40,7 @@ func (w *world) scheduleFaults() time.Time {
 	}
 	for range f.CoordPauses {
 		c := w.coords[s.rng.IntN(len(w.coords))]
-		pause(c.proc, func() { w.leaseBack(c) })
-		w.leaseWatch(c)
+		pause(c.proc, func() { w.leaseWatch(c) }, func() { w.leaseBack(c) })
 	}
 	for range f.CoordKills {
 		c := w.coords[s.rng.IntN(len(w.coords))]
@@ -64,12 +62,17 @@ func (w *world) scheduleFaults() time.Time {
 	return last
 }
 
-// pause stops p (SIGSTOP) for d; onResume runs after SIGCONT.
-func (w *world) pause(p *proc, d time.Duration, onResume func()) {
+// pause stops p (SIGSTOP) for d; onPause runs after SIGSTOP, onResume
+// after SIGCONT.
+func (w *world) pause(p *proc, d time.Duration, onPause, onResume func()) {
 	if p.state != procUp {
 		return
 	}
 	w.trace.printf("FAULT %s paused for %v", p.addr, d)
+	w.stats.Kinds["pause"]++
+	if onPause != nil {
+		defer onPause()
+	}
 	w.faults.procStart(p.addr, "paused", w.s.now)
 	p.state = procPaused
 	inc := p.inc
@@ -93,6 +96,7 @@ func (w *world) kill(p *proc, d time.Duration, never bool, restart func()) {
 		return
 	}
 	w.trace.printf("FAULT %s killed (restarts: %v)", p.addr, !never)
+	w.stats.Kinds["kill"]++
 	for _, c := range w.coords {
 		if c.proc == p {
 			c.collect()
@@ -149,12 +153,12 @@ func (w *world) isCoord(p *proc) bool {
 }
 
 // leaseWatch expires c's lease LeaseTTL after it stops renewing (dead or
-// paused), if it has not come back by then.
+// paused), if it is not running by then.
 func (w *world) leaseWatch(c *coordProc) {
-	inc := c.proc.inc
 	w.s.after(w.cfg.Faults.LeaseTTL, "lease expiry", func() {
-		if c.lease && (c.proc.inc != inc || c.proc.state != procUp) {
+		if c.lease && c.proc.state != procUp {
 			w.trace.printf("lease of %s expired", c.proc.addr)
+			w.stats.Kinds["lease expired while "+c.proc.state.String()]++
 			c.lease = false
 			w.setMembers()
 		}
@@ -194,6 +198,7 @@ func (w *world) panic(kind int, c *coordProc, tablet int, h *hostProc, server in
 			target = "tablet"
 		}
 		w.trace.printf("FAULT %s: %s panics", c.proc.addr, target)
+		w.stats.Kinds[target+" panic"]++
 		w.faults.procStart(c.proc.addr, "panicked", w.s.now)
 		w.faults.procEnd(c.proc.addr, "panicked", w.s.now.Add(time.Nanosecond))
 		c.co.InjectPanic(target, w.truth.refs[tablet], why)
@@ -202,6 +207,7 @@ func (w *world) panic(kind int, c *coordProc, tablet int, h *hostProc, server in
 			return
 		}
 		w.trace.printf("FAULT %s: server %d panics", h.proc.addr, server)
+		w.stats.Kinds["scan server panic"]++
 		w.faults.procStart(h.proc.addr, "panicked", w.s.now)
 		w.faults.procEnd(h.proc.addr, "panicked", w.s.now.Add(time.Nanosecond))
 		h.proc.sys.Root.Send(h.pids[server], scanserverPanic(why))
@@ -212,6 +218,7 @@ func (w *world) panic(kind int, c *coordProc, tablet int, h *hostProc, server in
 // during the scans.
 func (w *world) reload() {
 	w.trace.printf("FAULT reload of the profiles on every coordinator")
+	w.stats.Kinds["reload"]++
 	for _, c := range w.coords {
 		if c.co != nil && c.proc.state != procDead {
 			co := c.co
@@ -219,5 +226,4 @@ func (w *world) reload() {
 		}
 	}
 	w.faults.count++
-	_ = fmt.Sprint()
 }

@@ -65,6 +65,14 @@ func (n *network) send(from *proc, inc int, sender, to *actor.PID, msg proto.Mes
 		return // a goroutine of a dead incarnation
 	}
 	msg = proto.Clone(msg)
+	if w.mut.count != nil {
+		if id, _ := requestOf(msg); id != "" {
+			if w.mut.count[id] == nil {
+				w.mut.count[id] = map[string]int{}
+			}
+			w.mut.count[id][string(msg.ProtoReflect().Descriptor().Name())]++
+		}
+	}
 	if sender != nil {
 		sender = proto.Clone(sender).(*actor.PID)
 	}
@@ -81,6 +89,10 @@ func (n *network) send(from *proc, inc int, sender, to *actor.PID, msg proto.Mes
 		if m.GetForwardedBy() != "" {
 			w.stats.Forwarded++
 		}
+	case *messages.StartScan:
+		w.dispatched[attemptKey{m.GetRequestId(), m.GetAttempt()}] = s.now
+	case *messages.Cancel:
+		w.cancelled(from, to, m)
 	case *messages.ScanFinished:
 		delete(w.jobs, jobKey{m.GetServer(), m.GetRequestId(), m.GetAttempt()})
 	case *messages.Busy:

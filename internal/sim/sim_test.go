@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("sim.seeds", 1200, "how many seeds TestSim runs")
+	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds TestSim runs (0: 1200, 120 under the race detector)")
 	flagFrom  = flag.Uint64("sim.from", 1, "the first seed TestSim runs")
 	flagSeed  = flag.Int64("sim.seed", -1, "replay this one seed and print its full trace")
 )
@@ -67,13 +67,20 @@ func TestSim(t *testing.T) {
 			}
 		})
 	}
-	for i := range *flagSeeds {
+	n := *flagSeeds
+	if n <= 0 {
+		n = 1200
+		if raceEnabled {
+			n = 120
+		}
+	}
+	for i := range n {
 		seeds <- *flagFrom + uint64(i)
 	}
 	close(seeds)
 	wg.Wait()
 	slices.SortFunc(failures, func(a, b failure) int { return cmp.Compare(a.seed, b.seed) })
-	t.Logf("seeds %d..%d in %v: %s", *flagFrom, *flagFrom+uint64(*flagSeeds)-1, time.Since(start).Round(time.Millisecond), total)
+	t.Logf("seeds %d..%d in %v: %s", *flagFrom, *flagFrom+uint64(n)-1, time.Since(start).Round(time.Millisecond), total)
 	for i, f := range failures {
 		if i >= 3 {
 			t.Errorf("seed %d fails (replay: %s): %s", f.seed, replayCommand(f.seed), strings.Join(f.problems, "; "))

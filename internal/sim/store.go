@@ -119,7 +119,7 @@ type fetcher struct {
 func (f fetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, error) {
 	w := f.w
 	if w.s.current != nil && w.s.chance(w.cfg.Server.ColdRead) {
-		if err := w.s.sleep(ctx, w.s.uniform(time.Millisecond, w.cfg.Server.ColdReadMax)); err != nil {
+		if err := w.s.sleep(ctx, w.s.uniform(w.cfg.Server.ColdReadMin, w.cfg.Server.ColdReadMax)); err != nil {
 			return nil, false, err
 		}
 	}

@@ -36,14 +36,16 @@ type world struct {
 	procs    map[string]*proc
 	// jobs: the attempts a server took (its StartScan arrived) and has
 	// not ended (no ScanFinished or Busy sent), as the network saw them.
-	jobs     map[jobKey]*proc
-	coords   []*coordProc
-	hosts    []*hostProc
-	clients  []*clientProc
-	scans    []*scanRun
-	mut      mutations
-	stats    Stats
-	problems []string
+	jobs map[jobKey]*proc
+	// dispatched: when each attempt's StartScan was sent.
+	dispatched map[attemptKey]time.Time
+	coords     []*coordProc
+	hosts      []*hostProc
+	clients    []*clientProc
+	scans      []*scanRun
+	mut        mutations
+	stats      Stats
+	problems   []string
 }
 
 // mutations break a component on purpose, to show that the checks catch
@@ -59,8 +61,11 @@ type mutations struct {
 	// block changes a block as a scan server reads it (a server whose
 	// store lies).
 	block func(key string, data []byte) []byte
-	// shape changes each scan as it is drawn (changes no component).
+	// Test hooks that change nothing: shape changes each scan as it is
+	// drawn; count, when set, gets every scan message sent over the
+	// network, by request id and message kind.
 	shape func(w *world, sr *scanRun)
+	count map[string]map[string]int
 }
 
 // any reports whether the run has a broken server: a mutation that
@@ -80,6 +85,8 @@ type Stats struct {
 	Forwarded, Reforwarded     uint64
 	Rerouted, Direct           uint64
 	ActorFailures              uint64
+	// Kinds counts the process faults by kind.
+	Kinds map[string]int
 }
 
 func (s *Stats) add(o Stats) {
@@ -98,6 +105,12 @@ func (s *Stats) add(o Stats) {
 	s.Rerouted += o.Rerouted
 	s.Direct += o.Direct
 	s.ActorFailures += o.ActorFailures
+	for k, v := range o.Kinds {
+		if s.Kinds == nil {
+			s.Kinds = map[string]int{}
+		}
+		s.Kinds[k] += v
+	}
 	for k, v := range o.Failed {
 		if s.Failed == nil {
 			s.Failed = map[string]int{}
@@ -110,9 +123,9 @@ func (s *Stats) add(o Stats) {
 func (s Stats) String() string {
 	return fmt.Sprintf("%d runs, %d scans: %d ok, %d abandoned, %d failed %v; %d resumes, %d batches rejected; "+
 		"coordinators forwarded %d requests (%d again after a dead owner), rerouted %d from stopped tablet actors, took %d direct, %d actor failures; "+
-		"%d network and %d process faults; %d events, %v simulated",
+		"%d network and %d process faults %v; %d events, %v simulated",
 		s.Runs, s.Scans, s.OK, s.Abandoned, s.Scans-s.OK-s.Abandoned, s.Failed, s.Resumes, s.Rejected,
-		s.Forwarded, s.Reforwarded, s.Rerouted, s.Direct, s.ActorFailures, s.NetFaults, s.ProcFaults, s.Events, s.SimTime.Round(time.Second))
+		s.Forwarded, s.Reforwarded, s.Rerouted, s.Direct, s.ActorFailures, s.NetFaults, s.ProcFaults, s.Kinds, s.Events, s.SimTime.Round(time.Second))
 }
 
 // Result is the outcome of one run.
@@ -142,8 +155,12 @@ func run(cfg Config, trace bool, mut mutations) (*Result, error) {
 		return nil, err
 	}
 	w := &world{cfg: cfg, s: newScheduler(cfg.Seed), profiles: profiles, reloaded: reloaded, mut: mut, procs: map[string]*proc{},
-		store: newMemStore(), jobs: map[jobKey]*proc{}}
+		store: newMemStore(), jobs: map[jobKey]*proc{}, dispatched: map[attemptKey]time.Time{}}
 	w.stats.Failed = map[string]int{}
+	w.stats.Kinds = map[string]int{}
+	if cfg.Faults.Skew > 0 {
+		w.stats.Kinds["skewed run"]++
+	}
 	w.trace = &tracer{on: trace, clock: w.s, hash: fnv.New64a()}
 	w.faults = newFaultLog(w.s)
 	w.net = &network{w: w, cfg: cfg.Net, last: map[[2]string]time.Time{}}
