@@ -100,7 +100,14 @@ func (c *clientProc) receive(msg proto.Message) {
 	id, _ := requestOf(msg)
 	sr := c.byReq[id]
 	if sr == nil || sr.ended {
-		return // a request this client never sent, or whose scan ended
+		// A request whose scan ended, or one this client never sent: as
+		// client.Client does, a straggler's stream is told to stop.
+		if b, ok := msg.(*messages.RowBatch); ok && b.GetServerPid() != nil {
+			p := b.GetServerPid()
+			c.send(actor.NewPID(p.GetAddress(), p.GetId()), &messages.Cancel{RequestId: b.GetRequestId(), Attempt: b.GetAttempt(),
+				Reason: "request already done"})
+		}
+		return
 	}
 	c.do(sr, sr.stream.OnMessage(c.w.s.now, msg))
 }
