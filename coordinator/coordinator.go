@@ -289,6 +289,7 @@ func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 		c.metrics = NewCoordMetrics()
 	}
 	c.board = NewLoadBoard(cfg.Clock, profiles.Decays())
+	c.board.env = cfg.Env
 	c.board.onRebuild = c.metrics.rebuilt
 	c.profiles.Store(profiles)
 	return c
@@ -367,7 +368,7 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 		c.cfg.Env.Props(actor.WithGuardian(c.supervisor("router")), actor.WithSupervisor(c.supervisor("tablet actor")))...), wire.RouterName); err != nil {
 		return err
 	}
-	if _, err := root.SpawnNamed(actor.PropsFromFunc(c.keep), "scanplane-keeper"); err != nil {
+	if _, err := root.SpawnNamed(actor.PropsFromFunc(c.keep, c.cfg.Env.Props()...), "scanplane-keeper"); err != nil {
 		return err
 	}
 	c.events = as.EventStream.Subscribe(func(evt any) {

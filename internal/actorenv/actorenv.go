@@ -41,6 +41,19 @@ type Env struct {
 	Wait func(ctx context.Context, wake <-chan struct{}, ready func() bool, timeout time.Duration) error
 	// Dispatcher runs the actors' mailboxes; nil = protoactor's default.
 	Dispatcher actor.Dispatcher
+	// Elapsed is how long work took since start (a time.Now reading), for
+	// the costs an actor adapts to (the load board's rebuild cost bounds
+	// how stale a view may be); nil = time.Since. A harness makes it
+	// depend on nothing but the seed.
+	Elapsed func(start time.Time) time.Duration
+}
+
+// Since is Env.Elapsed.
+func (e Env) Since(start time.Time) time.Duration {
+	if e.Elapsed != nil {
+		return e.Elapsed(start)
+	}
+	return time.Since(start)
 }
 
 // ErrWaitTimeout is Wait's answer when its timeout passed first.

@@ -219,10 +219,16 @@ func (w *world) panic(kind int, c *coordProc, tablet int, h *hostProc, server in
 func (w *world) reload() {
 	w.trace.printf("FAULT reload of the profiles on every coordinator")
 	w.stats.Kinds["reload"]++
+	w.profiles = w.cfg.ReloadProfiles
 	for _, c := range w.coords {
 		if c.co != nil && c.proc.state != procDead {
 			co := c.co
-			c.proc.at(0, c.proc.inc, "reload", func() { co.SetProfiles(w.reloaded) }, nil)
+			p, err := parsedProfiles(w.profiles)
+			if err != nil {
+				w.problem("reload: %v", err)
+				return
+			}
+			c.proc.at(0, c.proc.inc, "reload", func() { co.SetProfiles(p) }, nil)
 		}
 	}
 	w.faults.count++

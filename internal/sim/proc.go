@@ -124,6 +124,8 @@ func (p *proc) env(inc int) actorenv.Env {
 			return s.wait(ctx, ready, timeout)
 		},
 		Dispatcher: dispatcher{p: p, inc: inc},
+		// Work takes no time on the fake clock.
+		Elapsed: func(time.Time) time.Duration { return 0 },
 	}
 }
 

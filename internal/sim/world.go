@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,15 +23,16 @@ import (
 // world is one simulated run: the processes, the network between them,
 // the ground truth, and what the checks have found so far.
 type world struct {
-	cfg      Config
-	s        *scheduler
-	net      *network
-	trace    *tracer
-	faults   *faultLog
-	store    *memStore
-	truth    *truthTable
-	profiles *selection.Profiles
-	reloaded *selection.Profiles
+	cfg    Config
+	s      *scheduler
+	net    *network
+	trace  *tracer
+	faults *faultLog
+	store  *memStore
+	truth  *truthTable
+	// profiles: the profiles file's text (ReloadProfiles after a reload);
+	// each coordinator parses its own, as each process does.
+	profiles string
 	procs    map[string]*proc
 	// jobs: the attempts a server took (its StartScan arrived) and has
 	// not ended (no ScanFinished or Busy sent), as the network saw them.
@@ -146,15 +146,12 @@ func run(cfg Config, trace bool, mut mutations) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	profiles, err := parsedProfiles(cfg.Profiles)
-	if err != nil {
-		return nil, err
+	for _, text := range []string{cfg.Profiles, cfg.ReloadProfiles} {
+		if _, err := parsedProfiles(text); err != nil {
+			return nil, err
+		}
 	}
-	reloaded, err := parsedProfiles(cfg.ReloadProfiles)
-	if err != nil {
-		return nil, err
-	}
-	w := &world{cfg: cfg, s: newScheduler(cfg.Seed), profiles: profiles, reloaded: reloaded, mut: mut, procs: map[string]*proc{},
+	w := &world{cfg: cfg, s: newScheduler(cfg.Seed), profiles: cfg.Profiles, mut: mut, procs: map[string]*proc{},
 		store: newMemStore(), jobs: map[jobKey]*proc{}, dispatched: map[attemptKey]time.Time{}}
 	w.stats.Failed = map[string]int{}
 	w.stats.Kinds = map[string]int{}
@@ -192,19 +189,14 @@ func run(cfg Config, trace bool, mut mutations) (*Result, error) {
 	return res, nil
 }
 
-// profileCache holds parsed profiles by their JSON (immutable; runs
-// share them).
-var profileCache sync.Map
-
+// parsedProfiles parses a run's profiles. Each run parses its own: a
+// policy may keep state shared by the tablets of one coordinator (the
+// clickhouse-random error pool), which must not leak from run to run.
 func parsedProfiles(text string) (*selection.Profiles, error) {
-	if p, ok := profileCache.Load(text); ok {
-		return p.(*selection.Profiles), nil
-	}
 	p, err := selection.ParseProfiles([]byte(text))
 	if err != nil {
 		return nil, fmt.Errorf("sim: profiles: %w", err)
 	}
-	profileCache.Store(text, p)
 	return p, nil
 }
 
@@ -432,7 +424,12 @@ func (c *coordProc) start() {
 	cfg.Hostname = c.name
 	cfg.TabletIdle = w.cfg.TabletIdle
 	cfg.Logger = remoting.DiscardLogger()
-	co, err := coordinator.NewLocalCoordinator(cfg, metaSource{w.store}, w.profiles)
+	profiles, err := parsedProfiles(w.profiles)
+	if err != nil {
+		w.problem("%s: %v", p.addr, err)
+		return
+	}
+	co, err := coordinator.NewLocalCoordinator(cfg, metaSource{w.store}, profiles)
 	if err == nil {
 		err = co.StartLocal(p.sys)
 	}
