@@ -40,6 +40,14 @@
 //     fresh/streaming/cancelled race, the accept notice, acks) runs as
 //     shipped.
 //
+// What stays outside the run: NATS itself (heartbeats are handed to each
+// coordinator's registry, leases become the members each coordinator is
+// told, with LeaseTTL of expiry), the lease provider and the cluster's
+// gossip, the remote's transport and guard, and client.Client's iterator
+// and goroutines around its TabletStreams (the harness routes as it does:
+// to a tablet actor a ScanRouted named, else to the router; a straggler
+// batch of a finished request gets a Cancel).
+//
 // Faults: network (drop, duplicate, reorder, late), processes paused
 // (SIGSTOP: their mailbox runs, timers, goroutines and arriving messages
 // wait) and killed and restarted at the same address as a new
@@ -59,7 +67,10 @@
 // actors, server jobs); a client avoids only servers that had a fault;
 // and a run without faults completes every scan within CalmBound. The
 // mutants (mutants_test.go) break what is around the actors — a server's
-// rows, Cancels, a forwarded request — and show that the checks notice.
+// rows, lost Cancels, lost accept notices, a forwarded request the owner
+// never gets — and show that the checks notice; a mutant inside an actor
+// (a flow that counts a cancelled attempt as an error) would need a hook
+// in shipped code, and is not kept.
 //
 // A failing seed replays exactly, with its full trace:
 //
