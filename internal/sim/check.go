@@ -72,6 +72,36 @@ func (w *world) endScan(sr *scanRun, err error) {
 	w.s.after(w.cfg.FlowBound, "leak check", func() { w.checkGone(sr) })
 }
 
+// watchSilence checks, every quarter of SilenceBound while sr runs, that
+// its request in flight, while it waits for its first rows, is not left
+// without a word for SilenceBound: waiting for a server is announced
+// (ScanProgress), not silence. A fault of the request's messages or of
+// any coordinator since it was last heard of excuses it.
+func (w *world) watchSilence(sr *scanRun) {
+	w.s.after(w.cfg.SilenceBound/4, "silence check", func() {
+		if sr.ended {
+			return
+		}
+		defer w.watchSilence(sr)
+		id := sr.stream.RequestID()
+		gap := w.s.now.Sub(sr.heardAt)
+		if id == "" || gap <= w.cfg.SilenceBound || !strings.HasPrefix(sr.stream.Waiting(), "waiting for the first rows") {
+			return
+		}
+		if len(w.faults.byRequest[id]) > 0 {
+			return
+		}
+		for _, c := range w.coords {
+			if _, ok := w.faults.procTroubled(c.proc.addr, sr.heardAt, w.s.now); ok {
+				return
+			}
+		}
+		w.problem("scan-%d: its request %s heard nothing for %v while it waits for its first rows (bound %v)", sr.n, id, gap.Round(time.Millisecond),
+			w.cfg.SilenceBound)
+		sr.heardAt = w.s.now // one report per silence
+	})
+}
+
 // jobKey is one attempt on one server.
 type jobKey struct {
 	server, request string

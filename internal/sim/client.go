@@ -56,6 +56,8 @@ type scanRun struct {
 	endAt    time.Time
 	requests []string
 	avoid    []string
+	// heardAt: when the request in flight was sent or last heard of.
+	heardAt time.Time
 	// limit asks for at most this many rows (0 = all); abandonAfter makes
 	// the caller stop reading after this many rows (0 = never).
 	limit, abandonAfter int
@@ -86,6 +88,7 @@ func (c *clientProc) start(sr *scanRun) {
 	w.trace.printf("%s scan-%d starts: tablet %d %s hint %q deadline +%v limit %d abandon after %d", c.proc.addr, sr.n, sr.tablet, sr.rng, sr.hint,
 		sr.deadline.Sub(w.s.now), sr.limit, sr.abandonAfter)
 	c.do(sr, sr.stream.Start(w.s.now))
+	w.watchSilence(sr)
 }
 
 func (c *clientProc) receive(msg proto.Message) {
@@ -108,6 +111,9 @@ func (c *clientProc) receive(msg proto.Message) {
 				Reason: "request already done"})
 		}
 		return
+	}
+	if id == sr.stream.RequestID() {
+		sr.heardAt = c.w.s.now
 	}
 	c.do(sr, sr.stream.OnMessage(c.w.s.now, msg))
 }
@@ -167,6 +173,7 @@ func (c *clientProc) do(sr *scanRun, acts []client.StreamAction) {
 			}
 			sr.avoid = slices.Clone(req.GetAvoidServers())
 			sr.requests = append(sr.requests, req.GetRequestId())
+			sr.heardAt = now
 			c.byReq[req.GetRequestId()] = sr
 			to := actor.NewPID(a.Coordinator, wire.RouterName)
 			if c.direct && len(req.GetAvoidCoordinators()) == 0 {

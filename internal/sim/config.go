@@ -97,6 +97,10 @@ type Config struct {
 	// FlowBound: when no fault touched a request, no server runs or
 	// queues an attempt of it this long after its scan ended.
 	FlowBound time.Duration
+	// SilenceBound: a request that has no data yet hears from its
+	// coordinator (ScanRouted, ScanProgress, its first rows, an error) at
+	// least this often, unless a fault touched it or a coordinator.
+	SilenceBound time.Duration
 	// LeakBound: nothing of a scan is left this long after the last
 	// deadline and the last fault.
 	LeakBound time.Duration
@@ -167,7 +171,8 @@ func ConfigFor(seed uint64) Config {
 		Stream: StreamModel{BatchRows: uint32(between(3, 40)), Window: uint32(between(1, 4)), StallTimeout: 2 * time.Second,
 			IdleTimeout: 10 * time.Second, CoordinatorWait: 3 * time.Second, MaxRequestTime: 30 * time.Second, MaxResumes: 10},
 		Net:           NetFaults{MinDelay: 50 * time.Microsecond, MaxDelay: 2 * time.Millisecond, LateMax: 2 * time.Second},
-		DeadlineBound: time.Second, CalmBound: 2500 * time.Millisecond, FlowBound: time.Second, LeakBound: 5 * time.Second,
+		DeadlineBound: time.Second, CalmBound: 2500 * time.Millisecond, FlowBound: time.Second,
+		SilenceBound: 1500 * time.Millisecond, LeakBound: 5 * time.Second,
 		MaxEvents: 2_000_000,
 		Faults: ProcFaults{Window: 3 * time.Second, PauseMax: 4 * time.Second, RestartMin: 100 * time.Millisecond,
 			RestartMax: 5 * time.Second, NeverRestart: 0.2, DetectMax: 300 * time.Millisecond, LeaseTTL: 2 * time.Second},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/messages"
@@ -168,4 +169,21 @@ func TestHarnessCatchesMissingAcceptNotice(t *testing.T) {
 			return ok && !s.GetFirstData()
 		}}
 	}, "though it had no fault")
+}
+
+// A coordinator that never sends ScanProgress leaves a client whose
+// request waits for a server (a paused host, a busy one) without a word,
+// and the harness says so.
+func TestHarnessCatchesSilentWait(t *testing.T) {
+	paused := func(seed uint64) Config {
+		c := calmConfig(seed)
+		c.Hosts, c.Faults.HostPauses, c.Faults.Window, c.Faults.PauseMax = 1, 1, c.ScanStartMax, 4*time.Second
+		return c
+	}
+	hunt(t, 300, paused, func() mutations {
+		return mutations{drop: func(_ string, _ *actor.PID, m proto.Message) bool {
+			_, ok := m.(*messages.ScanProgress)
+			return ok
+		}}
+	}, "heard nothing")
 }
