@@ -175,7 +175,7 @@ func ConfigFor(seed uint64) Config {
 		SilenceBound: 1500 * time.Millisecond, LeakBound: 5 * time.Second,
 		MaxEvents: 2_000_000,
 		Faults: ProcFaults{Window: 3 * time.Second, PauseMax: 4 * time.Second, RestartMin: 100 * time.Millisecond,
-			RestartMax: 5 * time.Second, NeverRestart: 0.2, DetectMax: 300 * time.Millisecond, LeaseTTL: 2 * time.Second},
+			RestartMax: 5 * time.Second, NeverRestart: 0.2, DetectMax: 300 * time.Millisecond, LeaseTTL: 3 * time.Second},
 	}
 	class := r.IntN(12)
 	if class >= 3 {

@@ -96,6 +96,23 @@ func TestSim(t *testing.T) {
 		t.Errorf("seed %d fails (replay: %s):\n  %s\ntrace (last 150 lines):\n%s", f.seed, replayCommand(f.seed),
 			strings.Join(f.problems, "\n  "), tail(again.Trace, 150))
 	}
+	if n >= 2000 {
+		// Enough seeds that every fault and every path between the
+		// coordinators happens: a harness that stops making one would
+		// pass without testing it.
+		for _, k := range []string{"kill", "pause", "lease expired while dead", "lease expired while paused", "reload", "router panic",
+			"tablet panic", "scan server panic", "skewed run"} {
+			if total.Kinds[k] == 0 {
+				t.Errorf("no %q in %d seeds", k, n)
+			}
+		}
+		for what, v := range map[string]uint64{"forwarded request": total.Forwarded,
+			"request rerouted from a stopped tablet actor": total.Rerouted, "direct request": total.Direct, "actor failure": total.ActorFailures} {
+			if v == 0 {
+				t.Errorf("no %s in %d seeds", what, n)
+			}
+		}
+	}
 	if live := total.Scans - total.Abandoned; live > 0 && total.OK*10 < live*7 {
 		t.Errorf("only %d of %d scans completed: the fault mix is too harsh for the runs to say much", total.OK, live)
 	}
@@ -150,4 +167,32 @@ func tail(s string, n int) string {
 		lines = append([]string{fmt.Sprintf("... %d lines before", len(lines)-n)}, lines[len(lines)-n:]...)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestForwardsToADeadOwner kills a coordinator while clients send their
+// requests to another, which forwards those of the dead one's tablets to
+// it until its lease expires: the forwards come back as dead letters and
+// the forwarding coordinator routes them again, and every scan still gets
+// exactly its rows or a named error.
+func TestForwardsToADeadOwner(t *testing.T) {
+	var total Stats
+	for seed := uint64(1); seed <= 150; seed++ {
+		cfg := ConfigFor(seed)
+		cfg.Coordinators, cfg.Clients, cfg.ScansPerClient = 3, 2, 4
+		cfg.Net = NetFaults{MinDelay: cfg.Net.MinDelay, MaxDelay: cfg.Net.MaxDelay, LateMax: cfg.Net.LateMax}
+		cfg.Faults = ProcFaults{CoordKills: 1, Window: cfg.ScanStartMax, RestartMin: time.Second, RestartMax: 5 * time.Second,
+			DetectMax: cfg.Faults.DetectMax, LeaseTTL: cfg.Faults.LeaseTTL}
+		res, err := run(cfg, false, mutations{client: func(c *clientProc) { c.byOwner = false }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.Problems {
+			t.Errorf("seed %d: %s (replay with its trace: adapt this test to run it traced)", seed, p)
+		}
+		total.add(res.Stats)
+	}
+	if total.Reforwarded == 0 {
+		t.Fatalf("no request was forwarded to a dead owner: %s", total)
+	}
+	t.Logf("%s", total)
 }

@@ -64,8 +64,9 @@ type mutations struct {
 	// Test hooks that change nothing: shape changes each scan as it is
 	// drawn; count, when set, gets every scan message sent over the
 	// network, by request id and message kind.
-	shape func(w *world, sr *scanRun)
-	count map[string]map[string]int
+	shape  func(w *world, sr *scanRun)
+	client func(c *clientProc)
+	count  map[string]map[string]int
 }
 
 // any reports whether the run has a broken server: a mutation that
@@ -246,6 +247,9 @@ func (w *world) build() {
 		c.proc.skew = 0 // the client's deadlines are the run's
 		c.self = &messages.Pid{Address: c.proc.addr, Id: "client"}
 		c.byOwner, c.direct = w.s.rng.IntN(2) == 0, w.s.rng.IntN(2) == 0
+		if w.mut.client != nil {
+			w.mut.client(c)
+		}
 		w.clients = append(w.clients, c)
 		for range cfg.ScansPerClient {
 			sr := w.newScan(c)
