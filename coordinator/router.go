@@ -228,7 +228,7 @@ func (r *RouterActor) handOver(c actor.Context) {
 	r.co.routerEpoch.Add(1)
 	requeue := func(rs *routedScan) {
 		if rs.restarts == 0 {
-			c.Send(c.Self(), &routedScan{req: rs.req, deadline: rs.deadline, restarts: 1})
+			c.Send(c.Self(), &routedScan{req: rs.req, deadline: rs.deadline, restarts: 1, attempts: rs.attempts})
 			return
 		}
 		rejectScan(r.co, c, rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL, "coordinator: router failed twice while holding this request; giving up on it")

@@ -285,7 +285,7 @@ func (t *TabletActor) handOver(now time.Time, to *actor.PID, why string) {
 		switch {
 		case winner:
 		case e.rs.restarts == 0:
-			t.root.Send(to, &routedScan{req: e.rs.req, deadline: e.rs.deadline, restarts: 1})
+			t.root.Send(to, &routedScan{req: e.rs.req, deadline: e.rs.deadline, restarts: 1, attempts: e.flow.LastAttempt()})
 		default:
 			rejectScan(t.co, t.root, e.rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL,
 				fmt.Sprintf("coordinator: %s twice while serving this request; giving up on it", why))
@@ -383,6 +383,7 @@ func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 	e := &flowEntry{rs: rs, profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
 		timers: map[uint64]actorenv.Timer{}, start: now, progressed: now, decide: t.co.metrics.selectionObserver(prof)}
 	e.flow = NewScanFlow(m, rs.deadline, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
+	e.flow.SkipAttempts(rs.attempts)
 	t.co.counters.scans.Add(1)
 	if r.Empty() {
 		// Nothing to read: answer at once without a server.
