@@ -77,6 +77,10 @@ func (c *clientProc) start(sr *scanRun) {
 	if sr.hint != "" {
 		cfg.Hints = map[string]string{"scan_type": sr.hint}
 	}
+	if !w.mut.noVerify {
+		// As client.Client does for a table ingested with digests.
+		cfg.Verify, cfg.Roots = true, w.truth.roots[sr.tablet]
+	}
 	for _, co := range w.coords {
 		cfg.Coordinators = append(cfg.Coordinators, co.proc.addr)
 	}

@@ -6,7 +6,8 @@
 // (scanserver.ScanServerActor, its admission queue, worker stream, window
 // and hand-off), and clients that drive the client's real per-tablet
 // protocol (client.TabletStream) with its routing to an owner or to a
-// tablet actor's PID. The harness replaces only what is around them: the
+// tablet actor's PID, checking every row against the tablet's block roots
+// as client.Client does. The harness replaces only what is around them: the
 // network, the clock, NATS (heartbeats and the cluster's members), the
 // block and metadata stores (in memory, with the table written by the
 // real tablets.Ingest).
@@ -66,9 +67,11 @@
 // and nothing anywhere at the end (flows, in-flight counts of the host
 // actors, server jobs); a client avoids only servers that had a fault;
 // and a run without faults completes every scan within CalmBound. The
-// mutants (mutants_test.go) break what is around the actors — a server's
-// rows, lost Cancels, lost accept notices, a forwarded request the owner
-// never gets — and show that the checks notice; a mutant inside an actor
+// mutants (mutants_test.go) break what is around the actors — servers
+// that lie (the scan server's own FaultConfig.Lie, or rows changed on the
+// wire) to clients that skip the proofs, lost Cancels, lost accept
+// notices, a forwarded request the owner never gets, no ScanProgress —
+// and show that the checks notice; a mutant inside an actor
 // (a flow that counts a cancelled attempt as an error) would need a hook
 // in shipped code, and is not kept.
 //

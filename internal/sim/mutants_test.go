@@ -88,12 +88,12 @@ func fold(b *messages.RowBatch, rows []tablets.Entry, digests map[scanserver.Sca
 }
 
 // A server that loses a row and computes its counts over what it sent
-// cannot be caught by the client; the comparison with the ground truth
-// catches it.
+// cannot be caught by a client that does not check the block proofs; the
+// comparison with the ground truth catches it.
 func TestHarnessCatchesLyingServer(t *testing.T) {
 	hunt(t, 300, calmConfig, func() mutations {
 		digests := map[scanserver.ScanKey]*tablets.RowDigest{}
-		return mutations{deliver: func(m proto.Message) {
+		return mutations{noVerify: true, deliver: func(m proto.Message) {
 			switch m := m.(type) {
 			case *messages.RowBatch:
 				dropRow(m, digests, true)
@@ -186,4 +186,39 @@ func TestHarnessCatchesSilentWait(t *testing.T) {
 			return ok
 		}}
 	}, "heard nothing")
+}
+
+// lies are the real scan server's lies that send rows (FaultConfig.Lie).
+var lies = []scanserver.Lie{scanserver.LieForge, scanserver.LieDrop, scanserver.LieAdd, scanserver.LieEmpty}
+
+// Real scan servers that lie (forged, dropped, added rows, an empty
+// success) against clients that do not check the block proofs: the
+// harness sees the wrong rows.
+func TestHarnessCatchesRealLyingServers(t *testing.T) {
+	hunt(t, 100, calmConfig, func() mutations { return mutations{lie: lies, noVerify: true} }, "row")
+}
+
+// The same lying servers against clients that verify, as client.Client
+// does for a table ingested with digests: no wrong row reaches a caller;
+// scans end with a named error.
+func TestVerifiedClientSurvivesLyingServers(t *testing.T) {
+	failed := 0
+	for seed := uint64(1); seed <= 100; seed++ {
+		res, err := run(calmConfig(seed), false, mutations{lie: lies})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range res.Problems {
+			t.Errorf("seed %d: %s", seed, p)
+		}
+		for k, n := range res.Stats.Failed {
+			if k != "ERROR_CODE_NO_SERVERS" {
+				failed += n
+			}
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no scan failed: the servers did not lie")
+	}
+	t.Logf("%d scans failed with a named error; no wrong row", failed)
 }

@@ -165,6 +165,17 @@ func (w *world) ingest(rng *rand.Rand) error {
 	w.truth = &truthTable{name: "sim", rows: rows}
 	for _, t := range meta.GetTablets() {
 		w.truth.refs = append(w.truth.refs, t.GetRef())
+		var roots []tablets.Digest
+		for _, f := range t.GetFiles() {
+			for b := range int(f.GetBlocks()) {
+				d, ok := tablets.RootAt(f.GetBlockRoots(), b)
+				if !ok {
+					return fmt.Errorf("sim: file %s has no root for block %d", f.GetId(), b)
+				}
+				roots = append(roots, d)
+			}
+		}
+		w.truth.roots = append(w.truth.roots, roots)
 	}
 	return nil
 }

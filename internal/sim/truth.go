@@ -15,6 +15,9 @@ type truthTable struct {
 	name string
 	rows []tablets.Entry
 	refs []*messages.TabletRef
+	// roots: each tablet's block roots in block order, what a client
+	// verifies rows against.
+	roots [][]tablets.Digest
 }
 
 // tabletRange is tablet i's key range.

@@ -61,19 +61,24 @@ type mutations struct {
 	// block changes a block as a scan server reads it (a server whose
 	// store lies).
 	block func(key string, data []byte) []byte
+	// lie makes every scan server lie (scanserver.FaultConfig.Lie).
+	lie []scanserver.Lie
 	// Test hooks that change nothing: shape changes each scan as it is
 	// drawn; count, when set, gets every scan message sent over the
 	// network, by request id and message kind.
 	shape  func(w *world, sr *scanRun)
 	client func(c *clientProc)
-	count  map[string]map[string]int
+	// noVerify: clients take rows without checking them against the
+	// tablet's block roots (a client that ignores the proofs).
+	noVerify bool
+	count    map[string]map[string]int
 }
 
 // any reports whether the run has a broken server: a mutation that
 // changes what servers send excuses failures as a fault does. (A drop
 // mutation breaks the component that should have sent or taken the
 // message; the checks of a run without faults still hold it to them.)
-func (m mutations) any() bool { return m.deliver != nil || m.block != nil }
+func (m mutations) any() bool { return m.deliver != nil || m.block != nil || len(m.lie) > 0 }
 
 // Stats is what one run (or many, added up) did.
 type Stats struct {
@@ -229,7 +234,7 @@ func (w *world) build() {
 		h.proc = w.newProc(h.name + ":8100")
 		w.hosts = append(w.hosts, h)
 	}
-	if w.mut.block != nil {
+	if w.mut.block != nil || len(w.mut.lie) > 0 {
 		for _, h := range w.hosts {
 			w.faults.procStart(h.proc.addr, "broken on purpose", w.s.now)
 		}
@@ -508,6 +513,7 @@ func (h *hostProc) start() {
 	scfg.Workers, scfg.MaxQueue, scfg.BatchRows, scfg.Window, scfg.AckTimeout = sm.Workers, sm.MaxQueue, sm.BatchRows, sm.Window, sm.AckTimeout
 	scfg.Clock = p.now
 	scfg.Env = p.env(inc)
+	scfg.Fault.Lie = w.mut.lie
 	log := remoting.DiscardLogger()
 	for i := range w.cfg.ServersPerHost {
 		id := fmt.Sprintf("%s/%d", p.addr, i)
