@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds TestSim runs (0: 2500, 250 under the race detector)")
+	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds TestSim runs (0: 2000, 150 under the race detector)")
 	flagFrom  = flag.Uint64("sim.from", 1, "the first seed TestSim runs")
 	flagSeed  = flag.Int64("sim.seed", -1, "replay this one seed and print its full trace")
 )
@@ -69,9 +69,9 @@ func TestSim(t *testing.T) {
 	}
 	n := *flagSeeds
 	if n <= 0 {
-		n = 2500
+		n = 2000
 		if raceEnabled {
-			n = 250
+			n = 150
 		}
 	}
 	for i := range n {
