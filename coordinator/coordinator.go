@@ -20,6 +20,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
@@ -114,6 +115,9 @@ type CoordinatorConfig struct {
 	// liveness); nil = time.Now. Only durations on it matter: requests
 	// carry time left, not a time of day.
 	Clock func() time.Time
+	// Env: the actors' timers, goroutines and dispatcher; the zero Env is
+	// the real ones (actorenv). A deterministic harness sets it.
+	Env actorenv.Env
 }
 
 // DefaultCoordinatorConfig returns the documented defaults.
@@ -249,6 +253,9 @@ type Coordinator struct {
 	// spawned, when set (tests), is told the gate of every tablet actor
 	// the router spawns.
 	spawned func(id string, gate *stopGate)
+
+	// localPlace: the members SetMembers gave (local coordinators).
+	localPlace atomic.Pointer[placement]
 }
 
 // NewCoordinator checks its inputs; it does no IO.
@@ -282,6 +289,7 @@ func newCoordinator(cfg CoordinatorConfig, conn *bus.Conn, meta MetaSource, prof
 		c.metrics = NewCoordMetrics()
 	}
 	c.board = NewLoadBoard(cfg.Clock, profiles.Decays())
+	c.board.env = cfg.Env
 	c.board.onRebuild = c.metrics.rebuilt
 	c.profiles.Store(profiles)
 	return c
@@ -348,19 +356,19 @@ func (c *Coordinator) Start(ctx context.Context) error {
 // event stream and starts the sweeps. Start calls it with the remote
 // system; in-process tests call it with a local one (and no NATS).
 func (c *Coordinator) startActors(as *actor.ActorSystem) error {
-	c.started = time.Now()
+	c.started = c.now()
 	c.as = as
 	root := as.Root
 	var err error
 	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(c) },
-		actor.WithGuardian(c.supervisor("registry")), actor.WithSupervisor(c.supervisor("host actor"))), "scanplane-registry"); err != nil {
+		c.cfg.Env.Props(actor.WithGuardian(c.supervisor("registry")), actor.WithSupervisor(c.supervisor("host actor")))...), "scanplane-registry"); err != nil {
 		return err
 	}
 	if c.router, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRouterActor(c) },
-		actor.WithGuardian(c.supervisor("router")), actor.WithSupervisor(c.supervisor("tablet actor"))), wire.RouterName); err != nil {
+		c.cfg.Env.Props(actor.WithGuardian(c.supervisor("router")), actor.WithSupervisor(c.supervisor("tablet actor")))...), wire.RouterName); err != nil {
 		return err
 	}
-	if _, err := root.SpawnNamed(actor.PropsFromFunc(c.keep), "scanplane-keeper"); err != nil {
+	if _, err := root.SpawnNamed(actor.PropsFromFunc(c.keep, c.cfg.Env.Props()...), "scanplane-keeper"); err != nil {
 		return err
 	}
 	c.events = as.EventStream.Subscribe(func(evt any) {
@@ -389,6 +397,10 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 			c.warns.warn("dead_letter", "message not delivered (dead letter)", "to", e.PID.String(), "type", fmt.Sprintf("%T", e.Message))
 		}
 	})
+	if c.cfg.Env.AfterFunc != nil {
+		c.armSweep(time.Time{})
+		return nil
+	}
 	c.wg.Add(1)
 	go c.sweepLoop()
 	return nil
@@ -554,19 +566,39 @@ func (c *Coordinator) sweepLoop() {
 		case <-c.stop:
 			return
 		case now := <-t.C:
-			c.as.Root.Send(c.registry, &sweepTick{})
-			if now.Sub(leaseAt) >= time.Second {
-				leaseAt = now
-				c.reloadMu.Lock()
-				up := c.leaseUpdate
-				c.reloadMu.Unlock()
-				if up != nil {
-					n := uint32(max(c.counters.tabletActors.Load(), 0))
-					up(func(ci *messages.ClusterInfo) { ci.TabletActors = n })
-				}
-			}
+			leaseAt = c.sweep(now, leaseAt)
 		}
 	}
+}
+
+// armSweep runs the sweep on Env timers (a harness's clock) instead of
+// sweepLoop's ticker: every SweepInterval until Close.
+func (c *Coordinator) armSweep(leaseAt time.Time) {
+	c.cfg.Env.After(c.cfg.SweepInterval, func() {
+		select {
+		case <-c.stop:
+			return
+		default:
+		}
+		c.armSweep(c.sweep(c.now(), leaseAt))
+	})
+}
+
+// sweep nudges the registry's liveness sweep and, once a second, reports
+// the tablet actors held in the lease; it returns when it last did.
+func (c *Coordinator) sweep(now, leaseAt time.Time) time.Time {
+	c.as.Root.Send(c.registry, &sweepTick{})
+	if now.Sub(leaseAt) < time.Second {
+		return leaseAt
+	}
+	c.reloadMu.Lock()
+	up := c.leaseUpdate
+	c.reloadMu.Unlock()
+	if up != nil {
+		n := uint32(max(c.counters.tabletActors.Load(), 0))
+		up(func(ci *messages.ClusterInfo) { ci.TabletActors = n })
+	}
+	return now
 }
 
 // Address is the actor system's advertised address.
@@ -779,7 +811,7 @@ func CoordinatorCollectors(get func() *Coordinator) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "scanplane_coordinator_cluster_members", Help: "Coordinators in this coordinator's cluster topology (0 when not clustered)."},
 			func() float64 {
 				if c := get(); c != nil {
-					return float64(len(placementOf(c.sys).memberList()))
+					return float64(len(c.placement().memberList()))
 				}
 				return 0
 			}),

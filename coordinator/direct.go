@@ -24,6 +24,9 @@ type routedScan struct {
 	// restarts: how often an actor failed while holding the request
 	// (supervision.go).
 	restarts int
+	// attempts: the attempts a failed actor had made for it (the next
+	// flow numbers its own after them).
+	attempts uint32
 }
 
 // received wraps a validated ScanRequest that arrived now.

@@ -15,7 +15,7 @@ import (
 // past now) before silence is judged. Without that, a coordinator waking
 // from a pause longer than Misses × interval would mark every server dead,
 // and end their running attempts as errors, before reading the heartbeats
-// that prove them alive (docs: internal/protosim finding 1).
+// that prove them alive.
 //
 // Not safe for concurrent use; each host actor has its own.
 type Liveness struct {

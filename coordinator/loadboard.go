@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/selection"
 )
 
@@ -26,6 +27,8 @@ type LoadBoard struct {
 	// onRebuild, when set (before the board is used), is told every
 	// rebuild's cost (CoordMetrics).
 	onRebuild func(time.Duration)
+	// env measures the rebuild's cost (CoordinatorConfig.Env).
+	env actorenv.Env
 
 	mu    sync.Mutex
 	hosts map[string][]*selection.ServerLoad
@@ -185,7 +188,7 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 	}
 	start := time.Now()
 	defer func() {
-		d := time.Since(start)
+		d := b.env.Since(start)
 		b.cost.Store(int64(d))
 		if b.onRebuild != nil {
 			b.onRebuild(d)

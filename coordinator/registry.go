@@ -187,7 +187,7 @@ func (r *RegistryActor) spawnHost(c actor.Context, host string) *actor.PID {
 		h := newHostActor(host, r.board, r.status, r.misses, co.cfg.HostForget, r.now, &co.counters)
 		h.live.SweepInterval = co.cfg.SweepInterval
 		return h
-	})
+	}, co.cfg.Env.Props()...)
 	pid := c.Spawn(props)
 	r.hosts[host] = pid
 	r.byID[pid.Id] = host

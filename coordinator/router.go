@@ -112,6 +112,10 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.onScan(c, m)
 	case *injectPanic:
 		panic(m.why)
+	case *panicTablet:
+		if pid := r.tablets[m.name]; pid != nil {
+			c.Send(pid, &injectPanic{why: m.why})
+		}
 	case *actor.Restarting:
 		r.handOver(c)
 	case *metaLoaded:
@@ -224,7 +228,7 @@ func (r *RouterActor) handOver(c actor.Context) {
 	r.co.routerEpoch.Add(1)
 	requeue := func(rs *routedScan) {
 		if rs.restarts == 0 {
-			c.Send(c.Self(), &routedScan{req: rs.req, deadline: rs.deadline, restarts: 1})
+			c.Send(c.Self(), &routedScan{req: rs.req, deadline: rs.deadline, restarts: 1, attempts: rs.attempts})
 			return
 		}
 		rejectScan(r.co, c, rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL, "coordinator: router failed twice while holding this request; giving up on it")
@@ -297,7 +301,7 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 	r.routing++
 	sender, self, co := c.Sender(), c.Self(), r.co
 	root := c.ActorSystem().Root
-	go func() {
+	co.cfg.Env.Start(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		res := &routeResolved{epoch: r.epoch, req: m, sender: sender}
@@ -310,7 +314,7 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 		}
 		res.err = err
 		root.Send(self, res)
-	}()
+	})
 }
 
 // onScan routes a request that arrived (validated, its deadline set).
@@ -354,7 +358,7 @@ func (r *RouterActor) startLoads(c actor.Context) {
 		r.loadQueue = r.loadQueue[1:]
 		r.loading++
 		self, root, co, epoch := c.Self(), c.ActorSystem().Root, r.co, r.epoch
-		go func() {
+		co.cfg.Env.Start(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			meta, code, err := co.meta.get(ctx, key.table, key.gen)
@@ -362,7 +366,7 @@ func (r *RouterActor) startLoads(c actor.Context) {
 				co.metrics.NATSError(NATSOpMetaRead)
 			}
 			root.Send(self, &metaLoaded{epoch: epoch, key: key, meta: meta, code: code, err: err})
-		}()
+		})
 	}
 }
 
@@ -401,7 +405,7 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 		t := newTabletActor(co, meta, tm)
 		t.gate, t.routerEpoch = gate, epoch
 		return t
-	}, actor.WithMailbox(gatedMailboxProducer(gate)))
+	}, co.cfg.Env.Props(actor.WithMailbox(gatedMailboxProducer(gate)))...)
 	pid, err := c.SpawnNamed(props, id)
 	if err != nil {
 		// Cannot happen: every spawn has a new id.
@@ -468,7 +472,7 @@ type topologyChanged struct{}
 // onTopology takes the latest cluster topology: tablet actors whose tablet
 // is now owned by another coordinator stop as soon as their flows end.
 func (r *RouterActor) onTopology(c actor.Context) {
-	p := placementOf(r.co.sys)
+	p := r.co.placement()
 	if p == nil || p == r.place {
 		return
 	}

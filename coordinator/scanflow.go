@@ -225,6 +225,7 @@ type ScanFlow struct {
 	attempts     []*FlowAttempt
 	avoided      []selection.Attempt
 	winner       uint32 // first attempt known to have delivered data
+	base         uint32 // attempts are numbered from base+1 (SkipAttempts)
 	done         bool
 	// faults: per error code that ends a flow once confirmed (STORAGE,
 	// CORRUPT_BLOCK, BAD_REQUEST, STALE_GENERATION), how often each server
@@ -246,6 +247,15 @@ type faultCount struct {
 func NewScanFlow(req *messages.ScanRequest, deadline time.Time, cfg FlowConfig, waitForServers time.Duration, avoid []selection.Attempt) *ScanFlow {
 	return &ScanFlow{Req: req, cfg: cfg, waitServers: waitForServers, avoided: avoid, deadline: deadline}
 }
+
+// SkipAttempts numbers the flow's attempts from n+1, before Start: a
+// request handed on by a tablet actor that failed had attempts 1..n on
+// servers that may still hold them, and a server takes a StartScan
+// whose request and attempt it holds for a duplicate.
+func (f *ScanFlow) SkipAttempts(n uint32) { f.base = n }
+
+// LastAttempt is the number of the flow's last attempt (0: none).
+func (f *ScanFlow) LastAttempt() uint32 { return f.base + uint32(len(f.attempts)) }
 
 // Done reports whether the flow is over.
 func (f *ScanFlow) Done() bool { return f.done }
@@ -291,10 +301,10 @@ func (f *ScanFlow) Attempts() []*FlowAttempt { return f.attempts }
 
 // Attempt returns attempt n, or nil.
 func (f *ScanFlow) Attempt(n uint32) *FlowAttempt {
-	if n == 0 || int(n) > len(f.attempts) {
+	if n <= f.base || int(n-f.base) > len(f.attempts) {
 		return nil
 	}
-	return f.attempts[n-1]
+	return f.attempts[n-f.base-1]
 }
 
 // history is what the policy sees: avoided servers first, then attempts.
@@ -361,7 +371,7 @@ func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
 		return f.fail(now, messages.ErrorCode_ERROR_CODE_INTERNAL, "selection: "+err.Error())
 	}
 	f.noServerFrom, f.noServerErr = time.Time{}, nil
-	a := &FlowAttempt{N: uint32(len(f.attempts) + 1), Decision: dec,
+	a := &FlowAttempt{N: f.base + uint32(len(f.attempts)+1), Decision: dec,
 		Sel: selection.Attempt{Server: dec.Server, Host: dec.Host, Result: selection.Pending, Start: now, PlanIndex: dec.PlanIndex, Hedge: hedge}}
 	f.attempts = append(f.attempts, a)
 	if dec.Delay > 0 {

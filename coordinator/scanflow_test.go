@@ -899,3 +899,34 @@ func TestFlowScanDoneDoesNotCancelFinishedWinner(t *testing.T) {
 	}
 	l2.balanced()
 }
+
+// TestFlowSkipsAttemptsOfAFailedActor: a flow that takes over a request
+// from a failed tablet actor, which made attempts 1 and 2, numbers its
+// own from 3 — a server still holding attempt 1 would take a new attempt
+// 1 for a duplicate — and answers about attempts it did not make change
+// nothing.
+func TestFlowSkipsAttemptsOfAFailedActor(t *testing.T) {
+	p := &scripted{servers: []string{"a", "b"}}
+	l := newLedger(t)
+	f := NewScanFlow(req(), time.Time{}, DefaultFlowConfig(), 0, nil)
+	f.SkipAttempts(2)
+	l.apply(f.Start(t0, p.pick))
+	if !l.dispatched[3] || len(l.dispatched) != 1 || f.LastAttempt() != 3 {
+		t.Fatalf("dispatched %v (last attempt %d), want attempt 3 only", l.dispatched, f.LastAttempt())
+	}
+	if f.Attempt(1) != nil || f.Attempt(2) != nil || f.Attempt(3) == nil {
+		t.Fatal("Attempt numbers other than the flow's own")
+	}
+	if acts := f.OnBusy(t0.Add(time.Millisecond), 1, p.pick); len(acts) != 0 {
+		t.Fatalf("busy of the failed actor's attempt 1: %v", acts)
+	}
+	l.apply(f.OnBusy(t0.Add(time.Millisecond), 3, p.pick))
+	if !l.dispatched[4] {
+		t.Fatalf("busy attempt 3 not followed by attempt 4: %v", l.dispatched)
+	}
+	l.apply(f.OnFinished(t0.Add(2*time.Millisecond), ok(4), p.pick))
+	if !f.Done() || len(l.fails) != 0 {
+		t.Fatal("not done")
+	}
+	l.balanced()
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
@@ -78,7 +79,7 @@ type flowEntry struct {
 	// a server that restarted lost the attempt.
 	incarnations map[uint32]string
 	// timers not yet fired, stopped when the flow completes.
-	timers   map[uint64]*time.Timer
+	timers   map[uint64]actorenv.Timer
 	timerSeq uint64
 	// metrics: when the request reached us, when an attempt was first
 	// known to deliver data, how it ended ("" = ok), and where its
@@ -113,10 +114,10 @@ type TabletActor struct {
 	self  *actor.PID
 	root  *actor.RootContext
 	// check is the pending lostCheck timer (armed while flows exist).
-	check *time.Timer
+	check actorenv.Timer
 	// idle is the idle timer; lastActive the last message that was not a
 	// timer of ours; retiring: we asked the router to let us stop.
-	idle       *time.Timer
+	idle       actorenv.Timer
 	lastActive time.Time
 	retiring   bool
 	// moved: another coordinator owns the tablet now (movedAway).
@@ -134,7 +135,7 @@ type TabletActor struct {
 func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d/%d", table.GetName(), table.GetGeneration(), meta.GetRef().GetIndex())
-	seed := h.Sum64() ^ uint64(time.Now().UnixNano())
+	seed := h.Sum64() ^ uint64(co.now().UnixNano())
 	return &TabletActor{co: co, table: table, meta: meta,
 		sel:   selection.Tablet{Table: table.GetName(), PrevEndRow: meta.GetRef().GetPrevEndRow(), EndRow: meta.GetRef().GetEndRow()},
 		rng:   rand.New(rand.NewPCG(seed, seed>>1|1)),
@@ -264,7 +265,7 @@ func (t *TabletActor) answered(id string, n uint32, server, what string) *flowEn
 
 // stopTimers stops the lost-check and idle timers.
 func (t *TabletActor) stopTimers() {
-	for _, tm := range []**time.Timer{&t.check, &t.idle} {
+	for _, tm := range []*actorenv.Timer{&t.check, &t.idle} {
 		if *tm != nil {
 			(*tm).Stop()
 			*tm = nil
@@ -284,7 +285,7 @@ func (t *TabletActor) handOver(now time.Time, to *actor.PID, why string) {
 		switch {
 		case winner:
 		case e.rs.restarts == 0:
-			t.root.Send(to, &routedScan{req: e.rs.req, deadline: e.rs.deadline, restarts: 1})
+			t.root.Send(to, &routedScan{req: e.rs.req, deadline: e.rs.deadline, restarts: 1, attempts: e.flow.LastAttempt()})
 		default:
 			rejectScan(t.co, t.root, e.rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL,
 				fmt.Sprintf("coordinator: %s twice while serving this request; giving up on it", why))
@@ -309,7 +310,7 @@ func (t *TabletActor) armIdle(after time.Duration) {
 		t.idle.Stop()
 	}
 	self, root := t.self, t.root
-	t.idle = time.AfterFunc(after, func() { root.Send(self, &idleCheck{}) })
+	t.idle = t.co.cfg.Env.After(after, func() { root.Send(self, &idleCheck{}) })
 }
 
 // onIdleCheck asks the router to let us stop once we had no flow and no
@@ -380,8 +381,9 @@ func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
 	e := &flowEntry{rs: rs, profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
-		timers: map[uint64]*time.Timer{}, start: now, progressed: now, decide: t.co.metrics.selectionObserver(prof)}
+		timers: map[uint64]actorenv.Timer{}, start: now, progressed: now, decide: t.co.metrics.selectionObserver(prof)}
 	e.flow = NewScanFlow(m, rs.deadline, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
+	e.flow.SkipAttempts(rs.attempts)
 	t.co.counters.scans.Add(1)
 	if r.Empty() {
 		// Nothing to read: answer at once without a server.
@@ -448,7 +450,7 @@ func (t *TabletActor) armCheck() {
 		return
 	}
 	self, root := t.self, t.root
-	t.check = time.AfterFunc(t.co.cfg.SweepInterval, func() { root.Send(self, &lostCheck{}) })
+	t.check = t.co.cfg.Env.After(t.co.cfg.SweepInterval, func() { root.Send(self, &lostCheck{}) })
 }
 
 // checkLost ends the attempts whose server left the view (not alive, gone,
@@ -568,7 +570,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			e.timerSeq++
 			msg := &flowTimer{req: id, seq: e.timerSeq, kind: a.Timer, n: n}
 			self, root := t.self, t.root
-			e.timers[msg.seq] = time.AfterFunc(a.After, func() { root.Send(self, msg) })
+			e.timers[msg.seq] = t.co.cfg.Env.After(a.After, func() { root.Send(self, msg) })
 		case ActTimeoutSignal:
 			t.co.publishSignal(bus.SignalTimeout, &messages.LoadSignal{Host: a.Attempt.Sel.Host, Server: string(a.Attempt.Sel.Server),
 				RequestId: id, Table: t.table.GetName(), AtUnixMs: now.UnixMilli(), Origin: t.co.Address()})

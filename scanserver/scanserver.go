@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/metrics"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
@@ -70,6 +71,10 @@ type ScanServerConfig struct {
 	// durations on it matter: a StartScan carries time left, not a time
 	// of day.
 	Clock func() time.Time
+	// Env: the actor's timers, worker goroutines and dispatcher; the
+	// zero Env is the real ones (actorenv). A deterministic harness sets
+	// it; its workers are then not reused from scan to scan.
+	Env actorenv.Env
 }
 
 // DefaultScanServerConfig returns the defaults documented on each field.
@@ -151,7 +156,7 @@ type scanJob struct {
 	// noticeTimer) or a message that implies it does (noticeFolded: the
 	// first batch or the ScanFinished); see AcceptNoticeDelay.
 	notice      atomic.Int32
-	noticeTimer *time.Timer
+	noticeTimer actorenv.Timer
 }
 
 const (
@@ -245,7 +250,7 @@ type ScanServerActor struct {
 	queue    *ServerQueue
 	pending  map[ScanKey]*scanJob
 	running  map[ScanKey]*scanJob
-	timer    *time.Timer
+	timer    actorenv.Timer
 	counters *ServerCounters
 	lies     atomic.Uint64 // scans answered under FaultConfig.Lie
 	onBusy   func(*messages.LoadSignal)
@@ -427,9 +432,15 @@ func queueWait(bt, max time.Duration) time.Duration {
 
 func (s *ScanServerActor) start(job *scanJob, now time.Time) {
 	job.started = now
-	if !job.deadline.IsZero() {
+	switch {
+	case !job.deadline.IsZero() && s.cfg.Env.AfterFunc != nil:
+		// The deadline on the Env's clock, not the runtime's.
+		ctx, cancel := context.WithCancelCause(context.Background())
+		t := s.cfg.Env.After(job.deadline.Sub(now), func() { cancel(context.DeadlineExceeded) })
+		job.ctx, job.cancel = deadlineCtx{ctx}, func() { t.Stop(); cancel(context.Canceled) }
+	case !job.deadline.IsZero():
 		job.ctx, job.cancel = context.WithTimeout(context.Background(), job.deadline.Sub(now))
-	} else {
+	default:
 		job.ctx, job.cancel = context.WithCancel(context.Background())
 	}
 	s.running[job.key] = job
@@ -439,7 +450,7 @@ func (s *ScanServerActor) start(job *scanJob, now time.Time) {
 	started := &messages.ScanStarted{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Server: s.id,
 		QueueLen: uint32(s.queue.Len()), QueuedUs: now.Sub(job.received).Microseconds()}
 	root, tablet := s.sys.Root, job.tablet
-	job.noticeTimer = time.AfterFunc(noticeDelay(time.Duration(job.req.BusyTimeoutUs)*time.Microsecond), func() {
+	job.noticeTimer = s.cfg.Env.After(noticeDelay(time.Duration(job.req.BusyTimeoutUs)*time.Microsecond), func() {
 		if job.notice.CompareAndSwap(noticePending, noticeSent) {
 			root.Send(tablet, started)
 		}
@@ -456,6 +467,10 @@ const workerIdle = time.Second
 // and no stack growth per scan) and end after workerIdle without a scan,
 // when the actor stops, or when the host agent closes.
 func (s *ScanServerActor) dispatch(job *scanJob) {
+	if s.cfg.Env.Go != nil {
+		s.cfg.Env.Go(func() { s.run(job) })
+		return
+	}
 	select {
 	case s.parked <- job:
 	default:
@@ -512,7 +527,7 @@ func (s *ScanServerActor) armTimer() {
 		return
 	}
 	self, root := s.self, s.sys.Root
-	s.timer = time.AfterFunc(time.Until(at), func() { root.Send(self, &expireTick{}) })
+	s.timer = s.cfg.Env.After(at.Sub(s.now()), func() { root.Send(self, &expireTick{}) })
 }
 
 func (s *ScanServerActor) onJobDone(key ScanKey) {
@@ -787,7 +802,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		if seq == 1 {
 			job.foldNotice() // the first batch's news implies it
-			job.firstSent = time.Now()
+			job.firstSent = s.now()
 		}
 		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, b)
@@ -857,29 +872,37 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 // unacknowledged. It gives up (errClientGone) after AckTimeout without an
 // ack, or FirstAckTimeout after the first batch went out if none came yet.
 func (s *ScanServerActor) waitWindow(job *scanJob, seq, window uint64) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for seq-1-job.acked.Load() >= window {
-		if timer == nil {
-			wait := s.cfg.AckTimeout
-			if job.acked.Load() == 0 {
-				wait = min(wait, s.cfg.FirstAckTimeout-time.Since(job.firstSent))
-			}
-			timer = time.NewTimer(wait)
-		}
-		select {
-		case <-job.ctx.Done():
-			return job.ctx.Err()
-		case <-job.ackCh:
-		case <-timer.C:
-			return errClientGone
-		}
+	ready := func() bool { return seq-1-job.acked.Load() < window }
+	if ready() {
+		return nil
 	}
-	return nil
+	wait := s.cfg.AckTimeout
+	if job.acked.Load() == 0 {
+		wait = min(wait, s.cfg.FirstAckTimeout-s.now().Sub(job.firstSent))
+	}
+	if wait <= 0 {
+		if err := job.ctx.Err(); err != nil {
+			return err
+		}
+		return errClientGone
+	}
+	err := s.cfg.Env.Block(job.ctx, job.ackCh, ready, wait)
+	if errors.Is(err, actorenv.ErrWaitTimeout) {
+		return errClientGone
+	}
+	return err
+}
+
+// deadlineCtx is a context cancelled with context.DeadlineExceeded as its
+// cause at a deadline on the Env's clock: its Err is the cause, as a
+// context.WithTimeout's is.
+type deadlineCtx struct{ context.Context }
+
+func (c deadlineCtx) Err() error {
+	if c.Context.Err() == nil {
+		return nil
+	}
+	return context.Cause(c.Context)
 }
 
 func errorCode(err error) messages.ErrorCode {

@@ -23,10 +23,15 @@ const (
 type injectPanic struct{ why string }
 
 // ServerProps are the props of a scan-server actor made by newActor, for
-// every incarnation, under an explicit restart strategy logging on log.
-func ServerProps(newActor func() *ScanServerActor, log *slog.Logger) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return newActor() }, actor.WithGuardian(restartStrategy("scan server", log)))
+// every incarnation, under an explicit restart strategy logging on log,
+// with opts added (a harness's dispatcher).
+func ServerProps(newActor func() *ScanServerActor, log *slog.Logger, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return newActor() }, append([]actor.PropsOption{actor.WithGuardian(restartStrategy("scan server", log))}, opts...)...)
 }
+
+// PanicMessage is a message that makes the scan-server actor receiving
+// it panic (a local message; harnesses inject failures with it).
+func PanicMessage(why string) any { return &injectPanic{why: why} }
 
 func restartStrategy(what string, log *slog.Logger) actor.SupervisorStrategy {
 	return actor.NewOneForOneStrategy(maxRestarts, restartWindow, func(reason any) actor.Directive {

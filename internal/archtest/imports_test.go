@@ -24,8 +24,8 @@ var allowed = map[string][]string{
 	"bus":               {"messages", "tablets", "internal/backoff"},
 	"internal/remoting": {},
 	"internal/metrics":  {"messages"},
-	"scanserver":        {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics"},
-	"coordinator":       {"wire", "messages", "tablets", "selection", "bus", "internal/remoting", "internal/metrics"},
+	"scanserver":        {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
+	"coordinator":       {"wire", "messages", "tablets", "selection", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
 	"client":            {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets"},
 	"loadtest":          {"client", "messages", "tablets", "bus", "selection", "localcluster"},
 	"localcluster":      {"messages", "internal/cliutil", "internal/backoff"},
@@ -34,11 +34,12 @@ var allowed = map[string][]string{
 	"internal/archtest": {},
 	"internal/backoff":  {},
 	"internal/testutil": {}, // imported by tests only: no package lists it
+	"internal/actorenv": {},
 	"e2e":               {},
 	"internal/doctest":  {}, // tests of the documentation
 
 	// deterministic harnesses and test scaffolding: anything
-	"internal/protosim":     {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets"},
+	"internal/sim":          {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
 	"internal/placementsim": {"selection", "tablets"},
 	"internal/clustertest":  {"bus", "client", "internal/cliutil", "localcluster", "messages", "tablets"},
 }

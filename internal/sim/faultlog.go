@@ -1,8 +1,10 @@
-package protosim
+package sim
 
 import (
 	"fmt"
 	"time"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // msgFault is a network fault that touched one message of a scan.
@@ -34,12 +36,12 @@ func newFaultLog(clock *scheduler) *faultLog {
 	return &faultLog{clock: clock, byRequest: map[string][]msgFault{}, other: map[string][]msgFault{}, procs: map[string][]procFault{}}
 }
 
-func (l *faultLog) message(env *envelope, kind string) {
+func (l *faultLog) message(from, to string, msg proto.Message, kind string) {
 	l.count++
-	req, att := requestOf(env.msg)
-	f := msgFault{at: l.clock.now, attempt: att, from: env.from.addr, to: env.to.addr, kind: kind}
+	req, att := requestOf(msg)
+	f := msgFault{at: l.clock.now, attempt: att, from: from, to: to, kind: kind}
 	if req == "" {
-		l.other[env.from.addr] = append(l.other[env.from.addr], f)
+		l.other[from] = append(l.other[from], f)
 		return
 	}
 	l.byRequest[req] = append(l.byRequest[req], f)

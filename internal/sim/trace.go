@@ -1,19 +1,21 @@
-package protosim
+package sim
 
 import (
 	"fmt"
+	"hash"
 	"strings"
 	"time"
 )
 
 // tracer records what happened, one line per event, when enabled. A run
-// is traced only when asked (-protosim.seed) or when it failed: the
+// is traced only when asked (-sim.seed) or when it failed: the
 // failing seed is run again with the tracer on, which also checks that
 // the run is deterministic.
 type tracer struct {
 	on    bool
 	lines []string
 	clock *scheduler
+	hash  hash.Hash64 // over every line, when on
 }
 
 func (t *tracer) printf(format string, args ...any) {
@@ -21,7 +23,10 @@ func (t *tracer) printf(format string, args ...any) {
 		return
 	}
 	at := t.clock.now.Sub(epoch)
-	t.lines = append(t.lines, fmt.Sprintf("%12s  ", fmtDur(at))+fmt.Sprintf(format, args...))
+	line := fmt.Sprintf("%12s  ", fmtDur(at)) + fmt.Sprintf(format, args...)
+	t.lines = append(t.lines, line)
+	t.hash.Write([]byte(line))
+	t.hash.Write([]byte{'\n'})
 }
 
 func (t *tracer) String() string { return strings.Join(t.lines, "\n") }

@@ -1,4 +1,4 @@
-package protosim
+package sim
 
 import (
 	"fmt"
@@ -34,6 +34,10 @@ func requestOf(m proto.Message) (string, uint32) {
 	case *messages.Cancel:
 		return m.GetRequestId(), m.GetAttempt()
 	case *messages.LoadSignal:
+		return m.GetRequestId(), 0
+	case *messages.ScanProgress:
+		return m.GetRequestId(), 0
+	case *messages.ScanRouted:
 		return m.GetRequestId(), 0
 	}
 	return "", 0
@@ -74,6 +78,10 @@ func describe(m proto.Message) string {
 		return fmt.Sprintf("Heartbeat{%s inc=%s q=%d}", m.GetServer(), m.GetIncarnation(), m.GetQueueLen())
 	case *messages.LoadSignal:
 		return fmt.Sprintf("LoadSignal{%s %s}", m.GetServer(), m.GetRequestId())
+	case *messages.ScanProgress:
+		return fmt.Sprintf("ScanProgress{%s %s: %s}", m.GetRequestId(), m.GetCoordinator(), m.GetState())
+	case *messages.ScanRouted:
+		return fmt.Sprintf("ScanRouted{%s owner=%s actor=%s}", m.GetRequestId(), m.GetOwner(), m.GetTabletActor().GetId())
 	}
 	return fmt.Sprintf("%T", m)
 }
