@@ -13,7 +13,7 @@ import (
 
 	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/tablets"
 )
 

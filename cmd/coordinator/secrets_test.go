@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
-	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 )
 
 // TestSecretsListen: with --secrets the actor remote and the

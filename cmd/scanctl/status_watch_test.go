@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
 

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
-	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 )
 
 // versionLine is what --version prints: the program, its version, the

@@ -39,9 +39,9 @@ var allowed = map[string][]string{
 	"internal/doctest":  {}, // tests of the documentation
 
 	// deterministic harnesses and test scaffolding: anything
-	"internal/sim":          {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
-	"internal/placementsim": {"selection", "tablets"},
-	"internal/clustertest":  {"bus", "client", "internal/cliutil", "localcluster", "messages", "tablets"},
+	"internal/sim":                  {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
+	"internal/sim/placementsim":     {"selection", "tablets"},
+	"internal/testutil/clustertest": {"bus", "client", "internal/cliutil", "localcluster", "messages", "tablets"},
 }
 
 // apart lists, per package, packages of ours it must not depend on at all,

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
-	"github.com/scanplane/scanplane/internal/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 )
 
 // TestHTTPSecurity: an endpoint secured with --secrets answers

@@ -20,8 +20,8 @@
 // randomness comes from seeds. Timings are measured by the package's
 // benchmarks and by its report test, never asserted:
 //
-//	go test ./internal/placementsim -run TestPlacementReport -placementsim.full -v -timeout 0
-//	go test ./internal/placementsim -run '^$' -bench . -benchtime 2s
+//	go test ./internal/sim/placementsim -run TestPlacementReport -placementsim.full -v -timeout 0
+//	go test ./internal/sim/placementsim -run '^$' -bench . -benchtime 2s
 //
 // The figures and what they mean are in MEASUREMENTS.md ("Scale
 // simulation"). The package is measurement infrastructure: nothing
