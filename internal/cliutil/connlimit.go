@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/netlimit"
 )
 
 // HTTPLimits bound the connections of an HTTP endpoint and the log lines
@@ -49,25 +50,15 @@ func (l HTTPLimits) Validate() error {
 	return nil
 }
 
-// logThrottle passes burst lines per interval to emit and counts the
-// rest; at the end of an interval with lines held back it calls
-// suppressed with their number.
+// logThrottle writes an http.Server's error lines through a
+// netlimit.Throttle.
 type logThrottle struct {
-	every      time.Duration
-	burst      int
-	emit       func(string)
-	suppressed func(n int, every time.Duration)
-
-	mu      sync.Mutex
-	until   time.Time // end of the current interval
-	passed  int       // lines passed in it
-	held    int       // lines held back since the last report
-	timer   *time.Timer
-	stopped bool
+	th   *netlimit.Throttle
+	emit func(string)
 }
 
 func newLogThrottle(burst int, every time.Duration, emit func(string), suppressed func(int, time.Duration)) *logThrottle {
-	return &logThrottle{every: every, burst: burst, emit: emit, suppressed: suppressed}
+	return &logThrottle{th: netlimit.NewThrottle(burst, every, suppressed), emit: emit}
 }
 
 // Write takes one line (the log.Logger of an http.Server writes a line
@@ -78,55 +69,18 @@ func (t *logThrottle) Write(p []byte) (int, error) {
 }
 
 func (t *logThrottle) line(s string) {
-	now := time.Now()
-	t.mu.Lock()
-	if t.stopped {
-		t.mu.Unlock()
-		return
-	}
-	if !now.Before(t.until) {
-		t.until, t.passed = now.Add(t.every), 0
-	}
-	if t.passed < t.burst {
-		t.passed++
-		t.mu.Unlock()
+	if t.th.Allow() {
 		t.emit(s)
-		return
-	}
-	t.held++
-	if t.timer == nil {
-		t.timer = time.AfterFunc(t.until.Sub(now), t.report)
-	}
-	t.mu.Unlock()
-}
-
-// report logs the number of lines held back.
-func (t *logThrottle) report() {
-	t.mu.Lock()
-	n := t.held
-	t.held, t.timer = 0, nil
-	t.mu.Unlock()
-	if n > 0 {
-		t.suppressed(n, t.every)
 	}
 }
 
 // stop reports what is held back and passes nothing more.
-func (t *logThrottle) stop() {
-	t.mu.Lock()
-	if t.timer != nil {
-		t.timer.Stop()
-	}
-	t.stopped = true
-	t.mu.Unlock()
-	t.report()
-}
+func (t *logThrottle) stop() { t.th.Stop() }
 
 // capListener closes every connection accepted while max are open.
 type capListener struct {
 	net.Listener
-	max      int64
-	open     atomic.Int64
+	slots    *netlimit.Slots
 	refused  atomic.Uint64
 	onRefuse func(addr string, open int64)
 }
@@ -137,28 +91,15 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n := l.open.Add(1); n > l.max {
-			l.open.Add(-1)
+		if open, ok := l.slots.Take(); !ok {
 			l.refused.Add(1)
 			addr := c.RemoteAddr().String()
 			c.Close()
 			if l.onRefuse != nil {
-				l.onRefuse(addr, n-1)
+				l.onRefuse(addr, open)
 			}
 			continue
 		}
-		return &capConn{Conn: c, l: l}, nil
+		return l.slots.Hold(c), nil
 	}
-}
-
-// capConn gives its slot back at its first Close.
-type capConn struct {
-	net.Conn
-	l    *capListener
-	once sync.Once
-}
-
-func (c *capConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/netlimit"
 	"github.com/scanplane/scanplane/internal/secrets"
 )
 
@@ -199,7 +200,7 @@ func ServeListenerLimits(l net.Listener, handler http.Handler, sec *HTTPSecurity
 	th := newLogThrottle(lim.LogBurst, lim.LogEvery, emit, func(n int, every time.Duration) {
 		emit(fmt.Sprintf("http: %d more server errors (failed TLS handshakes, refused connections) in the last %v not logged", n, every))
 	})
-	capped := &capListener{Listener: l, max: int64(lim.MaxConns), onRefuse: func(addr string, open int64) {
+	capped := &capListener{Listener: l, slots: netlimit.NewSlots(lim.MaxConns), onRefuse: func(addr string, open int64) {
 		th.line(fmt.Sprintf("http: refused connection from %s: %d connections open, the most this endpoint takes", addr, open))
 	}}
 	var ln net.Listener = capped

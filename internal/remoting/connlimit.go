@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/scanplane/scanplane/internal/netlimit"
 )
 
 // RemoteLimits bound the connections the actor remote's gRPC server
@@ -70,34 +70,32 @@ func (l RemoteLimits) serverOptions() []grpc.ServerOption {
 var errConnLimit = errors.New("remote: too many connections open")
 
 // cappedCreds are server credentials that close a connection accepted
-// while max are open (before its handshake); it and every failed
+// while slots are all taken (before its handshake); it and every failed
 // handshake are counted by the Guard (reasons conn_limit and handshake)
 // and logged through log.
 type cappedCreds struct {
 	credentials.TransportCredentials
-	max   int64
-	open  *atomic.Int64
+	slots *netlimit.Slots
 	guard *Guard
 	log   *logThrottle
 }
 
 func (c cappedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	peer := conn.RemoteAddr().String()
-	if n := c.open.Add(1); n > c.max {
-		c.open.Add(-1)
+	if open, ok := c.slots.Take(); !ok {
 		conn.Close()
 		c.guard.count(ReasonConnLimit)
-		c.log.warn("remote: connection refused: too many open", "peer", peer, "open", n-1)
+		c.log.warn("remote: connection refused: too many open", "peer", peer, "open", open)
 		return nil, nil, errConnLimit
 	}
 	out, info, err := c.TransportCredentials.ServerHandshake(conn)
 	if err != nil {
-		c.open.Add(-1)
+		c.slots.Release()
 		c.guard.count(ReasonHandshake)
 		c.log.warn("remote: TLS handshake refused", "peer", peer, "err", err)
 		return nil, nil, err
 	}
-	return &countedConn{Conn: out, open: c.open}, info, nil
+	return c.slots.Hold(out), info, nil
 }
 
 func (c cappedCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
@@ -109,60 +107,26 @@ func (c cappedCreds) Clone() credentials.TransportCredentials {
 	return c
 }
 
-// countedConn gives its slot back at its first Close.
-type countedConn struct {
-	net.Conn
-	open *atomic.Int64
-	once sync.Once
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.open.Add(-1) })
-	return c.Conn.Close()
-}
-
-// logThrottle logs burst lines per interval and counts the rest; at the
-// end of an interval with lines held back it logs their number.
+// logThrottle logs refused connections and handshakes through a
+// netlimit.Throttle, then one line with the number held back.
 type logThrottle struct {
-	log   *slog.Logger
-	every time.Duration
-	burst int
+	log *slog.Logger
+	th  *netlimit.Throttle
+}
 
-	mu     sync.Mutex
-	until  time.Time // end of the current interval
-	passed int       // lines logged in it
-	held   int       // lines held back since the last report
-	timer  *time.Timer
+func newLogThrottle(log *slog.Logger, burst int, every time.Duration) *logThrottle {
+	t := &logThrottle{log: log}
+	t.th = netlimit.NewThrottle(burst, every, func(n int, every time.Duration) {
+		log.Warn(fmt.Sprintf("remote: %d more refused connections and TLS handshakes not logged in the last %v", n, every))
+	})
+	return t
 }
 
 func (t *logThrottle) warn(msg string, args ...any) {
 	if t == nil || t.log == nil {
 		return
 	}
-	now := time.Now()
-	t.mu.Lock()
-	if !now.Before(t.until) {
-		t.until, t.passed = now.Add(t.every), 0
-	}
-	if t.passed < t.burst {
-		t.passed++
-		t.mu.Unlock()
+	if t.th.Allow() {
 		t.log.Warn(msg, args...)
-		return
-	}
-	t.held++
-	if t.timer == nil {
-		t.timer = time.AfterFunc(t.until.Sub(now), t.report)
-	}
-	t.mu.Unlock()
-}
-
-func (t *logThrottle) report() {
-	t.mu.Lock()
-	n := t.held
-	t.held, t.timer = 0, nil
-	t.mu.Unlock()
-	if n > 0 {
-		t.log.Warn(fmt.Sprintf("remote: %d more refused connections and TLS handshakes not logged in the last %v", n, t.every))
 	}
 }

@@ -2,12 +2,13 @@ package remoting
 
 import (
 	"log/slog"
-	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/scanplane/scanplane/internal/netlimit"
 )
 
 // Transport sizes of the gRPC connections under every actor system of
@@ -56,8 +57,8 @@ func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard
 	if guard != nil {
 		log = guard.log
 	}
-	server = append(server, grpc.Creds(cappedCreds{TransportCredentials: creds, max: int64(lim.MaxConns), open: new(atomic.Int64), guard: guard,
-		log: &logThrottle{log: log, every: lim.LogEvery, burst: lim.LogBurst}}))
+	server = append(server, grpc.Creds(cappedCreds{TransportCredentials: creds, slots: netlimit.NewSlots(lim.MaxConns), guard: guard,
+		log: newLogThrottle(log, lim.LogBurst, lim.LogEvery)}))
 	server = append(server, lim.serverOptions()...)
 	server = append(server,
 		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),

@@ -1,0 +1,118 @@
+// Package netlimit bounds what a listener costs a process: how many
+// connections it holds open at once (Slots) and how many log lines its
+// failures write (Throttle). The HTTP endpoints (internal/cliutil) and the
+// actor remote (internal/remoting) both use it. Everything here is safe
+// for concurrent use.
+package netlimit
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Slots counts the connections open against a maximum.
+type Slots struct {
+	max  int64
+	open atomic.Int64
+}
+
+// NewSlots returns Slots for at most max connections (max >= 1).
+func NewSlots(max int) *Slots { return &Slots{max: int64(max)} }
+
+// Take takes a slot for a new connection: false (and the number open)
+// when max are open already, and the connection must be closed.
+func (s *Slots) Take() (open int64, ok bool) {
+	if n := s.open.Add(1); n > s.max {
+		s.open.Add(-1)
+		return n - 1, false
+	}
+	return 0, true
+}
+
+// Release gives back a slot taken for a connection that did not open
+// after all (a failed handshake).
+func (s *Slots) Release() { s.open.Add(-1) }
+
+// Hold returns c, which gives its slot back at its first Close.
+func (s *Slots) Hold(c net.Conn) net.Conn { return &heldConn{Conn: c, s: s} }
+
+// Open is the number of slots taken.
+func (s *Slots) Open() int64 { return s.open.Load() }
+
+type heldConn struct {
+	net.Conn
+	s    *Slots
+	once sync.Once
+}
+
+func (c *heldConn) Close() error {
+	c.once.Do(c.s.Release)
+	return c.Conn.Close()
+}
+
+// Throttle lets burst lines through per interval and counts the rest; at
+// the end of an interval in which it held lines back, it calls
+// suppressed with their number.
+type Throttle struct {
+	every      time.Duration
+	burst      int
+	suppressed func(held int, every time.Duration)
+
+	mu      sync.Mutex
+	until   time.Time // end of the current interval
+	passed  int       // lines let through in it
+	held    int       // lines held back since the last report
+	timer   *time.Timer
+	stopped bool
+}
+
+// NewThrottle returns a Throttle of burst lines per every (both > 0).
+func NewThrottle(burst int, every time.Duration, suppressed func(held int, every time.Duration)) *Throttle {
+	return &Throttle{every: every, burst: burst, suppressed: suppressed}
+}
+
+// Allow says whether to log a line now; a line it refuses is counted.
+// After Stop it refuses every line without counting it.
+func (t *Throttle) Allow() bool {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	if !now.Before(t.until) {
+		t.until, t.passed = now.Add(t.every), 0
+	}
+	if t.passed < t.burst {
+		t.passed++
+		return true
+	}
+	t.held++
+	if t.timer == nil {
+		t.timer = time.AfterFunc(t.until.Sub(now), t.report)
+	}
+	return false
+}
+
+func (t *Throttle) report() {
+	t.mu.Lock()
+	n := t.held
+	t.held, t.timer = 0, nil
+	t.mu.Unlock()
+	if n > 0 {
+		t.suppressed(n, t.every)
+	}
+}
+
+// Stop reports what is held back and lets nothing more through.
+func (t *Throttle) Stop() {
+	t.mu.Lock()
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.stopped = true
+	t.mu.Unlock()
+	t.report()
+}
