@@ -912,17 +912,18 @@ func (c *Cluster) WaitCoordinatorBack(ctx context.Context, i, n int, timeout tim
 
 func (c *Cluster) waitServersOf(ctx context.Context, coords []int, n int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
-	var last string
 	for {
-		ok := true
+		// Every coordinator that is not ready is named: after a timeout
+		// the message says which ones miss which servers.
+		var missing []string
 		for _, i := range coords {
 			if !c.CoordinatorProc(i).Alive() {
 				continue
 			}
 			st, err := c.StatusOf(ctx, i)
 			if err != nil {
-				ok, last = false, fmt.Sprintf("%s: %v", c.coords[i].name, err)
-				break
+				missing = append(missing, fmt.Sprintf("%s: %v", c.coords[i].name, err))
+				continue
 			}
 			live := 0
 			for _, s := range st.Servers {
@@ -931,15 +932,14 @@ func (c *Cluster) waitServersOf(ctx context.Context, coords []int, n int, timeou
 				}
 			}
 			if live < n {
-				ok, last = false, fmt.Sprintf("%s sees %d live servers, want %d", c.coords[i].name, live, n)
-				break
+				missing = append(missing, fmt.Sprintf("%s sees %d live servers, want %d%s", c.coords[i].name, live, n, notAlive(st.Servers)))
 			}
 		}
-		if ok {
+		if len(missing) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: after %v: %s", ErrNotReady, timeout, last)
+			return fmt.Errorf("%w: after %v: %s", ErrNotReady, timeout, strings.Join(missing, "; "))
 		}
 		select {
 		case <-ctx.Done():
@@ -947,6 +947,25 @@ func (c *Cluster) waitServersOf(ctx context.Context, coords []int, n int, timeou
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// notAlive names the servers of a status that are not alive, with their
+// address and the age of their last heartbeat ("" when all are).
+func notAlive(servers []*messages.ServerStatus) string {
+	var out []string
+	for _, s := range servers {
+		if !s.GetAlive() {
+			age := "never"
+			if ms := s.GetLastHeartbeatUnixMs(); ms > 0 {
+				age = time.Since(time.UnixMilli(ms)).Round(time.Millisecond).String() + " ago"
+			}
+			out = append(out, fmt.Sprintf("%s (incarnation %s, last heartbeat %s)", s.GetId(), s.GetIncarnation(), age))
+		}
+	}
+	if len(out) == 0 {
+		return " (none listed as dead: the others are unknown to it)"
+	}
+	return "; not alive: " + strings.Join(out, ", ")
 }
 
 // Close stops every host, then every coordinator (in parallel).
