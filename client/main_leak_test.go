@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 			// protoactor-go remote: a failed connect leaves gRPC ClientConns
 			// reconnecting that nothing holds a handle to (see
 			// coordinator/main_leak_test.go).
-			goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransport"),
+			goleak.IgnoreAnyFunction("google.golang.org/grpc.(*addrConn).resetTransportAndUnlock"),
 			goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 			// protoactor-go: the dead-letter throttle's one-period timer.
 			goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewDeadLetter.NewThrottle.func4.1"),
