@@ -350,6 +350,12 @@ func (r *RouterActor) onScan(c actor.Context, rs *routedScan) {
 	}
 }
 
+// metaLoadTimeout bounds one metadata load, tries again while the bucket
+// is unavailable included: longer than JetStream takes to elect a stream
+// leader after a machine is lost, so that the requests waiting for the
+// load get their rows instead of INTERNAL.
+const metaLoadTimeout = 30 * time.Second
+
 // startLoads starts queued metadata loads, at most MaxMetaLoads at a time.
 func (r *RouterActor) startLoads(c actor.Context) {
 	for r.loading < r.co.cfg.MaxMetaLoads && len(r.loadQueue) > 0 {
@@ -359,7 +365,7 @@ func (r *RouterActor) startLoads(c actor.Context) {
 		r.loading++
 		self, root, co, epoch := c.Self(), c.ActorSystem().Root, r.co, r.epoch
 		co.cfg.Env.Start(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), metaLoadTimeout)
 			defer cancel()
 			meta, code, err := co.meta.get(ctx, key.table, key.gen)
 			if code == messages.ErrorCode_ERROR_CODE_INTERNAL {

@@ -3,51 +3,35 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/wire"
 )
 
 // flooder is a client that asks for scans and never acknowledges a batch:
-// an actor system with a remote of its own whose sink actor is named as
-// the client of every ScanRequest it sends and swallows what arrives.
+// an attacker (roles_attacker_test.go) on its own address, named as the
+// client of every ScanRequest it sends, that swallows what arrives.
 type flooder struct {
-	sys     *actor.ActorSystem
-	rem     *remote.Remote
-	sink    *actor.PID
-	batches atomic.Int64 // RowBatches that reached the sink
+	a *attacker
 }
 
-func newFlooder(t *testing.T) *flooder {
-	t.Helper()
-	f := &flooder{sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return remoting.DiscardLogger() }))}
-	f.rem = remote.NewRemote(f.sys, remote.Configure("127.0.0.1", 0))
-	f.rem.Start()
-	t.Cleanup(func() { f.rem.Shutdown(false) })
-	f.sink = f.sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*messages.RowBatch); ok {
-			f.batches.Add(1)
-		}
-	}))
-	return f
-}
+func newFlooder(t *testing.T) *flooder { return &flooder{a: newAttacker(t, nil)} }
+
+// batches is the number of RowBatches that reached the flooder.
+func (f *flooder) batches() int { return f.a.received("scanplane.v1.RowBatch") }
 
 // flood sends ScanRequests for the tablets of tm to the router at addr,
 // rate a second, for d.
 func (f *flooder) flood(addr string, tm *messages.TableMeta, rate int, d time.Duration) int {
 	router := actor.NewPID(addr, wire.RouterName)
-	client := wire.FromPID(f.sink)
+	client := wire.FromPID(f.a.pid("sink"))
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	end := time.Now().Add(d)
@@ -55,8 +39,8 @@ func (f *flooder) flood(addr string, tm *messages.TableMeta, rate int, d time.Du
 	for time.Now().Before(end) {
 		<-tick.C
 		ref := tm.Tablets[n%len(tm.Tablets)].GetRef()
-		f.sys.Root.Send(router, &messages.ScanRequest{RequestId: fmt.Sprintf("flood-%d", n), Client: client, Tablet: ref,
-			Range: &messages.KeyRange{}, TimeoutMs: 300000})
+		_ = f.a.send(router, nil, &messages.ScanRequest{RequestId: fmt.Sprintf("flood-%d", n), Client: client, Tablet: ref,
+			Range: &messages.KeyRange{}, TimeoutMs: 300000}) // a broken stream opens again at the next send
 		n++
 	}
 	return n
@@ -139,7 +123,7 @@ func TestStartScanFloodEndsWithIt(t *testing.T) {
 		t.Fatalf("scans did not recover within %v of the flood's end (%d failed, %d succeeded during the flood)", 90*time.Second, failed, okDuring)
 	}
 	t.Logf("recovered %v after the flood's end; %d scans failed, %d succeeded during the flood; %d batches reached the flooder",
-		recovered.Round(time.Millisecond), failed, okDuring, fl.batches.Load())
+		recovered.Round(time.Millisecond), failed, okDuring, fl.batches())
 	if recovered > 5*time.Second {
 		t.Errorf("scans completed again %v after the flood's end, want <= 5s", recovered.Round(time.Millisecond))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -47,8 +48,19 @@ type attacker struct {
 	forged atomic.Int64 // StartScans answered
 }
 
-// newAttacker starts an attacker holding the certificate of cfg, serving
-// on a new loopback port; it stops when t ends.
+// newAttacker starts an attacker holding the certificate of cfg (nil: a
+// plain-text peer of a cluster without TLS), serving on a new loopback
+// port; it stops when t ends. It speaks protoactor's remote protocol over
+// gRPC without starting a protoactor remote, so a test process that runs
+// one (a client) can run attackers beside it.
+func (a *attacker) creds() credentials.TransportCredentials {
+	if a.tls == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(a.tls)
+}
+
+// newAttacker starts an attacker (see attacker.creds).
 func newAttacker(t *testing.T, cfg *tls.Config) *attacker {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -57,7 +69,7 @@ func newAttacker(t *testing.T, cfg *tls.Config) *attacker {
 	}
 	a := &attacker{t: t, tls: cfg, addr: lis.Addr().String(), conns: map[string]*grpc.ClientConn{},
 		streams: map[string]remote.Remoting_ReceiveClient{}, got: map[string]int{}}
-	a.srv = grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg)))
+	a.srv = grpc.NewServer(grpc.Creds(a.creds()))
 	remote.RegisterRemotingServer(a.srv, attackerServer{a: a})
 	go a.srv.Serve(lis)
 	t.Cleanup(a.close)
@@ -121,7 +133,7 @@ func (a *attacker) stream(addr string) (remote.Remoting_ReceiveClient, error) {
 	conn := a.conns[addr]
 	if conn == nil {
 		var err error
-		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(a.tls))); err != nil {
+		if conn, err = grpc.NewClient(addr, grpc.WithTransportCredentials(a.creds())); err != nil {
 			return nil, err
 		}
 		a.conns[addr] = conn
