@@ -104,11 +104,16 @@ func runDemo(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 		return err
 	}
 
-	step("cluster status (the coordinator's view):")
+	step("cluster status (every coordinator, then the servers as one sees them):")
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err
 	}
+	coords, err := coordinatorRows(ctx, c)
+	if err != nil {
+		return err
+	}
+	printCoordinators(out, coords)
 	printStatus(out, st)
 	if res.wrong > 0 || res.errors > 0 {
 		return fmt.Errorf("%d scans returned wrong rows and %d failed", res.wrong, res.errors)
