@@ -58,7 +58,7 @@ type CoordinatorConfig struct {
 	// likewise the RouteRequest lookups (beyond it answered overloaded).
 	// Default 8.
 	MaxMetaLoads int
-	// MaxHosts bounds the host actors (one per host name seen in a valid
+	// MaxHosts bounds the host actors (one per host name found in a valid
 	// heartbeat). A heartbeat of a new host beyond it is refused and
 	// counted as a bad message. Default 10000.
 	MaxHosts int

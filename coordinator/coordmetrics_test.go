@@ -96,7 +96,7 @@ func metricLabel(m *dto.Metric, name string) string {
 
 // The scan histograms count every request that reached a tablet actor
 // once, under its profile, policy and outcome, with durations bounded by
-// what the client measured; the per-server series add up to the
+// what the client timed; the per-server series add up to the
 // coordinator's own counters, carry host and zone, and go once the server
 // is forgotten.
 func TestCoordMetricsObserveScans(t *testing.T) {

@@ -83,7 +83,7 @@ func TestQuorumLossNamedEarly(t *testing.T) {
 				mu.Unlock()
 				if failed != nil {
 					// Pace a client that fails at once (every coordinator
-					// lost): the outcome, not the rate, is measured.
+					// lost): the outcome, not the rate, is checked.
 					select {
 					case <-time.After(50 * time.Millisecond):
 					case <-stop:

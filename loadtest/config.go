@@ -213,9 +213,9 @@ type Config struct {
 	// 0.001 (a whole tablet is ~30× a short scan: at 1% these scans alone
 	// would set the p99).
 	FullTablet float64
-	// Duration: measured window per policy and fault; default 7s.
+	// Duration: measurement window per policy and fault; default 7s.
 	Duration time.Duration
-	// Warmup before each measured window (excluded from the figures, but
+	// Warmup before each measurement window (excluded from the figures, but
 	// its wrong rows and errors are reported); default 3s.
 	Warmup time.Duration
 	// ScanTimeout: a scan not finished after this long is an error;
@@ -236,7 +236,7 @@ type Config struct {
 	FaultCoordinator int
 	// FaultAfter: timed faults (hung-server, crash-host, hot-tablet,
 	// antagonist, the coordinator faults) start this long into the
-	// measured window; 0 = Duration/4.
+	// measurement window; 0 = Duration/4.
 	FaultAfter time.Duration
 	// FaultFor: how long timed faults last; 0 = Duration/2.
 	FaultFor time.Duration
@@ -296,7 +296,7 @@ func DefaultFaults() []string {
 }
 
 // DefaultConfig is the default comparison: DefaultPolicies under
-// DefaultFaults, one phase of 3s warm-up + 7s measured (plus host
+// DefaultFaults, one phase of 3s warm-up + 7s of measurement (plus host
 // restarts) per pair: 54 phases.
 func DefaultConfig() Config {
 	return Config{

@@ -23,7 +23,7 @@
 //     slow-host: --fault-slow SlowFactor; heterogeneous: --workers
 //     Workers/2 where the other hosts get --workers Workers, checked
 //     against the workers the host's heartbeats report). Those faults are
-//     active from the restart, through the warm-up and the whole measured
+//     active from the restart, through the warm-up and the whole measurement
 //     window. The
 //     coordinator warms a new server's connections in both directions on
 //     its first heartbeat, so no phase starts with servers shunned for
@@ -32,7 +32,7 @@
 //     profile with the policy) and reloads it (every coordinator: the
 //     client's through a reload request, all of them with SIGHUP, and
 //     waits until each runs the policy);
-//  3. runs Warmup of workload (not in the figures) then Duration measured;
+//  3. runs Warmup of workload (not in the figures) then Duration of measurement;
 //     timed faults (hung-server: SIGSTOP/SIGCONT of the fault host's
 //     process; crash-host: SIGKILL then restart; crash-coordinator:
 //     SIGKILL of the fault coordinator — by default the one the client
@@ -42,7 +42,7 @@
 //     the scans on one tablet; antagonist: a CPU-burning child process
 //     beside the fault host's scanserver, both pinned to one CPU, killed
 //     at the window's end when the scanserver gets its affinity back, see
-//     BurnMain) cover [FaultAfter, FaultAfter+FaultFor) of the measured
+//     BurnMain) cover [FaultAfter, FaultAfter+FaultFor) of the measurement
 //     window;
 //  4. collects the Result: HDR latency percentiles (p99.9 included), the
 //     longest stretch of the window in which no scan completed with the

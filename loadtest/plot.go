@@ -17,7 +17,7 @@ import (
 // per policy, log latency axis), latency-tail-<fault>.png (the same
 // distribution as the fraction of scans slower than x, both axes log, so
 // p99 and p99.9 are readable) and p99-<fault>.png (p99 of each second of
-// the measured window per policy, the fault windows shaded). It returns the
+// the measurement window per policy, the fault windows shaded). It returns the
 // files written.
 func (r *Report) WritePlots(dir string) ([]string, error) {
 	kinds := []struct {
@@ -160,8 +160,8 @@ func p99Plot(fault string, rs []Result) (*plot.Plot, error) {
 		return nil, err
 	}
 	ymax *= 1.1
-	p := newPlot(fmt.Sprintf("p99 per second of the measured window — fault: %s (shaded: fault active)", fault),
-		"seconds into the measured window", "p99 latency (ms)")
+	p := newPlot(fmt.Sprintf("p99 per second of the measurement window — fault: %s (shaded: fault active)", fault),
+		"seconds into the measurement window", "p99 latency (ms)")
 	p.Legend.Top = true
 	// Shade the fault windows first so the curves are drawn over them.
 	shaded := map[[2]float64]bool{}

@@ -118,7 +118,7 @@ type Result struct {
 	DispatchesPerScan   float64 `json:"dispatches_per_scan"`
 	BusyRejections      uint64  `json:"busy_rejections"`
 	Hedges              uint64  `json:"hedges"`
-	// LongestGapMs: the longest stretch of the measured window in which
+	// LongestGapMs: the longest stretch of the measurement window in which
 	// no scan completed with the right rows (the window's edges count as
 	// bounds); LongestGapAtS: where it began, seconds into the window.
 	// Under load a healthy cluster completes a scan every few ms; a
@@ -156,7 +156,7 @@ type Result struct {
 	FullTabletScans int64   `json:"full_tablet_scans"`
 	FullTabletP50Ms float64 `json:"full_tablet_p50_ms"`
 	FullTabletP99Ms float64 `json:"full_tablet_p99_ms"`
-	// FaultWindowsS: [from, to) seconds into the measured window during
+	// FaultWindowsS: [from, to) seconds into the measurement window during
 	// which the fault was active.
 	FaultWindowsS [][2]float64 `json:"fault_windows_s,omitempty"`
 	// P99OverTimeMs: p99 of the scans due in each second of the window
@@ -170,7 +170,7 @@ type Result struct {
 	// LoadAvg: the machine's 1-minute load average at the window's end.
 	LoadAvg float64 `json:"loadavg"`
 	// CPUSeconds: CPU time (user + system) each process kind used from the
-	// measured window's start until its scans ended (CPUWindowS seconds):
+	// measurement window's start until its scans ended (CPUWindowS seconds):
 	// coordinator, scanserver (all hosts), client (this process). Divided
 	// by CPUWindowS it is the cores a kind kept busy, which names the
 	// component that saturates first in a closed-loop run.

@@ -207,7 +207,7 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 		p.progress(pctx)
 	}()
 
-	// The measured window: snapshots at its start, faults inside it.
+	// The measurement window: snapshots at its start, faults inside it.
 	var s0 statusSet
 	var m0 *cacheMark
 	var cpu0 cpuMark
@@ -270,7 +270,7 @@ func (p *phase) run(ctx context.Context) (*Result, error) {
 }
 
 // injectTimed runs the timed faults over the fault window and returns the
-// window actually applied, in seconds into the measured window.
+// window actually applied, in seconds into the measurement window.
 func (p *phase) injectTimed(ctx context.Context) (w [2]float64, err error) {
 	cfg := p.cfg
 	from := p.measureStart.Add(cfg.faultAfter())

@@ -35,13 +35,13 @@ func recordLatency(h *hdrhistogram.Histogram, d time.Duration) {
 // ms converts a histogram value (µs) to milliseconds.
 func ms(us int64) float64 { return float64(us) / 1000 }
 
-// recorder collects one phase's measured scans: an HDR histogram of
+// recorder collects the scans of one phase's measurement window: an HDR histogram of
 // latencies, one histogram per second of the window (by scheduled start)
 // for p99 over time, counts, a sample of error messages, and when in the
 // window scans completed (for the longest gap). Safe for concurrent use.
 type recorder struct {
 	mu       sync.Mutex
-	start    time.Time     // measured window start
+	start    time.Time     // measurement window start
 	window   time.Duration // its length
 	bucket   time.Duration
 	hist     *hdrhistogram.Histogram
@@ -139,7 +139,7 @@ func (r *recorder) addMissed(n int64) {
 	r.mu.Unlock()
 }
 
-// longestGap is the longest stretch of the measured window in which no
+// longestGap is the longest stretch of the measurement window in which no
 // scan completed with the right rows, and where it began (offset from the
 // window's start); the window's edges bound the first and the last
 // stretch, so a window without any completion is one gap of its length.

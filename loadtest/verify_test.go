@@ -71,7 +71,7 @@ func TestVerifierCatchesWrongRows(t *testing.T) {
 }
 
 // TestRecorderCountsWrong: a wrong scan counts in wrong (and is sampled),
-// in the measured window as in the warm-up; errors are counted and sampled.
+// in the measurement window as in the warm-up; errors are counted and sampled.
 func TestRecorderCountsWrong(t *testing.T) {
 	v := NewVerifier(10)
 	var bad Tally

@@ -144,7 +144,7 @@ func TabletBounds(splits [][]byte, rows int) []int {
 }
 
 // Schedule is an open-loop arrival schedule: op k is due at Start +
-// k/Rate. Latency is measured from the due time, not from when a client got
+// k/Rate. Latency counts from the due time, not from when a client got
 // round to sending it, so a stalled system is charged for every op it
 // delayed (no coordinated omission). Closed loop (Config.Rate 0) has no
 // schedule.

@@ -521,7 +521,7 @@ func TestAdaptiveSilence(t *testing.T) {
 }
 
 // TestAdaptiveSlowHost: a whole slow host can set the fleet p95 itself (a
-// quarter of the scans), so its servers are measured against the median
+// quarter of the scans), so its servers are compared with the median
 // of the servers' estimates too: leave a home host whose estimates are 5
 // times the others'; stay on one whose estimates are in a healthy
 // server's ordinary spread.

@@ -210,7 +210,7 @@ func (t *peakTable) load(c *call, i int32, tau float64, defaultRTT, failRTT time
 	}
 	var evs [2]ev
 	k := 0
-	// A sample is new when it was measured after the last one ingested (a
+	// A sample is new when it was taken after the last one ingested (a
 	// concurrent caller may hold an older view: its sample is not new), or,
 	// without a time, when its value changed.
 	newer := s.StartLatencyAt.After(e.sampleAt) || (s.StartLatencyAt.IsZero() && s.StartLatency != e.sample)

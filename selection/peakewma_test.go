@@ -462,7 +462,7 @@ func TestPeakEWMAConcurrent(t *testing.T) {
 }
 
 // An older view (a concurrent caller's) does not bring its old sample
-// back: only samples measured after the last one ingested count.
+// back: only samples taken after the last one ingested count.
 func TestPeakEWMAStaleView(t *testing.T) {
 	p := profileFor(PolicyPeakEWMA)
 	pol := mustPolicy(t, p)

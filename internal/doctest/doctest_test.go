@@ -265,7 +265,7 @@ func diaryPhrases(rel, md string) []string {
 }
 
 // TestNoDiaryInDocs: README.md and docs/*.md have no phrase of history
-// ("measured at", "seen in CI", "issue N", "before the fix").
+// (the patterns of diary).
 func TestNoDiaryInDocs(t *testing.T) {
 	for _, bad := range []string{"latency measured at 8b01a61", "Seen in CI twice", "since issue 11", "Before the fix it hung"} {
 		if len(diaryPhrases("x", bad)) == 0 {

@@ -25,10 +25,9 @@ const (
 	StreamWindow = 4 << 20
 	ConnWindow   = 8 << 20
 	// IOBuffer is the size of each connection's write and read buffers
-	// (gRPC's default is 32 KiB). Measured under the whole-tablet
-	// benchmark (2000-row batches, /proc/PID/io syscr and syscw): the
-	// client's read(2)s per batch went from 5.9–6.5 to 1.4, the scan
-	// server's write(2)s from 1.3–1.45 to 0.97.
+	// (gRPC's default is 32 KiB): large enough that a row batch costs
+	// about one read(2) and one write(2) (MEASUREMENTS.md, "Whole-tablet
+	// scans").
 	IOBuffer = 256 << 10
 )
 

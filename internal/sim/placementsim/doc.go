@@ -17,7 +17,7 @@
 //     selection's own types, for measuring selection decisions per core.
 //
 // Nothing here touches the network, starts goroutines or reads a clock;
-// randomness comes from seeds. Timings are measured by the package's
+// randomness comes from seeds. Timings come from the package's
 // benchmarks and by its report test, never asserted:
 //
 //	go test ./internal/sim/placementsim -run TestPlacementReport -placementsim.full -v -timeout 0
