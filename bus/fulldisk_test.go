@@ -5,30 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// smallDisk mounts a tmpfs of size bytes for the test and unmounts it at
-// the end; it skips the test where mounting is not permitted.
-func smallDisk(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s): needs root", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
+	"github.com/scanplane/scanplane/internal/testutil"
+)
 
 // freeBytes is the space left on the file system of dir.
 func freeBytes(t *testing.T, dir string) int64 {
@@ -63,7 +47,7 @@ func fill(t *testing.T, dir string, leave int64) string {
 // not fit, and once space is freed the store takes writes and reads
 // again, without a restart.
 func TestFullDiskRecovers(t *testing.T) {
-	disk := smallDisk(t, 64<<20)
+	disk := testutil.Tmpfs(t, 64<<20)
 	cfg := DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, filepath.Join(disk, "nats")
 	srv, err := StartServer(cfg)

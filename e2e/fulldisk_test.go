@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,23 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
-
-// tmpfs mounts a tmpfs of size bytes for the test (unmounted at its
-// end) and skips the test where mounting is not permitted.
-func tmpfs(t *testing.T, size int64) string {
-	t.Helper()
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s): needs root", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
-	return dir
-}
 
 // fillTo writes a file into dir until at most leave bytes are free.
 func fillTo(t *testing.T, dir string, leave int64) string {
@@ -83,7 +69,7 @@ func TestFullDiskIngestFailsAndClusterRecovers(t *testing.T) {
 	clustertest.SkipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	disk := tmpfs(t, 64<<20)
+	disk := testutil.Tmpfs(t, 64<<20)
 	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: disk,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
 	truth := tablets.GenerateRows(20000)

@@ -1,7 +1,8 @@
 // Package testutil holds what tests share: waiting for a condition with a
-// deadline instead of sleeping a fixed time. Only tests and test
-// harnesses import it (internal/archtest). Its functions are safe to call
-// from any goroutine; cond runs on the caller's.
+// deadline instead of sleeping a fixed time, and a small disk (Tmpfs).
+// Only tests and test harnesses import it (internal/archtest). Its
+// functions are safe to call from any goroutine; cond runs on the
+// caller's.
 package testutil
 
 import (
