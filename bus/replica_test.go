@@ -1,8 +1,6 @@
 package bus_test
 
 import (
-	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -23,19 +21,7 @@ func TestBlockStoreCorruptReplicaReadElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rnd := rand.New(rand.NewPCG(3, 4))
-	want := map[string][]byte{}
-	for i := range 240 {
-		data := make([]byte, 48<<10)
-		for j := range data {
-			data[j] = byte(rnd.Uint32())
-		}
-		key := fmt.Sprintf("t.g1.t0.cafe.b%d", i)
-		want[key] = data
-		if err := bs.Put(ctxFor(t, 30*time.Second), key, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	want := putRandomBlocks(t, bs, 240, 3)
 	info, err := kvStreamInfo(ctxFor(t, 30*time.Second), conn, bucket)
 	if err != nil {
 		t.Fatal(err)

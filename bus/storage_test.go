@@ -147,19 +147,7 @@ func TestBlockStoreCorruptOnDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rnd := rand.New(rand.NewPCG(1, 2))
-	want := map[string][]byte{}
-	for i := range 120 {
-		data := make([]byte, 48<<10)
-		for j := range data {
-			data[j] = byte(rnd.Uint32())
-		}
-		key := fmt.Sprintf("t.g1.t0.cafe.b%d", i)
-		want[key] = data
-		if err := bs.Put(ctxFor(t, 30*time.Second), key, data); err != nil {
-			t.Fatal(err)
-		}
-	}
+	want := putRandomBlocks(t, bs, 120, 1)
 	// Restart once so that the server reads blocks from disk, not from
 	// the cache it keeps of blocks it wrote recently.
 	srv.Close()
@@ -347,4 +335,24 @@ func TestIngestIntoFullStore(t *testing.T) {
 			}
 		}
 	}
+}
+
+// putRandomBlocks puts n blocks of 48 KiB of seeded random bytes into bs
+// and returns them by key.
+func putRandomBlocks(t *testing.T, bs *bus.BlockStore, n int, seed uint64) map[string][]byte {
+	t.Helper()
+	rnd := rand.New(rand.NewPCG(seed, seed+1))
+	want := map[string][]byte{}
+	for i := range n {
+		data := make([]byte, 48<<10)
+		for j := range data {
+			data[j] = byte(rnd.Uint32())
+		}
+		key := fmt.Sprintf("t.g1.t0.cafe.b%d", i)
+		want[key] = data
+		if err := bs.Put(ctxFor(t, 30*time.Second), key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return want
 }
