@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/scanplane/scanplane/internal/netlimit"
@@ -81,7 +80,6 @@ func (t *logThrottle) stop() { t.th.Stop() }
 type capListener struct {
 	net.Listener
 	slots    *netlimit.Slots
-	refused  atomic.Uint64
 	onRefuse func(addr string, open int64)
 }
 
@@ -92,7 +90,6 @@ func (l *capListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if open, ok := l.slots.Take(); !ok {
-			l.refused.Add(1)
 			addr := c.RemoteAddr().String()
 			c.Close()
 			if l.onRefuse != nil {
