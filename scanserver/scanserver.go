@@ -28,9 +28,8 @@ type ScanServerConfig struct {
 	MaxQueue int
 	// BatchRows: rows per RowBatch when the request says 0; default 2000
 	// (with BatchBytes, whichever comes first). Per batch the server and
-	// the client each pay a message, an ack and a wake-up: a whole
-	// 100 000-row tablet went 1.7–1.8 M rows/s at 500 rows per batch and
-	// 2.8–3.2 M at 2000 (MEASUREMENTS.md, "Rows per batch").
+	// the client each pay a message, an ack and a wake-up, so larger
+	// batches stream a tablet faster.
 	BatchRows int
 	// BatchBytes: bytes of packed rows per RowBatch (a batch ends with the
 	// row that reaches it); default 256 KiB (well under NATS/gRPC message
@@ -175,9 +174,10 @@ const (
 // tablet actor's busy timer fires at the busy timeout +
 // FlowConfig.BusySlack (default 25 ms) and its hedge timers after the
 // policy's hedge delay (ClickHouse's 50 ms), and the server started the
-// scan within the busy timeout, so the notice arrives at most this much
-// later than it used to — well inside the slack. A StartScan with a busy
-// timeout under 4 ms gets its notice after a quarter of it instead.
+// scan within the busy timeout, so the held-back notice arrives at most
+// AcceptNoticeDelay after the start — well inside the slack. A StartScan
+// with a busy timeout under 4 ms gets its notice after a quarter of it
+// instead.
 const AcceptNoticeDelay = time.Millisecond
 
 // noticeDelay is the accept-notice delay of a scan with busy timeout bt
@@ -700,7 +700,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 			s.log.Warn("scan failed reading the block store", append(scanLogAttrs(job.req), "code", fin.Error.String(), "rows", fin.Rows, "err", fin.ErrorMessage)...)
 		}
 	}
-	fin.DurationUs = time.Since(job.started).Microseconds()
+	fin.DurationUs = s.now().Sub(job.started).Microseconds()
 	s.counters.countFinished(fin.Error)
 	s.sys.Root.Send(job.client, fin)
 	s.sys.Root.Send(job.tablet, fin)
@@ -797,7 +797,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if last {
 			st := it.Stats()
 			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
-			fin.DurationUs = time.Since(job.started).Microseconds()
+			fin.DurationUs = s.now().Sub(job.started).Microseconds()
 			b.Finished, final = fin, true
 		}
 		if seq == 1 {
