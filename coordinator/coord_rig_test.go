@@ -122,7 +122,7 @@ func (r *rig) addServerGens(host string, idx int, cfg scanserver.ScanServerConfi
 	}
 	id := fmt.Sprintf("%s/%d", host, idx)
 	pid, err := r.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return scanserver.NewScanServerActor(r.life, id, host, cfg, fetcher, gens, r.as, &scanserver.ServerCounters{}, nil, remoting.DiscardLogger())
+		return scanserver.NewScanServerActor(cfg, scanserver.ServerDeps{ID: id, Host: host, Fetcher: fetcher, Gens: gens, System: r.as, Life: r.life})
 	}), fmt.Sprintf("srv-%s-%d", host, idx))
 	if err != nil {
 		r.t.Fatal(err)

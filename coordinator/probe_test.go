@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
@@ -65,7 +64,7 @@ func (r *rig) spawnServer(host string, idx int, cfg scanserver.ScanServerConfig,
 	}
 	id := fmt.Sprintf("%s/%d", host, idx)
 	pid, err := r.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return scanserver.NewScanServerActor(r.life, id, host, cfg, fetcher, nil, r.as, counters, nil, remoting.DiscardLogger())
+		return scanserver.NewScanServerActor(cfg, scanserver.ServerDeps{ID: id, Host: host, Fetcher: fetcher, System: r.as, Life: r.life, Counters: counters})
 	}), fmt.Sprintf("srv-%s-%d", host, idx))
 	if err != nil {
 		r.t.Fatal(err)

@@ -33,7 +33,7 @@ func TestAttemptPeerCheck(t *testing.T) {
 	life, end := context.WithCancel(context.Background())
 	t.Cleanup(end)
 	fetch := heldFetcher{started: make(chan context.Context, 4)}
-	a := NewScanServerActor(life, "s/0", "h1", DefaultScanServerConfig(), fetch, nil, sys, &ServerCounters{}, nil, quiet)
+	a := NewScanServerActor(DefaultScanServerConfig(), ServerDeps{ID: "s/0", Host: "h1", Fetcher: fetch, System: sys, Life: life, Logger: quiet})
 	a.guard = remoting.NewGuard(nil, nil)
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "scanserver-0")
 	if err != nil {

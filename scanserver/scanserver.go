@@ -284,11 +284,43 @@ const staleCheckTimeout = 2 * time.Second
 // now reads the server's clock (ScanServerConfig.Clock).
 func (s *ScanServerActor) now() time.Time { return s.cfg.Clock() }
 
-// NewScanServerActor returns the actor of scan server id on host: it reads
-// blocks through fetcher, tells deleted generations by gens (nil: never),
-// counts into counters and reports Busy answers to onBusy (nil: nobody).
-func NewScanServerActor(life context.Context, id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, gens wire.GenerationSource, sys *actor.ActorSystem,
-	counters *ServerCounters, onBusy func(*messages.LoadSignal), log *slog.Logger) *ScanServerActor {
+// ServerDeps is what a scan-server actor works with besides its
+// configuration.
+type ServerDeps struct {
+	// ID names the scan server (wire.ServerID); Host is its host.
+	ID, Host string
+	// Fetcher reads the blocks; required.
+	Fetcher tablets.BlockFetcher
+	// Gens, when set, tells a block of a generation newer ingests deleted
+	// (STALE_GENERATION) from a lost one (CORRUPT_BLOCK); nil: never.
+	Gens wire.GenerationSource
+	// System is the actor system the actor runs on; it sends through its
+	// root. Required.
+	System *actor.ActorSystem
+	// Life ends when the host agent closes: it interrupts fault pauses.
+	// nil: context.Background().
+	Life context.Context
+	// Counters receives the server's counts; nil: counters nobody reads.
+	Counters *ServerCounters
+	// OnBusy receives the load signal of every Busy answer; nil: nobody.
+	OnBusy func(*messages.LoadSignal)
+	// Logger; nil: discard.
+	Logger *slog.Logger
+}
+
+// NewScanServerActor returns the actor of scan server deps.ID, configured
+// by cfg.
+func NewScanServerActor(cfg ScanServerConfig, deps ServerDeps) *ScanServerActor {
+	if deps.Life == nil {
+		deps.Life = context.Background()
+	}
+	if deps.Counters == nil {
+		deps.Counters = &ServerCounters{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	fetcher := deps.Fetcher
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -301,10 +333,10 @@ func NewScanServerActor(life context.Context, id, host string, cfg ScanServerCon
 		fetcher = &faultyFetcher{inner: fetcher, gate: gate, factor: cfg.Fault.SlowFactor, floor: floor}
 	}
 	return &ScanServerActor{
-		id: id, host: host, cfg: cfg, fetcher: fetcher, gens: gens, gate: gate, sys: sys,
+		id: deps.ID, host: deps.Host, cfg: cfg, fetcher: fetcher, gens: deps.Gens, gate: gate, sys: deps.System,
 		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
 		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
-		counters: counters, onBusy: onBusy, log: log.With("server", id), life: life,
+		counters: deps.Counters, onBusy: deps.OnBusy, log: deps.Logger.With("server", deps.ID), life: deps.Life,
 		parked: make(chan *scanJob), stopped: make(chan struct{}), silent: map[string]*silentClient{},
 	}
 }
