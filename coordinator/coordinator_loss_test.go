@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,6 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -180,7 +180,7 @@ func startCoordinator(t *testing.T, cl *testCluster, addr string) {
 	})
 	waitFor(t, "the restarted coordinator to be ready", 30*time.Second, func() bool {
 		data, err := os.ReadFile(ready)
-		var r cliutil.Ready
+		var r readyfile.Ready
 		return err == nil && json.Unmarshal(data, &r) == nil && r.Actor == addr
 	})
 }

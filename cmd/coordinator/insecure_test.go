@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"net"
 	"net/http"
 	"os"
@@ -13,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/scanplane/scanplane/internal/cliutil"
 )
 
 // buildCmd builds the command in dir (relative to this one) into a temp
@@ -61,7 +60,7 @@ type proc struct {
 
 // startReady starts bin and waits (bounded) for its ready file. The
 // process is killed at the end of the test if still running.
-func startReady(t *testing.T, bin string, args ...string) (*proc, cliutil.Ready) {
+func startReady(t *testing.T, bin string, args ...string) (*proc, readyfile.Ready) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	p := &proc{exited: make(chan struct{})}
@@ -78,7 +77,7 @@ func startReady(t *testing.T, bin string, args ...string) (*proc, cliutil.Ready)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		if data, err := os.ReadFile(ready); err == nil {
-			var r cliutil.Ready
+			var r readyfile.Ready
 			if err := json.Unmarshal(data, &r); err != nil {
 				t.Fatalf("ready file: %v", err)
 			}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"log/slog"
 	"net"
 	"net/http"
@@ -377,7 +378,7 @@ func run(args []string) int {
 		return 1
 	}
 	defer stopDiscovery()
-	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{NATS: natsURL, Actor: m.co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
+	if err := readyfile.Write(o.readyFile, readyfile.Ready{NATS: natsURL, Actor: m.co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: ready file:", err)
 		return 1
 	}

@@ -27,7 +27,7 @@ func TestSecureNATSConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{Hosts: []string{"n1", "n2", "n3"}}); err != nil {
+	if err := secrets.Init(secrets, secrets.InitOptions{Hosts: []string{"n1", "n2", "n3"}}); err != nil {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(t.TempDir(), "nats-server.conf")
@@ -53,7 +53,7 @@ func TestSecureNATSConfig(t *testing.T) {
 		t.Errorf("%d users, want the 4 roles", len(users))
 	}
 	for _, role := range []string{bus.RoleCoordinator, bus.RoleAdmin, bus.RoleScanServer, bus.RoleClient} {
-		subj := cliutil.RoleSubject(role)
+		subj := secrets.RoleSubject(role)
 		u := users[subj]
 		if u == nil {
 			t.Errorf("role %s: no user %q", role, subj)
