@@ -444,20 +444,6 @@ func isFinished(id string) func(any) bool {
 	return func(m any) bool { f, ok := m.(*messages.ScanFinished); return ok && f.GetRequestId() == id }
 }
 
-// gatedFetcher blocks every block read until open is closed.
-type gatedFetcher struct {
-	inner tablets.BlockFetcher
-	open  chan struct{}
-}
-
-func (g *gatedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, error) {
-	select {
-	case <-g.open:
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
-	}
-	return g.inner.FetchBlock(ctx, key)
-}
 
 // rowsOf is a batch's rows from either encoding; an undecodable batch
 // fails the test process loudly (the server under test made it).

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // no answer.
 func TestScanServerAnswersProbes(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 400, tablets: 2})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	cfg := scanserver.DefaultScanServerConfig()
 	cfg.Workers = 1
 	var counters scanserver.ServerCounters
@@ -43,7 +44,7 @@ func TestScanServerAnswersProbes(t *testing.T) {
 	}
 	// A bad probe (no reply_to) is dropped, and the server still answers.
 	r.as.Root.Send(srv, &messages.Probe{Id: 3})
-	close(gate.open)
+	close(gate.Open)
 	for i := 0; i < 3; i++ {
 		rec.wait(r, "scan end", isFinished(fmt.Sprintf("q%d", i)))
 	}
