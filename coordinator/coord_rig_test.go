@@ -444,7 +444,6 @@ func isFinished(id string) func(any) bool {
 	return func(m any) bool { f, ok := m.(*messages.ScanFinished); return ok && f.GetRequestId() == id }
 }
 
-
 // rowsOf is a batch's rows from either encoding; an undecodable batch
 // fails the test process loudly (the server under test made it).
 func rowsOf(b *messages.RowBatch) []tablets.Entry {

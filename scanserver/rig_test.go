@@ -202,7 +202,6 @@ func isStarted(id string) func(any) bool {
 	return func(m any) bool { s, ok := m.(*messages.ScanStarted); return ok && s.GetRequestId() == id }
 }
 
-
 // rowsOf is a batch's rows from either encoding; an undecodable batch
 // fails the test process loudly (the server under test made it).
 func rowsOf(b *messages.RowBatch) []tablets.Entry {
