@@ -2,10 +2,10 @@ package coordinator
 
 import (
 	"fmt"
-	"github.com/scanplane/scanplane/internal/testutil"
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"

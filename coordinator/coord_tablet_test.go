@@ -2,11 +2,11 @@ package coordinator
 
 import (
 	"fmt"
-	"github.com/scanplane/scanplane/internal/testutil"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"

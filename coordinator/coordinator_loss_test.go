@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/scanplane/scanplane/internal/readyfile"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/tablets"
 )
 

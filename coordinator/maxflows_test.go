@@ -1,10 +1,10 @@
 package coordinator
 
 import (
-	"github.com/scanplane/scanplane/internal/testutil"
 	"strings"
 	"testing"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"

@@ -2,11 +2,11 @@ package coordinator
 
 import (
 	"errors"
-	"github.com/scanplane/scanplane/internal/testutil"
 	"strings"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"

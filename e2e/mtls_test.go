@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -223,8 +224,7 @@ func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 // every one of want.
 func waitLogLine(t *testing.T, path string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	found := testutil.Poll(10*time.Second, func() bool {
 		data, _ := os.ReadFile(path)
 		for _, l := range strings.Split(string(data), "\n") {
 			all := true
@@ -233,13 +233,13 @@ func waitLogLine(t *testing.T, path string, want ...string) {
 			}
 			if all {
 				t.Logf("%s: %s", filepath.Base(path), l)
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has no line with %q", path, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !found {
+		t.Fatalf("%s has no line with %q", path, want)
 	}
 }
 

@@ -24,8 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/scanplane/scanplane/internal/readyfile"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"io"
 	"net"
 	"net/http"
@@ -40,6 +38,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/scanplane/scanplane/internal/readyfile"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 

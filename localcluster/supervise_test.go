@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 func TestRestartBackoff(t *testing.T) {
@@ -85,15 +87,11 @@ func TestSuperviseRestartsWhatDies(t *testing.T) {
 	}()
 	waitNew := func(name string, old *Proc, current func() *Proc) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			if p := current(); p != old && p.Alive() && strings.Contains(out.String(), name+" restarted") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not restarted within 90s; supervisor said:\n%s", name, out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testutil.Poll(90*time.Second, func() bool {
+			p := current()
+			return p != old && p.Alive() && strings.Contains(out.String(), name+" restarted")
+		}) {
+			t.Fatalf("%s not restarted within 90s; supervisor said:\n%s", name, out.String())
 		}
 	}
 	old := cl.Host(0)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -61,12 +62,8 @@ func TestAttemptPeerCheck(t *testing.T) {
 	}
 	waitRefused := func(n uint64) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for a.guard.RefusedBy(remoting.ReasonAttempt) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("refused %d, want %d", a.guard.RefusedBy(remoting.ReasonAttempt), n)
-			}
-			time.Sleep(time.Millisecond)
+		if !testutil.Poll(30*time.Second, func() bool { return a.guard.RefusedBy(remoting.ReasonAttempt) >= n }) {
+			t.Fatalf("refused %d, want %d", a.guard.RefusedBy(remoting.ReasonAttempt), n)
 		}
 	}
 	waitCancelled := func(ctx context.Context, who string) {

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // natsSetup turns the NATS flags into the embedded server's configuration

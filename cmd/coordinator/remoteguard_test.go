@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"io"
 	"path/filepath"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // TestRemoteGuardKeepsProcessesUp calls, with only a client certificate,

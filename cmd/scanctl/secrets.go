@@ -5,12 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // runSecrets is `scanctl secrets init`: a new secrets directory

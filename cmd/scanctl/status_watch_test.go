@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
@@ -109,12 +110,8 @@ func TestStatusWatch(t *testing.T) {
 	go func() {
 		done <- run(wctx, append([]string{"status", "--watch", "--interval", "100ms"}, common...), &live, &bytes.Buffer{})
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(live.String(), frameHeader) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no second frame in 30s:\n%s", live.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Poll(30*time.Second, func() bool { return strings.Count(live.String(), frameHeader) >= 2 }) {
+		t.Fatalf("no second frame in 30s:\n%s", live.String())
 	}
 	stop()
 	select {

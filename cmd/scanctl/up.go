@@ -5,13 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/localcluster"
 )
 

@@ -25,8 +25,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/scanplane/scanplane/internal/readyfile"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"net/http"
 	"os"
 	"os/signal"
@@ -40,7 +38,9 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )

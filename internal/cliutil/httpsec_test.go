@@ -2,7 +2,6 @@ package cliutil_test
 
 import (
 	"context"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 )
 

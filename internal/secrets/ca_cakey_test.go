@@ -5,12 +5,13 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // TestInitSecretsCAKeyApart: init keeps the CA's key out of the

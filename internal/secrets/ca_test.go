@@ -6,12 +6,13 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 func readCert(t *testing.T, path string) *x509.Certificate {
