@@ -27,6 +27,9 @@ import (
 // the end are always exactly the table's. Before the fix the scan hung
 // until its deadline and then said only "context deadline exceeded".
 func TestCoordinatorKilledDuringScan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes (skipped with -short)")
+	}
 	for _, tc := range []struct {
 		name         string
 		tablets      int

@@ -68,6 +68,9 @@ func (s *syncBuffer) String() string {
 // alive again. Ending the context stops supervision; Close leaves nothing
 // (TestMain's goleak).
 func TestSuperviseRestartsWhatDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes (skipped with -short)")
+	}
 	ctx := context.Background()
 	bins, err := BuildFromSource(ctx)
 	if err != nil {

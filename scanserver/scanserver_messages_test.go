@@ -2,10 +2,10 @@ package scanserver
 
 import (
 	"bytes"
-	"github.com/scanplane/scanplane/internal/testutil"
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"

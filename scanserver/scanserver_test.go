@@ -3,10 +3,10 @@ package scanserver
 import (
 	"bytes"
 	"fmt"
-	"github.com/scanplane/scanplane/internal/testutil"
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
