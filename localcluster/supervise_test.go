@@ -1,10 +1,8 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,24 +42,6 @@ func TestRestartBackoff(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the supervisor's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSuperviseRestartsWhatDies: a host and then the coordinator are
 // SIGKILLed under Supervise; each comes back as a new process, with a
 // line for the death and one for the restart, and every server is seen
@@ -82,7 +62,7 @@ func TestSuperviseRestartsWhatDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	sctx, stop := context.WithCancel(ctx)
 	supervised := make(chan error, 1)
 	go func() {

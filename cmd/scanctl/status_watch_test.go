@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,24 +29,6 @@ func TestStatusWatchFlags(t *testing.T) {
 			t.Errorf("scanctl %v: exit %d, output %q %q; want exit 2 mentioning %q", c.args, code, out, errOut, c.want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and polling readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 const frameHeader = "scanctl status --watch: every "
@@ -105,7 +86,7 @@ func TestStatusWatch(t *testing.T) {
 	// Until Ctrl-C: cancel after the second frame.
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var live syncBuffer
+	var live testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(wctx, append([]string{"status", "--watch", "--interval", "100ms"}, common...), &live, &bytes.Buffer{})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/secrets"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
@@ -37,7 +38,7 @@ func TestUpSecure(t *testing.T) {
 	data := t.TempDir()
 	upCtx, stopUp := context.WithCancel(ctx)
 	defer stopUp()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(upCtx, []string{"up", "--secure", "--coordinators", "1", "--hosts", "1", "--servers-per-host", "1",
