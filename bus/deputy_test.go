@@ -2,7 +2,6 @@ package bus_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -158,5 +157,3 @@ func equalSeqs(a, b map[string]uint64) bool {
 	}
 	return true
 }
-
-var _ = errors.Is
