@@ -836,7 +836,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if packed == nil {
 			packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
 		}
-		lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key)), len(e.Key)
+		lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key), len(e.Value)), len(e.Key)
 		packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
 		nrows++
 		kv += len(e.Key) + len(e.Value)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"math/bits"
 	"sort"
 )
@@ -14,22 +15,40 @@ import (
 // rows of a scan against, so that rows a scan server forges, drops or
 // adds are detected.
 //
-//	leaf(row)      = SHA-256(0x00 || uvarint(len key) || key || uvarint(len value) || value)
+// Its leaves are chunks of ChunkRows consecutive rows (chunk i holds rows
+// [i*ChunkRows, (i+1)*ChunkRows), the last chunk of a block the rest):
+//
+//	leaf(chunk)    = SHA-256(0x00 || the chunk's rows in the packed encoding)
 //	inner(l, r)    = SHA-256(0x01 || l || r)
 //	tree(leaves)   = leaves[0] for one leaf; else inner(tree(leaves[:k]), tree(leaves[k:]))
 //	                 with k the largest power of two below len(leaves) (RFC 6962's split)
-//	BlockRoot(blk) = SHA-256(0x02 || uvarint(n) || tree(leaves of its n rows))
+//	BlockRoot(blk) = SHA-256(0x02 || uvarint(n) || tree(leaves of its chunks)), n its row count
 //
-// The prefixes keep leaves, inner nodes and roots apart (no row hashes
-// like a node), and the root binds the row count, so the shape of the
-// tree a proof walks is the one ingest built. A leaf hashes the row's
-// packed encoding (AppendPackedRow), the bytes a RowBatch carries.
+// The packed encoding (AppendPackedRow) is the block's own entry
+// encoding and what a RowBatch carries, so a leaf is one hashing pass
+// over bytes that both the block and a batch hold contiguously. It
+// decodes into rows one way only (lengths in their shortest form), so a
+// leaf binds its rows; the root binds the row count, which fixes how many
+// rows each chunk holds and the shape of the tree a proof walks. The
+// prefixes keep leaves, inner nodes and roots apart.
 
 // Digest is a SHA-256 hash of the row digest tree.
 type Digest [sha256.Size]byte
 
 // DigestSize is the size of a Digest in bytes.
 const DigestSize = sha256.Size
+
+// ChunkRows is the number of rows under one leaf of the row digest tree.
+// It equals RestartInterval, so a chunk starts at a seek point of its
+// block.
+const ChunkRows = RestartInterval
+
+// Chunks is the number of leaves of the tree of a block of n rows.
+func Chunks(n int) int { return (n + ChunkRows - 1) / ChunkRows }
+
+// ChunkEnd is the row just past the chunk that holds row i of a block of
+// n rows.
+func ChunkEnd(i, n int) int { return min((i/ChunkRows+1)*ChunkRows, n) }
 
 // Domain-separation prefixes of the row digest tree.
 const (
@@ -47,22 +66,43 @@ const MaxProofLeaves = MaxBlockSize
 var ErrBadProof = errors.New("tablets: rows do not match the block's digest")
 
 // MerkleHasher computes the hashes of the row digest tree. The zero value
-// is ready to use; it keeps a scratch buffer between calls and is not
-// safe for concurrent use.
+// is ready to use; it keeps a hash state and scratch buffers between
+// calls and is not safe for concurrent use.
 type MerkleHasher struct {
-	buf []byte
-	in  [1 + 2*DigestSize]byte
+	h    hash.Hash // the leaf being hashed (BeginLeaf, Write, EndLeaf)
+	sum  []byte
+	buf  []byte
+	in   [1 + 2*DigestSize]byte
+	pre  [1]byte
 }
 
-// Leaf is the leaf hash of one row.
-func (m *MerkleHasher) Leaf(key, value []byte) Digest {
-	b := append(m.buf[:0], leafPrefix)
-	b = binary.AppendUvarint(b, uint64(len(key)))
-	b = append(b, key...)
-	b = binary.AppendUvarint(b, uint64(len(value)))
-	b = append(b, value...)
-	m.buf = b
-	return sha256.Sum256(b)
+// BeginLeaf starts the leaf hash of a chunk; Write adds its rows' packed
+// bytes, in order and in pieces of any size; EndLeaf returns it.
+func (m *MerkleHasher) BeginLeaf() {
+	if m.h == nil {
+		m.h = sha256.New()
+		m.sum = make([]byte, 0, DigestSize)
+	}
+	m.h.Reset()
+	m.pre[0] = leafPrefix
+	m.h.Write(m.pre[:])
+}
+
+// Write adds packed row bytes to the leaf BeginLeaf started.
+func (m *MerkleHasher) Write(p []byte) {
+	m.h.Write(p)
+}
+
+// EndLeaf returns the leaf hash of the bytes written since BeginLeaf.
+func (m *MerkleHasher) EndLeaf() Digest {
+	return Digest(m.h.Sum(m.sum[:0]))
+}
+
+// Leaf is the leaf hash of a chunk whose rows, packed, are packed.
+func (m *MerkleHasher) Leaf(packed []byte) Digest {
+	m.BeginLeaf()
+	m.Write(packed)
+	return m.EndLeaf()
 }
 
 // Inner is the hash of an inner node over l and r.
@@ -73,7 +113,8 @@ func (m *MerkleHasher) Inner(l, r Digest) Digest {
 	return sha256.Sum256(m.in[:])
 }
 
-// seal is the block root of a tree of n leaves whose top node is top.
+// seal is the block root of a tree over a block of n rows whose top
+// node is top.
 func (m *MerkleHasher) seal(n int, top Digest) Digest {
 	b := append(m.buf[:0], rootPrefix)
 	b = binary.AppendUvarint(b, uint64(n))
@@ -91,10 +132,30 @@ func (m *MerkleHasher) tree(leaves []Digest) Digest {
 	return m.Inner(m.tree(leaves[:k]), m.tree(leaves[k:]))
 }
 
-// Root is the block root of a block whose rows have the leaf hashes
-// leaves (at least one).
-func (m *MerkleHasher) Root(leaves []Digest) Digest {
-	return m.seal(len(leaves), m.tree(leaves))
+// Root is the block root of a block of n rows whose chunks have the leaf
+// hashes leaves (Chunks(n) of them, at least one).
+func (m *MerkleHasher) Root(n int, leaves []Digest) Digest {
+	return m.seal(n, m.tree(leaves))
+}
+
+// BodyRoot is the block root of a block of n rows whose entries are body
+// (the packed encoding), chunk i starting at byte starts[i]
+// (Chunks(n) offsets).
+func (m *MerkleHasher) BodyRoot(body []byte, n int, starts []uint32) Digest {
+	return m.Root(n, m.appendChunkLeaves(nil, body, starts))
+}
+
+// appendChunkLeaves appends the leaf hash of every chunk of body (chunk i
+// starting at byte starts[i]) to dst.
+func (m *MerkleHasher) appendChunkLeaves(dst []Digest, body []byte, starts []uint32) []Digest {
+	for i, s := range starts {
+		end := len(body)
+		if i+1 < len(starts) {
+			end = int(starts[i+1])
+		}
+		dst = append(dst, m.Leaf(body[s:end]))
+	}
+	return dst
 }
 
 // splitSize is the size of the left subtree of a node over n > 1
@@ -102,10 +163,10 @@ func (m *MerkleHasher) Root(leaves []Digest) Digest {
 func splitSize(n int) int { return 1 << (bits.Len(uint(n-1)) - 1) }
 
 // AppendRangeProof appends to dst the siblings that prove leaves [lo, hi)
-// of a block of n rows (0 <= lo < hi <= n): the roots of the maximal
+// of a tree of m leaves (0 <= lo < hi <= m): the roots of the maximal
 // subtrees outside [lo, hi), left to right. node(a, b) returns the root
 // of the subtree over leaves [a, b), which is always a node of the tree.
-func AppendRangeProof(dst []Digest, n, lo, hi int, node func(a, b int) Digest) []Digest {
+func AppendRangeProof(dst []Digest, m, lo, hi int, node func(a, b int) Digest) []Digest {
 	var walk func(a, b int)
 	walk = func(a, b int) {
 		switch {
@@ -118,18 +179,19 @@ func AppendRangeProof(dst []Digest, n, lo, hi int, node func(a, b int) Digest) [
 			walk(a+k, b)
 		}
 	}
-	walk(0, n)
+	walk(0, m)
 	return dst
 }
 
-// RangeRoot is the block root that leaves (the leaf hashes of rows [lo,
-// lo+len(leaves)) of a block of n rows) and siblings (AppendRangeProof's,
-// 32 bytes each) make. An impossible shape, a sibling of the wrong size,
-// too few or too many siblings is an error wrapping ErrBadProof.
+// RangeRoot is the block root that leaves (the leaf hashes of chunks
+// [lo, lo+len(leaves)) of a block of n rows) and siblings
+// (AppendRangeProof's, 32 bytes each) make. An impossible shape, a
+// sibling of the wrong size, too few or too many siblings is an error
+// wrapping ErrBadProof.
 func (m *MerkleHasher) RangeRoot(n, lo int, leaves []Digest, siblings [][]byte) (Digest, error) {
 	hi := lo + len(leaves)
-	if n < 1 || n > MaxProofLeaves || lo < 0 || len(leaves) == 0 || hi > n {
-		return Digest{}, fmt.Errorf("%w: rows [%d, %d) of a block of %d", ErrBadProof, lo, hi, n)
+	if n < 1 || n > MaxProofLeaves || lo < 0 || len(leaves) == 0 || hi > Chunks(n) {
+		return Digest{}, fmt.Errorf("%w: chunks [%d, %d) of a block of %d rows", ErrBadProof, lo, hi, n)
 	}
 	i := 0
 	var bad error
@@ -154,7 +216,7 @@ func (m *MerkleHasher) RangeRoot(n, lo int, leaves []Digest, siblings [][]byte) 
 		r := walk(a+k, b)
 		return m.Inner(l, r)
 	}
-	top := walk(0, n)
+	top := walk(0, Chunks(n))
 	if bad != nil {
 		return Digest{}, bad
 	}
@@ -174,56 +236,28 @@ func RootAt(roots []byte, block int) (Digest, bool) {
 	return Digest(roots[block*DigestSize : (block+1)*DigestSize]), true
 }
 
-// chunk hashes: a Block keeps, once a proof needed them, the top node of
-// every run of RestartInterval rows (the last run may be shorter). Every
-// such run is a node of the block's tree: a node over more than
-// RestartInterval rows splits at a power of two >= RestartInterval past
-// its start, so nodes of that size or more start at multiples of it. A
-// proof then hashes at most the rows of the runs it cuts through.
-
-// chunkDigests returns b's chunk hashes, computing them on first use.
-func (b *Block) chunkDigests(m *MerkleHasher) []Digest {
-	if p := b.chunks.Load(); p != nil {
-		return *p
-	}
-	n := int(b.entries)
-	out := make([]Digest, 0, (n+RestartInterval-1)/RestartInterval)
-	leaves := make([]Digest, 0, RestartInterval)
-	off := 0
-	for i := 0; i < n; i++ {
-		var e Entry
-		e, off = b.entry(off)
-		leaves = append(leaves, m.Leaf(e.Key, e.Value))
-		if len(leaves) == RestartInterval || i == n-1 {
-			out = append(out, m.tree(leaves))
-			leaves = leaves[:0]
-		}
-	}
-	b.chunks.Store(&out)
-	return out
-}
-
 // nodeCost bounds the memory a Block's digest tree takes per chunk: its
-// chunk digest, at most one inner node above it, and their map entries.
+// leaf, at most one inner node above it, and their map entries.
 const nodeCost = 4 * DigestSize
 
-// nodeKey keys the tree node over rows [lo, hi).
+// nodeKey keys the tree node over chunks [lo, hi).
 func nodeKey(lo, hi int) uint64 { return uint64(lo)<<32 | uint64(hi) }
 
-// treeNodes returns every node of b's tree over a chunk or more (the
-// chunks and each node above them), computing them on first use, so that
-// a proof looks its siblings up instead of hashing them again.
+// treeNodes returns every node of b's tree (its chunk leaves and each
+// node above them), computing them on first use: a block's rows are
+// hashed once, by the first proof that needs a sibling from it, and
+// proofs look siblings up afterwards.
 func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
 	if p := b.nodes.Load(); p != nil {
 		return *p
 	}
-	chunks := b.chunkDigests(m)
-	out := make(map[uint64]Digest, 2*len(chunks))
+	leaves := m.appendChunkLeaves(make([]Digest, 0, len(b.restarts)), b.body, b.restarts)
+	out := make(map[uint64]Digest, 2*len(leaves))
 	var walk func(lo, hi int) Digest
 	walk = func(lo, hi int) Digest {
 		var d Digest
-		if hi-lo <= RestartInterval {
-			d = chunks[lo/RestartInterval]
+		if hi-lo == 1 {
+			d = leaves[lo]
 		} else {
 			k := splitSize(hi - lo)
 			d = m.Inner(walk(lo, lo+k), walk(lo+k, hi))
@@ -231,9 +265,15 @@ func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
 		out[nodeKey(lo, hi)] = d
 		return d
 	}
-	walk(0, int(b.entries))
+	walk(0, len(leaves))
 	b.nodes.Store(&out)
 	return out
+}
+
+// Root is the block root of b, computed from its rows (the digest tree
+// kept as for proofs).
+func (b *Block) Root(m *MerkleHasher) Digest {
+	return m.seal(int(b.entries), b.treeNodes(m)[nodeKey(0, Chunks(int(b.entries)))])
 }
 
 // EntryAt returns row i of the block (0 <= i < Entries()).
@@ -246,37 +286,31 @@ func (b *Block) EntryAt(i int) Entry {
 	return e
 }
 
-// node is the root of the subtree over rows [lo, hi) of b, a node of its
-// tree.
-func (b *Block) node(m *MerkleHasher, lo, hi int) Digest {
-	const r = RestartInterval
-	n := int(b.entries)
-	if lo%r == 0 && (hi-lo >= r || hi == n) {
-		if d, ok := b.treeNodes(m)[nodeKey(lo, hi)]; ok {
-			return d
-		}
+// rowOffset is the byte offset of row i of the body (0 <= i <=
+// Entries(); the end of the body for Entries()).
+func (b *Block) rowOffset(i int) int {
+	if i >= int(b.entries) {
+		return len(b.body)
 	}
-	if hi-lo > r {
-		k := splitSize(hi - lo)
-		return m.Inner(b.node(m, lo, lo+k), b.node(m, lo+k, hi))
+	off := int(b.restarts[i/RestartInterval])
+	for j := i % RestartInterval; j > 0; j-- {
+		_, off = b.entry(off)
 	}
-	// Within one chunk: decode its rows once, from its restart point.
-	leaves := make([]Digest, 0, hi-lo)
-	off := int(b.restarts[lo/r])
-	for i := lo / r * r; i < hi; i++ {
-		var e Entry
-		e, off = b.entry(off)
-		if i >= lo {
-			leaves = append(leaves, m.Leaf(e.Key, e.Value))
-		}
-	}
-	return m.tree(leaves)
+	return off
 }
 
-// RangeProof returns the siblings that prove rows [lo, hi) of b against
-// its root (0 <= lo < hi <= Entries()), 32 bytes each.
+// PackedRows returns rows [lo, hi) of b in the packed encoding
+// (0 <= lo <= hi <= Entries()): a slice of the block, not to be modified.
+func (b *Block) PackedRows(lo, hi int) []byte {
+	s, e := b.rowOffset(lo), b.rowOffset(hi)
+	return b.body[s:e:e]
+}
+
+// RangeProof returns the siblings that prove chunks [lo, hi) of b
+// against its root (0 <= lo < hi <= Chunks(Entries())), 32 bytes each.
 func (b *Block) RangeProof(m *MerkleHasher, lo, hi int) [][]byte {
-	ds := AppendRangeProof(nil, int(b.entries), lo, hi, func(a, c int) Digest { return b.node(m, a, c) })
+	nodes := b.treeNodes(m)
+	ds := AppendRangeProof(nil, Chunks(int(b.entries)), lo, hi, func(a, c int) Digest { return nodes[nodeKey(a, c)] })
 	out := make([][]byte, len(ds))
 	flat := make([]byte, len(ds)*DigestSize)
 	for i := range ds {
