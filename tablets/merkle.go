@@ -69,11 +69,11 @@ var ErrBadProof = errors.New("tablets: rows do not match the block's digest")
 // is ready to use; it keeps a hash state and scratch buffers between
 // calls and is not safe for concurrent use.
 type MerkleHasher struct {
-	h    hash.Hash // the leaf being hashed (BeginLeaf, Write, EndLeaf)
-	sum  []byte
-	buf  []byte
-	in   [1 + 2*DigestSize]byte
-	pre  [1]byte
+	h   hash.Hash // the leaf being hashed (BeginLeaf, Write, EndLeaf)
+	sum []byte
+	buf []byte
+	in  [1 + 2*DigestSize]byte
+	pre [1]byte
 }
 
 // BeginLeaf starts the leaf hash of a chunk; Write adds its rows' packed
