@@ -225,36 +225,36 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := tablets.Range{Start: []byte("k0021"), End: []byte("k0151")}
+	rng := tablets.Range{Start: []byte("k0021"), End: []byte("k0153")}
 	honest := func() []served { return serve(t, files, f, rng, nil, 0, 4) }
-	for name, lie := range map[string]func([]served) []served{
-		"forged value": func(bs []served) []served {
+	for name, lie := range map[string]func(*testing.T, []served) []served{
+		"forged value": func(t *testing.T, bs []served) []served {
 			bs[3].rows[1].Value = []byte("EVIL")
 			return bs
 		},
-		"dropped row": func(bs []served) []served {
+		"dropped row": func(t *testing.T, bs []served) []served {
 			bs[2].rows = slices.Delete(bs[2].rows, 0, 1)
 			return bs
 		},
-		"added row": func(bs []served) []served {
+		"added row": func(t *testing.T, bs []served) []served {
 			bs[2].rows = slices.Insert(bs[2].rows, 1, tablets.Entry{Key: append(bytes.Clone(bs[2].rows[0].Key), 'x'), Value: []byte("v")})
 			return bs
 		},
-		"swapped rows": func(bs []served) []served {
+		"swapped rows": func(t *testing.T, bs []served) []served {
 			bs[1].rows[0], bs[1].rows[1] = bs[1].rows[1], bs[1].rows[0]
 			return bs
 		},
-		"empty answer": func([]served) []served { return []served{{}} },
-		"cut short": func(bs []served) []served {
+		"empty answer": func(*testing.T, []served) []served { return []served{{}} },
+		"cut short": func(t *testing.T, bs []served) []served {
 			return bs[:len(bs)/2]
 		},
-		"no proofs": func(bs []served) []served {
+		"no proofs": func(t *testing.T, bs []served) []served {
 			for i := range bs {
 				bs[i].proofs = nil
 			}
 			return bs
 		},
-		"first proof dropped": func(bs []served) []served {
+		"first proof dropped": func(t *testing.T, bs []served) []served {
 			for i := range bs {
 				if len(bs[i].proofs) > 0 {
 					bs[i].proofs = bs[i].proofs[1:]
@@ -263,42 +263,42 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 			}
 			return bs
 		},
-		"rows of a later range": func([]served) []served {
+		"rows of a later range": func(*testing.T, []served) []served {
 			return serve(t, files, f, tablets.Range{Start: []byte("k0031"), End: rng.End}, nil, 0, 4)
 		},
-		"rows of an earlier range": func([]served) []served {
+		"rows of an earlier range": func(*testing.T, []served) []served {
 			return serve(t, files, f, tablets.Range{Start: []byte("k0011"), End: rng.End}, nil, 0, 4)
 		},
-		"forged head row": func(bs []served) []served {
+		"forged head row": func(t *testing.T, bs []served) []served {
 			p := firstProof(bs, func(p *messages.BlockProof) bool { return len(p.Head) > 0 })
 			p.Head = bytes.Clone(p.Head)
 			p.Head[len(p.Head)-1] ^= 1
 			return bs
 		},
-		"forged tail row": func(bs []served) []served {
+		"forged tail row": func(t *testing.T, bs []served) []served {
 			p := lastProof(bs)
 			p.Tail = bytes.Clone(p.Tail)
 			p.Tail[len(p.Tail)-1] ^= 1
 			return bs
 		},
-		"tail left out": func(bs []served) []served {
+		"tail left out": func(t *testing.T, bs []served) []served {
 			lastProof(bs).Tail = nil
 			return bs
 		},
-		"tail cut short": func(bs []served) []served {
+		"tail cut short": func(t *testing.T, bs []served) []served {
 			p := lastProof(bs)
 			tail, _ := tablets.UnpackRows(p.Tail, 0)
 			p.Tail = repack(tail[:len(tail)-1])
 			return bs
 		},
-		"row below the range yielded from the head": func(bs []served) []served {
+		"row below the range yielded from the head": func(t *testing.T, bs []served) []served {
 			p := firstProof(bs, func(p *messages.BlockProof) bool { return len(p.Head) > 0 })
 			head, _ := tablets.UnpackRows(p.Head, 0)
 			p.Head, p.Rows = repack(head[:len(head)-1]), p.Rows+1
 			bs[0].rows = slices.Insert(bs[0].rows, 0, head[len(head)-1])
 			return bs
 		},
-		"last row hidden in the tail": func(bs []served) []served {
+		"last row hidden in the tail": func(t *testing.T, bs []served) []served {
 			last := &bs[len(bs)-1]
 			p := lastProof(bs)
 			tail, _ := tablets.UnpackRows(p.Tail, 0)
@@ -306,12 +306,31 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 			last.rows = last.rows[:len(last.rows)-1]
 			return bs
 		},
-		"ends early with a false end row": func(bs []served) []served {
+		"forged rows of a chunk proven by its sibling": func(t *testing.T, bs []served) []served {
+			// The last chunk, which holds the last rows of the stream,
+			// left out of the leaves: its true hash passed as a sibling
+			// instead, and its stream rows forged.
+			p := lastProof(bs)
+			head, _ := tablets.UnpackRows(p.Head, 0)
+			tail, _ := tablets.UnpackRows(p.Tail, 0)
+			first := int(p.First)
+			end := first + len(head) + int(p.Rows) + len(tail)
+			last := (end - 1) / tablets.ChunkRows
+			if first+len(head)+int(p.Rows) <= last*tablets.ChunkRows || last == first/tablets.ChunkRows {
+				t.Skipf("the last proof (rows %d..%d) has no stream rows in a chunk of its own", first, end)
+			}
+			var m tablets.MerkleHasher
+			p.Tail, p.Siblings = nil, blockOf(t, files, f, int(p.Block)).RangeProof(&m, first/tablets.ChunkRows, last)
+			rows := bs[len(bs)-1].rows
+			rows[len(rows)-1].Value = []byte("EVIL")
+			return bs
+		},
+		"ends early with a false end row": func(t *testing.T, bs []served) []served {
 			return serve(t, files, f, tablets.Range{Start: rng.Start, End: []byte("k0101")}, nil, 0, 4)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			bs := lie(honest())
+			bs := lie(t, honest())
 			got, err := check(t, roots, rng, nil, 0, bs)
 			if err == nil {
 				t.Fatalf("lie accepted: %d rows released", len(got))
@@ -323,6 +342,27 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 
 		})
 	}
+}
+
+// blockOf is block g of the tablet of files (numbered across them).
+func blockOf(t testing.TB, files []*messages.FileRef, f memFetcher, g int) *tablets.Block {
+	for _, ref := range files {
+		if g >= int(ref.GetBlocks()) {
+			g -= int(ref.GetBlocks())
+			continue
+		}
+		ix, err := tablets.DecodeIndex(f[tablets.IndexKey(ref.GetId())])
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, err := tablets.VerifyBlock(f[tablets.BlockKey(ref.GetId(), g)], ix.Blocks[g])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return blk
+	}
+	t.Fatalf("no block %d", g)
+	return nil
 }
 
 // firstProof is the first proof of bs that ok accepts.
