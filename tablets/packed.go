@@ -35,6 +35,15 @@ func PackedRowSize(keyLen, valueLen int) int {
 	return uvarintLen(uint64(keyLen)) + uvarintLen(uint64(valueLen)) + keyLen + valueLen
 }
 
+// PackedKey is the key of the row at the start of b, rows in the packed
+// encoding that UnpackRows accepts (or AppendPackedRow wrote).
+func PackedKey(b []byte) []byte {
+	kl, n := uvarint(b)
+	_, m := uvarint(b[n:])
+	k := n + m + int(kl)
+	return b[n+m : k : k]
+}
+
 // UnpackRows decodes packed rows into one slab of Entries (one
 // allocation per batch when hint, the number of rows expected, is right;
 // any hint is safe). The rows' keys and values alias b (full slice

@@ -268,3 +268,31 @@ func (r *TabletReader) readBlock(ctx context.Context, i int, ix *FileIndex, b in
 	}
 	return s.blk, nil
 }
+
+// Cut returns the largest k <= n such that the stream's next k rows end
+// at the end of a block (0 when none of the next n rows ends one): a
+// batch of those k rows carries the proofs of all its rows, and the
+// client releases them without holding any back. It reads only file
+// indexes.
+func (p *Prover) Cut(n int) (int, error) {
+	if p.empty {
+		return 0, nil
+	}
+	k, f, b, l := 0, p.f, p.b, p.l
+	for f < len(p.r.files) {
+		ix, err := p.index(f)
+		if err != nil {
+			return 0, err
+		}
+		left := int(ix.Blocks[b].Entries) - l
+		if k+left > n {
+			break
+		}
+		k += left
+		b, l = b+1, 0
+		for f < len(p.r.files) && b >= int(p.r.files[f].GetBlocks()) {
+			f, b = f+1, 0
+		}
+	}
+	return k, nil
+}
