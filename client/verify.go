@@ -127,7 +127,7 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	if len(rows) > 0 && (!v.started && !v.rng.Contains(rows[0].Key) || !v.rng.Contains(rows[len(rows)-1].Key)) {
 		return fmt.Errorf("block %d: rows outside the range %s", g, v.rng)
 	}
-	v.feed.start(n, first)
+	v.feed.start(n, first, first == 0 && first+len(head)+len(rows)+len(tail) == n)
 	v.feed.rows(p.GetHead(), head)
 	for k := len(rows); k > 0; {
 		s := &v.segs[0]
@@ -139,10 +139,15 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 		}
 	}
 	v.feed.rows(p.GetTail(), tail)
-	if v.feed.open > 0 {
+	var root tablets.Digest
+	switch {
+	case v.feed.whole:
+		root, err = v.m.WholeRoot(n, v.m.EndWhole(), p.GetSiblings())
+	case v.feed.open > 0:
 		return fmt.Errorf("%w: proof of block %d ends at row %d, inside a chunk", tablets.ErrBadProof, g, v.feed.row)
+	default:
+		root, err = v.m.RangeRoot(n, first/tablets.ChunkRows, v.feed.leaves, p.GetSiblings())
 	}
-	root, err := v.m.RangeRoot(n, first/tablets.ChunkRows, v.feed.leaves, p.GetSiblings())
 	if err != nil {
 		return fmt.Errorf("block %d: %w", g, err)
 	}
@@ -161,10 +166,12 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	return nil
 }
 
-// leafFeed hashes a proof's rows, in order, into the leaves of the chunks
+// leafFeed hashes a proof's rows, in order: all of them with one BLAKE3
+// pass when they are the whole block, else into the leaves of the chunks
 // they make up.
 type leafFeed struct {
 	m      *tablets.MerkleHasher
+	whole  bool
 	n      int // rows of the block
 	row    int // block row of the next row
 	end    int // the row past the chunk being hashed
@@ -173,16 +180,29 @@ type leafFeed struct {
 }
 
 // start begins the chunks from row first (a chunk's first row) of a
-// block of n rows.
-func (f *leafFeed) start(n, first int) {
-	f.n, f.row, f.end, f.open, f.leaves = n, first, tablets.ChunkEnd(first, n), 0, f.leaves[:0]
+// block of n rows, or the whole block's hash.
+func (f *leafFeed) start(n, first int, whole bool) {
+	f.n, f.row, f.end, f.open, f.leaves, f.whole = n, first, tablets.ChunkEnd(first, n), 0, f.leaves[:0], whole
+	if whole {
+		f.m.BeginWhole()
+		return
+	}
 	f.m.BeginLeaf()
 }
 
 // rows hashes rows, whose packed encoding is at the start of b, and
-// returns how many bytes of b they take: one hash Write per chunk.
+// returns how many bytes of b they take: one hash Write per chunk, or
+// for a whole block per call.
 func (f *leafFeed) rows(b []byte, rows []tablets.Entry) int {
 	start, off := 0, 0
+	if f.whole {
+		for _, r := range rows {
+			off += tablets.PackedRowSize(len(r.Key), len(r.Value))
+		}
+		f.m.WriteWhole(b[:off])
+		f.row += len(rows)
+		return off
+	}
 	for _, r := range rows {
 		off += tablets.PackedRowSize(len(r.Key), len(r.Value))
 		f.row++

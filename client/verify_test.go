@@ -344,6 +344,54 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 	}
 }
 
+// TestVerifierWholeBlocks: a scan of whole blocks is proven by their
+// rows' BLAKE3 hashes; a forged, dropped, added or swapped row in any of
+// them is refused.
+func TestVerifierWholeBlocks(t *testing.T) {
+	files, f, truth := verifyTablet(t, 500, 200, 600)
+	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := func() []served { return serve(t, files, f, tablets.Range{}, nil, 0, 1000) }
+	for _, bs := range [][]served{whole()} {
+		for _, p := range bs[0].proofs {
+			if p.First != 0 || len(p.Head) > 0 || len(p.Tail) > 0 || p.Rows != p.Leaves || len(p.Siblings) != 1 {
+				t.Fatalf("proof of block %d is not a whole block's: %v", p.Block, p)
+			}
+		}
+	}
+	if got, err := check(t, roots, tablets.Range{}, nil, 0, whole()); err != nil || !equalEntries(got, truth) {
+		t.Fatalf("honest: %d rows, %v", len(got), err)
+	}
+	for i := 0; i < len(truth); i += 37 {
+		for name, lie := range map[string]func([]tablets.Entry) []tablets.Entry{
+			"forged": func(rows []tablets.Entry) []tablets.Entry {
+				rows[i].Value = append(bytes.Clone(rows[i].Value), 'x')
+				return rows
+			},
+			"dropped": func(rows []tablets.Entry) []tablets.Entry { return slices.Delete(rows, i, i+1) },
+			"added": func(rows []tablets.Entry) []tablets.Entry {
+				return slices.Insert(rows, i+1, tablets.Entry{Key: append(bytes.Clone(rows[i].Key), 'x')})
+			},
+			"swapped": func(rows []tablets.Entry) []tablets.Entry {
+				j := min(i+1, len(rows)-1)
+				if j == i {
+					j = i - 1
+				}
+				rows[i], rows[j] = rows[j], rows[i]
+				return rows
+			},
+		} {
+			bs := whole()
+			bs[0].rows = lie(bs[0].rows)
+			if got, err := check(t, roots, tablets.Range{}, nil, 0, bs); err == nil {
+				t.Fatalf("row %d %s: accepted, %d rows", i, name, len(got))
+			}
+		}
+	}
+}
+
 // blockOf is block g of the tablet of files (numbered across them).
 func blockOf(t testing.TB, files []*messages.FileRef, f memFetcher, g int) *tablets.Block {
 	for _, ref := range files {

@@ -29,9 +29,9 @@ type Block struct {
 	first    []byte
 	last     []byte
 	// nodes: every node of the row digest tree (its chunk leaves and
-	// the nodes above), keyed by nodeKey, computed by the first proof
-	// that needs one (merkle.go).
-	nodes atomic.Pointer[map[uint64]Digest]
+	// the nodes above) and the whole block's hash, computed by the first
+	// proof that needs one (merkle.go).
+	nodes atomic.Pointer[blockDigests]
 }
 
 // blockOverhead approximates a Block's memory besides its data and seek

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"lukechampine.com/blake3"
 )
 
 // refRoot is the block root of rows straight from the definition in
@@ -14,6 +16,13 @@ import (
 // writer's roots and the proofs are checked against.
 func refRoot(rows []Entry) Digest {
 	var leaves []Digest
+	var all []byte
+	for _, e := range rows {
+		all = binary.AppendUvarint(all, uint64(len(e.Key)))
+		all = binary.AppendUvarint(all, uint64(len(e.Value)))
+		all = append(append(all, e.Key...), e.Value...)
+	}
+	whole := blake3.Sum256(all)
 	for i := 0; i < len(rows); i += 16 {
 		b := []byte{0x00}
 		for _, e := range rows[i:min(i+16, len(rows))] {
@@ -36,7 +45,7 @@ func refRoot(rows []Entry) Digest {
 		return sha256.Sum256(append(append([]byte{0x01}, l[:]...), r[:]...))
 	}
 	top := tree(leaves)
-	return sha256.Sum256(append(binary.AppendUvarint([]byte{0x02}, uint64(len(rows))), top[:]...))
+	return sha256.Sum256(append(append(binary.AppendUvarint([]byte{0x02}, uint64(len(rows))), top[:]...), whole[:]...))
 }
 
 // oneBlock writes rows as a file of one block and returns the block and
@@ -102,9 +111,27 @@ func TestRangeProofsMatchRoot(t *testing.T) {
 			}
 			return m.Leaf(b)
 		}
+		// A whole-block proof: the rows' BLAKE3 hash and the tree's top.
+		whole := m.Whole(blk.PackedRows(0, n))
+		sib := blk.RangeProof(&m, 0, Chunks(n))
+		if got, err := m.WholeRoot(n, whole, sib); err != nil || got != root {
+			t.Fatalf("n=%d whole block: %v, root matches %v", n, err, got == root)
+		}
+		if got, _ := m.WholeRoot(n, m.Whole(blk.PackedRows(0, n-1)), sib); got == root {
+			t.Fatalf("n=%d whole block: a row less matches", n)
+		}
+		if _, err := m.WholeRoot(n, whole, append(sib, sib[0])); !errors.Is(err, ErrBadProof) {
+			t.Fatalf("n=%d whole block: two siblings: %v", n, err)
+		}
+		if got, _ := m.WholeRoot(n+1, whole, sib); got == root {
+			t.Fatalf("n=%d whole block: n+1 rows match", n)
+		}
 		chunks := Chunks(n)
 		for lo := 0; lo < chunks; lo++ {
 			for hi := lo + 1; hi <= chunks; hi++ {
+				if lo == 0 && hi == chunks {
+					continue // the whole block, above
+				}
 				sib := blk.RangeProof(&m, lo, hi)
 				var leaves []Digest
 				for c := lo; c < hi; c++ {
@@ -186,7 +213,7 @@ func TestLeafBindsRows(t *testing.T) {
 	}
 	var inner MerkleHasher
 	l := m.Leaf(pack("a", ""))
-	if m.Root(1, []Digest{l}) == l || inner.Inner(l, l) == m.Root(17, []Digest{l, l}) {
+	if m.Root(1, []Digest{l}, l) == l || inner.Inner(l, l) == m.Root(17, []Digest{l, l}, l) {
 		t.Fatal("a root hashes like a leaf or an inner node")
 	}
 }

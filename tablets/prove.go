@@ -15,11 +15,10 @@ import (
 //
 // Usage: Start, then Rows(n) after each n rows sent, Finish at a
 // successful end; Take returns the proofs completed since the last Take.
-// A proof for a block the scan read whole needs no hashing; a block cut
-// by the scan's bounds is read again (through the fetcher's cache) for
-// the rows that complete the chunks at the cut (head, tail) and its
-// siblings, which it hashes once and keeps. A Prover belongs to one
-// goroutine.
+// Every proof's block is read again (through the fetcher's cache) for
+// its siblings, which the block computes once and keeps, and, for a
+// block cut by the scan's bounds, the rows that complete the chunks at
+// the cut (head, tail). A Prover belongs to one goroutine.
 type Prover struct {
 	ctx   context.Context
 	r     *TabletReader
@@ -197,17 +196,15 @@ func (p *Prover) Finish(limited bool) error {
 }
 
 // close completes proof (of block b of file f; extra: its head and tail
-// rows) with its siblings, unless it covers the whole block, and queues
-// it.
+// rows) with its siblings and queues it. The block's digests are
+// computed once, by the first proof of it, and kept with it.
 func (p *Prover) close(proof *messages.BlockProof, f, b, extra int) error {
 	lo, hi := int(proof.First), int(proof.First)+extra+int(proof.Rows)
-	if lo > 0 || hi < int(proof.Leaves) {
-		blk, err := p.block(f, b)
-		if err != nil {
-			return err
-		}
-		proof.Siblings = blk.RangeProof(&p.m, lo/ChunkRows, Chunks(hi))
+	blk, err := p.block(f, b)
+	if err != nil {
+		return err
 	}
+	proof.Siblings = blk.RangeProof(&p.m, lo/ChunkRows, Chunks(hi))
 	p.out = append(p.out, proof)
 	return nil
 }
