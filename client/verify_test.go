@@ -475,8 +475,14 @@ func BenchmarkVerifyWholeBlocks(b *testing.B) {
 	}
 	ix, _ := tablets.DecodeIndex(f.Index)
 	var proofs []*messages.BlockProof
+	var m tablets.MerkleHasher
 	for i, h := range ix.Blocks {
-		proofs = append(proofs, &messages.BlockProof{Block: uint32(i), Leaves: h.Entries, Rows: h.Entries})
+		blk, err := tablets.VerifyBlock(f.Blocks[i], h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		proofs = append(proofs, &messages.BlockProof{Block: uint32(i), Leaves: h.Entries, Rows: h.Entries,
+			Siblings: blk.RangeProof(&m, 0, tablets.Chunks(blk.Entries()))})
 	}
 	packed, rows := packRows(b, rows)
 	b.ResetTimer()

@@ -9,7 +9,7 @@ import (
 	"math/bits"
 	"sort"
 
-	"lukechampine.com/blake3"
+	"github.com/zeebo/blake3"
 )
 
 // The row digest tree of a block: what ingest records per block in the
@@ -124,7 +124,7 @@ func (m *MerkleHasher) Leaf(packed []byte) Digest {
 // returns it.
 func (m *MerkleHasher) BeginWhole() {
 	if m.w == nil {
-		m.w = blake3.New(DigestSize, nil)
+		m.w = blake3.New()
 		m.sum = make([]byte, 0, DigestSize)
 	}
 	m.w.Reset()

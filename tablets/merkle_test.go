@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"testing"
 
-	"lukechampine.com/blake3"
+	"github.com/zeebo/blake3"
 )
 
 // refRoot is the block root of rows straight from the definition in
