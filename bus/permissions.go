@@ -29,9 +29,9 @@ const (
 	// replies.
 	RoleScanServer = "scanserver"
 	// RoleClient may read the metadata and lease buckets (the tables and
-	// the live coordinators) and the blocks bucket's stream info, and
-	// subscribe to its own reply inbox, and nothing else: it cannot
-	// publish a heartbeat or a signal, nor write or read a block.
+	// the live coordinators), and subscribe to its own reply inbox, and
+	// nothing else: it cannot publish a heartbeat or a signal, nor write
+	// or read a block, nor list the block keys.
 	RoleClient = "client"
 )
 
@@ -108,10 +108,10 @@ func UserPermissions(u CertUser, cfg Config, leases LeaseConfig) (*server.Permis
 		pub = append(pub, kvRead(cfg.MetaBucket)...)
 		return perms(u.Subject, pub), nil
 	case RoleClient:
+		// Nothing of the blocks bucket, not even its stream info (which
+		// lists the block keys to a subjects filter): a client opens the
+		// metadata bucket read-only (Config.ReadOnly).
 		pub := append(kvRead(cfg.MetaBucket), kvRead(leases.Bucket)...)
-		// Opening the metadata bucket reads the blocks bucket's replica
-		// count (Replicas 0, auto): its stream info, not its data.
-		pub = append(pub, "$JS.API.STREAM.INFO."+kvStreamPrefix+cfg.BlocksBucket)
 		// Asking the coordinators who is there (core NATS, Discover).
 		pub = append(pub, DiscoverSubject)
 		return perms(u.Subject, pub), nil
@@ -163,25 +163,33 @@ func kvRead(bucket string) []string {
 
 // natsUsers turns cfg.Users into the server's users, each with its role's
 // permissions for the default bucket names.
-func natsUsers(users []CertUser) ([]*server.User, error) {
+func natsUsers(users []CertUser) ([]*server.User, []*server.Account, error) {
+	data, edge, err := userAccounts(users)
+	if err != nil {
+		return nil, nil, err
+	}
 	var out []*server.User
 	seen := map[string]bool{}
 	for i, u := range users {
 		if u.Subject == "" {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject is empty", i)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject is empty", i)
 		}
 		if seen[u.Subject] {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
 		}
 		seen[u.Subject] = true
 		if u.Host != "" && u.Role != RoleScanServer {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
 		}
 		p, err := UserPermissions(u, DefaultConfig(), DefaultLeaseConfig())
 		if err != nil {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
 		}
-		out = append(out, &server.User{Username: u.Subject, Permissions: p})
+		acc := data
+		if edgeRole(u.Role) {
+			acc = edge
+		}
+		out = append(out, &server.User{Username: u.Subject, Permissions: p, Account: acc})
 	}
-	return out, nil
+	return out, []*server.Account{data, edge}, nil
 }
