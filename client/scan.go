@@ -187,6 +187,12 @@ func (r *Rows) Next() bool {
 		if r.err != nil || r.done {
 			return false
 		}
+		// Per row: the tablets of a parallel scan each read up to the
+		// limit, so a batch may run past it.
+		if r.opts.Limit > 0 && r.stats.Rows >= r.opts.Limit {
+			r.Close()
+			return false
+		}
 		if r.bi < len(r.batch) {
 			m := &r.batch[r.bi]
 			r.bi++
@@ -204,10 +210,6 @@ func (r *Rows) Next() bool {
 		// Not batch[:0]: the slab aliases the batch's bytes, which the
 		// next batch's rows replace rather than overwrite.
 		r.batch, r.bi = nil, 0
-		if r.opts.Limit > 0 && r.stats.Rows >= r.opts.Limit {
-			r.Close()
-			return false
-		}
 		if r.par != nil {
 			batch, err := r.par.take()
 			switch {
