@@ -49,7 +49,7 @@ type ScanOptions struct {
 // "Parallel scans").
 const (
 	DefaultParallel       = 4
-	DefaultMaxBufferBytes = 16 << 20
+	DefaultMaxBufferBytes = 8 << 20
 	// MaxParallel bounds ScanOptions.Parallel.
 	MaxParallel = 256
 )

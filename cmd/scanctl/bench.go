@@ -29,6 +29,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	parallel := fs.String("parallel", "1,"+strconv.Itoa(client.DefaultParallel), "prefetch windows `LIST` to scan with (ScanOptions.Parallel), comma-separated; 1 = one tablet at a time")
 	rounds := fs.Int("rounds", 1, "`N` rounds, each scanning once with every --parallel value")
 	warmup := fs.Bool("warmup", true, "scan the table once before the timed scans (warms the scan servers' caches)")
+	maxBuffer := fs.Int("max-buffer", 0, "`BYTES` of rows a parallel scan may hold for the caller (ScanOptions.MaxBufferBytes); 0 = the client's default")
 	reader := fs.Bool("reader", true, "also time the tablets reader alone over the table's blocks")
 	blocksDir := fs.String("blocks-dir", "", "the shared `DIR` the table's blocks were ingested into with --blocks-dir (default: JetStream)")
 	h := hints{}
@@ -41,6 +42,9 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	}
 	if err := tablets.ValidateTableName(*table); err != nil {
 		return usageError{fmt.Errorf("--table: %w", err)}
+	}
+	if *maxBuffer < 0 {
+		return usageError{fmt.Errorf("--max-buffer %d: want >= 0", *maxBuffer)}
 	}
 	if *rounds < 1 {
 		return usageError{fmt.Errorf("--rounds %d: want >= 1", *rounds)}
@@ -56,7 +60,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 		}
 		fmt.Fprintf(out, "table %s generation %d: %d tablets\n", *table, meta.GetGeneration(), len(meta.GetTablets()))
 		scan := func(p int) (benchResult, error) {
-			return benchScan(ctx, c, *table, client.ScanOptions{Hints: h, Parallel: p})
+			return benchScan(ctx, c, *table, client.ScanOptions{Hints: h, Parallel: p, MaxBufferBytes: *maxBuffer})
 		}
 		if *warmup {
 			if _, err := scan(windows[len(windows)-1]); err != nil {
