@@ -26,6 +26,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "--table", "t", "--rounds", "0"}, "--rounds 0"},
 		{[]string{"bench", "--table", "t", "--max-buffer", "-1"}, "--max-buffer -1"},
 		{[]string{"bench", "--table", "bad name"}, "--table"},
+		{[]string{"scan", "--table", "t", "--parallel", "-2"}, "--parallel: client: ScanOptions.Parallel -2"},
 	} {
 		code, out, errOut := runCapture(c.args...)
 		if code != 2 || !strings.Contains(out+errOut, c.want) {

@@ -88,7 +88,7 @@ func init() {
 		{"demo", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
 		{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE] [--port-base 4222] [--secure]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
 		{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
-		{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count]", "print key<TAB>value lines of a range in key order", runScan},
+		{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count] [--parallel N]", "print key<TAB>value lines of a range in key order", runScan},
 		{"bench", "--table T [--parallel 1,4] [--rounds N] [--max-buffer BYTES] [--warmup=false] [--reader=false]", "time whole-table scans beside the tablets reader alone over the same blocks: rows/s, MB/s", runBench},
 		{"tables", "[--table T] | drop --table T [--generation G]", "list every table's generations (current and kept for rollback); drop deletes a table, or one non-current generation, with its blocks", runTables},
 		{"rollback", "--table T --generation G [--blocks-dir DIR]", "make a kept generation of a table current again (scanctl tables lists them)", runRollback},
