@@ -55,6 +55,7 @@ type prefetch struct {
 	bytes    int           // buffered
 	rows     uint64        // buffered
 	taken    uint64        // rows of the batches the caller took
+	waiting  int           // goroutines waiting for room in put
 	stats    ScanStats     // Tablets, Requests, Resumes, Batches
 }
 
@@ -228,14 +229,21 @@ func (p *prefetch) put(i int, rows []tablets.Entry) error {
 			return nil
 		}
 		ch := p.changed
+		p.waiting++
 		p.mu.Unlock()
+		var err error
 		select {
 		case <-ch:
 		case <-p.stop:
 		case <-ctx.Done():
-			return ctx.Err()
+			err = ctx.Err()
 		}
 		p.mu.Lock()
+		p.waiting--
+		if err != nil {
+			p.mu.Unlock()
+			return err
+		}
 	}
 }
 
