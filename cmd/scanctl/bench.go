@@ -140,7 +140,8 @@ func benchScan(ctx context.Context, c *client.Client, table string, opts client.
 // index: tablets.VerifyBlock), then timed over the warm cache. Only the
 // timed passes count; one tablet is in memory at a time.
 func benchReader(ctx context.Context, g *globals, blocksDir string, meta *messages.TableMeta) (benchResult, error) {
-	conn, err := dialAs(ctx, g, "client", 0)
+	// The client role may not read blocks; the admin role may.
+	conn, err := dialAs(ctx, g, "admin", 0)
 	if err != nil {
 		return benchResult{}, err
 	}
