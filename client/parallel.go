@@ -56,6 +56,7 @@ type prefetch struct {
 	rows     uint64        // buffered
 	taken    uint64        // rows of the batches the caller took
 	waiting  int           // goroutines waiting for room in put
+	live     int           // goroutines started and not ended
 	stats    ScanStats     // Tablets, Requests, Resumes, Batches
 }
 
@@ -77,6 +78,7 @@ func startPrefetch(r *Rows, window, maxBytes int) *prefetch {
 		failedAt: len(r.pieces), slots: map[int]*slot{}}
 	n := min(window, len(p.pieces))
 	p.wg.Add(n)
+	p.live = n
 	for range n {
 		go p.worker()
 	}
@@ -84,7 +86,12 @@ func startPrefetch(r *Rows, window, maxBytes int) *prefetch {
 }
 
 func (p *prefetch) worker() {
-	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		p.live--
+		p.mu.Unlock()
+		p.wg.Done()
+	}()
 	for {
 		i, limit, ok := p.claim()
 		if !ok {

@@ -140,3 +140,32 @@ func TestParallelScanLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelScanCloseEndsGoroutines: Close of a scan whose goroutines
+// wait for room (the caller took one row) returns once every one of
+// them has ended.
+func TestParallelScanCloseEndsGoroutines(t *testing.T) {
+	c := fakeTable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rows := c.Scan(ctx, "t", Range{}, ScanOptions{AllowUnverified: true, Parallel: 4, MaxBufferBytes: 1})
+	if !rows.Next() {
+		t.Fatalf("no first row: %v", rows.Err())
+	}
+	p := rows.par
+	testutil.Eventually(t, 30*time.Second, "a goroutine to wait for room", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.waiting > 0
+	})
+	rows.Close()
+	p.mu.Lock()
+	live, waiting := p.live, p.waiting
+	p.mu.Unlock()
+	if live != 0 || waiting != 0 {
+		t.Fatalf("after Close: %d goroutines live, %d waiting for room", live, waiting)
+	}
+	if rows.Next() || rows.Err() != nil {
+		t.Fatalf("Next after Close: a row or error %v", rows.Err())
+	}
+}
