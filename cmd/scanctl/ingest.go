@@ -152,6 +152,7 @@ func storageHint(err error) error {
 func dialAs(ctx context.Context, g *globals, role string, replicas int) (*bus.Conn, error) {
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.Replicas = g.nats, "scanctl", replicas
+	bc.ReadOnly = role == "client" // the client role may not read the blocks bucket
 	if dir := cliutil.SecretsDir(g.secrets); dir != "" {
 		var err error
 		if bc.TLS, err = cliutil.RemoteTLS(dir, role); err != nil {
