@@ -81,7 +81,7 @@ func Presets(name string) ([]Config, error) {
 // on for the policies that hedge), and for c3 c3Clients set to the
 // number of coordinators (C3's n). least-outstanding loads the random
 // policy's profile for its escalation. A policy may carry options:
-// "adaptive:spillCost=0,hedgeBudget=0.1" sets those options of the
+// "adaptive:spillCost=0+hedgeBudget=0.1" sets those options of the
 // profile (values are JSON, else strings).
 func ProfilesJSON(policy string, cfg Config) ([]byte, error) {
 	name, opts, _ := strings.Cut(policy, ":")
@@ -101,7 +101,7 @@ func ProfilesJSON(policy string, cfg Config) ([]byte, error) {
 		prof["c3Clients"] = cfg.Clients
 	}
 	if opts != "" {
-		for _, kv := range strings.Split(opts, ",") {
+		for _, kv := range strings.Split(opts, "+") {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
 				return nil, fmt.Errorf("%w: option %q of policy %q is not name=value", ErrBadConfig, kv, policy)

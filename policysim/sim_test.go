@@ -131,7 +131,7 @@ func TestValidateNamesTheValue(t *testing.T) {
 
 func TestProfilesJSONOptions(t *testing.T) {
 	cfg := DefaultConfig()
-	if _, err := ProfilesJSON("adaptive:spillCost=0,hedgeBudget=0.1", cfg); err != nil {
+	if _, err := ProfilesJSON("adaptive:spillCost=0+hedgeBudget=0.1", cfg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ProfilesJSON("adaptive:spillCost", cfg); err == nil || !strings.Contains(err.Error(), `"spillCost"`) {

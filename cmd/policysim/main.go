@@ -24,8 +24,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	policies := fs.String("policies", strings.Join(policysim.DefaultPolicies, ","), "comma-separated policies")
 	asJSON := fs.Bool("json", false, "print one JSON object per setting and policy instead of tables")
 	requests := fs.Int("requests", 0, "measured requests per run (0: the preset's)")
+	warmup := fs.Duration("warmup", -1, "unmeasured time before the measurement (negative: the preset's)")
+	heartbeat := fs.Duration("heartbeat", 0, "period of the servers' load reports (0: the preset's, 1s)")
 	seed := fs.Uint64("seed", 1, "random seed of every run")
 	only := fs.String("setting", "", "run only the preset's settings of this name")
+	onlyU := fs.Float64("utilization", 0, "run only the preset's settings at this utilization (0: all)")
 	plots := fs.String("plot", "", "directory to write a latency CDF plot per setting into (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -51,12 +54,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var all []*policysim.Result
 	for _, cfg := range cfgs {
-		if *only != "" && cfg.Setting != *only {
+		if (*only != "" && cfg.Setting != *only) || (*onlyU != 0 && cfg.Utilization != *onlyU) {
 			continue
 		}
 		cfg.Seed = *seed
 		if *requests > 0 {
 			cfg.Requests = *requests
+		}
+		if *heartbeat > 0 {
+			cfg.Heartbeat = *heartbeat
+		}
+		if *warmup >= 0 {
+			cfg.Warmup = *warmup
 		}
 		var rs []*policysim.Result
 		for _, p := range names {
