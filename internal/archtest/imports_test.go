@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"tablets/storetest": {"messages", "tablets"}, // test support: the MetaStore conformance suite
 	"selection":         {"tablets"},
 	"cache":             {"tablets"},
-	"bus":               {"messages", "tablets", "internal/backoff"},
+	"bus":               {"messages", "tablets", "internal/backoff", "internal/netlimit"},
 	"internal/remoting": {"internal/netlimit"},
 	"internal/metrics":  {"messages"},
 	"scanserver":        {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
