@@ -25,6 +25,7 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	end := fs.String("end", "", "end `KEY` (exclusive); empty = to the end")
 	limit := fs.Uint64("limit", 0, "stop after `N` rows (0 = all)")
 	count := fs.Bool("count", false, "print only the number of rows")
+	parallel := fs.Int("parallel", 0, "read `N` tablets at once, rows still in key order (0 = the client's default; 1 = one at a time)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
 	if _, err := parse("scan", g, fs, args, out); err != nil {
@@ -37,8 +38,12 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	if err != nil {
 		return usageError{err}
 	}
+	opts := client.ScanOptions{Hints: h, Limit: *limit, Parallel: *parallel}
+	if err := opts.Validate(); err != nil {
+		return usageError{fmt.Errorf("--parallel: %w", err)}
+	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		return printScan(ctx, c, out, *table, rng, client.ScanOptions{Hints: h, Limit: *limit}, *count)
+		return printScan(ctx, c, out, *table, rng, opts, *count)
 	})
 }
 
