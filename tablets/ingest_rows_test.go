@@ -181,3 +181,38 @@ func TestIngestRowsSourceError(t *testing.T) {
 		t.Fatalf("current = %d", cur)
 	}
 }
+
+func TestIngestSorted(t *testing.T) {
+	ctx := context.Background()
+	store, ms := newDirStores(t)
+	cfg := testIngestConfig(9)
+	cfg.Tablets = 4
+	cfg.BlockSize = 1024
+	tm, err := IngestSorted(ctx, store, ms, "s", &GeneratedRows{N: 5000}, 5000, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMeta(t, tm, "s", 1, 5000)
+	sameEntries(t, readTable(t, store, tm), GenerateRows(5000))
+	before := len(objectsOf(t, store, ""))
+
+	unsorted := GenerateRows(3000)
+	unsorted[2000], unsorted[2001] = unsorted[2001], unsorted[2000]
+	for _, tc := range []struct {
+		src  RowSource
+		n    int64
+		want string
+	}{
+		{&rowSlice{rows: unsorted}, 3000, "line 2002: key row000002000 is not after key row000002001 of line 2001 (input not sorted)"},
+		{&GeneratedRows{N: 3000}, 3001, "input ended after 3000 rows, 3001 expected"},
+		{&GeneratedRows{N: 3000}, 2999, "line 3000 is more than the 2999 rows expected"},
+	} {
+		_, err := IngestSorted(ctx, store, ms, "s", tc.src, tc.n, cfg)
+		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("err = %v, want %q", err, tc.want)
+		}
+		if n := len(objectsOf(t, store, "")); n != before {
+			t.Errorf("%d objects after a failed ingest, want %d", n, before)
+		}
+	}
+}
