@@ -279,9 +279,7 @@ func ingestSorted(ctx context.Context, store BlockStore, meta MetaStore, table s
 	// 2 and 3. Split points, and the files written concurrently.
 	bw := newBlockWriter(ctx, store, cfg, total)
 	if err := writeTablets(bw, rows, table, gen, nonce, cfg, tm); err != nil {
-		if werr := bw.wait(); errors.Is(err, errWriterFailed) && werr != nil {
-			err = werr
-		}
+		_ = bw.wait() // its error, if any, is err or came after it
 		return nil, bw.failed(table, err)
 	}
 	if err := bw.wait(); err != nil {

@@ -152,10 +152,6 @@ func writeTablets(bw *blockWriter, rows sortedRows, table string, gen uint64, no
 	return nil
 }
 
-// errWriterFailed is what submit returns once a write failed; wait
-// returns the write's own error.
-var errWriterFailed = errors.New("tablets: a block write failed")
-
 // blockWriter stores encoded files with at most cfg.Writers Puts at a
 // time and at most cfg.InFlightBytes of files between encoding and
 // stored. A file's index is put after its last block is stored, so an
@@ -185,18 +181,19 @@ func newBlockWriter(ctx context.Context, store BlockStore, cfg IngestConfig, tot
 }
 
 // submit queues f's blocks and index; it blocks while cfg.Writers Puts
-// or cfg.InFlightBytes are in flight.
+// or cfg.InFlightBytes are in flight. Once a Put failed or ctx ended it
+// returns that error (context.Cause of the group's context).
 func (bw *blockWriter) submit(f *EncodedFile, ref *messages.FileRef) error {
 	weight := min(int64(f.Bytes), bw.limit)
 	if err := bw.sem.Acquire(bw.ctx, weight); err != nil {
-		return errWriterFailed
+		return context.Cause(bw.ctx)
 	}
 	bw.written = append(bw.written, ref)
 	var left atomic.Int64
 	left.Store(int64(len(f.Blocks)))
 	for i, b := range f.Blocks {
 		if bw.ctx.Err() != nil {
-			return errWriterFailed
+			return context.Cause(bw.ctx)
 		}
 		bw.g.Go(func() error {
 			if err := bw.store.Put(bw.ctx, BlockKey(f.ID, i), b); err != nil {
