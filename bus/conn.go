@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scanplane/scanplane/internal/netlimit"
 )
 
 // ErrTLSRequired is wrapped by Connect's error when the server accepts
@@ -137,6 +139,13 @@ const (
 
 // Conn is a NATS connection with JetStream. It reconnects forever after
 // the initial connection succeeds. Safe for concurrent use.
+// warnBurst lines per warnEvery: how many dropped messages a connection
+// logs; the rest are counted and summed up in one line.
+const (
+	warnBurst = 10
+	warnEvery = 10 * time.Second
+)
+
 type Conn struct {
 	cfg          Config
 	log          *slog.Logger
@@ -144,6 +153,14 @@ type Conn struct {
 	js           jetstream.JetStream
 	decodeErrors atomic.Uint64
 	mismatched   atomic.Uint64
+	// replayed counts watch deliveries refused as older than an entry
+	// already applied (revisions).
+	replayed atomic.Uint64
+	// Discovery requests not answered (ServeDiscovery).
+	refusedDiscoveries, limitedDiscoveries atomic.Uint64
+	// warnings throttles the lines logged for dropped messages (bad
+	// payloads, mismatched signals), which any sender can cause.
+	warnings *netlimit.Throttle
 
 	mu          sync.Mutex
 	reconnected chan struct{} // closed (and replaced) on every reconnect
@@ -176,6 +193,9 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		name = "scanplane"
 	}
 	c := &Conn{cfg: cfg, log: log, reconnected: make(chan struct{}), closed: make(chan struct{})}
+	c.warnings = netlimit.NewThrottle(warnBurst, warnEvery, func(held int, every time.Duration) {
+		log.Warn("dropped messages not logged", "lines", held, "within", every)
+	})
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.Timeout(timeout),
@@ -279,7 +299,12 @@ func (c *Conn) JetStream() jetstream.JetStream { return c.js }
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.nc.Close()
+	c.warnings.Stop()
 }
+
+// ReplayedEntries counts bucket entries a watch refused because it had
+// applied a newer revision of the same key.
+func (c *Conn) ReplayedEntries() uint64 { return c.replayed.Load() }
 
 // DecodeErrors counts received payloads that failed to decode.
 func (c *Conn) DecodeErrors() uint64 { return c.decodeErrors.Load() }

@@ -33,8 +33,9 @@ import (
 // would bound a user's consumers only if the user's account held the
 // streams: a consumer created through another account's imported
 // JetStream API counts against the account of the stream. The buckets
-// live in one account with every role, so such a limit would bound the
-// coordinators' and the clients' consumers together.
+// live in the data account (accounts.go), and the restricted users reach
+// them through the edge account's imports, so such a limit would bound
+// the coordinators' and the clients' consumers together.
 //
 // So an embedded server with users (ServerConfig.Users) runs a guard:
 // a connection of its own (in-process, with its own certificate, which
@@ -145,7 +146,7 @@ func startConsumerGuard(srv *server.Server, cfg ServerConfig, log *slog.Logger) 
 // restricted user that it may not keep is deleted.
 func (g *consumerGuard) audit(msg *nats.Msg) {
 	var ev server.JSAPIAudit
-	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.Client == nil || !g.restricted[ev.Client.User] {
+	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.Client == nil || !g.restrictedClient(ev.Client) {
 		return
 	}
 	if !strings.HasPrefix(ev.Subject, "$JS.API.CONSUMER.CREATE.") && !strings.HasPrefix(ev.Subject, "$JS.API.CONSUMER.DURABLE.CREATE.") {
@@ -171,6 +172,14 @@ func (g *consumerGuard) audit(msg *nats.Msg) {
 	}
 	g.deleted.Add(1)
 	g.log.Warn("deleted a consumer a restricted user may not keep", "user", ev.Client.User, "stream", resp.Stream, "consumer", resp.Name, "reason", why)
+}
+
+// restrictedClient reports whether the requester of an audited API call
+// is a restricted user: one of the edge account's (whose requests cross a
+// service import, so the advisory names the account, not the user), or a
+// restricted user by name.
+func (g *consumerGuard) restrictedClient(ci *server.ClientInfo) bool {
+	return ci.Account == edgeAccount || g.restricted[ci.User]
 }
 
 // close ends the guard's connection.

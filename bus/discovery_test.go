@@ -45,3 +45,82 @@ func TestDiscover(t *testing.T) {
 		t.Fatalf("Discover: %v, %v; want the valid lease m1 only", got, err)
 	}
 }
+
+// TestDiscoveryAnswersOnlyInboxes: on a server without accounts (no
+// users), a discovery request whose reply subject names a bucket key is
+// refused, and the key keeps its value; an honest request after it is
+// answered.
+func TestDiscoveryAnswersOnlyInboxes(t *testing.T) {
+	srv := startServer(t)
+	ctx := testCtx(t)
+	admin := connect(t, srv)
+	meta, err := admin.MetaStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := meta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 1,
+		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 1}}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	coord := connect(t, srv)
+	lease := &messages.ClusterInfo{MemberId: "m1", CoordinatorAddress: "127.0.0.1:8090", RouterId: "scanplane-router", Incarnation: "i"}
+	stop, err := coord.ServeDiscovery(func() []*messages.ClusterInfo { return []*messages.ClusterInfo{lease} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	attacker := connect(t, srv)
+	for _, reply := range []string{"$KV." + DefaultConfig().MetaBucket + ".tables.t.current", "scanplane.v1.hb.h.s", "$JS.API.STREAM.DELETE.x"} {
+		if err := attacker.NATS().PublishRequest(DiscoverSubject, reply, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := attacker.Discover(ctx, 5*time.Second); err != nil || len(got) != 1 {
+		t.Fatalf("honest discovery: %v, %v", got, err)
+	}
+	if n := coord.RefusedDiscoveries(); n != 3 {
+		t.Errorf("refused discoveries: %d, want 3", n)
+	}
+	if gen, err := meta.Current(ctx, "t"); err != nil || gen != 1 {
+		t.Errorf("table t after the discovery requests: generation %d, %v; want 1", gen, err)
+	}
+}
+
+// TestDiscoveryRateLimited: a flood of discovery requests gets at most
+// the burst plus the rate's answers for the time it took.
+func TestDiscoveryRateLimited(t *testing.T) {
+	srv := startServer(t)
+	coord := connect(t, srv)
+	lease := &messages.ClusterInfo{MemberId: "m1", CoordinatorAddress: "127.0.0.1:8090", RouterId: "scanplane-router", Incarnation: "i"}
+	stop, err := coord.ServeDiscovery(func() []*messages.ClusterInfo { return []*messages.ClusterInfo{lease} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	flooder := connect(t, srv)
+	var answers atomic.Int64
+	inbox := nats.NewInbox()
+	sub, err := flooder.NATS().Subscribe(inbox, func(*nats.Msg) { answers.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	const flood = 3 * discoverBurst
+	start := time.Now()
+	for range flood {
+		if err := flooder.NATS().PublishRequest(DiscoverSubject, inbox, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every flood request handled", func() bool {
+		return uint64(answers.Load())+coord.LimitedDiscoveries() == flood
+	})
+	elapsed := time.Since(start)
+	if limit := int64(discoverBurst + discoverRate*elapsed.Seconds() + 1); answers.Load() > limit {
+		t.Errorf("%d answers to %d requests within %v, want at most %d", answers.Load(), flood, elapsed, limit)
+	}
+	// Faster than the rate refills the burst, some must be limited.
+	if fast := time.Duration(float64(flood-discoverBurst) / discoverRate * float64(time.Second)); coord.LimitedDiscoveries() == 0 && elapsed < fast {
+		t.Errorf("no request limited out of %d within %v", flood, elapsed)
+	}
+}

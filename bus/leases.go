@@ -440,7 +440,7 @@ func (s *LeaseStore) Watch(ctx context.Context, fn func(live []*messages.Cluster
 	if err != nil {
 		return s.conn.storeErr(ctx, "watch leases", err)
 	}
-	lw := &leaseWatch{s: s, fn: fn, live: map[string]*leaseEntry{}, syncing: map[string]bool{}, initial: make(chan struct{})}
+	lw := &leaseWatch{s: s, fn: fn, live: map[string]*leaseEntry{}, revs: revisions{}, syncing: map[string]bool{}, initial: make(chan struct{})}
 	initial := lw.initial
 	go lw.loop(ctx, w, reconnected)
 	select {
@@ -465,6 +465,7 @@ type leaseWatch struct {
 	s       *LeaseStore
 	fn      func([]*messages.ClusterInfo)
 	live    map[string]*leaseEntry
+	revs    revisions       // the highest revision applied per key (replays refused)
 	syncing map[string]bool // keys seen since the current watcher started; nil once its initial values are in
 	changed bool            // live changed since fn was last called
 	initial chan struct{}   // closed after the first fn call; nil after that
@@ -548,6 +549,10 @@ func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
 		return
 	}
 	key := e.Key()
+	if !lw.revs.fresh(key, e.Revision()) {
+		lw.s.conn.replayed.Add(1)
+		return
+	}
 	old := lw.live[key]
 	var ci *messages.ClusterInfo
 	if e.Operation() == jetstream.KeyValuePut {

@@ -415,6 +415,7 @@ func (m *MetaStore) watchLoop(ctx context.Context, w jetstream.KeyWatcher, recon
 		}
 	}()
 	initDone := false
+	revs := revisions{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -447,6 +448,10 @@ func (m *MetaStore) watchLoop(ctx context.Context, w jetstream.KeyWatcher, recon
 					close(initial)
 				}
 			default:
+				if !revs.fresh(e.Key(), e.Revision()) {
+					m.conn.replayed.Add(1)
+					continue
+				}
 				m.deliver(e, fn)
 			}
 		}

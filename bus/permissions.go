@@ -163,25 +163,33 @@ func kvRead(bucket string) []string {
 
 // natsUsers turns cfg.Users into the server's users, each with its role's
 // permissions for the default bucket names.
-func natsUsers(users []CertUser) ([]*server.User, error) {
+func natsUsers(users []CertUser) ([]*server.User, []*server.Account, error) {
+	data, edge, err := userAccounts(users)
+	if err != nil {
+		return nil, nil, err
+	}
 	var out []*server.User
 	seen := map[string]bool{}
 	for i, u := range users {
 		if u.Subject == "" {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject is empty", i)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject is empty", i)
 		}
 		if seen[u.Subject] {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
 		}
 		seen[u.Subject] = true
 		if u.Host != "" && u.Role != RoleScanServer {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
 		}
 		p, err := UserPermissions(u, DefaultConfig(), DefaultLeaseConfig())
 		if err != nil {
-			return nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
+			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
 		}
-		out = append(out, &server.User{Username: u.Subject, Permissions: p})
+		acc := data
+		if edgeRole(u.Role) {
+			acc = edge
+		}
+		out = append(out, &server.User{Username: u.Subject, Permissions: p, Account: acc})
 	}
-	return out, nil
+	return out, []*server.Account{data, edge}, nil
 }

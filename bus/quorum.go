@@ -72,7 +72,10 @@ func (w *quorumWatch) check(now time.Time) {
 	for _, r := range rz.Routes {
 		peers[r.RemoteID] = true
 	}
-	up, size := int64(len(peers)+1), int64(jsz.Meta.Size)
+	// The meta group's size is the number of nodes JetStream has known,
+	// which grows while a cluster forms; it never shrinks here, so a node
+	// that went away still counts.
+	up, size := int64(len(peers)+1), max(int64(jsz.Meta.Size), w.size.Load())
 	w.up.Store(up)
 	w.size.Store(size)
 	if up > size/2 {
@@ -87,6 +90,17 @@ func (w *quorumWatch) close() {
 		return
 	}
 	w.once.Do(func() { close(w.stop); <-w.done })
+}
+
+// ClusterNodes reports, for a node of a NATS cluster, how many nodes of
+// the cluster (itself included) it reached at the last check, and how
+// many the cluster has (the most JetStream's meta group has known); 0, 0
+// for a standalone server or before the first check.
+func (s *EmbeddedServer) ClusterNodes() (up, size int) {
+	if s.quorum == nil {
+		return 0, 0
+	}
+	return int(s.quorum.up.Load()), int(s.quorum.size.Load())
 }
 
 // QuorumLost reports, for a node of a NATS cluster, whether it has

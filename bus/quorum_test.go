@@ -18,8 +18,12 @@ func TestQuorumLostFollowsRoutes(t *testing.T) {
 		testutil.Eventually(t, 30*time.Second, what, cond)
 	}
 	n := tc.nodes[0]
-	// The routes of a cluster just started form within moments.
-	eventually("a quorum in the whole cluster", func() bool { lost, _, _ := n.QuorumLost(); return !lost })
+	// The routes of a cluster just started form within moments; until
+	// JetStream's meta group knows every node, its size is smaller.
+	eventually("routes to all 3 nodes", func() bool { up, size := n.ClusterNodes(); return up == 3 && size == 3 })
+	if lost, _, why := n.QuorumLost(); lost {
+		t.Fatalf("quorum lost with every node up: %s", why)
+	}
 	tc.stop(1)
 	tc.stop(2)
 	stopped := time.Now()

@@ -157,7 +157,7 @@ func (c ServerConfig) Validate() error {
 	case c.TLS != nil && (c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil):
 		return errors.New("bus: ServerConfig.TLS must require and verify client certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs set)")
 	}
-	if _, err := natsUsers(c.Users); err != nil {
+	if _, _, err := natsUsers(c.Users); err != nil {
 		return err
 	}
 	if len(c.Users) > 0 {
@@ -292,11 +292,11 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	if cfg.TLS != nil {
 		opts.TLSConfig, opts.TLSVerify, opts.TLSTimeout = cfg.TLS.Clone(), true, tlsTimeout.Seconds()
 		if len(cfg.Users) > 0 {
-			users, err := natsUsers(cfg.Users)
+			users, accounts, err := natsUsers(cfg.Users)
 			if err != nil {
 				return nil, err
 			}
-			opts.Users, opts.TLSMap = users, true
+			opts.Users, opts.Accounts, opts.TLSMap = users, accounts, true
 		}
 	}
 	if cfg.Clustered() {

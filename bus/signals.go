@@ -69,6 +69,9 @@ func (c *Conn) publish(subject string, m proto.Message) error {
 // decodeFailed counts and logs a payload that did not decode.
 func (c *Conn) decodeFailed(msg *nats.Msg, err error) {
 	n := c.decodeErrors.Add(1)
+	if !c.warnings.Allow() {
+		return
+	}
 	c.log.Warn("dropping undecodable message", "subject", msg.Subject, "bytes", len(msg.Data), "err", err, "decode_errors", n)
 }
 
@@ -188,6 +191,9 @@ func (c *Conn) signalSubjectOK(subject, host, server string) bool {
 		return true
 	}
 	n := c.mismatched.Add(1)
+	if !c.warnings.Allow() {
+		return false
+	}
 	c.log.Warn("dropping a signal whose payload is not of its subject's host and server", "err", err, "mismatched_signals", n)
 	return false
 }

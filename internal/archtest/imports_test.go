@@ -22,7 +22,7 @@ var allowed = map[string][]string{
 	"tablets/rowfmt":    {"tablets"},             // row formats of scanctl; never the client's
 	"selection":         {"tablets"},
 	"cache":             {"tablets"},
-	"bus":               {"messages", "tablets", "internal/backoff"},
+	"bus":               {"messages", "tablets", "internal/backoff", "internal/netlimit"},
 	"internal/remoting": {"internal/netlimit"},
 	"internal/metrics":  {"messages"},
 	"scanserver":        {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},

@@ -21,6 +21,10 @@ type HTTPLimits struct {
 	// MaxConns: connections open at once; one accepted beyond it is
 	// closed at once.
 	MaxConns int
+	// MaxConnsPerSource: connections open at once from one source (IP
+	// address); one beyond it is closed at once, so one source cannot
+	// take the slots of others.
+	MaxConnsPerSource int
 	// LogBurst server error lines (a failed TLS handshake, a refused
 	// connection) are logged per LogEvery; the rest are counted and their
 	// number logged at the end of the interval.
@@ -30,7 +34,7 @@ type HTTPLimits struct {
 
 // DefaultHTTPLimits are the limits of every --http endpoint.
 var DefaultHTTPLimits = HTTPLimits{HeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MaxConns: 256,
-	LogBurst: 5, LogEvery: 10 * time.Second}
+	MaxConnsPerSource: 32, LogBurst: 5, LogEvery: 10 * time.Second}
 
 // Validate names the first bad field.
 func (l HTTPLimits) Validate() error {
@@ -41,6 +45,8 @@ func (l HTTPLimits) Validate() error {
 		return fmt.Errorf("cliutil: HTTPLimits.IdleTimeout %v must be > 0", l.IdleTimeout)
 	case l.MaxConns < 1:
 		return fmt.Errorf("cliutil: HTTPLimits.MaxConns %d must be >= 1", l.MaxConns)
+	case l.MaxConnsPerSource < 1:
+		return fmt.Errorf("cliutil: HTTPLimits.MaxConnsPerSource %d must be >= 1", l.MaxConnsPerSource)
 	case l.LogBurst < 1:
 		return fmt.Errorf("cliutil: HTTPLimits.LogBurst %d must be >= 1", l.LogBurst)
 	case l.LogEvery <= 0:
@@ -76,11 +82,13 @@ func (t *logThrottle) line(s string) {
 // stop reports what is held back and passes nothing more.
 func (t *logThrottle) stop() { t.th.Stop() }
 
-// capListener closes every connection accepted while max are open.
+// capListener closes every connection accepted while max are open, or
+// while its source has sources' maximum open.
 type capListener struct {
 	net.Listener
 	slots    *netlimit.Slots
-	onRefuse func(addr string, open int64)
+	sources  *netlimit.Sources
+	onRefuse func(addr string, open int64, fromSource bool)
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -89,14 +97,24 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if open, ok := l.slots.Take(); !ok {
-			addr := c.RemoteAddr().String()
-			c.Close()
-			if l.onRefuse != nil {
-				l.onRefuse(addr, open)
-			}
+		src := netlimit.SourceOf(c.RemoteAddr())
+		if open, ok := l.sources.Take(src); !ok {
+			l.refuse(c, int64(open), true)
 			continue
 		}
-		return l.slots.Hold(c), nil
+		if open, ok := l.slots.Take(); !ok {
+			l.sources.Release(src)
+			l.refuse(c, open, false)
+			continue
+		}
+		return netlimit.OnClose(c, func() { l.slots.Release(); l.sources.Release(src) }), nil
+	}
+}
+
+func (l *capListener) refuse(c net.Conn, open int64, fromSource bool) {
+	addr := c.RemoteAddr().String()
+	c.Close()
+	if l.onRefuse != nil {
+		l.onRefuse(addr, open, fromSource)
 	}
 }

@@ -141,6 +141,36 @@ func TestHTTPConnectionCap(t *testing.T) {
 	}
 }
 
+// TestHTTPConnectionsPerSource: a source (an IP address) with
+// MaxConnsPerSource connections open gets its next one closed at once,
+// while another source's connection is served.
+func TestHTTPConnectionsPerSource(t *testing.T) {
+	lim := cliutil.DefaultHTTPLimits
+	lim.MaxConnsPerSource = 4
+	addr, _ := serve(t, nil, slog.New(slog.DiscardHandler), lim)
+	dial := func(local net.Addr) (net.Conn, error) {
+		d := &net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, get(c, bufio.NewReader(c))
+	}
+	other := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	for i := range lim.MaxConnsPerSource {
+		if _, err := dial(other); err != nil {
+			t.Fatalf("connection %d of %d from 127.0.0.2: %v", i+1, lim.MaxConnsPerSource, err)
+		}
+	}
+	if _, err := dial(other); err == nil {
+		t.Fatalf("connection %d from 127.0.0.2 served, want it closed (MaxConnsPerSource %d)", lim.MaxConnsPerSource+1, lim.MaxConnsPerSource)
+	}
+	if _, err := dial(nil); err != nil {
+		t.Fatalf("a connection from 127.0.0.1 beside the full source: %v", err)
+	}
+}
+
 // lines is a slog handler's output, one entry per record.
 type lines struct {
 	mu  sync.Mutex

@@ -200,9 +200,14 @@ func ServeListenerLimits(l net.Listener, handler http.Handler, sec *HTTPSecurity
 	th := newLogThrottle(lim.LogBurst, lim.LogEvery, emit, func(n int, every time.Duration) {
 		emit(fmt.Sprintf("http: %d more server errors (failed TLS handshakes, refused connections) in the last %v not logged", n, every))
 	})
-	capped := &capListener{Listener: l, slots: netlimit.NewSlots(lim.MaxConns), onRefuse: func(addr string, open int64) {
-		th.line(fmt.Sprintf("http: refused connection from %s: %d connections open, the most this endpoint takes", addr, open))
-	}}
+	capped := &capListener{Listener: l, slots: netlimit.NewSlots(lim.MaxConns), sources: netlimit.NewSources(lim.MaxConnsPerSource),
+		onRefuse: func(addr string, open int64, fromSource bool) {
+			if fromSource {
+				th.line(fmt.Sprintf("http: refused connection from %s: %d connections open from its source, the most this endpoint takes", addr, open))
+				return
+			}
+			th.line(fmt.Sprintf("http: refused connection from %s: %d connections open, the most this endpoint takes", addr, open))
+		}}
 	var ln net.Listener = capped
 	if sec != nil {
 		ln = tls.NewListener(capped, sec.TLS)

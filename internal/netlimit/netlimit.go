@@ -52,6 +52,76 @@ func (c *heldConn) Close() error {
 	return c.Conn.Close()
 }
 
+// Sources counts the connections open per source (the remote IP
+// address) against a maximum per source, so that one source cannot take
+// every slot of a listener.
+type Sources struct {
+	max  int
+	mu   sync.Mutex
+	open map[string]int
+}
+
+// NewSources returns Sources for at most max connections per source
+// (max >= 1).
+func NewSources(max int) *Sources { return &Sources{max: max, open: map[string]int{}} }
+
+// SourceOf is the source of a connection from addr: its IP address, or
+// the whole address when it has no IP (a pipe, a Unix socket).
+func SourceOf(addr net.Addr) string {
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	if host, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return host
+	}
+	return addr.String()
+}
+
+// Take takes a slot of source: false (and the number open) when max of
+// its connections are open already.
+func (s *Sources) Take(source string) (open int, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.open[source]
+	if n >= s.max {
+		return n, false
+	}
+	s.open[source] = n + 1
+	return n + 1, true
+}
+
+// Release gives back a slot of source.
+func (s *Sources) Release(source string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open[source] <= 1 {
+		delete(s.open, source)
+		return
+	}
+	s.open[source]--
+}
+
+// Open is the number of source's slots taken.
+func (s *Sources) Open(source string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[source]
+}
+
+// OnClose returns c, which calls release at its first Close.
+func OnClose(c net.Conn, release func()) net.Conn { return &releasingConn{Conn: c, release: release} }
+
+type releasingConn struct {
+	net.Conn
+	release func()
+	once    sync.Once
+}
+
+func (c *releasingConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}
+
 // Throttle lets burst lines through per interval and counts the rest; at
 // the end of an interval in which it held lines back, it calls
 // suppressed with their number.

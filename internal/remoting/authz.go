@@ -92,46 +92,52 @@ const (
 	// ReasonConnLimit: a connection accepted while RemoteLimits.MaxConns
 	// were open (closed at once).
 	ReasonConnLimit
+	// ReasonSourceLimit: a connection accepted while
+	// RemoteLimits.MaxConnsPerSource were open from its source (closed at
+	// once).
+	ReasonSourceLimit
 
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
-	ReasonUnserved:  "unserved method",
-	ReasonMalformed: "malformed message batch",
-	ReasonNoRole:    "certificate without a role",
-	ReasonAddress:   "address not the certificate's",
-	ReasonUnbound:   "batch before connect request",
-	ReasonType:      "message type not allowed",
-	ReasonRole:      "message type not allowed for role",
-	ReasonTarget:    "target not a local actor",
-	ReasonSender:    "sender not the peer",
-	ReasonReplyTo:   "reply-to not the peer",
-	ReasonServer:    "server not the peer's",
-	ReasonHost:      "host not the certificate's",
-	ReasonHeader:    "reserved header",
-	ReasonAttempt:   "not the attempt's peer",
-	ReasonHandshake: "connection: TLS handshake failed",
-	ReasonConnLimit: "connection: too many open",
+	ReasonUnserved:    "unserved method",
+	ReasonMalformed:   "malformed message batch",
+	ReasonNoRole:      "certificate without a role",
+	ReasonAddress:     "address not the certificate's",
+	ReasonUnbound:     "batch before connect request",
+	ReasonType:        "message type not allowed",
+	ReasonRole:        "message type not allowed for role",
+	ReasonTarget:      "target not a local actor",
+	ReasonSender:      "sender not the peer",
+	ReasonReplyTo:     "reply-to not the peer",
+	ReasonServer:      "server not the peer's",
+	ReasonHost:        "host not the certificate's",
+	ReasonHeader:      "reserved header",
+	ReasonAttempt:     "not the attempt's peer",
+	ReasonHandshake:   "connection: TLS handshake failed",
+	ReasonConnLimit:   "connection: too many open",
+	ReasonSourceLimit: "connection: too many open from its source",
 }
 
 var reasonLabels = [numReasons]string{
-	ReasonUnserved:  "unserved_method",
-	ReasonMalformed: "malformed",
-	ReasonNoRole:    "no_role",
-	ReasonAddress:   "address",
-	ReasonUnbound:   "unbound",
-	ReasonType:      "type",
-	ReasonRole:      "role",
-	ReasonTarget:    "target",
-	ReasonSender:    "sender",
-	ReasonReplyTo:   "reply_to",
-	ReasonServer:    "server",
-	ReasonHost:      "host",
-	ReasonHeader:    "header",
-	ReasonAttempt:   "attempt",
-	ReasonHandshake: "handshake",
-	ReasonConnLimit: "conn_limit",
+	ReasonUnserved:    "unserved_method",
+	ReasonMalformed:   "malformed",
+	ReasonNoRole:      "no_role",
+	ReasonAddress:     "address",
+	ReasonUnbound:     "unbound",
+	ReasonType:        "type",
+	ReasonRole:        "role",
+	ReasonTarget:      "target",
+	ReasonSender:      "sender",
+	ReasonReplyTo:     "reply_to",
+	ReasonServer:      "server",
+	ReasonHost:        "host",
+	ReasonHeader:      "header",
+	ReasonAttempt:     "attempt",
+	ReasonHandshake:   "handshake",
+	ReasonConnLimit:   "conn_limit",
+	ReasonSourceLimit: "source_limit",
 }
 
 // String is the reason as log lines say it ("remote: refused REASON").

@@ -17,7 +17,8 @@ import (
 
 // RemoteLimits bound the connections the actor remote's gRPC server
 // accepts. protoactor keeps one connection with one stream per pair of
-// processes, so an honest peer holds one connection, never idle.
+// processes, so an honest peer holds one connection, never idle, and a
+// host of honest processes a few.
 type RemoteLimits struct {
 	// HandshakeTimeout bounds a new connection's TLS handshake and HTTP/2
 	// preface.
@@ -28,6 +29,16 @@ type RemoteLimits struct {
 	// MaxConns: connections open at once; one accepted beyond it is
 	// closed at once (refused, reason conn_limit).
 	MaxConns int
+	// MaxConnsPerSource: connections open at once from one source (IP
+	// address); one beyond it is closed at once (refused, reason
+	// source_limit), so one source cannot take the slots of others.
+	MaxConnsPerSource int
+	// PeerSlots of MaxConns are kept for cluster peers: a connection
+	// accepted while MaxConns-PeerSlots are open keeps its slot only if
+	// its certificate is a coordinator's or a scan server's (on a
+	// plain-text remote, where no peer shows a certificate, every
+	// connection may take them).
+	PeerSlots int
 	// MaxStreams: concurrent streams per connection.
 	MaxStreams uint32
 	// LogBurst lines about refused connections and failed handshakes are
@@ -38,8 +49,8 @@ type RemoteLimits struct {
 }
 
 // DefaultRemoteLimits are the limits of every actor remote.
-var DefaultRemoteLimits = RemoteLimits{HandshakeTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxConns: 4096, MaxStreams: 16,
-	LogBurst: 5, LogEvery: 10 * time.Second}
+var DefaultRemoteLimits = RemoteLimits{HandshakeTimeout: 3 * time.Second, IdleTimeout: time.Minute, MaxConns: 4096,
+	MaxConnsPerSource: 256, PeerSlots: 256, MaxStreams: 16, LogBurst: 5, LogEvery: 10 * time.Second}
 
 // Validate names the first bad field.
 func (l RemoteLimits) Validate() error {
@@ -50,6 +61,10 @@ func (l RemoteLimits) Validate() error {
 		return fmt.Errorf("remoting: RemoteLimits.IdleTimeout %v must be > 0", l.IdleTimeout)
 	case l.MaxConns < 1:
 		return fmt.Errorf("remoting: RemoteLimits.MaxConns %d must be >= 1", l.MaxConns)
+	case l.MaxConnsPerSource < 1:
+		return fmt.Errorf("remoting: RemoteLimits.MaxConnsPerSource %d must be >= 1", l.MaxConnsPerSource)
+	case l.PeerSlots < 0 || l.PeerSlots >= l.MaxConns:
+		return fmt.Errorf("remoting: RemoteLimits.PeerSlots %d must be in [0, MaxConns %d)", l.PeerSlots, l.MaxConns)
 	case l.MaxStreams < 1:
 		return fmt.Errorf("remoting: RemoteLimits.MaxStreams %d must be >= 1", l.MaxStreams)
 	case l.LogBurst < 1:
@@ -70,32 +85,86 @@ func (l RemoteLimits) serverOptions() []grpc.ServerOption {
 var errConnLimit = errors.New("remote: too many connections open")
 
 // cappedCreds are server credentials that close a connection accepted
-// while slots are all taken (before its handshake); it and every failed
-// handshake are counted by the Guard (reasons conn_limit and handshake)
-// and logged through log.
+// while its source has sources' maximum open, or while every slot is
+// taken (before its handshake), or that took one of the peer slots and is
+// not a cluster peer (after its handshake); it and every failed handshake
+// are counted by the Guard (reasons source_limit, conn_limit and
+// handshake) and logged through log.
 type cappedCreds struct {
 	credentials.TransportCredentials
-	slots *netlimit.Slots
-	guard *Guard
-	log   *logThrottle
+	slots     *netlimit.Slots // for anyone: MaxConns - PeerSlots
+	peerSlots *netlimit.Slots // for cluster peers: PeerSlots (nil for none)
+	sources   *netlimit.Sources
+	guard     *Guard
+	log       *logThrottle
 }
+
+func newCappedCreds(creds credentials.TransportCredentials, lim RemoteLimits, guard *Guard, log *logThrottle) cappedCreds {
+	c := cappedCreds{TransportCredentials: creds, slots: netlimit.NewSlots(lim.MaxConns - lim.PeerSlots),
+		sources: netlimit.NewSources(lim.MaxConnsPerSource), guard: guard, log: log}
+	if lim.PeerSlots > 0 {
+		c.peerSlots = netlimit.NewSlots(lim.PeerSlots)
+	}
+	return c
+}
+
+// errSourceLimit is the handshake error of a connection over its
+// source's cap.
+var errSourceLimit = errors.New("remote: too many connections open from this source")
 
 func (c cappedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	peer := conn.RemoteAddr().String()
-	if open, ok := c.slots.Take(); !ok {
+	src := netlimit.SourceOf(conn.RemoteAddr())
+	if open, ok := c.sources.Take(src); !ok {
+		conn.Close()
+		c.guard.count(ReasonSourceLimit)
+		c.log.warn("remote: connection refused: too many open from its source", "peer", peer, "open", open)
+		return nil, nil, errSourceLimit
+	}
+	slots := c.slots
+	open, ok := slots.Take()
+	if !ok && c.peerSlots != nil {
+		slots = c.peerSlots
+		_, ok = slots.Take()
+	}
+	if !ok {
+		c.sources.Release(src)
 		conn.Close()
 		c.guard.count(ReasonConnLimit)
 		c.log.warn("remote: connection refused: too many open", "peer", peer, "open", open)
 		return nil, nil, errConnLimit
 	}
+	release := func() { slots.Release(); c.sources.Release(src) }
 	out, info, err := c.TransportCredentials.ServerHandshake(conn)
 	if err != nil {
-		c.slots.Release()
+		release()
 		c.guard.count(ReasonHandshake)
 		c.log.warn("remote: TLS handshake refused", "peer", peer, "err", err)
 		return nil, nil, err
 	}
-	return c.slots.Hold(out), info, nil
+	if slots != c.slots && !clusterPeer(info) {
+		release()
+		out.Close()
+		c.guard.count(ReasonConnLimit)
+		c.log.warn("remote: connection refused: only cluster peers may take the last slots", "peer", peer)
+		return nil, nil, errConnLimit
+	}
+	return netlimit.OnClose(out, release), info, nil
+}
+
+// clusterPeer reports whether a handshake's peer is a coordinator or a
+// scan server by its certificate, or shows none (a plain-text remote,
+// where every peer may be either).
+func clusterPeer(info credentials.AuthInfo) bool {
+	ti, ok := info.(credentials.TLSInfo)
+	if !ok {
+		return true
+	}
+	if len(ti.State.PeerCertificates) == 0 {
+		return false
+	}
+	id, err := IdentityOf(ti.State.PeerCertificates[0])
+	return err == nil && id.Role&(RoleCoordinator|RoleScanServer) != 0
 }
 
 func (c cappedCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {

@@ -89,7 +89,7 @@ func TestRemoteIdleConnectionsClosed(t *testing.T) {
 // kept.
 func TestRemoteConnectionCap(t *testing.T) {
 	lim := DefaultRemoteLimits
-	lim.HandshakeTimeout, lim.MaxConns = time.Hour, 8
+	lim.HandshakeTimeout, lim.MaxConns, lim.PeerSlots = time.Hour, 8, 0
 	addr, guard := limitedRemote(t, lim, nil, DiscardLogger())
 	var held []net.Conn
 	for range lim.MaxConns {
@@ -203,5 +203,102 @@ func TestRemoteFailedHandshakesLogRateLimited(t *testing.T) {
 	}
 	if got := guard.RefusedBy(ReasonHandshake); got != n {
 		t.Errorf("counted %d failed handshakes, want %d", got, n)
+	}
+}
+
+// heldOpen dials addr from local (nil: any) and waits for the server's
+// first bytes (its HTTP/2 settings, sent once the connection's handshake
+// is done and it holds a slot): nil when they came, the read's error when
+// the server closed the connection instead.
+func heldOpen(t *testing.T, addr string, local net.Addr, tlsCfg *tls.Config) (net.Conn, error) {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: local, Timeout: 10 * time.Second}
+	var c net.Conn
+	var err error
+	if tlsCfg != nil {
+		c, err = tls.DialWithDialer(d, "tcp", addr, tlsCfg)
+	} else {
+		c, err = d.Dial("tcp", addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte(h2Preface)); err != nil {
+		return c, err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	_ = c.SetReadDeadline(time.Time{})
+	return c, err
+}
+
+// TestRemoteConnectionsPerSource: a source (an IP address) with
+// MaxConnsPerSource connections open gets its next one closed at once and
+// counted (source_limit), while another source's connection is kept.
+func TestRemoteConnectionsPerSource(t *testing.T) {
+	lim := DefaultRemoteLimits
+	lim.HandshakeTimeout, lim.MaxConnsPerSource = time.Hour, 4
+	addr, guard := limitedRemote(t, lim, nil, DiscardLogger())
+	other := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	for i := range lim.MaxConnsPerSource {
+		if _, err := heldOpen(t, addr, other, nil); err != nil {
+			t.Fatalf("connection %d of %d from 127.0.0.2: %v", i+1, lim.MaxConnsPerSource, err)
+		}
+	}
+	if _, err := heldOpen(t, addr, other, nil); err == nil {
+		t.Fatalf("connection %d from 127.0.0.2 kept, want it closed (MaxConnsPerSource %d)", lim.MaxConnsPerSource+1, lim.MaxConnsPerSource)
+	}
+	if n := guard.RefusedBy(ReasonSourceLimit); n != 1 {
+		t.Errorf("refused %d connections over the source's cap, want 1", n)
+	}
+	if _, err := heldOpen(t, addr, nil, nil); err != nil {
+		t.Fatalf("a connection from 127.0.0.1 beside the full source: %v", err)
+	}
+}
+
+// TestRemotePeerSlots: with MaxConns-PeerSlots connections open, a client
+// certificate's connection is closed after its handshake and counted
+// (conn_limit), while a coordinator's and a scan server's take the peer
+// slots; with those taken too, every connection is refused.
+func TestRemotePeerSlots(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "secrets")
+	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	roleCfg := func(role string) *tls.Config {
+		cfg, err := cliutil.RemoteTLS(dir, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = "127.0.0.1"
+		cfg.NextProtos = []string{"h2"}
+		return cfg
+	}
+	lim := DefaultRemoteLimits
+	lim.HandshakeTimeout, lim.MaxConns, lim.PeerSlots = time.Hour, 4, 2
+	addr, guard := limitedRemote(t, lim, &cliutil.HTTPSecurity{TLS: roleCfg("coordinator")}, DiscardLogger())
+	for i := range lim.MaxConns - lim.PeerSlots {
+		if _, err := heldOpen(t, addr, nil, roleCfg("client")); err != nil {
+			t.Fatalf("client connection %d: %v", i+1, err)
+		}
+	}
+	if _, err := heldOpen(t, addr, nil, roleCfg("client")); err == nil {
+		t.Fatal("a client connection took a peer slot")
+	}
+	if n := guard.RefusedBy(ReasonConnLimit); n != 1 {
+		t.Errorf("refused %d client connections, want 1", n)
+	}
+	for _, role := range []string{"coordinator", "scanserver"} {
+		if _, err := heldOpen(t, addr, nil, roleCfg(role)); err != nil {
+			t.Fatalf("a %s connection with the peer slots free: %v", role, err)
+		}
+	}
+	if _, err := heldOpen(t, addr, nil, roleCfg("coordinator")); err == nil {
+		t.Fatal("a coordinator connection kept with every slot taken")
+	}
+	if n := guard.RefusedBy(ReasonConnLimit); n != 2 {
+		t.Errorf("refused %d connections, want 2", n)
 	}
 }

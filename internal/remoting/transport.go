@@ -7,8 +7,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/scanplane/scanplane/internal/netlimit"
 )
 
 // Transport sizes of the gRPC connections under every actor system of
@@ -56,8 +54,7 @@ func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard
 	if guard != nil {
 		log = guard.log
 	}
-	server = append(server, grpc.Creds(cappedCreds{TransportCredentials: creds, slots: netlimit.NewSlots(lim.MaxConns), guard: guard,
-		log: newLogThrottle(log, lim.LogBurst, lim.LogEvery)}))
+	server = append(server, grpc.Creds(newCappedCreds(creds, lim, guard, newLogThrottle(log, lim.LogBurst, lim.LogEvery))))
 	server = append(server, lim.serverOptions()...)
 	server = append(server,
 		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
