@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
@@ -220,4 +221,32 @@ func TestIngestBadRowsNamed(t *testing.T) {
 	if out := scanctlOK(t, "tables", "--nats", nats, "--timeout", "30s"); strings.Contains(out, "bad") {
 		t.Errorf("table created by failed ingests: %q", out)
 	}
+}
+
+// TestWatchdogBoundsStalls: the ingest's --timeout watchdog never fires
+// while progress comes more often than its limit, however long that
+// goes on, and fires once progress stops for longer.
+func TestWatchdogBoundsStalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fired := make(chan struct{}, 1)
+		w := newWatchdog(time.Second, func() { fired <- struct{}{} })
+		defer w.stop()
+		for range 60 { // 30 s of progress, every 0.5 s
+			time.Sleep(500 * time.Millisecond)
+			w.kick()
+		}
+		synctest.Wait()
+		select {
+		case <-fired:
+			t.Fatal("the watchdog fired while the ingest made progress")
+		default:
+		}
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		select {
+		case <-fired:
+		default:
+			t.Fatal("the watchdog did not fire after a 1.5 s stall (limit 1 s)")
+		}
+	})
 }
