@@ -106,6 +106,10 @@ func (c *Conn) openBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (je
 		return nil, cfg.Replicas, err
 	}
 	have := st.CachedInfo().Config.Replicas
+	if c.cfg.ReadOnly {
+		kv, err := timed(c, ctx, func(octx context.Context) (jetstream.KeyValue, error) { return c.js.KeyValue(octx, cfg.Bucket) })
+		return kv, have, err
+	}
 	want := cfg.Replicas
 	if want == 0 {
 		if want, err = c.referenceReplicas(ctx, cfg.Bucket); err != nil {
@@ -122,6 +126,9 @@ func (c *Conn) openBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (je
 // createBucket creates the missing bucket (or binds it if another process
 // created it meanwhile).
 func (c *Conn) createBucket(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, int, error) {
+	if cfg.Replicas == 0 && c.cfg.ReadOnly {
+		cfg.Replicas = 1
+	}
 	if cfg.Replicas == 0 {
 		r, err := c.referenceReplicas(ctx, cfg.Bucket)
 		if err != nil {

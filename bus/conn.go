@@ -64,6 +64,13 @@ type Config struct {
 	// leader, too few nodes up for Replicas, no answer. The caller's
 	// context bounds it too. 0 = one attempt, no retry. Default 1m.
 	BucketWait time.Duration
+	// ReadOnly connections open a bucket without the other bucket's
+	// stream info and never raise an existing bucket's replicas; a
+	// missing bucket is created with Replicas (1 when 0). The client role
+	// may not read the blocks bucket's stream info (UserPermissions), nor
+	// create a bucket: on a secured cluster the coordinator creates both
+	// at start. Default false.
+	ReadOnly bool
 	// TLS, when set, makes the connection TLS only: it presents
 	// TLS.Certificates (the server maps the certificate to a user and
 	// its permissions, see ServerConfig.Users) and verifies the server

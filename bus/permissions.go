@@ -29,9 +29,9 @@ const (
 	// replies.
 	RoleScanServer = "scanserver"
 	// RoleClient may read the metadata and lease buckets (the tables and
-	// the live coordinators) and the blocks bucket's stream info, and
-	// subscribe to its own reply inbox, and nothing else: it cannot
-	// publish a heartbeat or a signal, nor write or read a block.
+	// the live coordinators), and subscribe to its own reply inbox, and
+	// nothing else: it cannot publish a heartbeat or a signal, nor write
+	// or read a block, nor list the block keys.
 	RoleClient = "client"
 )
 
@@ -108,10 +108,10 @@ func UserPermissions(u CertUser, cfg Config, leases LeaseConfig) (*server.Permis
 		pub = append(pub, kvRead(cfg.MetaBucket)...)
 		return perms(u.Subject, pub), nil
 	case RoleClient:
+		// Nothing of the blocks bucket, not even its stream info (which
+		// lists the block keys to a subjects filter): a client opens the
+		// metadata bucket read-only (Config.ReadOnly).
 		pub := append(kvRead(cfg.MetaBucket), kvRead(leases.Bucket)...)
-		// Opening the metadata bucket reads the blocks bucket's replica
-		// count (Replicas 0, auto): its stream info, not its data.
-		pub = append(pub, "$JS.API.STREAM.INFO."+kvStreamPrefix+cfg.BlocksBucket)
 		// Asking the coordinators who is there (core NATS, Discover).
 		pub = append(pub, DiscoverSubject)
 		return perms(u.Subject, pub), nil

@@ -109,6 +109,7 @@ func (c *Client) start(ctx context.Context) error {
 	bc.URL = c.cfg.NATSURL
 	bc.Name = "scanplane-client-" + c.id
 	bc.TLS = c.cfg.TLS
+	bc.ReadOnly = true
 	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		return fmt.Errorf("client: connect to NATS %s: %w", c.cfg.NATSURL, err)

@@ -29,6 +29,7 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	format := fs.String("format", "tsv", "output `FORMAT`: tsv (key<TAB>value, escapes \\t \\n \\r \\\\ \\xNN), csv, jsonl or parquet; what scanctl ingest reads back")
 	keyColumn := fs.String("key-column", "", "`NAME` of the key column (csv, parquet; default key)")
 	valueColumn := fs.String("value-column", "", "`NAME` of the value column (csv, parquet; default value)")
+	parallel := fs.Int("parallel", 0, "read `N` tablets at once, rows still in key order (0 = the client's default; 1 = one at a time)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
 	if _, err := parse("scan", g, fs, args, out); err != nil {
@@ -48,8 +49,12 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	if err := rf.Validate(); err != nil {
 		return usageError{err}
 	}
+	opts := client.ScanOptions{Hints: h, Limit: *limit, Parallel: *parallel}
+	if err := opts.Validate(); err != nil {
+		return usageError{fmt.Errorf("--parallel: %w", err)}
+	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		return printScan(ctx, c, out, *table, rng, client.ScanOptions{Hints: h, Limit: *limit}, *count, rf)
+		return printScan(ctx, c, out, *table, rng, opts, *count, rf)
 	})
 }
 
