@@ -35,6 +35,11 @@
 // context.DeadlineExceeded: a scan's deadline passed, in the client or in
 // the cluster.
 //
+// Ingest and NewWriter write a table (the admin role's certificate on a
+// secured cluster: AdminTLSFromSecrets): rows in any order, in bounded
+// memory (WriteOptions.SortBuffer, spilling sorted runs to a temporary
+// directory), published as the table's new generation only at Commit.
+//
 // Status, Route and ReloadAll are the control calls behind `scanctl
 // status`, `scanctl route` and `scanctl reload`.
 //

@@ -19,6 +19,7 @@ var allowed = map[string][]string{
 	"wire":              {"messages", "tablets"},
 	"tablets":           {"messages"},
 	"tablets/storetest": {"messages", "tablets"}, // test support: the MetaStore conformance suite
+	"tablets/rowfmt":    {"tablets"},             // row formats of scanctl; never the client's
 	"selection":         {"tablets"},
 	"cache":             {"tablets"},
 	"bus":               {"messages", "tablets", "internal/backoff", "internal/netlimit"},
@@ -53,7 +54,7 @@ var allowed = map[string][]string{
 var apart = map[string][]string{
 	"scanserver":      {"coordinator"},
 	"coordinator":     {"scanserver"},
-	"client":          {"coordinator", "scanserver"},
+	"client":          {"coordinator", "scanserver", "tablets/rowfmt"},
 	"cmd/scanserver":  {"coordinator"},
 	"cmd/coordinator": {"scanserver"},
 }
@@ -71,6 +72,8 @@ var pure = map[string][]string{
 	"scanflow":  {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 	"policysim": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 	"tablets":   {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
+	// The client library stays lean: Parquet is scanctl's alone.
+	"client": {"github.com/parquet-go/"},
 }
 
 type pkg struct {
