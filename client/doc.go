@@ -20,12 +20,25 @@
 // client resumes after the last key it handed over, on another server; if the coordinator is lost, requests
 // go to another (or the same, once back) or the scan fails naming it.
 //
+// A Scan over several tablets reads ScanOptions.Parallel of them at once
+// (DefaultParallel), verified in goroutines of their own, and still
+// yields rows in key order, holding at most about
+// ScanOptions.MaxBufferBytes for the caller; an error of a later tablet
+// reaches the caller after every row before it. BatchScan reads the
+// union of many ranges, each tablet's piece in key order, the pieces
+// interleaved. Close a Rows that is not read to its end.
+//
 // Errors wrap sentinels to test with errors.Is: ErrNoCoordinator,
 // ErrNoTable, ErrClosed, ErrStream, ErrUnverified, and for an error the cluster answered
 // (*ScanError) ErrScan and the sentinel of its code (ErrNoServers,
 // ErrOverloaded, ErrStorage, ...). ErrDeadlineExceeded is
 // context.DeadlineExceeded: a scan's deadline passed, in the client or in
 // the cluster.
+//
+// Ingest and NewWriter write a table (the admin role's certificate on a
+// secured cluster: AdminTLSFromSecrets): rows in any order, in bounded
+// memory (WriteOptions.SortBuffer, spilling sorted runs to a temporary
+// directory), published as the table's new generation only at Commit.
 //
 // Status, Route and ReloadAll are the control calls behind `scanctl
 // status`, `scanctl route` and `scanctl reload`.

@@ -326,7 +326,8 @@ func TestLeaseLossMovesRequests(t *testing.T) {
 			res := make(chan result, 1)
 			go func() {
 				var out []Row
-				rows := c.Scan(ctx, "t", tablets.Range{}, ScanOptions{AllowUnverified: true})
+				// One tablet at a time: the held coordinator gets one request.
+				rows := c.Scan(ctx, "t", tablets.Range{}, ScanOptions{AllowUnverified: true, Parallel: 1})
 				defer rows.Close()
 				for rows.Next() {
 					out = append(out, rows.Row())

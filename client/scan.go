@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"math/rand/v2"
@@ -28,6 +29,55 @@ type ScanOptions struct {
 	// scan fails with ErrUnverified. Tables with digests are always
 	// verified.
 	AllowUnverified bool
+	// Parallel: how many tablets a scan reads at once (the prefetch
+	// window: the tablet the caller reads and the ones after it). Each
+	// runs its own stream and verification in a goroutine of its own;
+	// Scan still yields rows in key order. 1 reads one tablet at a time,
+	// in the caller's goroutine. 0 = DefaultParallel. A range within one
+	// tablet is always read in the caller's goroutine.
+	Parallel int
+	// MaxBufferBytes bounds the bytes of verified rows (keys plus values)
+	// a parallel scan holds that the caller has not taken yet. A tablet
+	// ahead of the caller that would go past it stops acknowledging
+	// batches, so its scan server stops sending after Config.Window
+	// batches; the tablet the caller reads always gets its next batch.
+	// 0 = DefaultMaxBufferBytes.
+	MaxBufferBytes int
+}
+
+// Defaults of ScanOptions, chosen by measurement (MEASUREMENTS.md,
+// "Parallel scans").
+const (
+	DefaultParallel       = 4
+	DefaultMaxBufferBytes = 8 << 20
+	// MaxParallel bounds ScanOptions.Parallel.
+	MaxParallel = 256
+)
+
+// Validate names the first bad field.
+func (o ScanOptions) Validate() error {
+	switch {
+	case o.Parallel < 0 || o.Parallel > MaxParallel:
+		return fmt.Errorf("client: ScanOptions.Parallel %d must be in [0, %d]", o.Parallel, MaxParallel)
+	case o.MaxBufferBytes < 0:
+		return fmt.Errorf("client: ScanOptions.MaxBufferBytes %d must be >= 0", o.MaxBufferBytes)
+	}
+	return nil
+}
+
+// parallel is the prefetch window with the default applied.
+func (o ScanOptions) parallel() int {
+	if o.Parallel == 0 {
+		return DefaultParallel
+	}
+	return o.Parallel
+}
+
+func (o ScanOptions) maxBufferBytes() int {
+	if o.MaxBufferBytes == 0 {
+		return DefaultMaxBufferBytes
+	}
+	return o.MaxBufferBytes
 }
 
 // Row is one row. Its slices belong to the caller.
@@ -44,36 +94,41 @@ type ScanStats struct {
 	Rows     uint64
 }
 
-// Rows iterates over a scan's rows in key order. Use Next/Row/Err, and
-// Close when stopping early.
+// Rows iterates over a scan's rows: in key order for Scan, each piece's
+// rows in key order for BatchScan. Use Next/Row/Err, and Close when
+// stopping early: a parallel scan's goroutines run until the scan ends
+// or Close.
 type Rows struct {
 	c      *Client
 	ctx    context.Context
 	table  string
-	rng    tablets.Range
+	rng    tablets.Range   // for error messages: the range asked (Scan) or their span (BatchScan)
+	ranges []tablets.Range // what to read, sorted and disjoint
 	opts   ScanOptions
-	pieces []tablets.Piece
-	meta   *messages.TableMeta
-	pi     int
-	cur    *TabletStream // the tablet being read
-	in     *inbox        // its inbox
-	ids    []string      // its request ids
-	timer  *time.Timer
-	batch  []tablets.Entry // rows received, not yet returned (from bi)
-	bi     int
-	row    Row
-	last   []byte
-	err    error
-	done   bool
-	stats  ScanStats
+	// unordered: BatchScan, which interleaves pieces.
+	unordered bool
+	pieces    []tablets.Piece
+	meta      *messages.TableMeta
+	pi        int
+	run       *tabletRun      // serial: the tablet being read
+	par       *prefetch       // parallel: the tablets being read
+	batch     []tablets.Entry // rows received, not yet returned (from bi)
+	bi        int
+	row       Row
+	last      []byte
+	err       error
+	done      bool
+	stats     ScanStats
 }
 
 // Scan scans [rng.Start, rng.End) of table. It does no IO until Next.
 func (c *Client) Scan(ctx context.Context, table string, rng Range, opts ScanOptions) *Rows {
-	r := &Rows{c: c, ctx: ctx, table: table, rng: rng, opts: opts}
+	r := &Rows{c: c, ctx: ctx, table: table, rng: rng, ranges: []tablets.Range{rng}, opts: opts}
 	if err := tablets.ValidateTableName(table); err != nil {
 		r.err = err
 	} else if err := rng.Validate(); err != nil {
+		r.err = err
+	} else if err := opts.Validate(); err != nil {
 		r.err = err
 	}
 	return r
@@ -103,13 +158,24 @@ func (r *Rows) Row() Row { return r.row }
 func (r *Rows) Err() error { return r.err }
 
 // Stats returns what the scan did so far.
-func (r *Rows) Stats() ScanStats { return r.stats }
+func (r *Rows) Stats() ScanStats {
+	if r.par == nil {
+		return r.stats
+	}
+	st := r.par.statsNow()
+	st.Rows = r.stats.Rows
+	return st
+}
 
-// Close stops the scan early; safe to call more than once.
+// Close stops the scan early; safe to call more than once. It returns
+// once every goroutine of the scan has ended.
 func (r *Rows) Close() error {
-	if r.cur != nil {
-		r.apply(r.cur.Abandon(time.Now()))
-		r.endStream()
+	if r.run != nil {
+		r.run.abandon()
+		r.run = nil
+	}
+	if r.par != nil {
+		r.par.close()
 	}
 	r.done = true
 	return nil
@@ -121,14 +187,22 @@ func (r *Rows) Next() bool {
 		if r.err != nil || r.done {
 			return false
 		}
+		// Per row: the tablets of a parallel scan each read up to the
+		// limit, so a batch may run past it.
+		if r.opts.Limit > 0 && r.stats.Rows >= r.opts.Limit {
+			r.Close()
+			return false
+		}
 		if r.bi < len(r.batch) {
 			m := &r.batch[r.bi]
 			r.bi++
-			if r.last != nil && bytes.Compare(m.Key, r.last) <= 0 {
-				r.fail(fmt.Errorf("%w: key %s after %s (out of order)", ErrStream, tablets.FormatKey(m.Key), tablets.FormatKey(r.last)))
-				return false
+			if !r.unordered {
+				if r.last != nil && bytes.Compare(m.Key, r.last) <= 0 {
+					r.fail(fmt.Errorf("%w: key %s after %s (out of order)", ErrStream, tablets.FormatKey(m.Key), tablets.FormatKey(r.last)))
+					return false
+				}
+				r.last = m.Key
 			}
-			r.last = m.Key
 			r.row = Row{Key: m.Key, Value: m.Value}
 			r.stats.Rows++
 			return true
@@ -136,53 +210,128 @@ func (r *Rows) Next() bool {
 		// Not batch[:0]: the slab aliases the batch's bytes, which the
 		// next batch's rows replace rather than overwrite.
 		r.batch, r.bi = nil, 0
-		if r.opts.Limit > 0 && r.stats.Rows >= r.opts.Limit {
-			r.Close()
-			return false
+		if r.par != nil {
+			batch, err := r.par.take()
+			switch {
+			case err != nil:
+				r.fail(err)
+				return false
+			case batch == nil:
+				r.par.close()
+				r.done = true
+				return false
+			}
+			r.batch = batch
+			continue
 		}
-		if r.cur == nil {
+		if r.run == nil {
 			if r.meta == nil {
 				if err := r.plan(); err != nil {
 					r.fail(err)
 					return false
+				}
+				if p := r.opts.parallel(); p > 1 && len(r.pieces) > 1 {
+					r.par = startPrefetch(r, p, r.opts.maxBufferBytes())
+					continue
 				}
 			}
 			if r.pi >= len(r.pieces) {
 				r.done = true
 				return false
 			}
-			if err := r.startStream(r.pieces[r.pi]); err != nil {
+			limit := uint64(0)
+			if r.opts.Limit > 0 {
+				limit = r.opts.Limit - r.stats.Rows
+			}
+			run, err := r.startRun(r.pieces[r.pi], limit, nil, &r.stats, func(rows []tablets.Entry) {
+				if len(r.batch) == 0 {
+					r.batch = rows // the stream's slab, one per batch: no copy
+				} else {
+					r.batch = append(r.batch, rows...)
+				}
+			})
+			if err != nil {
 				r.fail(err)
 				return false
 			}
-			continue
-		}
-		if err := r.step(); err != nil {
+			r.run = run
+		} else if err := r.run.step(); err != nil {
 			r.fail(err)
 			return false
+		}
+		if r.run.finished {
+			r.run = nil
+			r.pi++
 		}
 	}
 }
 
-// startStream starts the tablet stream of one piece of the range.
-func (r *Rows) startStream(p tablets.Piece) error {
+func (r *Rows) fail(err error) {
+	r.err = err
+	if r.run != nil {
+		r.run.abandon()
+		r.run = nil
+	}
+	if r.par != nil {
+		r.par.close()
+	}
+}
+
+// plan reads the table's metadata and splits the ranges over its tablets.
+func (r *Rows) plan() error {
+	meta, err := r.c.Table(r.ctx, r.table)
+	if err != nil {
+		return err
+	}
+	r.meta = meta
+	r.pieces = nil
+	for _, rng := range r.ranges {
+		r.pieces = append(r.pieces, tablets.SplitRange(meta.GetSplitPoints(), rng)...)
+	}
+	for _, p := range r.pieces {
+		if p.Tablet >= len(meta.GetTablets()) {
+			return fmt.Errorf("%w: table %q metadata has %d tablets for %d split points", ErrStream, r.table, len(meta.Tablets), len(meta.SplitPoints))
+		}
+	}
+	return nil
+}
+
+// errStopped: the scan was closed while a tablet was being read.
+var errStopped = errors.New("client: scan closed")
+
+// tabletRun is the shell around one TabletStream: it carries out the
+// stream's actions, waits for its events (messages, coordinator events,
+// timers, the context, stop) and hands the rows it yields to yield.
+type tabletRun struct {
+	r        *Rows
+	stop     <-chan struct{} // closed by Close of a parallel scan; nil otherwise
+	cur      *TabletStream
+	in       *inbox   // its inbox
+	ids      []string // its request ids
+	timer    *time.Timer
+	yield    func([]tablets.Entry)
+	stats    *ScanStats
+	finished bool // every row of the piece was yielded
+	ended    bool // the stream's inbox and request ids are released
+}
+
+// startRun starts the stream of one piece of the scan (limit: rows
+// wanted from it, 0 = all).
+func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, stats *ScanStats, yield func([]tablets.Entry)) (*tabletRun, error) {
 	c := r.c
 	if c.rx == nil {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	in, coords, lost, err := c.openStream()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg := StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
-		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter}
+		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter, Limit: limit}
 	if r.opts.BatchRows > 0 {
 		cfg.BatchRows = r.opts.BatchRows
-	}
-	if r.opts.Limit > 0 {
-		cfg.Limit = r.opts.Limit - r.stats.Rows
 	}
 	if d, ok := r.ctx.Deadline(); ok {
 		cfg.Deadline = d
@@ -194,96 +343,96 @@ func (r *Rows) startStream(p tablets.Piece) error {
 		cfg.Verify, cfg.Roots = true, roots
 	case !r.opts.AllowUnverified:
 		c.closeStream(in, nil)
-		return err
+		return nil, err
 	}
-	r.cur, r.in, r.ids = NewTabletStream(cfg, tm.GetRef(), p.Range), in, r.ids[:0]
-	r.stats.Tablets++
-	return r.apply(r.cur.Start(time.Now()))
+	t := &tabletRun{r: r, stop: stop, cur: NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats}
+	stats.Tablets++
+	if err := t.apply(t.cur.Start(time.Now())); err != nil {
+		t.abandon()
+		return nil, err
+	}
+	return t, nil
 }
 
-// step waits for the current stream's next event (a message, a
-// coordinator event, a timer, ctx) and applies what the stream decides.
-func (r *Rows) step() error {
-	m, closed := r.in.take()
+// step waits for the stream's next event (a message, a coordinator
+// event, a timer, ctx, stop) and applies what the stream decides.
+func (t *tabletRun) step() error {
+	m, closed := t.in.take()
 	if m != nil {
 		now := time.Now()
 		if ev, ok := m.(coordEvent); ok {
 			if ev.lost {
-				return r.apply(r.cur.OnCoordinatorLost(now, ev.addr, ev.why))
+				return t.apply(t.cur.OnCoordinatorLost(now, ev.addr, ev.why))
 			}
-			return r.apply(r.cur.OnCoordinatorUp(now, ev.addr))
+			return t.apply(t.cur.OnCoordinatorUp(now, ev.addr))
 		}
-		if sr, ok := m.(*messages.ScanRouted); ok && sr.GetRequestId() == r.cur.RequestID() {
-			r.c.onScanRouted(r.cur.ref, sr)
+		if sr, ok := m.(*messages.ScanRouted); ok && sr.GetRequestId() == t.cur.RequestID() {
+			t.r.c.onScanRouted(t.cur.ref, sr)
 		}
-		return r.apply(r.cur.OnMessage(now, m))
+		return t.apply(t.cur.OnMessage(now, m))
 	}
 	if closed {
 		return ErrClosed
 	}
 	now := time.Now()
-	wake := r.cur.NextWakeup()
+	wake := t.cur.NextWakeup()
 	if !wake.IsZero() && !now.Before(wake) {
-		return r.apply(r.cur.OnTimer(now))
+		return t.apply(t.cur.OnTimer(now))
 	}
-	if err := r.ctx.Err(); err != nil {
-		return r.ctxErr(err)
+	ctx := t.r.ctx
+	if err := ctx.Err(); err != nil {
+		return t.ctxErr(err)
 	}
 	var tc <-chan time.Time
 	if !wake.IsZero() {
-		if r.timer == nil {
-			r.timer = time.NewTimer(wake.Sub(now))
+		if t.timer == nil {
+			t.timer = time.NewTimer(wake.Sub(now))
 		} else {
-			r.timer.Reset(wake.Sub(now))
+			t.timer.Reset(wake.Sub(now))
 		}
-		tc = r.timer.C
+		tc = t.timer.C
 	}
 	select {
-	case <-r.ctx.Done():
-		return r.ctxErr(r.ctx.Err())
-	case <-r.in.notify:
+	case <-ctx.Done():
+		return t.ctxErr(ctx.Err())
+	case <-t.stop:
+		return errStopped
+	case <-t.in.notify:
 	case <-tc:
 	}
 	return nil
 }
 
-func (r *Rows) ctxErr(err error) error {
-	return fmt.Errorf("client: scan of %s %s, tablet %s: %s: %w", r.table, r.rng, r.cur.tabletName(), r.cur.Waiting(), err)
+func (t *tabletRun) ctxErr(err error) error {
+	return fmt.Errorf("client: scan of %s %s, tablet %s: %s: %w", t.r.table, t.r.rng, t.cur.tabletName(), t.cur.Waiting(), err)
 }
 
 // apply carries out a stream's actions, in order.
-func (r *Rows) apply(acts []StreamAction) error {
-	c := r.c
-	var ref *messages.TabletRef
-	if r.cur != nil {
-		ref = r.cur.ref // r.cur is gone after ActFinish
-	}
+func (t *tabletRun) apply(acts []StreamAction) error {
+	c := t.r.c
+	ref := t.cur.ref
 	var err error
 	for _, a := range acts {
 		switch a.Kind {
 		case ActSendRequest:
 			req := a.Msg.(*messages.ScanRequest)
-			if e := c.register(req.GetRequestId(), r.in); e != nil {
+			if e := c.register(req.GetRequestId(), t.in); e != nil {
 				err = e
 				continue
 			}
-			r.ids = append(r.ids, req.GetRequestId())
-			r.stats.Requests++
+			t.ids = append(t.ids, req.GetRequestId())
+			t.stats.Requests++
 			c.send(c.requestTarget(ref, a.Coordinator, req), req)
 		case ActSendDone:
 			c.send(c.doneTarget(ref, a.Coordinator), a.Msg)
 		case ActSendCancel, ActSendAck:
 			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
 		case ActYield:
-			if len(r.batch) == 0 {
-				r.batch = a.Rows // the stream's slab, one per batch: no copy
-			} else {
-				r.batch = append(r.batch, a.Rows...)
-			}
-			r.stats.Batches++
+			t.yield(a.Rows)
+			t.stats.Batches++
 		case ActFinish:
-			r.endStream()
-			r.pi++
+			t.finished = true
+			t.end()
 		case ActFail:
 			err = a.Err
 		}
@@ -291,41 +440,29 @@ func (r *Rows) apply(acts []StreamAction) error {
 	return err
 }
 
-// endStream forgets the current stream (its actions are carried out).
-func (r *Rows) endStream() {
-	if r.cur == nil {
+// abandon stops the stream (a Cancel to its server, a ScanDone to its
+// coordinator, unless it is done) and releases it.
+func (t *tabletRun) abandon() {
+	if t.ended {
 		return
 	}
-	st := r.cur.Stats()
-	r.stats.Resumes += st.Resumes
-	r.c.closeStream(r.in, r.ids)
-	r.cur, r.in, r.ids = nil, nil, nil
-	if r.timer != nil {
-		r.timer.Stop()
-	}
+	t.apply(t.cur.Abandon(time.Now()))
+	t.end()
 }
 
-func (r *Rows) fail(err error) {
-	r.err = err
-	if r.cur != nil {
-		r.apply(r.cur.Abandon(time.Now()))
-		r.endStream()
+// end forgets the stream's inbox and request ids (its actions are carried
+// out).
+func (t *tabletRun) end() {
+	if t.ended {
+		return
 	}
-}
-
-func (r *Rows) plan() error {
-	meta, err := r.c.Table(r.ctx, r.table)
-	if err != nil {
-		return err
+	t.ended = true
+	t.stats.Resumes += t.cur.Stats().Resumes
+	t.r.c.closeStream(t.in, t.ids)
+	t.in, t.ids = nil, nil
+	if t.timer != nil {
+		t.timer.Stop()
 	}
-	r.meta = meta
-	r.pieces = tablets.SplitRange(meta.GetSplitPoints(), r.rng)
-	for _, p := range r.pieces {
-		if p.Tablet >= len(meta.GetTablets()) {
-			return fmt.Errorf("%w: table %q metadata has %d tablets for %d split points", ErrStream, r.table, len(meta.Tablets), len(meta.SplitPoints))
-		}
-	}
-	return nil
 }
 
 // halfJitter returns a random duration in [d/2, d].

@@ -539,11 +539,15 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	if err != nil {
 		return s.reject(now, err.Error())
 	}
-	if p := b.GetPackedRows(); len(p) > 0 {
-		r.digest.AddPacked(p, len(rows)) // the bytes Add would hash, row by row
+	packed := b.GetPackedRows()
+	if len(packed) > 0 {
+		r.digest.AddPacked(packed, len(rows)) // the bytes Add would hash, row by row
 	} else {
 		for _, row := range rows {
 			r.digest.Add(row.Key, row.Value)
+			if r.verify != nil {
+				packed = tablets.AppendPackedRow(packed, row.Key, row.Value) // what the proofs hash
+			}
 		}
 	}
 	// A server that leaves the counts out (zero) fails this like any other
@@ -563,7 +567,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		last = row.Key
 	}
 	if v := r.verify; v != nil {
-		if rows, err = v.batch(rows, b.GetProofs()); err == nil && fin != nil {
+		if rows, err = v.batch(packed, rows, b.GetProofs()); err == nil && fin != nil {
 			err = v.finish()
 		}
 		if err != nil {
@@ -663,7 +667,7 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 		}
 		var acts []StreamAction
 		if v := r.verify; v != nil {
-			rows, err := v.batch(nil, m.GetProofs())
+			rows, err := v.batch(nil, nil, m.GetProofs())
 			if err == nil {
 				err = v.finish()
 			}

@@ -33,7 +33,8 @@ func tabletRoots(table string, gen uint64, tm *messages.TabletMeta) ([]tablets.D
 // order; when the stream ends it checks that nothing is missing: the
 // rows run from the one just below the request's lower bound (or the
 // tablet's first row) to the one at or past its end (or the tablet's
-// last row, or the request's limit).
+// last row, or the request's limit). It hashes the rows' packed bytes as
+// they arrived, a chunk of rows (tablets.ChunkRows) per leaf.
 type verifier struct {
 	roots []tablets.Digest
 	rng   tablets.Range // what the request still asks for (its lower bound inclusive)
@@ -45,16 +46,29 @@ type verifier struct {
 	g, l    int  // position of the next row: block g, its row l
 	rows    uint64
 	pending []tablets.Entry // rows received that no proof covered yet
-	leaves  []tablets.Digest
+	segs    []segment       // the packed bytes of the pending rows, in order
+	feed    leafFeed
+}
+
+// segment is packed bytes whose first rows rows are pending rows.
+type segment struct {
+	b    []byte
+	rows int
 }
 
 func newVerifier(roots []tablets.Digest, rng tablets.Range, lastKey []byte, limit uint64) *verifier {
-	return &verifier{roots: roots, rng: rng.After(lastKey), limit: limit}
+	v := &verifier{roots: roots, rng: rng.After(lastKey), limit: limit}
+	v.feed.m = &v.m
+	return v
 }
 
-// batch takes the rows of a batch and its proofs and returns the rows now
+// batch takes the rows of a batch, packed (the rows, as UnpackRows
+// decodes them from packed), and its proofs and returns the rows now
 // proven, in order (the others wait for a later proof).
-func (v *verifier) batch(rows []tablets.Entry, proofs []*messages.BlockProof) ([]tablets.Entry, error) {
+func (v *verifier) batch(packed []byte, rows []tablets.Entry, proofs []*messages.BlockProof) ([]tablets.Entry, error) {
+	if len(rows) > 0 {
+		v.segs = append(v.segs, segment{b: packed, rows: len(rows)})
+	}
 	if len(v.pending) == 0 {
 		v.pending = rows // no copy while every batch carries its own proofs
 	} else {
@@ -83,57 +97,127 @@ func (v *verifier) batch(rows []tablets.Entry, proofs []*messages.BlockProof) ([
 // proof checks one block proof covering rows (the next rows of the stream).
 func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	g, first, n := int(p.GetBlock()), int(p.GetFirst()), int(p.GetLeaves())
-	before, after := p.GetBefore(), p.GetAfter()
+	head, err := tablets.UnpackRows(p.GetHead(), 0)
+	if err != nil {
+		return fmt.Errorf("proof of block %d: head: %w", g, err)
+	}
+	tail, err := tablets.UnpackRows(p.GetTail(), 0)
+	if err != nil {
+		return fmt.Errorf("proof of block %d: tail: %w", g, err)
+	}
 	switch {
 	case v.ended:
 		return fmt.Errorf("proof of block %d after the row past the range's end", g)
 	case g >= len(v.roots):
 		return fmt.Errorf("proof of block %d: the tablet has %d blocks", g, len(v.roots))
-	case !v.started && before != nil:
-		if len(v.rng.Start) == 0 || bytes.Compare(before.GetKey(), v.rng.Start) >= 0 {
-			return fmt.Errorf("block %d row %d: key %s is not below the range %s", g, first, tablets.FormatKey(before.GetKey()), v.rng)
+	case n < 1 || n > tablets.MaxProofLeaves || first%tablets.ChunkRows != 0 || first+len(head)+len(rows)+len(tail) > n:
+		return fmt.Errorf("%w: proof of block %d: rows %d..%d+%d+%d of %d, not from a chunk's first row", tablets.ErrBadProof,
+			g, first, len(head), len(rows), len(tail), n)
+	case !v.started && len(head) > 0:
+		if before := head[len(head)-1].Key; len(v.rng.Start) == 0 || bytes.Compare(before, v.rng.Start) >= 0 {
+			return fmt.Errorf("block %d row %d: key %s is not below the range %s", g, first+len(head)-1, tablets.FormatKey(before), v.rng)
 		}
 	case !v.started && (g != 0 || first != 0):
 		return fmt.Errorf("the first proof (block %d row %d) shows neither the tablet's first row nor the row below the range %s", g, first, v.rng)
-	case v.started && (before != nil || g != v.g || first != v.l):
-		return fmt.Errorf("proof of block %d row %d, the stream is at block %d row %d", g, first, v.g, v.l)
+	case v.started && (len(head) > 0 || g != v.g || first != v.l):
+		return fmt.Errorf("proof of block %d row %d (%d head rows), the stream is at block %d row %d", g, first, len(head), v.g, v.l)
 	}
 	// Rows are consecutive rows of the ingest, in key order: the range
 	// holds them all if it holds the first of the stream and the last.
 	if len(rows) > 0 && (!v.started && !v.rng.Contains(rows[0].Key) || !v.rng.Contains(rows[len(rows)-1].Key)) {
 		return fmt.Errorf("block %d: rows outside the range %s", g, v.rng)
 	}
-	v.leaves = v.leaves[:0]
-	if before != nil {
-		v.leaves = append(v.leaves, v.m.Leaf(before.GetKey(), before.GetValue()))
+	v.feed.start(n, first, first == 0 && first+len(head)+len(rows)+len(tail) == n)
+	v.feed.rows(p.GetHead(), head)
+	for k := len(rows); k > 0; {
+		s := &v.segs[0]
+		t := min(k, s.rows)
+		used := v.feed.rows(s.b, rows[len(rows)-k:len(rows)-k+t])
+		s.b, s.rows, k = s.b[used:], s.rows-t, k-t
+		if s.rows == 0 {
+			v.segs = v.segs[1:]
+		}
 	}
-	for _, r := range rows {
-		v.leaves = append(v.leaves, v.m.Leaf(r.Key, r.Value))
+	v.feed.rows(p.GetTail(), tail)
+	var root tablets.Digest
+	switch {
+	case v.feed.whole:
+		root, err = v.m.WholeRoot(n, v.m.EndWhole(), p.GetSiblings())
+	case v.feed.open > 0:
+		return fmt.Errorf("%w: proof of block %d ends at row %d, inside a chunk", tablets.ErrBadProof, g, v.feed.row)
+	default:
+		root, err = v.m.RangeRoot(n, first/tablets.ChunkRows, v.feed.leaves, p.GetSiblings())
 	}
-	if after != nil {
-		v.leaves = append(v.leaves, v.m.Leaf(after.GetKey(), after.GetValue()))
-	}
-	root, err := v.m.RangeRoot(n, first, v.leaves, p.GetSiblings())
 	if err != nil {
 		return fmt.Errorf("block %d: %w", g, err)
 	}
 	if root != v.roots[g] {
-		return fmt.Errorf("%w: block %d rows %d..%d", tablets.ErrBadProof, g, first, first+len(v.leaves)-1)
+		return fmt.Errorf("%w: block %d rows %d..%d", tablets.ErrBadProof, g, first, v.feed.row-1)
 	}
 	v.started = true
-	v.g, v.l = g, first+len(v.leaves)
-	if after != nil {
-		v.l--
-		if len(v.rng.End) == 0 || bytes.Compare(after.GetKey(), v.rng.End) < 0 {
-			return fmt.Errorf("block %d row %d: key %s is inside the range %s", g, v.l, tablets.FormatKey(after.GetKey()), v.rng)
-		}
-		v.ended = true
+	v.g, v.l = g, first+len(head)+len(rows)
+	if len(tail) > 0 && len(v.rng.End) > 0 && bytes.Compare(tail[0].Key, v.rng.End) >= 0 {
+		v.ended = true // the row past the range's end; otherwise the tail only completes a chunk
 	}
 	if v.l == n {
 		v.g, v.l = g+1, 0
 	}
 	v.rows += uint64(len(rows))
 	return nil
+}
+
+// leafFeed hashes a proof's rows, in order: all of them with one BLAKE3
+// pass when they are the whole block, else into the leaves of the chunks
+// they make up.
+type leafFeed struct {
+	m      *tablets.MerkleHasher
+	whole  bool
+	n      int // rows of the block
+	row    int // block row of the next row
+	end    int // the row past the chunk being hashed
+	open   int // rows of that chunk hashed so far
+	leaves []tablets.Digest
+}
+
+// start begins the chunks from row first (a chunk's first row) of a
+// block of n rows, or the whole block's hash.
+func (f *leafFeed) start(n, first int, whole bool) {
+	f.n, f.row, f.end, f.open, f.leaves, f.whole = n, first, tablets.ChunkEnd(first, n), 0, f.leaves[:0], whole
+	if whole {
+		f.m.BeginWhole()
+		return
+	}
+	f.m.BeginLeaf()
+}
+
+// rows hashes rows, whose packed encoding is at the start of b, and
+// returns how many bytes of b they take: one hash Write per chunk, or
+// for a whole block per call.
+func (f *leafFeed) rows(b []byte, rows []tablets.Entry) int {
+	start, off := 0, 0
+	if f.whole {
+		for _, r := range rows {
+			off += tablets.PackedRowSize(len(r.Key), len(r.Value))
+		}
+		f.m.WriteWhole(b[:off])
+		f.row += len(rows)
+		return off
+	}
+	for _, r := range rows {
+		off += tablets.PackedRowSize(len(r.Key), len(r.Value))
+		f.row++
+		f.open++
+		if f.row == f.end {
+			f.m.Write(b[start:off])
+			f.leaves = append(f.leaves, f.m.EndLeaf())
+			start, f.open, f.end = off, 0, tablets.ChunkEnd(f.row, f.n)
+			f.m.BeginLeaf()
+		}
+	}
+	if start < off {
+		f.m.Write(b[start:off])
+	}
+	return off
 }
 
 // finish checks the end of a successful stream, after the proofs of its

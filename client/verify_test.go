@@ -22,16 +22,17 @@ func (m memFetcher) FetchBlock(_ context.Context, key string) ([]byte, bool, err
 	return nil, false, fmt.Errorf("%w: %s", tablets.ErrNotFound, key)
 }
 
-// verifyTablet is a tablet of rows k0000.. in files of 40 rows each
-// (disjoint, ascending, as ingest writes them), blocks of about 100 bytes.
-func verifyTablet(t *testing.T, rows int) ([]*messages.FileRef, memFetcher, []tablets.Entry) {
+// verifyTablet is a tablet of rows k0000.. (row i has key 2i) in files
+// of perFile rows each (disjoint, ascending, as ingest writes them),
+// blocks of about blockSize bytes.
+func verifyTablet(t testing.TB, rows, perFile, blockSize int) ([]*messages.FileRef, memFetcher, []tablets.Entry) {
 	t.Helper()
 	f := memFetcher{}
 	var refs []*messages.FileRef
 	var truth []tablets.Entry
-	for lo := 0; lo < rows; lo += 40 {
-		w := tablets.NewFileWriter(fmt.Sprintf("f%d", lo), 100)
-		for i := lo; i < min(lo+40, rows); i++ {
+	for lo := 0; lo < rows; lo += perFile {
+		w := tablets.NewFileWriter(fmt.Sprintf("f%d", lo), blockSize)
+		for i := lo; i < min(lo+perFile, rows); i++ {
 			e := tablets.Entry{Key: fmt.Appendf(nil, "k%04d", 2*i), Value: fmt.Appendf(nil, "v%d", i)}
 			truth = append(truth, e)
 			if err := w.Add(e.Key, e.Value); err != nil {
@@ -108,13 +109,27 @@ func serve(t *testing.T, files []*messages.FileRef, f memFetcher, rng tablets.Ra
 	return out
 }
 
+// packRows is a batch's rows as a client decodes them from the packed bytes.
+func packRows(t testing.TB, rows []tablets.Entry) ([]byte, []tablets.Entry) {
+	var b []byte
+	for _, r := range rows {
+		b = tablets.AppendPackedRow(b, r.Key, r.Value)
+	}
+	out, err := tablets.UnpackRows(b, len(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, out
+}
+
 // check feeds what a server sent to a verifier and returns the rows it
 // released and the first error.
-func check(roots []tablets.Digest, rng tablets.Range, after []byte, limit uint64, batches []served) ([]tablets.Entry, error) {
+func check(t testing.TB, roots []tablets.Digest, rng tablets.Range, after []byte, limit uint64, batches []served) ([]tablets.Entry, error) {
 	v := newVerifier(roots, rng, after, limit)
 	var got []tablets.Entry
 	for _, b := range batches {
-		rows, err := v.batch(b.rows, b.proofs)
+		packed, rows := packRows(t, b.rows)
+		rows, err := v.batch(packed, rows, b.proofs)
 		if err != nil {
 			return got, err
 		}
@@ -145,7 +160,26 @@ func equalEntries(a, b []tablets.Entry) bool {
 // rows, between rows, at block and file boundaries, outside the tablet,
 // resumed after a key, limited, and in batches that cut blocks anywhere.
 func TestVerifierHonestScans(t *testing.T) {
-	files, f, truth := verifyTablet(t, 100)
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) } // even i: a row; odd: between rows
+	t.Run("small blocks", func(t *testing.T) {
+		// Blocks of one chunk or less: every block boundary is a chunk's.
+		files, f, truth := verifyTablet(t, 100, 40, 100)
+		bounds := [][]byte{nil, key(0), key(1), key(39), key(78), key(79), key(80), key(81), key(130), key(198), key(199), key(200), key(400)}
+		verifyScans(t, files, f, truth, bounds, [][]byte{nil, key(20), key(79)}, []uint64{0, 1, 7}, []int{1, 3, 50})
+	})
+	t.Run("chunks", func(t *testing.T) {
+		// Blocks of several chunks: ranges, resumes and limits that start
+		// and end on a chunk's first row, its last, inside it, and at
+		// block and file boundaries.
+		files, f, truth := verifyTablet(t, 500, 200, 600)
+		bounds := [][]byte{nil, key(0), key(31), key(32), key(34), key(63), key(98), key(201), key(398), key(400), key(997), key(998), key(1000)}
+		verifyScans(t, files, f, truth, bounds, [][]byte{nil, key(40), key(62), key(64)}, []uint64{0, 1, 15, 16, 17}, []int{1, 5, 64})
+	})
+}
+
+// verifyScans checks scans of every range between bounds, resumed after
+// each of afters, with each limit and batch size.
+func verifyScans(t *testing.T, files []*messages.FileRef, f memFetcher, truth []tablets.Entry, bounds, afters [][]byte, limits []uint64, batches []int) {
 	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +187,6 @@ func TestVerifierHonestScans(t *testing.T) {
 	if len(files) < 3 || len(roots) < 10 {
 		t.Fatalf("%d files, %d blocks: want several of each", len(files), len(roots))
 	}
-	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) } // even i: a row; odd: between rows
-	bounds := [][]byte{nil, key(0), key(1), key(39), key(78), key(79), key(80), key(81), key(130), key(198), key(199), key(200), key(400)}
 	n := 0
 	for _, s := range bounds {
 		for _, e := range bounds {
@@ -162,10 +194,10 @@ func TestVerifierHonestScans(t *testing.T) {
 			if rng.Validate() != nil {
 				continue
 			}
-			for _, after := range [][]byte{nil, key(20), key(79)} {
-				for _, limit := range []uint64{0, 1, 7} {
-					for _, batch := range []int{1, 3, 50} {
-						got, err := check(roots, rng, after, limit, serve(t, files, f, rng, after, limit, batch))
+			for _, after := range afters {
+				for _, limit := range limits {
+					for _, batch := range batches {
+						got, err := check(t, roots, rng, after, limit, serve(t, files, f, rng, after, limit, batch))
 						if err != nil || !equalEntries(got, want(truth, rng, after, limit)) {
 							t.Fatalf("%s after %q limit %d batch %d: %d rows, want %d, err %v", rng, after, limit, batch,
 								len(got), len(want(truth, rng, after, limit)), err)
@@ -183,41 +215,46 @@ func TestVerifierHonestScans(t *testing.T) {
 // empty answer, a stream cut short or proofs left out are refused; no
 // row past the lie is released.
 func TestVerifierCatchesLies(t *testing.T) {
-	files, f, truth := verifyTablet(t, 100)
+	t.Run("small blocks", func(t *testing.T) { verifyLies(t, 100, 40, 100) })
+	t.Run("chunks", func(t *testing.T) { verifyLies(t, 500, 200, 600) })
+}
+
+func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
+	files, f, truth := verifyTablet(t, rowsN, perFile, blockSize)
 	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := tablets.Range{Start: []byte("k0021"), End: []byte("k0151")}
+	rng := tablets.Range{Start: []byte("k0021"), End: []byte("k0153")}
 	honest := func() []served { return serve(t, files, f, rng, nil, 0, 4) }
-	for name, lie := range map[string]func([]served) []served{
-		"forged value": func(bs []served) []served {
+	for name, lie := range map[string]func(*testing.T, []served) []served{
+		"forged value": func(t *testing.T, bs []served) []served {
 			bs[3].rows[1].Value = []byte("EVIL")
 			return bs
 		},
-		"dropped row": func(bs []served) []served {
+		"dropped row": func(t *testing.T, bs []served) []served {
 			bs[2].rows = slices.Delete(bs[2].rows, 0, 1)
 			return bs
 		},
-		"added row": func(bs []served) []served {
+		"added row": func(t *testing.T, bs []served) []served {
 			bs[2].rows = slices.Insert(bs[2].rows, 1, tablets.Entry{Key: append(bytes.Clone(bs[2].rows[0].Key), 'x'), Value: []byte("v")})
 			return bs
 		},
-		"swapped rows": func(bs []served) []served {
+		"swapped rows": func(t *testing.T, bs []served) []served {
 			bs[1].rows[0], bs[1].rows[1] = bs[1].rows[1], bs[1].rows[0]
 			return bs
 		},
-		"empty answer": func([]served) []served { return []served{{}} },
-		"cut short": func(bs []served) []served {
+		"empty answer": func(*testing.T, []served) []served { return []served{{}} },
+		"cut short": func(t *testing.T, bs []served) []served {
 			return bs[:len(bs)/2]
 		},
-		"no proofs": func(bs []served) []served {
+		"no proofs": func(t *testing.T, bs []served) []served {
 			for i := range bs {
 				bs[i].proofs = nil
 			}
 			return bs
 		},
-		"first proof dropped": func(bs []served) []served {
+		"first proof dropped": func(t *testing.T, bs []served) []served {
 			for i := range bs {
 				if len(bs[i].proofs) > 0 {
 					bs[i].proofs = bs[i].proofs[1:]
@@ -226,19 +263,75 @@ func TestVerifierCatchesLies(t *testing.T) {
 			}
 			return bs
 		},
-		"rows of a later range": func([]served) []served {
+		"rows of a later range": func(*testing.T, []served) []served {
 			return serve(t, files, f, tablets.Range{Start: []byte("k0031"), End: rng.End}, nil, 0, 4)
 		},
-		"rows of an earlier range": func([]served) []served {
+		"rows of an earlier range": func(*testing.T, []served) []served {
 			return serve(t, files, f, tablets.Range{Start: []byte("k0011"), End: rng.End}, nil, 0, 4)
 		},
-		"ends early with a false end row": func(bs []served) []served {
+		"forged head row": func(t *testing.T, bs []served) []served {
+			p := firstProof(bs, func(p *messages.BlockProof) bool { return len(p.Head) > 0 })
+			p.Head = bytes.Clone(p.Head)
+			p.Head[len(p.Head)-1] ^= 1
+			return bs
+		},
+		"forged tail row": func(t *testing.T, bs []served) []served {
+			p := lastProof(bs)
+			p.Tail = bytes.Clone(p.Tail)
+			p.Tail[len(p.Tail)-1] ^= 1
+			return bs
+		},
+		"tail left out": func(t *testing.T, bs []served) []served {
+			lastProof(bs).Tail = nil
+			return bs
+		},
+		"tail cut short": func(t *testing.T, bs []served) []served {
+			p := lastProof(bs)
+			tail, _ := tablets.UnpackRows(p.Tail, 0)
+			p.Tail = repack(tail[:len(tail)-1])
+			return bs
+		},
+		"row below the range yielded from the head": func(t *testing.T, bs []served) []served {
+			p := firstProof(bs, func(p *messages.BlockProof) bool { return len(p.Head) > 0 })
+			head, _ := tablets.UnpackRows(p.Head, 0)
+			p.Head, p.Rows = repack(head[:len(head)-1]), p.Rows+1
+			bs[0].rows = slices.Insert(bs[0].rows, 0, head[len(head)-1])
+			return bs
+		},
+		"last row hidden in the tail": func(t *testing.T, bs []served) []served {
+			last := &bs[len(bs)-1]
+			p := lastProof(bs)
+			tail, _ := tablets.UnpackRows(p.Tail, 0)
+			p.Tail, p.Rows = repack(append([]tablets.Entry{last.rows[len(last.rows)-1]}, tail...)), p.Rows-1
+			last.rows = last.rows[:len(last.rows)-1]
+			return bs
+		},
+		"forged rows of a chunk proven by its sibling": func(t *testing.T, bs []served) []served {
+			// The last chunk, which holds the last rows of the stream,
+			// left out of the leaves: its true hash passed as a sibling
+			// instead, and its stream rows forged.
+			p := lastProof(bs)
+			head, _ := tablets.UnpackRows(p.Head, 0)
+			tail, _ := tablets.UnpackRows(p.Tail, 0)
+			first := int(p.First)
+			end := first + len(head) + int(p.Rows) + len(tail)
+			last := (end - 1) / tablets.ChunkRows
+			if first+len(head)+int(p.Rows) <= last*tablets.ChunkRows || last == first/tablets.ChunkRows {
+				t.Skipf("the last proof (rows %d..%d) has no stream rows in a chunk of its own", first, end)
+			}
+			var m tablets.MerkleHasher
+			p.Tail, p.Siblings = nil, blockOf(t, files, f, int(p.Block)).RangeProof(&m, first/tablets.ChunkRows, last)
+			rows := bs[len(bs)-1].rows
+			rows[len(rows)-1].Value = []byte("EVIL")
+			return bs
+		},
+		"ends early with a false end row": func(t *testing.T, bs []served) []served {
 			return serve(t, files, f, tablets.Range{Start: rng.Start, End: []byte("k0101")}, nil, 0, 4)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			bs := lie(honest())
-			got, err := check(roots, rng, nil, 0, bs)
+			bs := lie(t, honest())
+			got, err := check(t, roots, rng, nil, 0, bs)
 			if err == nil {
 				t.Fatalf("lie accepted: %d rows released", len(got))
 			}
@@ -249,6 +342,105 @@ func TestVerifierCatchesLies(t *testing.T) {
 
 		})
 	}
+}
+
+// TestVerifierWholeBlocks: a scan of whole blocks is proven by their
+// rows' BLAKE3 hashes; a forged, dropped, added or swapped row in any of
+// them is refused.
+func TestVerifierWholeBlocks(t *testing.T) {
+	files, f, truth := verifyTablet(t, 500, 200, 600)
+	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := func() []served { return serve(t, files, f, tablets.Range{}, nil, 0, 1000) }
+	for _, bs := range [][]served{whole()} {
+		for _, p := range bs[0].proofs {
+			if p.First != 0 || len(p.Head) > 0 || len(p.Tail) > 0 || p.Rows != p.Leaves || len(p.Siblings) != 1 {
+				t.Fatalf("proof of block %d is not a whole block's: %v", p.Block, p)
+			}
+		}
+	}
+	if got, err := check(t, roots, tablets.Range{}, nil, 0, whole()); err != nil || !equalEntries(got, truth) {
+		t.Fatalf("honest: %d rows, %v", len(got), err)
+	}
+	for i := 0; i < len(truth); i += 37 {
+		for name, lie := range map[string]func([]tablets.Entry) []tablets.Entry{
+			"forged": func(rows []tablets.Entry) []tablets.Entry {
+				rows[i].Value = append(bytes.Clone(rows[i].Value), 'x')
+				return rows
+			},
+			"dropped": func(rows []tablets.Entry) []tablets.Entry { return slices.Delete(rows, i, i+1) },
+			"added": func(rows []tablets.Entry) []tablets.Entry {
+				return slices.Insert(rows, i+1, tablets.Entry{Key: append(bytes.Clone(rows[i].Key), 'x')})
+			},
+			"swapped": func(rows []tablets.Entry) []tablets.Entry {
+				j := min(i+1, len(rows)-1)
+				if j == i {
+					j = i - 1
+				}
+				rows[i], rows[j] = rows[j], rows[i]
+				return rows
+			},
+		} {
+			bs := whole()
+			bs[0].rows = lie(bs[0].rows)
+			if got, err := check(t, roots, tablets.Range{}, nil, 0, bs); err == nil {
+				t.Fatalf("row %d %s: accepted, %d rows", i, name, len(got))
+			}
+		}
+	}
+}
+
+// blockOf is block g of the tablet of files (numbered across them).
+func blockOf(t testing.TB, files []*messages.FileRef, f memFetcher, g int) *tablets.Block {
+	for _, ref := range files {
+		if g >= int(ref.GetBlocks()) {
+			g -= int(ref.GetBlocks())
+			continue
+		}
+		ix, err := tablets.DecodeIndex(f[tablets.IndexKey(ref.GetId())])
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, err := tablets.VerifyBlock(f[tablets.BlockKey(ref.GetId(), g)], ix.Blocks[g])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return blk
+	}
+	t.Fatalf("no block %d", g)
+	return nil
+}
+
+// firstProof is the first proof of bs that ok accepts.
+func firstProof(bs []served, ok func(*messages.BlockProof) bool) *messages.BlockProof {
+	for _, b := range bs {
+		for _, p := range b.proofs {
+			if ok(p) {
+				return p
+			}
+		}
+	}
+	panic("no such proof")
+}
+
+// lastProof is the last proof of bs.
+func lastProof(bs []served) *messages.BlockProof {
+	for i := len(bs) - 1; i >= 0; i-- {
+		if n := len(bs[i].proofs); n > 0 {
+			return bs[i].proofs[n-1]
+		}
+	}
+	panic("no proofs")
+}
+
+func repack(rows []tablets.Entry) []byte {
+	var b []byte
+	for _, r := range rows {
+		b = tablets.AppendPackedRow(b, r.Key, r.Value)
+	}
+	return b
 }
 
 // TestUnverifiedTable: a table whose files have no block roots cannot be
@@ -283,13 +475,20 @@ func BenchmarkVerifyWholeBlocks(b *testing.B) {
 	}
 	ix, _ := tablets.DecodeIndex(f.Index)
 	var proofs []*messages.BlockProof
+	var m tablets.MerkleHasher
 	for i, h := range ix.Blocks {
-		proofs = append(proofs, &messages.BlockProof{Block: uint32(i), Leaves: h.Entries, Rows: h.Entries})
+		blk, err := tablets.VerifyBlock(f.Blocks[i], h)
+		if err != nil {
+			b.Fatal(err)
+		}
+		proofs = append(proofs, &messages.BlockProof{Block: uint32(i), Leaves: h.Entries, Rows: h.Entries,
+			Siblings: blk.RangeProof(&m, 0, tablets.Chunks(blk.Entries()))})
 	}
+	packed, rows := packRows(b, rows)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		v := newVerifier(roots, tablets.Range{}, nil, 0)
-		if _, err := v.batch(rows, proofs); err != nil {
+		if _, err := v.batch(packed, rows, proofs); err != nil {
 			b.Fatal(err)
 		}
 		if err := v.finish(); err != nil {

@@ -2,62 +2,95 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/prometheus/procfs"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
+	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
 // BenchmarkFullTabletScan100k: one tablet of 100 000 rows scanned in full
 // through the whole system (client → coordinator → scan server process →
 // rows streamed back), on 1 host × 1 server. The first scan warms the
-// host cache; the timed scans read from it. Reported: rows/s through the
-// system and, in the same run, reader-rows/s: the tablets reader alone
-// over the same tablet's files, copied from the block store into memory
-// and read through a host cache (cache.Fetcher) warmed by one scan, which
-// is the same path the scan server reads through, without the actors and
-// the network. Its timer is separate (b.N scans after the system's).
-// Also reported, over the system's scans: the CPU time (user + system,
-// from /proc/PID/stat, 10 ms ticks) the client (this test process) and
-// the scan-server process spent per row, client-cpu-ns/row and
-// server-cpu-ns/row; steadier than rows/s on a shared machine, and the
-// two run in parallel, so rows/s is bounded by the larger.
+// host cache; the timed scans read from it. Each round scans the table
+// verified (its rows proven against the block roots) and then the same
+// files published as a second table without block roots (scanned with
+// AllowUnverified: no proofs sent, none checked), so that both see the
+// same machine. Reported: rows/s of the verified scans,
+// unverified-rows/s, their ratio verified/unverified and, in the same
+// run, reader-rows/s: the tablets reader alone over the same tablet's
+// files, copied from the block store into memory and read through a host
+// cache (cache.Fetcher) warmed by one scan, which is the same path the
+// scan server reads through, without the actors and the network. Its
+// timer is separate (b.N scans after the system's). Also reported, for
+// each kind of scan: the CPU time (user + system, from /proc/PID/stat,
+// 10 ms ticks) the client (this test process) and the scan-server
+// process spent per row, client-cpu-ns/row and server-cpu-ns/row (and
+// unverified-…); steadier than rows/s on a shared machine, and the two
+// run in parallel, so rows/s is bounded by the larger.
 func BenchmarkFullTabletScan100k(b *testing.B) {
 	f := startWith(b, 1, 1, 100000, 1)
 	ctx := context.Background()
 	if err := f.scan(ctx, 0, len(f.truth)); err != nil {
 		b.Fatal(err)
 	}
+	const unverified = "e2e-unverified"
+	publishWithoutRoots(b, f.cl.NATSURL(), unverified)
 	reader := localReader(b, f.cl.NATSURL())
 	clientPID, serverPIDs := []int{os.Getpid()}, []int{f.cl.Host(0).PID()}
-	b.ResetTimer()
-	c0, s0 := cpuSeconds(b, clientPID), cpuSeconds(b, serverPIDs)
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		rows := f.c.Scan(ctx, table, tablets.Range{}, client.ScanOptions{})
+	type totals struct {
+		elapsed              time.Duration
+		clientCPU, serverCPU float64
+	}
+	var ver, unv totals
+	scan := func(name string, opts client.ScanOptions, t *totals) {
+		c0, s0 := cpuSeconds(b, clientPID), cpuSeconds(b, serverPIDs)
+		start := time.Now()
+		rows := f.c.Scan(ctx, name, tablets.Range{}, opts)
 		n := 0
 		for rows.Next() {
 			n++
 		}
 		if rows.Err() != nil || n != len(f.truth) {
-			b.Fatalf("%d rows, err %v", n, rows.Err())
+			b.Fatalf("%s: %d rows, err %v", name, n, rows.Err())
+		}
+		if t != nil {
+			t.elapsed += time.Since(start)
+			t.clientCPU += cpuSeconds(b, clientPID) - c0
+			t.serverCPU += cpuSeconds(b, serverPIDs) - s0
 		}
 	}
-	elapsed := time.Since(start)
+	scan(unverified, client.ScanOptions{AllowUnverified: true}, nil) // warm its tablet actor
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		scan(table, client.ScanOptions{}, &ver)
+		scan(unverified, client.ScanOptions{AllowUnverified: true}, &unv)
+	}
 	b.StopTimer()
 	n := float64(b.N * len(f.truth))
-	b.ReportMetric(n/elapsed.Seconds(), "rows/s")
-	b.ReportMetric((cpuSeconds(b, clientPID)-c0)*1e9/n, "client-cpu-ns/row")
-	b.ReportMetric((cpuSeconds(b, serverPIDs)-s0)*1e9/n, "server-cpu-ns/row")
+	b.ReportMetric(n/ver.elapsed.Seconds(), "rows/s")
+	b.ReportMetric(ver.clientCPU*1e9/n, "client-cpu-ns/row")
+	b.ReportMetric(ver.serverCPU*1e9/n, "server-cpu-ns/row")
+	b.ReportMetric(n/unv.elapsed.Seconds(), "unverified-rows/s")
+	b.ReportMetric(unv.clientCPU*1e9/n, "unverified-client-cpu-ns/row")
+	b.ReportMetric(unv.serverCPU*1e9/n, "unverified-server-cpu-ns/row")
+	b.ReportMetric(unv.elapsed.Seconds()/ver.elapsed.Seconds(), "verified/unverified")
 
 	scanLocal := func() {
 		it := reader.Scan(ctx, tablets.Range{}, nil)
@@ -70,11 +103,39 @@ func BenchmarkFullTabletScan100k(b *testing.B) {
 		}
 	}
 	scanLocal() // warm the cache
-	start = time.Now()
+	start := time.Now()
 	for i := 0; i < b.N; i++ {
 		scanLocal()
 	}
 	b.ReportMetric(float64(b.N*len(f.truth))/time.Since(start).Seconds(), "reader-rows/s")
+}
+
+// publishWithoutRoots publishes the current generation of the e2e table
+// again as table name, its files' block roots left out: a table whose
+// rows no client can verify, over the same files.
+func publishWithoutRoots(b *testing.B, natsURL, name string) {
+	b.Helper()
+	ctx := context.Background()
+	_, meta := clustertest.Stores(b, ctx, clustertest.Connect(b, ctx, natsURL, nil))
+	gen, err := meta.Current(ctx, table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tm, err := meta.Get(ctx, table, gen)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tm = proto.Clone(tm).(*messages.TableMeta)
+	tm.Name, tm.Generation = name, 1
+	for _, t := range tm.GetTablets() {
+		t.GetRef().Table, t.GetRef().Generation = name, 1
+		for _, f := range t.GetFiles() {
+			f.BlockRoots = nil
+		}
+	}
+	if err := meta.Publish(ctx, tm, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // localReader copies the files of the table's only tablet (current
@@ -236,3 +297,124 @@ func cpuSeconds(b *testing.B, pids []int) float64 {
 	}
 	return sum
 }
+
+// The floors of this machine beside which MEASUREMENTS.md puts a whole
+// tablet scan's per-row costs, per 107-byte row (a generated row: 12-byte
+// key, 93-byte value, packed): copying it, hashing it with SHA-256 (the
+// CPU's SHA extensions where it has them; crypto/sha256 picks them), and
+// moving it through a gRPC stream of 64 KiB messages over loopback.
+const floorRow = 107
+
+// BenchmarkFloorMemcpy: copying a 256 KiB batch (the scan server's
+// default batch size).
+func BenchmarkFloorMemcpy(b *testing.B) {
+	src, dst := make([]byte, 256<<10), make([]byte, 256<<10)
+	b.SetBytes(int64(len(src)))
+	for b.Loop() {
+		copy(dst, src)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(src)/floorRow), "ns/row")
+}
+
+// BenchmarkFloorSHA256: SHA-256 of one 100-byte row (row: one call per
+// row, the former leaf) and of a 16-row chunk in one call (chunk: a
+// leaf of the row digest tree), per row.
+func BenchmarkFloorSHA256(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		rows int
+		size int
+	}{{"row", 1, 100}, {"chunk", tablets.ChunkRows, tablets.ChunkRows * floorRow}} {
+		b.Run(tc.name, func(b *testing.B) {
+			buf := make([]byte, tc.size)
+			b.SetBytes(int64(len(buf)))
+			for b.Loop() {
+				_ = sha256.Sum256(buf)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*tc.rows), "ns/row")
+		})
+	}
+}
+
+// BenchmarkFloorGRPCStream64KiB: a server-streaming gRPC call over
+// loopback TCP that sends b.N messages of 64 KiB, received and copied
+// out by the client.
+func BenchmarkFloorGRPCStream64KiB(b *testing.B) {
+	const size = 64 << 10
+	desc := grpc.ServiceDesc{ServiceName: "floor.Floor", HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "Pull", ServerStreams: true, Handler: func(_ any, s grpc.ServerStream) error {
+			var req rawMsg
+			if err := s.RecvMsg(&req); err != nil {
+				return err
+			}
+			n := binary.LittleEndian.Uint64(req)
+			msg := rawMsg(make([]byte, size))
+			for range n {
+				if err := s.SendMsg(&msg); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}}}
+	srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}))
+	srv.RegisterService(&desc, struct{}{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	pull := func(n int) {
+		s, err := conn.NewStream(context.Background(), &desc.Streams[0], "/floor.Floor/Pull")
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := rawMsg(binary.LittleEndian.AppendUint64(nil, uint64(n)))
+		if err := s.SendMsg(&req); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.CloseSend(); err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for {
+			var m rawMsg
+			if err := s.RecvMsg(&m); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+			if len(m) != size {
+				b.Fatalf("message of %d bytes", len(m))
+			}
+			got++
+		}
+		if got != n {
+			b.Fatalf("%d messages, want %d", got, n)
+		}
+	}
+	pull(10) // connect
+	b.SetBytes(size)
+	b.ResetTimer()
+	pull(b.N)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(size/floorRow), "ns/row")
+}
+
+// rawMsg is a gRPC message of raw bytes (rawCodec).
+type rawMsg []byte
+
+// rawCodec passes rawMsg bytes through: the receiver gets its own copy.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*rawMsg), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*rawMsg) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "raw" }

@@ -99,7 +99,7 @@ func TestClientFromAnotherModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prog := buildUserProgram(t, ctx, root)
+	prog := buildUserProgram(t, ctx, root, userProgram)
 	bins := clustertest.Binaries(t, ctx)
 	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 
@@ -171,11 +171,11 @@ func TestClientFromAnotherModule(t *testing.T) {
 	t.Logf("the other module's program: %s", strings.TrimSpace(stdout.String()))
 }
 
-// buildUserProgram writes userProgram into a module of its own in a
+// buildUserProgram writes the program src into a module of its own in a
 // temporary directory (a replace points scanplane at root; go.sum is
 // root's, which holds every hash the program's dependencies need, so the
 // build needs no network when the module cache has them) and builds it.
-func buildUserProgram(t *testing.T, ctx context.Context, root string) string {
+func buildUserProgram(t *testing.T, ctx context.Context, root, src string) string {
 	t.Helper()
 	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
 	if err != nil {
@@ -194,7 +194,7 @@ func buildUserProgram(t *testing.T, ctx context.Context, root string) string {
 		"go.mod": fmt.Sprintf("module example.com/scanuser\n\n%s\n\nrequire github.com/scanplane/scanplane v0.0.0\n\nreplace github.com/scanplane/scanplane => %s\n",
 			goLine, root),
 		"go.sum":  string(gosum),
-		"main.go": userProgram,
+		"main.go": src,
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {

@@ -376,7 +376,7 @@ type FileRef struct {
 	Bytes   uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"` // total encoded bytes (blocks + index)
 	// block_roots: the row digest of each block, 32 bytes per block in
 	// block order (tablets.MerkleHasher.Root: a Merkle root over the
-	// block's row hashes, bound to its row count), written by ingest. Clients check
+	// hashes of the block's 16-row chunks, bound to its row count), written by ingest. Clients check
 	// the rows scan servers send against them (RowBatch.proofs). Empty in
 	// files ingested before digests existed: their rows cannot be verified.
 	BlockRoots    []byte `protobuf:"bytes,5,opt,name=block_roots,json=blockRoots,proto3" json:"block_roots,omitempty"`
@@ -1683,8 +1683,9 @@ type RowBatch struct {
 	// versions).
 	Finished *ScanFinished `protobuf:"bytes,9,opt,name=finished,proto3" json:"finished,omitempty"`
 	// packed_rows: the batch's rows in one field (tablets.AppendPackedRow:
-	// uvarint key length, key, uvarint value length, value, per row, lengths
-	// in their shortest form: exactly the bytes checksum hashes), which
+	// uvarint key length, uvarint value length, key, value, per row, lengths
+	// in their shortest form, as a block stores them: exactly the bytes
+	// checksum and the digest tree's leaves hash), which
 	// scan servers send instead of rows (one field to
 	// marshal and copy instead of one message per row). A batch has rows in
 	// one of the two; clients read either, and refuse a batch with both.
@@ -1806,26 +1807,30 @@ func (x *RowBatch) GetProofs() []*BlockProof {
 }
 
 // BlockProof ties a run of a scan's rows to one block's root
-// (FileRef.block_roots): the rows are leaves [first, first + n) of the
-// block's Merkle tree, where n counts before, the stream's next `rows`
-// rows and after; siblings are the roots of the maximal subtrees outside
-// those leaves, left to right (tablets.MerkleHasher.RangeRoot). Blocks
-// are numbered across the tablet's files in order (file 0's blocks, then
-// file 1's).
-// A scan's proofs also show that no row is missing at its ends: before
-// is the row just below the scan's lower bound, after the row at or past
-// its end; at the first block of the tablet (first = 0) or its last row
-// no such row exists. An empty result is a proof of adjacent before and
-// after rows.
+// (FileRef.block_roots). The leaves of a block's digest tree are chunks
+// of 16 rows (tablets.ChunkRows); a proof covers the whole chunks from
+// row `first` (a multiple of 16) on: its head rows, then the stream's
+// next `rows` rows, then its tail rows, which end at a chunk boundary or
+// at the block's end. siblings are the roots of the maximal subtrees
+// outside those chunks, left to right (tablets.MerkleHasher.RangeRoot).
+// Blocks are numbered across the tablet's files in order (file 0's
+// blocks, then file 1's). head and tail are rows in the packed encoding
+// (RowBatch.packed_rows) that the client hashes but does not yield.
+// A scan's proofs also show that no row is missing at its ends: the
+// first proof's head ends with the row just below the scan's lower
+// bound, and the tail of the last, unless the scan stopped at its limit,
+// starts with the row at or past its end; at the tablet's first row (an
+// empty head, first = 0 of block 0) or its last row no such row exists.
+// An empty result is a proof of adjacent rows below and past the range.
 type BlockProof struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Block         uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`   // the block's number within the tablet
 	Leaves        uint32                 `protobuf:"varint,2,opt,name=leaves,proto3" json:"leaves,omitempty"` // rows of the block (bound into its root)
-	First         uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`   // the block row of the first leaf covered
-	Rows          uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`     // rows of the stream covered (after before)
-	Before        *Row                   `protobuf:"bytes,5,opt,name=before,proto3" json:"before,omitempty"`  // leaf `first`, below the scan's lower bound; unset = none
-	After         *Row                   `protobuf:"bytes,6,opt,name=after,proto3" json:"after,omitempty"`    // the leaf after the stream rows, at or past the scan's end; unset = none
+	First         uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`   // the block row of the first row covered (head's, else the stream's)
+	Rows          uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`     // rows of the stream covered (after head)
 	Siblings      [][]byte               `protobuf:"bytes,7,rep,name=siblings,proto3" json:"siblings,omitempty"`
+	Head          []byte                 `protobuf:"bytes,8,opt,name=head,proto3" json:"head,omitempty"` // packed rows [first, first + len(head)), before the stream's
+	Tail          []byte                 `protobuf:"bytes,9,opt,name=tail,proto3" json:"tail,omitempty"` // packed rows after the stream's, to the end of their chunk
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1888,23 +1893,23 @@ func (x *BlockProof) GetRows() uint32 {
 	return 0
 }
 
-func (x *BlockProof) GetBefore() *Row {
-	if x != nil {
-		return x.Before
-	}
-	return nil
-}
-
-func (x *BlockProof) GetAfter() *Row {
-	if x != nil {
-		return x.After
-	}
-	return nil
-}
-
 func (x *BlockProof) GetSiblings() [][]byte {
 	if x != nil {
 		return x.Siblings
+	}
+	return nil
+}
+
+func (x *BlockProof) GetHead() []byte {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *BlockProof) GetTail() []byte {
+	if x != nil {
+		return x.Tail
 	}
 	return nil
 }
@@ -3731,16 +3736,16 @@ const file_scanplane_proto_rawDesc = "" +
 	"\vpacked_rows\x18\n" +
 	" \x01(\fR\n" +
 	"packedRows\x120\n" +
-	"\x06proofs\x18\v \x03(\v2\x18.scanplane.v1.BlockProofR\x06proofs\"\xd4\x01\n" +
+	"\x06proofs\x18\v \x03(\v2\x18.scanplane.v1.BlockProofR\x06proofs\"\xb4\x01\n" +
 	"\n" +
 	"BlockProof\x12\x14\n" +
 	"\x05block\x18\x01 \x01(\rR\x05block\x12\x16\n" +
 	"\x06leaves\x18\x02 \x01(\rR\x06leaves\x12\x14\n" +
 	"\x05first\x18\x03 \x01(\rR\x05first\x12\x12\n" +
-	"\x04rows\x18\x04 \x01(\rR\x04rows\x12)\n" +
-	"\x06before\x18\x05 \x01(\v2\x11.scanplane.v1.RowR\x06before\x12'\n" +
-	"\x05after\x18\x06 \x01(\v2\x11.scanplane.v1.RowR\x05after\x12\x1a\n" +
-	"\bsiblings\x18\a \x03(\fR\bsiblings\"U\n" +
+	"\x04rows\x18\x04 \x01(\rR\x04rows\x12\x1a\n" +
+	"\bsiblings\x18\a \x03(\fR\bsiblings\x12\x12\n" +
+	"\x04head\x18\b \x01(\fR\x04head\x12\x12\n" +
+	"\x04tail\x18\t \x01(\fR\x04tailJ\x04\b\x05\x10\x06J\x04\b\x06\x10\a\"U\n" +
 	"\bBatchAck\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -4034,25 +4039,23 @@ var file_scanplane_proto_depIdxs = []int32{
 	2,  // 18: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
 	22, // 19: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
 	20, // 20: scanplane.v1.RowBatch.proofs:type_name -> scanplane.v1.BlockProof
-	10, // 21: scanplane.v1.BlockProof.before:type_name -> scanplane.v1.Row
-	10, // 22: scanplane.v1.BlockProof.after:type_name -> scanplane.v1.Row
-	0,  // 23: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	20, // 24: scanplane.v1.ScanFinished.proofs:type_name -> scanplane.v1.BlockProof
-	4,  // 25: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 26: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	28, // 27: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	9,  // 28: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	30, // 29: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	29, // 30: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
-	38, // 31: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 32: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 33: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 34: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	0,  // 21: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
+	20, // 22: scanplane.v1.ScanFinished.proofs:type_name -> scanplane.v1.BlockProof
+	4,  // 23: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 24: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	28, // 25: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	9,  // 26: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	30, // 27: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	29, // 28: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
+	38, // 29: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 30: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 31: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 32: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }

@@ -791,11 +791,15 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	// A batch's rows go into one packed buffer (RowBatch.packed_rows),
 	// allocated per batch (a sent batch belongs to the message, so it is
 	// never reused), sized from the previous batch: one allocation per
-	// batch in the steady state.
+	// batch in the steady state. A batch that reaches its size is cut at
+	// the last block end it holds (Prover.Cut), so that its proofs cover
+	// all its rows and the client holds none back; the rows past the cut
+	// (less than a block) start the next batch.
 	var packed []byte
 	nrows, lastKeyAt, lastKeyLen, sizeHint := 0, 0, 0, 0
-	kv := 0   // key and value bytes in the batch (the Bytes counter)
-	lied := 0 // rows the batch has beyond the honest ones (FaultConfig.Lie)
+	kv := 0             // key and value bytes in the batch (the Bytes counter)
+	lied := 0           // rows the batch has beyond the honest ones (FaultConfig.Lie)
+	var ends, kvs []int // after row i of the batch: its byte offset in packed, kv so far
 	// dig covers the rows sent, folded in per batch as it goes out.
 	var dig tablets.RowDigest
 	// flush sends the batch in hand; last: the scan ends with it (the
@@ -812,7 +816,24 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if seq == 1 && !job.stream.CompareAndSwap(jobFresh, jobStreaming) {
 			return context.Canceled // cancelled unless streaming, just now
 		}
-		if err := prover.Rows(nrows - lied); err != nil {
+		// send: the rows of this batch; the rest go into the next.
+		send, sendBytes, sendKV := nrows, len(packed), kv
+		lastKey := packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
+		if !last && lie == "" {
+			k, err := prover.Cut(nrows)
+			if err != nil {
+				return err
+			}
+			if k > 0 && k < nrows {
+				send, sendBytes, sendKV = k, ends[k-1], kvs[k-1]
+				start := 0
+				if k > 1 {
+					start = ends[k-2]
+				}
+				lastKey = tablets.PackedKey(packed[start:sendBytes])
+			}
+		}
+		if err := prover.Rows(send - lied); err != nil {
 			return err
 		}
 		if last {
@@ -820,11 +841,12 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 				return err
 			}
 		}
-		dig.AddPacked(packed, nrows) // one hash call per batch, equal to Add per row
+		sent := packed[:sendBytes:sendBytes]
+		dig.AddPacked(sent, send) // one hash call per batch, equal to Add per row
 		sum := dig.Sum()
 		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
-		fin.LastKey = packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
-		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, PackedRows: packed, Server: s.id,
+		fin.LastKey = lastKey
+		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, PackedRows: sent, Server: s.id,
 			ServerPid: self, RowCount: dig.Rows(), Checksum: sum, Proofs: prover.Take()}
 		if last {
 			st := it.Stats()
@@ -838,8 +860,8 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, b)
-		s.counters.Rows.Add(uint64(nrows))
-		s.counters.Bytes.Add(uint64(kv))
+		s.counters.Rows.Add(uint64(send))
+		s.counters.Bytes.Add(uint64(sendKV))
 		// First data: ScanStarted{first_data}, unless this batch is also
 		// the last; then the ScanFinished the tablet actor gets next says
 		// so (batches > 0) and nothing else is sent it.
@@ -848,7 +870,17 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 				QueueLen: uint32(s.counters.QueueLen.Load())})
 		}
 		sizeHint = len(packed)
-		packed, nrows, kv, lied = nil, 0, 0, 0
+		rest := packed[sendBytes:]
+		packed, nrows, kv, lied = nil, nrows-send, kv-sendKV, 0
+		if nrows > 0 {
+			packed = make([]byte, len(rest), max(len(rest), sizeHint))
+			copy(packed, rest)
+			for i := range nrows {
+				ends[i], kvs[i] = ends[send+i]-sendBytes, kvs[send+i]-sendKV
+			}
+			lastKeyAt -= sendBytes
+		}
+		ends, kvs = ends[:nrows], kvs[:nrows]
 		return nil
 	}
 	for it.Next() {
@@ -868,10 +900,11 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if packed == nil {
 			packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
 		}
-		lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key)), len(e.Key)
+		lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key), len(e.Value)), len(e.Key)
 		packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
 		nrows++
 		kv += len(e.Key) + len(e.Value)
+		ends, kvs = append(ends, len(packed)), append(kvs, kv)
 		if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
 			break
 		}

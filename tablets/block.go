@@ -28,12 +28,10 @@ type Block struct {
 	crc      uint32 // CRC of body, as in the trailer and the handle
 	first    []byte
 	last     []byte
-	// chunks: the row digest tree's nodes over each RestartInterval rows,
-	// computed by the first proof that needs them (merkle.go).
-	chunks atomic.Pointer[[]Digest]
-	// nodes: every node of the row digest tree over a chunk or more,
-	// keyed by nodeKey, computed with chunks (merkle.go).
-	nodes atomic.Pointer[map[uint64]Digest]
+	// nodes: every node of the row digest tree (its chunk leaves and
+	// the nodes above) and the whole block's hash, computed by the first
+	// proof that needs one (merkle.go).
+	nodes atomic.Pointer[blockDigests]
 }
 
 // blockOverhead approximates a Block's memory besides its data and seek

@@ -7,8 +7,8 @@ import (
 )
 
 // RowDigest is the running checksum of a row stream: xxHash64 over each
-// row's key length, key, value length and value (lengths as uvarints), in
-// stream order. A scan server folds in every row it sends and puts the
+// row's key length, value length, key and value (lengths as uvarints:
+// the packed encoding), in stream order. A scan server folds in every row it sends and puts the
 // running count and Sum in each RowBatch and in ScanFinished; the client
 // folds in every row it receives and compares before it hands the batch
 // over, so a lost, repeated or altered row inside a stream is detected
@@ -27,10 +27,9 @@ func (r *RowDigest) Add(key, value []byte) {
 		r.d = xxhash.New()
 	}
 	n := binary.PutUvarint(r.lenbf[:], uint64(len(key)))
+	n += binary.PutUvarint(r.lenbf[n:], uint64(len(value)))
 	_, _ = r.d.Write(r.lenbf[:n])
 	_, _ = r.d.Write(key)
-	n = binary.PutUvarint(r.lenbf[:], uint64(len(value)))
-	_, _ = r.d.Write(r.lenbf[:n])
 	_, _ = r.d.Write(value)
 	r.rows++
 }

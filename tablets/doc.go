@@ -33,9 +33,12 @@
 // A tablet holds an ordered list of immutable files (later files win on
 // equal keys). The file format (blocks, index, footer, checksums) is
 // described at the top of format.go. A file always has at least one entry;
-// a tablet without rows has no files. Ingest writes one file per tablet,
-// or several when an index would pass MaxIndexBytes, so every object
-// stays well under NATS's payload limit.
+// a tablet without rows has no files. Ingest cuts a tablet into files of
+// at most 4 MiB of keys and values (and fewer when an index would pass
+// MaxIndexBytes), so every object stays well under NATS's payload limit
+// and a file being encoded or written stays small in memory. It writes
+// the blocks of several files at once (IngestConfig.Writers), each file's
+// index after its blocks.
 //
 // # Reading
 //

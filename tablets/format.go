@@ -153,7 +153,7 @@ type FileWriter struct {
 	done       bool
 
 	mh     MerkleHasher
-	leaves []Digest // leaf hashes of the rows in buf
+	starts []uint32 // offset in buf of each chunk of the row digest tree
 	roots  []byte   // block roots of the flushed blocks
 }
 
@@ -204,6 +204,9 @@ func (w *FileWriter) Add(key, value []byte) error {
 	if w.buf == nil {
 		w.buf = make([]byte, 0, max(w.blockSize, need+trailerLen))
 	}
+	if w.n%ChunkRows == 0 {
+		w.starts = append(w.starts, uint32(len(w.buf)))
+	}
 	w.buf = binary.AppendUvarint(w.buf, uint64(len(key)))
 	w.buf = binary.AppendUvarint(w.buf, uint64(len(value)))
 	off := len(w.buf)
@@ -214,7 +217,6 @@ func (w *FileWriter) Add(key, value []byte) error {
 	}
 	w.last = w.buf[off : off+len(key) : off+len(key)]
 	w.lastOff = off
-	w.leaves = append(w.leaves, w.mh.Leaf(key, value))
 	w.n++
 	w.entries++
 	return nil
@@ -224,6 +226,9 @@ func (w *FileWriter) flush() {
 	if w.n == 0 {
 		return
 	}
+	root := w.mh.BodyRoot(w.buf, int(w.n), w.starts)
+	w.roots = append(w.roots, root[:]...)
+	w.starts = w.starts[:0]
 	crc := checksum(w.buf)
 	block := binary.LittleEndian.AppendUint32(w.buf, w.n)
 	block = binary.LittleEndian.AppendUint32(block, crc)
@@ -238,9 +243,6 @@ func (w *FileWriter) flush() {
 	w.last = h.LastKey
 	w.indexBytes += handleLen(h)
 	w.blocks = append(w.blocks, block)
-	root := w.mh.Root(w.leaves)
-	w.roots = append(w.roots, root[:]...)
-	w.leaves = w.leaves[:0]
 	w.bytes += uint64(len(block))
 	w.buf, w.n = nil, 0
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +31,17 @@ const (
 	MaxIndexBytes = 256 << 10
 	// NonceBytes is the number of random bytes in a file id's nonce.
 	NonceBytes = 8
+	// MaxWriters is the largest IngestConfig.Writers.
+	MaxWriters = 1024
+	// DefaultWriters is the default IngestConfig.Writers.
+	DefaultWriters = 16
+	// DefaultInFlightBytes is the default IngestConfig.InFlightBytes.
+	DefaultInFlightBytes = 32 << 20
+	// DefaultSortBuffer is the default IngestConfig.SortBuffer.
+	DefaultSortBuffer = 64 << 20
+	// RowOverhead is what IngestRows counts per buffered row on top of
+	// its key and value: the row's bookkeeping in the sort buffer.
+	RowOverhead = 32
 )
 
 // IngestConfig configures Ingest. Start from DefaultIngestConfig; zero
@@ -55,9 +65,25 @@ type IngestConfig struct {
 	// generations rolled back from (see Rollback); with another, it
 	// deletes generation N-KeepGenerations and those below it. At least 1.
 	KeepGenerations int
-	// Progress, if set, is called from Ingest's goroutine with stage
-	// "sort" (rows), "write" (rows written, per block) and "publish"
-	// (0 of 1, then 1 of 1).
+	// Writers is how many block-store Puts an ingest has in flight at a
+	// time; 0 means DefaultWriters (16).
+	Writers int
+	// InFlightBytes bounds the encoded files an ingest holds between
+	// encoding and stored; 0 means DefaultInFlightBytes (32 MiB). A file
+	// larger than the bound is written alone.
+	InFlightBytes int64
+	// SortBuffer bounds the rows IngestRows holds in memory to sort them,
+	// counting each row's key and value plus RowOverhead bytes; a full
+	// buffer is sorted and spilled to a run file in TempDir, and the runs
+	// are merged. 0 means DefaultSortBuffer (64 MiB).
+	SortBuffer int64
+	// TempDir is where IngestRows spills sorted runs, in a directory of
+	// its own that it removes before returning; "" means os.TempDir().
+	TempDir string
+	// Progress, if set, is called with stage "read" (IngestRows: rows
+	// read; total -1), "sort" (Ingest: rows), "write" (rows written, per
+	// block) and "publish" (0 of 1, then 1 of 1). Calls come from one
+	// goroutine at a time, not always the same one.
 	Progress func(stage string, done, total int64)
 	// Now is the clock for TableMeta.created_unix_ms. Required; default
 	// time.Now.
@@ -68,12 +94,16 @@ type IngestConfig struct {
 }
 
 // DefaultIngestConfig returns the defaults: 64 KiB blocks, 1 tablet, 2
-// generations kept, the system clock and crypto/rand.
+// generations kept, 16 concurrent Puts, 32 MiB of files in flight, a
+// 64 MiB sort buffer, the system clock and crypto/rand.
 func DefaultIngestConfig() IngestConfig {
 	return IngestConfig{
 		BlockSize:       DefaultBlockSize,
 		Tablets:         1,
 		KeepGenerations: 2,
+		Writers:         DefaultWriters,
+		InFlightBytes:   DefaultInFlightBytes,
+		SortBuffer:      DefaultSortBuffer,
 		Now:             time.Now,
 		Rand:            rand.Reader,
 	}
@@ -89,6 +119,12 @@ func (c IngestConfig) Validate() error {
 		return fmt.Errorf("%w: IngestConfig.Tablets %d out of [0, %d]", ErrBadInput, c.Tablets, MaxTablets)
 	case len(c.SplitKeys) >= MaxTablets:
 		return fmt.Errorf("%w: IngestConfig.SplitKeys has %d keys, at most %d allowed", ErrBadInput, len(c.SplitKeys), MaxTablets-1)
+	case c.Writers < 0 || c.Writers > MaxWriters:
+		return fmt.Errorf("%w: IngestConfig.Writers %d out of [0, %d]", ErrBadInput, c.Writers, MaxWriters)
+	case c.InFlightBytes < 0:
+		return fmt.Errorf("%w: IngestConfig.InFlightBytes %d is negative", ErrBadInput, c.InFlightBytes)
+	case c.SortBuffer < 0:
+		return fmt.Errorf("%w: IngestConfig.SortBuffer %d is negative", ErrBadInput, c.SortBuffer)
 	case c.KeepGenerations < 0:
 		return fmt.Errorf("%w: IngestConfig.KeepGenerations %d is negative", ErrBadInput, c.KeepGenerations)
 	case c.Now == nil:
@@ -111,6 +147,15 @@ func (c IngestConfig) withDefaults() IngestConfig {
 	}
 	if c.KeepGenerations == 0 {
 		c.KeepGenerations = 2
+	}
+	if c.Writers == 0 {
+		c.Writers = DefaultWriters
+	}
+	if c.InFlightBytes == 0 {
+		c.InFlightBytes = DefaultInFlightBytes
+	}
+	if c.SortBuffer == 0 {
+		c.SortBuffer = DefaultSortBuffer
 	}
 	if c.Progress == nil {
 		c.Progress = func(string, int64, int64) {}
@@ -196,10 +241,13 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 	}
 	cfg.Progress("sort", total, total)
 
-	// 2. Split points.
-	splits := chooseSplits(rows, cfg)
+	return ingestSorted(ctx, store, meta, table, &sliceRows{rows: rows}, cfg)
+}
 
-	// 3. Write the files.
+// ingestSorted is steps 2 to 6 of Ingest over validated rows in strictly
+// increasing key order.
+func ingestSorted(ctx context.Context, store BlockStore, meta MetaStore, table string, rows sortedRows, cfg IngestConfig) (*messages.TableMeta, error) {
+	total := rows.Len()
 	cur, err := meta.Current(ctx, table)
 	if err != nil {
 		return nil, fmt.Errorf("tablets: ingest %s: %w", table, err)
@@ -223,56 +271,21 @@ func Ingest(ctx context.Context, store BlockStore, meta MetaStore, table string,
 	tm := &messages.TableMeta{
 		Name:          table,
 		Generation:    gen,
-		SplitPoints:   splits,
 		CreatedUnixMs: cfg.Now().UnixMilli(),
 		BlockSize:     uint32(cfg.BlockSize),
-		Rows:          uint64(len(rows)),
+		Rows:          uint64(total),
 	}
-	var written []*messages.FileRef
-	cleanupWritten := func() error { return removeWritten(context.WithoutCancel(ctx), store, written) }
-	// failed is the error of a write that failed: what was written so far
-	// is removed first.
-	failed := func(err error) error {
-		err = fmt.Errorf("tablets: ingest %s: %w", table, err)
-		if cerr := cleanupWritten(); cerr != nil {
-			return fmt.Errorf("%w; %w", err, cerr)
-		}
-		return err
+
+	// 2 and 3. Split points, and the files written concurrently.
+	bw := newBlockWriter(ctx, store, cfg, total)
+	if err := writeTablets(bw, rows, table, gen, nonce, cfg, tm); err != nil {
+		_ = bw.wait() // its error, if any, is err or came after it
+		return nil, bw.failed(table, err)
 	}
-	var done int64
-	cfg.Progress("write", 0, total)
-	for i := range TabletCount(splits) {
-		r := TabletRange(splits, i)
-		lo, hi := tabletRows(rows, r)
-		tab := &messages.TabletMeta{
-			Ref: &messages.TabletRef{Table: table, Generation: gen, Index: uint32(i),
-				PrevEndRow: r.Start, EndRow: r.End},
-			Rows: uint64(hi - lo),
-		}
-		for k := 0; lo < hi; k++ {
-			w := NewFileWriter(FileID(table, gen, i, nonce, k), cfg.BlockSize)
-			for ; lo < hi && w.IndexBytes() < MaxIndexBytes; lo++ {
-				if err := w.Add(rows[lo].Key, rows[lo].Value); err != nil {
-					return nil, fmt.Errorf("tablets: ingest %s: %w", table, err) // cannot happen: validated
-				}
-			}
-			f, err := w.Finish()
-			if err != nil {
-				return nil, failed(err)
-			}
-			ref := f.Ref()
-			written = append(written, ref)
-			if err := storeFile(ctx, store, f, func(n int64) {
-				done += n
-				cfg.Progress("write", done, total)
-			}); err != nil {
-				return nil, failed(err)
-			}
-			tab.Files = append(tab.Files, ref)
-			tm.Bytes += f.Bytes
-		}
-		tm.Tablets = append(tm.Tablets, tab)
+	if err := bw.wait(); err != nil {
+		return nil, bw.failed(table, err)
 	}
+	cleanupWritten := func() error { return removeWritten(context.WithoutCancel(ctx), store, bw.written) }
 
 	// 4. Publish.
 	cfg.Progress("publish", 0, 1)
@@ -324,36 +337,6 @@ func unkept(stored []uint64, gen, prev uint64, keep int) []uint64 {
 }
 
 func compareEntries(a, b Entry) int { return bytes.Compare(a.Key, b.Key) }
-
-// chooseSplits returns the configured split points (copied) or ones that
-// cut sorted, unique rows into cfg.Tablets parts of about equal size.
-func chooseSplits(rows []Entry, cfg IngestConfig) [][]byte {
-	if len(cfg.SplitKeys) > 0 {
-		out := make([][]byte, len(cfg.SplitKeys))
-		for i, s := range cfg.SplitKeys {
-			out[i] = bytes.Clone(s)
-		}
-		return out
-	}
-	n := min(cfg.Tablets, max(len(rows), 1))
-	var out [][]byte
-	for i := 1; i < n; i++ {
-		out = append(out, bytes.Clone(rows[i*len(rows)/n].Key))
-	}
-	return out
-}
-
-// tabletRows returns the bounds of the sorted rows that fall in r.
-func tabletRows(rows []Entry, r Range) (lo, hi int) {
-	hi = len(rows)
-	if len(r.Start) > 0 {
-		lo = sort.Search(len(rows), func(i int) bool { return bytes.Compare(rows[i].Key, r.Start) >= 0 })
-	}
-	if len(r.End) > 0 {
-		hi = sort.Search(len(rows), func(i int) bool { return bytes.Compare(rows[i].Key, r.End) >= 0 })
-	}
-	return lo, hi
-}
 
 // removeWritten deletes the objects of the files a failed ingest wrote
 // (the last one possibly in part). It stops at the first delete that

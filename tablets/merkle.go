@@ -5,8 +5,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"math/bits"
 	"sort"
+
+	"github.com/zeebo/blake3"
 )
 
 // The row digest tree of a block: what ingest records per block in the
@@ -14,22 +17,51 @@ import (
 // rows of a scan against, so that rows a scan server forges, drops or
 // adds are detected.
 //
-//	leaf(row)      = SHA-256(0x00 || uvarint(len key) || key || uvarint(len value) || value)
+// Its leaves are chunks of ChunkRows consecutive rows (chunk i holds rows
+// [i*ChunkRows, (i+1)*ChunkRows), the last chunk of a block the rest):
+//
+//	leaf(chunk)    = SHA-256(0x00 || the chunk's rows in the packed encoding)
 //	inner(l, r)    = SHA-256(0x01 || l || r)
 //	tree(leaves)   = leaves[0] for one leaf; else inner(tree(leaves[:k]), tree(leaves[k:]))
 //	                 with k the largest power of two below len(leaves) (RFC 6962's split)
-//	BlockRoot(blk) = SHA-256(0x02 || uvarint(n) || tree(leaves of its n rows))
+//	whole(blk)     = BLAKE3-256(all the block's rows in the packed encoding)
+//	BlockRoot(blk) = SHA-256(0x02 || uvarint(n) || tree(leaves of its chunks) || whole(blk)),
+//	                 n its row count
 //
-// The prefixes keep leaves, inner nodes and roots apart (no row hashes
-// like a node), and the root binds the row count, so the shape of the
-// tree a proof walks is the one ingest built. A leaf hashes the row's
-// packed encoding (AppendPackedRow), the bytes a RowBatch carries.
+// The root commits to two digests of the same rows, and either proves
+// them: a scan that covers a whole block hashes its rows with BLAKE3 in
+// one pass (SIMD over the block's 1 KiB BLAKE3 chunks, several times
+// SHA-256's rate) and takes the tree's top as its one sibling; a scan
+// that covers part of a block hashes the 16-row chunks it covers with
+// SHA-256 and takes the other subtrees' roots and whole(blk) as
+// siblings. Rows that pass either way are the block's: the root is
+// SHA-256, and what it binds is a collision-resistant hash of the rows.
+//
+// The packed encoding (AppendPackedRow) is the block's own entry
+// encoding and what a RowBatch carries, so a leaf is one hashing pass
+// over bytes that both the block and a batch hold contiguously. It
+// decodes into rows one way only (lengths in their shortest form), so a
+// leaf binds its rows; the root binds the row count, which fixes how many
+// rows each chunk holds and the shape of the tree a proof walks. The
+// prefixes keep leaves, inner nodes and roots apart.
 
 // Digest is a SHA-256 hash of the row digest tree.
 type Digest [sha256.Size]byte
 
 // DigestSize is the size of a Digest in bytes.
 const DigestSize = sha256.Size
+
+// ChunkRows is the number of rows under one leaf of the row digest tree.
+// It equals RestartInterval, so a chunk starts at a seek point of its
+// block.
+const ChunkRows = RestartInterval
+
+// Chunks is the number of leaves of the tree of a block of n rows.
+func Chunks(n int) int { return (n + ChunkRows - 1) / ChunkRows }
+
+// ChunkEnd is the row just past the chunk that holds row i of a block of
+// n rows.
+func ChunkEnd(i, n int) int { return min((i/ChunkRows+1)*ChunkRows, n) }
 
 // Domain-separation prefixes of the row digest tree.
 const (
@@ -47,22 +79,72 @@ const MaxProofLeaves = MaxBlockSize
 var ErrBadProof = errors.New("tablets: rows do not match the block's digest")
 
 // MerkleHasher computes the hashes of the row digest tree. The zero value
-// is ready to use; it keeps a scratch buffer between calls and is not
-// safe for concurrent use.
+// is ready to use; it keeps a hash state and scratch buffers between
+// calls and is not safe for concurrent use.
 type MerkleHasher struct {
+	h   hash.Hash      // the leaf being hashed (BeginLeaf, Write, EndLeaf)
+	w   *blake3.Hasher // the whole block being hashed (BeginWhole, WriteWhole, EndWhole)
+	sum []byte
 	buf []byte
 	in  [1 + 2*DigestSize]byte
+	pre [1]byte
 }
 
-// Leaf is the leaf hash of one row.
-func (m *MerkleHasher) Leaf(key, value []byte) Digest {
-	b := append(m.buf[:0], leafPrefix)
-	b = binary.AppendUvarint(b, uint64(len(key)))
-	b = append(b, key...)
-	b = binary.AppendUvarint(b, uint64(len(value)))
-	b = append(b, value...)
-	m.buf = b
-	return sha256.Sum256(b)
+// BeginLeaf starts the leaf hash of a chunk; Write adds its rows' packed
+// bytes, in order and in pieces of any size; EndLeaf returns it.
+func (m *MerkleHasher) BeginLeaf() {
+	if m.h == nil {
+		m.h = sha256.New()
+		m.sum = make([]byte, 0, DigestSize)
+	}
+	m.h.Reset()
+	m.pre[0] = leafPrefix
+	m.h.Write(m.pre[:])
+}
+
+// Write adds packed row bytes to the leaf BeginLeaf started.
+func (m *MerkleHasher) Write(p []byte) {
+	m.h.Write(p)
+}
+
+// EndLeaf returns the leaf hash of the bytes written since BeginLeaf.
+func (m *MerkleHasher) EndLeaf() Digest {
+	return Digest(m.h.Sum(m.sum[:0]))
+}
+
+// Leaf is the leaf hash of a chunk whose rows, packed, are packed.
+func (m *MerkleHasher) Leaf(packed []byte) Digest {
+	m.BeginLeaf()
+	m.Write(packed)
+	return m.EndLeaf()
+}
+
+// BeginWhole starts the BLAKE3 hash of a whole block's rows; WriteWhole
+// adds their packed bytes, in order and in pieces of any size; EndWhole
+// returns it.
+func (m *MerkleHasher) BeginWhole() {
+	if m.w == nil {
+		m.w = blake3.New()
+		m.sum = make([]byte, 0, DigestSize)
+	}
+	m.w.Reset()
+}
+
+// WriteWhole adds packed row bytes to the hash BeginWhole started.
+func (m *MerkleHasher) WriteWhole(p []byte) {
+	m.w.Write(p)
+}
+
+// EndWhole returns the BLAKE3 hash of the bytes written since BeginWhole.
+func (m *MerkleHasher) EndWhole() Digest {
+	return Digest(m.w.Sum(m.sum[:0]))
+}
+
+// Whole is whole(blk) of a block whose rows, packed, are body.
+func (m *MerkleHasher) Whole(body []byte) Digest {
+	m.BeginWhole()
+	m.WriteWhole(body)
+	return m.EndWhole()
 }
 
 // Inner is the hash of an inner node over l and r.
@@ -73,11 +155,13 @@ func (m *MerkleHasher) Inner(l, r Digest) Digest {
 	return sha256.Sum256(m.in[:])
 }
 
-// seal is the block root of a tree of n leaves whose top node is top.
-func (m *MerkleHasher) seal(n int, top Digest) Digest {
+// seal is the block root of a block of n rows whose tree's top node is
+// top and whose rows' BLAKE3 hash is whole.
+func (m *MerkleHasher) seal(n int, top, whole Digest) Digest {
 	b := append(m.buf[:0], rootPrefix)
 	b = binary.AppendUvarint(b, uint64(n))
 	b = append(b, top[:]...)
+	b = append(b, whole[:]...)
 	m.buf = b
 	return sha256.Sum256(b)
 }
@@ -91,10 +175,42 @@ func (m *MerkleHasher) tree(leaves []Digest) Digest {
 	return m.Inner(m.tree(leaves[:k]), m.tree(leaves[k:]))
 }
 
-// Root is the block root of a block whose rows have the leaf hashes
-// leaves (at least one).
-func (m *MerkleHasher) Root(leaves []Digest) Digest {
-	return m.seal(len(leaves), m.tree(leaves))
+// Root is the block root of a block of n rows whose chunks have the leaf
+// hashes leaves (Chunks(n) of them, at least one) and whose rows have
+// the BLAKE3 hash whole.
+func (m *MerkleHasher) Root(n int, leaves []Digest, whole Digest) Digest {
+	return m.seal(n, m.tree(leaves), whole)
+}
+
+// BodyRoot is the block root of a block of n rows whose entries are body
+// (the packed encoding), chunk i starting at byte starts[i]
+// (Chunks(n) offsets).
+func (m *MerkleHasher) BodyRoot(body []byte, n int, starts []uint32) Digest {
+	return m.Root(n, m.appendChunkLeaves(nil, body, starts), m.Whole(body))
+}
+
+// WholeRoot is the block root that a block of n rows whose rows have the
+// BLAKE3 hash whole and a whole-block proof's siblings (one: the top of
+// the chunk tree) make. Any other number or size of siblings is an error
+// wrapping ErrBadProof.
+func (m *MerkleHasher) WholeRoot(n int, whole Digest, siblings [][]byte) (Digest, error) {
+	if n < 1 || n > MaxProofLeaves || len(siblings) != 1 || len(siblings[0]) != DigestSize {
+		return Digest{}, fmt.Errorf("%w: a proof of all %d rows of a block has %d siblings, want 1 of %d bytes", ErrBadProof, n, len(siblings), DigestSize)
+	}
+	return m.seal(n, Digest(siblings[0]), whole), nil
+}
+
+// appendChunkLeaves appends the leaf hash of every chunk of body (chunk i
+// starting at byte starts[i]) to dst.
+func (m *MerkleHasher) appendChunkLeaves(dst []Digest, body []byte, starts []uint32) []Digest {
+	for i, s := range starts {
+		end := len(body)
+		if i+1 < len(starts) {
+			end = int(starts[i+1])
+		}
+		dst = append(dst, m.Leaf(body[s:end]))
+	}
+	return dst
 }
 
 // splitSize is the size of the left subtree of a node over n > 1
@@ -102,10 +218,10 @@ func (m *MerkleHasher) Root(leaves []Digest) Digest {
 func splitSize(n int) int { return 1 << (bits.Len(uint(n-1)) - 1) }
 
 // AppendRangeProof appends to dst the siblings that prove leaves [lo, hi)
-// of a block of n rows (0 <= lo < hi <= n): the roots of the maximal
+// of a tree of m leaves (0 <= lo < hi <= m): the roots of the maximal
 // subtrees outside [lo, hi), left to right. node(a, b) returns the root
 // of the subtree over leaves [a, b), which is always a node of the tree.
-func AppendRangeProof(dst []Digest, n, lo, hi int, node func(a, b int) Digest) []Digest {
+func AppendRangeProof(dst []Digest, m, lo, hi int, node func(a, b int) Digest) []Digest {
 	var walk func(a, b int)
 	walk = func(a, b int) {
 		switch {
@@ -118,18 +234,19 @@ func AppendRangeProof(dst []Digest, n, lo, hi int, node func(a, b int) Digest) [
 			walk(a+k, b)
 		}
 	}
-	walk(0, n)
+	walk(0, m)
 	return dst
 }
 
-// RangeRoot is the block root that leaves (the leaf hashes of rows [lo,
-// lo+len(leaves)) of a block of n rows) and siblings (AppendRangeProof's,
-// 32 bytes each) make. An impossible shape, a sibling of the wrong size,
-// too few or too many siblings is an error wrapping ErrBadProof.
+// RangeRoot is the block root that leaves (the leaf hashes of chunks
+// [lo, lo+len(leaves)) of a block of n rows) and siblings
+// (AppendRangeProof's, then whole(blk), 32 bytes each) make. An impossible shape, a
+// sibling of the wrong size, too few or too many siblings is an error
+// wrapping ErrBadProof.
 func (m *MerkleHasher) RangeRoot(n, lo int, leaves []Digest, siblings [][]byte) (Digest, error) {
 	hi := lo + len(leaves)
-	if n < 1 || n > MaxProofLeaves || lo < 0 || len(leaves) == 0 || hi > n {
-		return Digest{}, fmt.Errorf("%w: rows [%d, %d) of a block of %d", ErrBadProof, lo, hi, n)
+	if n < 1 || n > MaxProofLeaves || lo < 0 || len(leaves) == 0 || hi > Chunks(n) {
+		return Digest{}, fmt.Errorf("%w: chunks [%d, %d) of a block of %d rows", ErrBadProof, lo, hi, n)
 	}
 	i := 0
 	var bad error
@@ -154,14 +271,14 @@ func (m *MerkleHasher) RangeRoot(n, lo int, leaves []Digest, siblings [][]byte) 
 		r := walk(a+k, b)
 		return m.Inner(l, r)
 	}
-	top := walk(0, n)
+	top := walk(0, Chunks(n))
 	if bad != nil {
 		return Digest{}, bad
 	}
-	if i != len(siblings) {
-		return Digest{}, fmt.Errorf("%w: %d siblings, the proof uses %d", ErrBadProof, len(siblings), i)
+	if i+1 != len(siblings) || len(siblings[i]) != DigestSize {
+		return Digest{}, fmt.Errorf("%w: %d siblings, the proof uses %d and the whole block's hash", ErrBadProof, len(siblings), i)
 	}
-	return m.seal(n, top), nil
+	return m.seal(n, top, Digest(siblings[i])), nil
 }
 
 // RootAt returns the root of block number block of a file from its
@@ -174,56 +291,42 @@ func RootAt(roots []byte, block int) (Digest, bool) {
 	return Digest(roots[block*DigestSize : (block+1)*DigestSize]), true
 }
 
-// chunk hashes: a Block keeps, once a proof needed them, the top node of
-// every run of RestartInterval rows (the last run may be shorter). Every
-// such run is a node of the block's tree: a node over more than
-// RestartInterval rows splits at a power of two >= RestartInterval past
-// its start, so nodes of that size or more start at multiples of it. A
-// proof then hashes at most the rows of the runs it cuts through.
-
-// chunkDigests returns b's chunk hashes, computing them on first use.
-func (b *Block) chunkDigests(m *MerkleHasher) []Digest {
-	if p := b.chunks.Load(); p != nil {
-		return *p
-	}
-	n := int(b.entries)
-	out := make([]Digest, 0, (n+RestartInterval-1)/RestartInterval)
-	leaves := make([]Digest, 0, RestartInterval)
-	off := 0
-	for i := 0; i < n; i++ {
-		var e Entry
-		e, off = b.entry(off)
-		leaves = append(leaves, m.Leaf(e.Key, e.Value))
-		if len(leaves) == RestartInterval || i == n-1 {
-			out = append(out, m.tree(leaves))
-			leaves = leaves[:0]
-		}
-	}
-	b.chunks.Store(&out)
-	return out
-}
-
 // nodeCost bounds the memory a Block's digest tree takes per chunk: its
-// chunk digest, at most one inner node above it, and their map entries.
+// leaf, at most one inner node above it, and their map entries.
 const nodeCost = 4 * DigestSize
 
-// nodeKey keys the tree node over rows [lo, hi).
+// nodeKey keys the tree node over chunks [lo, hi).
 func nodeKey(lo, hi int) uint64 { return uint64(lo)<<32 | uint64(hi) }
 
-// treeNodes returns every node of b's tree over a chunk or more (the
-// chunks and each node above them), computing them on first use, so that
-// a proof looks its siblings up instead of hashing them again.
-func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
+// blockDigests are the digests of a Block's rows that proofs take
+// siblings from.
+type blockDigests struct {
+	nodes map[uint64]Digest // every node of the tree, by nodeKey
+	whole Digest
+}
+
+// digests returns b's digests, computing them on first use: a block's
+// rows are hashed once, by the first proof that needs a sibling from it,
+// and proofs look siblings up afterwards.
+func (b *Block) digests(m *MerkleHasher) *blockDigests {
 	if p := b.nodes.Load(); p != nil {
-		return *p
+		return p
 	}
-	chunks := b.chunkDigests(m)
-	out := make(map[uint64]Digest, 2*len(chunks))
+	d := &blockDigests{nodes: b.treeNodes(m), whole: m.Whole(b.body)}
+	b.nodes.Store(d)
+	return d
+}
+
+// treeNodes computes every node of b's tree (its chunk leaves and each
+// node above them).
+func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
+	leaves := m.appendChunkLeaves(make([]Digest, 0, len(b.restarts)), b.body, b.restarts)
+	out := make(map[uint64]Digest, 2*len(leaves))
 	var walk func(lo, hi int) Digest
 	walk = func(lo, hi int) Digest {
 		var d Digest
-		if hi-lo <= RestartInterval {
-			d = chunks[lo/RestartInterval]
+		if hi-lo == 1 {
+			d = leaves[lo]
 		} else {
 			k := splitSize(hi - lo)
 			d = m.Inner(walk(lo, lo+k), walk(lo+k, hi))
@@ -231,9 +334,15 @@ func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
 		out[nodeKey(lo, hi)] = d
 		return d
 	}
-	walk(0, int(b.entries))
-	b.nodes.Store(&out)
+	walk(0, len(leaves))
 	return out
+}
+
+// Root is the block root of b, computed from its rows (the digests kept
+// as for proofs).
+func (b *Block) Root(m *MerkleHasher) Digest {
+	d := b.digests(m)
+	return m.seal(int(b.entries), d.nodes[nodeKey(0, Chunks(int(b.entries)))], d.whole)
 }
 
 // EntryAt returns row i of the block (0 <= i < Entries()).
@@ -246,37 +355,39 @@ func (b *Block) EntryAt(i int) Entry {
 	return e
 }
 
-// node is the root of the subtree over rows [lo, hi) of b, a node of its
-// tree.
-func (b *Block) node(m *MerkleHasher, lo, hi int) Digest {
-	const r = RestartInterval
-	n := int(b.entries)
-	if lo%r == 0 && (hi-lo >= r || hi == n) {
-		if d, ok := b.treeNodes(m)[nodeKey(lo, hi)]; ok {
-			return d
-		}
+// rowOffset is the byte offset of row i of the body (0 <= i <=
+// Entries(); the end of the body for Entries()).
+func (b *Block) rowOffset(i int) int {
+	if i >= int(b.entries) {
+		return len(b.body)
 	}
-	if hi-lo > r {
-		k := splitSize(hi - lo)
-		return m.Inner(b.node(m, lo, lo+k), b.node(m, lo+k, hi))
+	off := int(b.restarts[i/RestartInterval])
+	for j := i % RestartInterval; j > 0; j-- {
+		_, off = b.entry(off)
 	}
-	// Within one chunk: decode its rows once, from its restart point.
-	leaves := make([]Digest, 0, hi-lo)
-	off := int(b.restarts[lo/r])
-	for i := lo / r * r; i < hi; i++ {
-		var e Entry
-		e, off = b.entry(off)
-		if i >= lo {
-			leaves = append(leaves, m.Leaf(e.Key, e.Value))
-		}
-	}
-	return m.tree(leaves)
+	return off
 }
 
-// RangeProof returns the siblings that prove rows [lo, hi) of b against
-// its root (0 <= lo < hi <= Entries()), 32 bytes each.
+// PackedRows returns rows [lo, hi) of b in the packed encoding
+// (0 <= lo <= hi <= Entries()): a slice of the block, not to be modified.
+func (b *Block) PackedRows(lo, hi int) []byte {
+	s, e := b.rowOffset(lo), b.rowOffset(hi)
+	return b.body[s:e:e]
+}
+
+// RangeProof returns the siblings that prove chunks [lo, hi) of b
+// against its root (0 <= lo < hi <= Chunks(Entries())), 32 bytes each:
+// AppendRangeProof's and whole(b); for all of b's chunks, the one
+// sibling of a whole-block proof (WholeRoot).
 func (b *Block) RangeProof(m *MerkleHasher, lo, hi int) [][]byte {
-	ds := AppendRangeProof(nil, int(b.entries), lo, hi, func(a, c int) Digest { return b.node(m, a, c) })
+	d := b.digests(m)
+	var ds []Digest
+	if m := Chunks(int(b.entries)); lo == 0 && hi == m {
+		ds = append(ds, d.nodes[nodeKey(0, m)])
+	} else {
+		ds = AppendRangeProof(nil, m, lo, hi, func(a, c int) Digest { return d.nodes[nodeKey(a, c)] })
+		ds = append(ds, d.whole)
+	}
 	out := make([][]byte, len(ds))
 	flat := make([]byte, len(ds)*DigestSize)
 	for i := range ds {

@@ -7,27 +7,41 @@ import (
 	"github.com/scanplane/scanplane/messages"
 )
 
-// Packed rows: the encoding of RowBatch.packed_rows. Each row is
-// uvarint(len key) key uvarint(len value) value, back to back. One bytes
-// field per batch instead of one Row message per row: a receiver makes
-// two allocations per batch (UnpackRows), not three per row, and the
-// sender marshals one field, which bounds a whole-tablet scan's rate.
+// Packed rows: the encoding of RowBatch.packed_rows and of a block's
+// entries. Each row is uvarint(len key) uvarint(len value) key value,
+// back to back. One bytes field per batch instead of one Row message per
+// row: a receiver makes two allocations per batch (UnpackRows), not three
+// per row, and the sender marshals one field. Being a block's own
+// encoding, a run of a block's rows is one slice of it, and the leaves of
+// the row digest tree (merkle.go) hash those bytes as a batch carries
+// them.
 
 // AppendPackedRow appends one row to dst in the packed encoding.
 func AppendPackedRow(dst, key, value []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
-	dst = append(dst, key...)
 	dst = binary.AppendUvarint(dst, uint64(len(value)))
+	dst = append(dst, key...)
 	return append(dst, value...)
 }
 
 // PackedKeyAt is where the key of a row that AppendPackedRow appended at
-// offset rowStart begins (after its length).
-func PackedKeyAt(rowStart, keyLen int) int { return rowStart + uvarintLen(uint64(keyLen)) }
+// offset rowStart begins (after its two lengths).
+func PackedKeyAt(rowStart, keyLen, valueLen int) int {
+	return rowStart + uvarintLen(uint64(keyLen)) + uvarintLen(uint64(valueLen))
+}
 
 // PackedRowSize is how many bytes AppendPackedRow adds for a row.
 func PackedRowSize(keyLen, valueLen int) int {
-	return uvarintLen(uint64(keyLen)) + keyLen + uvarintLen(uint64(valueLen)) + valueLen
+	return uvarintLen(uint64(keyLen)) + uvarintLen(uint64(valueLen)) + keyLen + valueLen
+}
+
+// PackedKey is the key of the row at the start of b, rows in the packed
+// encoding that UnpackRows accepts (or AppendPackedRow wrote).
+func PackedKey(b []byte) []byte {
+	kl, n := uvarint(b)
+	_, m := uvarint(b[n:])
+	k := n + m + int(kl)
+	return b[n+m : k : k]
 }
 
 // UnpackRows decodes packed rows into one slab of Entries (one
@@ -42,23 +56,27 @@ func UnpackRows(b []byte, hint int) ([]Entry, error) {
 	// make a slab larger than the batch warrants.
 	rows := make([]Entry, 0, max(0, min(hint, len(b)/2)))
 	for off := 0; off < len(b); {
-		k, next, err := packedField(b, off, len(rows), "key", MaxKeyLen)
+		kl, next, err := packedLen(b, off, len(rows), "key", MaxKeyLen)
 		if err != nil {
 			return nil, err
 		}
-		v, next, err := packedField(b, next, len(rows), "value", MaxValueLen)
+		vl, next, err := packedLen(b, next, len(rows), "value", MaxValueLen)
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, Entry{Key: k, Value: v})
-		off = next
+		if kl+vl > len(b)-next {
+			return nil, fmt.Errorf("%w: packed row %d: key and value of %d+%d bytes at byte %d (%d left)", ErrCorrupt, len(rows), kl, vl, off, len(b)-next)
+		}
+		k, v := next+kl, next+kl+vl
+		rows = append(rows, Entry{Key: b[next:k:k], Value: b[k:v:v]})
+		off = v
 	}
 	return rows, nil
 }
 
-// packedField reads the length-prefixed field at b[off:] (row is its row's
-// index, for the error) and returns it and the offset after it.
-func packedField(b []byte, off, row int, what string, limit int) ([]byte, int, error) {
+// packedLen reads the length at b[off:] (row is its row's index, for the
+// error) and returns it and the offset after it.
+func packedLen(b []byte, off, row int, what string, limit int) (int, int, error) {
 	var l uint64
 	var w int
 	if off < len(b) && b[off] < 0x80 { // most lengths: inlined
@@ -66,17 +84,15 @@ func packedField(b []byte, off, row int, what string, limit int) ([]byte, int, e
 	} else {
 		l, w = binary.Uvarint(b[off:])
 		if w <= 0 || w != uvarintLen(l) {
-			// Only the shortest form: the bytes are then exactly what
-			// RowDigest.Add hashes for the row (RowDigest.AddPacked).
-			return nil, 0, fmt.Errorf("%w: packed row %d: bad %s length at byte %d", ErrCorrupt, row, what, off)
+			// Only the shortest form: a run of rows then has one
+			// encoding, the bytes the row digest tree's leaves hash.
+			return 0, 0, fmt.Errorf("%w: packed row %d: bad %s length at byte %d", ErrCorrupt, row, what, off)
 		}
 	}
-	if l > uint64(limit) || l > uint64(len(b)-off-w) {
-		return nil, 0, fmt.Errorf("%w: packed row %d: %s of %d bytes at byte %d (%d left, at most %d)", ErrCorrupt, row, what, l, off, len(b)-off-w, limit)
+	if l > uint64(limit) {
+		return 0, 0, fmt.Errorf("%w: packed row %d: %s of %d bytes at byte %d (at most %d)", ErrCorrupt, row, what, l, off, limit)
 	}
-	start := off + w
-	end := start + int(l)
-	return b[start:end:end], end, nil
+	return int(l), off + w, nil
 }
 
 // BatchRows returns a RowBatch's rows from either encoding: packed_rows

@@ -19,8 +19,8 @@ func TestPackedRowsRoundTrip(t *testing.T) {
 		if got, want := len(b)-before, PackedRowSize(len(r[0]), len(r[1])); got != want {
 			t.Fatalf("row of %d+%d bytes took %d bytes, PackedRowSize says %d", len(r[0]), len(r[1]), got, want)
 		}
-		if at := PackedKeyAt(before, len(r[0])); !bytes.Equal(b[at:at+len(r[0])], r[0]) {
-			t.Fatalf("PackedKeyAt(%d, %d) = %d: %q is not the key", before, len(r[0]), at, b[at:at+len(r[0])])
+		if at := PackedKeyAt(before, len(r[0]), len(r[1])); !bytes.Equal(b[at:at+len(r[0])], r[0]) {
+			t.Fatalf("PackedKeyAt(%d, %d, %d) = %d: %q is not the key", before, len(r[0]), len(r[1]), at, b[at:at+len(r[0])])
 		}
 	}
 	// The capacity hint changes nothing but the slab's first size; a
@@ -59,9 +59,9 @@ func TestUnpackRowsRefusesCorrupt(t *testing.T) {
 		b    []byte
 		want string
 	}{
-		"truncated value":    {good[:len(good)-1], "packed row 1: value of 6 bytes"},
+		"truncated value":    {good[:len(good)-1], "packed row 1: key and value of 4+6 bytes"},
 		"truncated length":   {append(good[:len(good):len(good)], 0x80), "packed row 2: bad key length"},
-		"no value":           {append(good[:len(good):len(good)], 1, 'k'), "packed row 2: bad value length"},
+		"no value":           {append(good[:len(good):len(good)], 1), "packed row 2: bad value length"},
 		"length overflows":   {binary.AppendUvarint(nil, 1<<62), "packed row 0: key of 4611686018427387904 bytes"},
 		"key beyond limit":   {huge, "at most 16384"},
 		"varint too long":    {bytes.Repeat([]byte{0xff}, 11), "packed row 0: bad key length at byte 0"},

@@ -15,9 +15,10 @@ import (
 //
 // Usage: Start, then Rows(n) after each n rows sent, Finish at a
 // successful end; Take returns the proofs completed since the last Take.
-// A proof for a block the scan read whole needs no hashing; a block cut
-// by the scan's bounds is read again (through the fetcher's cache) to
-// compute its siblings. A Prover belongs to one goroutine.
+// Every proof's block is read again (through the fetcher's cache) for
+// its siblings, which the block computes once and keeps, and, for a
+// block cut by the scan's bounds, the rows that complete the chunks at
+// the cut (head, tail). A Prover belongs to one goroutine.
 type Prover struct {
 	ctx   context.Context
 	r     *TabletReader
@@ -31,6 +32,7 @@ type Prover struct {
 	// row l of that block; f == len(files) at the end of the tablet.
 	f, b, l int
 	seg     *messages.BlockProof // the proof of the block at (f, b), open
+	extra   int                  // head and tail rows of seg
 	out     []*messages.BlockProof
 }
 
@@ -82,32 +84,33 @@ func (p *Prover) Start() error {
 		p.f, p.b, p.l = i, b, l
 		break
 	}
-	// The row before the first: in this block, or the last of the block
-	// before (in this file or an earlier one).
-	pf, pb, pl := p.f, p.b, p.l-1
-	if p.f == len(p.r.files) || p.l == 0 {
-		pf, pb = p.prevBlock(p.f, p.b)
-		if pf < 0 {
-			return nil // the scan starts at the tablet's first row
-		}
-		ix, err := p.index(pf)
+	// The row before the first, and the rows of its chunk before it: in
+	// this block, or the last chunk of the block before (in this file or
+	// an earlier one).
+	if p.f < len(p.r.files) && p.l > 0 {
+		blk, err := p.block(p.f, p.b)
 		if err != nil {
 			return err
 		}
-		pl = int(ix.Blocks[pb].Entries) - 1
+		first := (p.l - 1) / ChunkRows * ChunkRows
+		p.seg = &messages.BlockProof{Block: uint32(p.base[p.f] + p.b), Leaves: blk.entries, First: uint32(first),
+			Head: blk.PackedRows(first, p.l)}
+		p.extra = p.l - first
+		return nil
+	}
+	pf, pb := p.prevBlock(p.f, p.b)
+	if pf < 0 {
+		return nil // the scan starts at the tablet's first row
 	}
 	blk, err := p.block(pf, pb)
 	if err != nil {
 		return err
 	}
-	e := blk.EntryAt(pl)
-	proof := &messages.BlockProof{Block: uint32(p.base[pf] + pb), Leaves: blk.entries, First: uint32(pl),
-		Before: &messages.Row{Key: e.Key, Value: e.Value}}
-	if pf == p.f && pb == p.b {
-		p.seg = proof
-		return nil
-	}
-	return p.close(proof, pf, pb)
+	n := int(blk.entries)
+	first := (n - 1) / ChunkRows * ChunkRows
+	proof := &messages.BlockProof{Block: uint32(p.base[pf] + pb), Leaves: blk.entries, First: uint32(first),
+		Head: blk.PackedRows(first, n)}
+	return p.close(proof, pf, pb, n-first)
 }
 
 // prevBlock is the block before block b of file f (f may be
@@ -144,9 +147,9 @@ func (p *Prover) Rows(n int) error {
 		p.l += take
 		n -= take
 		if p.l == leaves {
-			seg := p.seg
-			p.seg = nil
-			if err := p.close(seg, p.f, p.b); err != nil {
+			seg, extra := p.seg, p.extra
+			p.seg, p.extra = nil, 0
+			if err := p.close(seg, p.f, p.b, extra); err != nil {
 				return err
 			}
 			p.next()
@@ -165,13 +168,14 @@ func (p *Prover) next() {
 
 // Finish ends a successful scan: limited says it stopped at its row
 // limit; otherwise it stopped at the end of its range, and the row there
-// (the first at or past the range's end) closes the proof, unless the
-// tablet ended.
+// (the first at or past the range's end) starts the proof's tail, unless
+// the tablet ended. The tail runs to the end of that row's chunk; a
+// limited scan that stopped inside a chunk gets the rest of it as tail.
 func (p *Prover) Finish(limited bool) error {
 	if p.empty {
 		return nil
 	}
-	if !limited && p.f < len(p.r.files) {
+	if p.f < len(p.r.files) && (!limited || p.seg != nil && p.l%ChunkRows != 0) {
 		blk, err := p.block(p.f, p.b)
 		if err != nil {
 			return err
@@ -179,35 +183,28 @@ func (p *Prover) Finish(limited bool) error {
 		if p.seg == nil {
 			p.seg = &messages.BlockProof{Block: uint32(p.base[p.f] + p.b), Leaves: blk.entries, First: uint32(p.l)}
 		}
-		e := blk.EntryAt(p.l)
-		p.seg.After = &messages.Row{Key: e.Key, Value: e.Value}
+		end := ChunkEnd(p.l, int(blk.entries))
+		p.seg.Tail = blk.PackedRows(p.l, end)
+		p.extra += end - p.l
 	}
 	if p.seg == nil {
 		return nil
 	}
-	seg := p.seg
-	p.seg = nil
-	return p.close(seg, p.f, p.b)
+	seg, extra := p.seg, p.extra
+	p.seg, p.extra = nil, 0
+	return p.close(seg, p.f, p.b, extra)
 }
 
-// close completes proof (of block b of file f) with its siblings, unless
-// it covers the whole block, and queues it.
-func (p *Prover) close(proof *messages.BlockProof, f, b int) error {
-	n := 0
-	if proof.Before != nil {
-		n++
+// close completes proof (of block b of file f; extra: its head and tail
+// rows) with its siblings and queues it. The block's digests are
+// computed once, by the first proof of it, and kept with it.
+func (p *Prover) close(proof *messages.BlockProof, f, b, extra int) error {
+	lo, hi := int(proof.First), int(proof.First)+extra+int(proof.Rows)
+	blk, err := p.block(f, b)
+	if err != nil {
+		return err
 	}
-	if proof.After != nil {
-		n++
-	}
-	lo, hi := int(proof.First), int(proof.First)+n+int(proof.Rows)
-	if lo > 0 || hi < int(proof.Leaves) {
-		blk, err := p.block(f, b)
-		if err != nil {
-			return err
-		}
-		proof.Siblings = blk.RangeProof(&p.m, lo, hi)
-	}
+	proof.Siblings = blk.RangeProof(&p.m, lo/ChunkRows, Chunks(hi))
 	p.out = append(p.out, proof)
 	return nil
 }
@@ -267,4 +264,32 @@ func (r *TabletReader) readBlock(ctx context.Context, i int, ix *FileIndex, b in
 		return nil, fmt.Errorf("%w: file %s has no block %d", ErrCorrupt, r.files[i].GetId(), b)
 	}
 	return s.blk, nil
+}
+
+// Cut returns the largest k <= n such that the stream's next k rows end
+// at the end of a block (0 when none of the next n rows ends one): a
+// batch of those k rows carries the proofs of all its rows, and the
+// client releases them without holding any back. It reads only file
+// indexes.
+func (p *Prover) Cut(n int) (int, error) {
+	if p.empty {
+		return 0, nil
+	}
+	k, f, b, l := 0, p.f, p.b, p.l
+	for f < len(p.r.files) {
+		ix, err := p.index(f)
+		if err != nil {
+			return 0, err
+		}
+		left := int(ix.Blocks[b].Entries) - l
+		if k+left > n {
+			break
+		}
+		k += left
+		b, l = b+1, 0
+		for f < len(p.r.files) && b >= int(p.r.files[f].GetBlocks()) {
+			f, b = f+1, 0
+		}
+	}
+	return k, nil
 }

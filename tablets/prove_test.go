@@ -54,3 +54,61 @@ func TestProverWithoutRoots(t *testing.T) {
 		}
 	}
 }
+
+// TestProverCut: from any position of a scan, Cut(n) is the largest
+// k <= n such that the next k rows end at a block end, counted from the
+// blocks' row counts in the file indexes.
+func TestProverCut(t *testing.T) {
+	m := mapFetcher{}
+	var files []*messages.FileRef
+	var ends []int // the stream's row count at each block end
+	rows := 0
+	for fi := range 2 {
+		w := NewFileWriter(fmt.Sprintf("f%d", fi), 200)
+		for i := range 90 {
+			if err := w.Add(fmt.Appendf(nil, "k%d%03d", fi, i), []byte("value")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := w.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[IndexKey(f.ID)] = f.Index
+		for i, b := range f.Blocks {
+			m[BlockKey(f.ID, i)] = b
+		}
+		ix, err := DecodeIndex(f.Index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range ix.Blocks {
+			rows += int(h.Entries)
+			ends = append(ends, rows)
+		}
+		files = append(files, f.Ref())
+	}
+	if len(ends) < 6 {
+		t.Fatalf("%d blocks: want several per file", len(ends))
+	}
+	for pos := 0; pos < rows; pos += 7 {
+		p := NewProver(context.Background(), files, m, Range{}, nil)
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Rows(pos); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n <= rows-pos; n += 5 {
+			want := 0
+			for _, e := range ends {
+				if e > pos && e-pos <= n {
+					want = e - pos
+				}
+			}
+			if got, err := p.Cut(n); err != nil || got != want {
+				t.Fatalf("at row %d, Cut(%d) = %d, %v; want %d", pos, n, got, err, want)
+			}
+		}
+	}
+}

@@ -99,3 +99,19 @@ func ReadTSV(r io.Reader) ([]Entry, error) {
 	}
 	return out, nil
 }
+
+// GeneratedRows is a RowSource of the rows GenerateRows(n) returns, made
+// one at a time (Line is the row number + 1).
+type GeneratedRows struct {
+	N int
+	i int
+}
+
+// Next implements RowSource.
+func (g *GeneratedRows) Next() (Row, error) {
+	if g.i >= g.N {
+		return Row{}, io.EOF
+	}
+	g.i++
+	return Row{Key: RowKey(g.i - 1), Value: RowValue(g.i - 1), Line: int64(g.i)}, nil
+}

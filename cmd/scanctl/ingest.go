@@ -7,17 +7,20 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/tablets/rowfmt"
 )
 
 func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
@@ -30,6 +33,12 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	replicas := fs.Int("replicas", 0, "JetStream replicas `N` of a bucket this ingest creates, 1..5; 0 = as many as the metadata bucket has (the coordinator's --replicas), else 1")
 	blocksDir := fs.String("blocks-dir", "", "write blocks to this shared `DIR` instead of JetStream (scan servers need the same --blocks-dir)")
 	allowEmpty := fs.Bool("allow-empty", false, "publish an input without rows as the table's new, empty generation (without it, empty input is refused and the table keeps its rows)")
+	format := fs.String("format", "", "input `FORMAT`: tsv, csv, jsonl or parquet (default: from FILE's extension, tsv for stdin)")
+	keyColumn := fs.String("key-column", "", "`NAME` of the key column (csv with a header, parquet; default key)")
+	valueColumn := fs.String("value-column", "", "`NAME` of the value column (csv with a header, parquet; default value)")
+	memory := fs.Int("memory-mib", defaultIngestMemoryMiB, "memory budget in `MIB`: a quarter sorts rows, an eighth holds blocks being written; larger input spills sorted runs to --temp-dir")
+	tempDir := fs.String("temp-dir", "", "`DIR` for the sorted runs of input larger than the sort buffer (default $TMPDIR or /tmp)")
+	writers := fs.Int("writers", tablets.DefaultWriters, "block writes `N` in flight at once")
 	pos, err := parse("ingest", g, fs, args, out)
 	if err != nil {
 		return err
@@ -58,10 +67,18 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 		return usageError{fmt.Errorf("--splits %d: want 1..%d tablets", *splits, tablets.MaxTablets)}
 	case *blockSize < 1 || *blockSize > tablets.MaxBlockSize:
 		return usageError{fmt.Errorf("--block-size %d: want 1..%d bytes", *blockSize, tablets.MaxBlockSize)}
+	case *memory < minIngestMemoryMiB:
+		return usageError{fmt.Errorf("--memory-mib %d: want at least %d", *memory, minIngestMemoryMiB)}
+	case *writers < 1 || *writers > tablets.MaxWriters:
+		return usageError{fmt.Errorf("--writers %d: want 1..%d", *writers, tablets.MaxWriters)}
 	}
 	cfg := tablets.DefaultIngestConfig()
 	cfg.BlockSize = *blockSize
 	cfg.Tablets = *splits
+	cfg.Writers = *writers
+	cfg.SortBuffer = int64(*memory) << 20 / 4
+	cfg.InFlightBytes = int64(*memory) << 20 / 8
+	cfg.TempDir = *tempDir
 	if *splitKeys != "" {
 		for _, s := range strings.Split(*splitKeys, ",") {
 			k, err := tablets.ParseKey(s)
@@ -74,39 +91,67 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-
-	var entries []tablets.Entry
+	var src tablets.RowSource
+	var size int64 = -1 // input bytes, when known
+	var counted *countingReader
+	rowBytes := 0.0
 	if generated {
-		entries = tablets.GenerateRows(*generate)
-	} else {
+		rowBytes = float64(len(tablets.RowKey(0)) + tablets.RowValueLen)
+	}
+	rf := rowfmt.Config{KeyColumn: *keyColumn, ValueColumn: *valueColumn}
+	if !generated {
+		name := pos[0]
+		rf.Format = rowfmt.ForPath(name)
+		if *format != "" {
+			if rf.Format, err = rowfmt.Parse(*format); err != nil {
+				return usageError{fmt.Errorf("--format: %w", err)}
+			}
+		}
+		if err := rf.Validate(); err != nil {
+			return usageError{err}
+		}
 		in := os.Stdin
-		if pos[0] != "-" {
-			f, err := os.Open(pos[0])
-			if err != nil {
+		if name != "-" {
+			if in, err = os.Open(name); err != nil {
 				return err
 			}
-			defer f.Close()
-			in = f
+			defer in.Close()
 		}
-		if entries, err = tablets.ReadTSV(in); err != nil {
+		if fi, err := in.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		var r io.Reader = in
+		if rf.Format != rowfmt.Parquet {
+			counted = &countingReader{r: in}
+			r = counted
+		}
+		if src, err = rowfmt.NewReader(r, rf); err != nil {
 			return err
 		}
-		if len(entries) == 0 && !*allowEmpty {
-			src := "stdin"
-			if pos[0] != "-" {
-				src = fmt.Sprintf("%q", pos[0])
-			}
-			return fmt.Errorf("%s has no rows: nothing ingested, table %s keeps its rows (pass --allow-empty to publish an empty generation)", src, *table)
+		what := "stdin"
+		if name != "-" {
+			what = fmt.Sprintf("%q", name)
 		}
+		if !*allowEmpty {
+			src = &nonEmpty{src: src, what: what, table: *table}
+		}
+	} else if *format != "" || *keyColumn != "" || *valueColumn != "" {
+		return usageError{errors.New("--format, --key-column and --value-column are for a FILE, not --generate")}
 	}
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
-	conn, err := dialAs(ctx, g, "admin", *replicas)
+	// Go's collector keeps the heap near the budget rather than at twice
+	// what is live.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(*memory) << 20 * 3 / 4))
+
+	// The ingest runs as long as it makes progress: --timeout bounds the
+	// connection and each stall, not the whole ingest.
+	dctx, dcancel := context.WithTimeout(ctx, g.timeout)
+	defer dcancel()
+	conn, err := dialAs(dctx, g, "admin", *replicas)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	meta, err := conn.MetaStore(ctx)
+	meta, err := conn.MetaStore(dctx)
 	if err != nil {
 		return err
 	}
@@ -115,12 +160,35 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 		if store, err = tablets.NewDirStore(*blocksDir); err != nil {
 			return err
 		}
-	} else if store, err = conn.BlockStore(ctx); err != nil {
+	} else if store, err = conn.BlockStore(dctx); err != nil {
 		return err
 	}
-	cfg.Progress = progress(errOut)
+	ictx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	wd := newWatchdog(g.timeout, func() {
+		stop(fmt.Errorf("%w: no progress for --timeout %v", context.DeadlineExceeded, g.timeout))
+	})
+	defer wd.stop()
+	bar := newIngestBar(errOut, size, counted, rowBytes)
+	cfg.Progress = func(stage string, done, total int64) {
+		wd.kick()
+		bar.update(stage, done, total)
+	}
 	start := time.Now()
-	tm, err := tablets.Ingest(ctx, store, meta, *table, entries, cfg)
+	var tm *messages.TableMeta
+	if generated {
+		tm, err = tablets.IngestSorted(ictx, store, meta, *table, &tablets.GeneratedRows{N: *generate}, int64(*generate), cfg)
+	} else {
+		tm, err = tablets.IngestRows(ictx, store, meta, *table, src, cfg)
+	}
+	bar.finish()
+	if cause := context.Cause(ictx); err != nil && cause != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w (%v)", err, cause)
+	}
+	var empty emptyInput
+	if errors.As(err, &empty) {
+		return empty
+	}
 	if errors.Is(err, tablets.ErrCleanup) && tm != nil {
 		fmt.Fprintln(errOut, "warning: published, but old generations were not all removed:", err)
 	} else if err != nil {
@@ -131,6 +199,85 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	}
 	fmt.Fprintf(out, "ingested %s: generation %d, %d rows, %d tablets, %d bytes in %v\n", tm.Name, tm.Generation, tm.Rows, len(tm.Tablets), tm.Bytes, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// Memory budget of scanctl ingest.
+const (
+	defaultIngestMemoryMiB = 256
+	minIngestMemoryMiB     = 32
+)
+
+// nonEmpty refuses an input without rows, so the table keeps its rows.
+type nonEmpty struct {
+	src   tablets.RowSource
+	what  string
+	table string
+	rows  int64
+}
+
+func (n *nonEmpty) Next() (tablets.Row, error) {
+	r, err := n.src.Next()
+	if errors.Is(err, io.EOF) && n.rows == 0 {
+		return r, emptyInput{what: n.what, table: n.table}
+	}
+	n.rows++
+	return r, err
+}
+
+// emptyInput is the refusal of an input without rows.
+type emptyInput struct{ what, table string }
+
+func (e emptyInput) Error() string {
+	return fmt.Sprintf("%s has no rows: nothing ingested, table %s keeps its rows (pass --allow-empty to publish an empty generation)", e.what, e.table)
+}
+
+// countingReader counts the bytes read, for the progress line.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// watchdog calls fire once when kick has not been called for d.
+type watchdog struct {
+	last atomic.Int64 // unix nanoseconds of the last kick
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newWatchdog(d time.Duration, fire func()) *watchdog {
+	w := &watchdog{done: make(chan struct{})}
+	w.kick()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		t := time.NewTicker(max(d/10, 10*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case now := <-t.C:
+				if now.Sub(time.Unix(0, w.last.Load())) > d {
+					fire()
+					return
+				}
+			}
+		}
+	}()
+	return w
+}
+
+func (w *watchdog) kick() { w.last.Store(time.Now().UnixNano()) }
+
+func (w *watchdog) stop() {
+	close(w.done)
+	w.wg.Wait()
 }
 
 // storageHint adds what to do about a storage error of an ingest.
@@ -152,6 +299,7 @@ func storageHint(err error) error {
 func dialAs(ctx context.Context, g *globals, role string, replicas int) (*bus.Conn, error) {
 	bc := bus.DefaultConfig()
 	bc.URL, bc.Name, bc.Replicas = g.nats, "scanctl", replicas
+	bc.ReadOnly = role == "client" // the client role may not read the blocks bucket
 	if dir := cliutil.SecretsDir(g.secrets); dir != "" {
 		var err error
 		if bc.TLS, err = cliutil.RemoteTLS(dir, role); err != nil {
@@ -165,24 +313,67 @@ func dialAs(ctx context.Context, g *globals, role string, replicas int) (*bus.Co
 	return conn, nil
 }
 
-// progress returns a progress callback drawing a bar when errOut is a
-// terminal, nil otherwise.
-func progress(errOut io.Writer) func(stage string, done, total int64) {
+// ingestBar draws one progress line on a terminal: the stage, rows,
+// MB/s and, when the total is known, the ETA. While reading, the bytes
+// read of the input's size give the rate and the ETA; while writing,
+// rows of the total do (MB/s at the input's bytes per row).
+type ingestBar struct {
+	out      io.Writer
+	size     int64           // input bytes, -1 if unknown
+	in       *countingReader // nil: no byte count (generated, Parquet)
+	rowBytes float64         // input bytes per row, once read
+	stage    string
+	started  time.Time
+	last     time.Time
+	drawn    bool
+}
+
+func newIngestBar(errOut io.Writer, size int64, in *countingReader, rowBytes float64) *ingestBar {
 	f, ok := errOut.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
 		return nil
 	}
-	var bar *progressbar.ProgressBar
-	var cur string
-	return func(stage string, done, total int64) {
-		if stage != cur || bar == nil {
-			if bar != nil {
-				_ = bar.Finish()
-			}
-			cur = stage
-			bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(errOut), progressbar.OptionSetDescription(stage),
-				progressbar.OptionShowCount(), progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))
+	return &ingestBar{out: errOut, size: size, in: in, rowBytes: rowBytes}
+}
+
+func (b *ingestBar) update(stage string, done, total int64) {
+	if b == nil {
+		return
+	}
+	now := time.Now()
+	if stage != b.stage {
+		b.stage, b.started = stage, now
+	} else if now.Sub(b.last) < 200*time.Millisecond && done != total {
+		return
+	}
+	b.last = now
+	el := now.Sub(b.started).Seconds()
+	var bytes, of float64 = -1, -1
+	switch {
+	case stage == "read" && b.in != nil:
+		bytes, of = float64(b.in.n.Load()), float64(b.size)
+		if done > 0 {
+			b.rowBytes = bytes / float64(done)
 		}
-		_ = bar.Set64(done)
+	case b.rowBytes > 0:
+		bytes, of = float64(done)*b.rowBytes, float64(total)*b.rowBytes
+	}
+	line := fmt.Sprintf("%s: %d rows", stage, done)
+	if total > 0 {
+		line = fmt.Sprintf("%s: %d/%d rows", stage, done, total)
+	}
+	if el > 0.1 && bytes > 0 {
+		line += fmt.Sprintf(", %.1f MB/s", bytes/el/1e6)
+		if of > bytes {
+			line += fmt.Sprintf(", ETA %v", time.Duration((of-bytes)/bytes*el*float64(time.Second)).Round(time.Second))
+		}
+	}
+	fmt.Fprintf(b.out, "\r\x1b[K%s", line)
+	b.drawn = true
+}
+
+func (b *ingestBar) finish() {
+	if b != nil && b.drawn {
+		fmt.Fprint(b.out, "\r\x1b[K")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/tablets/rowfmt"
 )
 
 func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
@@ -25,6 +26,10 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	end := fs.String("end", "", "end `KEY` (exclusive); empty = to the end")
 	limit := fs.Uint64("limit", 0, "stop after `N` rows (0 = all)")
 	count := fs.Bool("count", false, "print only the number of rows")
+	format := fs.String("format", "tsv", "output `FORMAT`: tsv (key<TAB>value, escapes \\t \\n \\r \\\\ \\xNN), csv, jsonl or parquet; what scanctl ingest reads back")
+	keyColumn := fs.String("key-column", "", "`NAME` of the key column (csv, parquet; default key)")
+	valueColumn := fs.String("value-column", "", "`NAME` of the value column (csv, parquet; default value)")
+	parallel := fs.Int("parallel", 0, "read `N` tablets at once, rows still in key order (0 = the client's default; 1 = one at a time)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
 	if _, err := parse("scan", g, fs, args, out); err != nil {
@@ -37,16 +42,31 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	if err != nil {
 		return usageError{err}
 	}
+	rf := rowfmt.Config{KeyColumn: *keyColumn, ValueColumn: *valueColumn}
+	if rf.Format, err = rowfmt.Parse(*format); err != nil {
+		return usageError{fmt.Errorf("--format: %w", err)}
+	}
+	if err := rf.Validate(); err != nil {
+		return usageError{err}
+	}
+	opts := client.ScanOptions{Hints: h, Limit: *limit, Parallel: *parallel}
+	if err := opts.Validate(); err != nil {
+		return usageError{fmt.Errorf("--parallel: %w", err)}
+	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		return printScan(ctx, c, out, *table, rng, client.ScanOptions{Hints: h, Limit: *limit}, *count)
+		return printScan(ctx, c, out, *table, rng, opts, *count, rf)
 	})
 }
 
-func printScan(ctx context.Context, c *client.Client, out io.Writer, table string, rng tablets.Range, opts client.ScanOptions, count bool) error {
+func printScan(ctx context.Context, c *client.Client, out io.Writer, table string, rng tablets.Range, opts client.ScanOptions, count bool, rf rowfmt.Config) error {
 	rows := c.Scan(ctx, table, rng, opts)
 	defer rows.Close()
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()
+	rw, err := rowfmt.NewWriter(w, rf)
+	if err != nil {
+		return err
+	}
 	n := 0
 	for rows.Next() {
 		n++
@@ -54,18 +74,18 @@ func printScan(ctx context.Context, c *client.Client, out io.Writer, table strin
 			continue
 		}
 		r := rows.Row()
-		w.Write(r.Key)
-		w.WriteByte('\t')
-		w.Write(r.Value)
-		w.WriteByte('\n')
+		if err := rw.Write(r.Key, r.Value); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
 	if count {
 		fmt.Fprintln(w, n)
+		return nil
 	}
-	return nil
+	return rw.Close()
 }
 
 func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {

@@ -19,13 +19,15 @@ var allowed = map[string][]string{
 	"wire":               {"messages", "tablets"},
 	"tablets":            {"messages"},
 	"tablets/storetest":  {"messages", "tablets"}, // test support: the MetaStore conformance suite
+	"tablets/rowfmt":     {"tablets"},             // row formats of scanctl; never the client's
 	"selection":          {"tablets"},
 	"cache":              {"tablets"},
 	"bus":                {"messages", "tablets", "internal/backoff", "internal/netlimit"},
 	"internal/remoting":  {"internal/netlimit"},
 	"internal/metrics":   {"messages"},
 	"scanserver":         {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
-	"coordinator":        {"wire", "messages", "tablets", "selection", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
+	"scanflow":           {"messages", "selection"},
+	"coordinator":        {"wire", "messages", "tablets", "selection", "scanflow", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
 	"client":             {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets"},
 	"loadtest":           {"client", "messages", "tablets", "bus", "selection", "localcluster"},
 	"localcluster":       {"messages", "internal/secrets", "internal/readyfile", "internal/backoff"},
@@ -43,6 +45,7 @@ var allowed = map[string][]string{
 	// deterministic harnesses and test scaffolding: anything
 	"internal/sim":                  {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
 	"internal/sim/placementsim":     {"selection", "tablets"},
+	"policysim":                     {"selection", "scanflow", "messages"},
 	"internal/testutil/clustertest": {"bus", "client", "internal/secrets", "localcluster", "messages", "tablets"},
 }
 
@@ -52,7 +55,7 @@ var allowed = map[string][]string{
 var apart = map[string][]string{
 	"scanserver":      {"coordinator"},
 	"coordinator":     {"scanserver"},
-	"client":          {"coordinator", "scanserver"},
+	"client":          {"coordinator", "scanserver", "tablets/rowfmt"},
 	"cmd/scanserver":  {"coordinator"},
 	"cmd/coordinator": {"scanserver"},
 }
@@ -67,7 +70,11 @@ var testsMayImport = map[string][]string{
 // pure packages must not depend, even indirectly, on these.
 var pure = map[string][]string{
 	"selection": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
+	"scanflow":  {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
+	"policysim": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 	"tablets":   {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
+	// The client library stays lean: Parquet is scanctl's alone.
+	"client": {"github.com/parquet-go/"},
 }
 
 type pkg struct {

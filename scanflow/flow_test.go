@@ -1,4 +1,4 @@
-package coordinator
+package scanflow
 
 import (
 	"errors"

@@ -1,0 +1,110 @@
+// Command policysim runs the discrete-event simulation of replica
+// selection (package policysim) over the selection package's policies and
+// prints each policy's latency quantiles per setting (docs/policysim.md).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/scanplane/scanplane/policysim"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("policysim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	preset := fs.String("preset", "c3", "settings to run: c3, scale, faults, small or all")
+	policies := fs.String("policies", strings.Join(policysim.DefaultPolicies, ","), "comma-separated policies")
+	asJSON := fs.Bool("json", false, "print one JSON object per setting and policy instead of tables")
+	requests := fs.Int("requests", 0, "measured requests per run (0: the preset's)")
+	warmup := fs.Duration("warmup", -1, "unmeasured time before the measurement (negative: the preset's)")
+	heartbeat := fs.Duration("heartbeat", 0, "period of the servers' load reports (0: the preset's, 1s)")
+	seed := fs.Uint64("seed", 1, "random seed of every run")
+	only := fs.String("setting", "", "run only the preset's settings of this name")
+	onlyU := fs.Float64("utilization", 0, "run only the preset's settings at this utilization (0: all)")
+	plots := fs.String("plot", "", "directory to write a latency CDF plot per setting into (empty: none)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "policysim: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	cfgs, err := policysim.Presets(*preset)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	names := strings.Split(*policies, ",")
+	for _, p := range names {
+		if !policysim.KnownPolicy(p) {
+			fmt.Fprintf(stderr, "policysim: unknown policy %q\n", p)
+			return 2
+		}
+	}
+	var all []*policysim.Result
+	for _, cfg := range cfgs {
+		if (*only != "" && cfg.Setting != *only) || (*onlyU != 0 && cfg.Utilization != *onlyU) {
+			continue
+		}
+		cfg.Seed = *seed
+		if *requests > 0 {
+			cfg.Requests = *requests
+		}
+		if *heartbeat > 0 {
+			cfg.Heartbeat = *heartbeat
+		}
+		if *warmup >= 0 {
+			cfg.Warmup = *warmup
+		}
+		var rs []*policysim.Result
+		for _, p := range names {
+			doc, err := policysim.ProfilesJSON(p, cfg)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			start := time.Now()
+			r, err := policysim.Run(cfg, p, doc)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			fmt.Fprintf(stderr, "policysim: %s utilization %.2f %s: %d requests, %d events in %v\n", cfg.Setting, cfg.Utilization, p,
+				r.Requests, r.Events, time.Since(start).Round(time.Millisecond))
+			if *asJSON {
+				if err := r.WriteJSON(stdout); err != nil {
+					fmt.Fprintln(stderr, err)
+					return 1
+				}
+			}
+			rs = append(rs, r)
+		}
+		if *plots != "" {
+			path, err := policysim.WritePlot(*plots, rs)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			fmt.Fprintf(stderr, "policysim: wrote %s\n", path)
+		}
+		all = append(all, rs...)
+	}
+	if !*asJSON {
+		if err := policysim.WriteTable(stdout, all); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestJSONLines: -json prints one object per policy with the documented
+// fields, and the better policy shows in them.
+func TestJSONLines(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := run([]string{"-preset", "small", "-json", "-requests", "4000", "-policies", "random,least-outstanding"}, &out, &errs)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", out.String())
+	}
+	for i, want := range []string{"random", "least-outstanding"} {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &row); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"setting", "utilization", "servers", "policy", "p50_ms", "p99_ms", "p999_ms"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("line %d lacks %q: %s", i, k, lines[i])
+			}
+		}
+		if row["policy"] != want || row["setting"] != "small" || row["servers"] != 12.0 {
+			t.Errorf("line %d: %s", i, lines[i])
+		}
+		if p50, p99 := row["p50_ms"].(float64), row["p99_ms"].(float64); !(p50 > 0.5 && p99 > p50) {
+			t.Errorf("line %d: p50 %v p99 %v", i, p50, p99)
+		}
+	}
+}
+
+func TestBadInputNamesIt(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-policies", "random,fastest"}, `"fastest"`},
+		{[]string{"-preset", "huge"}, `"huge"`},
+		{[]string{"-preset", "small", "-policies", "adaptive:spillcost=0"}, "spillcost"},
+	} {
+		var out, errs bytes.Buffer
+		if code := run(tc.args, &out, &errs); code == 0 || !strings.Contains(errs.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want an error naming %s", tc.args, code, errs.String(), tc.want)
+		}
+	}
+}

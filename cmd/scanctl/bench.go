@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/scanplane/scanplane/cache"
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// runBench is `scanctl bench --table T`: whole-table scans through the
+// cluster, one per --parallel value per round (alternating), beside the
+// rate of the tablets reader alone over the same blocks, read from the
+// block store into memory and decoded and checked in this process
+// through a host cache warmed by one pass, as a scan server reads them.
+func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	table := fs.String("table", "", "table `NAME` (required)")
+	parallel := fs.String("parallel", "1,"+strconv.Itoa(client.DefaultParallel), "prefetch windows `LIST` to scan with (ScanOptions.Parallel), comma-separated; 1 = one tablet at a time")
+	rounds := fs.Int("rounds", 1, "`N` rounds, each scanning once with every --parallel value")
+	warmup := fs.Bool("warmup", true, "scan the table once before the timed scans (warms the scan servers' caches)")
+	maxBuffer := fs.Int("max-buffer", 0, "`BYTES` of rows a parallel scan may hold for the caller (ScanOptions.MaxBufferBytes); 0 = the client's default")
+	reader := fs.Bool("reader", true, "also time the tablets reader alone over the table's blocks")
+	blocksDir := fs.String("blocks-dir", "", "the shared `DIR` the table's blocks were ingested into with --blocks-dir (default: JetStream)")
+	h := hints{}
+	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
+	if _, err := parse("bench", g, fs, args, out); err != nil {
+		return err
+	}
+	if *table == "" {
+		return usageError{errors.New("--table is required")}
+	}
+	if err := tablets.ValidateTableName(*table); err != nil {
+		return usageError{fmt.Errorf("--table: %w", err)}
+	}
+	if *maxBuffer < 0 {
+		return usageError{fmt.Errorf("--max-buffer %d: want >= 0", *maxBuffer)}
+	}
+	if *rounds < 1 {
+		return usageError{fmt.Errorf("--rounds %d: want >= 1", *rounds)}
+	}
+	windows, err := parseWindows(*parallel)
+	if err != nil {
+		return usageError{err}
+	}
+	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
+		meta, err := c.Table(ctx, *table)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "table %s generation %d: %d tablets\n", *table, meta.GetGeneration(), len(meta.GetTablets()))
+		scan := func(p int) (benchResult, error) {
+			return benchScan(ctx, c, *table, client.ScanOptions{Hints: h, Parallel: p, MaxBufferBytes: *maxBuffer})
+		}
+		if *warmup {
+			if _, err := scan(windows[len(windows)-1]); err != nil {
+				return fmt.Errorf("warm-up scan: %w", err)
+			}
+		}
+		results := map[int][]benchResult{}
+		for r := range *rounds {
+			for _, p := range windows {
+				res, err := scan(p)
+				if err != nil {
+					return fmt.Errorf("scan with --parallel %d: %w", p, err)
+				}
+				results[p] = append(results[p], res)
+				fmt.Fprintf(errOut, "round %d, parallel %d: %s\n", r+1, p, res)
+			}
+		}
+		var rd benchResult
+		if *reader {
+			if rd, err = benchReader(ctx, g, *blocksDir, meta); err != nil {
+				return fmt.Errorf("reader: %w", err)
+			}
+			for _, rs := range results {
+				if rs[0].rows != rd.rows || rs[0].bytes != rd.bytes {
+					return fmt.Errorf("the scan returned %d rows (%d bytes), the reader %d (%d)", rs[0].rows, rs[0].bytes, rd.rows, rd.bytes)
+				}
+			}
+		}
+		printBench(out, windows, results, rd, *reader)
+		return nil
+	})
+}
+
+// parseWindows parses --parallel: a comma-separated list of windows.
+func parseWindows(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p < 1 || p > client.MaxParallel {
+			return nil, fmt.Errorf("--parallel %q: %q is not a window in 1..%d", s, f, client.MaxParallel)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// benchResult is one timed pass over the table.
+type benchResult struct {
+	rows, bytes uint64 // bytes: keys and values
+	took        time.Duration
+}
+
+func (r benchResult) rowsPerSec() float64 { return float64(r.rows) / r.took.Seconds() }
+func (r benchResult) mbPerSec() float64   { return float64(r.bytes) / 1e6 / r.took.Seconds() }
+
+func (r benchResult) String() string {
+	return fmt.Sprintf("%d rows in %v: %.3f M rows/s, %.1f MB/s", r.rows, r.took.Round(time.Millisecond), r.rowsPerSec()/1e6, r.mbPerSec())
+}
+
+func benchScan(ctx context.Context, c *client.Client, table string, opts client.ScanOptions) (benchResult, error) {
+	var res benchResult
+	start := time.Now()
+	rows := c.Scan(ctx, table, client.Range{}, opts)
+	defer rows.Close()
+	for rows.Next() {
+		r := rows.Row()
+		res.rows++
+		res.bytes += uint64(len(r.Key) + len(r.Value))
+	}
+	res.took = time.Since(start)
+	return res, rows.Err()
+}
+
+// benchReader reads every tablet of meta's generation with the tablets
+// reader: its index and blocks copied from the block store into memory,
+// read once through a fresh host cache (decoded and checked against the
+// index: tablets.VerifyBlock), then timed over the warm cache. Only the
+// timed passes count; one tablet is in memory at a time.
+func benchReader(ctx context.Context, g *globals, blocksDir string, meta *messages.TableMeta) (benchResult, error) {
+	// The client role may not read blocks; the admin role may.
+	conn, err := dialAs(ctx, g, "admin", 0)
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer conn.Close()
+	var store tablets.BlockStore
+	if blocksDir != "" {
+		store, err = tablets.NewDirStore(blocksDir)
+	} else {
+		store, err = conn.BlockStore(ctx)
+	}
+	if err != nil {
+		return benchResult{}, err
+	}
+	var res benchResult
+	for _, tm := range meta.GetTablets() {
+		local := memBlocks{}
+		for _, ref := range tm.GetFiles() {
+			keys := []string{tablets.IndexKey(ref.GetId())}
+			for i := range int(ref.GetBlocks()) {
+				keys = append(keys, tablets.BlockKey(ref.GetId(), i))
+			}
+			for _, k := range keys {
+				data, err := store.Get(ctx, k)
+				if err != nil {
+					return res, err
+				}
+				local[k] = data
+			}
+		}
+		bc, err := cache.New(cache.DefaultConfig())
+		if err != nil {
+			return res, err
+		}
+		rd := tablets.NewTabletReader(tm.GetFiles(), bc.Fetcher(local))
+		var pass benchResult
+		for i := range 2 { // the first pass fills the cache
+			pass = benchResult{}
+			start := time.Now()
+			it := rd.Scan(ctx, tablets.Range{}, nil)
+			for it.Next() {
+				e := it.Entry()
+				pass.rows++
+				pass.bytes += uint64(len(e.Key) + len(e.Value))
+			}
+			pass.took = time.Since(start)
+			if err := it.Err(); err != nil {
+				bc.Close()
+				return res, fmt.Errorf("tablet %d, pass %d: %w", tm.GetRef().GetIndex(), i+1, err)
+			}
+			bc.Wait()
+		}
+		bc.Close()
+		res.rows += pass.rows
+		res.bytes += pass.bytes
+		res.took += pass.took
+	}
+	return res, nil
+}
+
+// memBlocks is a read-only in-memory tablets.BlockStore.
+type memBlocks map[string][]byte
+
+func (m memBlocks) Put(context.Context, string, []byte) error { return errors.New("read-only") }
+func (m memBlocks) Delete(context.Context, string) error      { return errors.New("read-only") }
+func (m memBlocks) Get(_ context.Context, key string) ([]byte, error) {
+	if d, ok := m[key]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%w: %s", tablets.ErrNotFound, key)
+}
+
+// printBench prints the median of each mode's rounds, and the reader's.
+func printBench(out io.Writer, windows []int, results map[int][]benchResult, rd benchResult, reader bool) {
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "what\trows\tMB\tseconds\tM rows/s\tMB/s\t% of reader\t")
+	line := func(what string, r benchResult) {
+		pct := "-"
+		if reader {
+			pct = fmt.Sprintf("%.1f", 100*r.rowsPerSec()/rd.rowsPerSec())
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.3f\t%.3f\t%.1f\t%s\t\n", what, r.rows, float64(r.bytes)/1e6, r.took.Seconds(),
+			r.rowsPerSec()/1e6, r.mbPerSec(), pct)
+	}
+	for _, p := range windows {
+		rs := slices.Clone(results[p])
+		slices.SortFunc(rs, func(a, b benchResult) int { return int(a.took - b.took) })
+		what := fmt.Sprintf("scan, parallel %d", p)
+		if len(rs) > 1 {
+			what += fmt.Sprintf(" (median of %d)", len(rs))
+		}
+		line(what, rs[len(rs)/2])
+	}
+	if reader {
+		line("reader alone (warm host cache)", rd)
+	}
+	tw.Flush()
+}

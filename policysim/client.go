@@ -1,0 +1,269 @@
+package policysim
+
+import (
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/scanplane/scanplane/selection"
+)
+
+// View refresh rules of the coordinator's load board: a view is rebuilt
+// when something changed and it is older than viewMinStale, and at least
+// every viewRefresh.
+const (
+	viewMinStale = int64(time.Millisecond)
+	viewRefresh  = int64(100 * time.Millisecond)
+	// sweepEvery: how often coordinators look for servers that missed
+	// their heartbeats (the coordinator's SweepInterval).
+	sweepEvery = int64(100 * time.Millisecond)
+	pctEvery   = int64(5 * time.Millisecond)
+)
+
+// client is one coordinator: its own policy instance (prequal's probe
+// pool and peak-ewma's estimates are per coordinator), its own load
+// counters per server, kept by the host actor's rules, and its load views.
+type client struct {
+	idx      int
+	rng      *rand.Rand
+	profiles *selection.Profiles
+	profile  *selection.Profile
+	policy   selection.Policy
+	prober   selection.Prober
+	decays   []selection.DecayParams
+
+	work   []selection.ServerLoad // working state, per server
+	pub    []*selection.ServerLoad
+	ver    []uint64 // bumped by every change of work[i]
+	pubVer []uint64
+	// shared: work[i]'s counter slices are shared with pub[i] and must be
+	// copied before they change (copy on write, as the host actor does).
+	shared  []bool
+	heardAt []int64 // last heartbeat
+	sets    []*setView
+	states  map[int32]*selection.TabletState
+
+	lat     [1024]time.Duration // recent start latencies (the board's ring)
+	latNext int
+	latFull bool
+	p50     time.Duration
+	p95     time.Duration
+	pctAt   int64
+	scratch []time.Duration
+	window  [10]struct {
+		sec          int64
+		disp, hedges uint64
+	}
+}
+
+// setView is the client's view of one replica set.
+type setView struct {
+	b       selection.ViewBuilder
+	v       *selection.LoadView
+	at      int64
+	members []int32
+	vers    []uint64
+}
+
+func (c *client) touch(i int32) { c.ver[i]++ }
+
+// view returns the client's load view of set at now, rebuilt by the load
+// board's rules.
+func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
+	sv := c.sets[set]
+	if sv == nil {
+		sv = &setView{members: s.setMembers(set), at: -1}
+		sv.vers = make([]uint64, len(sv.members))
+		c.sets[set] = sv
+	}
+	if sv.v != nil {
+		age := now - sv.at
+		if age < viewRefresh {
+			dirty := false
+			for k, m := range sv.members {
+				if c.ver[m] != sv.vers[k] {
+					dirty = true
+					break
+				}
+			}
+			if !dirty || age < viewMinStale {
+				return sv.v
+			}
+		}
+	}
+	servers := make([]*selection.ServerLoad, len(sv.members))
+	for k, m := range sv.members {
+		if c.pub[m] == nil || c.pubVer[m] != c.ver[m] {
+			cp := c.work[m]
+			c.pub[m], c.pubVer[m] = &cp, c.ver[m]
+			c.shared[m] = true
+		}
+		servers[k] = c.pub[m]
+		sv.vers[k] = c.ver[m]
+	}
+	v := sv.b.Build(servers, c.decays, s.t(now))
+	c.percentiles(now)
+	v.StartLatencyP50, v.StartLatencyP95 = c.p50, c.p95
+	sec := s.t(now).Unix()
+	for _, w := range c.window {
+		if w.sec > sec-int64(len(c.window)) && w.sec <= sec {
+			v.RecentDispatches += w.disp
+			v.RecentHedges += w.hedges
+		}
+	}
+	sv.v, sv.at = v, now
+	return v
+}
+
+// percentiles refreshes p50 and p95 of the recent start latencies at most
+// once per pctEvery (the board computes them per rebuild: over 1 024
+// samples they move little in a few ms, and the selections were most of a
+// run's time).
+func (c *client) percentiles(now int64) {
+	if c.pctAt >= 0 && now-c.pctAt < pctEvery {
+		return
+	}
+	c.pctAt = now
+	m := c.latNext
+	if c.latFull {
+		m = len(c.lat)
+	}
+	if m < 20 {
+		return
+	}
+	c.scratch = append(c.scratch[:0], c.lat[:m]...)
+	c.p50 = selection.SelectKth(c.scratch, m/2)
+	c.p95 = selection.SelectKth(c.scratch, (m*95)/100)
+}
+
+func (c *client) countDispatch(sec int64, hedge bool) {
+	w := &c.window[sec%int64(len(c.window))]
+	if w.sec != sec {
+		w.sec, w.disp, w.hedges = sec, 0, 0
+	}
+	if hedge {
+		w.hedges++
+	} else {
+		w.disp++
+	}
+}
+
+// The host actor's rules (coordinator/host.go), applied to work[i].
+
+func (c *client) dispatched(now time.Time, i int32) {
+	l := &c.work[i]
+	if l.UnansweredSince.IsZero() {
+		l.UnansweredSince = now
+	}
+	l.InFlight++
+	c.touch(i)
+}
+
+func (c *client) ended(now time.Time, i int32, r selection.AttemptResult) {
+	l := &c.work[i]
+	if l.InFlight > 0 {
+		l.InFlight--
+	}
+	switch r {
+	case selection.Started, selection.Busy, selection.Error:
+		answered(now, l)
+	}
+	switch r {
+	case selection.Error, selection.Timeout, selection.Stalled:
+		c.own(i)
+		countFailure(now, c.decays, l)
+	case selection.Started:
+		l.ConsecutiveFailures = 0
+	}
+	c.touch(i)
+}
+
+func (c *client) heard(now time.Time, i int32) {
+	l := &c.work[i]
+	if l.UnansweredSince.IsZero() {
+		return
+	}
+	answered(now, l)
+	c.touch(i)
+}
+
+// own makes work[i]'s counter slices its own before they change.
+func (c *client) own(i int32) {
+	if c.shared[i] {
+		l := &c.work[i]
+		l.Errors, l.Slowdowns, l.Busy = slices.Clone(l.Errors), slices.Clone(l.Slowdowns), slices.Clone(l.Busy)
+		c.shared[i] = false
+	}
+}
+
+func (c *client) slowdown(now time.Time, i int32) {
+	c.own(i)
+	l := &c.work[i]
+	for k, d := range c.decays {
+		l.Slowdowns[k] = l.Slowdowns[k].Add(now, d, 1)
+	}
+	c.touch(i)
+}
+
+func (c *client) latency(now time.Time, i int32, d time.Duration) {
+	l := &c.work[i]
+	prev := l.StartLatency
+	if c.p50 > 0 {
+		prev = (&selection.LoadView{StartLatencyP50: c.p50}).StartLatencyOf(l, now)
+	}
+	if prev == 0 {
+		l.StartLatency = d
+	} else {
+		l.StartLatency = (prev*3 + d) / 4
+	}
+	l.StartLatencyAt = now
+	l.ConsecutiveFailures = 0
+	answered(now, l)
+	c.touch(i)
+	c.lat[c.latNext] = d
+	c.latNext++
+	if c.latNext == len(c.lat) {
+		c.latNext, c.latFull = 0, true
+	}
+}
+
+func (c *client) busy(now time.Time, i int32) {
+	c.own(i)
+	l := &c.work[i]
+	for k, d := range c.decays {
+		l.Busy[k] = l.Busy[k].Add(now, d, 1)
+	}
+	c.touch(i)
+}
+
+func (c *client) markDead(i int32) {
+	l := &c.work[i]
+	if !l.Alive {
+		return
+	}
+	l.Alive = false
+	l.InFlight = 0
+	l.UnansweredSince = time.Time{}
+	c.touch(i)
+}
+
+func answered(now time.Time, l *selection.ServerLoad) {
+	l.LastAnswer = now
+	l.UnansweredSince = time.Time{}
+}
+
+// countFailure is the coordinator's CountFailure: errors under every
+// decay, slowdowns reset, the circuit-breaker inputs. The caller owns l's
+// counter slices (client.own).
+func countFailure(now time.Time, decays []selection.DecayParams, l *selection.ServerLoad) {
+	for i, d := range decays {
+		l.Errors[i] = l.Errors[i].Add(now, d, 1)
+		l.Slowdowns[i] = l.Slowdowns[i].Reset(now)
+	}
+	l.ConsecutiveFailures++
+	l.LastFailure = now
+	l.RecentFailures = append(l.RecentFailures, now)
+	if len(l.RecentFailures) > 32 {
+		l.RecentFailures = append(l.RecentFailures[:0:0], l.RecentFailures[len(l.RecentFailures)-32:]...)
+	}
+}

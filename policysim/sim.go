@@ -1,0 +1,620 @@
+package policysim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/scanflow"
+	"github.com/scanplane/scanplane/selection"
+)
+
+// epoch is virtual time 0.
+var epoch = time.Unix(1_700_000_000, 0)
+
+// request is one client request: a scan of one key through the
+// coordinator's ScanFlow.
+type request struct {
+	id       int
+	cl       *client
+	key      int32
+	set      int32
+	arrival  int64
+	measured bool
+	flow     *scanflow.ScanFlow
+	atts     []*attempt // by attempt number - 1
+	answered bool       // first data reached the client
+	done     bool
+	failed   bool
+	pick     scanflow.Picker
+}
+
+// Result is what one run measured.
+type Result struct {
+	Config Config
+	Policy string
+	// Latencies of the measured requests that got data, arrival at the
+	// coordinator to first data at the client, sorted.
+	Latencies []time.Duration
+	// Requests: measured arrivals; Completed and Failed of them.
+	Requests, Completed, Failed int
+	// Completions counts every flow's end (warm-up included); a flow that
+	// ended twice would show here.
+	Completions, Arrivals int
+	// Dispatches, Hedges, Busy and Timeouts count attempts (all of the run).
+	Dispatches, Hedges, Busy, Timeouts int
+	// Events: simulation events processed.
+	Events int
+}
+
+// Quantile returns the q quantile (0..1) of the latencies (nearest rank).
+func (r *Result) Quantile(q float64) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	k := int(math.Ceil(q*float64(len(r.Latencies)))) - 1
+	return r.Latencies[min(max(k, 0), len(r.Latencies)-1)]
+}
+
+type sim struct {
+	cfg      Config
+	policy   string
+	q        eventQ
+	seq      uint64
+	now      int64
+	rng      *rand.Rand
+	servers  []*server
+	hosts    [][]int32
+	clients  []*client
+	ids      map[selection.ServerID]int32
+	keyCDF   []float64 // Skew > 0: cumulative popularity by rank
+	keyPerm  []int32   // rank → key
+	interval int64     // mean time between arrivals
+	horizon  int64
+	arrived  int
+	measured int
+	open     int
+	res      *Result
+	// deadlines of the flows, in arrival order, from dhead.
+	deadlines []deadline
+	dhead     int
+}
+
+// Run simulates cfg with the policy named policy whose profiles document
+// (one default profile, as the coordinator loads it) is profilesJSON.
+// "least-outstanding" runs LeastOutstanding over the profile's policy.
+func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), ids: map[selection.ServerID]int32{},
+		res: &Result{Config: cfg, Policy: policy}, horizon: math.MaxInt64}
+	s.interval = int64(float64(time.Second) / (cfg.Utilization * cfg.Capacity()))
+	nh := cfg.Servers / cfg.ServersPerHost
+	s.hosts = make([][]int32, nh)
+	for i := range cfg.Servers {
+		sv := &server{id: selection.ServerID(fmt.Sprintf("s%05d", i)), host: i % nh, slow: 1}
+		s.servers = append(s.servers, sv)
+		s.ids[sv.id] = int32(i)
+		s.hosts[sv.host] = append(s.hosts[sv.host], int32(i))
+	}
+	switch cfg.Fault {
+	case FaultSlowServer:
+		s.servers[0].slow = cfg.SlowFactor
+	case FaultSlowHost:
+		for _, i := range s.hosts[0] {
+			s.servers[i].slow = cfg.SlowFactor
+		}
+	}
+	if cfg.Skew > 0 {
+		s.keyCDF = make([]float64, cfg.Keys)
+		sum := 0.0
+		for r := range cfg.Keys {
+			sum += 1 / math.Pow(float64(r+1), cfg.Skew)
+			s.keyCDF[r] = sum
+		}
+		for r := range s.keyCDF {
+			s.keyCDF[r] /= sum
+		}
+		s.keyPerm = make([]int32, cfg.Keys)
+		for i := range s.keyPerm {
+			s.keyPerm[i] = int32(i)
+		}
+		s.rng.Shuffle(len(s.keyPerm), func(i, j int) { s.keyPerm[i], s.keyPerm[j] = s.keyPerm[j], s.keyPerm[i] })
+	}
+	nsets := cfg.Servers
+	if cfg.Replication == 0 {
+		nsets = 1
+	}
+	for i := range cfg.Clients {
+		ps, err := selection.ParseProfiles(profilesJSON)
+		if err != nil {
+			return nil, fmt.Errorf("policysim: profiles of %s: %w", policy, err)
+		}
+		c := &client{idx: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)), profiles: ps, profile: ps.Default(),
+			decays: ps.Decays(), pctAt: -1, states: map[int32]*selection.TabletState{}}
+		c.policy = ps.Policy(c.profile)
+		if base, _, _ := strings.Cut(policy, ":"); base == LeastOutstanding {
+			c.policy = leastOutstanding{inner: c.policy}
+		}
+		c.prober, _ = c.policy.(selection.Prober)
+		c.work = make([]selection.ServerLoad, cfg.Servers)
+		for k, sv := range s.servers {
+			c.work[k] = selection.ServerLoad{ID: sv.id, Host: fmt.Sprintf("h%05d", sv.host), Group: selection.DefaultGroup,
+				Address: "sim", ActorID: string(sv.id), Incarnation: "1", Alive: true, Workers: cfg.Workers,
+				Errors: make([]selection.DecayedCount, len(c.decays)), Slowdowns: make([]selection.DecayedCount, len(c.decays)),
+				Busy: make([]selection.DecayedCount, len(c.decays)), LastHeartbeat: epoch}
+		}
+		c.pub = make([]*selection.ServerLoad, cfg.Servers)
+		c.ver = make([]uint64, cfg.Servers)
+		c.pubVer = make([]uint64, cfg.Servers)
+		c.shared = make([]bool, cfg.Servers)
+		c.heardAt = make([]int64, cfg.Servers)
+		c.sets = make([]*setView, nsets)
+		s.clients = append(s.clients, c)
+	}
+	// Periodic processes, each host's heartbeat at its own phase.
+	for h := range s.hosts {
+		s.push(event{at: s.rng.Int64N(int64(cfg.Heartbeat)), kind: evHeartbeat, srv: int32(h)})
+	}
+	if cfg.RateSwitch > 0 {
+		s.switchRates()
+		s.push(event{at: int64(cfg.RateSwitch), kind: evRateSwitch})
+	}
+	s.push(event{at: sweepEvery, kind: evSweep})
+	if cfg.Fault == FaultHung {
+		s.push(event{at: int64(cfg.Warmup), kind: evHang, srv: 0})
+	}
+	s.push(event{at: s.nextGap(), kind: evArrival})
+	s.loop()
+	slices.Sort(s.res.Latencies)
+	return s.res, nil
+}
+
+// deadline is a flow's deadline timer.
+type deadline struct {
+	at  int64
+	req *request
+}
+
+// nextDeadline pops the first deadline of a flow still running, or nil.
+func (s *sim) nextDeadline() *deadline {
+	for s.dhead < len(s.deadlines) {
+		d := &s.deadlines[s.dhead]
+		if !d.req.flow.Done() {
+			return d
+		}
+		s.deadlines[s.dhead] = deadline{}
+		s.dhead++
+		if s.dhead > 4096 && s.dhead*2 > len(s.deadlines) {
+			n := copy(s.deadlines, s.deadlines[s.dhead:])
+			s.deadlines = s.deadlines[:n]
+			s.dhead = 0
+		}
+	}
+	return nil
+}
+
+func (s *sim) t(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
+
+func (s *sim) push(e event) {
+	if e.at > s.horizon {
+		return
+	}
+	s.seq++
+	e.seq = s.seq
+	s.q.push(e)
+}
+
+func (s *sim) nextGap() int64 {
+	return int64(s.rng.ExpFloat64() * float64(s.interval))
+}
+
+// setMembers lists the servers of replica set i: the ring's consecutive
+// servers from i, or every server.
+func (s *sim) setMembers(i int32) []int32 {
+	r := s.cfg.Replication
+	if r == 0 {
+		r = s.cfg.Servers
+	}
+	m := make([]int32, r)
+	for k := range m {
+		m[k] = (i + int32(k)) % int32(s.cfg.Servers)
+	}
+	return m
+}
+
+func (s *sim) drawKey() int32 {
+	if s.keyCDF == nil {
+		return int32(s.rng.IntN(s.cfg.Keys))
+	}
+	u := s.rng.Float64()
+	r, _ := slices.BinarySearch(s.keyCDF, u)
+	return s.keyPerm[min(r, len(s.keyPerm)-1)]
+}
+
+func (s *sim) switchRates() {
+	for _, sv := range s.servers {
+		sv.fast = s.rng.IntN(2) == 1
+	}
+}
+
+// running reports whether arrivals or flows remain: periodic processes
+// stop once nothing does.
+func (s *sim) running() bool { return s.measured < s.cfg.Requests || s.open > 0 }
+
+func (s *sim) loop() {
+	for s.q.len() > 0 {
+		if d := s.nextDeadline(); d != nil && d.at <= s.q.h[0].at {
+			s.now = d.at
+			if !d.req.flow.Done() {
+				s.apply(d.req, d.req.flow.OnTimer(s.t(s.now), scanflow.TimerDeadline, 0, d.req.pick))
+			}
+			continue
+		}
+		e := s.q.pop()
+		s.now = e.at
+		s.res.Events++
+		switch e.kind {
+		case evArrival:
+			s.arrival()
+		case evStartScan:
+			s.startScan(e.att)
+		case evCancel:
+			s.cancel(e.att)
+		case evServerBusy:
+			s.serverBusy(e.att)
+		case evNotice:
+			a := e.att
+			if a.phase == phaseRunning && !s.servers[a.srv].hung {
+				s.toClient(a, msgStarted, 0)
+			}
+		case evServiceDone:
+			s.serviceDone(e.att)
+		case evToClient:
+			s.clientMessage(e.att, e.msg)
+		case evFlowTimer:
+			r := e.req
+			if !r.flow.Done() {
+				s.apply(r, r.flow.OnTimer(s.t(s.now), e.timer, e.n, r.pick))
+			}
+		case evSignal:
+			now := s.t(s.now)
+			for _, c := range s.clients {
+				c.busy(now, e.srv)
+				if e.msg == msgBusy {
+					c.work[e.srv].QueueLen = int(e.val)
+				}
+			}
+		case evHeartbeat:
+			s.heartbeat(e.srv)
+		case evHeartbeatIn:
+			s.heartbeatIn(e)
+		case evRateSwitch:
+			s.switchRates()
+			if s.running() {
+				s.push(event{at: s.now + int64(s.cfg.RateSwitch), kind: evRateSwitch})
+			}
+		case evSweep:
+			s.sweep()
+			if s.running() {
+				s.push(event{at: s.now + sweepEvery, kind: evSweep})
+			}
+		case evProbe:
+			sv := s.servers[e.srv]
+			if sv.hung {
+				continue
+			}
+			rif := len(sv.running) + sv.queued
+			s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evProbeReply, cl: e.cl, srv: e.srv, n: uint32(rif), val: sv.est.estimate(s.now, rif)})
+		case evProbeReply:
+			c := e.cl
+			c.prober.AddProbe(selection.ProbeReply{Server: s.servers[e.srv].id, RIF: int(e.n), Latency: time.Duration(e.val), At: s.t(s.now)}, c.rng)
+		case evHang:
+			s.servers[e.srv].hung = true
+		}
+	}
+}
+
+func (s *sim) arrival() {
+	c := s.clients[s.rng.IntN(len(s.clients))]
+	key := s.drawKey()
+	set := key % int32(s.cfg.Servers)
+	if s.cfg.Replication == 0 {
+		set = 0
+	}
+	r := &request{id: s.arrived, cl: c, key: key, set: set, arrival: s.now, measured: s.now >= int64(s.cfg.Warmup)}
+	s.arrived++
+	s.res.Arrivals++
+	if r.measured {
+		s.measured++
+		s.res.Requests++
+	}
+	if s.measured < s.cfg.Requests {
+		s.push(event{at: s.now + s.nextGap(), kind: evArrival})
+	}
+	s.open++
+	st := c.states[key]
+	if st == nil {
+		st = &selection.TabletState{}
+		c.states[key] = st
+	}
+	tablet := selection.Tablet{Table: "t", EndRow: fmt.Appendf(nil, "%08d", key)}
+	if key > 0 {
+		tablet.PrevEndRow = fmt.Appendf(nil, "%08d", key-1)
+	}
+	r.pick = func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
+		in := &selection.Input{Tablet: tablet, Profile: c.profile, Attempts: history, Hedge: hedge, View: c.view(s, set, s.now),
+			Now: now, Rand: c.rng, State: st, LocalHost: "coordinator"}
+		d, err := c.policy.Select(in)
+		if err == nil && c.prober != nil {
+			for _, id := range c.prober.ProbeTargets(in) {
+				s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evProbe, cl: c, srv: s.ids[id]})
+			}
+		}
+		return d, err
+	}
+	msg := &messages.ScanRequest{RequestId: fmt.Sprint(r.id)}
+	r.flow = scanflow.NewScanFlow(msg, time.Time{}, s.cfg.Flow, c.profile.TimeToWaitForScanServers, nil)
+	s.apply(r, r.flow.Start(s.t(s.now), r.pick))
+}
+
+// apply carries out a flow's actions as the tablet actor does.
+func (s *sim) apply(r *request, acts []scanflow.Action) {
+	c := r.cl
+	now := s.t(s.now)
+	for _, act := range acts {
+		switch act.Kind {
+		case scanflow.ActDispatch:
+			fa := act.Attempt
+			i, ok := s.ids[fa.Sel.Server]
+			if !ok {
+				panic("policysim: policy chose unknown server " + string(fa.Sel.Server))
+			}
+			a := &attempt{req: r, n: fa.N, srv: i, hedge: fa.Sel.Hedge, busyTimeout: int64(fa.Decision.BusyTimeout)}
+			for len(r.atts) < int(fa.N) {
+				r.atts = append(r.atts, nil)
+			}
+			r.atts[fa.N-1] = a
+			c.dispatched(now, i)
+			c.countDispatch(now.Unix(), fa.Sel.Hedge)
+			s.res.Dispatches++
+			if fa.Sel.Hedge {
+				s.res.Hedges++
+			}
+			s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evStartScan, att: a})
+		case scanflow.ActCancel:
+			if a := r.atts[act.Attempt.N-1]; a != nil {
+				s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evCancel, att: a})
+			}
+		case scanflow.ActAccount:
+			c.ended(now, s.ids[act.Attempt.Sel.Server], act.Result)
+			switch act.Result {
+			case selection.Busy:
+				s.res.Busy++
+			case selection.Timeout:
+				s.res.Timeouts++
+			}
+		case scanflow.ActSlowdown:
+			c.slowdown(now, s.ids[act.Attempt.Sel.Server])
+		case scanflow.ActLatency:
+			c.latency(now, s.ids[act.Attempt.Sel.Server], act.Latency)
+		case scanflow.ActTimer:
+			if act.Timer == scanflow.TimerDeadline {
+				// Every flow's deadline is its start + MaxFlowAge: they
+				// come in arrival order, so a FIFO holds them, not the heap.
+				s.deadlines = append(s.deadlines, deadline{at: s.now + int64(act.After), req: r})
+				continue
+			}
+			var n uint32
+			if act.Attempt != nil {
+				n = act.Attempt.N
+			}
+			s.push(event{at: s.now + int64(act.After), kind: evFlowTimer, req: r, timer: act.Timer, n: n})
+		case scanflow.ActFail:
+			r.failed = true
+		case scanflow.ActComplete:
+			if r.done {
+				panic(fmt.Sprintf("policysim: request %d completed twice", r.id))
+			}
+			r.done = true
+			s.open--
+			s.res.Completions++
+			if r.measured {
+				if r.answered {
+					s.res.Completed++
+				} else {
+					s.res.Failed++
+				}
+			}
+		case scanflow.ActTimeoutSignal:
+			s.push(event{at: s.now + 2*int64(s.cfg.OneWay), kind: evSignal, msg: msgStarted, srv: s.ids[act.Attempt.Sel.Server]})
+		}
+	}
+}
+
+// startScan: a StartScan reaches its server.
+func (s *sim) startScan(a *attempt) {
+	sv := s.servers[a.srv]
+	a.arrived = s.now
+	a.rif = len(sv.running) + sv.queued
+	if !sv.hung && len(sv.running) < s.cfg.Workers {
+		s.start(sv, a)
+		return
+	}
+	a.phase = phaseQueued
+	sv.enqueue(a)
+	if a.busyTimeout > 0 && !sv.hung {
+		s.push(event{at: s.now + a.busyTimeout, kind: evServerBusy, att: a})
+	}
+}
+
+func (s *sim) start(sv *server, a *attempt) {
+	a.phase = phaseRunning
+	sv.running = append(sv.running, a)
+	mean := float64(s.cfg.ServiceMean) * sv.slow
+	if sv.fast {
+		mean /= s.cfg.RateFactor
+	}
+	d := int64(s.rng.ExpFloat64() * mean)
+	s.push(event{at: s.now + d, kind: evServiceDone, att: a})
+	if d > int64(acceptNoticeDelay) {
+		s.push(event{at: s.now + int64(acceptNoticeDelay), kind: evNotice, att: a})
+	}
+}
+
+// acceptNoticeDelay is the scan server's AcceptNoticeDelay: a scan whose
+// first batch does not follow its start within it is announced started.
+const acceptNoticeDelay = time.Millisecond
+
+func (s *sim) startNext(sv *server) {
+	for !sv.hung && len(sv.running) < s.cfg.Workers {
+		a := sv.next()
+		if a == nil {
+			return
+		}
+		s.start(sv, a)
+	}
+}
+
+func (s *sim) serviceDone(a *attempt) {
+	sv := s.servers[a.srv]
+	if a.phase != phaseRunning || sv.hung {
+		return
+	}
+	a.phase = phaseEnded
+	sv.stopRunning(a)
+	sv.est.add(s.now, a.rif, s.now-a.arrived)
+	s.toClient(a, msgFinished, 0)
+	s.startNext(sv)
+}
+
+func (s *sim) serverBusy(a *attempt) {
+	sv := s.servers[a.srv]
+	if a.phase != phaseQueued || sv.hung {
+		return
+	}
+	a.phase = phaseEnded
+	sv.queued--
+	s.toClient(a, msgBusy, 0)
+	// The server also publishes a busy signal with its queue to every
+	// coordinator (through NATS: two hops).
+	s.push(event{at: s.now + 2*int64(s.cfg.OneWay), kind: evSignal, msg: msgBusy, srv: a.srv, val: int64(sv.queued)})
+}
+
+func (s *sim) cancel(a *attempt) {
+	sv := s.servers[a.srv]
+	if sv.hung {
+		return
+	}
+	switch a.phase {
+	case phaseQueued:
+		a.phase = phaseEnded
+		sv.queued--
+	case phaseRunning:
+		a.phase = phaseEnded
+		sv.stopRunning(a)
+		s.startNext(sv)
+	default:
+		return
+	}
+	s.toClient(a, msgCanceled, 0)
+}
+
+func (s *sim) toClient(a *attempt, m msgKind, val int64) {
+	s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evToClient, att: a, msg: m, val: val})
+}
+
+// clientMessage: a server's message reaches the attempt's coordinator.
+func (s *sim) clientMessage(a *attempt, m msgKind) {
+	r := a.req
+	c := r.cl
+	now := s.t(s.now)
+	c.heard(now, a.srv)
+	if r.flow.Done() {
+		return
+	}
+	switch m {
+	case msgStarted:
+		s.apply(r, r.flow.OnStarted(now, a.n, false, 0))
+	case msgBusy:
+		s.apply(r, r.flow.OnBusy(now, a.n, r.pick))
+	case msgFinished:
+		if !r.answered {
+			r.answered = true
+			if r.measured {
+				s.res.Latencies = append(s.res.Latencies, time.Duration(s.now-r.arrival))
+			}
+		}
+		s.apply(r, r.flow.OnFinished(now, &messages.ScanFinished{RequestId: r.flow.Req.GetRequestId(), Attempt: a.n, Batches: 1}, r.pick))
+	case msgCanceled:
+		s.apply(r, r.flow.OnFinished(now, &messages.ScanFinished{RequestId: r.flow.Req.GetRequestId(), Attempt: a.n,
+			Error: messages.ErrorCode_ERROR_CODE_CANCELLED}, r.pick))
+	}
+}
+
+// beat is one host's load report in flight.
+type beat struct{ ids, queued, active []int32 }
+
+// heartbeat: host h reports its servers' queues and running scans to
+// every coordinator (through NATS: two hops). A hung server reports
+// nothing.
+func (s *sim) heartbeat(h int32) {
+	b := &beat{}
+	for _, i := range s.hosts[h] {
+		sv := s.servers[i]
+		if sv.hung {
+			continue
+		}
+		b.ids = append(b.ids, i)
+		b.queued = append(b.queued, int32(sv.queued))
+		b.active = append(b.active, int32(len(sv.running)))
+	}
+	if len(b.ids) > 0 {
+		s.push(event{at: s.now + 2*int64(s.cfg.OneWay), kind: evHeartbeatIn, hb: b})
+	}
+	if s.running() {
+		s.push(event{at: s.now + int64(s.cfg.Heartbeat), kind: evHeartbeat, srv: h})
+	}
+}
+
+func (s *sim) heartbeatIn(e event) {
+	now := s.t(s.now)
+	for _, c := range s.clients {
+		for k, i := range e.hb.ids {
+			l := &c.work[i]
+			l.QueueLen, l.Active = int(e.hb.queued[k]), int(e.hb.active[k])
+			l.LastHeartbeat = now
+			l.Alive = true
+			c.heardAt[i] = s.now
+			c.touch(i)
+		}
+	}
+}
+
+// sweep: every coordinator drops the servers that missed
+// HeartbeatMisses heartbeats, and ends the attempts it had there (the
+// tablet actor's lost check).
+func (s *sim) sweep() {
+	limit := int64(s.cfg.HeartbeatMisses) * int64(s.cfg.Heartbeat)
+	for _, c := range s.clients {
+		for i := range c.work {
+			if !c.work[i].Alive || s.now-c.heardAt[i] <= limit {
+				continue
+			}
+			c.markDead(int32(i))
+			sv := s.servers[i]
+			held := append(slices.Clone(sv.running), sv.queue[sv.head:]...)
+			for _, a := range held {
+				if a == nil || a.req.cl != c || a.req.flow.Done() {
+					continue
+				}
+				s.apply(a.req, a.req.flow.OnServerLost(s.t(s.now), a.n, a.req.pick))
+			}
+		}
+	}
+}
