@@ -5,8 +5,7 @@ demo:      ## the main job: local cluster + sample data + verified scans + statu
 	go run ./cmd/scanctl demo
 
 test:      ## the whole test suite of both modules (main and deploy/), as CI runs it
-	go test -race ./...
-	cd deploy && go test -race ./...
+	.ci/run
 
 loadtest:  ## policy comparison under faults (several minutes; docs/loadtest.md)
 	go run ./cmd/loadtest

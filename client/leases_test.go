@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -356,9 +357,7 @@ func TestLeaseLossMovesRequests(t *testing.T) {
 			}
 			// The fakes' lines are read asynchronously: the scan can end
 			// before the serving fake's last "request" line is in.
-			for deadline := time.Now().Add(10 * time.Second); len(serving.requests()) < 4 && time.Now().Before(deadline); {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Poll(10*time.Second, func() bool { return len(serving.requests()) >= 4 })
 			heldIDs, servedIDs := held.requests(), serving.requests()
 			if len(heldIDs) != 1 || len(servedIDs) != 4 || slices.Contains(servedIDs, heldIDs[0]) {
 				t.Fatalf("held coordinator got %v, serving one %v; want 1 and 4 requests, the resent one under a new id", heldIDs, servedIDs)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -98,7 +98,7 @@ func TestTLSFromSecrets(t *testing.T) {
 	if _, err := TLSFromSecrets(dir); err == nil || !strings.HasPrefix(err.Error(), "secrets directory "+dir+": ") {
 		t.Fatalf("missing directory: %v", err)
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tc, err := TLSFromSecrets(dir)

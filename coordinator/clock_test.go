@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
@@ -35,8 +36,8 @@ func TestClockSkewChangesNothing(t *testing.T) {
 			// A server that never answers (its reads block): the scan fails
 			// at the request's deadline, not before and not 5 s later.
 			r2 := newRig(t, rigOpts{rows: 50, tablets: 1, coord: func(c *CoordinatorConfig) { c.Clock = skewed(sk.coord) }})
-			gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r2.store}, open: make(chan struct{})}
-			t.Cleanup(func() { close(gate.open) })
+			gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r2.store})
+			t.Cleanup(func() { close(gate.Open) })
 			r2.addServer("h1", 0, cfg, gate)
 			req := r2.request(0)
 			req.TimeoutMs = 300

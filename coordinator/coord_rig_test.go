@@ -122,7 +122,7 @@ func (r *rig) addServerGens(host string, idx int, cfg scanserver.ScanServerConfi
 	}
 	id := fmt.Sprintf("%s/%d", host, idx)
 	pid, err := r.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return scanserver.NewScanServerActor(r.life, id, host, cfg, fetcher, gens, r.as, &scanserver.ServerCounters{}, nil, remoting.DiscardLogger())
+		return scanserver.NewScanServerActor(cfg, scanserver.ServerDeps{ID: id, Host: host, Fetcher: fetcher, Gens: gens, System: r.as, Life: r.life})
 	}), fmt.Sprintf("srv-%s-%d", host, idx))
 	if err != nil {
 		r.t.Fatal(err)
@@ -442,21 +442,6 @@ func isBatch(id string, seq uint64) func(any) bool {
 
 func isFinished(id string) func(any) bool {
 	return func(m any) bool { f, ok := m.(*messages.ScanFinished); return ok && f.GetRequestId() == id }
-}
-
-// gatedFetcher blocks every block read until open is closed.
-type gatedFetcher struct {
-	inner tablets.BlockFetcher
-	open  chan struct{}
-}
-
-func (g *gatedFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, error) {
-	select {
-	case <-g.open:
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
-	}
-	return g.inner.FetchBlock(ctx, key)
 }
 
 // rowsOf is a batch's rows from either encoding; an undecodable batch

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
@@ -93,8 +94,8 @@ func TestTabletRetriesAttemptOnServerThatLeft(t *testing.T) {
 			// StartStall would retry the stuck attempt too, after a while:
 			// make it long, so that only the check can.
 			r := newRig(t, rigOpts{rows: 500, tablets: 1, coord: func(c *CoordinatorConfig) { c.Flow.StartStall = time.Hour }})
-			gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
-			t.Cleanup(func() { close(gate.open) })
+			gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
+			t.Cleanup(func() { close(gate.Open) })
 			a := r.addServer("ha", 0, scanserver.DefaultScanServerConfig(), gate)
 			s := r.start(r.request(0), false)
 			r.waitFor("the attempt on the stuck server", func() bool {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -27,6 +27,9 @@ import (
 // the end are always exactly the table's. Before the fix the scan hung
 // until its deadline and then said only "context deadline exceeded".
 func TestCoordinatorKilledDuringScan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes (skipped with -short)")
+	}
 	for _, tc := range []struct {
 		name         string
 		tablets      int
@@ -180,7 +183,7 @@ func startCoordinator(t *testing.T, cl *testCluster, addr string) {
 	})
 	waitFor(t, "the restarted coordinator to be ready", 30*time.Second, func() bool {
 		data, err := os.ReadFile(ready)
-		var r cliutil.Ready
+		var r readyfile.Ready
 		return err == nil && json.Unmarshal(data, &r) == nil && r.Actor == addr
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
@@ -228,7 +229,7 @@ func TestCoordMetricsObserveScans(t *testing.T) {
 // to the coordinator's busy counter.
 func TestCoordMetricsServerBusy(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 2})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	cfg := scanserver.DefaultScanServerConfig()
 	cfg.Workers, cfg.MaxQueue = 1, 0
 	r.addServer("h1", 0, cfg, gate)
@@ -236,7 +237,7 @@ func TestCoordMetricsServerBusy(t *testing.T) {
 	r.waitFor("the first scan to hold the worker", func() bool { return r.co.counters.dispatches.Load() >= 1 })
 	b := r.start(r.request(1), false)
 	r.waitFor("a busy answer", func() bool { return r.co.counters.busy.Load() >= 1 })
-	close(gate.open)
+	close(gate.Open)
 	for i, s := range []*rigScan{a, b} {
 		select {
 		case <-s.done:

@@ -134,7 +134,7 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 	// they give their worker back after this.
 	scfg.AckTimeout = time.Second
 	r.serverID = "fuzzhost:1/0"
-	ss := scanserver.NewScanServerActor(life, r.serverID, "fuzzhost", scfg, tablets.StoreFetcher{Store: store}, nil, r.sys, &scanserver.ServerCounters{}, nil, remoting.DiscardLogger())
+	ss := scanserver.NewScanServerActor(scfg, scanserver.ServerDeps{ID: r.serverID, Host: "fuzzhost", Fetcher: tablets.StoreFetcher{Store: store}, System: r.sys, Life: life})
 	if r.server, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ss }, actor.WithGuardian(strategy)), scanserver.ServerActorID(0)); err != nil {
 		tb.Fatal(err)
 	}

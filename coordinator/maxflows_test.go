@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
@@ -14,7 +15,7 @@ import (
 // again.
 func TestMaxFlowsAnswersOverloaded(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 100, tablets: 2, coord: func(c *CoordinatorConfig) { c.MaxFlows = 1 }})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
 	blocked := r.start(r.request(0), false)
 	r.waitFor("one flow running", func() bool { return r.co.counters.flows.Load() == 1 })
@@ -22,7 +23,7 @@ func TestMaxFlowsAnswersOverloaded(t *testing.T) {
 	if s.err == nil || s.err.GetCode() != messages.ErrorCode_ERROR_CODE_OVERLOADED || !strings.Contains(s.err.GetMessage(), "MaxFlows 1") {
 		t.Fatalf("second scan ended with %v, want OVERLOADED naming MaxFlows", s.err)
 	}
-	close(gate.open)
+	close(gate.Open)
 	r.checkRows(r.wait(blocked), 0)
 	r.waitFor("no flow running", func() bool { return r.co.counters.flows.Load() == 0 })
 	r.checkRows(r.scan(r.request(1)), 1)

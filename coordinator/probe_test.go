@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
@@ -19,7 +19,7 @@ import (
 // no answer.
 func TestScanServerAnswersProbes(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 400, tablets: 2})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	cfg := scanserver.DefaultScanServerConfig()
 	cfg.Workers = 1
 	var counters scanserver.ServerCounters
@@ -44,7 +44,7 @@ func TestScanServerAnswersProbes(t *testing.T) {
 	}
 	// A bad probe (no reply_to) is dropped, and the server still answers.
 	r.as.Root.Send(srv, &messages.Probe{Id: 3})
-	close(gate.open)
+	close(gate.Open)
 	for i := 0; i < 3; i++ {
 		rec.wait(r, "scan end", isFinished(fmt.Sprintf("q%d", i)))
 	}
@@ -65,7 +65,7 @@ func (r *rig) spawnServer(host string, idx int, cfg scanserver.ScanServerConfig,
 	}
 	id := fmt.Sprintf("%s/%d", host, idx)
 	pid, err := r.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return scanserver.NewScanServerActor(r.life, id, host, cfg, fetcher, nil, r.as, counters, nil, remoting.DiscardLogger())
+		return scanserver.NewScanServerActor(cfg, scanserver.ServerDeps{ID: id, Host: host, Fetcher: fetcher, System: r.as, Life: r.life, Counters: counters})
 	}), fmt.Sprintf("srv-%s-%d", host, idx))
 	if err != nil {
 		r.t.Fatal(err)

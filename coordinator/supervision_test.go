@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
@@ -37,14 +38,14 @@ func (r *rig) tabletPID(idx int) *actor.PID {
 // counted.
 func TestTabletActorPanicLosesNoScan(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 200, tablets: 1})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
 	s := r.start(r.request(0), false)
 	r.waitFor("the scan in flight on h1/0", func() bool { return r.inFlight("h1/0") == 1 })
 	pid := r.tabletPID(0)
 	r.as.Root.Send(pid, &injectPanic{why: "test: tablet actor panic"})
 	r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == 1 })
-	close(gate.open)
+	close(gate.Open)
 	r.checkRows(r.wait(s), 0)
 	if got := r.tabletPID(0); !got.Equal(pid) {
 		t.Fatalf("tablet actor %v after its restart, want the same PID %v", got, pid)
@@ -67,7 +68,7 @@ func TestRouterPanicLosesNoScan(t *testing.T) {
 	var gm *gatedMeta
 	r := newRig(t, rigOpts{rows: 200, tablets: 2,
 		meta: func(m MetaSource) MetaSource { gm = &gatedMeta{MetaSource: m, open: make(chan struct{})}; return gm }})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
 	close(gm.open) // the first request loads the metadata
 	flowing := r.start(r.request(0), false)
@@ -80,7 +81,7 @@ func TestRouterPanicLosesNoScan(t *testing.T) {
 	r.as.Root.Send(r.co.router, &injectPanic{why: "test: router panic"})
 	r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == 1 })
 	close(gm.open)
-	close(gate.open)
+	close(gate.Open)
 	r.checkRows(r.wait(flowing), 0)
 	r.checkRows(r.wait(waiting), 1)
 	r.waitFor("in-flight and flows back to zero", func() bool {
@@ -99,9 +100,9 @@ func TestRouterPanicLosesNoScan(t *testing.T) {
 // round for ever.
 func TestSecondFailureAnswersInternal(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 100, tablets: 1})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
-	defer close(gate.open)
+	defer close(gate.Open)
 	s := r.start(r.request(0), false)
 	for n := uint64(1); n <= 2; n++ {
 		r.waitFor("the scan in flight", func() bool { return r.inFlight("h1/0") >= 1 && r.co.counters.flows.Load() == 1 })
@@ -119,14 +120,14 @@ func TestSecondFailureAnswersInternal(t *testing.T) {
 // message) and leaves the scan alone.
 func TestAnswerFromAnotherServerIgnored(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 100, tablets: 1})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
 	s := r.start(r.request(0), false)
 	r.waitFor("the scan in flight", func() bool { return r.inFlight("h1/0") == 1 })
 	bad := r.co.counters.badMessages.Load()
 	r.as.Root.Send(r.tabletPID(0), &messages.Busy{RequestId: s.req.RequestId, Attempt: 1, Server: "h9/0", Host: "h9"})
 	r.waitFor("the forged Busy refused", func() bool { return r.co.counters.badMessages.Load() == bad+1 })
-	close(gate.open)
+	close(gate.Open)
 	r.checkRows(r.wait(s), 0)
 	if n := r.co.counters.busy.Load(); n != 0 {
 		t.Fatalf("busy %d after a forged Busy, want 0", n)

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -97,13 +99,9 @@ func (l *steadyLoad) longestGap(from, to time.Time) time.Duration {
 func (l *steadyLoad) waitScans(t *testing.T, n int64, what string) {
 	t.Helper()
 	target := l.count.Load() + n
-	deadline := time.Now().Add(90 * time.Second)
-	for l.count.Load() < target {
-		if time.Now().After(deadline) {
-			fails, _ := l.takeFails()
-			t.Fatalf("%s: no %d completed scans within 90s; failures: %q", what, n, fails)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Poll(90*time.Second, func() bool { return l.count.Load() >= target }) {
+		fails, _ := l.takeFails()
+		t.Fatalf("%s: no %d completed scans within 90s; failures: %q", what, n, fails)
 	}
 }
 
@@ -157,16 +155,13 @@ func TestCoordinatorLossUnderLoad(t *testing.T) {
 		}
 		restarted := time.Now()
 		// The restarted coordinator owns tablets again and serves them.
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			st, err := cl.StatusOf(ctx, victim)
-			if err == nil && st.GetTabletActors() > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("restarted coordinator %d holds no tablet actor after 90s (status err %v)", victim, err)
-			}
-			time.Sleep(100 * time.Millisecond)
+		var err error
+		if !testutil.Poll(90*time.Second, func() bool {
+			var st *messages.StatusReply
+			st, err = cl.StatusOf(ctx, victim)
+			return err == nil && st.GetTabletActors() > 0
+		}) {
+			t.Fatalf("restarted coordinator %d holds no tablet actor after 90s (status err %v)", victim, err)
 		}
 		load.waitScans(t, 30, fmt.Sprintf("after restarting coordinator %d", victim))
 		fails, wrong := load.takeFails()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -32,15 +33,15 @@ import (
 func TestLyingScanServer(t *testing.T) {
 	clustertest.SkipShort(t)
 	ctx := context.Background()
-	secrets := filepath.Join(t.TempDir(), "secrets")
+	secDir := filepath.Join(t.TempDir(), "secrets")
 	hosts := []string{localcluster.HostName(0), localcluster.HostName(1), localcluster.HostName(2)}
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{ServerHosts: hosts}); err != nil {
+	if err := secrets.Init(secDir, secrets.InitOptions{ServerHosts: hosts}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
 	lies := []string{"forge", "drop", "add", "empty", "corrupt"}
 	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 3, ServersPerHost: 1, DataDir: dataDir,
-		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, Secrets: secrets,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, Secrets: secDir,
 		HostArgs: func(i int) []string {
 			if i == 0 {
 				return []string{"--fault-lie", strings.Join(lies, ",")}
@@ -49,7 +50,7 @@ func TestLyingScanServer(t *testing.T) {
 		}})
 	t.Cleanup(func() { logTails(t, dataDir) })
 	tlsOf := func(role string) *tls.Config {
-		cfg, err := cliutil.RemoteTLS(secrets, role)
+		cfg, err := cliutil.RemoteTLS(secDir, role)
 		if err != nil {
 			t.Fatal(err)
 		}

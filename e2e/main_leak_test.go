@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -18,18 +19,10 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		deadline := time.Now().Add(leakGrace)
-		for {
-			err := goleak.Find(leakOptions()...)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests by %v: %v\n", leakGrace, err)
-				code = 1
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
+		var err error
+		if !testutil.Poll(leakGrace, func() bool { err = goleak.Find(leakOptions()...); return err == nil }) {
+			fmt.Fprintf(os.Stderr, "goleak: goroutines outlived the tests by %v: %v\n", leakGrace, err)
+			code = 1
 		}
 	}
 	os.Exit(code)

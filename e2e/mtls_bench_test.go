@@ -10,6 +10,7 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -73,19 +74,19 @@ func startSecured(b *testing.B, secure bool) *fixture {
 	ctx := context.Background()
 	cfg := localcluster.Config{Hosts: 3, ServersPerHost: 2,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: os.Getenv("E2E_CHILD_LOG_LEVEL")}
-	secrets := filepath.Join(b.TempDir(), "secrets")
+	secDir := filepath.Join(b.TempDir(), "secrets")
 	if secure {
-		if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
+		if err := secrets.Init(secDir, secrets.InitOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		cfg.Secrets = secrets
+		cfg.Secrets = secDir
 	}
 	cl := clustertest.Start(b, ctx, cfg)
 	f := &fixture{t: b, cl: cl, truth: tablets.GenerateRows(100000)}
 	var admin *tls.Config // NATS TLS with the admin certificate when secure
 	var err error
 	if secure {
-		if admin, err = cliutil.RemoteTLS(secrets, "admin"); err != nil {
+		if admin, err = cliutil.RemoteTLS(secDir, "admin"); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -93,7 +94,7 @@ func startSecured(b *testing.B, secure bool) *fixture {
 	f.c = clustertest.Client(b, ctx, cl.NATSURL(), func(c *client.Config) {
 		c.StallTimeout = time.Second
 		if secure {
-			if c.TLS, err = client.TLSFromSecrets(secrets); err != nil {
+			if c.TLS, err = client.TLSFromSecrets(secDir); err != nil {
 				b.Fatal(err)
 			}
 		}

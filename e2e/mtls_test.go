@@ -19,6 +19,8 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -33,14 +35,14 @@ import (
 func TestMutualTLS(t *testing.T) {
 	clustertest.SkipShort(t)
 	ctx := context.Background()
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
+	secDir := filepath.Join(t.TempDir(), "secrets")
+	if err := secrets.Init(secDir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
 	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: dataDir,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
-		Secrets: secrets})
+		Secrets: secDir})
 	t.Cleanup(func() { logTails(t, dataDir) })
 	tlsFrom := func(dir string) *tls.Config {
 		t.Helper()
@@ -50,7 +52,7 @@ func TestMutualTLS(t *testing.T) {
 		}
 		return cfg
 	}
-	admin, err := cliutil.RemoteTLS(secrets, "admin")
+	admin, err := cliutil.RemoteTLS(secDir, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestMutualTLS(t *testing.T) {
 	}
 
 	t.Run("verified scan", func(t *testing.T) {
-		f := &fixture{t: t, cl: cl, c: newClient(tlsFrom(secrets)), truth: truth}
+		f := &fixture{t: t, cl: cl, c: newClient(tlsFrom(secDir)), truth: truth}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		for _, r := range [][2]int{{0, len(truth)}, {17, 2500}, {1000, 1001}} {
@@ -98,7 +100,7 @@ func TestMutualTLS(t *testing.T) {
 		for _, run := range []struct {
 			env  []string
 			args []string
-		}{{nil, []string{"--secrets", secrets}}, {[]string{cliutil.SecretsEnv + "=" + secrets}, nil}} {
+		}{{nil, []string{"--secrets", secDir}}, {[]string{cliutil.SecretsEnv + "=" + secDir}, nil}} {
 			out, errOut, err := scanctlScan(t, run.env, run.args...)
 			if err != nil || strings.TrimSpace(out) != strconv.Itoa(len(truth)) {
 				t.Fatalf("scanctl scan --count %q (env %q): %v, out %q, stderr %q; want %d", run.args, run.env, err, out, errOut, len(truth))
@@ -111,11 +113,11 @@ func TestMutualTLS(t *testing.T) {
 	// cluster's ca.crt (the CA certificate is public: the client trusts
 	// the real coordinator).
 	otherDir := filepath.Join(t.TempDir(), "other")
-	if err := cliutil.InitSecrets(otherDir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(otherDir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	copyCA := func(dir string) {
-		ca, err := os.ReadFile(filepath.Join(secrets, "ca.crt"))
+		ca, err := os.ReadFile(filepath.Join(secDir, "ca.crt"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,15 +128,15 @@ func TestMutualTLS(t *testing.T) {
 	copyCA(otherDir)
 	// expiredDir: a client certificate of the cluster's CA that expired.
 	now := time.Now()
-	ca, caKey := loadCA(t, secrets)
-	der, key, err := cliutil.NewCert(ca, caKey, cliutil.CertSpec{CommonName: "scanplane client", Role: "client", DNSNames: []string{"localhost"},
+	ca, caKey := loadCA(t, secDir)
+	der, key, err := secrets.NewCert(ca, caKey, secrets.CertSpec{CommonName: "scanplane client", Role: "client", DNSNames: []string{"localhost"},
 		IPs: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	expiredDir := t.TempDir()
 	copyCA(expiredDir)
-	if err := cliutil.WriteCertFiles(filepath.Join(expiredDir, "client.crt"), filepath.Join(expiredDir, "client.key"), der, key); err != nil {
+	if err := secrets.WriteCertFiles(filepath.Join(expiredDir, "client.crt"), filepath.Join(expiredDir, "client.key"), der, key); err != nil {
 		t.Fatal(err)
 	}
 
@@ -207,7 +209,7 @@ func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := x509.ParsePKCS8PrivateKey(read(filepath.Join(cliutil.DefaultCADir(dir), "ca.key"), "PRIVATE KEY"))
+	k, err := x509.ParsePKCS8PrivateKey(read(filepath.Join(secrets.DefaultCADir(dir), "ca.key"), "PRIVATE KEY"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,8 +224,7 @@ func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 // every one of want.
 func waitLogLine(t *testing.T, path string, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	found := testutil.Poll(10*time.Second, func() bool {
 		data, _ := os.ReadFile(path)
 		for _, l := range strings.Split(string(data), "\n") {
 			all := true
@@ -232,13 +233,13 @@ func waitLogLine(t *testing.T, path string, want ...string) {
 			}
 			if all {
 				t.Logf("%s: %s", filepath.Base(path), l)
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s has no line with %q", path, want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false
+	})
+	if !found {
+		t.Fatalf("%s has no line with %q", path, want)
 	}
 }
 
@@ -251,16 +252,16 @@ func TestMutualTLSCoordinators(t *testing.T) {
 	clustertest.SkipShort(t)
 	ctx := context.Background()
 	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
+	secDir := filepath.Join(t.TempDir(), "secrets")
+	if err := secrets.Init(secDir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
 	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 2, Hosts: 2, ServersPerHost: 1, DataDir: dataDir,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info",
-		Secrets: secrets})
+		Secrets: secDir})
 	t.Cleanup(func() { logTails(t, dataDir) })
-	admin, err := cliutil.RemoteTLS(secrets, "admin")
+	admin, err := cliutil.RemoteTLS(secDir, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestMutualTLSCoordinators(t *testing.T) {
 	for i := 0; i < cl.Coordinators(); i++ {
 		addr := cl.CoordinatorProc(i).Ready.Actor
 		sctx, cancel := context.WithTimeout(ctx, 40*time.Second)
-		out, err := exec.CommandContext(sctx, scanctl, "scan", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secrets,
+		out, err := exec.CommandContext(sctx, scanctl, "scan", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secDir,
 			"--table", table, "--count", "--timeout", "30s").CombinedOutput()
 		cancel()
 		if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(len(truth)) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
@@ -58,16 +59,16 @@ import (
 func TestRemoteRolesUnderAttack(t *testing.T) {
 	clustertest.SkipShort(t)
 	ctx := context.Background()
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{ServerHosts: []string{localcluster.HostName(0), localcluster.HostName(1)}}); err != nil {
+	secDir := filepath.Join(t.TempDir(), "secrets")
+	if err := secrets.Init(secDir, secrets.InitOptions{ServerHosts: []string{localcluster.HostName(0), localcluster.HostName(1)}}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
 	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 2, Hosts: 2, ServersPerHost: 1, DataDir: dataDir,
-		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, Secrets: secrets, HostMetrics: true})
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, Secrets: secDir, HostMetrics: true})
 	t.Cleanup(func() { logTails(t, dataDir) })
 	tlsOf := func(role string) *tls.Config {
-		cfg, err := cliutil.RemoteTLS(secrets, role)
+		cfg, err := cliutil.RemoteTLS(secDir, role)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +86,7 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 	})
 	load := startHonestLoad(t, honest, truth)
 	evil := newAttacker(t, tlsOf("client"))                                         // the client certificate
-	evilHost := newAttacker(t, tlsOf(cliutil.ServerRole(localcluster.HostName(0)))) // host1's scan-server certificate
+	evilHost := newAttacker(t, tlsOf(secrets.ServerRole(localcluster.HostName(0)))) // host1's scan-server certificate
 	attackers := []*attacker{evil, evilHost}
 	m := &remoteMetrics{t: t, cl: cl}
 	coords := cl.CoordinatorAddrs()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 // TestCPUDelta: a kind's CPU time is the growth of its processes present
@@ -34,18 +36,14 @@ func TestMarkCPUReadsThisProcess(t *testing.T) {
 	if _, ok := a.secs[1<<30]; ok || len(a.secs) != 1 {
 		t.Fatalf("mark %v: want only this process", a.secs)
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	x := 0
-	for {
+	if !testutil.Poll(30*time.Second, func() bool {
 		for i := 0; i < 1e6; i++ {
 			x += i
 		}
-		if d := cpuDelta(a, markCPU(pids)); d[KindClient] >= 0.05 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no CPU time measured after 30s of spinning (%d)", x)
-		}
+		return cpuDelta(a, markCPU(pids))[KindClient] >= 0.05
+	}) {
+		t.Fatalf("no CPU time measured after 30s of spinning (%d)", x)
 	}
 	res := Result{Policy: "p", Fault: "f", Scans: 100, CPUSeconds: map[string]float64{KindClient: 0.5, KindCoordinator: 1}, CPUWindowS: 2}
 	if l := cpuLine(res); !strings.HasPrefix(l, "coordinator 0.50 cores (1.00 s, 10000 µs/scan); client 0.25 cores") {

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 // on its ports), and closed leaves no child process running and (TestMain)
 // no goroutine behind.
 func TestCloseLeavesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes (skipped with -short)")
+	}
 	ctx := context.Background()
 	bins, err := BuildFromSource(ctx)
 	if err != nil {

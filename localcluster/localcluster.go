@@ -38,7 +38,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/readyfile"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -204,7 +205,7 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// LogLevel for children; default "warn".
 	LogLevel string
-	// Secrets: a secrets directory (cliutil.InitSecrets, `scanctl secrets
+	// Secrets: a secrets directory (secrets.Init, `scanctl secrets
 	// init`) given to every coordinator and scanserver as --secrets: the
 	// actor remote has mutual TLS and the HTTP endpoints HTTPS with
 	// authentication; the cluster reads /status with the admin
@@ -274,7 +275,7 @@ func (c Config) Validate() error {
 // Proc is one child process.
 type Proc struct {
 	Name  string
-	Ready cliutil.Ready
+	Ready readyfile.Ready
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan struct{}
@@ -354,7 +355,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, coordBin: coordBin, serverBin: serverBin, closedCh: make(chan struct{}), http: http.DefaultClient, scheme: "http"}
 	if cfg.Secrets != "" {
-		if c.http, err = cliutil.HTTPClient(cfg.Secrets, "admin"); err != nil {
+		if c.http, err = secrets.HTTPClient(cfg.Secrets, "admin"); err != nil {
 			return nil, fmt.Errorf("localcluster: Secrets: %w", err)
 		}
 		c.scheme = "https"
@@ -858,7 +859,7 @@ func FetchStatus(ctx context.Context, httpAddr string) (*messages.StatusReply, e
 }
 
 // FetchStatusWith reads the /status at url with hc (e.g. the client of
-// cliutil.HTTPClient for a coordinator with --secrets).
+// secrets.HTTPClient for a coordinator with --secrets).
 func FetchStatusWith(ctx context.Context, hc *http.Client, url string) (*messages.StatusReply, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

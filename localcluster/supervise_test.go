@@ -1,12 +1,12 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 func TestRestartBackoff(t *testing.T) {
@@ -42,30 +42,15 @@ func TestRestartBackoff(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the supervisor's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestSuperviseRestartsWhatDies: a host and then the coordinator are
 // SIGKILLed under Supervise; each comes back as a new process, with a
 // line for the death and one for the restart, and every server is seen
 // alive again. Ending the context stops supervision; Close leaves nothing
 // (TestMain's goleak).
 func TestSuperviseRestartsWhatDies(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes (skipped with -short)")
+	}
 	ctx := context.Background()
 	bins, err := BuildFromSource(ctx)
 	if err != nil {
@@ -77,7 +62,7 @@ func TestSuperviseRestartsWhatDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	sctx, stop := context.WithCancel(ctx)
 	supervised := make(chan error, 1)
 	go func() {
@@ -85,15 +70,11 @@ func TestSuperviseRestartsWhatDies(t *testing.T) {
 	}()
 	waitNew := func(name string, old *Proc, current func() *Proc) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			if p := current(); p != old && p.Alive() && strings.Contains(out.String(), name+" restarted") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not restarted within 90s; supervisor said:\n%s", name, out.String())
-			}
-			time.Sleep(50 * time.Millisecond)
+		if !testutil.Poll(90*time.Second, func() bool {
+			p := current()
+			return p != old && p.Alive() && strings.Contains(out.String(), name+" restarted")
+		}) {
+			t.Fatalf("%s not restarted within 90s; supervisor said:\n%s", name, out.String())
 		}
 	}
 	old := cl.Host(0)

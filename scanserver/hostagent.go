@@ -151,7 +151,8 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		}
 		counters := &ServerCounters{}
 		newActor := func() *ScanServerActor {
-			a := NewScanServerActor(h.life, id, h.cfg.Host, scfg, fetcher, gens, h.sys.Actors, counters, h.publishBusy, h.log)
+			a := NewScanServerActor(scfg, ServerDeps{ID: id, Host: h.cfg.Host, Fetcher: fetcher, Gens: gens, System: h.sys.Actors,
+				Life: h.life, Counters: counters, OnBusy: h.publishBusy, Logger: h.log})
 			a.guard = h.sys.Guard
 			// Timed outside the fault wrapper: injected slowness shows in
 			// the fetch latency as an operator would see a slow disk.

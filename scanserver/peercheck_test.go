@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -33,7 +34,7 @@ func TestAttemptPeerCheck(t *testing.T) {
 	life, end := context.WithCancel(context.Background())
 	t.Cleanup(end)
 	fetch := heldFetcher{started: make(chan context.Context, 4)}
-	a := NewScanServerActor(life, "s/0", "h1", DefaultScanServerConfig(), fetch, nil, sys, &ServerCounters{}, nil, quiet)
+	a := NewScanServerActor(DefaultScanServerConfig(), ServerDeps{ID: "s/0", Host: "h1", Fetcher: fetch, System: sys, Life: life, Logger: quiet})
 	a.guard = remoting.NewGuard(nil, nil)
 	pid, err := sys.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), "scanserver-0")
 	if err != nil {
@@ -61,12 +62,8 @@ func TestAttemptPeerCheck(t *testing.T) {
 	}
 	waitRefused := func(n uint64) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for a.guard.RefusedBy(remoting.ReasonAttempt) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("refused %d, want %d", a.guard.RefusedBy(remoting.ReasonAttempt), n)
-			}
-			time.Sleep(time.Millisecond)
+		if !testutil.Poll(30*time.Second, func() bool { return a.guard.RefusedBy(remoting.ReasonAttempt) >= n }) {
+			t.Fatalf("refused %d, want %d", a.guard.RefusedBy(remoting.ReasonAttempt), n)
 		}
 	}
 	waitCancelled := func(ctx context.Context, who string) {

@@ -22,7 +22,7 @@ func TestQueueWaitIsBounded(t *testing.T) {
 	fetch := heldFetcher{started: make(chan context.Context, 4)}
 	cfg := DefaultScanServerConfig()
 	cfg.Workers, cfg.MaxQueue, cfg.MaxQueueWait = 1, 4, 100*time.Millisecond
-	a := NewScanServerActor(life, "s/0", "h1", cfg, fetch, nil, sys, &ServerCounters{}, nil, quiet)
+	a := NewScanServerActor(cfg, ServerDeps{ID: "s/0", Host: "h1", Fetcher: fetch, System: sys, Life: life, Logger: quiet})
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	busy := make(chan *messages.Busy, 4)
 	tablet := sys.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {

@@ -28,9 +28,8 @@ type ScanServerConfig struct {
 	MaxQueue int
 	// BatchRows: rows per RowBatch when the request says 0; default 2000
 	// (with BatchBytes, whichever comes first). Per batch the server and
-	// the client each pay a message, an ack and a wake-up: a whole
-	// 100 000-row tablet went 1.7–1.8 M rows/s at 500 rows per batch and
-	// 2.8–3.2 M at 2000 (MEASUREMENTS.md, "Rows per batch").
+	// the client each pay a message, an ack and a wake-up, so larger
+	// batches stream a tablet faster.
 	BatchRows int
 	// BatchBytes: bytes of packed rows per RowBatch (a batch ends with the
 	// row that reaches it); default 256 KiB (well under NATS/gRPC message
@@ -175,9 +174,10 @@ const (
 // tablet actor's busy timer fires at the busy timeout +
 // FlowConfig.BusySlack (default 25 ms) and its hedge timers after the
 // policy's hedge delay (ClickHouse's 50 ms), and the server started the
-// scan within the busy timeout, so the notice arrives at most this much
-// later than it used to — well inside the slack. A StartScan with a busy
-// timeout under 4 ms gets its notice after a quarter of it instead.
+// scan within the busy timeout, so the held-back notice arrives at most
+// AcceptNoticeDelay after the start — well inside the slack. A StartScan
+// with a busy timeout under 4 ms gets its notice after a quarter of it
+// instead.
 const AcceptNoticeDelay = time.Millisecond
 
 // noticeDelay is the accept-notice delay of a scan with busy timeout bt
@@ -284,11 +284,43 @@ const staleCheckTimeout = 2 * time.Second
 // now reads the server's clock (ScanServerConfig.Clock).
 func (s *ScanServerActor) now() time.Time { return s.cfg.Clock() }
 
-// NewScanServerActor returns the actor of scan server id on host: it reads
-// blocks through fetcher, tells deleted generations by gens (nil: never),
-// counts into counters and reports Busy answers to onBusy (nil: nobody).
-func NewScanServerActor(life context.Context, id, host string, cfg ScanServerConfig, fetcher tablets.BlockFetcher, gens wire.GenerationSource, sys *actor.ActorSystem,
-	counters *ServerCounters, onBusy func(*messages.LoadSignal), log *slog.Logger) *ScanServerActor {
+// ServerDeps is what a scan-server actor works with besides its
+// configuration.
+type ServerDeps struct {
+	// ID names the scan server (wire.ServerID); Host is its host.
+	ID, Host string
+	// Fetcher reads the blocks; required.
+	Fetcher tablets.BlockFetcher
+	// Gens, when set, tells a block of a generation newer ingests deleted
+	// (STALE_GENERATION) from a lost one (CORRUPT_BLOCK); nil: never.
+	Gens wire.GenerationSource
+	// System is the actor system the actor runs on; it sends through its
+	// root. Required.
+	System *actor.ActorSystem
+	// Life ends when the host agent closes: it interrupts fault pauses.
+	// nil: context.Background().
+	Life context.Context
+	// Counters receives the server's counts; nil: counters nobody reads.
+	Counters *ServerCounters
+	// OnBusy receives the load signal of every Busy answer; nil: nobody.
+	OnBusy func(*messages.LoadSignal)
+	// Logger; nil: discard.
+	Logger *slog.Logger
+}
+
+// NewScanServerActor returns the actor of scan server deps.ID, configured
+// by cfg.
+func NewScanServerActor(cfg ScanServerConfig, deps ServerDeps) *ScanServerActor {
+	if deps.Life == nil {
+		deps.Life = context.Background()
+	}
+	if deps.Counters == nil {
+		deps.Counters = &ServerCounters{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	fetcher := deps.Fetcher
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -301,10 +333,10 @@ func NewScanServerActor(life context.Context, id, host string, cfg ScanServerCon
 		fetcher = &faultyFetcher{inner: fetcher, gate: gate, factor: cfg.Fault.SlowFactor, floor: floor}
 	}
 	return &ScanServerActor{
-		id: id, host: host, cfg: cfg, fetcher: fetcher, gens: gens, gate: gate, sys: sys,
+		id: deps.ID, host: deps.Host, cfg: cfg, fetcher: fetcher, gens: deps.Gens, gate: gate, sys: deps.System,
 		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
 		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
-		counters: counters, onBusy: onBusy, log: log.With("server", id), life: life,
+		counters: deps.Counters, onBusy: deps.OnBusy, log: deps.Logger.With("server", deps.ID), life: deps.Life,
 		parked: make(chan *scanJob), stopped: make(chan struct{}), silent: map[string]*silentClient{},
 	}
 }
@@ -700,7 +732,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 			s.log.Warn("scan failed reading the block store", append(scanLogAttrs(job.req), "code", fin.Error.String(), "rows", fin.Rows, "err", fin.ErrorMessage)...)
 		}
 	}
-	fin.DurationUs = time.Since(job.started).Microseconds()
+	fin.DurationUs = s.now().Sub(job.started).Microseconds()
 	s.counters.countFinished(fin.Error)
 	s.sys.Root.Send(job.client, fin)
 	s.sys.Root.Send(job.tablet, fin)
@@ -819,7 +851,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		if last {
 			st := it.Stats()
 			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
-			fin.DurationUs = time.Since(job.started).Microseconds()
+			fin.DurationUs = s.now().Sub(job.started).Microseconds()
 			b.Finished, final = fin, true
 		}
 		if seq == 1 {

@@ -1,7 +1,6 @@
 package scanserver
 
 import (
-	"context"
 	"log/slog"
 	"testing"
 	"time"
@@ -27,8 +26,8 @@ func TestScanServerRestartsAfterPanic(t *testing.T) {
 	made := 0
 	newActor := func() *ScanServerActor {
 		made++
-		return NewScanServerActor(context.Background(), "h1/0", "h1", DefaultScanServerConfig(), tablets.StoreFetcher{Store: store}, nil, sys,
-			&ServerCounters{}, nil, quiet)
+		return NewScanServerActor(DefaultScanServerConfig(), ServerDeps{ID: "h1/0", Host: "h1", Fetcher: tablets.StoreFetcher{Store: store},
+			System: sys, Logger: quiet})
 	}
 	pid, err := sys.Root.SpawnNamed(ServerProps(newActor, quiet), "srv")
 	if err != nil {

@@ -217,9 +217,7 @@
 //     unanswered too. The median term catches a whole slow host, whose
 //     scans can be a share of the fleet's large enough to set the p95
 //     itself; its 1.5 medians of slack keep the ordinary spread of
-//     healthy servers' estimates from sending scans away from the cache
-//     (chosen with the simulation in sim_test.go, fault slowhost, and
-//     the load test's slow-host).
+//     healthy servers' estimates from sending scans away from the cache.
 //     Slowdown counts are not used: hedging after the p95 hedges about 5%
 //     of every server's scans, so a count grows with traffic and would
 //     push a busy server's traffic to its sibling and back; the latency

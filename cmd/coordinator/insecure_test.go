@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/readyfile"
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 // buildCmd builds the command in dir (relative to this one) into a temp
@@ -61,7 +62,7 @@ type proc struct {
 
 // startReady starts bin and waits (bounded) for its ready file. The
 // process is killed at the end of the test if still running.
-func startReady(t *testing.T, bin string, args ...string) (*proc, cliutil.Ready) {
+func startReady(t *testing.T, bin string, args ...string) (*proc, readyfile.Ready) {
 	t.Helper()
 	ready := filepath.Join(t.TempDir(), "ready.json")
 	p := &proc{exited: make(chan struct{})}
@@ -75,24 +76,30 @@ func startReady(t *testing.T, bin string, args ...string) (*proc, cliutil.Ready)
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 	})
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if data, err := os.ReadFile(ready); err == nil {
-			var r cliutil.Ready
-			if err := json.Unmarshal(data, &r); err != nil {
-				t.Fatalf("ready file: %v", err)
-			}
-			return p, r
+	var data []byte
+	exited := false
+	if !testutil.Poll(time.Minute, func() bool {
+		var err error
+		if data, err = os.ReadFile(ready); err == nil {
+			return true
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("%s %v exited before ready: %v\n%s", filepath.Base(bin), args, p.err, p.stderr.String())
-		case <-time.After(50 * time.Millisecond):
+			exited = true
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s %v: not ready after a minute\n%s", filepath.Base(bin), args, p.stderr.String())
-		}
+		return exited
+	}) {
+		t.Fatalf("%s %v: not ready after a minute\n%s", filepath.Base(bin), args, p.stderr.String())
 	}
+	if exited {
+		t.Fatalf("%s %v exited before ready: %v\n%s", filepath.Base(bin), args, p.err, p.stderr.String())
+	}
+	var r readyfile.Ready
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatalf("ready file: %v", err)
+	}
+	return p, r
 }
 
 // stop sends SIGTERM and checks a clean exit within a bounded time.

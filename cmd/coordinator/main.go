@@ -37,6 +37,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
@@ -377,7 +378,7 @@ func run(args []string) int {
 		return 1
 	}
 	defer stopDiscovery()
-	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{NATS: natsURL, Actor: m.co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
+	if err := readyfile.Write(o.readyFile, readyfile.Ready{NATS: natsURL, Actor: m.co.Address(), HTTP: httpAddr, PID: os.Getpid()}); err != nil {
 		fmt.Fprintln(os.Stderr, "coordinator: ready file:", err)
 		return 1
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // natsSetup turns the NATS flags into the embedded server's configuration
@@ -112,19 +112,19 @@ const jetStreamWait = 2 * time.Minute
 // per-host scan server certificates (secrets init --server-hosts), those
 // instead of scanserver.crt, each held to its own host's subjects.
 func natsUsers(dir string) ([]bus.CertUser, error) {
-	hosts, err := cliutil.ServerHosts(dir)
+	hosts, err := secrets.ServerHosts(dir)
 	if err != nil {
 		return nil, err
 	}
 	var users []bus.CertUser
-	for _, r := range cliutil.Roles {
+	for _, r := range secrets.Roles {
 		if r == bus.RoleScanServer && len(hosts) > 0 {
 			continue
 		}
-		users = append(users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+		users = append(users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 	}
 	for _, h := range hosts {
-		users = append(users, bus.CertUser{Subject: cliutil.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+		users = append(users, bus.CertUser{Subject: secrets.HostSubject(h), Role: bus.RoleScanServer, Host: h})
 	}
 	return users, nil
 }

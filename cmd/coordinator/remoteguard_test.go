@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // TestRemoteGuardKeepsProcessesUp calls, with only a client certificate,
@@ -30,14 +31,14 @@ func TestRemoteGuardKeepsProcessesUp(t *testing.T) {
 	}
 	coord := buildCmd(t, ".", "coordinator")
 	server := buildCmd(t, "../scanserver", "scanserver")
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{ServerHosts: []string{"h1"}}); err != nil {
+	secDir := filepath.Join(t.TempDir(), "secrets")
+	if err := secrets.Init(secDir, secrets.InitOptions{ServerHosts: []string{"h1"}}); err != nil {
 		t.Fatal(err)
 	}
 	co, r := startReady(t, coord, "--data", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http", "127.0.0.1:0",
-		"--cluster-provider", "none", "--listen", "127.0.0.1:0", "--secrets", secrets)
-	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "127.0.0.1:0", "--host", "h1", "--secrets", secrets)
-	tlsCfg, err := cliutil.RemoteTLS(secrets, "client")
+		"--cluster-provider", "none", "--listen", "127.0.0.1:0", "--secrets", secDir)
+	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "127.0.0.1:0", "--host", "h1", "--secrets", secDir)
+	tlsCfg, err := cliutil.RemoteTLS(secDir, "client")
 	if err != nil {
 		t.Fatal(err)
 	}

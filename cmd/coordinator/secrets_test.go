@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 )
 
@@ -29,10 +30,10 @@ func TestSecretsListen(t *testing.T) {
 	}
 	coord := buildCmd(t, ".", "coordinator")
 	server := buildCmd(t, "../scanserver", "scanserver")
-	secrets := filepath.Join(t.TempDir(), "secrets")
+	secDir := filepath.Join(t.TempDir(), "secrets")
 	// The scan server below (--host h1) connects to NATS with its host's
 	// certificate, scanserver.h1.crt, the only one mapped for scan servers.
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{ServerHosts: []string{"h1"}}); err != nil {
+	if err := secrets.Init(secDir, secrets.InitOptions{ServerHosts: []string{"h1"}}); err != nil {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
@@ -54,17 +55,17 @@ func TestSecretsListen(t *testing.T) {
 	}
 	// With --secrets, HTTP is HTTPS with authentication, so it may
 	// listen on every interface too (reached here on 127.0.0.1).
-	co, r := startReady(t, coord, append(base, "--listen", "0.0.0.0:0", "--nats-listen", "0.0.0.0:0", "--secrets", secrets, "--http", "0.0.0.0:0")...)
-	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--secrets", secrets, "--http", "0.0.0.0:0")
-	checkSecureHTTP(t, secrets, "coordinator", r.HTTP, "/status", "/metrics", "/", "/debug/pprof/", "/debug/pprof/heap?debug=1")
-	checkSecureHTTP(t, secrets, "scanserver", sr.HTTP, "/metrics", "/debug/pprof/", "/debug/pprof/heap?debug=1")
+	co, r := startReady(t, coord, append(base, "--listen", "0.0.0.0:0", "--nats-listen", "0.0.0.0:0", "--secrets", secDir, "--http", "0.0.0.0:0")...)
+	ss, sr := startReady(t, server, "--nats", r.NATS, "--listen", "0.0.0.0:0", "--host", "h1", "--secrets", secDir, "--http", "0.0.0.0:0")
+	checkSecureHTTP(t, secDir, "coordinator", r.HTTP, "/status", "/metrics", "/", "/debug/pprof/", "/debug/pprof/heap?debug=1")
+	checkSecureHTTP(t, secDir, "scanserver", sr.HTTP, "/metrics", "/debug/pprof/", "/debug/pprof/heap?debug=1")
 	// The profiles: a CPU profile too is refused without
 	// authentication, and both parse with the bearer token.
-	tok, err := os.ReadFile(filepath.Join(secrets, cliutil.HTTPTokenFile))
+	tok, err := os.ReadFile(filepath.Join(secDir, cliutil.HTTPTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	noCert, err := cliutil.HTTPClient(secrets, "client")
+	noCert, err := secrets.HTTPClient(secDir, "client")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,25 +109,25 @@ func TestSecretsListen(t *testing.T) {
 // DIR/http.token, a client and an admin certificate 200 with the page; a
 // scan server's certificate 403; a client certificate of another CA a
 // refused handshake; plain HTTP no page.
-func checkSecureHTTP(t *testing.T, secrets, who, addr string, paths ...string) {
+func checkSecureHTTP(t *testing.T, secDir, who, addr string, paths ...string) {
 	t.Helper()
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatalf("%s http address %q: %v", who, addr, err)
 	}
 	base := "https://127.0.0.1:" + port
-	tok, err := os.ReadFile(filepath.Join(secrets, cliutil.HTTPTokenFile))
+	tok, err := os.ReadFile(filepath.Join(secDir, cliutil.HTTPTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := filepath.Join(t.TempDir(), "other")
-	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(other, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	client := func(dir, role string) *http.Client { return clustertest.HTTPClient(t, dir, role) }
-	noCert := client(secrets, "client")
+	noCert := client(secDir, "client")
 	noCert.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
-	otherCA := client(secrets, "client")
+	otherCA := client(secDir, "client")
 	otherCA.Transport.(*http.Transport).TLSClientConfig.Certificates = client(other, "client").Transport.(*http.Transport).TLSClientConfig.Certificates
 	// What only an authenticated answer has (the page links to the
 	// coordinators over https).
@@ -145,9 +146,9 @@ func checkSecureHTTP(t *testing.T, secrets, who, addr string, paths ...string) {
 			{"no auth", noCert, "", http.StatusUnauthorized},
 			{"wrong token", noCert, strings.Repeat("ab", 32), http.StatusUnauthorized},
 			{"token", noCert, strings.TrimSpace(string(tok)), http.StatusOK},
-			{"client certificate", client(secrets, "client"), "", http.StatusOK},
-			{"admin certificate", client(secrets, "admin"), "", http.StatusOK},
-			{"scan server certificate", client(secrets, "scanserver"), "", http.StatusForbidden},
+			{"client certificate", client(secDir, "client"), "", http.StatusOK},
+			{"admin certificate", client(secDir, "admin"), "", http.StatusOK},
+			{"scan server certificate", client(secDir, "scanserver"), "", http.StatusForbidden},
 		} {
 			code, body, err := get(tc.c, base+p, tc.bearer)
 			if err != nil {

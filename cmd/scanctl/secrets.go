@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // runSecrets is `scanctl secrets init`: a new secrets directory
@@ -49,8 +50,8 @@ func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Wri
 	if *serverHosts != "" {
 		shs = strings.Split(*serverHosts, ",")
 	}
-	if err := cliutil.InitSecrets(*dir, cliutil.SecretsOptions{Hosts: hs, ServerHosts: shs, CADir: *caDir, Force: *force}); err != nil {
-		if errors.Is(err, cliutil.ErrSecretsExist) {
+	if err := secrets.Init(*dir, secrets.InitOptions{Hosts: hs, ServerHosts: shs, CADir: *caDir, Force: *force}); err != nil {
+		if errors.Is(err, secrets.ErrExist) {
 			return err
 		}
 		return usageError{err}
@@ -61,12 +62,12 @@ func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Wri
 	}
 	ca := *caDir
 	if ca == "" {
-		ca = cliutil.DefaultCADir(*dir)
+		ca = secrets.DefaultCADir(*dir)
 	}
 	if a, err := filepath.Abs(ca); err == nil {
 		ca = a
 	}
-	fmt.Fprintf(out, "wrote a CA certificate and certificates for %s in %s\n", strings.Join(cliutil.Roles, ", "), abs)
+	fmt.Fprintf(out, "wrote a CA certificate and certificates for %s in %s\n", strings.Join(secrets.Roles, ", "), abs)
 	fmt.Fprintf(out, "wrote the CA's private key to %s: no process needs it; keep it off the nodes\n", filepath.Join(ca, "ca.key"))
 	fmt.Fprintf(out, "pass --secrets %s (or set %s=%s) to the coordinator, scanserver and scanctl\n", abs, cliutil.SecretsEnv, abs)
 	return nil

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
@@ -29,24 +29,6 @@ func TestStatusWatchFlags(t *testing.T) {
 			t.Errorf("scanctl %v: exit %d, output %q %q; want exit 2 mentioning %q", c.args, code, out, errOut, c.want)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and polling readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 const frameHeader = "scanctl status --watch: every "
@@ -104,17 +86,13 @@ func TestStatusWatch(t *testing.T) {
 	// Until Ctrl-C: cancel after the second frame.
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var live syncBuffer
+	var live testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(wctx, append([]string{"status", "--watch", "--interval", "100ms"}, common...), &live, &bytes.Buffer{})
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(live.String(), frameHeader) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no second frame in 30s:\n%s", live.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Poll(30*time.Second, func() bool { return strings.Count(live.String(), frameHeader) >= 2 }) {
+		t.Fatalf("no second frame in 30s:\n%s", live.String())
 	}
 	stop()
 	select {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/localcluster"
 )
 
@@ -57,7 +58,7 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 		}
 		cfg.Secrets = dir
 		if made {
-			fmt.Fprintf(out, "created the secrets directory %s (a CA, a certificate per role, http.token; the CA's key in %s)\n", dir, cliutil.DefaultCADir(dir))
+			fmt.Fprintf(out, "created the secrets directory %s (a CA, a certificate per role, http.token; the CA's key in %s)\n", dir, secrets.DefaultCADir(dir))
 		} else {
 			fmt.Fprintf(out, "using the secrets directory %s\n", dir)
 		}
@@ -153,7 +154,7 @@ func freeBaseHint(cfg localcluster.Config, base int) string {
 // upSecrets returns the secrets directory of `up --secure`, DATA/secrets
 // (absolute: the children and the printed flag must not depend on the
 // working directory), creating it when it holds no ca.crt (the CA's key
-// goes to DATA/secrets-ca, cliutil.DefaultCADir); made reports whether
+// goes to DATA/secrets-ca, secrets.DefaultCADir); made reports whether
 // it did. A ca.key an earlier `up` left in DATA/secrets is moved there
 // (the processes refuse a secrets directory holding it), and moved
 // names where to.
@@ -163,12 +164,12 @@ func upSecrets(dataDir string) (dir string, made bool, moved string, err error) 
 		return "", false, "", err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ca.crt")); err == nil {
-		if moved, err = cliutil.MoveCAKey(dir); err != nil {
+		if moved, err = secrets.MoveCAKey(dir); err != nil {
 			return "", false, "", fmt.Errorf("--secure: %w", err)
 		}
 		return dir, false, moved, nil
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		return "", false, "", fmt.Errorf("--secure: %w", err)
 	}
 	return dir, true, "", nil

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
@@ -69,7 +70,7 @@ func TestUpPortBase(t *testing.T) {
 
 	// Two clusters at once.
 	type upRun struct {
-		out, errOut syncBuffer
+		out, errOut testutil.SyncBuffer
 		code        chan int
 		stop        context.CancelFunc
 	}

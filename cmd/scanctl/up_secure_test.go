@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 )
@@ -36,7 +38,7 @@ func TestUpSecure(t *testing.T) {
 	data := t.TempDir()
 	upCtx, stopUp := context.WithCancel(ctx)
 	defer stopUp()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(upCtx, []string{"up", "--secure", "--coordinators", "1", "--hosts", "1", "--servers-per-host", "1",
@@ -61,7 +63,7 @@ func TestUpSecure(t *testing.T) {
 	if m == nil || m[1] != want {
 		t.Fatalf("printed flag %v, want --secrets %s", m, want)
 	}
-	secrets := m[1]
+	secDir := m[1]
 	if !strings.Contains(printed, "nats:  TLS with the role certificates") {
 		t.Errorf("up --secure does not say how NATS is secured")
 	}
@@ -93,10 +95,10 @@ func TestUpSecure(t *testing.T) {
 	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--table", "t", "--generate", "500"); c != 1 || e != "scanctl ingest: "+refusal {
 		t.Fatalf("ingest without --secrets: exit %d, out %q, err %q; want exit 1 and %q", c, o, e, refusal)
 	}
-	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--secrets", secrets, "--table", "t", "--generate", "500"); c != 0 {
+	if c, o, e := cmd("ingest", "--nats", natsURL[1], "--secrets", secDir, "--table", "t", "--generate", "500"); c != 0 {
 		t.Fatalf("ingest --secrets: %d %s %s", c, o, e)
 	}
-	if c, o, e := cmd("scan", "--nats", natsURL[1], "--coordinator", coord[1], "--secrets", secrets, "--table", "t", "--count", "--timeout", "30s"); c != 0 || strings.TrimSpace(o) != "500" {
+	if c, o, e := cmd("scan", "--nats", natsURL[1], "--coordinator", coord[1], "--secrets", secDir, "--table", "t", "--count", "--timeout", "30s"); c != 0 || strings.TrimSpace(o) != "500" {
 		t.Fatalf("scan --secrets: exit %d, out %q, err %q; want %d rows", c, o, e, rows)
 	}
 	c, o, e := cmd("scan", "--nats", natsURL[1], "--coordinator", coord[1], "--table", "t", "--count", "--timeout", "5s")
@@ -104,7 +106,7 @@ func TestUpSecure(t *testing.T) {
 		t.Fatalf("scan without --secrets: exit %d, out %q, err %q; want exit 1, no rows and %q", c, o, e, refusal)
 	}
 	t.Logf("scan without --secrets: %s", strings.TrimSpace(e))
-	if c, o, e := cmd("status", "--nats", natsURL[1], "--coordinator", coord[1], "--secrets", secrets, "--timeout", "30s"); c != 0 || !strings.Contains(o, "host1") {
+	if c, o, e := cmd("status", "--nats", natsURL[1], "--coordinator", coord[1], "--secrets", secDir, "--timeout", "30s"); c != 0 || !strings.Contains(o, "host1") {
 		t.Fatalf("status --secrets: exit %d, out %q, err %q", c, o, e)
 	}
 	// Generations: tables reads with the client certificate, rollback
@@ -114,20 +116,20 @@ func TestUpSecure(t *testing.T) {
 		{"rollback", "--table", "t", "--generation", "1"},
 		{"tables", "drop", "--table", "t", "--generation", "2"},
 	} {
-		if c, o, e := cmd(append(args, "--nats", natsURL[1], "--secrets", secrets, "--timeout", "30s")...); c != 0 {
+		if c, o, e := cmd(append(args, "--nats", natsURL[1], "--secrets", secDir, "--timeout", "30s")...); c != 0 {
 			t.Fatalf("%q --secrets: exit %d, out %q, err %q", args, c, o, e)
 		}
 	}
-	if c, o, e := cmd("tables", "--nats", natsURL[1], "--secrets", secrets, "--timeout", "30s"); c != 0 || strings.Join(generationLines(o, "t"), ",") != "1 yes 500" {
+	if c, o, e := cmd("tables", "--nats", natsURL[1], "--secrets", secDir, "--timeout", "30s"); c != 0 || strings.Join(generationLines(o, "t"), ",") != "1 yes 500" {
 		t.Fatalf("tables --secrets: exit %d, out %q, err %q; want generation 1 alone, current, 500 rows", c, o, e)
 	}
 
 	// The printed status URL: the token of http.token, and 401 without.
-	tok, err := os.ReadFile(filepath.Join(secrets, cliutil.HTTPTokenFile))
+	tok, err := os.ReadFile(filepath.Join(secDir, cliutil.HTTPTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc, err := cliutil.HTTPClient(secrets, "client")
+	hc, err := secrets.HTTPClient(secDir, "client")
 	if err != nil {
 		t.Fatal(err)
 	}

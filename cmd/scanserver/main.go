@@ -38,7 +38,9 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/remoting"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -142,7 +144,7 @@ func run(args []string) int {
 	}
 	cfg.System = remoting.SystemConfig{Listen: o.listen, Advertise: o.advertise}
 	if secretsDir != "" {
-		if cfg.System.TLS, err = cliutil.RemoteTLS(secretsDir, cliutil.ServerTLSRole(secretsDir, cfg.Host)); err != nil {
+		if cfg.System.TLS, err = cliutil.RemoteTLS(secretsDir, secrets.ServerTLSRole(secretsDir, cfg.Host)); err != nil {
 			return bad(err)
 		}
 	}
@@ -220,7 +222,7 @@ func run(args []string) int {
 		defer cliutil.ServeListener(l, mux, httpSec, log)()
 		served = l.Addr().String()
 	}
-	if err := cliutil.WriteReadyFile(o.readyFile, cliutil.Ready{Actor: agent.Address(), HTTP: served, Host: cfg.Host, Servers: agent.ServerIDs(),
+	if err := readyfile.Write(o.readyFile, readyfile.Ready{Actor: agent.Address(), HTTP: served, Host: cfg.Host, Servers: agent.ServerIDs(),
 		PID: os.Getpid(), Incarnation: agent.Incarnation()}); err != nil {
 		fmt.Fprintln(os.Stderr, "scanserver: ready file:", err)
 		return 1

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // TestSecureNATSConfig: deploy/nats-server-secure.conf, read by
@@ -26,12 +26,12 @@ func TestSecureNATSConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{Hosts: []string{"n1", "n2", "n3"}}); err != nil {
+	secDir := filepath.Join(t.TempDir(), "secrets")
+	if err := secrets.Init(secDir, secrets.InitOptions{Hosts: []string{"n1", "n2", "n3"}}); err != nil {
 		t.Fatal(err)
 	}
 	conf := filepath.Join(t.TempDir(), "nats-server.conf")
-	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(string(data), "/etc/scanplane/secrets", secrets)), 0o600); err != nil {
+	if err := os.WriteFile(conf, []byte(strings.ReplaceAll(string(data), "/etc/scanplane/secrets", secDir)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("NATS_SERVER_NAME", "n1")
@@ -53,7 +53,7 @@ func TestSecureNATSConfig(t *testing.T) {
 		t.Errorf("%d users, want the 4 roles", len(users))
 	}
 	for _, role := range []string{bus.RoleCoordinator, bus.RoleAdmin, bus.RoleScanServer, bus.RoleClient} {
-		subj := cliutil.RoleSubject(role)
+		subj := secrets.RoleSubject(role)
 		u := users[subj]
 		if u == nil {
 			t.Errorf("role %s: no user %q", role, subj)

@@ -7,14 +7,12 @@ package cliutil
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,22 +68,6 @@ func ParseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// WriteReadyFile atomically writes v as JSON to path (no-op for "").
-func WriteReadyFile(path string, v any) error {
-	if path == "" {
-		return nil
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // ServeHTTP listens on addr (host:port; port 0 = ephemeral) and serves
 // handler there until the returned close function is called. It returns
 // the address it listens on. An address that cannot be listened on is an
@@ -111,15 +93,4 @@ func ExitWhenStdinCloses(fn func()) {
 		_, _ = io.Copy(io.Discard, bufio.NewReader(os.Stdin))
 		fn()
 	}()
-}
-
-// Ready is what the coordinator and scanserver write to --ready-file.
-type Ready struct {
-	NATS        string   `json:"nats,omitempty"`
-	Actor       string   `json:"actor,omitempty"`
-	HTTP        string   `json:"http,omitempty"`
-	Host        string   `json:"host,omitempty"`
-	Servers     []string `json:"servers,omitempty"`
-	PID         int      `json:"pid"`
-	Incarnation string   `json:"incarnation,omitempty"`
 }

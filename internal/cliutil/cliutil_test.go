@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -188,20 +187,5 @@ func TestServeHTTP(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	if _, _, err := ServeHTTP("http", "nope", nil); err == nil || !strings.Contains(err.Error(), "--http nope") {
 		t.Fatalf("bad address: %v", err)
-	}
-}
-
-func TestWriteReadyFile(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "ready.json")
-	if err := WriteReadyFile(p, Ready{NATS: "nats://x", PID: 7}); err != nil {
-		t.Fatal(err)
-	}
-	var r Ready
-	data, _ := os.ReadFile(p)
-	if err := json.Unmarshal(data, &r); err != nil || r.NATS != "nats://x" || r.PID != 7 {
-		t.Fatalf("%s %v", data, err)
-	}
-	if err := WriteReadyFile("", r); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,10 +1,8 @@
 package cliutil
 
 import (
-	"crypto/rand"
 	"crypto/subtle"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -37,15 +35,6 @@ var HTTPRoles = []string{"client", "admin"}
 // request that presents neither a client or admin certificate of the
 // cluster CA nor the bearer token.
 var ErrHTTPUnauthorized = errors.New("unauthorized: present a client or admin certificate of the cluster CA, or Authorization: Bearer <token of --http-token-file>")
-
-// writeHTTPToken writes a new random token to dir/http.token (0600).
-func writeHTTPToken(dir string) error {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Errorf("http token: %w", err)
-	}
-	return writeFileMode(filepath.Join(dir, HTTPTokenFile), []byte(hex.EncodeToString(b[:])+"\n"), 0o600)
-}
 
 // ReadHTTPToken reads a bearer token file (surrounding white space is
 // not part of the token). A file that group or others may read, or a
@@ -220,21 +209,6 @@ func ServeListenerLimits(l net.Listener, handler http.Handler, sec *HTTPSecurity
 		_ = hs.Serve(ln)
 	}()
 	return func() { _ = hs.Close(); <-done; th.stop() }
-}
-
-// HTTPClient returns an HTTP client for a secured endpoint: it presents
-// role's certificate from the secrets directory dir and verifies the
-// server's against the CA. An empty dir returns a plain client.
-func HTTPClient(dir, role string) (*http.Client, error) {
-	if dir == "" {
-		return &http.Client{}, nil
-	}
-	cfg, err := RemoteTLS(dir, role)
-	if err != nil {
-		return nil, err
-	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		MinVersion: tls.VersionTLS12, Certificates: cfg.Certificates, RootCAs: cfg.RootCAs}}}, nil
 }
 
 // HandlePprof registers Go's profiling handlers (net/http/pprof) under

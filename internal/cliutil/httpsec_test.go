@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 )
 
@@ -21,7 +22,7 @@ import (
 // fails the handshake; plain HTTP gets no page.
 func TestHTTPSecurity(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(filepath.Join(dir, cliutil.HTTPTokenFile))
@@ -34,7 +35,7 @@ func TestHTTPSecurity(t *testing.T) {
 		t.Fatalf("http.token %q: want 32 bytes hex", token)
 	}
 	other := filepath.Join(t.TempDir(), "other")
-	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(other, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -124,7 +125,7 @@ func TestLoadHTTPSecurity(t *testing.T) {
 		t.Fatalf("token without secrets: %v", err)
 	}
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tok := filepath.Join(t.TempDir(), "tok")

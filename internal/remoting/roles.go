@@ -12,7 +12,7 @@ import (
 
 // Role is what a certificate of the cluster CA lets its holder send on the
 // actor remote: the role named by the certificate subject's organizational
-// unit (cliutil.InitSecrets writes OU=coordinator, scanserver, client or
+// unit (secrets.Init writes OU=coordinator, scanserver, client or
 // admin). A Roles value is a set of them.
 type Role uint8
 
@@ -47,7 +47,7 @@ func (r Role) String() string {
 }
 
 // scanServerCN is the common name prefix of a per-host scan-server
-// certificate: "scanplane scanserver HOST" (cliutil.InitSecrets with
+// certificate: "scanplane scanserver HOST" (secrets.Init with
 // ServerHosts). The role-wide scan-server certificate's common name is
 // "scanplane scanserver", bound to no host.
 const scanServerCN = "scanplane scanserver "

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -287,18 +288,18 @@ func BenchmarkGuardRowBatch(b *testing.B) {
 	}
 }
 
-type secrets struct{ dir string }
+type testSecrets struct{ dir string }
 
-func newSecrets(t *testing.T) secrets {
+func newSecrets(t *testing.T) testSecrets {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1"}}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1"}}); err != nil {
 		t.Fatal(err)
 	}
-	return secrets{dir}
+	return testSecrets{dir}
 }
 
-func (s secrets) tls(t *testing.T, role string) *tls.Config {
+func (s testSecrets) tls(t *testing.T, role string) *tls.Config {
 	t.Helper()
 	cfg, err := cliutil.RemoteTLS(s.dir, role)
 	if err != nil {
@@ -307,7 +308,7 @@ func (s secrets) tls(t *testing.T, role string) *tls.Config {
 	return cfg
 }
 
-func (s secrets) leaf(t *testing.T, role string) *x509.Certificate {
+func (s testSecrets) leaf(t *testing.T, role string) *x509.Certificate {
 	t.Helper()
 	c, err := x509.ParseCertificate(s.tls(t, role).Certificates[0].Certificate[0])
 	if err != nil {
@@ -318,9 +319,9 @@ func (s secrets) leaf(t *testing.T, role string) *x509.Certificate {
 
 // certWithOU is a client TLS config with a certificate of the CA whose
 // organizational unit is ou.
-func (s secrets) certWithOU(t *testing.T, ou string) *tls.Config {
+func (s testSecrets) certWithOU(t *testing.T, ou string) *tls.Config {
 	t.Helper()
-	kp, err := tls.LoadX509KeyPair(filepath.Join(s.dir, "ca.crt"), filepath.Join(cliutil.DefaultCADir(s.dir), "ca.key"))
+	kp, err := tls.LoadX509KeyPair(filepath.Join(s.dir, "ca.crt"), filepath.Join(secrets.DefaultCADir(s.dir), "ca.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +330,7 @@ func (s secrets) certWithOU(t *testing.T, ou string) *tls.Config {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	der, key, err := cliutil.NewCert(ca, kp.PrivateKey.(*ecdsa.PrivateKey), cliutil.CertSpec{CommonName: "scanplane " + ou, Role: ou,
+	der, key, err := secrets.NewCert(ca, kp.PrivateKey.(*ecdsa.PrivateKey), secrets.CertSpec{CommonName: "scanplane " + ou, Role: ou,
 		IPs: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)

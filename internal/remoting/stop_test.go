@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -38,16 +39,12 @@ func TestStopWithOpenInboundStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: &remote.MessageBatch{}}}
-	deadline := time.Now().Add(10 * time.Second)
-	for tr.Running() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("tracker saw no running stream handler while a peer streams to the remote")
-		}
+	testutil.Eventually(t, 10*time.Second, "the tracker to see a running stream handler while a peer streams to the remote", func() bool {
 		if err := stream.Send(batch); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return tr.Running() > 0
+	})
 	// keep sending while stopping, so the reader is busy reading
 	sent := make(chan struct{})
 	go func() {

@@ -7,9 +7,8 @@ import "github.com/asynkron/protoactor-go/remote"
 // scan server, client).
 //
 // protoactor allocates the ring at 1 000 000 slots (16 MB) by default,
-// one per peer process, which made it the largest allocator of the load
-// test's coordinator and client (pprof, MEASUREMENTS.md "Profiles
-// (pprof)"). The ring doubles when full, so a small start loses nothing.
+// one per peer process; the ring doubles when full, so a small start
+// loses nothing and saves that memory per peer.
 const EndpointWriterQueueSize = 1024
 
 // WriterQueueOption is the remote option that sets EndpointWriterQueueSize.

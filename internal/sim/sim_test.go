@@ -13,7 +13,7 @@ import (
 )
 
 var (
-	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds TestSim runs (0: 2000, 150 under the race detector)")
+	flagSeeds = flag.Int("sim.seeds", 0, "how many seeds TestSim runs (0: 2000, 150 under the race detector or -short)")
 	flagFrom  = flag.Uint64("sim.from", 1, "the first seed TestSim runs")
 	flagSeed  = flag.Int64("sim.seed", -1, "replay this one seed and print its full trace")
 )
@@ -70,7 +70,7 @@ func TestSim(t *testing.T) {
 	n := *flagSeeds
 	if n <= 0 {
 		n = 2000
-		if raceEnabled {
+		if raceEnabled || testing.Short() {
 			n = 150
 		}
 	}
@@ -176,7 +176,11 @@ func tail(s string, n int) string {
 // exactly its rows or a named error.
 func TestForwardsToADeadOwner(t *testing.T) {
 	var total Stats
-	for seed := uint64(1); seed <= 150; seed++ {
+	seeds := uint64(150)
+	if testing.Short() {
+		seeds = 30
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
 		cfg := ConfigFor(seed)
 		cfg.Coordinators, cfg.Clients, cfg.ScansPerClient = 3, 2, 4
 		cfg.Net = NetFaults{MinDelay: cfg.Net.MinDelay, MaxDelay: cfg.Net.MaxDelay, LateMax: cfg.Net.LateMax}

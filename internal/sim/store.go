@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -57,31 +59,44 @@ func (mm metaSource) Current(_ context.Context, table string) (uint64, error) {
 	return m.cur[table], nil
 }
 
-func (m *memStore) Get2(table string, gen uint64) *messages.TableMeta {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.metas[table][gen]
-}
-
+// Publish makes meta current if prev is (the tablets.MetaStore
+// contract: a retried publish that succeeded succeeds again; a lost
+// compare-and-set, or other bytes under an existing generation, is
+// tablets.ErrConflict; a generation not above prev tablets.ErrBadInput).
 func (mm metaSource) Publish(_ context.Context, meta *messages.TableMeta, prev uint64) error {
 	m := mm.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cur[meta.GetName()] != prev {
-		return fmt.Errorf("sim: publish %s/g%d: current is %d, not %d", meta.GetName(), meta.GetGeneration(), m.cur[meta.GetName()], prev)
+	name, gen := meta.GetName(), meta.GetGeneration()
+	if gen <= prev {
+		return fmt.Errorf("sim: publish %s/g%d over g%d: %w", name, gen, prev, tablets.ErrBadInput)
 	}
-	if m.metas[meta.GetName()] == nil {
-		m.metas[meta.GetName()] = map[uint64]*messages.TableMeta{}
+	if old, ok := m.metas[name][gen]; ok {
+		if m.cur[name] == gen && proto.Equal(old, meta) {
+			return nil
+		}
+		return fmt.Errorf("sim: publish %s/g%d: the generation exists: %w", name, gen, tablets.ErrConflict)
 	}
-	m.metas[meta.GetName()][meta.GetGeneration()] = meta
-	m.cur[meta.GetName()] = meta.GetGeneration()
+	if m.cur[name] != prev {
+		return fmt.Errorf("sim: publish %s/g%d: current is %d, not %d: %w", name, gen, m.cur[name], prev, tablets.ErrConflict)
+	}
+	if m.metas[name] == nil {
+		m.metas[name] = map[uint64]*messages.TableMeta{}
+	}
+	m.metas[name][gen] = proto.Clone(meta).(*messages.TableMeta)
+	m.cur[name] = gen
 	return nil
 }
 
+// DeleteGeneration deletes an old generation; the current one is
+// tablets.ErrConflict, a missing one nothing to do.
 func (mm metaSource) DeleteGeneration(_ context.Context, table string, gen uint64) error {
 	m := mm.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if gen != 0 && m.cur[table] == gen {
+		return fmt.Errorf("sim: delete %s/g%d: it is current: %w", table, gen, tablets.ErrConflict)
+	}
 	delete(m.metas[table], gen)
 	return nil
 }
@@ -103,7 +118,9 @@ func (mm metaSource) Tables(context.Context) ([]string, error) {
 type metaSource struct{ m *memStore }
 
 func (s metaSource) Get(_ context.Context, table string, gen uint64) (*messages.TableMeta, error) {
-	if t := s.m.Get2(table, gen); t != nil {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if t := s.m.metas[table][gen]; t != nil {
 		return t, nil
 	}
 	return nil, fmt.Errorf("table %s/g%d: %w", table, gen, tablets.ErrNotFound)

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -520,7 +519,7 @@ func (h *hostProc) start() {
 		counters := &scanserver.ServerCounters{}
 		sys := p.sys
 		newActor := func() *scanserver.ScanServerActor {
-			return scanserver.NewScanServerActor(context.Background(), id, h.name, scfg, fetcher{w}, nil, sys, counters, nil, log)
+			return scanserver.NewScanServerActor(scfg, scanserver.ServerDeps{ID: id, Host: h.name, Fetcher: fetcher{w}, System: sys, Counters: counters, Logger: log})
 		}
 		pid, err := sys.Root.SpawnNamed(scanserver.ServerProps(newActor, log, actor.WithDispatcher(dispatcher{p: p, inc: inc})), scanserver.ServerActorID(i))
 		if err != nil {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -237,11 +237,11 @@ func CheckScan(ctx context.Context, c *client.Client, table string, truth []tabl
 	return nil, nil
 }
 
-// HTTPClient is cliutil.HTTPClient(secrets, role) with a 10 s timeout,
+// HTTPClient is secrets.HTTPClient(dir, role) with a 10 s timeout,
 // its idle connections closed when t ends; an error fails t.
-func HTTPClient(t testing.TB, secrets, role string) *http.Client {
+func HTTPClient(t testing.TB, dir, role string) *http.Client {
 	t.Helper()
-	c, err := cliutil.HTTPClient(secrets, role)
+	c, err := secrets.HTTPClient(dir, role)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,29 +1,74 @@
-package coordinator
+package scanserver
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
+	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
-// Every RowBatch carries the cumulative row
-// count and tablets.RowDigest of the rows sent; ScanFinished the totals.
-// The rig client checks each batch and the finish against what it got.
+// Every RowBatch carries the cumulative row count and tablets.RowDigest
+// of the rows sent; ScanFinished the totals. Each is checked against the
+// rows received and the ground truth.
 func TestServerBatchesCarryCountAndChecksum(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 3000, tablets: 2})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	srv := r.addServer("h1", 0, DefaultScanServerConfig(), nil)
+	p := r.newProbe()
 	for idx := range 2 {
-		s := r.scan(r.request(idx))
-		r.checkRows(s, idx)
-		if len(s.batches) < 2 {
-			t.Fatalf("tablet %d: %d batches; the test needs several", idx, len(s.batches))
+		id := fmt.Sprintf("s%d", idx)
+		r.startScan(p, srv, id, idx, 4)
+		batches, fin := r.drain(p, srv, id)
+		if len(batches) < 2 {
+			t.Fatalf("tablet %d: %d batches; the test needs several", idx, len(batches))
 		}
-		if s.fin.GetRows() != uint64(len(s.rows)) || s.fin.GetChecksum() == 0 {
-			t.Fatalf("tablet %d: finished with rows %d checksum %x, got %d rows", idx, s.fin.GetRows(), s.fin.GetChecksum(), len(s.rows))
+		var dig tablets.RowDigest
+		var got []tablets.Entry
+		for i, b := range batches {
+			if b.GetSeq() != uint64(i+1) {
+				t.Fatalf("tablet %d: batch %d has seq %d", idx, i+1, b.GetSeq())
+			}
+			for _, row := range rowsOf(b) {
+				dig.Add(row.Key, row.Value)
+				got = append(got, row)
+			}
+			if b.GetRowCount() != dig.Rows() || b.GetChecksum() != dig.Sum() {
+				t.Fatalf("tablet %d batch %d: row_count %d checksum %x, received %d rows checksum %x",
+					idx, b.GetSeq(), b.GetRowCount(), b.GetChecksum(), dig.Rows(), dig.Sum())
+			}
 		}
+		want := r.truthOf(idx)
+		if len(got) != len(want) {
+			t.Fatalf("tablet %d: %d rows, want %d", idx, len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Key, want[i].Key) || !bytes.Equal(got[i].Value, want[i].Value) {
+				t.Fatalf("tablet %d: row %d is %q, want %q", idx, i, got[i].Key, want[i].Key)
+			}
+		}
+		if fin.GetRows() != dig.Rows() || fin.GetChecksum() != dig.Sum() || fin.GetBatches() != uint64(len(batches)) {
+			t.Fatalf("tablet %d: finished with rows %d checksum %x batches %d, received %d rows checksum %x in %d batches",
+				idx, fin.GetRows(), fin.GetChecksum(), fin.GetBatches(), dig.Rows(), dig.Sum(), len(batches))
+		}
+	}
+}
+
+// ScanFinished.duration_us is measured on ScanServerConfig.Clock, the
+// clock the server decides with: a clock that stands still gives 0.
+func TestServerDurationOnConfiguredClock(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 500, tablets: 1})
+	still := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := DefaultScanServerConfig()
+	cfg.Clock = func() time.Time { return still }
+	srv := r.addServer("h1", 0, cfg, nil)
+	p := r.newProbe()
+	r.startScan(p, srv, "d", 0, 64)
+	_, fin := r.drain(p, srv, "d")
+	if fin.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED || fin.GetDurationUs() != 0 {
+		t.Fatalf("finished %v (%s) with duration_us %d, want 0 on a clock that stands still", fin.GetError(), fin.GetErrorMessage(), fin.GetDurationUs())
 	}
 }
 
@@ -31,7 +76,7 @@ func TestServerBatchesCarryCountAndChecksum(t *testing.T) {
 // that already sent a RowBatch is ignored: the client may be reading it.
 func TestServerIgnoresUnlessStreamingCancelOnceStreaming(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 1})
-	srv := r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	srv := r.addServer("h1", 0, DefaultScanServerConfig(), nil)
 	p := r.newProbe()
 	r.startScan(p, srv, "s1", 0, 1)
 	p.wait(r, "batch 1", isBatch("s1", 1))
@@ -64,8 +109,8 @@ func TestServerIgnoresUnlessStreamingCancelOnceStreaming(t *testing.T) {
 // a Cancel{unless_streaming}, and sends no batch afterwards.
 func TestServerUnlessStreamingCancelsBeforeFirstBatch(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 1})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
-	cfg := scanserver.DefaultScanServerConfig()
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
+	cfg := DefaultScanServerConfig()
 	cfg.Workers = 1
 	srv := r.addServer("h1", 0, cfg, gate)
 	p := r.newProbe()
@@ -81,7 +126,7 @@ func TestServerUnlessStreamingCancelsBeforeFirstBatch(t *testing.T) {
 			t.Fatalf("%s: finished %v, want cancelled", id, fin.GetError())
 		}
 	}
-	close(gate.open)
+	close(gate.Open)
 	// A later scan runs (the worker was released) and nothing of the
 	// cancelled ones was streamed.
 	r.startScan(p, srv, "after", 0, 64)

@@ -1,4 +1,4 @@
-package cliutil_test
+package secrets_test
 
 import (
 	"crypto/tls"
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 func readCert(t *testing.T, path string) *x509.Certificate {
@@ -47,7 +47,7 @@ func TestInitSecrets(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "secrets")
-			err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{Hosts: tc.hosts})
+			err := secrets.Init(dir, secrets.InitOptions{Hosts: tc.hosts})
 			if tc.wantError != "" {
 				if err == nil || err.Error() != tc.wantError {
 					t.Fatalf("err = %v, want %q", err, tc.wantError)
@@ -63,7 +63,7 @@ func TestInitSecrets(t *testing.T) {
 			}
 			pool := x509.NewCertPool()
 			pool.AddCert(ca)
-			for _, f := range []string{filepath.Join(cliutil.DefaultCADir(dir), "ca.key"), "coordinator.key", "scanserver.key", "client.key", "admin.key"} {
+			for _, f := range []string{filepath.Join(secrets.DefaultCADir(dir), "ca.key"), "coordinator.key", "scanserver.key", "client.key", "admin.key"} {
 				if !filepath.IsAbs(f) {
 					f = filepath.Join(dir, f)
 				}
@@ -75,7 +75,7 @@ func TestInitSecrets(t *testing.T) {
 					t.Errorf("%s mode %v, want 0600", f, st.Mode().Perm())
 				}
 			}
-			for _, role := range cliutil.Roles {
+			for _, role := range secrets.Roles {
 				c := readCert(t, filepath.Join(dir, role+".crt"))
 				for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
 					if _, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
@@ -103,10 +103,10 @@ func TestInitSecrets(t *testing.T) {
 				if _, err := tls.LoadX509KeyPair(filepath.Join(dir, role+".crt"), filepath.Join(dir, role+".key")); err != nil {
 					t.Errorf("%s: key does not match the certificate: %v", role, err)
 				}
-				if _, err := cliutil.RemoteTLS(dir, role); err != nil {
+				if _, err := secrets.RoleTLS(dir, role, "--secrets"); err != nil {
 					t.Errorf("RemoteTLS(%s): %v", role, err)
 				}
-				if got, want := c.Subject.String(), cliutil.RoleSubject(role); got != want {
+				if got, want := c.Subject.String(), secrets.RoleSubject(role); got != want {
 					t.Errorf("%s subject %q, RoleSubject %q (the NATS server maps the certificate by it)", role, got, want)
 				}
 			}
@@ -116,12 +116,12 @@ func TestInitSecrets(t *testing.T) {
 
 func TestInitSecretsRefusesOverwrite(t *testing.T) {
 	dir := t.TempDir()
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(filepath.Join(dir, "ca.crt"))
-	err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{})
-	if !errors.Is(err, cliutil.ErrSecretsExist) {
+	err := secrets.Init(dir, secrets.InitOptions{})
+	if !errors.Is(err, secrets.ErrExist) {
 		t.Fatalf("second init: err = %v, want ErrSecretsExist", err)
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(after) != string(before) {
@@ -132,14 +132,14 @@ func TestInitSecretsRefusesOverwrite(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir2, "client.key"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := cliutil.InitSecrets(dir2, cliutil.SecretsOptions{}); !errors.Is(err, cliutil.ErrSecretsExist) {
+	if err := secrets.Init(dir2, secrets.InitOptions{}); !errors.Is(err, secrets.ErrExist) {
 		t.Fatalf("init over client.key: err = %v, want ErrSecretsExist", err)
 	}
 	// --force replaces them: a new CA, keys still 0600 even if loosened.
 	if err := os.Chmod(filepath.Join(dir, "client.key"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{Force: true}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "ca.crt")); string(after) == string(before) {
@@ -152,13 +152,13 @@ func TestInitSecretsRefusesOverwrite(t *testing.T) {
 
 func TestRemoteTLSErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := cliutil.RemoteTLS(dir, "client"); err == nil {
+	if _, err := secrets.RoleTLS(dir, "client", "--secrets"); err == nil {
 		t.Fatal("empty directory accepted")
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cliutil.RemoteTLS(dir, "nosuchrole"); err == nil {
+	if _, err := secrets.RoleTLS(dir, "nosuchrole", "--secrets"); err == nil {
 		t.Fatal("unknown role accepted")
 	}
 	// Key file modes, CockroachDB's rule and cases (cockroachdb/cockroach
@@ -172,19 +172,19 @@ func TestRemoteTLSErrors(t *testing.T) {
 		if err := os.Chmod(filepath.Join(dir, "admin.key"), tc.mode); err != nil {
 			t.Fatal(err)
 		}
-		_, err := cliutil.RemoteTLS(dir, "admin")
+		_, err := secrets.RoleTLS(dir, "admin", "--secrets")
 		if tc.ok != (err == nil) || !tc.ok && !strings.Contains(err.Error(), "admin.key has mode "+fmt.Sprintf("%04o", uint32(tc.mode))+", readable by others") {
 			t.Errorf("admin.key mode %v: RemoteTLS err %v, want ok=%v", tc.mode, err, tc.ok)
 		}
 	}
 	// Every key of the directory counts, not only the role's own.
-	if _, err := cliutil.RemoteTLS(dir, "coordinator"); err == nil || !strings.Contains(err.Error(), "admin.key has mode") {
+	if _, err := secrets.RoleTLS(dir, "coordinator", "--secrets"); err == nil || !strings.Contains(err.Error(), "admin.key has mode") {
 		t.Fatalf("RemoteTLS(coordinator) with admin.key readable by others: %v", err)
 	}
 	if err := os.Chmod(filepath.Join(dir, "admin.key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := cliutil.RemoteTLS(dir, "coordinator")
+	cfg, err := secrets.RoleTLS(dir, "coordinator", "--secrets")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,32 +198,32 @@ func TestRemoteTLSErrors(t *testing.T) {
 // a directory holding one; --force replaces the old hosts' files.
 func TestInitSecretsServerHosts(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"bad.host"}}); err == nil || !strings.Contains(err.Error(), `--server-hosts: "bad.host"`) {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"bad.host"}}); err == nil || !strings.Contains(err.Error(), `--server-hosts: "bad.host"`) {
 		t.Fatalf("bad host: %v", err)
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1", " h2 ", ""}}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1", " h2 ", ""}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, h := range []string{"h1", "h2"} {
-		c := readCert(t, filepath.Join(dir, cliutil.ServerRole(h)+".crt"))
-		if got, want := c.Subject.String(), cliutil.HostSubject(h); got != want {
+		c := readCert(t, filepath.Join(dir, secrets.ServerRole(h)+".crt"))
+		if got, want := c.Subject.String(), secrets.HostSubject(h); got != want {
 			t.Errorf("%s subject %q, want %q", h, got, want)
 		}
-		if _, err := cliutil.RemoteTLS(dir, cliutil.ServerRole(h)); err != nil {
-			t.Errorf("RemoteTLS(%s): %v", cliutil.ServerRole(h), err)
+		if _, err := secrets.RoleTLS(dir, secrets.ServerRole(h), "--secrets"); err != nil {
+			t.Errorf("RemoteTLS(%s): %v", secrets.ServerRole(h), err)
 		}
 	}
-	if hs, err := cliutil.ServerHosts(dir); err != nil || !slices.Equal(hs, []string{"h1", "h2"}) {
+	if hs, err := secrets.ServerHosts(dir); err != nil || !slices.Equal(hs, []string{"h1", "h2"}) {
 		t.Fatalf("ServerHosts = %q, %v", hs, err)
 	}
 	os.Remove(filepath.Join(dir, "ca.key")) // only the host files are left to refuse on
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); !errors.Is(err, cliutil.ErrSecretsExist) {
+	if err := secrets.Init(dir, secrets.InitOptions{}); !errors.Is(err, secrets.ErrExist) {
 		t.Fatalf("init over per-host certificates: %v, want ErrSecretsExist", err)
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h3"}, Force: true}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h3"}, Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if hs, err := cliutil.ServerHosts(dir); err != nil || !slices.Equal(hs, []string{"h3"}) {
+	if hs, err := secrets.ServerHosts(dir); err != nil || !slices.Equal(hs, []string{"h3"}) {
 		t.Fatalf("ServerHosts after --force = %q, %v; want [h3]", hs, err)
 	}
 }

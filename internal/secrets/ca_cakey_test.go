@@ -1,4 +1,4 @@
-package cliutil_test
+package secrets_test
 
 import (
 	"crypto/ecdsa"
@@ -11,20 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // TestInitSecretsCAKeyApart: init keeps the CA's key out of the
 // directory handed to the processes.
 func TestInitSecretsCAKeyApart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ca.key")); !os.IsNotExist(err) {
 		t.Fatalf("%s/ca.key: %v, want none", dir, err)
 	}
-	caDir := cliutil.DefaultCADir(dir)
+	caDir := secrets.DefaultCADir(dir)
 	if caDir != dir+"-ca" {
 		t.Fatalf("DefaultCADir(%s) = %s", dir, caDir)
 	}
@@ -39,7 +39,7 @@ func TestInitSecretsCAKeyApart(t *testing.T) {
 	ca := readCert(t, filepath.Join(dir, "ca.crt"))
 	caKey := readKey(t, filepath.Join(caDir, "ca.key"))
 	now := time.Now()
-	der, _, err := cliutil.NewCert(ca, caKey, cliutil.CertSpec{CommonName: "x", Role: "client", NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
+	der, _, err := secrets.NewCert(ca, caKey, secrets.CertSpec{CommonName: "x", Role: "client", NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,21 +52,21 @@ func TestInitSecretsCAKeyApart(t *testing.T) {
 	if _, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Fatalf("a certificate signed with %s/ca.key: %v", caDir, err)
 	}
-	if _, err := cliutil.RemoteTLS(dir, "client"); err != nil {
+	if _, err := secrets.RoleTLS(dir, "client", "--secrets"); err != nil {
 		t.Fatalf("RemoteTLS of the new directory: %v", err)
 	}
 
 	// A second init refuses while the CA directory holds a key; --ca-dir
 	// names another place; the secrets directory itself is refused.
 	other := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{CADir: caDir}); !errors.Is(err, cliutil.ErrSecretsExist) || !strings.Contains(err.Error(), filepath.Join(caDir, "ca.key")) {
+	if err := secrets.Init(other, secrets.InitOptions{CADir: caDir}); !errors.Is(err, secrets.ErrExist) || !strings.Contains(err.Error(), filepath.Join(caDir, "ca.key")) {
 		t.Fatalf("init over %s: %v, want ErrSecretsExist naming ca.key", caDir, err)
 	}
-	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{CADir: other}); err == nil || !strings.Contains(err.Error(), "--ca-dir "+other+" is the secrets directory") {
+	if err := secrets.Init(other, secrets.InitOptions{CADir: other}); err == nil || !strings.Contains(err.Error(), "--ca-dir "+other+" is the secrets directory") {
 		t.Fatalf("init with --ca-dir = --dir: %v", err)
 	}
 	custom := filepath.Join(t.TempDir(), "vault", "ca")
-	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{CADir: custom}); err != nil {
+	if err := secrets.Init(other, secrets.InitOptions{CADir: custom}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(custom, "ca.key")); err != nil {
@@ -77,16 +77,16 @@ func TestInitSecretsCAKeyApart(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ca.key"), []byte("old"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); !errors.Is(err, cliutil.ErrSecretsExist) {
+	if err := secrets.Init(dir, secrets.InitOptions{}); !errors.Is(err, secrets.ErrExist) {
 		t.Fatalf("init without --force: %v", err)
 	}
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{Force: true}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ca.key")); !os.IsNotExist(err) {
 		t.Fatalf("%s/ca.key after --force: %v, want none", dir, err)
 	}
-	if _, err := cliutil.RemoteTLS(dir, "client"); err != nil {
+	if _, err := secrets.RoleTLS(dir, "client", "--secrets"); err != nil {
 		t.Fatalf("RemoteTLS after --force: %v", err)
 	}
 }
@@ -117,18 +117,18 @@ func readKey(t *testing.T, path string) *ecdsa.PrivateKey {
 // with one line naming the file (and its mode).
 func TestRemoteTLSRefusesSecretsDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1"}}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1"}}); err != nil {
 		t.Fatal(err)
 	}
 	caKey := filepath.Join(dir, "ca.key")
 	_ = os.Remove(caKey)
-	if _, err := cliutil.RemoteTLS(dir, "client"); err != nil {
+	if _, err := secrets.RoleTLS(dir, "client", "--secrets"); err != nil {
 		t.Fatalf("RemoteTLS of a sound directory: %v", err)
 	}
 	if err := os.WriteFile(caKey, []byte("-----BEGIN PRIVATE KEY-----\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := cliutil.RemoteTLS(dir, "client")
+	_, err := secrets.RoleTLS(dir, "client", "--secrets")
 	if err == nil || !strings.Contains(err.Error(), caKey) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("RemoteTLS with %s: %v, want one line naming it", caKey, err)
 	}
@@ -137,13 +137,13 @@ func TestRemoteTLSRefusesSecretsDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another role's key, or a host's, loosened: every process refuses.
-	for _, f := range []string{"scanserver.key", "scanserver.h1.key", "admin.key", cliutil.HTTPTokenFile} {
+	for _, f := range []string{"scanserver.key", "scanserver.h1.key", "admin.key", secrets.HTTPTokenFile} {
 		p := filepath.Join(dir, f)
 		for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
 			if err := os.Chmod(p, mode); err != nil {
 				t.Fatal(err)
 			}
-			_, err := cliutil.RemoteTLS(dir, "client")
+			_, err := secrets.RoleTLS(dir, "client", "--secrets")
 			if err == nil || !strings.Contains(err.Error(), p+" has mode 0"+strings.TrimPrefix(modeOctal(mode), "0")) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("RemoteTLS with %s at %v: %v, want one line naming it and its mode", f, mode, err)
 			}
@@ -153,7 +153,7 @@ func TestRemoteTLSRefusesSecretsDir(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := cliutil.RemoteTLS(dir, "client"); err != nil {
+	if _, err := secrets.RoleTLS(dir, "client", "--secrets"); err != nil {
 		t.Fatalf("RemoteTLS after restoring the modes: %v", err)
 	}
 }

@@ -1,12 +1,12 @@
-package coordinator
+package scanserver
 
 import (
 	"bytes"
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
 )
@@ -22,10 +22,6 @@ func (r *rig) oneRowScan(p *probe, id string) []byte {
 	return key
 }
 
-func isStarted(id string) func(any) bool {
-	return func(m any) bool { s, ok := m.(*messages.ScanStarted); return ok && s.GetRequestId() == id }
-}
-
 // A scan whose first batch is also its last sends the client
 // one RowBatch carrying the ScanFinished and the tablet actor the
 // ScanFinished alone — no ScanStarted{first_data}, no separate
@@ -34,7 +30,7 @@ func isStarted(id string) func(any) bool {
 // machine; never a first-data notice.)
 func TestServerOneRowScanMessages(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 500, tablets: 2})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, DefaultScanServerConfig(), nil)
 	p := r.newProbe()
 	key := r.oneRowScan(p, "one")
 	p.wait(r, "the batch", isBatch("one", 0))
@@ -68,15 +64,15 @@ func TestServerOneRowScanMessages(t *testing.T) {
 // once the read completes, the last batch carries the end.
 func TestServerAcceptNoticeWhileReadIsSlow(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 500, tablets: 2})
-	gate := &gatedFetcher{inner: tablets.StoreFetcher{Store: r.store}, open: make(chan struct{})}
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
+	r.addServer("h1", 0, DefaultScanServerConfig(), gate)
 	p := r.newProbe()
 	r.oneRowScan(p, "slow")
 	s := p.wait(r, "the accept notice", isStarted("slow")).(*messages.ScanStarted)
 	if s.GetFirstData() || len(p.all(isBatch("slow", 0))) != 0 {
 		t.Fatalf("notice %v before any batch, want first_data false", s)
 	}
-	close(gate.open)
+	close(gate.Open)
 	p.wait(r, "ScanFinished", isFinished("slow"))
 	if b := p.wait(r, "the batch", isBatch("slow", 0)).(*messages.RowBatch); b.GetFinished() == nil {
 		t.Fatalf("last batch %v carries no ScanFinished", b)
@@ -91,7 +87,7 @@ func TestServerAcceptNoticeWhileReadIsSlow(t *testing.T) {
 // accept notice.
 func TestServerEmptyScanFinishesSeparately(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 500, tablets: 2})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, DefaultScanServerConfig(), nil)
 	p := r.newProbe()
 	tm := r.table.GetTablets()[0]
 	key := append(bytes.Clone(r.truthOf(0)[0].Key), 0)
