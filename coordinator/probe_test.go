@@ -33,9 +33,10 @@ func TestScanServerAnswersProbes(t *testing.T) {
 	if p.GetRif() != 0 || p.GetLatencyUs() != 0 || p.GetServer() != "h1/0" {
 		t.Fatalf("idle server answered %+v, want RIF 0, no estimate", p)
 	}
-	// One scan running (blocked on the gate), two queued.
+	// One scan running (blocked on the gate), two queued. The probe
+	// acknowledges no batch: a window of MaxWindow lets every scan end.
 	for i := 0; i < 3; i++ {
-		r.startScan(rec, srv, fmt.Sprintf("q%d", i), 0, 4)
+		r.startScan(rec, srv, fmt.Sprintf("q%d", i), 0, wire.MaxWindow)
 	}
 	r.waitFor("one running, two queued", func() bool { return counters.Active.Load() == 1 && counters.QueueLen.Load() == 2 })
 	r.as.Root.Send(srv, &messages.Probe{Id: 2, ReplyTo: wire.FromPID(rec.pid)})
