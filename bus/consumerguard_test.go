@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -142,14 +142,14 @@ func TestNATSClientConsumers(t *testing.T) {
 func TestNATSClusterConsumerGuard(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newCluster(t, 3, func(_ int, addrs []string) []string { return addrs })
 	for i := range tc.cfgs {
 		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
-		for _, r := range cliutil.Roles {
-			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+		for _, r := range secrets.Roles {
+			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 		}
 	}
 	tc.startAndWait(0, 3)

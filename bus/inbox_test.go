@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -53,8 +53,8 @@ func TestNATSInboxIsolation(t *testing.T) {
 	// Every inbox, and the inboxes of the scan server and the
 	// coordinator by name.
 	subjects := []string{"_INBOX.>",
-		bus.InboxPrefix(cliutil.RoleSubject("scanserver")) + ".>",
-		bus.InboxPrefix(cliutil.RoleSubject("coordinator")) + ".>"}
+		bus.InboxPrefix(secrets.RoleSubject("scanserver")) + ".>",
+		bus.InboxPrefix(secrets.RoleSubject("coordinator")) + ".>"}
 	for _, s := range subjects {
 		if _, err := snoop.Subscribe(s, func(m *nats.Msg) { got.Add(int64(len(m.Data))) }); err != nil {
 			t.Fatal(err)
@@ -115,12 +115,12 @@ func TestNATSInboxIsolation(t *testing.T) {
 func TestNATSInboxPrefixes(t *testing.T) {
 	ctx := context.Background()
 	srv, dir := secureServer(t)
-	for _, role := range cliutil.Roles {
+	for _, role := range secrets.Roles {
 		c := roleConn(t, srv, dir, role)
-		if got, want := c.NATS().Opts.InboxPrefix, bus.InboxPrefix(cliutil.RoleSubject(role)); got != want {
+		if got, want := c.NATS().Opts.InboxPrefix, bus.InboxPrefix(secrets.RoleSubject(role)); got != want {
 			t.Errorf("%s: inbox prefix %q, want %q", role, got, want)
 		}
-		if in := c.NATS().NewInbox(); !strings.HasPrefix(in, bus.InboxPrefix(cliutil.RoleSubject(role))+".") {
+		if in := c.NATS().NewInbox(); !strings.HasPrefix(in, bus.InboxPrefix(secrets.RoleSubject(role))+".") {
 			t.Errorf("%s: NewInbox %q", role, in)
 		}
 	}

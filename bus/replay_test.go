@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -47,7 +47,7 @@ func TestNATSWatchRefusesReplayedGeneration(t *testing.T) {
 
 	// The attacker listens on the client user's inbox before the victim
 	// watches, so it sees every heartbeat of the victim's watches.
-	inbox := bus.InboxPrefix(cliutil.RoleSubject("client"))
+	inbox := bus.InboxPrefix(secrets.RoleSubject("client"))
 	attacker, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(), nats.CustomInboxPrefix(inbox),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -29,14 +30,14 @@ import (
 func secureServer(t *testing.T) (*bus.EmbeddedServer, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := bus.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, t.TempDir()
 	cfg.TLS = roleTLS(t, dir, "coordinator")
-	for _, r := range cliutil.Roles {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+	for _, r := range secrets.Roles {
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 	}
 	srv, err := bus.StartServer(cfg)
 	if err != nil {
@@ -77,19 +78,19 @@ func TestNATSTLSRefusesWithoutCertificate(t *testing.T) {
 	srv, dir := secureServer(t)
 	url := srv.ClientURL()
 	other := filepath.Join(t.TempDir(), "other")
-	if err := cliutil.InitSecrets(other, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(other, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A certificate of the cluster's CA whose subject names no role.
 	ca, caKey := loadCA(t, dir)
 	now := time.Now()
-	der, key, err := cliutil.NewCert(ca, caKey, cliutil.CertSpec{CommonName: "intruder", Role: "intruder",
+	der, key, err := secrets.NewCert(ca, caKey, secrets.CertSpec{CommonName: "intruder", Role: "intruder",
 		IPs: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	unknown := t.TempDir()
-	if err := cliutil.WriteCertFiles(filepath.Join(unknown, "x.crt"), filepath.Join(unknown, "x.key"), der, key); err != nil {
+	if err := secrets.WriteCertFiles(filepath.Join(unknown, "x.crt"), filepath.Join(unknown, "x.key"), der, key); err != nil {
 		t.Fatal(err)
 	}
 	unknownCert, err := tls.LoadX509KeyPair(filepath.Join(unknown, "x.crt"), filepath.Join(unknown, "x.key"))
@@ -316,13 +317,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // loadCA reads the CA certificate of a secrets directory and the CA's
-// key from beside it (cliutil.DefaultCADir).
+// key from beside it (secrets.DefaultCADir).
 func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	read := func(name string) []byte {
 		path := filepath.Join(dir, name)
 		if name == "ca.key" {
-			path = filepath.Join(cliutil.DefaultCADir(dir), name)
+			path = filepath.Join(secrets.DefaultCADir(dir), name)
 		}
 		data, err := os.ReadFile(path)
 		if err != nil {
@@ -351,7 +352,7 @@ func loadCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey) {
 
 func TestServerConfigTLSUsersValidate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	good := roleTLS(t, dir, "coordinator")
@@ -383,11 +384,11 @@ func TestServerConfigTLSUsersValidate(t *testing.T) {
 		})
 	}
 	c := bus.DefaultServerConfig()
-	c.TLS, c.Users = good, []bus.CertUser{{Subject: cliutil.RoleSubject("client"), Role: "client"}}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `no coordinator or admin user "`+cliutil.RoleSubject("coordinator")+`"`) {
+	c.TLS, c.Users = good, []bus.CertUser{{Subject: secrets.RoleSubject("client"), Role: "client"}}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `no coordinator or admin user "`+secrets.RoleSubject("coordinator")+`"`) {
 		t.Fatalf("Validate without the server's own user: %v", err)
 	}
-	c.Users = append(c.Users, bus.CertUser{Subject: cliutil.RoleSubject("coordinator"), Role: "coordinator"})
+	c.Users = append(c.Users, bus.CertUser{Subject: secrets.RoleSubject("coordinator"), Role: "coordinator"})
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -400,14 +401,14 @@ func TestServerConfigTLSUsersValidate(t *testing.T) {
 // refuses a TLS connection without a certificate.
 func TestNATSTLSRoutes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tc := newCluster(t, 3, func(_ int, addrs []string) []string { return addrs })
 	for i := range tc.cfgs {
 		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
-		for _, r := range cliutil.Roles {
-			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+		for _, r := range secrets.Roles {
+			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 		}
 	}
 	tc.startAndWait(0, 3)
@@ -470,29 +471,29 @@ func TestNATSTLSRoutes(t *testing.T) {
 // scanserver certificate is not a user any more.
 func TestNATSPerHostScanServer(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
 		t.Fatal(err)
 	}
-	hosts, err := cliutil.ServerHosts(dir)
+	hosts, err := secrets.ServerHosts(dir)
 	if err != nil || len(hosts) != 2 || hosts[0] != "h1" || hosts[1] != "h2" {
 		t.Fatalf("ServerHosts = %q, %v; want [h1 h2]", hosts, err)
 	}
-	if r := cliutil.ServerTLSRole(dir, "h1"); r != "scanserver.h1" {
+	if r := secrets.ServerTLSRole(dir, "h1"); r != "scanserver.h1" {
 		t.Fatalf("ServerTLSRole(h1) = %q", r)
 	}
-	if r := cliutil.ServerTLSRole(dir, "h3"); r != "scanserver" {
+	if r := secrets.ServerTLSRole(dir, "h3"); r != "scanserver" {
 		t.Fatalf("ServerTLSRole(h3) = %q", r)
 	}
 	cfg := bus.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, t.TempDir()
 	cfg.TLS = roleTLS(t, dir, "coordinator")
-	for _, r := range cliutil.Roles {
+	for _, r := range secrets.Roles {
 		if r != "scanserver" {
-			cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+			cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 		}
 	}
 	for _, h := range hosts {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.HostSubject(h), Role: bus.RoleScanServer, Host: h})
 	}
 	srv, err := bus.StartServer(cfg)
 	if err != nil {
@@ -511,7 +512,7 @@ func TestNATSPerHostScanServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	perm := make(chan error, 4)
-	nc, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, cliutil.ServerRole("h1"))), nats.NoReconnect(),
+	nc, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, secrets.ServerRole("h1"))), nats.NoReconnect(),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perm <- err }))
 	if err != nil {
 		t.Fatal(err)
@@ -531,7 +532,7 @@ func TestNATSPerHostScanServer(t *testing.T) {
 	}
 	// Its own host's heartbeat goes through (and is the first the
 	// coordinator gets: the forged one was dropped before the error).
-	h1 := roleConn(t, srv, dir, cliutil.ServerRole("h1"))
+	h1 := roleConn(t, srv, dir, secrets.ServerRole("h1"))
 	if err := h1.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s"}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -19,17 +19,17 @@ import (
 // the subscriber (and counted): the coordinator sees only h1's own.
 func TestNATSHeartbeatHostBound(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := bus.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, t.TempDir()
 	cfg.TLS = roleTLS(t, dir, "coordinator")
 	for _, r := range []string{"coordinator", "admin", "client"} {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.RoleSubject(r), Role: r})
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 	}
 	for _, h := range []string{"h1", "h2"} {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: cliutil.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.HostSubject(h), Role: bus.RoleScanServer, Host: h})
 	}
 	srv, err := bus.StartServer(cfg)
 	if err != nil {
@@ -53,7 +53,7 @@ func TestNATSHeartbeatHostBound(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h1 := roleConn(t, srv, dir, cliutil.ServerRole("h1"))
+	h1 := roleConn(t, srv, dir, secrets.ServerRole("h1"))
 	forge := func(subject string, m proto.Message) {
 		t.Helper()
 		data, err := proto.Marshal(m)

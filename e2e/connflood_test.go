@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
@@ -30,15 +31,15 @@ func TestConnectionFloodFromOneSource(t *testing.T) {
 	clustertest.SkipShort(t)
 	ctx := context.Background()
 	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
-	secrets := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(secrets, cliutil.SecretsOptions{}); err != nil {
+	secretsDir := filepath.Join(t.TempDir(), "secrets")
+	if err := secrets.Init(secretsDir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
 	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 1, ServersPerHost: 1, DataDir: dataDir,
-		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info", Secrets: secrets})
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, LogLevel: "info", Secrets: secretsDir})
 	t.Cleanup(func() { logTails(t, dataDir) })
-	admin, err := cliutil.RemoteTLS(secrets, "admin")
+	admin, err := cliutil.RemoteTLS(secretsDir, "admin")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestConnectionFloodFromOneSource(t *testing.T) {
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		start := time.Now()
-		out, err := exec.CommandContext(sctx, scanctl, "scan", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secrets,
+		out, err := exec.CommandContext(sctx, scanctl, "scan", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secretsDir,
 			"--table", table, "--count", "--timeout", "50s").CombinedOutput()
 		took := time.Since(start)
 		if err != nil {

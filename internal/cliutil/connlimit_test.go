@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // serve serves a page on a new loopback port within lim, stopped when t
@@ -188,7 +189,7 @@ func (l *lines) Write(p []byte) (int, error) {
 // handshakes logs LogBurst lines and then one with the number held back.
 func TestHTTPFailedHandshakesLogRateLimited(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sec, err := cliutil.LoadHTTPSecurity(dir, "coordinator", "")

@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/secrets"
 )
 
 // limitedRemote starts an actor system whose remote has limits lim and
@@ -166,7 +167,7 @@ func (l *logLines) lines() []string {
 // number held back; every one is counted (handshake).
 func TestRemoteFailedHandshakesLogRateLimited(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{ServerHosts: []string{"h1"}}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1"}}); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := cliutil.RemoteTLS(dir, "coordinator")
@@ -263,7 +264,7 @@ func TestRemoteConnectionsPerSource(t *testing.T) {
 // slots; with those taken too, every connection is refused.
 func TestRemotePeerSlots(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := cliutil.InitSecrets(dir, cliutil.SecretsOptions{}); err != nil {
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	roleCfg := func(role string) *tls.Config {
