@@ -62,13 +62,7 @@ func TestDiscoveryAnswersOnlyInboxes(t *testing.T) {
 		Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 1}}}}, 0); err != nil {
 		t.Fatal(err)
 	}
-	coord := connect(t, srv)
-	lease := &messages.ClusterInfo{MemberId: "m1", CoordinatorAddress: "127.0.0.1:8090", RouterId: "scanplane-router", Incarnation: "i"}
-	stop, err := coord.ServeDiscovery(func() []*messages.ClusterInfo { return []*messages.ClusterInfo{lease} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	coord := serveOneLease(t, srv)
 	attacker := connect(t, srv)
 	for _, reply := range []string{"$KV." + DefaultConfig().MetaBucket + ".tables.t.current", "scanplane.v1.hb.h.s", "$JS.API.STREAM.DELETE.x"} {
 		if err := attacker.NATS().PublishRequest(DiscoverSubject, reply, nil); err != nil {
@@ -90,13 +84,7 @@ func TestDiscoveryAnswersOnlyInboxes(t *testing.T) {
 // the burst plus the rate's answers for the time it took.
 func TestDiscoveryRateLimited(t *testing.T) {
 	srv := startServer(t)
-	coord := connect(t, srv)
-	lease := &messages.ClusterInfo{MemberId: "m1", CoordinatorAddress: "127.0.0.1:8090", RouterId: "scanplane-router", Incarnation: "i"}
-	stop, err := coord.ServeDiscovery(func() []*messages.ClusterInfo { return []*messages.ClusterInfo{lease} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
+	coord := serveOneLease(t, srv)
 	flooder := connect(t, srv)
 	var answers atomic.Int64
 	inbox := nats.NewInbox()
@@ -123,4 +111,18 @@ func TestDiscoveryRateLimited(t *testing.T) {
 	if fast := time.Duration(float64(flood-discoverBurst) / discoverRate * float64(time.Second)); coord.LimitedDiscoveries() == 0 && elapsed < fast {
 		t.Errorf("no request limited out of %d within %v", flood, elapsed)
 	}
+}
+
+// serveOneLease connects to srv and answers discovery requests with one
+// valid lease until the test ends.
+func serveOneLease(t *testing.T, srv *EmbeddedServer) *Conn {
+	t.Helper()
+	coord := connect(t, srv)
+	lease := &messages.ClusterInfo{MemberId: "m1", CoordinatorAddress: "127.0.0.1:8090", RouterId: "scanplane-router", Incarnation: "i"}
+	stop, err := coord.ServeDiscovery(func() []*messages.ClusterInfo { return []*messages.ClusterInfo{lease} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return coord
 }
