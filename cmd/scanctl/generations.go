@@ -22,6 +22,7 @@ func runTables(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	}
 	fs := flag.NewFlagSet("tables", flag.ContinueOnError)
 	table := fs.String("table", "", "list only this table `NAME`")
+	asJSON := fs.Bool("json", false, "print one JSON array (for programs) instead of the table")
 	pos, err := parse("tables", g, fs, args, out)
 	if err != nil {
 		return err
@@ -46,7 +47,26 @@ func runTables(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 			return err
 		}
 	}
+	if *asJSON {
+		metas, cur, errs := readGenerations(ctx, meta, names)
+		return writeJSON(out, generationsJSON(metas, cur, errs, names))
+	}
 	return printGenerations(ctx, meta, names, out)
+}
+
+// readGenerations reads every stored generation of the named tables and
+// the current one; a table that cannot be read, or has none, gets an
+// error instead.
+func readGenerations(ctx context.Context, meta tablets.GenerationStore, names []string) (map[string][]*messages.TableMeta, map[string]uint64, map[string]error) {
+	metas, cur, errs := map[string][]*messages.TableMeta{}, map[string]uint64{}, map[string]error{}
+	for _, n := range names {
+		ms, c, err := tablets.Generations(ctx, meta, n)
+		if err == nil && len(ms) == 0 {
+			err = fmt.Errorf("no table %q", n)
+		}
+		metas[n], cur[n], errs[n] = ms, c, err
+	}
+	return metas, cur, errs
 }
 
 // printGenerations lists every stored generation of the named tables,
@@ -55,11 +75,9 @@ func runTables(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 func printGenerations(ctx context.Context, meta tablets.GenerationStore, names []string, out io.Writer) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tGENERATION\tCURRENT\tTABLETS\tROWS\tBYTES\tCREATED")
+	all, curs, errs := readGenerations(ctx, meta, names)
 	for _, n := range names {
-		metas, cur, err := tablets.Generations(ctx, meta, n)
-		if err == nil && len(metas) == 0 {
-			err = fmt.Errorf("no table %q", n)
-		}
+		metas, cur, err := all[n], curs[n], errs[n]
 		if err != nil {
 			fmt.Fprintf(tw, "%s\t?\t?\t?\t?\t?\t%v\n", n, err)
 			continue

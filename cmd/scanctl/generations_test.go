@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +80,21 @@ func TestGenerations(t *testing.T) {
 	expect("u", "1 yes 7")
 	if got := generationLines(cmd("tables", "--table", "u"), "t"); len(got) != 0 {
 		t.Errorf("tables --table u lists t: %q", got)
+	}
+	// --json lists the same generations, and names a missing table.
+	var gens []generationJSON
+	if err := json.Unmarshal([]byte(cmd("tables", "--json")), &gens); err != nil {
+		t.Fatalf("tables --json: %v", err)
+	}
+	var got []string
+	for _, g := range gens {
+		got = append(got, fmt.Sprintf("%s %d %v %d %d", g.Table, g.Generation, g.Current, g.Rows, g.Tablets))
+	}
+	if want := "t 2 true 50 2,t 1 false 100 2,u 1 true 7 1"; strings.Join(got, ",") != want {
+		t.Errorf("tables --json: %q, want %q", got, want)
+	}
+	if err := json.Unmarshal([]byte(cmd("tables", "--json", "--table", "nope")), &gens); err != nil || len(gens) != 1 || gens[0].Error != `no table "nope"` {
+		t.Errorf("tables --json --table nope: %+v, %v", gens, err)
 	}
 
 	if out := cmd("rollback", "--table", "t", "--generation", "1"); out != "table t: generation 1 is current again (it was 2)\n" {

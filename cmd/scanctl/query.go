@@ -92,23 +92,27 @@ func runStatus(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	var w watchFlags
 	w.register(fs)
+	asJSON := fs.Bool("json", false, "print one JSON document (for programs) instead of the tables")
 	if _, err := parse("status", g, fs, args, out); err != nil {
 		return err
 	}
 	if err := w.check(fs); err != nil {
 		return err
 	}
+	if w.watch && *asJSON {
+		return usageError{fmt.Errorf("--json and --watch cannot be used together")}
+	}
 	if w.watch {
 		return watchStatus(ctx, g, w, out, errOut, isTerminal(out))
 	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		return printFullStatus(ctx, c, out)
+		return printFullStatus(ctx, c, out, *asJSON)
 	})
 }
 
 // printFullStatus prints the coordinators table and the status of the
-// coordinator c asks.
-func printFullStatus(ctx context.Context, c *client.Client, out io.Writer) error {
+// coordinator c asks, or both as one JSON document.
+func printFullStatus(ctx context.Context, c *client.Client, out io.Writer, asJSON bool) error {
 	st, err := c.Status(ctx)
 	if err != nil {
 		return err
@@ -116,6 +120,9 @@ func printFullStatus(ctx context.Context, c *client.Client, out io.Writer) error
 	coords, err := coordinatorRows(ctx, c)
 	if err != nil {
 		return err
+	}
+	if asJSON {
+		return printStatusJSON(out, coords, st)
 	}
 	printCoordinators(out, coords)
 	printStatus(out, st)
@@ -260,6 +267,7 @@ func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	attempts := fs.String("attempts", "", "`RESULTS` of earlier attempts, e.g. busy,busy or error")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE` (repeatable)")
+	asJSON := fs.Bool("json", false, "print one JSON document (for programs)")
 	if _, err := parse("route", g, fs, args, out); err != nil {
 		return err
 	}
@@ -284,6 +292,9 @@ func runRoute(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 		r, err := c.Route(ctx, q)
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			return printRouteJSON(out, r)
 		}
 		printRoute(out, r)
 		return nil

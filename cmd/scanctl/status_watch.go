@@ -72,7 +72,7 @@ func watchStatus(ctx context.Context, g *globals, w watchFlags, out, errOut io.W
 		}
 		fmt.Fprintf(&frame, "scanctl status --watch: every %v, %s (Ctrl-C to stop)\n\n", w.interval, time.Now().Format("2006-01-02 15:04:05"))
 		rctx, cancel := context.WithTimeout(ctx, g.timeout)
-		err := printFullStatus(rctx, c, &frame)
+		err := printFullStatus(rctx, c, &frame, false)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
