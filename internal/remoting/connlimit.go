@@ -115,9 +115,11 @@ var errSourceLimit = errors.New("remote: too many connections open from this sou
 func (c cappedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	peer := conn.RemoteAddr().String()
 	src := netlimit.SourceOf(conn.RemoteAddr())
+	// Each refusal is counted before the connection closes, so a peer
+	// that sees the close finds it counted.
 	if open, ok := c.sources.Take(src); !ok {
-		conn.Close()
 		c.guard.count(ReasonSourceLimit)
+		conn.Close()
 		c.log.warn("remote: connection refused: too many open from its source", "peer", peer, "open", open)
 		return nil, nil, errSourceLimit
 	}
@@ -129,8 +131,8 @@ func (c cappedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthI
 	}
 	if !ok {
 		c.sources.Release(src)
-		conn.Close()
 		c.guard.count(ReasonConnLimit)
+		conn.Close()
 		c.log.warn("remote: connection refused: too many open", "peer", peer, "open", open)
 		return nil, nil, errConnLimit
 	}
@@ -143,9 +145,9 @@ func (c cappedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthI
 		return nil, nil, err
 	}
 	if slots != c.slots && !clusterPeer(info) {
+		c.guard.count(ReasonConnLimit)
 		release()
 		out.Close()
-		c.guard.count(ReasonConnLimit)
 		c.log.warn("remote: connection refused: only cluster peers may take the last slots", "peer", peer)
 		return nil, nil, errConnLimit
 	}
