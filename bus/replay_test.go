@@ -55,7 +55,7 @@ func TestNATSWatchRefusesReplayedGeneration(t *testing.T) {
 	}
 	defer attacker.Close()
 	var mu sync.Mutex
-	var delivers []string // deliver subjects seen in heartbeats, in order
+	var delivers []string // deliver subjects the heartbeats named, in order
 	if _, err := attacker.Subscribe(inbox+".>", func(m *nats.Msg) {
 		if m.Header.Get("Status") != "100" {
 			return

@@ -64,10 +64,10 @@ type Config struct {
 	// (Servers × Workers / mean service time, averaged over the rates).
 	// Default 0.45.
 	Utilization float64
-	// Requests: requests arriving in the measured part, after Warmup.
+	// Requests: requests arriving in the counted part, after Warmup.
 	// Default 250000.
 	Requests int
-	// Warmup: arrivals before it are not measured. Default 2s.
+	// Warmup: arrivals before it are not counted. Default 2s.
 	Warmup time.Duration
 	// Heartbeat: period of each host's load report (queue, running scans)
 	// to every coordinator, as the scan servers' HeartbeatInterval.

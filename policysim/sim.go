@@ -33,14 +33,14 @@ type request struct {
 	pick     scanflow.Picker
 }
 
-// Result is what one run measured.
+// Result is what one run records.
 type Result struct {
 	Config Config
 	Policy string
-	// Latencies of the measured requests that got data, arrival at the
+	// Latencies of the counted requests that got data, arrival at the
 	// coordinator to first data at the client, sorted.
 	Latencies []time.Duration
-	// Requests: measured arrivals; Completed and Failed of them.
+	// Requests: counted arrivals; Completed and Failed of them.
 	Requests, Completed, Failed int
 	// Completions counts every flow's end (warm-up included); a flow that
 	// ended twice would show here.

@@ -50,7 +50,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 // TestConservation: every request that arrives completes exactly once
-// (Run panics on a second completion), measured ones with data or failed,
+// (Run panics on a second completion), counted ones with data or failed,
 // also when a server hangs and its attempts time out, stall or are lost.
 func TestConservation(t *testing.T) {
 	for _, fault := range []Fault{FaultNone, FaultHung} {

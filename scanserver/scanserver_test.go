@@ -56,7 +56,7 @@ func TestServerBatchesCarryCountAndChecksum(t *testing.T) {
 	}
 }
 
-// ScanFinished.duration_us is measured on ScanServerConfig.Clock, the
+// ScanFinished.duration_us is taken on ScanServerConfig.Clock, the
 // clock the server decides with: a clock that stands still gives 0.
 func TestServerDurationOnConfiguredClock(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 500, tablets: 1})
