@@ -143,7 +143,8 @@ func TestConnectionFloodFromOneSource(t *testing.T) {
 }
 
 // labelledSum is the sum of the Prometheus text samples at url (read
-// with hc) whose metric name ends in suffix and whose labels hold label.
+// with hc) whose metric name ends in suffix and whose labels hold label
+// ("" for any).
 func labelledSum(t *testing.T, hc *http.Client, url, suffix, label string) float64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -302,39 +301,8 @@ func TestMutualTLSCoordinators(t *testing.T) {
 }
 
 // metricSum is the sum of the Prometheus text samples at url (read with
-// hc) whose metric name ends in suffix.
+// hc) whose metric name ends in suffix, whatever their labels.
 func metricSum(t *testing.T, hc *http.Client, url, suffix string) float64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, l := range strings.Split(string(body), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 || strings.HasPrefix(l, "#") {
-			continue
-		}
-		name, _, _ := strings.Cut(f[0], "{")
-		if !strings.HasSuffix(name, suffix) {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("%s: %q: %v", url, l, err)
-		}
-		sum += v
-	}
-	return sum
+	return labelledSum(t, hc, url, suffix, "")
 }
