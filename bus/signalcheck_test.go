@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -22,16 +23,16 @@ func TestNATSHeartbeatHostBound(t *testing.T) {
 	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := bus.DefaultServerConfig()
+	cfg := natsserver.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, t.TempDir()
 	cfg.TLS = roleTLS(t, dir, "coordinator")
 	for _, r := range []string{"coordinator", "admin", "client"} {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
+		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 	}
 	for _, h := range []string{"h1", "h2"} {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.HostSubject(h), Role: natsserver.RoleScanServer, Host: h})
 	}
-	srv, err := bus.StartServer(cfg)
+	srv, err := natsserver.StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

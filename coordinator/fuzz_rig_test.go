@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
@@ -76,9 +77,9 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 	}
 	// NewCoordinator wants a bus connection (the tablet actors publish
 	// timeout signals on it): a real one, to an embedded server.
-	sc := bus.DefaultServerConfig()
+	sc := natsserver.DefaultServerConfig()
 	sc.Port, sc.StoreDir = -1, dir+"/nats"
-	srv, err := bus.StartServer(sc)
+	srv, err := natsserver.StartServer(sc)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
@@ -187,13 +188,13 @@ func run(args []string) int {
 		return 2
 	}
 	natsURL, natsNode := o.natsURL, ""
-	var embedded *bus.EmbeddedServer
+	var embedded *natsserver.EmbeddedServer
 	if sc != nil {
 		sc.SpaceLogger = log
 		if sc.TLS = cc.System.TLS; sc.TLS != nil {
 			// --secrets: TLS on the NATS client and route ports, every
 			// client authenticated by its role certificate and held to
-			// that role's permissions (bus.UserPermissions).
+			// that role's permissions (natsserver.UserPermissions).
 			// The embedded server's warnings and errors (a refused TLS
 			// handshake, an authorization or permissions violation) go
 			// to the coordinator's log; its notices at debug level.
@@ -203,7 +204,7 @@ func run(args []string) int {
 				return 2
 			}
 		}
-		srv, err := bus.StartServer(*sc)
+		srv, err := natsserver.StartServer(*sc)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "coordinator: embedded NATS:", err)
 			return 1
@@ -504,7 +505,7 @@ func checkListens(o options, log *slog.Logger) error {
 		{Flag: "http", Addr: o.httpAddr, Secured: secured, SecureWith: "--secrets DIR"}}
 	if o.natsURL == "" {
 		// --secrets: the embedded NATS server's client and route ports
-		// are TLS with client certificates (bus.ServerConfig.TLS, Users).
+		// are TLS with client certificates (natsserver.ServerConfig.TLS, Users).
 		listens = append(listens, cliutil.Listen{Flag: "nats-listen", Addr: o.natsListen, Secured: secured, SecureWith: "--secrets DIR"},
 			cliutil.Listen{Flag: "nats-cluster", Addr: o.natsCluster, Secured: secured, SecureWith: "--secrets DIR"})
 	}

@@ -42,6 +42,9 @@ var allowed = map[string][]string{
 	"e2e":                {},
 	"internal/doctest":   {}, // tests of the documentation
 
+	// the embedded NATS server: only cmd/coordinator (and tests) import it
+	"internal/natsserver": {"bus"},
+
 	// deterministic harnesses and test scaffolding: anything
 	"internal/sim":                  {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
 	"internal/sim/placementsim":     {"selection", "tablets"},
@@ -76,6 +79,14 @@ var pure = map[string][]string{
 	// The client library stays lean: Parquet is scanctl's alone.
 	"client": {"github.com/parquet-go/"},
 }
+
+// natsServer is the module path of the NATS server library; embedsNATS
+// lists the only packages that may link it: the embedded server and the
+// coordinator's command that runs it. The client library, the scan server
+// and the bus client code reach NATS as clients only.
+const natsServer = "github.com/nats-io/nats-server/"
+
+var embedsNATS = []string{"internal/natsserver", "cmd/coordinator"}
 
 type pkg struct {
 	ImportPath   string
@@ -168,6 +179,28 @@ func TestProcessesApart(t *testing.T) {
 					t.Errorf("tests of %s import %s", rel, b)
 				}
 			}
+		}
+	}
+}
+
+// TestNATSServerOnlyInCoordinator checks embedsNATS: no other package
+// depends on the NATS server, not even indirectly (their tests may start
+// one).
+func TestNATSServerOnlyInCoordinator(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range list(t) {
+		rel := strings.TrimPrefix(p.ImportPath, mod)
+		seen[rel] = true
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, natsServer) && !contains(embedsNATS, rel) {
+				t.Errorf("%s depends on %s: only %v may link the NATS server (docs/architecture.md, packages)", rel, d, embedsNATS)
+				break
+			}
+		}
+	}
+	for _, rel := range []string{"client", "scanserver", "cmd/scanserver", "bus"} {
+		if !seen[rel] {
+			t.Errorf("package %s is not in the module", rel)
 		}
 	}
 }
