@@ -21,9 +21,9 @@ import (
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
 )
@@ -284,7 +284,7 @@ func batchOf(id string) func(any) bool {
 }
 
 func serverPID(tc *testCluster, host, idx int) *actor.PID {
-	return actor.NewPID(tc.cl.Host(host).Ready.Actor, scanserver.ServerActorID(idx))
+	return actor.NewPID(tc.cl.Host(host).Ready.Actor, servertest.ActorName(idx))
 }
 
 func TestBusyWithinBusyTimeoutNeverRuns(t *testing.T) {

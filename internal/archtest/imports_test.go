@@ -50,6 +50,7 @@ var allowed = map[string][]string{
 	"internal/sim/placementsim":     {"selection", "tablets"},
 	"policysim":                     {"selection", "scanflow", "messages"},
 	"internal/testutil/clustertest": {"bus", "client", "internal/secrets", "localcluster", "messages", "tablets"},
+	"internal/testutil/servertest":  {"scanserver", "tablets", "wire"},
 }
 
 // apart lists, per package, packages of ours it must not depend on at all,
@@ -61,13 +62,6 @@ var apart = map[string][]string{
 	"client":          {"coordinator", "scanserver", "tablets/rowfmt"},
 	"cmd/scanserver":  {"coordinator"},
 	"cmd/coordinator": {"scanserver"},
-}
-
-// testsMayImport are the exceptions to apart for a package's own tests:
-// the coordinator's in-process tests run real scan-server actors beside
-// the real coordinator.
-var testsMayImport = map[string][]string{
-	"coordinator": {"scanserver"},
 }
 
 // pure packages must not depend, even indirectly, on these.
@@ -155,7 +149,8 @@ func TestImportRules(t *testing.T) {
 }
 
 // TestProcessesApart checks apart: the dependencies of each listed
-// package, and the imports of its tests (but those testsMayImport).
+// package, and the imports of its tests (the coordinator's tests run
+// real scan-server actors through internal/testutil/servertest).
 func TestProcessesApart(t *testing.T) {
 	byPath := map[string]pkg{}
 	for _, p := range list(t) {
@@ -170,9 +165,6 @@ func TestProcessesApart(t *testing.T) {
 		for _, b := range banned {
 			if contains(p.Deps, mod+b) {
 				t.Errorf("%s depends on %s (go list -deps ./%s)", rel, b, rel)
-			}
-			if contains(testsMayImport[rel], b) {
-				continue
 			}
 			for _, imp := range append(p.TestImports, p.XTestImports...) {
 				if imp == mod+b || strings.HasPrefix(imp, mod+b+"/") {
