@@ -33,7 +33,7 @@
 // losing one node loses no data and no write (a connection attached to a
 // live node keeps reading and writing; one attached to the dead node
 // reconnects to another; a restarted node catches up with both buckets;
-// TestClusterReplicas3); losing two of three makes every write fail with
+// internal/natsserver's TestClusterReplicas3); losing two of three makes every write fail with
 // ErrUnavailable within OpTimeout, while reads may still be answered by
 // the lone node, possibly stale. Opening a bucket retries, up to Config.BucketWait, while
 // the cluster is forming or has too few nodes for its replicas.

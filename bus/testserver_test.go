@@ -14,9 +14,8 @@ import (
 // run against, started through nats-server's API: the embedded server of
 // the coordinator (internal/natsserver) imports bus, so bus's tests cannot
 // import it, and the client side needs any NATS server with JetStream, as
-// an external cluster (Config.URL) is. The embedded server's guards and
-// the secured and clustered setups are tested through bus's external
-// tests and internal/natsserver's.
+// an external cluster (Config.URL) is. bus over the embedded server,
+// secured and clustered, is tested in internal/natsserver.
 type testServer struct {
 	srv       *server.Server
 	closeOnce sync.Once

@@ -6,7 +6,10 @@
 // and the restart of JetStream after it ran out of disk space
 // (outofspace.go). Only the coordinator's command, and tests and tools
 // that start clusters, import it: the client library and the scan server
-// reach NATS through package bus and never link nats-server.
+// reach NATS through package bus and never link nats-server. Its tests
+// run bus's connections and stores over it: secured (every role's
+// permissions, inbox isolation, the consumer guard) and clustered
+// (replicas, quorum, corrupt replicas).
 //
 // Clustering: StartServer with ServerConfig.ClusterListen and Routes makes
 // the embedded server one node of a NATS cluster (three coordinators, each

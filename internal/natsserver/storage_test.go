@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 // Storage faults on a real embedded JetStream server: bytes flipped in the
 // server's message-block files (running, and after a restart), a store

@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 // A three-node embedded NATS cluster with JetStream replicas 3: buckets
 // survive the loss of one node, a restarted node rejoins, and the loss of
@@ -473,7 +473,7 @@ func TestClusterBucketReplicas(t *testing.T) {
 // give every node the same name), and names the cluster as the embedded
 // server does.
 func TestDeployNATSConfig(t *testing.T) {
-	const path = "../deploy/nats-server.conf"
+	const path = "../../deploy/nats-server.conf"
 	t.Setenv("NATS_SERVER_NAME", "n2")
 	o, err := server.ProcessConfigFile(path)
 	if err != nil {
