@@ -2,8 +2,10 @@
 // with JetStream (unless --nats names an external cluster), the actor
 // system with remote, the registry, host actors, the router and tablet
 // actors, and an HTTP endpoint with /metrics, /status (JSON), / (the
-// same status as an HTML page that reloads itself) and Go's profiles
-// under /debug/pprof/ (go tool pprof; see docs/operations.md). With --secrets the
+// same status as an HTML page that reloads itself), Go's profiles
+// under /debug/pprof/ (go tool pprof; see docs/operations.md) and the
+// public API scanplane.v1 as gRPC, gRPC-Web and Connect (package
+// gateway, docs/api.md; h2c on plain HTTP). With --secrets the
 // HTTP endpoint is HTTPS and every path needs a client or admin
 // certificate of the cluster CA or the bearer token (--http-token-file,
 // default DIR/http.token); without it, it is plain HTTP on loopback.
@@ -34,8 +36,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/coordinator"
+	"github.com/scanplane/scanplane/gateway"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/remoting"
@@ -309,6 +314,27 @@ func run(args []string) int {
 			writeStatusPage(w, m.clusterStatus(), time.Now(), httpSec.Scheme())
 		})
 		cliutil.HandlePprof(mux)
+		gcfg := gateway.DefaultConfig()
+		gcfg.Logger = log
+		gcfg.Client = func() *client.Client {
+			if m := cur.Load(); m != nil {
+				return m.api
+			}
+			return nil
+		}
+		gcfg.Status = func(context.Context) (*scanplanev1.StatusResponse, error) {
+			m := cur.Load()
+			if m == nil {
+				return nil, fmt.Errorf("%w: coordinator (re)starting", client.ErrNoCoordinator)
+			}
+			return apiStatus(m.status()), nil
+		}
+		api, err := gateway.New(gcfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "coordinator:", err)
+			return 1
+		}
+		api.Register(mux)
 		defer cliutil.ServeListener(l, mux, httpSec, log)()
 	}
 	var leases *bus.LeaseStore
@@ -359,6 +385,12 @@ func run(args []string) int {
 			if m.ann, err = announce(ctx, conn, co, ci); err != nil {
 				co.Close()
 				return nil, err
+			}
+		}
+		if httpAddr != "" {
+			if m.api, err = apiClient(ctx, co, natsURL, cc.System.TLS, log); err != nil {
+				m.close(log)
+				return nil, fmt.Errorf("public API client: %w", err)
 			}
 		}
 		return m, nil
@@ -437,6 +469,7 @@ type member struct {
 	co  *coordinator.Coordinator
 	lp  *coordinator.LeaseProvider
 	ann *announcement
+	api *client.Client // the public API's scans (package gateway); nil without --http
 }
 
 // status is the coordinator's status with its member id and the live
@@ -485,6 +518,9 @@ func (m *member) clusterStatus() *messages.StatusReply {
 func (m *member) close(log *slog.Logger) {
 	if m == nil {
 		return
+	}
+	if m.api != nil {
+		m.api.Close()
 	}
 	if m.ann != nil {
 		if err := m.ann.Close(); err != nil {
