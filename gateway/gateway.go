@@ -107,7 +107,11 @@ func New(cfg Config) (*Server, error) {
 // is taken from its verified client certificate or bearer token
 // (PrincipalOf); authentication itself is the HTTP endpoint's.
 func (s *Server) Register(mux *http.ServeMux) {
-	path, h := scanplanev1connect.NewScanServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes))
+	// Responses go uncompressed: rows are mostly incompressible and
+	// gzip would cost the coordinator more CPU than the scan itself.
+	// Compressed requests are still read.
+	path, h := scanplanev1connect.NewScanServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes),
+		connect.WithCompressMinBytes(MaxMessageBytes+maxRequestBytes))
 	mux.Handle(path, withPrincipal(h))
 	reflector := grpcreflect.NewStaticReflector(scanplanev1connect.ScanServiceName)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
