@@ -48,6 +48,10 @@ type Config struct {
 	// FlushDelay: rows wait at most this long for their batch to fill
 	// before they are sent; default 10ms.
 	FlushDelay time.Duration
+	// MaxScans: scans this server runs at once; one more is refused
+	// with RESOURCE_EXHAUSTED. Each holds up to the client's
+	// ScanOptions.MaxBufferBytes of rows plus two batches. Default 64.
+	MaxScans int
 	// Logger; nil = discard.
 	Logger *slog.Logger
 }
@@ -65,7 +69,7 @@ const maxRequestBytes = 1 << 20
 
 // DefaultConfig returns the documented defaults (Client still to set).
 func DefaultConfig() Config {
-	return Config{MaxBatchBytes: 256 << 10, FlushDelay: 10 * time.Millisecond}
+	return Config{MaxBatchBytes: 256 << 10, FlushDelay: 10 * time.Millisecond, MaxScans: 64}
 }
 
 // Validate names the first bad field.
@@ -77,14 +81,17 @@ func (c Config) Validate() error {
 		return fmt.Errorf("gateway: MaxBatchBytes %d must be in [%d, %d]", c.MaxBatchBytes, MinBatchBytes, MaxMessageBytes)
 	case c.FlushDelay <= 0:
 		return fmt.Errorf("gateway: FlushDelay %v must be > 0", c.FlushDelay)
+	case c.MaxScans < 1:
+		return fmt.Errorf("gateway: MaxScans %d must be >= 1", c.MaxScans)
 	}
 	return nil
 }
 
 // Server serves the scanplane.v1 API.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	slots chan struct{} // one per running scan, MaxScans in all
 }
 
 var _ scanplanev1connect.ScanServiceHandler = (*Server)(nil)
@@ -98,7 +105,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log}, nil
+	return &Server{cfg: cfg, log: log, slots: make(chan struct{}, cfg.MaxScans)}, nil
 }
 
 // Register mounts the service and gRPC server reflection (v1 and
@@ -158,6 +165,13 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	m := req.Msg
 	if err := checkScan(m); err != nil {
 		return toStatus(err)
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
+			client.ErrOverloaded, s.cfg.MaxScans))
 	}
 	if err := s.mayScan(PrincipalOf(ctx), m.GetTable()); err != nil {
 		return err

@@ -34,6 +34,7 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.MaxBatchBytes = 10 }, "MaxBatchBytes 10"},
 		{func(c *Config) { c.MaxBatchBytes = 4 << 20 }, "MaxBatchBytes 4194304"},
 		{func(c *Config) { c.FlushDelay = 0 }, "FlushDelay 0s"},
+		{func(c *Config) { c.MaxScans = 0 }, "MaxScans 0"},
 	} {
 		c := ok
 		tc.mod(&c)
@@ -198,5 +199,38 @@ func TestScanChecks(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(asked, ",") != "secret,t" {
 		t.Errorf("MayScan asked for %q; want secret,t (every valid request, before the client)", asked)
+	}
+}
+
+// TestMaxScans: a scan past MaxScans is refused with RESOURCE_EXHAUSTED
+// while the others run, and its slot is free again once one ends.
+func TestMaxScans(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	cfg := DefaultConfig()
+	cfg.MaxScans = 1
+	cfg.Client = func() *client.Client { return nil }
+	cfg.MayScan = func(_ Principal, table string) error {
+		if table == "hold" {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	}
+	c := serve(t, cfg)
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the server's cleanup, which waits for the held scan
+	held := make(chan error, 1)
+	go func() { held <- scanErr(c, &scanplanev1.ScanRequest{Table: "hold"}) }()
+	<-entered
+	if err := scanErr(c, &scanplanev1.ScanRequest{Table: "t"}); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "1 scans running") {
+		t.Fatalf("second scan with MaxScans 1: %v; want RESOURCE_EXHAUSTED naming 1 scans running", err)
+	}
+	free()
+	if err := <-held; connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("held scan: %v; want UNAVAILABLE (no client)", err)
+	}
+	if err := scanErr(c, &scanplanev1.ScanRequest{Table: "t"}); connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Fatalf("scan after the slot was freed: %v; want UNAVAILABLE (no client)", err)
 	}
 }
