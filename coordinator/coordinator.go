@@ -612,6 +612,11 @@ func (c *Coordinator) Address() string {
 // now reads the coordinator's clock (CoordinatorConfig.Clock).
 func (c *Coordinator) now() time.Time { return c.cfg.Clock() }
 
+// ActorSystem is the coordinator's actor system, nil before Start. A
+// client in the coordinator's process shares it (client.Config.System):
+// a process runs one actor remote.
+func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.as }
+
 // MemberID is this coordinator's lease key and cluster member id: its
 // actor system's id, unique per start ([A-Za-z0-9], 22 characters).
 func (c *Coordinator) MemberID() string { return c.as.ID }

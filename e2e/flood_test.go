@@ -25,7 +25,7 @@ type flooder struct {
 func newFlooder(t *testing.T) *flooder { return &flooder{a: newAttacker(t, nil)} }
 
 // batches is the number of RowBatches that reached the flooder.
-func (f *flooder) batches() int { return f.a.received("scanplane.v1.RowBatch") }
+func (f *flooder) batches() int { return f.a.received("scanplane.internal.v1.RowBatch") }
 
 // flood sends ScanRequests for the tablets of tm to the router at addr,
 // rate a second, for d.

@@ -72,9 +72,9 @@ func (s tapStream) SendMsg(m any) error {
 		for _, e := range b.Envelopes {
 			var msg proto.Message
 			switch b.TypeNames[e.TypeId] {
-			case "scanplane.v1.ScanRequest":
+			case "scanplane.internal.v1.ScanRequest":
 				msg = &messages.ScanRequest{}
-			case "scanplane.v1.BatchAck":
+			case "scanplane.internal.v1.BatchAck":
 				msg = &messages.BatchAck{}
 			default:
 				continue

@@ -128,11 +128,11 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 		wg.Wait()
 		inView := m.serversOf("evil")
 		t.Logf("fake server: %d StartScans reached it and were answered with forgeries; in the coordinators' view: %v; honest scans meanwhile: %s",
-			evil.received("scanplane.v1.StartScan"), inView, load.since(from))
+			evil.received("scanplane.internal.v1.StartScan"), inView, load.since(from))
 		if !refused {
 			t.Errorf("heartbeats over the remote not refused (type) by every coordinator: %v -> %v", base, m.coordinators("type"))
 		}
-		if n := evil.received("scanplane.v1.StartScan"); n != 0 || inView {
+		if n := evil.received("scanplane.internal.v1.StartScan"); n != 0 || inView {
 			t.Errorf("the fake scan server got %d StartScans, in view %v; want none, not in view", n, inView)
 		}
 		load.check(t, from)
@@ -158,12 +158,12 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 		load.waitMore(t, from, 20)
 		got := 0
 		for _, a := range attackers {
-			got += a.received("scanplane.v1.RowBatch") + a.received("scanplane.v1.ScanStarted") + a.received("scanplane.v1.Busy")
+			got += a.received("scanplane.internal.v1.RowBatch") + a.received("scanplane.internal.v1.ScanStarted") + a.received("scanplane.internal.v1.Busy")
 		}
 		t.Logf("direct StartScan: %d sent per server; the attackers got %d rows in %d RowBatches and %d ScanStarted, %d Busy; honest scans meanwhile: %s",
-			len(attackers)*perServer, evil.rows.Load()+evilHost.rows.Load(), evil.received("scanplane.v1.RowBatch")+evilHost.received("scanplane.v1.RowBatch"),
-			evil.received("scanplane.v1.ScanStarted")+evilHost.received("scanplane.v1.ScanStarted"),
-			evil.received("scanplane.v1.Busy")+evilHost.received("scanplane.v1.Busy"), load.since(from))
+			len(attackers)*perServer, evil.rows.Load()+evilHost.rows.Load(), evil.received("scanplane.internal.v1.RowBatch")+evilHost.received("scanplane.internal.v1.RowBatch"),
+			evil.received("scanplane.internal.v1.ScanStarted")+evilHost.received("scanplane.internal.v1.ScanStarted"),
+			evil.received("scanplane.internal.v1.Busy")+evilHost.received("scanplane.internal.v1.Busy"), load.since(from))
 		if !refused {
 			t.Errorf("StartScans not refused (role) by every scan server: %v -> %v, want +%v each", base, m.hosts("role"), want)
 		}
@@ -273,12 +273,12 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 		if !waitFor(15*time.Second, func() bool { return m.heardSince(start.Add(time.Second)) }) {
 			down = append(down, "registries: no heartbeat taken for a second after the attack")
 		}
-		before := evil.received("scanplane.v1.Cancel")
+		before := evil.received("scanplane.internal.v1.Cancel")
 		for _, s := range servers {
 			_ = evil.send(s, evil.pid("probe"), &messages.Cancel{Reason: "connect"})
 		}
-		if !waitFor(15*time.Second, func() bool { return evil.received("scanplane.v1.Cancel") >= before+len(servers) }) {
-			down = append(down, fmt.Sprintf("scan servers: %d of %d answered a connection probe", evil.received("scanplane.v1.Cancel")-before, len(servers)))
+		if !waitFor(15*time.Second, func() bool { return evil.received("scanplane.internal.v1.Cancel") >= before+len(servers) }) {
+			down = append(down, fmt.Sprintf("scan servers: %d of %d answered a connection probe", evil.received("scanplane.internal.v1.Cancel")-before, len(servers)))
 		}
 		load.waitMore(t, from, 20)
 		t.Logf("remote Stop: down after the attack: %q; honest scans meanwhile: %s", down, load.since(from))

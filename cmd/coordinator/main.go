@@ -2,8 +2,10 @@
 // with JetStream (unless --nats names an external cluster), the actor
 // system with remote, the registry, host actors, the router and tablet
 // actors, and an HTTP endpoint with /metrics, /status (JSON), / (the
-// same status as an HTML page that reloads itself) and Go's profiles
-// under /debug/pprof/ (go tool pprof; see docs/operations.md). With --secrets the
+// same status as an HTML page that reloads itself), Go's profiles
+// under /debug/pprof/ (go tool pprof; see docs/operations.md) and the
+// public API scanplane.v1 as gRPC, gRPC-Web and Connect (package
+// gateway, docs/api.md; h2c on plain HTTP). With --secrets the
 // HTTP endpoint is HTTPS and every path needs a client or admin
 // certificate of the cluster CA or the bearer token (--http-token-file,
 // default DIR/http.token); without it, it is plain HTTP on loopback.
@@ -24,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/messages"
@@ -83,6 +86,7 @@ type member struct {
 	co  *coordinator.Coordinator
 	lp  *coordinator.LeaseProvider
 	ann *announcement
+	api *client.Client // the public API's scans (package gateway); nil without --http
 }
 
 // status is the coordinator's status with its member id and the live
@@ -131,6 +135,9 @@ func (m *member) clusterStatus() *messages.StatusReply {
 func (m *member) close(log *slog.Logger) {
 	if m == nil {
 		return
+	}
+	if m.api != nil {
+		m.api.Close()
 	}
 	if m.ann != nil {
 		if err := m.ann.Close(); err != nil {

@@ -20,8 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/coordinator"
+	"github.com/scanplane/scanplane/gateway"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/readyfile"
@@ -351,6 +354,27 @@ func (p *process) serveHTTP(context.Context) error {
 		writeStatusPage(w, m.clusterStatus(), time.Now(), p.httpSec.Scheme())
 	})
 	cliutil.HandlePprof(mux)
+	gcfg := gateway.DefaultConfig()
+	gcfg.Logger = p.log
+	gcfg.Client = func() *client.Client {
+		if m := p.cur.Load(); m != nil {
+			return m.api
+		}
+		return nil
+	}
+	gcfg.Status = func(context.Context) (*scanplanev1.StatusResponse, error) {
+		m := p.cur.Load()
+		if m == nil {
+			return nil, fmt.Errorf("%w: coordinator (re)starting", client.ErrNoCoordinator)
+		}
+		return apiStatus(m.status()), nil
+	}
+	api, err := gateway.New(gcfg)
+	if err != nil {
+		l.Close()
+		return failed("", err)
+	}
+	api.Register(mux)
 	p.onClose(cliutil.ServeListener(l, mux, p.httpSec, p.log))
 	return nil
 }
@@ -408,6 +432,12 @@ func (p *process) startMember(ctx context.Context) (*member, error) {
 		if m.ann, err = announce(ctx, p.conn, co, ci); err != nil {
 			co.Close()
 			return nil, err
+		}
+	}
+	if p.httpAddr != "" {
+		if m.api, err = apiClient(ctx, co, p.natsURL, p.cc.System.TLS, p.log); err != nil {
+			m.close(p.log)
+			return nil, fmt.Errorf("public API client: %w", err)
 		}
 	}
 	return m, nil

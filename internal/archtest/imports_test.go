@@ -15,32 +15,35 @@ const mod = "github.com/scanplane/scanplane/"
 // of ours it may import directly. Packages not listed here fail the test,
 // so a new package has to decide its place.
 var allowed = map[string][]string{
-	"messages":           {},
-	"wire":               {"messages", "tablets"},
-	"tablets":            {"messages"},
-	"tablets/storetest":  {"messages", "tablets"}, // test support: the MetaStore conformance suite
-	"tablets/rowfmt":     {"tablets"},             // row formats of scanctl; never the client's
-	"selection":          {"tablets"},
-	"cache":              {"tablets"},
-	"bus":                {"messages", "tablets", "internal/backoff", "internal/netlimit"},
-	"internal/remoting":  {"internal/netlimit"},
-	"internal/metrics":   {"messages"},
-	"scanserver":         {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
-	"scanflow":           {"messages", "selection"},
-	"coordinator":        {"wire", "messages", "tablets", "selection", "scanflow", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
-	"client":             {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets"},
-	"loadtest":           {"client", "messages", "tablets", "bus", "selection", "localcluster"},
-	"localcluster":       {"messages", "internal/secrets", "internal/readyfile", "internal/backoff"},
-	"internal/cliutil":   {"internal/secrets", "internal/netlimit"},
-	"internal/secrets":   {},
-	"internal/readyfile": {},
-	"internal/archtest":  {},
-	"internal/backoff":   {},
-	"internal/netlimit":  {},
-	"internal/testutil":  {}, // imported by tests only: no package lists it
-	"internal/actorenv":  {},
-	"e2e":                {},
-	"internal/doctest":   {}, // tests of the documentation
+	"messages":                            {},
+	"wire":                                {"messages", "tablets"},
+	"tablets":                             {"messages"},
+	"tablets/storetest":                   {"messages", "tablets"}, // test support: the MetaStore conformance suite
+	"tablets/rowfmt":                      {"tablets"},             // row formats of scanctl; never the client's
+	"selection":                           {"tablets"},
+	"cache":                               {"tablets"},
+	"bus":                                 {"messages", "tablets", "internal/backoff", "internal/netlimit"},
+	"internal/remoting":                   {"internal/netlimit"},
+	"internal/metrics":                    {"messages"},
+	"scanserver":                          {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
+	"scanflow":                            {"messages", "selection"},
+	"coordinator":                         {"wire", "messages", "tablets", "selection", "scanflow", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
+	"client":                              {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets"},
+	"gateway":                             {"client", "tablets", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
+	"api/scanplane/v1":                    {},
+	"api/scanplane/v1/scanplanev1connect": {"api/scanplane/v1"},
+	"loadtest":                            {"client", "messages", "tablets", "bus", "selection", "localcluster"},
+	"localcluster":                        {"messages", "internal/secrets", "internal/readyfile", "internal/backoff"},
+	"internal/cliutil":                    {"internal/secrets", "internal/netlimit"},
+	"internal/secrets":                    {},
+	"internal/readyfile":                  {},
+	"internal/archtest":                   {},
+	"internal/backoff":                    {},
+	"internal/netlimit":                   {},
+	"internal/testutil":                   {}, // imported by tests only: no package lists it
+	"internal/actorenv":                   {},
+	"e2e":                                 {},
+	"internal/doctest":                    {}, // tests of the documentation
 
 	// the embedded NATS server: only cmd/coordinator (and tests) import it
 	"internal/natsserver": {"bus"},
@@ -70,8 +73,9 @@ var pure = map[string][]string{
 	"scanflow":  {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 	"policysim": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 	"tablets":   {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
-	// The client library stays lean: Parquet is scanctl's alone.
-	"client": {"github.com/parquet-go/"},
+	// The client library stays lean: Parquet is scanctl's alone, and the
+	// public API's server (connect-go) the coordinator's.
+	"client": {"github.com/parquet-go/", "connectrpc.com/", mod + "gateway", mod + "api/"},
 }
 
 // natsServer is the module path of the NATS server library; embedsNATS

@@ -173,14 +173,14 @@ func ServeListener(l net.Listener, handler http.Handler, sec *HTTPSecurity, log 
 
 // ServeListenerLimits serves handler, wrapped by sec's authentication, on
 // l (a listener of ListenHTTP: TLS is added here, over the connection
-// cap) within lim until the returned close function is called. The
-// server's own errors go to log at warn level (nil = the standard
-// logger), at most lim.LogBurst lines per lim.LogEvery and then one line
-// with the number held back: a refused TLS handshake is "http: TLS
-// handshake error from ADDR: REASON" (a certificate of another CA or an
-// expired one), a connection over the cap "http: refused connection from
-// ADDR: N connections open, the most this endpoint takes". lim must be
-// valid (HTTPLimits.Validate).
+// cap) as HTTP/1.1 and HTTP/2 (h2c on plain TCP) within lim until the
+// returned close function is called. The server's own errors go to log
+// at warn level (nil = the standard logger), at most lim.LogBurst lines
+// per lim.LogEvery and then one line with the number held back: a
+// refused TLS handshake is "http: TLS handshake error from ADDR: REASON"
+// (a certificate of another CA or an expired one), a connection over
+// the cap "http: refused connection from ADDR: N connections open, the
+// most this endpoint takes". lim must be valid (HTTPLimits.Validate).
 func ServeListenerLimits(l net.Listener, handler http.Handler, sec *HTTPSecurity, log *slog.Logger, lim HTTPLimits) func() {
 	emit := func(s string) { stdlog.Print(s) }
 	if log != nil {
@@ -197,12 +197,23 @@ func ServeListenerLimits(l net.Listener, handler http.Handler, sec *HTTPSecurity
 			}
 			th.line(fmt.Sprintf("http: refused connection from %s: %d connections open, the most this endpoint takes", addr, open))
 		}}
+	// HTTP/2 besides HTTP/1: over TLS by ALPN, over plain TCP with prior
+	// knowledge (h2c), so that gRPC clients reach the API the endpoint
+	// may serve.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
 	var ln net.Listener = capped
 	if sec != nil {
-		ln = tls.NewListener(capped, sec.TLS)
+		cfg := sec.TLS.Clone()
+		if !slices.Contains(cfg.NextProtos, "h2") {
+			cfg.NextProtos = append([]string{"h2", "http/1.1"}, cfg.NextProtos...)
+		}
+		ln = tls.NewListener(capped, cfg)
 	}
 	hs := &http.Server{Handler: sec.Handler(handler), ReadHeaderTimeout: lim.HeaderTimeout, IdleTimeout: lim.IdleTimeout,
-		ErrorLog: stdlog.New(th, "", 0)}
+		ErrorLog: stdlog.New(th, "", 0), Protocols: &protocols}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -342,7 +342,7 @@ func lastBytes(data []byte, num protowire.Number) (v []byte, ok bool, err error)
 }
 
 // pidAddressOf returns the address an unmarshal of data gives the
-// scanplane.v1.Pid field num (occurrences of a message field are merged:
+// scanplane.internal.v1.Pid field num (occurrences of a message field are merged:
 // the last address of the last occurrence that has one), and whether any
 // occurrence has one.
 func pidAddressOf(data []byte, num protowire.Number) (addr string, ok bool, err error) {

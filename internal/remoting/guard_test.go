@@ -164,7 +164,7 @@ func validBatch(addr, id string) *remote.MessageBatch {
 		panic(err)
 	}
 	return &remote.MessageBatch{
-		TypeNames: []string{"scanplane.v1.Row"},
+		TypeNames: []string{"scanplane.internal.v1.Row"},
 		Targets:   []*actor.PID{{Address: addr, Id: "probe"}},
 		Envelopes: []*remote.MessageEnvelope{{Target: 0, TypeId: 0, MessageData: data}},
 	}

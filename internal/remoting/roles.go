@@ -95,11 +95,11 @@ func IdentityOf(cert *x509.Certificate) (Identity, error) {
 type Rule struct {
 	// Senders are the roles that may send the message.
 	Senders Role
-	// Own are fields of type scanplane.v1.Pid that name the sender
+	// Own are fields of type scanplane.internal.v1.Pid that name the sender
 	// itself (where replies go): their address must be the address the
 	// sender's stream is bound to.
 	Own []string
-	// Relayed are fields of type scanplane.v1.Pid that a coordinator
+	// Relayed are fields of type scanplane.internal.v1.Pid that a coordinator
 	// relays from a client (ScanRequest.client forwarded between
 	// coordinators, StartScan.client): from a coordinator they are not
 	// checked, from any other role they are checked as Own.
@@ -146,60 +146,60 @@ func PeerAddress(c actor.Context) string {
 var rules = map[string]Rule{
 	// client (or admin) → coordinator: router or tablet actor; a
 	// coordinator forwards a request to the tablet's owner.
-	"scanplane.v1.ScanRequest": {Senders: RoleClient | RoleAdmin | RoleCoordinator, Relayed: []string{"client"}},
-	"scanplane.v1.ScanDone":    {Senders: RoleClient | RoleAdmin | RoleCoordinator},
+	"scanplane.internal.v1.ScanRequest": {Senders: RoleClient | RoleAdmin | RoleCoordinator, Relayed: []string{"client"}},
+	"scanplane.internal.v1.ScanDone":    {Senders: RoleClient | RoleAdmin | RoleCoordinator},
 	// A coordinator asks its peers for their counters (/status).
-	"scanplane.v1.StatusRequest":  {Senders: RoleClient | RoleAdmin | RoleCoordinator},
-	"scanplane.v1.RouteRequest":   {Senders: RoleClient | RoleAdmin},
-	"scanplane.v1.ReloadProfiles": {Senders: RoleAdmin},
+	"scanplane.internal.v1.StatusRequest":  {Senders: RoleClient | RoleAdmin | RoleCoordinator},
+	"scanplane.internal.v1.RouteRequest":   {Senders: RoleClient | RoleAdmin},
+	"scanplane.internal.v1.ReloadProfiles": {Senders: RoleAdmin},
 
 	// coordinator → client
-	"scanplane.v1.ScanRouted": {Senders: RoleCoordinator, Own: []string{"tablet_actor"}},
-	"scanplane.v1.ScanError":  {Senders: RoleCoordinator},
+	"scanplane.internal.v1.ScanRouted": {Senders: RoleCoordinator, Own: []string{"tablet_actor"}},
+	"scanplane.internal.v1.ScanError":  {Senders: RoleCoordinator},
 	// the tablet actor's keep-alive of a request without data
-	"scanplane.v1.ScanProgress": {Senders: RoleCoordinator},
-	"scanplane.v1.StatusReply":  {Senders: RoleCoordinator},
-	"scanplane.v1.RouteReply":   {Senders: RoleCoordinator},
-	"scanplane.v1.ReloadReply":  {Senders: RoleCoordinator},
+	"scanplane.internal.v1.ScanProgress": {Senders: RoleCoordinator},
+	"scanplane.internal.v1.StatusReply":  {Senders: RoleCoordinator},
+	"scanplane.internal.v1.RouteReply":   {Senders: RoleCoordinator},
+	"scanplane.internal.v1.ReloadReply":  {Senders: RoleCoordinator},
 
 	// coordinator (tablet actor, host actor) → scan server
-	"scanplane.v1.StartScan": {Senders: RoleCoordinator, Own: []string{"tablet_actor"}, Relayed: []string{"client"}},
-	"scanplane.v1.Probe":     {Senders: RoleCoordinator, Own: []string{"reply_to"}},
+	"scanplane.internal.v1.StartScan": {Senders: RoleCoordinator, Own: []string{"tablet_actor"}, Relayed: []string{"client"}},
+	"scanplane.internal.v1.Probe":     {Senders: RoleCoordinator, Own: []string{"reply_to"}},
 
 	// scan server → coordinator (tablet actor) and client
-	"scanplane.v1.ScanStarted":  {Senders: RoleScanServer, Server: "server"},
-	"scanplane.v1.Busy":         {Senders: RoleScanServer, Server: "server", Host: "host"},
-	"scanplane.v1.RowBatch":     {Senders: RoleScanServer, Server: "server", Own: []string{"server_pid"}},
-	"scanplane.v1.ProbeReply":   {Senders: RoleScanServer, Server: "server"},
-	"scanplane.v1.ScanFinished": {Senders: RoleScanServer | RoleCoordinator, Server: "server"},
+	"scanplane.internal.v1.ScanStarted":  {Senders: RoleScanServer, Server: "server"},
+	"scanplane.internal.v1.Busy":         {Senders: RoleScanServer, Server: "server", Host: "host"},
+	"scanplane.internal.v1.RowBatch":     {Senders: RoleScanServer, Server: "server", Own: []string{"server_pid"}},
+	"scanplane.internal.v1.ProbeReply":   {Senders: RoleScanServer, Server: "server"},
+	"scanplane.internal.v1.ScanFinished": {Senders: RoleScanServer | RoleCoordinator, Server: "server"},
 
 	// client → scan server (flow control; cancelling its own streams),
 	// tablet actor → scan server (cancelling attempts; the host actor's
 	// connection probe, an empty Cancel), scan server → host actor (the
 	// probe's answer). The scan server takes a Cancel or BatchAck of an
 	// attempt only from that attempt's client or tablet actor (Tag).
-	"scanplane.v1.BatchAck": {Senders: RoleClient | RoleAdmin, Tag: true},
-	"scanplane.v1.Cancel":   {Senders: RoleClient | RoleAdmin | RoleCoordinator | RoleScanServer, Tag: true},
+	"scanplane.internal.v1.BatchAck": {Senders: RoleClient | RoleAdmin, Tag: true},
+	"scanplane.internal.v1.Cancel":   {Senders: RoleClient | RoleAdmin | RoleCoordinator | RoleScanServer, Tag: true},
 
 	// client.Ping: a Row to a host agent's echo actor, and its answer.
-	"scanplane.v1.Row": {Senders: RoleClient | RoleAdmin | RoleScanServer},
+	"scanplane.internal.v1.Row": {Senders: RoleClient | RoleAdmin | RoleScanServer},
 
 	// NATS only (heartbeats and load signals are published with per-host
 	// permissions), or parts of other messages: never on the remote.
-	"scanplane.v1.Heartbeat":       {},
-	"scanplane.v1.CoordinatorList": {},
-	"scanplane.v1.LoadSignal":      {},
-	"scanplane.v1.Pid":             {},
-	"scanplane.v1.KeyRange":        {},
-	"scanplane.v1.TabletRef":       {},
-	"scanplane.v1.FileRef":         {},
-	"scanplane.v1.BlockProof":      {},
-	"scanplane.v1.TabletMeta":      {},
-	"scanplane.v1.TableMeta":       {},
-	"scanplane.v1.ClusterInfo":     {},
-	"scanplane.v1.AttemptInfo":     {},
-	"scanplane.v1.ServerStatus":    {},
-	"scanplane.v1.TableStatus":     {},
+	"scanplane.internal.v1.Heartbeat":       {},
+	"scanplane.internal.v1.CoordinatorList": {},
+	"scanplane.internal.v1.LoadSignal":      {},
+	"scanplane.internal.v1.Pid":             {},
+	"scanplane.internal.v1.KeyRange":        {},
+	"scanplane.internal.v1.TabletRef":       {},
+	"scanplane.internal.v1.FileRef":         {},
+	"scanplane.internal.v1.BlockProof":      {},
+	"scanplane.internal.v1.TabletMeta":      {},
+	"scanplane.internal.v1.TableMeta":       {},
+	"scanplane.internal.v1.ClusterInfo":     {},
+	"scanplane.internal.v1.AttemptInfo":     {},
+	"scanplane.internal.v1.ServerStatus":    {},
+	"scanplane.internal.v1.TableStatus":     {},
 
 	// protoactor: cluster gossip between coordinators, and the answer
 	// of a process to a request for an actor it does not have.
@@ -225,7 +225,7 @@ type compiledRule struct {
 	checksPayload bool
 }
 
-// pidField is a scanplane.v1.Pid field of a message.
+// pidField is a scanplane.internal.v1.Pid field of a message.
 type pidField struct {
 	num  protoreflect.FieldNumber
 	name string
@@ -302,6 +302,6 @@ func compileRule(md protoreflect.MessageDescriptor, r Rule) (*compiledRule, erro
 
 // pidType is the wire PID message; its field 1 is the address.
 const (
-	pidType    protoreflect.FullName    = "scanplane.v1.Pid"
+	pidType    protoreflect.FullName    = "scanplane.internal.v1.Pid"
 	pidAddress protoreflect.FieldNumber = 1
 )

@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
+	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
+	"github.com/scanplane/scanplane/client"
+)
+
+// BenchmarkWholeTableScanAPI scans a whole 200 000-row table (8 tablets,
+// 3 hosts × 2 servers, one coordinator) in turns through the Go client
+// library in this process and through the public API (gRPC over h2c, and
+// Connect over HTTP/1.1) of the coordinator, whose in-process client
+// verifies the rows; every scan is checked row by row against the ground
+// truth. It reports rows/s of each, api-grpc/go and api-connect/go (the
+// ratios of their rows/s), and the CPU the coordinator process and this
+// process spent per row for each kind (/proc/PID/stat, 10 ms ticks).
+func BenchmarkWholeTableScanAPI(b *testing.B) {
+	f := startWith(b, 3, 2, 200000, 8)
+	ctx := context.Background()
+	url := "http://" + f.cl.HTTPAddr()
+	grpcC := scanplanev1connect.NewScanServiceClient(h2c(), url, connect.WithGRPC())
+	connectC := scanplanev1connect.NewScanServiceClient(&http.Client{}, url)
+	check := func(i int, k, v []byte) {
+		if i >= len(f.truth) || !bytes.Equal(k, f.truth[i].Key) || !bytes.Equal(v, f.truth[i].Value) {
+			b.Fatalf("row %d is %q, not the ground truth's", i, k)
+		}
+	}
+	goScan := func() {
+		rows := f.c.Scan(ctx, table, client.Range{}, client.ScanOptions{})
+		defer rows.Close()
+		n := 0
+		for rows.Next() {
+			check(n, rows.Row().Key, rows.Row().Value)
+			n++
+		}
+		if rows.Err() != nil || n != len(f.truth) {
+			b.Fatalf("go client: %d rows, err %v", n, rows.Err())
+		}
+	}
+	apiScan := func(c scanplanev1connect.ScanServiceClient) func() {
+		return func() {
+			st, err := c.Scan(ctx, connect.NewRequest(&scanplanev1.ScanRequest{Table: table}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			n := 0
+			for st.Receive() {
+				for _, r := range st.Msg().GetRows() {
+					check(n, r.GetKey(), r.GetValue())
+					n++
+				}
+			}
+			if st.Err() != nil || n != len(f.truth) {
+				b.Fatalf("api: %d rows, err %v", n, st.Err())
+			}
+		}
+	}
+	kinds := []struct {
+		name              string
+		scan              func()
+		t                 time.Duration
+		coordCPU, selfCPU float64
+	}{{name: "go", scan: goScan}, {name: "api-grpc", scan: apiScan(grpcC)}, {name: "api-connect", scan: apiScan(connectC)}}
+	coord, self := []int{f.cl.Coordinator().PID()}, []int{os.Getpid()}
+	for i := range kinds {
+		kinds[i].scan() // warm the tablet actors and the block caches
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range kinds {
+			c0, s0 := cpuSeconds(b, coord), cpuSeconds(b, self)
+			t0 := time.Now()
+			kinds[k].scan()
+			kinds[k].t += time.Since(t0)
+			kinds[k].coordCPU += cpuSeconds(b, coord) - c0
+			kinds[k].selfCPU += cpuSeconds(b, self) - s0
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N * len(f.truth))
+	for _, k := range kinds {
+		b.ReportMetric(n/k.t.Seconds(), k.name+"-rows/s")
+		b.ReportMetric(k.coordCPU*1e9/n, k.name+"-coordinator-cpu-ns/row")
+		b.ReportMetric(k.selfCPU*1e9/n, k.name+"-caller-cpu-ns/row")
+	}
+	b.ReportMetric(kinds[0].t.Seconds()/kinds[1].t.Seconds(), "api-grpc/go")
+	b.ReportMetric(kinds[0].t.Seconds()/kinds[2].t.Seconds(), "api-connect/go")
+}

@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+
+	"connectrpc.com/connect"
+
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// codes maps the client library's sentinels (and the request checks')
+// to gRPC status codes, first match wins: a cause the caller can act on
+// before a broader one.
+var codes = []struct {
+	err  error
+	code connect.Code
+}{
+	{context.Canceled, connect.CodeCanceled},
+	{client.ErrCancelled, connect.CodeCanceled},
+	{context.DeadlineExceeded, connect.CodeDeadlineExceeded},
+	{tablets.ErrBadName, connect.CodeInvalidArgument},
+	{tablets.ErrBadRange, connect.CodeInvalidArgument},
+	{tablets.ErrBadKey, connect.CodeInvalidArgument},
+	{client.ErrBadRequest, connect.CodeInvalidArgument},
+	{client.ErrNoTable, connect.CodeNotFound},
+	{client.ErrUnverified, connect.CodeFailedPrecondition},
+	{client.ErrCorruptBlock, connect.CodeDataLoss},
+	{tablets.ErrBadProof, connect.CodeDataLoss},
+	{client.ErrStaleGeneration, connect.CodeAborted},
+	{client.ErrNoTablet, connect.CodeAborted},
+	{client.ErrOverloaded, connect.CodeResourceExhausted},
+	{client.ErrNoCoordinator, connect.CodeUnavailable},
+	{client.ErrNoServers, connect.CodeUnavailable},
+	{client.ErrShuttingDown, connect.CodeUnavailable},
+	{client.ErrStorage, connect.CodeUnavailable},
+	{client.ErrStream, connect.CodeUnavailable},
+	{client.ErrResumeLimit, connect.CodeUnavailable},
+	{client.ErrClosed, connect.CodeUnavailable},
+	{client.ErrInternal, connect.CodeInternal},
+}
+
+// CodeOf is the gRPC status code err is answered with: the code of the
+// first sentinel of codes it matches (errors.Is), else UNKNOWN.
+func CodeOf(err error) connect.Code {
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code
+		}
+	}
+	return connect.CodeUnknown
+}
+
+// toStatus is err as a status with CodeOf's code and err's one-line text;
+// an error that already is a status is kept.
+func toStatus(err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	return connect.NewError(CodeOf(err), err)
+}

@@ -1,0 +1,263 @@
+// Package gateway owns scanplane's public API server: the scanplane.v1
+// ScanService (api/scanplane/v1) served with connect-go as gRPC,
+// gRPC-Web and Connect's HTTP/JSON from one net/http handler, with gRPC
+// server reflection. A coordinator mounts it on its HTTP port. Scans run
+// through the Go client library in the coordinator's process, so every
+// row is verified against the table's ingest digests before it is sent.
+//
+// Concurrency: a Server serves any number of concurrent calls; each Scan
+// runs the client's iterator in a goroutine of its own and sends from
+// the handler's goroutine. Config is read-only after New.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
+
+	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
+	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
+	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Client returns the client the server scans and lists tables with,
+	// or nil while none is ready (calls then fail with UNAVAILABLE).
+	// Required.
+	Client func() *client.Client
+	// Status answers the Status RPC; nil = UNIMPLEMENTED.
+	Status func(ctx context.Context) (*scanplanev1.StatusResponse, error)
+	// MayScan decides whether principal may scan table: nil = every
+	// principal may scan every table; an error is answered as
+	// PERMISSION_DENIED with its text. Called on every Scan, before any
+	// row is read.
+	MayScan func(p Principal, table string) error
+	// MaxBatchBytes: a ScanResponse is sent once its rows' keys and
+	// values reach this many bytes (a larger row travels alone); in
+	// [MinBatchBytes, MaxMessageBytes]; default 256 KiB.
+	MaxBatchBytes int
+	// FlushDelay: rows wait at most this long for their batch to fill
+	// before they are sent; default 10ms.
+	FlushDelay time.Duration
+	// MaxScans: scans this server runs at once; one more is refused
+	// with RESOURCE_EXHAUSTED. Each holds up to the client's
+	// ScanOptions.MaxBufferBytes of rows plus two batches. Default 64.
+	MaxScans int
+	// Logger; nil = discard.
+	Logger *slog.Logger
+}
+
+// Bounds of Config.MaxBatchBytes: MaxMessageBytes stays under the 4 MiB
+// a gRPC client accepts by default.
+const (
+	MinBatchBytes   = 1 << 10
+	MaxMessageBytes = 3 << 20
+)
+
+// maxRequestBytes bounds a request message: a ScanRequest holds a table
+// name, two keys and a few hints.
+const maxRequestBytes = 1 << 20
+
+// DefaultConfig returns the documented defaults (Client still to set).
+func DefaultConfig() Config {
+	return Config{MaxBatchBytes: 256 << 10, FlushDelay: 10 * time.Millisecond, MaxScans: 64}
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("gateway: Client is nil")
+	case c.MaxBatchBytes < MinBatchBytes || c.MaxBatchBytes > MaxMessageBytes:
+		return fmt.Errorf("gateway: MaxBatchBytes %d must be in [%d, %d]", c.MaxBatchBytes, MinBatchBytes, MaxMessageBytes)
+	case c.FlushDelay <= 0:
+		return fmt.Errorf("gateway: FlushDelay %v must be > 0", c.FlushDelay)
+	case c.MaxScans < 1:
+		return fmt.Errorf("gateway: MaxScans %d must be >= 1", c.MaxScans)
+	}
+	return nil
+}
+
+// Server serves the scanplane.v1 API.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	slots chan struct{} // one per running scan, MaxScans in all
+}
+
+var _ scanplanev1connect.ScanServiceHandler = (*Server)(nil)
+
+// New checks cfg; it does no IO.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: log, slots: make(chan struct{}, cfg.MaxScans)}, nil
+}
+
+// Register mounts the service and gRPC server reflection (v1 and
+// v1alpha) on mux under their gRPC paths (/scanplane.v1.ScanService/,
+// /grpc.reflection.v1.ServerReflection/, ...). Each request's principal
+// is taken from its verified client certificate or bearer token
+// (PrincipalOf); authentication itself is the HTTP endpoint's.
+func (s *Server) Register(mux *http.ServeMux) {
+	// Responses go uncompressed: rows are mostly incompressible and
+	// gzip would cost the coordinator more CPU than the scan itself.
+	// Compressed requests are still read.
+	path, h := scanplanev1connect.NewScanServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes),
+		connect.WithCompressMinBytes(MaxMessageBytes+maxRequestBytes))
+	mux.Handle(path, withPrincipal(h))
+	reflector := grpcreflect.NewStaticReflector(scanplanev1connect.ScanServiceName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+}
+
+// client is the current client, or UNAVAILABLE.
+func (s *Server) client() (*client.Client, error) {
+	if c := s.cfg.Client(); c != nil {
+		return c, nil
+	}
+	return nil, connect.NewError(connect.CodeUnavailable, errors.New("gateway: the coordinator is (re)starting; try again"))
+}
+
+// mayScan is the table-scoped permission check every Scan passes before
+// it reads a row: Config.MayScan, or everyone may scan everything.
+func (s *Server) mayScan(p Principal, table string) error {
+	if s.cfg.MayScan == nil {
+		return nil
+	}
+	if err := s.cfg.MayScan(p, table); err != nil {
+		return connect.NewError(connect.CodePermissionDenied, err)
+	}
+	return nil
+}
+
+// checkScan validates a request: one line naming the bad value.
+func checkScan(m *scanplanev1.ScanRequest) error {
+	if err := tablets.ValidateTableName(m.GetTable()); err != nil {
+		return err
+	}
+	if err := (tablets.Range{Start: m.GetStart(), End: m.GetEnd()}).Validate(); err != nil {
+		return err
+	}
+	if m.GetLimit() < 0 {
+		return fmt.Errorf("%w: limit %d must be >= 0 (0 = every row of the range)", client.ErrBadRequest, m.GetLimit())
+	}
+	return nil
+}
+
+// Scan streams the rows of the range, verified, in batches of at most
+// about MaxBatchBytes.
+func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], stream *connect.ServerStream[scanplanev1.ScanResponse]) error {
+	m := req.Msg
+	if err := checkScan(m); err != nil {
+		return toStatus(err)
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
+			client.ErrOverloaded, s.cfg.MaxScans))
+	}
+	if err := s.mayScan(PrincipalOf(ctx), m.GetTable()); err != nil {
+		return err
+	}
+	c, err := s.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	rows := c.Scan(ctx, m.GetTable(), client.KeyRange(m.GetStart(), m.GetEnd()),
+		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit())})
+	b := newBatcher(s.cfg.MaxBatchBytes)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer rows.Close()
+		for rows.Next() {
+			r := rows.Row()
+			if !b.add(ctx, r.Key, r.Value) {
+				return
+			}
+		}
+		b.finish(rows.Err())
+	}()
+	defer func() { cancel(); <-done }()
+	t := time.NewTimer(s.cfg.FlushDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.ready:
+		case <-t.C:
+		case <-ctx.Done():
+			return toStatus(ctx.Err())
+		}
+		batch, fin, scanErr := b.take()
+		if len(batch) > 0 {
+			if err := stream.Send(&scanplanev1.ScanResponse{Rows: batch}); err != nil {
+				return err
+			}
+		}
+		if fin {
+			if scanErr != nil {
+				s.log.Debug("gateway: scan failed", "table", m.GetTable(), "err", scanErr)
+				return toStatus(scanErr)
+			}
+			return nil
+		}
+		t.Reset(s.cfg.FlushDelay)
+	}
+}
+
+// ListTables lists the tables with their current generation.
+func (s *Server) ListTables(ctx context.Context, _ *connect.Request[scanplanev1.ListTablesRequest]) (*connect.Response[scanplanev1.ListTablesResponse], error) {
+	c, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	names, err := c.Tables(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	slices.Sort(names)
+	out := &scanplanev1.ListTablesResponse{}
+	for _, n := range names {
+		tm, err := c.Table(ctx, n)
+		if errors.Is(err, client.ErrNoTable) {
+			continue // removed since it was listed
+		}
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out.Tables = append(out.Tables, &scanplanev1.Table{Name: n, Generation: tm.GetGeneration(), Rows: tm.GetRows(),
+			Bytes: tm.GetBytes(), Tablets: uint32(len(tm.GetTablets()))})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// Status answers with Config.Status.
+func (s *Server) Status(ctx context.Context, _ *connect.Request[scanplanev1.StatusRequest]) (*connect.Response[scanplanev1.StatusResponse], error) {
+	if s.cfg.Status == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("gateway: this server has no status"))
+	}
+	st, err := s.cfg.Status(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return connect.NewResponse(st), nil
+}
