@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"selection":          {"tablets"},
 	"cache":              {"tablets"},
 	"bus":                {"messages", "tablets", "internal/backoff", "internal/netlimit"},
-	"internal/remoting":  {"internal/netlimit"},
+	"internal/remoting":  {"internal/netlimit", "internal/grants"},
 	"internal/metrics":   {"messages"},
 	"scanserver":         {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
 	"scanflow":           {"messages", "selection"},
