@@ -95,7 +95,8 @@ func runSecretsClient(args []string, out io.Writer) error {
 	}
 	if err := cliutil.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			commandHelp(out, "secrets", fs)
+			cliutil.PrintHelp(out, "scanctl secrets client NAME --dir DIR --tables T1,T2,prefix* [--ca-dir CADIR] [--force]",
+				"write NAME.crt and NAME.key in DIR: a client certificate of DIR's CA that may scan only TABLES (docs/security.md, Who may scan what)", fs)
 			return err
 		}
 		return usageError{err}
