@@ -1,11 +1,20 @@
 package remoting
 
 import (
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/scanplane/scanplane/internal/grants"
 	"github.com/scanplane/scanplane/internal/secrets"
@@ -117,5 +126,39 @@ func TestGuardGrants(t *testing.T) {
 				t.Fatalf("got %+v, refusals %v; want one %q refusal", got, d, tc.reason)
 			}
 		})
+	}
+}
+
+// TestGuardRefusesBadGrant: a client certificate of the cluster CA whose
+// grant URI does not parse gets no stream (PermissionDenied, counted as
+// no_role), so a mistyped grant never widens into every table.
+func TestGuardRefusesBadGrant(t *testing.T) {
+	sec := newSecrets(t)
+	sys, g, _, addr := guardedRemoteWith(t, sec.tls(t, "coordinator"))
+	kp, err := tls.LoadX509KeyPair(filepath.Join(sec.dir, "ca.crt"), filepath.Join(secrets.DefaultCADir(sec.dir), "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := url.Parse("scanplane://principal/alice?tables=de.mo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	der, key, err := secrets.NewCert(ca, kp.PrivateKey.(*ecdsa.PrivateKey), secrets.CertSpec{CommonName: "scanplane client", Role: "client",
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, URIs: []*url.URL{bad}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sec.tls(t, "client")
+	cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}
+	before := g.RefusedBy(ReasonNoRole)
+	err = sendStreamErr(t, dialTLS(t, addr, cfg), "127.0.0.1:7000",
+		batchOf(actor.NewPID(sys.Address(), "probe"), &messages.ScanRequest{Tablet: &messages.TabletRef{Table: "demo"}}))
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `table "de.mo"`) || g.RefusedBy(ReasonNoRole) != before+1 {
+		t.Fatalf("stream ended with %v, no_role refusals %d; want PermissionDenied naming the bad table, one refusal", err, g.RefusedBy(ReasonNoRole)-before)
 	}
 }
