@@ -1,12 +1,7 @@
 package remoting
 
 import (
-	"crypto/ecdsa"
-	"crypto/tls"
-	"crypto/x509"
-	"net"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -135,26 +130,11 @@ func TestGuardGrants(t *testing.T) {
 func TestGuardRefusesBadGrant(t *testing.T) {
 	sec := newSecrets(t)
 	sys, g, _, addr := guardedRemoteWith(t, sec.tls(t, "coordinator"))
-	kp, err := tls.LoadX509KeyPair(filepath.Join(sec.dir, "ca.crt"), filepath.Join(secrets.DefaultCADir(sec.dir), "ca.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(kp.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	bad, err := url.Parse("scanplane://principal/alice?tables=de.mo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	der, key, err := secrets.NewCert(ca, kp.PrivateKey.(*ecdsa.PrivateKey), secrets.CertSpec{CommonName: "scanplane client", Role: "client",
-		IPs: []net.IP{net.ParseIP("127.0.0.1")}, URIs: []*url.URL{bad}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := sec.tls(t, "client")
-	cfg.Certificates = []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}
+	cfg := sec.certWith(t, secrets.CertSpec{CommonName: "scanplane client", Role: "client", URIs: []*url.URL{bad}})
 	before := g.RefusedBy(ReasonNoRole)
 	err = sendStreamErr(t, dialTLS(t, addr, cfg), "127.0.0.1:7000",
 		batchOf(actor.NewPID(sys.Address(), "probe"), &messages.ScanRequest{Tablet: &messages.TabletRef{Table: "demo"}}))
