@@ -24,6 +24,16 @@ package remoting
 // header for the message types marked Tag (PeerAddressHeader); the Guard
 // refuses that header from the network, so a peer cannot forge it.
 //
+// A client or admin certificate may also limit the tables its holder may
+// scan (a grant, internal/grants). For the message types whose Rule has
+// Grant (ScanRequest), the Guard writes such a peer's grant into the
+// envelope's header (GrantHeader, refused from the network likewise) and
+// refuses a request for a table outside it unless it goes to the actor
+// that answers it with a permission error (Rule.GrantAnswerer, the
+// router): the paths that drop headers (dead letters, a stopping tablet
+// actor's mailbox passing its messages on to the router) then never carry
+// such a request.
+//
 // This needs no change to protoactor: the Guard sees the RemoteMessages
 // before protoactor's reader does and edits a batch's envelope list and
 // headers in place.
