@@ -2,7 +2,6 @@ package coordinator
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/internal/remoting"
@@ -22,18 +21,16 @@ func (c *Coordinator) permitted(ctx actor.Context, m *messages.ScanRequest) bool
 		return true
 	}
 	table := m.GetTablet().GetTable()
-	if err == nil && g.Allows(table) {
-		return true
-	}
-	msg := fmt.Sprintf("principal %q may not scan table %q (its certificate grants tables %s)", g.Principal(), table, strings.Join(g.Tables(), ","))
 	if err != nil {
-		msg = fmt.Sprintf("scan of table %q refused: %v", table, err)
+		err = fmt.Errorf("scan of table %q refused: %w", table, err)
+	} else if err = g.Check(table); err == nil {
+		return true
 	}
 	var guard *remoting.Guard
 	if c.sys != nil {
 		guard = c.sys.Guard
 	}
 	guard.Refuse(m.GetClient().GetAddress(), remoting.ReasonGrant, "principal", g.Principal(), "table", table, "request", m.GetRequestId())
-	rejectScan(c, ctx, m, messages.ErrorCode_ERROR_CODE_PERMISSION_DENIED, msg)
+	rejectScan(c, ctx, m, messages.ErrorCode_ERROR_CODE_PERMISSION_DENIED, err.Error())
 	return false
 }

@@ -9,8 +9,28 @@ import (
 	"strings"
 )
 
-// ErrBadGrant is wrapped by every error of a grant that does not parse.
-var ErrBadGrant = errors.New("bad grant")
+var (
+	// ErrBadGrant is wrapped by every error of a grant that does not
+	// parse.
+	ErrBadGrant = errors.New("bad grant")
+	// ErrDenied is matched by the error of Check for a table the grant
+	// does not allow.
+	ErrDenied = errors.New("permission denied")
+)
+
+// DeniedError is Check's error: Principal may not scan Table; Granted
+// are the tables it may scan.
+type DeniedError struct {
+	Principal, Table string
+	Granted          []string
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("principal %q may not scan table %q (its certificate grants tables %s)", e.Principal, e.Table, strings.Join(e.Granted, ","))
+}
+
+// Is makes errors.Is(err, ErrDenied) true.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
 
 const (
 	// Scheme and Host of a grant URI: scanplane://principal/NAME?tables=...
@@ -104,6 +124,16 @@ func (g Grant) Allows(table string) bool {
 		}
 	}
 	return false
+}
+
+// Check is nil when the grant allows table, else a *DeniedError naming
+// the principal, the table and the granted tables: what every entry
+// point answers a scan it refuses.
+func (g Grant) Check(table string) error {
+	if g.Allows(table) {
+		return nil
+	}
+	return &DeniedError{Principal: g.principal, Table: table, Granted: g.Tables()}
 }
 
 // String names the principal and what it may scan, for errors and logs:

@@ -39,6 +39,14 @@ func TestAllows(t *testing.T) {
 	if (Grant{}).Allows("t") {
 		t.Error("the zero Grant must allow nothing")
 	}
+	if err := g.Check("demo"); err != nil {
+		t.Errorf("Check(demo) = %v", err)
+	}
+	err = g.Check("other")
+	want := `principal "alice" may not scan table "other" (its certificate grants tables demo,logs-*)`
+	if !errors.Is(err, ErrDenied) || err.Error() != want {
+		t.Errorf("Check(other) = %v; want %q matching ErrDenied", err, want)
+	}
 }
 
 func TestURIRoundTrip(t *testing.T) {
