@@ -53,8 +53,10 @@ var (
 	// ErrCorruptBlock: a block or index named by the metadata is damaged,
 	// unreadable or missing (CORRUPT_BLOCK).
 	ErrCorruptBlock = errors.New("client: corrupt block")
-	// ErrCancelled: the cluster cancelled the scan (CANCELLED).
-	ErrCancelled = errors.New("client: scan cancelled")
+	// ErrCancelled is context.Canceled: a scan that was cancelled,
+	// whether the client's context ended it or the cluster answered
+	// CANCELLED, matches it.
+	ErrCancelled = context.Canceled
 	// ErrInternal: a bug in the cluster; the message says more (INTERNAL).
 	ErrInternal = errors.New("client: internal error")
 	// ErrShuttingDown: the server is stopping (SHUTTING_DOWN).
@@ -68,6 +70,10 @@ var (
 	// ErrOverloaded: a bounded queue of the coordinator is full; retry
 	// later (OVERLOADED).
 	ErrOverloaded = errors.New("client: coordinator overloaded")
+	// ErrPermissionDenied: the client's certificate grants it other
+	// tables than the one scanned (PERMISSION_DENIED); the message names
+	// the principal and the table. Scanning again does not help.
+	ErrPermissionDenied = errors.New("client: permission denied")
 )
 
 // codeErrors maps each error code to its sentinel.
@@ -86,6 +92,7 @@ var codeErrors = map[messages.ErrorCode]error{
 	messages.ErrorCode_ERROR_CODE_RESUME_LIMIT:      ErrResumeLimit,
 	messages.ErrorCode_ERROR_CODE_OVERLOADED:        ErrOverloaded,
 	messages.ErrorCode_ERROR_CODE_NO_COORDINATOR:    ErrNoCoordinator,
+	messages.ErrorCode_ERROR_CODE_PERMISSION_DENIED: ErrPermissionDenied,
 }
 
 // ScanError is an error answered by the coordinator or a scan server.

@@ -123,6 +123,9 @@ func (t *TabletActor) onDirectScan(c actor.Context, now time.Time, m *messages.S
 		rejectScan(t.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
+	if !t.co.permitted(c, m) {
+		return
+	}
 	rs := t.co.received(now, m)
 	if t.moved || m.GetForwardedBy() != "" || len(m.GetAvoidCoordinators()) > 0 || !t.serves(m.GetTablet()) {
 		c.Send(c.Parent(), rs)

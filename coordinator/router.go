@@ -107,6 +107,9 @@ func (r *RouterActor) Receive(c actor.Context) {
 			rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 			return
 		}
+		if !r.co.permitted(c, m) {
+			return
+		}
 		r.onScan(c, r.co.received(r.co.now(), m))
 	case *routedScan:
 		r.onScan(c, m)

@@ -49,6 +49,7 @@ const (
 	ErrorCode_ERROR_CODE_RESUME_LIMIT      ErrorCode = 12 // the client resumed too often
 	ErrorCode_ERROR_CODE_OVERLOADED        ErrorCode = 13 // a bounded queue of the coordinator is full; retry later
 	ErrorCode_ERROR_CODE_NO_COORDINATOR    ErrorCode = 14 // the coordinator handling the request was lost
+	ErrorCode_ERROR_CODE_PERMISSION_DENIED ErrorCode = 15 // the sender's grant does not allow scanning the table
 )
 
 // Enum value maps for ErrorCode.
@@ -69,6 +70,7 @@ var (
 		12: "ERROR_CODE_RESUME_LIMIT",
 		13: "ERROR_CODE_OVERLOADED",
 		14: "ERROR_CODE_NO_COORDINATOR",
+		15: "ERROR_CODE_PERMISSION_DENIED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":       0,
@@ -86,6 +88,7 @@ var (
 		"ERROR_CODE_RESUME_LIMIT":      12,
 		"ERROR_CODE_OVERLOADED":        13,
 		"ERROR_CODE_NO_COORDINATOR":    14,
+		"ERROR_CODE_PERMISSION_DENIED": 15,
 	}
 )
 
@@ -3936,7 +3939,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06server\x18\x02 \x01(\tR\x06server\x12\x10\n" +
 	"\x03rif\x18\x03 \x01(\rR\x03rif\x12\x1d\n" +
 	"\n" +
-	"latency_us\x18\x04 \x01(\x03R\tlatencyUs*\xbc\x03\n" +
+	"latency_us\x18\x04 \x01(\x03R\tlatencyUs*\xde\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ERROR_CODE_BAD_REQUEST\x10\x01\x12\x1c\n" +
@@ -3953,7 +3956,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x19ERROR_CODE_NO_SUCH_TABLET\x10\v\x12\x1b\n" +
 	"\x17ERROR_CODE_RESUME_LIMIT\x10\f\x12\x19\n" +
 	"\x15ERROR_CODE_OVERLOADED\x10\r\x12\x1d\n" +
-	"\x19ERROR_CODE_NO_COORDINATOR\x10\x0e*\xa6\x02\n" +
+	"\x19ERROR_CODE_NO_COORDINATOR\x10\x0e\x12 \n" +
+	"\x1cERROR_CODE_PERMISSION_DENIED\x10\x0f*\xa6\x02\n" +
 	"\rAttemptResult\x12\x1e\n" +
 	"\x1aATTEMPT_RESULT_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16ATTEMPT_RESULT_PENDING\x10\x01\x12\x1a\n" +

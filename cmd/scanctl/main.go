@@ -96,7 +96,7 @@ func init() {
 		{"route", "--table T --row R [--hint scan_type=X] [--attempts busy,busy]", "show where a row's tablet would be scanned", runRoute},
 		{"reload", "", "make every coordinator re-read its --profiles file", runReload},
 		{"version", "", "print the version, VCS commit and Go version of scanctl", runVersion},
-		{"secrets", "init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS)", runSecrets},
+		{"secrets", "init --dir DIR [--hosts h1,h2,...] [--server-hosts a,b,...] [--force] | client NAME --dir DIR --tables T1,prefix*", "create a CA and a certificate per role for --secrets (mutual TLS of the actor remote and NATS); or a client certificate that may scan only some tables", runSecrets},
 	}
 }
 

@@ -10,15 +10,22 @@ import (
 	"strings"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/grants"
 	"github.com/scanplane/scanplane/internal/secrets"
 )
 
-// runSecrets is `scanctl secrets init`: a new secrets directory
+const secretsUsage = "want 'scanctl secrets init --dir DIR [--ca-dir CADIR] [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]' or 'scanctl secrets client NAME --dir DIR --tables T1,T2,prefix* [--ca-dir CADIR] [--force]'"
+
+// runSecrets is `scanctl secrets init`, a new secrets directory, and
+// `scanctl secrets client`, a client certificate limited to some tables
 // (docs/security.md).
 func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Writer) error {
+	if len(args) > 0 && args[0] == "client" {
+		return runSecretsClient(args[1:], out)
+	}
 	help := len(args) > 0 && (args[0] == "-h" || args[0] == "--help")
 	if len(args) == 0 || (args[0] != "init" && !help) {
-		return usageError{errors.New("want 'scanctl secrets init --dir DIR [--ca-dir CADIR] [--hosts h1,h2,...] [--server-hosts a,b,...] [--force]'")}
+		return usageError{errors.New(secretsUsage)}
 	}
 	if help {
 		args = append([]string{"init"}, args...)
@@ -71,4 +78,64 @@ func runSecrets(_ context.Context, _ *globals, args []string, out, errOut io.Wri
 	fmt.Fprintf(out, "wrote the CA's private key to %s: no process needs it; keep it off the nodes\n", filepath.Join(ca, "ca.key"))
 	fmt.Fprintf(out, "pass --secrets %s (or set %s=%s) to the coordinator, scanserver and scanctl\n", abs, cliutil.SecretsEnv, abs)
 	return nil
+}
+
+// runSecretsClient is `scanctl secrets client NAME --dir DIR --tables
+// T1,T2`: NAME.crt and NAME.key in DIR, signed by the CA of DIR-ca (or
+// --ca-dir), that may scan only those tables.
+func runSecretsClient(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("secrets client", flag.ContinueOnError)
+	dir := fs.String("dir", "", "secrets `DIR` made by secrets init (required): NAME.crt and NAME.key are written there, with the hosts of its client.crt")
+	caDir := fs.String("ca-dir", "", "`CADIR` holding the CA's key (default DIR-ca, where secrets init put it)")
+	tables := fs.String("tables", "", "`TABLES` the certificate may scan, comma separated: names, or prefix* patterns (required; * is every table)")
+	force := fs.Bool("force", false, "replace an existing NAME.crt and NAME.key")
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := cliutil.ParseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			cliutil.PrintHelp(out, "scanctl secrets client NAME --dir DIR --tables T1,T2,prefix* [--ca-dir CADIR] [--force]",
+				"write NAME.crt and NAME.key in DIR: a client certificate of DIR's CA that may scan only TABLES (docs/security.md, Who may scan what)", fs)
+			return err
+		}
+		return usageError{err}
+	}
+	if name == "" && fs.NArg() > 0 {
+		name = fs.Arg(0)
+		if err := cliutil.ParseFlags(fs, fs.Args()[1:]); err != nil {
+			return usageError{err}
+		}
+	}
+	switch {
+	case name == "":
+		return usageError{errors.New("want the client's NAME: " + secretsUsage)}
+	case fs.NArg() > 0:
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	case *dir == "":
+		return usageError{errors.New("--dir is required")}
+	case *tables == "":
+		return usageError{errors.New("--tables is required (T1,T2 or prefix*; * for every table)")}
+	}
+	gr, err := grants.Parse(name, *tables)
+	if err != nil {
+		return usageError{fmt.Errorf("--tables %q: %w", *tables, err)}
+	}
+	if err := secrets.IssueClient(*dir, gr, secrets.ClientOptions{CADir: *caDir, Force: *force}); err != nil {
+		if errors.Is(err, secrets.ErrExist) {
+			return err
+		}
+		return usageError{err}
+	}
+	crt := filepath.Join(*dir, name+".crt")
+	fmt.Fprintf(out, "wrote %s and %s for %s, which may scan %s\n", crt, filepath.Join(*dir, name+".key"), name, strings.Join(orEvery(gr.Tables()), ","))
+	fmt.Fprintf(out, "give the client a directory holding ca.crt and these two files as client.crt and client.key\n")
+	return nil
+}
+
+func orEvery(ts []string) []string {
+	if len(ts) == 0 {
+		return []string{"*"}
+	}
+	return ts
 }

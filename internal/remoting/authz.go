@@ -24,6 +24,16 @@ package remoting
 // header for the message types marked Tag (PeerAddressHeader); the Guard
 // refuses that header from the network, so a peer cannot forge it.
 //
+// A client or admin certificate may also limit the tables its holder may
+// scan (a grant, internal/grants). For the message types whose Rule has
+// Grant (ScanRequest), the Guard writes such a peer's grant into the
+// envelope's header (GrantHeader, refused from the network likewise) and
+// refuses a request for a table outside it unless it goes to the actor
+// that answers it with a permission error (Rule.GrantAnswerer, the
+// router): the paths that drop headers (dead letters, a stopping tablet
+// actor's mailbox passing its messages on to the router) then never carry
+// such a request.
+//
 // This needs no change to protoactor: the Guard sees the RemoteMessages
 // before protoactor's reader does and edits a batch's envelope list and
 // headers in place.
@@ -35,6 +45,7 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/scanplane/scanplane/internal/grants"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -96,6 +107,11 @@ const (
 	// RemoteLimits.MaxConnsPerSource were open from its source (closed at
 	// once).
 	ReasonSourceLimit
+	// ReasonGrant: a scan request for a table the peer's grant does not
+	// allow, sent to another actor than the one that answers it
+	// (Rule.GrantAnswerer), or answered by that one with a permission
+	// error (Guard.Refuse).
+	ReasonGrant
 
 	numReasons
 )
@@ -118,6 +134,7 @@ var reasonNames = [numReasons]string{
 	ReasonHandshake:   "connection: TLS handshake failed",
 	ReasonConnLimit:   "connection: too many open",
 	ReasonSourceLimit: "connection: too many open from its source",
+	ReasonGrant:       "table not granted",
 }
 
 var reasonLabels = [numReasons]string{
@@ -138,6 +155,7 @@ var reasonLabels = [numReasons]string{
 	ReasonHandshake:   "handshake",
 	ReasonConnLimit:   "conn_limit",
 	ReasonSourceLimit: "source_limit",
+	ReasonGrant:       "grant",
 }
 
 // String is the reason as log lines say it ("remote: refused REASON").
@@ -160,11 +178,11 @@ func Reasons() []Reason {
 func peerIdentity(ctx context.Context) (Identity, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.AuthInfo == nil {
-		return Identity{Role: AllRoles}, nil
+		return Identity{Role: AllRoles, Grant: grants.All("")}, nil
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return Identity{Role: AllRoles}, nil
+		return Identity{Role: AllRoles, Grant: grants.All("")}, nil
 	}
 	if len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
 		return Identity{}, fmt.Errorf("TLS peer without a verified certificate")
@@ -245,8 +263,10 @@ func (g *Guard) authorize(s *guardedStream, b *remote.MessageBatch, e *remote.Me
 	if rule.Senders&s.id.Role == 0 {
 		return ReasonRole, []any{"allowed", rule.Senders}
 	}
-	if _, forged := e.GetMessageHeader().GetHeaderData()[PeerAddressHeader]; forged {
-		return ReasonHeader, []any{"header", PeerAddressHeader}
+	for _, h := range [...]string{PeerAddressHeader, GrantHeader} {
+		if _, forged := e.GetMessageHeader().GetHeaderData()[h]; forged {
+			return ReasonHeader, []any{"header", h}
+		}
 	}
 	if !s.id.Secure {
 		return -1, nil
@@ -261,13 +281,28 @@ func (g *Guard) authorize(s *guardedStream, b *remote.MessageBatch, e *remote.Me
 			return r, args
 		}
 	}
-	if rule.Tag {
-		if e.MessageHeader == nil || e.MessageHeader.HeaderData == nil {
-			e.MessageHeader = &remote.MessageHeader{HeaderData: map[string]string{}}
+	if rule.grant != 0 && s.id.Grant.Restricted() {
+		table, _, err := nestedBytes(e.MessageData, rule.grant, rule.grantTable)
+		if err != nil {
+			return ReasonMalformed, []any{"field", rule.Grant, "err", err}
 		}
-		e.MessageHeader.HeaderData[PeerAddressHeader] = s.bound
+		if !s.id.Grant.Allows(string(table)) && b.Targets[e.Target].GetId() != rule.GrantAnswerer {
+			return ReasonGrant, []any{"principal", s.id.Grant.Principal(), "table", string(table)}
+		}
+		setHeader(e, GrantHeader, s.id.Grant.URI().String())
+	}
+	if rule.Tag {
+		setHeader(e, PeerAddressHeader, s.bound)
 	}
 	return -1, nil
+}
+
+// setHeader sets header k of e to v.
+func setHeader(e *remote.MessageEnvelope, k, v string) {
+	if e.MessageHeader == nil || e.MessageHeader.HeaderData == nil {
+		e.MessageHeader = &remote.MessageHeader{HeaderData: map[string]string{}}
+	}
+	e.MessageHeader.HeaderData[k] = v
 }
 
 // eventStreamID is the id under which every protoactor system registers
@@ -346,6 +381,15 @@ func lastBytes(data []byte, num protowire.Number) (v []byte, ok bool, err error)
 // the last address of the last occurrence that has one), and whether any
 // occurrence has one.
 func pidAddressOf(data []byte, num protowire.Number) (addr string, ok bool, err error) {
+	v, ok, err := nestedBytes(data, num, pidAddress)
+	return string(v), ok, err
+}
+
+// nestedBytes returns the length-delimited field inner of the message
+// field num of data as an unmarshal gives it (occurrences of a message
+// field are merged: the last inner value of the last occurrence that has
+// one), and whether any occurrence has one.
+func nestedBytes(data []byte, num, inner protowire.Number) (v []byte, ok bool, err error) {
 	err = eachField(data, func(n protowire.Number, typ protowire.Type, b []byte) error {
 		if n != num {
 			return nil
@@ -353,18 +397,18 @@ func pidAddressOf(data []byte, num protowire.Number) (addr string, ok bool, err 
 		if typ != protowire.BytesType {
 			return fmt.Errorf("field %d has wire type %d", n, typ)
 		}
-		return eachField(b, func(n protowire.Number, typ protowire.Type, v []byte) error {
-			if n != pidAddress {
+		return eachField(b, func(n protowire.Number, typ protowire.Type, b []byte) error {
+			if n != inner {
 				return nil
 			}
 			if typ != protowire.BytesType {
-				return fmt.Errorf("pid address has wire type %d", typ)
+				return fmt.Errorf("field %d.%d has wire type %d", num, n, typ)
 			}
-			addr, ok = string(v), true
+			v, ok = b, true
 			return nil
 		})
 	})
-	return addr, ok, err
+	return v, ok, err
 }
 
 // eachField calls fn for each top-level field of data in order, with the

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/grants"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
@@ -60,7 +61,11 @@ type Identity struct {
 	Role   Role
 	Host   string // the scan-server host the certificate is bound to; "" = any
 	Secure bool   // the peer presented a verified certificate
-	cert   *x509.Certificate
+	// Grant is what a client or admin certificate may scan (its grant
+	// URI, grants.FromCertificate); every table for the other roles and
+	// on a plain-text remote.
+	Grant grants.Grant
+	cert  *x509.Certificate
 }
 
 // IdentityOf reads the identity from a verified peer certificate: its
@@ -82,7 +87,14 @@ func IdentityOf(cert *x509.Certificate) (Identity, error) {
 	default:
 		return Identity{}, fmt.Errorf("certificate %q names several roles (organizational unit %q)", cert.Subject.String(), cert.Subject.OrganizationalUnit)
 	}
-	id := Identity{Role: role, Secure: true, cert: cert}
+	id := Identity{Role: role, Secure: true, Grant: grants.All(""), cert: cert}
+	if role == RoleClient || role == RoleAdmin {
+		g, err := grants.FromCertificate(cert)
+		if err != nil {
+			return Identity{}, err
+		}
+		id.Grant = g
+	}
 	if h, ok := strings.CutPrefix(cert.Subject.CommonName, scanServerCN); ok && role == RoleScanServer {
 		id.Host = h
 	}
@@ -115,6 +127,42 @@ type Rule struct {
 	// envelope's header (PeerAddressHeader), for the receiving actor to
 	// check the message against the attempt it names.
 	Tag bool
+	// Grant is a scanplane.v1.TabletRef field whose table a peer's grant
+	// must allow (Identity.Grant). From a peer whose grant leaves out some
+	// table, the Guard writes the grant into the envelope's header
+	// (GrantHeader) and refuses (ReasonGrant) a message for a table the
+	// grant does not allow unless its target is GrantAnswerer, the actor
+	// that answers it with a permission error.
+	Grant         string
+	GrantAnswerer string
+}
+
+// ScanEntry is the actor id of a coordinator's router
+// (wire.RouterName), where scan requests enter: it answers a request for
+// a table outside the sender's grant with a permission error.
+const ScanEntry = "scanplane-router"
+
+// GrantHeader is the message header in which the Guard hands the
+// receiving actor the grant (grants.Grant.URI) of a secured peer whose
+// grant leaves out some table, for messages whose Rule has Grant. As
+// PeerAddressHeader, a header of that name from the network is refused;
+// a message without it comes from a peer that may scan every table, a
+// plain-text remote or this process.
+const GrantHeader = "scanplane-grant"
+
+// PeerGrant is the grant of the message c is handling (GrantHeader), and
+// false when it has none: then the sender may scan every table.
+func PeerGrant(c actor.Context) (grants.Grant, bool, error) {
+	h := c.MessageHeader()
+	if h == nil {
+		return grants.Grant{}, false, nil
+	}
+	v := h.Get(GrantHeader)
+	if v == "" {
+		return grants.Grant{}, false, nil
+	}
+	g, err := grants.ParseURI(v)
+	return g, true, err
 }
 
 // PeerAddressHeader is the message header in which the guard hands the
@@ -146,7 +194,8 @@ func PeerAddress(c actor.Context) string {
 var rules = map[string]Rule{
 	// client (or admin) → coordinator: router or tablet actor; a
 	// coordinator forwards a request to the tablet's owner.
-	"scanplane.internal.v1.ScanRequest": {Senders: RoleClient | RoleAdmin | RoleCoordinator, Relayed: []string{"client"}},
+	// A client's grant limits the tables it may scan (Grant).
+	"scanplane.internal.v1.ScanRequest": {Senders: RoleClient | RoleAdmin | RoleCoordinator, Relayed: []string{"client"}, Grant: "tablet", GrantAnswerer: ScanEntry},
 	"scanplane.internal.v1.ScanDone":    {Senders: RoleClient | RoleAdmin | RoleCoordinator},
 	// A coordinator asks its peers for their counters (/status).
 	"scanplane.internal.v1.StatusRequest":  {Senders: RoleClient | RoleAdmin | RoleCoordinator},
@@ -220,9 +269,11 @@ func Rules() map[string]Rule {
 // compiledRule is a Rule with its fields resolved to numbers.
 type compiledRule struct {
 	Rule
-	own, relayed  []pidField
-	server, host  protoreflect.FieldNumber
-	checksPayload bool
+	own, relayed []pidField
+	server, host protoreflect.FieldNumber
+	// grant, grantTable: the TabletRef field of Rule.Grant and its table.
+	grant, grantTable protoreflect.FieldNumber
+	checksPayload     bool
 }
 
 // pidField is a scanplane.internal.v1.Pid field of a message.
@@ -296,9 +347,19 @@ func compileRule(md protoreflect.MessageDescriptor, r Rule) (*compiledRule, erro
 			return nil, err
 		}
 	}
+	if r.Grant != "" {
+		if c.grant, err = field(r.Grant, protoreflect.MessageKind, tabletRefType); err != nil {
+			return nil, err
+		}
+		c.grantTable = md.Fields().ByName(protoreflect.Name(r.Grant)).Message().Fields().ByName("table").Number()
+	}
 	c.checksPayload = len(c.own)+len(c.relayed) > 0 || c.server != 0 || c.host != 0
 	return c, nil
 }
+
+// tabletRefType is the wire tablet reference, whose field "table" a
+// Rule.Grant checks.
+const tabletRefType protoreflect.FullName = "scanplane.internal.v1.TabletRef"
 
 // pidType is the wire PID message; its field 1 is the address.
 const (

@@ -321,6 +321,13 @@ func (s testSecrets) leaf(t *testing.T, role string) *x509.Certificate {
 // organizational unit is ou.
 func (s testSecrets) certWithOU(t *testing.T, ou string) *tls.Config {
 	t.Helper()
+	return s.certWith(t, secrets.CertSpec{CommonName: "scanplane " + ou, Role: ou})
+}
+
+// certWith is a client TLS config with a certificate of the CA made
+// from spec, valid for 127.0.0.1 for an hour around now.
+func (s testSecrets) certWith(t *testing.T, spec secrets.CertSpec) *tls.Config {
+	t.Helper()
 	kp, err := tls.LoadX509KeyPair(filepath.Join(s.dir, "ca.crt"), filepath.Join(secrets.DefaultCADir(s.dir), "ca.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -330,8 +337,9 @@ func (s testSecrets) certWithOU(t *testing.T, ou string) *tls.Config {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	der, key, err := secrets.NewCert(ca, kp.PrivateKey.(*ecdsa.PrivateKey), secrets.CertSpec{CommonName: "scanplane " + ou, Role: ou,
-		IPs: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour)})
+	spec.IPs = []net.IP{net.ParseIP("127.0.0.1")}
+	spec.NotBefore, spec.NotAfter = now.Add(-time.Hour), now.Add(time.Hour)
+	der, key, err := secrets.NewCert(ca, kp.PrivateKey.(*ecdsa.PrivateKey), spec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -426,9 +427,12 @@ func NewCA(name string, notBefore, notAfter time.Time) (*x509.Certificate, *ecds
 type CertSpec struct {
 	CommonName string
 	// Role goes into the subject's organizational unit.
-	Role                string
-	DNSNames            []string
-	IPs                 []net.IP
+	Role     string
+	DNSNames []string
+	IPs      []net.IP
+	// URIs are URI subject alternative names (a client's grant,
+	// grants.Grant.URI).
+	URIs                []*url.URL
 	NotBefore, NotAfter time.Time
 }
 
@@ -452,6 +456,7 @@ func NewCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, spec CertSpec) ([]by
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:     spec.DNSNames,
 		IPAddresses:  spec.IPs,
+		URIs:         spec.URIs,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

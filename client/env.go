@@ -1,0 +1,65 @@
+package client
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// Environment variables ConfigFromEnv reads.
+const (
+	// NATSEnv names the cluster's NATS: a comma-separated list of
+	// nats:// (or tls://) URLs, as Config.NATSURL.
+	NATSEnv = "SCANPLANE_NATS"
+	// SecretsEnv names a secrets directory holding ca.crt, client.crt
+	// and client.key (TLSFromSecrets), as scanctl's --secrets.
+	SecretsEnv = "SCANPLANE_SECRETS"
+)
+
+// ConfigFromEnv returns DefaultConfig with what the environment sets:
+// NATSURL from $SCANPLANE_NATS (unset or empty: DefaultNATSURLs, the
+// local cluster of `scanctl up`) and TLS from the secrets directory
+// $SCANPLANE_SECRETS (unset or empty: plain text). A bad value is an
+// error naming the variable and the value.
+func ConfigFromEnv() (Config, error) {
+	cfg := DefaultConfig()
+	if v := os.Getenv(NATSEnv); v != "" {
+		if err := checkNATSURLs(v); err != nil {
+			return Config{}, fmt.Errorf("client: %s=%q: %w", NATSEnv, v, err)
+		}
+		cfg.NATSURL = v
+	}
+	if dir := os.Getenv(SecretsEnv); dir != "" {
+		tlsCfg, err := TLSFromSecrets(dir)
+		if err != nil {
+			return Config{}, fmt.Errorf("client: %s=%q: %w", SecretsEnv, dir, err)
+		}
+		cfg.TLS = tlsCfg
+	}
+	return cfg, nil
+}
+
+// checkNATSURLs checks a comma-separated list of NATS URLs: each
+// nats://, tls://, ws:// or wss:// with a host and, if given, a port.
+func checkNATSURLs(list string) error {
+	for _, s := range strings.Split(list, ",") {
+		s = strings.TrimSpace(s)
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" || u.Hostname() == "" {
+			return fmt.Errorf("%q is not a NATS URL (want nats://HOST:PORT, comma separated)", s)
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("%q: scheme %q, want nats, tls, ws or wss", s, u.Scheme)
+		}
+		if p := u.Port(); p != "" {
+			if _, err := net.LookupPort("tcp", p); err != nil {
+				return fmt.Errorf("%q: port %q: %v", s, p, err)
+			}
+		}
+	}
+	return nil
+}
