@@ -23,6 +23,7 @@ import (
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/grants"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
@@ -281,6 +282,21 @@ func TestPublicAPISecured(t *testing.T) {
 			t.Fatalf("scan [%d, %d) with a client certificate: %v", r.a, r.b, err)
 		}
 	}
+	// A certificate whose grant names other tables is refused before
+	// any row, as on the actor path.
+	if err := secrets.IssueClient(secDir, mustGrant(t, "alice", "other-*"), secrets.ClientOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := tls.LoadX509KeyPair(filepath.Join(secDir, "alice.crt"), filepath.Join(secDir, "alice.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aliceTLS := certTLS.Clone()
+	aliceTLS.Certificates = []tls.Certificate{alice}
+	rows, _, err := apiScan(ctx, scanplanev1connect.NewScanServiceClient(https(aliceTLS), url, connect.WithGRPC()), &scanplanev1.ScanRequest{Table: table})
+	if connect.CodeOf(err) != connect.CodePermissionDenied || len(rows) != 0 || !strings.Contains(err.Error(), `"alice"`) {
+		t.Fatalf("scan of %q granted only other-*: %d rows, %v; want permission denied naming alice", table, len(rows), err)
+	}
 	noCert := certTLS.Clone()
 	noCert.Certificates = nil
 	_, _, err = apiScan(ctx, scanplanev1connect.NewScanServiceClient(https(noCert), url, connect.WithGRPC()), &scanplanev1.ScanRequest{Table: table})
@@ -361,4 +377,13 @@ func pythonWithGRPC(t *testing.T) string {
 	}
 	t.Skip("no python3 with grpc and grpc_tools (Debian: apt-get install python3-grpcio python3-grpc-tools); .ci/run installs them")
 	return ""
+}
+
+func mustGrant(t *testing.T, principal string, tables ...string) grants.Grant {
+	t.Helper()
+	g, err := grants.New(principal, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/scanplane/scanplane/coordinator"
 	"github.com/scanplane/scanplane/gateway"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/grants"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/remoting"
@@ -369,6 +370,7 @@ func (p *process) serveHTTP(context.Context) error {
 		}
 		return apiStatus(m.status()), nil
 	}
+	gcfg.MayScan = mayScan
 	api, err := gateway.New(gcfg)
 	if err != nil {
 		l.Close()
@@ -526,4 +528,18 @@ func (p *process) rejoin(ctx context.Context) *member {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// mayScan is the public API's table check: a client certificate's grant
+// (internal/grants), as the actor path checks it. A plain endpoint and
+// the bearer token (the operator's) may scan every table.
+func mayScan(p gateway.Principal, table string) error {
+	if p.Certificate == nil {
+		return nil
+	}
+	g, err := grants.FromCertificate(p.Certificate)
+	if err != nil {
+		return err
+	}
+	return g.Check(table)
 }
