@@ -450,10 +450,14 @@ func (x *FileRef) GetBlockRoots() []byte {
 }
 
 type TabletMeta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ref           *TabletRef             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	Files         []*FileRef             `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"` // oldest first; later files win on equal keys
-	Rows          uint64                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ref   *TabletRef             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Files []*FileRef             `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"` // oldest first; later files win on equal keys
+	Rows  uint64                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	// manifests: the tablet's files kept outside the record, in order
+	// (tablets/manifest.go). A record holds either files or manifests for a
+	// tablet; a metadata store's Get fills files in from the manifests.
+	Manifests     []*ManifestRef `protobuf:"bytes,4,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,6 +513,85 @@ func (x *TabletMeta) GetRows() uint64 {
 	return 0
 }
 
+func (x *TabletMeta) GetManifests() []*ManifestRef {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
+// ManifestRef names one manifest: a run of a tablet's FileRefs stored
+// apart from the table record, as a TabletMeta holding only files, under
+// a name made of its generation and its SHA-256. Readers check the bytes
+// they fetch against digest and the counts below.
+type ManifestRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Digest        []byte                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"` // SHA-256 of the manifest's bytes
+	Files         uint32                 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	Blocks        uint64                 `protobuf:"varint,3,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	Entries       uint64                 `protobuf:"varint,4,opt,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRef) Reset() {
+	*x = ManifestRef{}
+	mi := &file_scanplane_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRef) ProtoMessage() {}
+
+func (x *ManifestRef) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRef.ProtoReflect.Descriptor instead.
+func (*ManifestRef) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ManifestRef) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+func (x *ManifestRef) GetFiles() uint32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *ManifestRef) GetBlocks() uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
+}
+
+func (x *ManifestRef) GetEntries() uint64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
 // TableMeta is one generation of a table, published atomically.
 type TableMeta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -520,13 +603,17 @@ type TableMeta struct {
 	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	CreatedUnixMs int64                  `protobuf:"varint,7,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
 	BlockSize     uint32                 `protobuf:"varint,8,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// meta_format: 0 = every tablet's files are in the record; 2 = tablets
+	// may keep them in manifests. A reader refuses a format it does not
+	// know.
+	MetaFormat    uint32 `protobuf:"varint,9,opt,name=meta_format,json=metaFormat,proto3" json:"meta_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TableMeta) Reset() {
 	*x = TableMeta{}
-	mi := &file_scanplane_proto_msgTypes[5]
+	mi := &file_scanplane_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +625,7 @@ func (x *TableMeta) String() string {
 func (*TableMeta) ProtoMessage() {}
 
 func (x *TableMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[5]
+	mi := &file_scanplane_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +638,7 @@ func (x *TableMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableMeta.ProtoReflect.Descriptor instead.
 func (*TableMeta) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{5}
+	return file_scanplane_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TableMeta) GetName() string {
@@ -610,6 +697,13 @@ func (x *TableMeta) GetBlockSize() uint32 {
 	return 0
 }
 
+func (x *TableMeta) GetMetaFormat() uint32 {
+	if x != nil {
+		return x.MetaFormat
+	}
+	return 0
+}
+
 // ClusterInfo is a coordinator's lease: every coordinator keeps one in the
 // coordinators KV bucket under the key member_id, renewed every second or
 // so (bus.LeaseStore); clients and the cluster provider find coordinators
@@ -628,7 +722,7 @@ type CoordinatorList struct {
 
 func (x *CoordinatorList) Reset() {
 	*x = CoordinatorList{}
-	mi := &file_scanplane_proto_msgTypes[6]
+	mi := &file_scanplane_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -640,7 +734,7 @@ func (x *CoordinatorList) String() string {
 func (*CoordinatorList) ProtoMessage() {}
 
 func (x *CoordinatorList) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[6]
+	mi := &file_scanplane_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -653,7 +747,7 @@ func (x *CoordinatorList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorList.ProtoReflect.Descriptor instead.
 func (*CoordinatorList) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{6}
+	return file_scanplane_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CoordinatorList) GetMembers() []*ClusterInfo {
@@ -684,7 +778,7 @@ type ClusterInfo struct {
 
 func (x *ClusterInfo) Reset() {
 	*x = ClusterInfo{}
-	mi := &file_scanplane_proto_msgTypes[7]
+	mi := &file_scanplane_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +790,7 @@ func (x *ClusterInfo) String() string {
 func (*ClusterInfo) ProtoMessage() {}
 
 func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[7]
+	mi := &file_scanplane_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +803,7 @@ func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfo.ProtoReflect.Descriptor instead.
 func (*ClusterInfo) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{7}
+	return file_scanplane_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClusterInfo) GetCoordinatorAddress() string {
@@ -813,7 +907,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_scanplane_proto_msgTypes[8]
+	mi := &file_scanplane_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +919,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[8]
+	mi := &file_scanplane_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +932,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{8}
+	return file_scanplane_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Row) GetKey() []byte {
@@ -896,7 +990,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1002,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1015,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{9}
+	return file_scanplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ScanRequest) GetRequestId() string {
@@ -1055,7 +1149,7 @@ type ScanRouted struct {
 
 func (x *ScanRouted) Reset() {
 	*x = ScanRouted{}
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1161,7 @@ func (x *ScanRouted) String() string {
 func (*ScanRouted) ProtoMessage() {}
 
 func (x *ScanRouted) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1174,7 @@ func (x *ScanRouted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRouted.ProtoReflect.Descriptor instead.
 func (*ScanRouted) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{10}
+	return file_scanplane_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ScanRouted) GetRequestId() string {
@@ -1120,7 +1214,7 @@ type ScanProgress struct {
 
 func (x *ScanProgress) Reset() {
 	*x = ScanProgress{}
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1226,7 @@ func (x *ScanProgress) String() string {
 func (*ScanProgress) ProtoMessage() {}
 
 func (x *ScanProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1239,7 @@ func (x *ScanProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanProgress.ProtoReflect.Descriptor instead.
 func (*ScanProgress) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{11}
+	return file_scanplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScanProgress) GetRequestId() string {
@@ -1182,7 +1276,7 @@ type ScanError struct {
 
 func (x *ScanError) Reset() {
 	*x = ScanError{}
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1288,7 @@ func (x *ScanError) String() string {
 func (*ScanError) ProtoMessage() {}
 
 func (x *ScanError) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1301,7 @@ func (x *ScanError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanError.ProtoReflect.Descriptor instead.
 func (*ScanError) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{12}
+	return file_scanplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanError) GetRequestId() string {
@@ -1252,7 +1346,7 @@ type AttemptInfo struct {
 
 func (x *AttemptInfo) Reset() {
 	*x = AttemptInfo{}
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1358,7 @@ func (x *AttemptInfo) String() string {
 func (*AttemptInfo) ProtoMessage() {}
 
 func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1371,7 @@ func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptInfo.ProtoReflect.Descriptor instead.
 func (*AttemptInfo) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{13}
+	return file_scanplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttemptInfo) GetAttempt() uint32 {
@@ -1346,7 +1440,7 @@ type StartScan struct {
 
 func (x *StartScan) Reset() {
 	*x = StartScan{}
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1452,7 @@ func (x *StartScan) String() string {
 func (*StartScan) ProtoMessage() {}
 
 func (x *StartScan) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1465,7 @@ func (x *StartScan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartScan.ProtoReflect.Descriptor instead.
 func (*StartScan) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{14}
+	return file_scanplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StartScan) GetRequestId() string {
@@ -1503,7 +1597,7 @@ type ScanStarted struct {
 
 func (x *ScanStarted) Reset() {
 	*x = ScanStarted{}
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1609,7 @@ func (x *ScanStarted) String() string {
 func (*ScanStarted) ProtoMessage() {}
 
 func (x *ScanStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1622,7 @@ func (x *ScanStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanStarted.ProtoReflect.Descriptor instead.
 func (*ScanStarted) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{15}
+	return file_scanplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanStarted) GetRequestId() string {
@@ -1588,7 +1682,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1694,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1707,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{16}
+	return file_scanplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Busy) GetRequestId() string {
@@ -1701,7 +1795,7 @@ type RowBatch struct {
 
 func (x *RowBatch) Reset() {
 	*x = RowBatch{}
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +1807,7 @@ func (x *RowBatch) String() string {
 func (*RowBatch) ProtoMessage() {}
 
 func (x *RowBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +1820,7 @@ func (x *RowBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowBatch.ProtoReflect.Descriptor instead.
 func (*RowBatch) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{17}
+	return file_scanplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RowBatch) GetRequestId() string {
@@ -1837,7 +1931,7 @@ type BlockProof struct {
 
 func (x *BlockProof) Reset() {
 	*x = BlockProof{}
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +1943,7 @@ func (x *BlockProof) String() string {
 func (*BlockProof) ProtoMessage() {}
 
 func (x *BlockProof) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +1956,7 @@ func (x *BlockProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockProof.ProtoReflect.Descriptor instead.
 func (*BlockProof) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{18}
+	return file_scanplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BlockProof) GetBlock() uint32 {
@@ -1926,7 +2020,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2032,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2045,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{19}
+	return file_scanplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchAck) GetRequestId() string {
@@ -2002,7 +2096,7 @@ type ScanFinished struct {
 
 func (x *ScanFinished) Reset() {
 	*x = ScanFinished{}
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2108,7 @@ func (x *ScanFinished) String() string {
 func (*ScanFinished) ProtoMessage() {}
 
 func (x *ScanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2121,7 @@ func (x *ScanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanFinished.ProtoReflect.Descriptor instead.
 func (*ScanFinished) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{20}
+	return file_scanplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScanFinished) GetRequestId() string {
@@ -2151,7 +2245,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2257,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2270,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{21}
+	return file_scanplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Cancel) GetRequestId() string {
@@ -2221,7 +2315,7 @@ type ScanDone struct {
 
 func (x *ScanDone) Reset() {
 	*x = ScanDone{}
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2327,7 @@ func (x *ScanDone) String() string {
 func (*ScanDone) ProtoMessage() {}
 
 func (x *ScanDone) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2340,7 @@ func (x *ScanDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanDone.ProtoReflect.Descriptor instead.
 func (*ScanDone) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{22}
+	return file_scanplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScanDone) GetRequestId() string {
@@ -2312,7 +2406,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2418,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2431,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{23}
+	return file_scanplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Heartbeat) GetHost() string {
@@ -2489,7 +2583,7 @@ type LoadSignal struct {
 
 func (x *LoadSignal) Reset() {
 	*x = LoadSignal{}
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2595,7 @@ func (x *LoadSignal) String() string {
 func (*LoadSignal) ProtoMessage() {}
 
 func (x *LoadSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2608,7 @@ func (x *LoadSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSignal.ProtoReflect.Descriptor instead.
 func (*LoadSignal) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{24}
+	return file_scanplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LoadSignal) GetHost() string {
@@ -2575,7 +2669,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2681,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2694,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{25}
+	return file_scanplane_proto_rawDescGZIP(), []int{26}
 }
 
 type ServerStatus struct {
@@ -2637,7 +2731,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2743,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2756,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{26}
+	return file_scanplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ServerStatus) GetId() string {
@@ -2852,7 +2946,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2958,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2971,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{27}
+	return file_scanplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusReply) GetServers() []*ServerStatus {
@@ -3095,7 +3189,7 @@ type TableStatus struct {
 
 func (x *TableStatus) Reset() {
 	*x = TableStatus{}
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3201,7 @@ func (x *TableStatus) String() string {
 func (*TableStatus) ProtoMessage() {}
 
 func (x *TableStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3214,7 @@ func (x *TableStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableStatus.ProtoReflect.Descriptor instead.
 func (*TableStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{28}
+	return file_scanplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TableStatus) GetName() string {
@@ -3157,7 +3251,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3263,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3276,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{29}
+	return file_scanplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RouteRequest) GetTable() string {
@@ -3233,7 +3327,7 @@ type RouteReply struct {
 
 func (x *RouteReply) Reset() {
 	*x = RouteReply{}
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +3339,7 @@ func (x *RouteReply) String() string {
 func (*RouteReply) ProtoMessage() {}
 
 func (x *RouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +3352,7 @@ func (x *RouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteReply.ProtoReflect.Descriptor instead.
 func (*RouteReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{30}
+	return file_scanplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RouteReply) GetProfile() string {
@@ -3354,7 +3448,7 @@ type ReloadProfiles struct {
 
 func (x *ReloadProfiles) Reset() {
 	*x = ReloadProfiles{}
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3366,7 +3460,7 @@ func (x *ReloadProfiles) String() string {
 func (*ReloadProfiles) ProtoMessage() {}
 
 func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3379,7 +3473,7 @@ func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadProfiles.ProtoReflect.Descriptor instead.
 func (*ReloadProfiles) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{31}
+	return file_scanplane_proto_rawDescGZIP(), []int{32}
 }
 
 type ReloadReply struct {
@@ -3392,7 +3486,7 @@ type ReloadReply struct {
 
 func (x *ReloadReply) Reset() {
 	*x = ReloadReply{}
-	mi := &file_scanplane_proto_msgTypes[32]
+	mi := &file_scanplane_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3404,7 +3498,7 @@ func (x *ReloadReply) String() string {
 func (*ReloadReply) ProtoMessage() {}
 
 func (x *ReloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[32]
+	mi := &file_scanplane_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3417,7 +3511,7 @@ func (x *ReloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadReply.ProtoReflect.Descriptor instead.
 func (*ReloadReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{32}
+	return file_scanplane_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReloadReply) GetOk() bool {
@@ -3448,7 +3542,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_scanplane_proto_msgTypes[33]
+	mi := &file_scanplane_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3460,7 +3554,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[33]
+	mi := &file_scanplane_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3473,7 +3567,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{33}
+	return file_scanplane_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Probe) GetId() uint64 {
@@ -3510,7 +3604,7 @@ type ProbeReply struct {
 
 func (x *ProbeReply) Reset() {
 	*x = ProbeReply{}
-	mi := &file_scanplane_proto_msgTypes[34]
+	mi := &file_scanplane_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3522,7 +3616,7 @@ func (x *ProbeReply) String() string {
 func (*ProbeReply) ProtoMessage() {}
 
 func (x *ProbeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[34]
+	mi := &file_scanplane_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3535,7 +3629,7 @@ func (x *ProbeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeReply.ProtoReflect.Descriptor instead.
 func (*ProbeReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{34}
+	return file_scanplane_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ProbeReply) GetId() uint64 {
@@ -3592,12 +3686,18 @@ const file_scanplane_proto_rawDesc = "" +
 	"\aentries\x18\x03 \x01(\x04R\aentries\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vblock_roots\x18\x05 \x01(\fR\n" +
-	"blockRoots\"x\n" +
+	"blockRoots\"\xb1\x01\n" +
 	"\n" +
 	"TabletMeta\x12)\n" +
 	"\x03ref\x18\x01 \x01(\v2\x17.scanplane.v1.TabletRefR\x03ref\x12+\n" +
 	"\x05files\x18\x02 \x03(\v2\x15.scanplane.v1.FileRefR\x05files\x12\x12\n" +
-	"\x04rows\x18\x03 \x01(\x04R\x04rows\"\x87\x02\n" +
+	"\x04rows\x18\x03 \x01(\x04R\x04rows\x127\n" +
+	"\tmanifests\x18\x04 \x03(\v2\x19.scanplane.v1.ManifestRefR\tmanifests\"m\n" +
+	"\vManifestRef\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\fR\x06digest\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\rR\x05files\x12\x16\n" +
+	"\x06blocks\x18\x03 \x01(\x04R\x06blocks\x12\x18\n" +
+	"\aentries\x18\x04 \x01(\x04R\aentries\"\xa8\x02\n" +
 	"\tTableMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -3609,7 +3709,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12&\n" +
 	"\x0fcreated_unix_ms\x18\a \x01(\x03R\rcreatedUnixMs\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\b \x01(\rR\tblockSize\"F\n" +
+	"block_size\x18\b \x01(\rR\tblockSize\x12\x1f\n" +
+	"\vmeta_format\x18\t \x01(\rR\n" +
+	"metaFormat\"F\n" +
 	"\x0fCoordinatorList\x123\n" +
 	"\amembers\x18\x01 \x03(\v2\x19.scanplane.v1.ClusterInfoR\amembers\"\xbd\x03\n" +
 	"\vClusterInfo\x12/\n" +
@@ -3975,7 +4077,7 @@ func file_scanplane_proto_rawDescGZIP() []byte {
 }
 
 var file_scanplane_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_scanplane_proto_goTypes = []any{
 	(ErrorCode)(0),          // 0: scanplane.v1.ErrorCode
 	(AttemptResult)(0),      // 1: scanplane.v1.AttemptResult
@@ -3984,78 +4086,80 @@ var file_scanplane_proto_goTypes = []any{
 	(*TabletRef)(nil),       // 4: scanplane.v1.TabletRef
 	(*FileRef)(nil),         // 5: scanplane.v1.FileRef
 	(*TabletMeta)(nil),      // 6: scanplane.v1.TabletMeta
-	(*TableMeta)(nil),       // 7: scanplane.v1.TableMeta
-	(*CoordinatorList)(nil), // 8: scanplane.v1.CoordinatorList
-	(*ClusterInfo)(nil),     // 9: scanplane.v1.ClusterInfo
-	(*Row)(nil),             // 10: scanplane.v1.Row
-	(*ScanRequest)(nil),     // 11: scanplane.v1.ScanRequest
-	(*ScanRouted)(nil),      // 12: scanplane.v1.ScanRouted
-	(*ScanProgress)(nil),    // 13: scanplane.v1.ScanProgress
-	(*ScanError)(nil),       // 14: scanplane.v1.ScanError
-	(*AttemptInfo)(nil),     // 15: scanplane.v1.AttemptInfo
-	(*StartScan)(nil),       // 16: scanplane.v1.StartScan
-	(*ScanStarted)(nil),     // 17: scanplane.v1.ScanStarted
-	(*Busy)(nil),            // 18: scanplane.v1.Busy
-	(*RowBatch)(nil),        // 19: scanplane.v1.RowBatch
-	(*BlockProof)(nil),      // 20: scanplane.v1.BlockProof
-	(*BatchAck)(nil),        // 21: scanplane.v1.BatchAck
-	(*ScanFinished)(nil),    // 22: scanplane.v1.ScanFinished
-	(*Cancel)(nil),          // 23: scanplane.v1.Cancel
-	(*ScanDone)(nil),        // 24: scanplane.v1.ScanDone
-	(*Heartbeat)(nil),       // 25: scanplane.v1.Heartbeat
-	(*LoadSignal)(nil),      // 26: scanplane.v1.LoadSignal
-	(*StatusRequest)(nil),   // 27: scanplane.v1.StatusRequest
-	(*ServerStatus)(nil),    // 28: scanplane.v1.ServerStatus
-	(*StatusReply)(nil),     // 29: scanplane.v1.StatusReply
-	(*TableStatus)(nil),     // 30: scanplane.v1.TableStatus
-	(*RouteRequest)(nil),    // 31: scanplane.v1.RouteRequest
-	(*RouteReply)(nil),      // 32: scanplane.v1.RouteReply
-	(*ReloadProfiles)(nil),  // 33: scanplane.v1.ReloadProfiles
-	(*ReloadReply)(nil),     // 34: scanplane.v1.ReloadReply
-	(*Probe)(nil),           // 35: scanplane.v1.Probe
-	(*ProbeReply)(nil),      // 36: scanplane.v1.ProbeReply
-	nil,                     // 37: scanplane.v1.ScanRequest.HintsEntry
-	nil,                     // 38: scanplane.v1.RouteRequest.HintsEntry
+	(*ManifestRef)(nil),     // 7: scanplane.v1.ManifestRef
+	(*TableMeta)(nil),       // 8: scanplane.v1.TableMeta
+	(*CoordinatorList)(nil), // 9: scanplane.v1.CoordinatorList
+	(*ClusterInfo)(nil),     // 10: scanplane.v1.ClusterInfo
+	(*Row)(nil),             // 11: scanplane.v1.Row
+	(*ScanRequest)(nil),     // 12: scanplane.v1.ScanRequest
+	(*ScanRouted)(nil),      // 13: scanplane.v1.ScanRouted
+	(*ScanProgress)(nil),    // 14: scanplane.v1.ScanProgress
+	(*ScanError)(nil),       // 15: scanplane.v1.ScanError
+	(*AttemptInfo)(nil),     // 16: scanplane.v1.AttemptInfo
+	(*StartScan)(nil),       // 17: scanplane.v1.StartScan
+	(*ScanStarted)(nil),     // 18: scanplane.v1.ScanStarted
+	(*Busy)(nil),            // 19: scanplane.v1.Busy
+	(*RowBatch)(nil),        // 20: scanplane.v1.RowBatch
+	(*BlockProof)(nil),      // 21: scanplane.v1.BlockProof
+	(*BatchAck)(nil),        // 22: scanplane.v1.BatchAck
+	(*ScanFinished)(nil),    // 23: scanplane.v1.ScanFinished
+	(*Cancel)(nil),          // 24: scanplane.v1.Cancel
+	(*ScanDone)(nil),        // 25: scanplane.v1.ScanDone
+	(*Heartbeat)(nil),       // 26: scanplane.v1.Heartbeat
+	(*LoadSignal)(nil),      // 27: scanplane.v1.LoadSignal
+	(*StatusRequest)(nil),   // 28: scanplane.v1.StatusRequest
+	(*ServerStatus)(nil),    // 29: scanplane.v1.ServerStatus
+	(*StatusReply)(nil),     // 30: scanplane.v1.StatusReply
+	(*TableStatus)(nil),     // 31: scanplane.v1.TableStatus
+	(*RouteRequest)(nil),    // 32: scanplane.v1.RouteRequest
+	(*RouteReply)(nil),      // 33: scanplane.v1.RouteReply
+	(*ReloadProfiles)(nil),  // 34: scanplane.v1.ReloadProfiles
+	(*ReloadReply)(nil),     // 35: scanplane.v1.ReloadReply
+	(*Probe)(nil),           // 36: scanplane.v1.Probe
+	(*ProbeReply)(nil),      // 37: scanplane.v1.ProbeReply
+	nil,                     // 38: scanplane.v1.ScanRequest.HintsEntry
+	nil,                     // 39: scanplane.v1.RouteRequest.HintsEntry
 }
 var file_scanplane_proto_depIdxs = []int32{
 	4,  // 0: scanplane.v1.TabletMeta.ref:type_name -> scanplane.v1.TabletRef
 	5,  // 1: scanplane.v1.TabletMeta.files:type_name -> scanplane.v1.FileRef
-	6,  // 2: scanplane.v1.TableMeta.tablets:type_name -> scanplane.v1.TabletMeta
-	9,  // 3: scanplane.v1.CoordinatorList.members:type_name -> scanplane.v1.ClusterInfo
-	2,  // 4: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
-	4,  // 5: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
-	3,  // 6: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
-	37, // 7: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
-	2,  // 8: scanplane.v1.ScanRouted.tablet_actor:type_name -> scanplane.v1.Pid
-	0,  // 9: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
-	15, // 10: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
-	1,  // 11: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
-	2,  // 12: scanplane.v1.StartScan.client:type_name -> scanplane.v1.Pid
-	2,  // 13: scanplane.v1.StartScan.tablet_actor:type_name -> scanplane.v1.Pid
-	4,  // 14: scanplane.v1.StartScan.tablet:type_name -> scanplane.v1.TabletRef
-	5,  // 15: scanplane.v1.StartScan.files:type_name -> scanplane.v1.FileRef
-	3,  // 16: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
-	10, // 17: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
-	2,  // 18: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
-	22, // 19: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
-	20, // 20: scanplane.v1.RowBatch.proofs:type_name -> scanplane.v1.BlockProof
-	0,  // 21: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	20, // 22: scanplane.v1.ScanFinished.proofs:type_name -> scanplane.v1.BlockProof
-	4,  // 23: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 24: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	28, // 25: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	9,  // 26: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	30, // 27: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	29, // 28: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
-	38, // 29: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 30: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 31: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 32: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	7,  // 2: scanplane.v1.TabletMeta.manifests:type_name -> scanplane.v1.ManifestRef
+	6,  // 3: scanplane.v1.TableMeta.tablets:type_name -> scanplane.v1.TabletMeta
+	10, // 4: scanplane.v1.CoordinatorList.members:type_name -> scanplane.v1.ClusterInfo
+	2,  // 5: scanplane.v1.ScanRequest.client:type_name -> scanplane.v1.Pid
+	4,  // 6: scanplane.v1.ScanRequest.tablet:type_name -> scanplane.v1.TabletRef
+	3,  // 7: scanplane.v1.ScanRequest.range:type_name -> scanplane.v1.KeyRange
+	38, // 8: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	2,  // 9: scanplane.v1.ScanRouted.tablet_actor:type_name -> scanplane.v1.Pid
+	0,  // 10: scanplane.v1.ScanError.code:type_name -> scanplane.v1.ErrorCode
+	16, // 11: scanplane.v1.ScanError.attempts:type_name -> scanplane.v1.AttemptInfo
+	1,  // 12: scanplane.v1.AttemptInfo.result:type_name -> scanplane.v1.AttemptResult
+	2,  // 13: scanplane.v1.StartScan.client:type_name -> scanplane.v1.Pid
+	2,  // 14: scanplane.v1.StartScan.tablet_actor:type_name -> scanplane.v1.Pid
+	4,  // 15: scanplane.v1.StartScan.tablet:type_name -> scanplane.v1.TabletRef
+	5,  // 16: scanplane.v1.StartScan.files:type_name -> scanplane.v1.FileRef
+	3,  // 17: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
+	11, // 18: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
+	2,  // 19: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
+	23, // 20: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
+	21, // 21: scanplane.v1.RowBatch.proofs:type_name -> scanplane.v1.BlockProof
+	0,  // 22: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
+	21, // 23: scanplane.v1.ScanFinished.proofs:type_name -> scanplane.v1.BlockProof
+	4,  // 24: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 25: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	29, // 26: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	10, // 27: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	31, // 28: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	30, // 29: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
+	39, // 30: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 31: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 32: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 33: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
@@ -4069,7 +4173,7 @@ func file_scanplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_proto_rawDesc), len(file_scanplane_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
