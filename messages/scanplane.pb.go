@@ -1434,6 +1434,10 @@ type StartScan struct {
 	Window        uint32                 `protobuf:"varint,14,opt,name=window,proto3" json:"window,omitempty"`
 	Server        string                 `protobuf:"bytes,15,opt,name=server,proto3" json:"server,omitempty"`                         // the server id the tablet actor meant
 	TimeoutMs     int64                  `protobuf:"varint,16,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // time left when sent, as ScanRequest.timeout_ms; 0 = none
+	// manifests: the tablet's files as the record names them, instead of
+	// files, for a tablet that keeps its files in manifests; the scan
+	// server loads and checks them from the metadata store.
+	Manifests     []*ManifestRef `protobuf:"bytes,17,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1571,6 +1575,13 @@ func (x *StartScan) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *StartScan) GetManifests() []*ManifestRef {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
 }
 
 // ScanStarted: scan server -> tablet actor. first_data = false: a worker
@@ -3784,7 +3795,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"durationUs\x12\x1d\n" +
 	"\n" +
 	"plan_index\x18\x05 \x01(\rR\tplanIndex\x12\x14\n" +
-	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xa7\x04\n" +
+	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xe0\x04\n" +
 	"\tStartScan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3805,7 +3816,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06window\x18\x0e \x01(\rR\x06window\x12\x16\n" +
 	"\x06server\x18\x0f \x01(\tR\x06server\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x10 \x01(\x03R\ttimeoutMsJ\x04\b\f\x10\r\"\xb7\x01\n" +
+	"timeout_ms\x18\x10 \x01(\x03R\ttimeoutMs\x127\n" +
+	"\tmanifests\x18\x11 \x03(\v2\x19.scanplane.v1.ManifestRefR\tmanifestsJ\x04\b\f\x10\r\"\xb7\x01\n" +
 	"\vScanStarted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -4139,27 +4151,28 @@ var file_scanplane_proto_depIdxs = []int32{
 	4,  // 15: scanplane.v1.StartScan.tablet:type_name -> scanplane.v1.TabletRef
 	5,  // 16: scanplane.v1.StartScan.files:type_name -> scanplane.v1.FileRef
 	3,  // 17: scanplane.v1.StartScan.range:type_name -> scanplane.v1.KeyRange
-	11, // 18: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
-	2,  // 19: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
-	23, // 20: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
-	21, // 21: scanplane.v1.RowBatch.proofs:type_name -> scanplane.v1.BlockProof
-	0,  // 22: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
-	21, // 23: scanplane.v1.ScanFinished.proofs:type_name -> scanplane.v1.BlockProof
-	4,  // 24: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 25: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
-	29, // 26: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
-	10, // 27: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
-	31, // 28: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
-	30, // 29: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
-	39, // 30: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
-	1,  // 31: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
-	4,  // 32: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
-	2,  // 33: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	7,  // 18: scanplane.v1.StartScan.manifests:type_name -> scanplane.v1.ManifestRef
+	11, // 19: scanplane.v1.RowBatch.rows:type_name -> scanplane.v1.Row
+	2,  // 20: scanplane.v1.RowBatch.server_pid:type_name -> scanplane.v1.Pid
+	23, // 21: scanplane.v1.RowBatch.finished:type_name -> scanplane.v1.ScanFinished
+	21, // 22: scanplane.v1.RowBatch.proofs:type_name -> scanplane.v1.BlockProof
+	0,  // 23: scanplane.v1.ScanFinished.error:type_name -> scanplane.v1.ErrorCode
+	21, // 24: scanplane.v1.ScanFinished.proofs:type_name -> scanplane.v1.BlockProof
+	4,  // 25: scanplane.v1.ScanDone.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 26: scanplane.v1.Heartbeat.pid:type_name -> scanplane.v1.Pid
+	29, // 27: scanplane.v1.StatusReply.servers:type_name -> scanplane.v1.ServerStatus
+	10, // 28: scanplane.v1.StatusReply.coordinators:type_name -> scanplane.v1.ClusterInfo
+	31, // 29: scanplane.v1.StatusReply.tables:type_name -> scanplane.v1.TableStatus
+	30, // 30: scanplane.v1.StatusReply.peers:type_name -> scanplane.v1.StatusReply
+	39, // 31: scanplane.v1.RouteRequest.hints:type_name -> scanplane.v1.RouteRequest.HintsEntry
+	1,  // 32: scanplane.v1.RouteRequest.attempts:type_name -> scanplane.v1.AttemptResult
+	4,  // 33: scanplane.v1.RouteReply.tablet:type_name -> scanplane.v1.TabletRef
+	2,  // 34: scanplane.v1.Probe.reply_to:type_name -> scanplane.v1.Pid
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -132,37 +133,142 @@ func LoadManifests(ctx context.Context, tm *messages.TableMeta, get func(ctx con
 		if len(t.GetManifests()) == 0 {
 			continue
 		}
+		what := fmt.Sprintf("table %s generation %d tablet %d", name, gen, i)
 		if len(t.GetFiles()) > 0 {
-			return fmt.Errorf("%w: table %s generation %d tablet %d has both files and manifests", ErrCorrupt, name, gen, i)
+			return fmt.Errorf("%w: %s has both files and manifests", ErrCorrupt, what)
 		}
-		var files []*messages.FileRef
+		files, err := loadFiles(ctx, what, gen, t.GetManifests(), get)
+		if err != nil {
+			return err
+		}
 		var entries uint64
-		for _, m := range t.GetManifests() {
-			if len(m.GetDigest()) != sha256.Size {
-				return fmt.Errorf("%w: table %s generation %d tablet %d: manifest digest of %d bytes", ErrCorrupt, name, gen, i, len(m.GetDigest()))
-			}
-			id := ManifestID{Gen: gen}
-			copy(id.Digest[:], m.GetDigest())
-			what := fmt.Sprintf("table %s generation %d tablet %d manifest %s", name, gen, i, ManifestName(id))
-			data, err := get(ctx, id)
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			fs, err := decodeManifest(data, id.Digest, m)
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			for _, f := range fs {
-				entries += f.GetEntries()
-			}
-			files = append(files, fs...)
+		for _, f := range files {
+			entries += f.GetEntries()
 		}
 		if entries != t.GetRows() {
-			return fmt.Errorf("%w: table %s generation %d tablet %d: manifests hold %d rows, the record says %d", ErrCorrupt, name, gen, i, entries, t.GetRows())
+			return fmt.Errorf("%w: %s: manifests hold %d rows, the record says %d", ErrCorrupt, what, entries, t.GetRows())
 		}
 		t.Files = files
 	}
 	return nil
+}
+
+// loadFiles fetches and checks the manifests refs of generation gen
+// (what names their tablet in errors) and returns their files in order.
+func loadFiles(ctx context.Context, what string, gen uint64, refs []*messages.ManifestRef, get func(ctx context.Context, id ManifestID) ([]byte, error)) ([]*messages.FileRef, error) {
+	var files []*messages.FileRef
+	for _, m := range refs {
+		if len(m.GetDigest()) != sha256.Size {
+			return nil, fmt.Errorf("%w: %s: manifest digest of %d bytes", ErrCorrupt, what, len(m.GetDigest()))
+		}
+		id := ManifestID{Gen: gen}
+		copy(id.Digest[:], m.GetDigest())
+		data, err := get(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("%s manifest %s: %w", what, ManifestName(id), err)
+		}
+		fs, err := decodeManifest(data, id.Digest, m)
+		if err != nil {
+			return nil, fmt.Errorf("%s manifest %s: %w", what, ManifestName(id), err)
+		}
+		files = append(files, fs...)
+	}
+	return files, nil
+}
+
+// DispatchFiles is what a scan request carries for tablet t: its files,
+// or none when it keeps them in manifests (the request carries
+// t.Manifests and the scan server loads them, TabletFiles).
+func DispatchFiles(t *messages.TabletMeta) []*messages.FileRef {
+	if len(t.GetManifests()) > 0 {
+		return nil
+	}
+	return t.GetFiles()
+}
+
+// TabletFiles loads the files of a tablet that keeps them in manifests,
+// for scan servers: a scan request names the tablet and its manifests,
+// and each server fetches them once (from get) and keeps the checked
+// file lists of the tablets it scanned, up to MaxBytes of encoded
+// FileRefs, dropping the least recently used. Safe for concurrent use;
+// two scans of a tablet not yet loaded may both load it.
+type TabletFiles struct {
+	// MaxBytes bounds the file lists kept; 0 means 64 MiB.
+	MaxBytes int64
+	// Get fetches a manifest of a table (ManifestStore.GetManifest).
+	Get func(ctx context.Context, table string, id ManifestID) ([]byte, error)
+
+	mu    sync.Mutex
+	size  int64
+	tick  uint64
+	lists map[tabletFilesKey]*tabletFilesEntry
+}
+
+type tabletFilesKey struct {
+	table     string
+	gen       uint64
+	index     uint32
+	firstRoot string // the first manifest's digest: a record names one list per tablet
+	manifests int
+}
+
+type tabletFilesEntry struct {
+	files []*messages.FileRef
+	bytes int64
+	used  uint64
+}
+
+// Files returns the files of tablet ref whose manifests are refs.
+func (c *TabletFiles) Files(ctx context.Context, ref *messages.TabletRef, refs []*messages.ManifestRef) ([]*messages.FileRef, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	key := tabletFilesKey{table: ref.GetTable(), gen: ref.GetGeneration(), index: ref.GetIndex(),
+		firstRoot: string(refs[0].GetDigest()), manifests: len(refs)}
+	c.mu.Lock()
+	c.tick++
+	if e := c.lists[key]; e != nil {
+		e.used = c.tick
+		c.mu.Unlock()
+		return e.files, nil
+	}
+	c.mu.Unlock()
+	what := fmt.Sprintf("table %s generation %d tablet %d", ref.GetTable(), ref.GetGeneration(), ref.GetIndex())
+	files, err := loadFiles(ctx, what, ref.GetGeneration(), refs, func(ctx context.Context, id ManifestID) ([]byte, error) {
+		return c.Get(ctx, ref.GetTable(), id)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var n int64
+	for _, f := range files {
+		n += int64(fileRefSize(f))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lists == nil {
+		c.lists = map[tabletFilesKey]*tabletFilesEntry{}
+	}
+	limit := c.MaxBytes
+	if limit <= 0 {
+		limit = 64 << 20
+	}
+	for c.size+n > limit && len(c.lists) > 0 {
+		var oldest tabletFilesKey
+		var min uint64 = ^uint64(0)
+		for k, e := range c.lists {
+			if e.used < min {
+				oldest, min = k, e.used
+			}
+		}
+		c.size -= c.lists[oldest].bytes
+		delete(c.lists, oldest)
+	}
+	if _, ok := c.lists[key]; !ok && n <= limit {
+		c.lists[key] = &tabletFilesEntry{files: files, bytes: n, used: c.tick}
+		c.size += n
+	}
+	return files, nil
 }
 
 // decodeManifest checks a manifest's bytes against its digest and ref

@@ -249,3 +249,61 @@ func TestParseManifestName(t *testing.T) {
 		}
 	}
 }
+
+// TabletFiles loads a tablet's manifests once, checked, keeps the lists
+// within MaxBytes, and refuses a manifest that does not match its ref.
+func TestTabletFilesCache(t *testing.T) {
+	ctx := context.Background()
+	store, ms := newDirStores(t)
+	rec := ingestWithManifests(t, store, ms, "tf", GenerateRows(20000))
+	loaded, err := ms.Get(ctx, "tf", rec.GetGeneration())
+	if err != nil {
+		t.Fatal(err)
+	}
+	gets := 0
+	tampered := false
+	c := &TabletFiles{Get: func(ctx context.Context, table string, id ManifestID) ([]byte, error) {
+		gets++
+		b, err := ms.GetManifest(ctx, table, id.Gen, id.Digest)
+		if tampered && err == nil {
+			b = append([]byte(nil), b...)
+			b[len(b)-1] ^= 1
+		}
+		return b, err
+	}}
+	files := func(i int) []*messages.FileRef {
+		t.Helper()
+		tab := rec.GetTablets()[i]
+		fs, err := c.Files(ctx, tab.GetRef(), tab.GetManifests())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fs) != len(loaded.GetTablets()[i].GetFiles()) {
+			t.Fatalf("tablet %d: %d files, want %d", i, len(fs), len(loaded.GetTablets()[i].GetFiles()))
+		}
+		for j, f := range fs {
+			if !proto.Equal(f, loaded.GetTablets()[i].GetFiles()[j]) {
+				t.Fatalf("tablet %d file %d differs from Get's", i, j)
+			}
+		}
+		return fs
+	}
+	files(0)
+	first := gets
+	files(0)
+	if gets != first {
+		t.Fatalf("a second scan of tablet 0 fetched %d manifests again", gets-first)
+	}
+	c.MaxBytes = 1 // nothing is kept
+	files(1)
+	n := gets
+	files(1)
+	if gets == n {
+		t.Fatal("a list over MaxBytes was kept")
+	}
+	tampered = true
+	tab := rec.GetTablets()[2]
+	if _, err := c.Files(ctx, tab.GetRef(), tab.GetManifests()); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("tampered manifest: %v, want %v", err, ErrCorrupt)
+	}
+}
