@@ -137,11 +137,12 @@ func validBucket(s string) bool {
 	return true
 }
 
-// pingInterval and pingsOut: how a connection to a silently dead NATS node
-// is found stale (see Connect).
+// PingInterval and PingsOut: how a connection to a silently dead NATS node
+// is found stale (see Connect); the embedded server pings its clients and
+// routes with the same.
 const (
-	pingInterval = 2 * time.Second
-	pingsOut     = 3
+	PingInterval = 2 * time.Second
+	PingsOut     = 3
 )
 
 // Conn is a NATS connection with JetStream. It reconnects forever after
@@ -213,10 +214,10 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		// is noticed by pings only; with nats.go's default (every 2 min,
 		// 2 outstanding) a scan server's heartbeats, a coordinator's lease
 		// watch and a client's coordinator list would stay on the dead
-		// node for minutes. Stale after pingsOut+1 intervals without a
+		// node for minutes. Stale after PingsOut+1 intervals without a
 		// PONG: 6-8 s.
-		nats.PingInterval(pingInterval),
-		nats.MaxPingsOutstanding(pingsOut),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(PingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("nats disconnected", "err", err)
@@ -236,7 +237,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, nats.Secure(cfg.TLS.Clone()))
-		subject, err := certSubject(cfg.TLS)
+		subject, err := CertSubject(cfg.TLS)
 		if err != nil {
 			return nil, err
 		}
@@ -262,11 +263,12 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-// certSubject is the subject (pkix.Name.String) of the first certificate
-// of cfg, the one the server maps to a user; "" when cfg has none (it
+// CertSubject is the subject (pkix.Name.String) of the first certificate
+// of cfg, the one the server maps to a user (CertUser.Subject of
+// internal/natsserver); "" when cfg has none (it
 // then presents no certificate, or one from GetClientCertificate, and
 // keeps nats.go's default inboxes).
-func certSubject(cfg *tls.Config) (string, error) {
+func CertSubject(cfg *tls.Config) (string, error) {
 	if len(cfg.Certificates) == 0 || len(cfg.Certificates[0].Certificate) == 0 {
 		return "", nil
 	}

@@ -115,7 +115,7 @@ func TestDiscoveryRateLimited(t *testing.T) {
 
 // serveOneLease connects to srv and answers discovery requests with one
 // valid lease until the test ends.
-func serveOneLease(t *testing.T, srv *EmbeddedServer) *Conn {
+func serveOneLease(t *testing.T, srv *testServer) *Conn {
 	t.Helper()
 	coord := connect(t, srv)
 	lease := &messages.ClusterInfo{MemberId: "m1", CoordinatorAddress: "127.0.0.1:8090", RouterId: "scanplane-router", Incarnation: "i"}

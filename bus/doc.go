@@ -1,6 +1,7 @@
-// Package bus owns everything scanplane does over NATS: starting the
-// embedded server (with JetStream), connecting to it or to an external
-// cluster, the versioned subject names, publishing and subscribing the
+// Package bus owns everything scanplane does over NATS as a client:
+// connecting to a NATS server or cluster with JetStream (the coordinator's
+// embedded one, internal/natsserver, or an external one), the versioned
+// subject names and the reply inboxes of secured users, publishing and subscribing the
 // protobuf signals of messages/ (heartbeats, busy and timeout events,
 // metadata changes), and the JetStream key-value stores: BlockStore for
 // tablet-file blocks, MetaStore for table metadata, and LeaseStore for the
@@ -26,26 +27,18 @@
 // ErrStorage, ErrTooLarge or ErrConflict — or the caller's own context
 // error.
 //
-// Clustering: StartServer with ServerConfig.ClusterListen and Routes makes
-// the embedded server one node of a NATS cluster (three coordinators, each
-// embedding a node, is the highly available setup on one machine or
-// three). Each node needs its own client port, route port and StoreDir,
-// and a server Name unique in the cluster and stable across restarts
-// (JetStream knows peers by name; a node restarted with the same name and
-// store rejoins with its data). StartServer returns once the client port
-// is ready; EmbeddedServer.WaitJetStream waits for the metadata leader. A
-// new cluster elects its first leader only once every node its routes
-// name (at least two) is up; after that a majority keeps JetStream
-// running. Config.Replicas sets how many nodes keep each bucket: with 3,
+// Clustering: with a NATS cluster (internal/natsserver's nodes, or an
+// external cluster), Config.Replicas sets how many nodes keep each
+// bucket: with 3,
 // losing one node loses no data and no write (a connection attached to a
 // live node keeps reading and writing; one attached to the dead node
 // reconnects to another; a restarted node catches up with both buckets;
-// TestClusterReplicas3); losing two of three makes every write fail with
+// internal/natsserver's TestClusterReplicas3); losing two of three makes every write fail with
 // ErrUnavailable within OpTimeout, while reads may still be answered by
 // the lone node, possibly stale. Opening a bucket retries, up to Config.BucketWait, while
 // the cluster is forming or has too few nodes for its replicas.
 //
 // Sizes: NATS's default max payload is 1 MiB (the embedded server is started
-// with 8 MiB). Blocks and metadata values must stay well under 1 MiB; the
+// with 8 MiB, natsserver.ServerConfig.MaxPayload). Blocks and metadata values must stay well under 1 MiB; the
 // stores reject larger values with ErrTooLarge before sending them.
 package bus

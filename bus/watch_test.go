@@ -30,24 +30,24 @@ func (w *watchLog) get(table string) uint64 {
 	return w.gen[table]
 }
 
-// restartable is an embedded server that can be stopped and started again
+// restartable is a test server that can be stopped and started again
 // on the same port and store directory.
 type restartable struct {
-	t   *testing.T
-	cfg ServerConfig
-	srv *EmbeddedServer
+	t    *testing.T
+	port int
+	dir  string
+	srv  *testServer
 }
 
 func startRestartable(t *testing.T) *restartable {
 	t.Helper()
-	r := &restartable{t: t, cfg: DefaultServerConfig()}
-	r.cfg.Port, r.cfg.StoreDir = -1, t.TempDir()
+	r := &restartable{t: t, port: -1, dir: t.TempDir()}
 	r.start()
 	u, err := url.Parse(r.srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.cfg.Port, err = strconv.Atoi(u.Port()); err != nil {
+	if r.port, err = strconv.Atoi(u.Port()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.srv.Close() })
@@ -56,11 +56,7 @@ func startRestartable(t *testing.T) *restartable {
 
 func (r *restartable) start() {
 	r.t.Helper()
-	srv, err := StartServer(r.cfg)
-	if err != nil {
-		r.t.Fatalf("StartServer: %v", err)
-	}
-	r.srv = srv
+	r.srv = startTestServer(r.t, r.port, r.dir)
 }
 
 func (r *restartable) restart() {

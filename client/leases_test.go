@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -255,9 +256,9 @@ func (f *fakeCoord) command(cmd string) {
 func TestLeaseLossMovesRequests(t *testing.T) {
 	for _, how := range []string{"leave", "quiet"} {
 		t.Run(how, func(t *testing.T) {
-			sc := bus.DefaultServerConfig()
+			sc := natsserver.DefaultServerConfig()
 			sc.Port, sc.StoreDir, sc.Name = -1, t.TempDir(), "node-1"
-			srv, err := bus.StartServer(sc)
+			srv, err := natsserver.StartServer(sc)
 			if err != nil {
 				t.Fatal(err)
 			}

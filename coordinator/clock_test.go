@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -25,7 +25,7 @@ func TestClockSkewChangesNothing(t *testing.T) {
 	for _, sk := range []struct{ coord, server time.Duration }{{5 * time.Second, -5 * time.Second}, {-5 * time.Second, 5 * time.Second}} {
 		t.Run(fmt.Sprintf("coordinator%+v/server%+v", sk.coord, sk.server), func(t *testing.T) {
 			r := newRig(t, rigOpts{rows: 200, tablets: 2, coord: func(c *CoordinatorConfig) { c.Clock = skewed(sk.coord) }})
-			cfg := scanserver.DefaultScanServerConfig()
+			cfg := servertest.Default()
 			cfg.Clock = skewed(sk.server)
 			r.addServer("h1", 0, cfg, nil)
 			for idx := range 2 {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/wire"
 )
@@ -169,7 +169,7 @@ func TestRouterBoundsWaitingRequests(t *testing.T) {
 	var gm *gatedMeta
 	r := newRig(t, rigOpts{rows: 100, tablets: 1, coord: func(c *CoordinatorConfig) { c.MaxWaitingPerTable, c.MaxWaiting, c.MaxMetaLoads = 3, 5, 1 },
 		meta: func(m MetaSource) MetaSource { gm = &gatedMeta{MetaSource: m, open: make(chan struct{})}; return gm }})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	var waiting []*rigScan
 	for range 3 {
 		waiting = append(waiting, r.start(r.request(0), false))

@@ -13,8 +13,8 @@ import (
 
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -108,21 +108,31 @@ func newRig(t testing.TB, o rigOpts) *rig {
 }
 
 // addServer spawns scan server idx of host and announces it by heartbeat.
-func (r *rig) addServer(host string, idx int, cfg scanserver.ScanServerConfig, fetcher tablets.BlockFetcher) *actor.PID {
+func (r *rig) addServer(host string, idx int, cfg servertest.Config, fetcher tablets.BlockFetcher) *actor.PID {
 	r.t.Helper()
 	return r.addServerGens(host, idx, cfg, fetcher, nil)
 }
 
 // addServerGens is addServer for a server that looks up current
 // generations in gens (as a host agent's servers do).
-func (r *rig) addServerGens(host string, idx int, cfg scanserver.ScanServerConfig, fetcher tablets.BlockFetcher, gens wire.GenerationSource) *actor.PID {
+func (r *rig) addServerGens(host string, idx int, cfg servertest.Config, fetcher tablets.BlockFetcher, gens wire.GenerationSource) *actor.PID {
 	r.t.Helper()
-	if fetcher == nil {
-		fetcher = tablets.StoreFetcher{Store: r.store}
+	return r.spawnServer(host, idx, cfg, servertest.Deps{Fetcher: fetcher, Gens: gens})
+}
+
+// spawnServer spawns scan server idx of host with deps (Fetcher nil: the
+// rig's store; ID, Host, System and Life: the rig's), announces it by
+// heartbeat and waits until the load view has it.
+func (r *rig) spawnServer(host string, idx int, cfg servertest.Config, deps servertest.Deps) *actor.PID {
+	r.t.Helper()
+	if deps.Fetcher == nil {
+		deps.Fetcher = tablets.StoreFetcher{Store: r.store}
 	}
 	id := fmt.Sprintf("%s/%d", host, idx)
+	deps.ID, deps.Host, deps.System, deps.Life = id, host, r.as, r.life
 	pid, err := r.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return scanserver.NewScanServerActor(cfg, scanserver.ServerDeps{ID: id, Host: host, Fetcher: fetcher, Gens: gens, System: r.as, Life: r.life})
+		a, _ := servertest.New(cfg, deps)
+		return a
 	}), fmt.Sprintf("srv-%s-%d", host, idx))
 	if err != nil {
 		r.t.Fatal(err)
@@ -372,76 +382,6 @@ func (c *rigClient) finish(ctx actor.Context, s *rigScan, m *messages.ScanFinish
 	ctx.Send(to, &messages.ScanDone{RequestId: m.GetRequestId(), WinnerAttempt: s.accepted, Tablet: s.req.GetTablet(),
 		Abandoned: m.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED})
 	c.end(s)
-}
-
-// probe is an actor that records every message it receives.
-type probe struct {
-	mu   sync.Mutex
-	msgs []any
-	pid  *actor.PID
-}
-
-func (r *rig) newProbe() *probe {
-	p := &probe{}
-	p.pid = r.as.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, sys := c.Message().(actor.SystemMessage); sys {
-			return
-		}
-		switch c.Message().(type) {
-		case *actor.Started, *actor.Stopping, *actor.Stopped:
-			return
-		}
-		p.mu.Lock()
-		p.msgs = append(p.msgs, c.Message())
-		p.mu.Unlock()
-	}))
-	return p
-}
-
-// all returns the messages matching pred.
-func (p *probe) all(pred func(any) bool) []any {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []any
-	for _, m := range p.msgs {
-		if pred(m) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (p *probe) wait(r *rig, what string, pred func(any) bool) any {
-	r.t.Helper()
-	var got any
-	r.waitFor(what, func() bool {
-		if ms := p.all(pred); len(ms) > 0 {
-			got = ms[0]
-			return true
-		}
-		return false
-	})
-	return got
-}
-
-// startScan sends StartScan for all of tablet idx straight to a server;
-// p plays both the client and the tablet actor.
-func (r *rig) startScan(p *probe, server *actor.PID, id string, idx int, window uint32) {
-	tm := r.table.GetTablets()[idx]
-	r.as.Root.Send(server, &messages.StartScan{RequestId: id, Attempt: 1, Client: wire.FromPID(p.pid), TabletActor: wire.FromPID(p.pid),
-		Tablet: tm.GetRef(), Files: tm.GetFiles(), Range: &messages.KeyRange{Start: tm.GetRef().GetPrevEndRow(), End: tm.GetRef().GetEndRow()},
-		BatchRows: 50, Window: window, BusyTimeoutUs: time.Minute.Microseconds()})
-}
-
-func isBatch(id string, seq uint64) func(any) bool {
-	return func(m any) bool {
-		b, ok := m.(*messages.RowBatch)
-		return ok && b.GetRequestId() == id && (seq == 0 || b.GetSeq() == seq)
-	}
-}
-
-func isFinished(id string) func(any) bool {
-	return func(m any) bool { f, ok := m.(*messages.ScanFinished); return ok && f.GetRequestId() == id }
 }
 
 // rowsOf is a batch's rows from either encoding; an undecodable batch

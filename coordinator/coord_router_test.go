@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 )
 
 // The example profiles of docs/policies.md: scan_type=batch goes to group "batch".
@@ -29,7 +29,7 @@ func TestScanForGroupWithoutServersFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRig(t, rigOpts{rows: 100, tablets: 1, profiles: strings.Replace(batchProfiles, "%WAIT%", tc.wait, 1)})
-			r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil) // group "default"
+			r.addServer("h1", 0, servertest.Default(), nil) // group "default"
 			req := r.request(0)
 			req.Hints = map[string]string{"scan_type": "batch"}
 			req.TimeoutMs = 1500

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -17,7 +17,7 @@ import (
 // out.
 func TestTabletActorIdlesOutAfterClientDied(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 1, coord: func(c *CoordinatorConfig) { c.TabletIdle = 50 * time.Millisecond }})
-	cfg := scanserver.DefaultScanServerConfig()
+	cfg := servertest.Default()
 	cfg.AckTimeout = 100 * time.Millisecond
 	cfg.Window = 1
 	r.addServer("h1", 0, cfg, nil)
@@ -49,7 +49,7 @@ func TestTabletIdleStopLosesNoRequest(t *testing.T) {
 func idleStopLosesNoRequest(t *testing.T, direct bool) {
 	const tabletsN, scansPer = 16, 100
 	r := newRig(t, rigOpts{rows: 4 * 40, tablets: tabletsN, coord: func(c *CoordinatorConfig) { c.TabletIdle = 1 * time.Millisecond }})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	errs := make(chan error, tabletsN)
 	for idx := range tabletsN {
 		go func() {
@@ -96,13 +96,13 @@ func TestTabletRetriesAttemptOnServerThatLeft(t *testing.T) {
 			r := newRig(t, rigOpts{rows: 500, tablets: 1, coord: func(c *CoordinatorConfig) { c.Flow.StartStall = time.Hour }})
 			gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 			t.Cleanup(func() { close(gate.Open) })
-			a := r.addServer("ha", 0, scanserver.DefaultScanServerConfig(), gate)
+			a := r.addServer("ha", 0, servertest.Default(), gate)
 			s := r.start(r.request(0), false)
 			r.waitFor("the attempt on the stuck server", func() bool {
 				v := r.co.board.View().Server("ha/0")
 				return v != nil && v.InFlight == 1
 			})
-			r.addServer("hb", 0, scanserver.DefaultScanServerConfig(), nil)
+			r.addServer("hb", 0, servertest.Default(), nil)
 			if how == "leaving" {
 				r.as.Root.Send(r.co.registry, &messages.Heartbeat{Host: "ha", Server: "ha/0", Leaving: true, IntervalMs: 1000})
 			} else {

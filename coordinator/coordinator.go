@@ -80,7 +80,7 @@ type CoordinatorConfig struct {
 	// must cost no scan. Default 15s.
 	NoQuorumAfter time.Duration
 	// QuorumLost, when set (the coordinator embeds a node of a NATS
-	// cluster: bus.EmbeddedServer.QuorumLost), tells whether that node
+	// cluster: natsserver.EmbeddedServer.QuorumLost), tells whether that node
 	// reaches too few nodes of its cluster for a quorum, since when and
 	// why. It decides instead of the lease: new scan requests are
 	// answered NO_COORDINATOR once it has said so for QuorumGrace, and

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -103,8 +103,8 @@ func metricLabel(m *dto.Metric, name string) string {
 func TestCoordMetricsObserveScans(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 3000, tablets: 2, profiles: strings.Replace(batchProfiles, "%WAIT%", `"timeToWaitForScanServers": "0s",`, 1),
 		coord: func(c *CoordinatorConfig) { c.HostForget = 300 * time.Millisecond }})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
-	r.addServer("h2", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
+	r.addServer("h2", 0, servertest.Default(), nil)
 	def := r.co.Profiles().ForHints(nil)
 
 	const okScans, failedScans = 6, 2
@@ -230,7 +230,7 @@ func TestCoordMetricsObserveScans(t *testing.T) {
 func TestCoordMetricsServerBusy(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 2})
 	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
-	cfg := scanserver.DefaultScanServerConfig()
+	cfg := servertest.Default()
 	cfg.Workers, cfg.MaxQueue = 1, 0
 	r.addServer("h1", 0, cfg, gate)
 	a := r.start(r.request(0), false)

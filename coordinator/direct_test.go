@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
 )
@@ -44,7 +44,7 @@ func (r *rig) learnTabletActor(idx int) *actor.PID {
 // not ask.
 func TestDirectScanRequest(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 1000, tablets: 2})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	pid := r.learnTabletActor(0)
 	if q, err := r.as.Root.RequestFuture(r.co.router, &tabletPIDQuery{name: tabletActorName("t", r.table.Generation, 0)}, rigWait).Result(); err != nil || !q.(*tabletPIDReply).pid.Equal(pid) {
 		t.Fatalf("router's tablet actor %v (%v), ScanRouted said %v", q, err, pid)
@@ -69,7 +69,7 @@ func TestDirectScanRequest(t *testing.T) {
 // serves it right.
 func TestDirectScanRequestChecked(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 1000, tablets: 2})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	pid := r.learnTabletActor(0)
 
 	bad := r.request(0)
@@ -98,7 +98,7 @@ func TestDirectScanRequestChecked(t *testing.T) {
 // client learns the new actor's PID from it.
 func TestDirectRequestToStoppedTabletActor(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 1000, tablets: 1})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	old := r.learnTabletActor(0)
 	if err := r.as.Root.StopFuture(old).Wait(); err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestDirectRequestToStoppedTabletActor(t *testing.T) {
 // Reported per path: p50-µs and allocs/scan of the whole process.
 func BenchmarkScanPath(b *testing.B) {
 	r := newRig(b, rigOpts{rows: 4000, tablets: 8})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	key := func(i int) []byte { return r.truth[(i*7919)%len(r.truth)].Key }
 	oneRow := func(i int) *messages.ScanRequest {
 		k := key(i)

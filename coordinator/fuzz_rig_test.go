@@ -15,10 +15,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -76,9 +77,9 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 	}
 	// NewCoordinator wants a bus connection (the tablet actors publish
 	// timeout signals on it): a real one, to an embedded server.
-	sc := bus.DefaultServerConfig()
+	sc := natsserver.DefaultServerConfig()
 	sc.Port, sc.StoreDir = -1, dir+"/nats"
-	srv, err := bus.StartServer(sc)
+	srv, err := natsserver.StartServer(sc)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -128,14 +129,14 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 	life, end := context.WithCancel(context.Background())
 	r.endLife = end
 	tb.Cleanup(end)
-	scfg := scanserver.DefaultScanServerConfig()
+	scfg := servertest.Default()
 	scfg.Workers, scfg.MaxQueue = 4, 64
 	// Fuzzed scans whose client is not the inbox get no acknowledgements;
 	// they give their worker back after this.
 	scfg.AckTimeout = time.Second
 	r.serverID = "fuzzhost:1/0"
-	ss := scanserver.NewScanServerActor(scfg, scanserver.ServerDeps{ID: r.serverID, Host: "fuzzhost", Fetcher: tablets.StoreFetcher{Store: store}, System: r.sys, Life: life})
-	if r.server, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ss }, actor.WithGuardian(strategy)), scanserver.ServerActorID(0)); err != nil {
+	ss, _ := servertest.New(scfg, servertest.Deps{ID: r.serverID, Host: "fuzzhost", Fetcher: tablets.StoreFetcher{Store: store}, System: r.sys, Life: life})
+	if r.server, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return ss }, actor.WithGuardian(strategy)), servertest.ActorName(0)); err != nil {
 		tb.Fatal(err)
 	}
 	if r.inbox, err = root.SpawnNamed(actor.PropsFromFunc(r.receive, actor.WithGuardian(strategy)), "fuzz-inbox"); err != nil {

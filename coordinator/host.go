@@ -24,6 +24,9 @@ const (
 	evPenalize
 	// evAnswer: a message from the server (see TabletActor.heard).
 	evAnswer
+	// evQueueReport: a ScanStarted from the server, with its queue length
+	// then (queueLen).
+	evQueueReport
 )
 
 // hostEvent is a local (never remote) message to a HostActor.
@@ -275,6 +278,14 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 			return false // the common case: one per message from a server
 		}
 		answered(now, l)
+	case evQueueReport:
+		// C3's feedback: every answer reports the server's queue, fresher
+		// for this coordinator's servers than the last heartbeat.
+		if l.UnansweredSince.IsZero() && l.QueueLen == e.queueLen {
+			return false
+		}
+		answered(now, l)
+		l.QueueLen = e.queueLen
 	case evSlowdown:
 		l.Slowdowns = slices.Clone(l.Slowdowns) // shared with published views
 		for i, d := range h.decays {

@@ -154,7 +154,7 @@ func TestHostActorPublishesImmutableCurrentSnapshots(t *testing.T) {
 			h.publish()
 		case 2, 3, 4, 5: // an event
 			id := ids[r.IntN(len(ids))]
-			kind := hostEventKind(1 + r.IntN(int(evAnswer)))
+			kind := hostEventKind(1 + r.IntN(int(evQueueReport)))
 			if r.IntN(2) == 0 {
 				kind = evPenalize // failures enough to fill RecentFailures (32)
 			}
@@ -255,5 +255,40 @@ func TestHostActorPublishesImmutableCurrentSnapshots(t *testing.T) {
 		len(hostSnap{}.small), big, small, full)
 	if big == 0 || small == 0 || full == 0 {
 		t.Fatal("the walk missed a case")
+	}
+}
+
+// TestHostActorQueueReportFromScanStarted: a ScanStarted's queue length
+// replaces the heartbeat's in the view (C3's per-response feedback), and
+// the same length again changes nothing.
+func TestHostActorQueueReportFromScanStarted(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	b := NewLoadBoard(clock, []selection.DecayParams{selection.DefaultDecay})
+	h := newHostActor("h1", b, &sync.Map{}, 3, 5*time.Second, clock, nil)
+	h.onHeartbeat(now, &messages.Heartbeat{Host: "h1", Server: "s0", Zone: "z", Group: "default", Incarnation: "i",
+		Pid: &messages.Pid{Address: "a0", Id: "s0"}, QueueLen: 6, Active: 4, Workers: 4, IntervalMs: 1000})
+	h.publish()
+	queueOf := func() int {
+		s := b.View().Server("s0")
+		if s == nil {
+			t.Fatal("s0 is not in the view")
+		}
+		return s.QueueLen
+	}
+	if q := queueOf(); q != 6 {
+		t.Fatalf("queue after the heartbeat: %d, want 6", q)
+	}
+	now = now.Add(time.Millisecond)
+	if !h.onEvent(now, &hostEvent{kind: evQueueReport, server: "s0", queueLen: 1}) {
+		t.Fatal("a new queue length reported no change")
+	}
+	h.publish()
+	now = now.Add(100 * time.Millisecond) // the board's refresh: its view is rebuilt
+	if q := queueOf(); q != 1 {
+		t.Fatalf("queue after ScanStarted reported 1: %d", q)
+	}
+	if h.onEvent(now, &hostEvent{kind: evQueueReport, server: "s0", queueLen: 1}) {
+		t.Fatal("the same queue length again reported a change")
 	}
 }

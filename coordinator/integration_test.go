@@ -17,12 +17,13 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
 )
@@ -57,7 +58,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 type testCluster struct {
 	t       *testing.T
 	dataDir string
-	srv     *bus.EmbeddedServer
+	srv     *natsserver.EmbeddedServer
 	conn    *bus.Conn
 	cl      *localcluster.Cluster
 	truth   []tablets.Entry
@@ -80,9 +81,9 @@ func startCluster(t *testing.T, o clusterOpts) *testCluster {
 	t.Helper()
 	ctx := context.Background()
 	bins := binaries(t)
-	sc := bus.DefaultServerConfig()
+	sc := natsserver.DefaultServerConfig()
 	sc.Port, sc.StoreDir = -1, t.TempDir()
-	srv, err := bus.StartServer(sc)
+	srv, err := natsserver.StartServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func batchOf(id string) func(any) bool {
 }
 
 func serverPID(tc *testCluster, host, idx int) *actor.PID {
-	return actor.NewPID(tc.cl.Host(host).Ready.Actor, scanserver.ServerActorID(idx))
+	return actor.NewPID(tc.cl.Host(host).Ready.Actor, servertest.ActorName(idx))
 }
 
 func TestBusyWithinBusyTimeoutNeverRuns(t *testing.T) {

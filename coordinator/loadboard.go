@@ -46,6 +46,7 @@ type LoadBoard struct {
 	lat   []time.Duration // ring of recent start latencies
 	// latScratch: rebuild's copy of lat for selecting percentiles.
 	latScratch []time.Duration
+	blockTimes selection.BlockTimes
 	latNext    int
 	latFull    bool
 	window     [10]struct {
@@ -138,6 +139,14 @@ func (b *LoadBoard) RecordStartLatency(d time.Duration) {
 	b.mu.Unlock()
 }
 
+// RecordBlockTime adds one finished scan's server time per block read,
+// at home or away from its tablet's home host (selection.BlockTimes).
+func (b *LoadBoard) RecordBlockTime(p selection.Placement, perBlock time.Duration) {
+	b.mu.Lock()
+	b.blockTimes.Record(p, perBlock)
+	b.mu.Unlock()
+}
+
 // CountDispatch counts a primary dispatch or a hedge in the 10 s window.
 func (b *LoadBoard) CountDispatch(hedge bool) {
 	sec := b.now().Unix()
@@ -224,6 +233,7 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 			v.RecentHedges += w.hedge
 		}
 	}
+	v.BlockTimes = b.blockTimes
 	b.cur.Store(v)
 	return v
 }

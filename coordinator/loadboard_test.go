@@ -275,7 +275,10 @@ func TestLoadBoardViewsStayAsPublished(t *testing.T) {
 		default:
 			setHost(fmt.Sprintf("h%d", h), host(h, 2))
 		}
-		now = now.Add(time.Duration(1+rng.IntN(200)) * time.Millisecond)
+		// Past twice the last rebuild's cost too: the board serves a
+		// dirty view that long (LoadBoard.fresh), and a loaded machine's
+		// rebuild can take longer than the smallest step.
+		now = now.Add(time.Duration(1+rng.IntN(200))*time.Millisecond + 2*time.Duration(b.cost.Load()))
 		v := b.View()
 		var want []*selection.ServerLoad
 		for _, ss := range set {
@@ -301,5 +304,20 @@ func TestLoadBoardViewsStayAsPublished(t *testing.T) {
 		if got := decisions(v); got != decided[i] {
 			t.Fatalf("view %d decides differently after later rebuilds:\nwas %s\nnow %s", i, decided[i], got)
 		}
+	}
+}
+
+// TestLoadBoardBlockTimes: scan times per block recorded at home and
+// away reach the next view (adaptive's learned spill cost).
+func TestLoadBoardBlockTimes(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	for range 16 {
+		b.RecordBlockTime(selection.PlacementHome, time.Millisecond)
+		b.RecordBlockTime(selection.PlacementAway, 2*time.Millisecond)
+	}
+	now = now.Add(time.Second)
+	if s, ok := b.View().BlockTimes.Spill(); !ok || s < 0.99 || s > 1.01 {
+		t.Fatalf("view's spill cost %v %v, want 1", s, ok)
 	}
 }

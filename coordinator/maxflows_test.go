@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestMaxFlowsAnswersOverloaded(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 100, tablets: 2, coord: func(c *CoordinatorConfig) { c.MaxFlows = 1 }})
 	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	r.addServer("h1", 0, servertest.Default(), gate)
 	blocked := r.start(r.request(0), false)
 	r.waitFor("one flow running", func() bool { return r.co.counters.flows.Load() == 1 })
 	s := r.scan(r.request(1))

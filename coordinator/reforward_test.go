@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/scanplane/scanplane/scanserver"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/wire"
 )
 
@@ -16,7 +16,7 @@ import (
 // A dead letter of a request forwarded by someone else is left alone.
 func TestForwardNotDeliveredIsRoutedAgain(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 100, tablets: 1})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	const owner = "127.0.0.1:1"
 	req := r.request(0)
 	req.ForwardedBy = r.as.Address()

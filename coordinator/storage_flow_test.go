@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -27,7 +27,7 @@ func (downFetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, er
 func TestStoreDownFailsScanWithStorage(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 200, tablets: 1})
 	for _, h := range []string{"h1", "h2", "h3", "h4"} {
-		r.addServer(h, 0, scanserver.DefaultScanServerConfig(), downFetcher{})
+		r.addServer(h, 0, servertest.Default(), downFetcher{})
 	}
 	s := r.scan(r.request(0))
 	if s.err == nil || s.err.GetCode() != messages.ErrorCode_ERROR_CODE_STORAGE {
@@ -93,7 +93,7 @@ func (r *rig) replaceTwice() {
 func TestGenerationDeletedDuringScanIsStale(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 1})
 	hold := newHoldFetcher(tablets.StoreFetcher{Store: r.store}, 1)
-	r.addServerGens("h1", 0, scanserver.DefaultScanServerConfig(), hold, r.meta)
+	r.addServerGens("h1", 0, servertest.Default(), hold, r.meta)
 	req := r.request(0)
 	req.BatchRows = 1 // every row of block 0 is sent before block 1 is read
 	s := r.start(req, false)
@@ -132,7 +132,7 @@ func TestGenerationDeletedDuringScanIsStale(t *testing.T) {
 func TestTabletActorNamesDeletedGenerationStale(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 2000, tablets: 1})
 	hold := newHoldFetcher(tablets.StoreFetcher{Store: r.store}, 0)
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), hold)
+	r.addServer("h1", 0, servertest.Default(), hold)
 	s := r.start(r.request(0), false)
 	r.waitFor("the scan to read its first block", func() bool {
 		select {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -39,7 +39,7 @@ func (r *rig) tabletPID(idx int) *actor.PID {
 func TestTabletActorPanicLosesNoScan(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 200, tablets: 1})
 	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	r.addServer("h1", 0, servertest.Default(), gate)
 	s := r.start(r.request(0), false)
 	r.waitFor("the scan in flight on h1/0", func() bool { return r.inFlight("h1/0") == 1 })
 	pid := r.tabletPID(0)
@@ -69,7 +69,7 @@ func TestRouterPanicLosesNoScan(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 200, tablets: 2,
 		meta: func(m MetaSource) MetaSource { gm = &gatedMeta{MetaSource: m, open: make(chan struct{})}; return gm }})
 	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	r.addServer("h1", 0, servertest.Default(), gate)
 	close(gm.open) // the first request loads the metadata
 	flowing := r.start(r.request(0), false)
 	r.waitFor("the first scan in flight", func() bool { return r.inFlight("h1/0") == 1 })
@@ -101,7 +101,7 @@ func TestRouterPanicLosesNoScan(t *testing.T) {
 func TestSecondFailureAnswersInternal(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 100, tablets: 1})
 	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	r.addServer("h1", 0, servertest.Default(), gate)
 	defer close(gate.Open)
 	s := r.start(r.request(0), false)
 	for n := uint64(1); n <= 2; n++ {
@@ -121,7 +121,7 @@ func TestSecondFailureAnswersInternal(t *testing.T) {
 func TestAnswerFromAnotherServerIgnored(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 100, tablets: 1})
 	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), gate)
+	r.addServer("h1", 0, servertest.Default(), gate)
 	s := r.start(r.request(0), false)
 	r.waitFor("the scan in flight", func() bool { return r.inFlight("h1/0") == 1 })
 	bad := r.co.counters.badMessages.Load()

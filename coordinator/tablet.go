@@ -204,7 +204,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *messages.ScanRequest:
 		t.onDirectScan(c, now, m)
 	case *messages.ScanStarted:
-		t.heard(m.GetServer())
+		t.heardStarted(m.GetServer(), int(m.GetQueueLen()))
 		if e := t.answered(m.GetRequestId(), m.GetAttempt(), m.GetServer(), "ScanStarted"); e != nil {
 			t.apply(now, m.RequestId, e, e.flow.OnStarted(now, m.GetAttempt(), m.GetFirstData(), time.Duration(m.GetQueuedUs())*time.Microsecond))
 		}
@@ -216,6 +216,7 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *messages.ScanFinished:
 		t.heard(m.GetServer())
 		if e := t.answered(m.GetRequestId(), m.GetAttempt(), m.GetServer(), "ScanFinished"); e != nil {
+			t.recordBlockTime(e, m)
 			t.apply(now, m.RequestId, e, e.flow.OnFinished(now, t.stale(m), t.picker(e)))
 		}
 	case *messages.ScanDone:
@@ -500,6 +501,34 @@ func (t *TabletActor) heard(server string) {
 	if v := t.co.board.Latest(); v != nil {
 		if s := v.Server(selection.ServerID(server)); s != nil {
 			t.hostEvent(s.Host, &hostEvent{kind: evAnswer, server: s.ID})
+		}
+	}
+}
+
+// maxBlockTime bounds the time per block a ScanFinished may report: a
+// larger one is a stuck scan, not a measure of the cache.
+const maxBlockTime = 10 * time.Second
+
+// recordBlockTime feeds a successful scan's server time per block to the
+// board, under the placement its decision had (selection.BlockTimes).
+func (t *TabletActor) recordBlockTime(e *flowEntry, m *messages.ScanFinished) {
+	a := e.flow.Attempt(m.GetAttempt())
+	if a == nil || a.Decision.Placement == selection.PlacementUnknown ||
+		m.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED || m.GetBlocksRead() == 0 || m.GetDurationUs() <= 0 {
+		return
+	}
+	perUs := float64(m.GetDurationUs()) / float64(m.GetBlocksRead()) // no overflow from a wild value
+	if perUs <= float64(maxBlockTime/time.Microsecond) {
+		t.co.board.RecordBlockTime(a.Decision.Placement, time.Duration(perUs*float64(time.Microsecond)))
+	}
+}
+
+// heardStarted is heard for a ScanStarted, which also reports the
+// server's queue length.
+func (t *TabletActor) heardStarted(server string, queueLen int) {
+	if v := t.co.board.Latest(); v != nil {
+		if s := v.Server(selection.ServerID(server)); s != nil {
+			t.hostEvent(s.Host, &hostEvent{kind: evQueueReport, server: s.ID, queueLen: queueLen})
 		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/scanserver"
 )
 
 // TestTabletQueueAnswersOverloaded: scan requests that find more than
@@ -20,7 +20,7 @@ func TestTabletQueueAnswersOverloaded(t *testing.T) {
 	var mu sync.Mutex
 	gates := map[string]*stopGate{}
 	r.co.spawned = func(id string, g *stopGate) { mu.Lock(); gates[id] = g; mu.Unlock() }
-	r.addServer("h1", 0, scanserver.DefaultScanServerConfig(), nil)
+	r.addServer("h1", 0, servertest.Default(), nil)
 	r.checkRows(r.scan(r.request(0)), 0) // spawns tablet 0's actor
 	mu.Lock()
 	if len(gates) != 1 {

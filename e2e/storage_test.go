@@ -15,6 +15,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
@@ -26,8 +27,8 @@ import (
 // the same port and directory.
 type storageNATS struct {
 	t   *testing.T
-	cfg bus.ServerConfig
-	srv *bus.EmbeddedServer
+	cfg natsserver.ServerConfig
+	srv *natsserver.EmbeddedServer
 }
 
 // startStorageNATS skips in -short mode and starts an embedded NATS
@@ -35,7 +36,7 @@ type storageNATS struct {
 func startStorageNATS(t *testing.T) *storageNATS {
 	t.Helper()
 	clustertest.SkipShort(t)
-	n := &storageNATS{t: t, cfg: bus.DefaultServerConfig()}
+	n := &storageNATS{t: t, cfg: natsserver.DefaultServerConfig()}
 	n.cfg.Port, n.cfg.StoreDir = -1, t.TempDir()
 	n.start()
 	t.Cleanup(func() { n.srv.Close() })
@@ -44,7 +45,7 @@ func startStorageNATS(t *testing.T) *storageNATS {
 
 func (n *storageNATS) start() {
 	n.t.Helper()
-	srv, err := bus.StartServer(n.cfg)
+	srv, err := natsserver.StartServer(n.cfg)
 	if err != nil {
 		n.t.Fatalf("StartServer: %v", err)
 	}

@@ -50,7 +50,9 @@ type client struct {
 	p95     time.Duration
 	pctAt   int64
 	scratch []time.Duration
-	window  [10]struct {
+	// blockTimes: the board's scan time per block, home and away.
+	blockTimes selection.BlockTimes
+	window     [10]struct {
 		sec          int64
 		disp, hedges uint64
 	}
@@ -111,6 +113,7 @@ func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
 			v.RecentHedges += w.hedges
 		}
 	}
+	v.BlockTimes = c.blockTimes
 	sv.v, sv.at = v, now
 	return v
 }
@@ -225,6 +228,14 @@ func (c *client) latency(now time.Time, i int32, d time.Duration) {
 	if c.latNext == len(c.lat) {
 		c.latNext, c.latFull = 0, true
 	}
+}
+
+// queueReport applies the queue length a ScanStarted carries (the
+// server's waiting scans when it started this one): fresher, for this
+// coordinator's own servers, than the last heartbeat.
+func (c *client) queueReport(i int32, queued int) {
+	c.work[i].QueueLen = queued
+	c.touch(i)
 }
 
 func (c *client) busy(now time.Time, i int32) {

@@ -24,6 +24,7 @@ type attempt struct {
 	busyTimeout int64
 	arrived     int64 // at the server
 	rif         int   // the server's running and queued scans when it arrived
+	began       int64 // when a worker took it
 	phase       uint8
 }
 

@@ -271,12 +271,12 @@ func (s *sim) loop() {
 		case evNotice:
 			a := e.att
 			if a.phase == phaseRunning && !s.servers[a.srv].hung {
-				s.toClient(a, msgStarted, 0)
+				s.toClient(a, msgStarted, int64(s.servers[a.srv].queued))
 			}
 		case evServiceDone:
 			s.serviceDone(e.att)
 		case evToClient:
-			s.clientMessage(e.att, e.msg)
+			s.clientMessage(e.att, e.msg, e.val)
 		case evFlowTimer:
 			r := e.req
 			if !r.flow.Done() {
@@ -455,6 +455,7 @@ func (s *sim) startScan(a *attempt) {
 
 func (s *sim) start(sv *server, a *attempt) {
 	a.phase = phaseRunning
+	a.began = s.now
 	sv.running = append(sv.running, a)
 	mean := float64(s.cfg.ServiceMean) * sv.slow
 	if sv.fast {
@@ -489,7 +490,7 @@ func (s *sim) serviceDone(a *attempt) {
 	a.phase = phaseEnded
 	sv.stopRunning(a)
 	sv.est.add(s.now, a.rif, s.now-a.arrived)
-	s.toClient(a, msgFinished, 0)
+	s.toClient(a, msgFinished, s.now-a.began)
 	s.startNext(sv)
 }
 
@@ -530,11 +531,14 @@ func (s *sim) toClient(a *attempt, m msgKind, val int64) {
 }
 
 // clientMessage: a server's message reaches the attempt's coordinator.
-func (s *sim) clientMessage(a *attempt, m msgKind) {
+func (s *sim) clientMessage(a *attempt, m msgKind, val int64) {
 	r := a.req
 	c := r.cl
 	now := s.t(s.now)
 	c.heard(now, a.srv)
+	if m == msgStarted {
+		c.queueReport(a.srv, int(val))
+	}
 	if r.flow.Done() {
 		return
 	}
@@ -550,7 +554,14 @@ func (s *sim) clientMessage(a *attempt, m msgKind) {
 				s.res.Latencies = append(s.res.Latencies, time.Duration(s.now-r.arrival))
 			}
 		}
-		s.apply(r, r.flow.OnFinished(now, &messages.ScanFinished{RequestId: r.flow.Req.GetRequestId(), Attempt: a.n, Batches: 1}, r.pick))
+		// One block per scan, read in the service time: the tablet
+		// actor's recordBlockTime.
+		fin := &messages.ScanFinished{RequestId: r.flow.Req.GetRequestId(), Attempt: a.n, Batches: 1,
+			BlocksRead: 1, DurationUs: val / int64(time.Microsecond)}
+		if fa := r.flow.Attempt(a.n); fa != nil && fa.Decision.Placement != selection.PlacementUnknown && fin.DurationUs > 0 {
+			c.blockTimes.Record(fa.Decision.Placement, time.Duration(fin.DurationUs)*time.Microsecond)
+		}
+		s.apply(r, r.flow.OnFinished(now, fin, r.pick))
 	case msgCanceled:
 		s.apply(r, r.flow.OnFinished(now, &messages.ScanFinished{RequestId: r.flow.Req.GetRequestId(), Attempt: a.n,
 			Error: messages.ErrorCode_ERROR_CODE_CANCELLED}, r.pick))

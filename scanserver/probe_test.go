@@ -1,8 +1,14 @@
 package scanserver
 
 import (
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+	"github.com/scanplane/scanplane/wire"
 )
 
 func TestLatencyEstimator(t *testing.T) {
@@ -56,5 +62,49 @@ func TestLatencyEstimator(t *testing.T) {
 	}
 	if got := e.estimate(t0.Add(3*probeSampleAge), 0); got != 0 {
 		t.Errorf("no young sample: %v, want 0", got)
+	}
+}
+
+// A scan server answers a probe with its scans in flight (running and
+// queued) and, once scans finished, a latency estimate; a bad probe gets
+// no answer.
+func TestScanServerAnswersProbes(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 400, tablets: 2})
+	gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
+	cfg := DefaultScanServerConfig()
+	cfg.Workers = 1
+	var counters ServerCounters
+	srv := r.addServerCounting("h1", 0, cfg, gate, &counters)
+	rec := r.newProbe()
+	isReply := func(id uint64) func(any) bool {
+		return func(m any) bool { p, ok := m.(*messages.ProbeReply); return ok && p.GetId() == id }
+	}
+	r.as.Root.Send(srv, &messages.Probe{Id: 1, ReplyTo: wire.FromPID(rec.pid), Server: "h1/0"})
+	p := rec.wait(r, "probe reply 1", isReply(1)).(*messages.ProbeReply)
+	if p.GetRif() != 0 || p.GetLatencyUs() != 0 || p.GetServer() != "h1/0" {
+		t.Fatalf("idle server answered %+v, want RIF 0, no estimate", p)
+	}
+	// One scan running (blocked on the gate), two queued. The probe
+	// acknowledges no batch: a window of MaxWindow lets every scan end.
+	for i := 0; i < 3; i++ {
+		r.startScan(rec, srv, fmt.Sprintf("q%d", i), 0, wire.MaxWindow)
+	}
+	r.waitFor("one running, two queued", func() bool { return counters.Active.Load() == 1 && counters.QueueLen.Load() == 2 })
+	r.as.Root.Send(srv, &messages.Probe{Id: 2, ReplyTo: wire.FromPID(rec.pid)})
+	if p := rec.wait(r, "probe reply 2", isReply(2)).(*messages.ProbeReply); p.GetRif() != 3 {
+		t.Fatalf("busy server answered RIF %d, want 3", p.GetRif())
+	}
+	// A bad probe (no reply_to) is dropped, and the server still answers.
+	r.as.Root.Send(srv, &messages.Probe{Id: 3})
+	close(gate.Open)
+	for i := 0; i < 3; i++ {
+		rec.wait(r, "scan end", isFinished(fmt.Sprintf("q%d", i)))
+	}
+	r.as.Root.Send(srv, &messages.Probe{Id: 4, ReplyTo: wire.FromPID(rec.pid)})
+	if p := rec.wait(r, "probe reply 4", isReply(4)).(*messages.ProbeReply); p.GetRif() != 0 || p.GetLatencyUs() <= 0 {
+		t.Fatalf("after three scans answered %+v, want RIF 0 and a latency estimate", p)
+	}
+	if n := counters.Probes.Load(); n != 3 {
+		t.Fatalf("probes answered %d, want 3 (the bad one is not)", n)
 	}
 }

@@ -67,12 +67,19 @@ func newRig(t testing.TB, o rigOpts) *rig {
 // the rig's store).
 func (r *rig) addServer(host string, idx int, cfg ScanServerConfig, fetcher tablets.BlockFetcher) *actor.PID {
 	r.t.Helper()
+	return r.addServerCounting(host, idx, cfg, fetcher, nil)
+}
+
+// addServerCounting is addServer with counters that receive the server's
+// counts (nil: its own).
+func (r *rig) addServerCounting(host string, idx int, cfg ScanServerConfig, fetcher tablets.BlockFetcher, counters *ServerCounters) *actor.PID {
+	r.t.Helper()
 	if fetcher == nil {
 		fetcher = tablets.StoreFetcher{Store: r.store}
 	}
 	id := fmt.Sprintf("%s/%d", host, idx)
 	pid, err := r.as.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return NewScanServerActor(cfg, ServerDeps{ID: id, Host: host, Fetcher: fetcher, System: r.as, Life: r.life})
+		return NewScanServerActor(cfg, ServerDeps{ID: id, Host: host, Fetcher: fetcher, System: r.as, Life: r.life, Counters: counters})
 	}), fmt.Sprintf("srv-%s-%d", host, idx))
 	if err != nil {
 		r.t.Fatal(err)

@@ -55,6 +55,9 @@ type adCtx struct {
 	// host, not once per server (k decays for k servers, not k²).
 	slowHost   int32
 	slowHostIs bool
+	// spill: score per host rank away from home (Options.SpillCost, or
+	// less when the view's BlockTimes show leaving home costs less).
+	spill float64
 }
 
 // skip reports whether host h is excluded for this call.
@@ -78,7 +81,10 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 		}
 	}
 	a := adCtx{o: o, br: o.breaker(), decay: c.p.Decay(), p50: c.v.StartLatencyP50, p95: c.v.StartLatencyP95, exclHost: -1, dead: c.st.dead[:0],
-		slowHost: -1}
+		slowHost: -1, spill: o.SpillCost}
+	if l, ok := c.v.BlockTimes.Spill(); ok {
+		a.spill = min(a.spill, l)
+	}
 	for _, at := range in.Attempts {
 		if at.Result == Timeout || at.Result == Stalled {
 			if i, ok := c.g.index(at.Server); ok && !slices.Contains(a.dead, c.g.hostOf[i]) {
@@ -138,6 +144,10 @@ func (pol adaptivePolicy) Select(in *Input) (Decision, error) {
 		return Decision{}, ErrNoServer
 	}
 	d := c.decisionA5(choice)
+	d.Placement = PlacementAway
+	if rankOf(c.g.hostOf[choice]) == 0 {
+		d.Placement = PlacementHome
+	}
 	if hedgeOn {
 		d.HedgeDelay = adaptiveHedgeDelay(o, c.v.StartLatencyP95)
 		d.DataTimeout = d.HedgeDelay
@@ -189,7 +199,7 @@ func (c *call) zoneAvoidance(a *adCtx) {
 func (c *call) score(i int32, r int, a *adCtx) float64 {
 	s := c.g.alive[i]
 	w := max(1, s.Workers)
-	sc := float64(pending(s))/float64(w) + a.o.SpillCost*float64(r)
+	sc := float64(pending(s))/float64(w) + a.spill*float64(r)
 	if e := c.v.ErrorsOf(s, a.decay, c.now); e > 0 {
 		sc += adErrWeight * float64(min(e, adErrCap))
 	}

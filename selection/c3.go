@@ -25,10 +25,11 @@ import (
 //   - os_s: this coordinator's scans in flight there (ServerLoad.InFlight);
 //     n: c3Clients.
 //   - q̄_s: the server's last reported queue of waiting scans
-//     (ServerLoad.QueueLen, from heartbeats and busy answers; absim reports
-//     the wait queue). C3 keeps an EWMA of per-response reports with
-//     weight 0.9 on the newest (ScoreTracker.ALPHA), i.e. mostly the last
-//     report; scanplane uses the last report.
+//     (ServerLoad.QueueLen, from heartbeats, busy answers and the
+//     ScanStarted of this coordinator's scans; absim reports the wait
+//     queue). C3 keeps an EWMA of per-response reports with weight 0.9 on
+//     the newest (ScoreTracker.ALPHA), i.e. mostly the last report;
+//     scanplane uses the last report.
 //   - R̄_s: the coordinator's average dispatch → first data time
 //     (LoadView.StartLatencyOf); a server with no sample gets the fleet
 //     median (1 ms when that is unknown). C3 scores a server with no

@@ -193,7 +193,14 @@
 //  2. Score every live server of the home host and of the next spillHosts
 //     hosts:
 //     score = pending/workers (queue wait in scans per worker)
-//     + spillCost × host rank (0 at home: leaving home costs cache misses)
+//     + spill × host rank (0 at home: leaving home costs cache misses),
+//     where spill is spillCost or, once the view's BlockTimes hold 16
+//     scans each at home and away, what leaving home costs here: the
+//     scan servers' time per block away over at home, minus 1 (in
+//     service times of a home scan), if less than spillCost. Where
+//     caches hold every tablet, or none, the ratio is near 1 and scans
+//     follow the queues; where a tablet is cached only at home, they stay
+//     there until its queue outweighs the misses.
 //     + 2 × decayed errors (errorHalfLife/errorCap, at most 8 counted)
 //     + 1 × decayed busy answers (at most 2: pending is the live load; a
 //     larger memory of past saturation outlives it)

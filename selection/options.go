@@ -132,9 +132,11 @@ type Options struct {
 	// HedgeDelayDefault ("hedgeDelayDefault"): hedge delay while
 	// LoadView.StartLatencyP95 is unknown (0). 50ms.
 	HedgeDelayDefault time.Duration
-	// SpillCost ("spillCost"): score added per rank away from the home
-	// host, in queued scans per worker: a scan leaves its home host only
-	// when that saves more than this much queueing (plus 1). 4.
+	// SpillCost ("spillCost"): the most score added per rank away from
+	// the home host, in queued scans per worker: a scan leaves its home
+	// host only when that saves more than this much queueing (plus 1).
+	// Once LoadView.BlockTimes has samples of both, the cost is what they
+	// show leaving home costs (away/home time per block − 1), if lower. 4.
 	SpillCost float64
 	// SpillHosts ("spillHosts"): hosts after the home host considered
 	// before falling back to all servers. 2.

@@ -116,6 +116,10 @@ type Decision struct {
 	HedgeDelay time.Duration
 	// DataTimeout: if no first data by then, ask for a hedge. 0 = none.
 	DataTimeout time.Duration
+	// Placement: home or away from the tablet's home host, for policies
+	// that rank hosts from a home (adaptive); the caller records the
+	// scan's time per block under it (BlockTimes).
+	Placement Placement
 	// Candidates in the order the policy considered them (Explain only).
 	Candidates []ServerID
 	// Scores of the candidates, lower is better, when the policy scores

@@ -93,7 +93,8 @@ type ServerLoad struct {
 	Alive       bool
 	// InFlight: scans this coordinator dispatched and not yet finished.
 	InFlight int
-	// QueueLen and Active: last reported by the server (heartbeat, busy).
+	// QueueLen and Active: last reported by the server (heartbeat; a busy
+	// answer or ScanStarted reports QueueLen alone).
 	QueueLen int
 	Active   int
 	Workers  int
@@ -161,6 +162,9 @@ type LoadView struct {
 	// dispatches and hedges over a recent window (hedge budgets).
 	RecentDispatches uint64
 	RecentHedges     uint64
+	// BlockTimes: this coordinator's scan time per block at home and
+	// away (adaptive's learned spill cost).
+	BlockTimes BlockTimes
 
 	// indexed: built by NewLoadView or a ViewBuilder, with groups (sorted
 	// by name) precomputed; false for a view built as a struct literal.

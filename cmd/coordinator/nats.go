@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 )
 
@@ -19,7 +19,7 @@ import (
 // was given; without it the count is 3 for an embedded node clustered
 // with at least two other nodes' routes (3+ nodes), else 1. Errors name
 // the flag.
-func natsSetup(o options, replicasSet bool) (*bus.ServerConfig, int, error) {
+func natsSetup(o options, replicasSet bool) (*natsserver.ServerConfig, int, error) {
 	if replicasSet && (o.replicas < 1 || o.replicas > 5) {
 		return nil, 0, fmt.Errorf("--replicas %d: want 1..5 (and at most the number of NATS nodes)", o.replicas)
 	}
@@ -35,7 +35,7 @@ func natsSetup(o options, replicasSet bool) (*bus.ServerConfig, int, error) {
 		}
 		return nil, replicas, nil
 	}
-	sc := bus.DefaultServerConfig()
+	sc := natsserver.DefaultServerConfig()
 	host, port, err := splitHostPort(o.natsListen)
 	if err != nil {
 		return nil, 0, fmt.Errorf("--nats-listen %q: %v", o.natsListen, err)
@@ -74,10 +74,10 @@ func natsSetup(o options, replicasSet bool) (*bus.ServerConfig, int, error) {
 // flags that set them.
 func flagErr(err error) error {
 	msg := strings.NewReplacer(
-		"bus: ServerConfig.ClusterListen", "--nats-cluster",
-		"bus: ServerConfig.Routes", "--nats-routes",
+		"natsserver: ServerConfig.ClusterListen", "--nats-cluster",
+		"natsserver: ServerConfig.Routes", "--nats-routes",
 		"ServerConfig.Routes", "--nats-routes",
-		"bus: ServerConfig.Name", "--nats-name",
+		"natsserver: ServerConfig.Name", "--nats-name",
 		"ServerConfig.Port", "--nats-listen port",
 		"ServerConfig.ClusterListen", "--nats-cluster",
 	).Replace(err.Error())
@@ -111,20 +111,20 @@ const jetStreamWait = 2 * time.Minute
 // each role's certificate subject mapped to its role; when DIR has
 // per-host scan server certificates (secrets init --server-hosts), those
 // instead of scanserver.crt, each held to its own host's subjects.
-func natsUsers(dir string) ([]bus.CertUser, error) {
+func natsUsers(dir string) ([]natsserver.CertUser, error) {
 	hosts, err := secrets.ServerHosts(dir)
 	if err != nil {
 		return nil, err
 	}
-	var users []bus.CertUser
+	var users []natsserver.CertUser
 	for _, r := range secrets.Roles {
-		if r == bus.RoleScanServer && len(hosts) > 0 {
+		if r == natsserver.RoleScanServer && len(hosts) > 0 {
 			continue
 		}
-		users = append(users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
+		users = append(users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 	}
 	for _, h := range hosts {
-		users = append(users, bus.CertUser{Subject: secrets.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+		users = append(users, natsserver.CertUser{Subject: secrets.HostSubject(h), Role: natsserver.RoleScanServer, Host: h})
 	}
 	return users, nil
 }

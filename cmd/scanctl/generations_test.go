@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -23,9 +24,9 @@ import (
 // the test ends, and returns its URL.
 func embeddedNATS(t *testing.T) string {
 	t.Helper()
-	sc := bus.DefaultServerConfig()
+	sc := natsserver.DefaultServerConfig()
 	sc.Port, sc.StoreDir = -1, t.TempDir()
-	srv, err := bus.StartServer(sc)
+	srv, err := natsserver.StartServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 
 	"github.com/scanplane/scanplane/internal/cliutil"
 )
@@ -85,9 +86,9 @@ func TestNoClusterIsAClearError(t *testing.T) {
 // TestTimeoutWhileConnecting: a --timeout that runs out while connecting
 // to a cluster that is up says so, without suggesting to start one.
 func TestTimeoutWhileConnecting(t *testing.T) {
-	sc := bus.DefaultServerConfig()
+	sc := natsserver.DefaultServerConfig()
 	sc.Port, sc.StoreDir = -1, t.TempDir()
-	srv, err := bus.StartServer(sc)
+	srv, err := natsserver.StartServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 )
 
 // buildScanctl builds this command into a temp dir (a real process: its
@@ -113,9 +113,9 @@ func TestScanFailsNamingLostCoordinator(t *testing.T) {
 // the scanctl binary; it returns the server's URL.
 func natsWithTable(t *testing.T, bin string, rows, splits int) string {
 	t.Helper()
-	sc := bus.DefaultServerConfig()
+	sc := natsserver.DefaultServerConfig()
 	sc.Port, sc.StoreDir = -1, t.TempDir()
-	srv, err := bus.StartServer(sc)
+	srv, err := natsserver.StartServer(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@
 //     coordinator and scanserver; every alert is evaluated with
 //     Prometheus's PromQL engine over series where it must fire and
 //     series where it must not. nats-server-secure.conf's users are
-//     bus.RolePermissions.
+//     natsserver.UserPermissions.
 //   - Commands: every flag the systemd units, start-hosts.sh,
 //     compose.yaml, the Kubernetes manifests and the READMEs' shell and
 //     unit blocks pass is in the command's --help; every Prometheus

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 )
 
@@ -18,7 +19,7 @@ import (
 // nats-server's own parser with a real secrets directory in place of
 // /etc/scanplane/secrets, requires TLS and client certificates on the
 // client and route ports, maps certificates to users, and gives each
-// role's certificate subject exactly the permissions bus.UserPermissions
+// role's certificate subject exactly the permissions natsserver.UserPermissions
 // gives the embedded server (so the file and the code cannot drift).
 func TestSecureNATSConfig(t *testing.T) {
 	const path = "../nats-server-secure.conf"
@@ -52,19 +53,19 @@ func TestSecureNATSConfig(t *testing.T) {
 	if len(users) != 4 {
 		t.Errorf("%d users, want the 4 roles", len(users))
 	}
-	for _, role := range []string{bus.RoleCoordinator, bus.RoleAdmin, bus.RoleScanServer, bus.RoleClient} {
+	for _, role := range []string{natsserver.RoleCoordinator, natsserver.RoleAdmin, natsserver.RoleScanServer, natsserver.RoleClient} {
 		subj := secrets.RoleSubject(role)
 		u := users[subj]
 		if u == nil {
 			t.Errorf("role %s: no user %q", role, subj)
 			continue
 		}
-		want, err := bus.UserPermissions(bus.CertUser{Subject: subj, Role: role}, bus.DefaultConfig(), bus.DefaultLeaseConfig())
+		want, err := natsserver.UserPermissions(natsserver.CertUser{Subject: subj, Role: role}, bus.DefaultConfig(), bus.DefaultLeaseConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !samePermissions(u.Permissions, want) {
-			t.Errorf("role %s: permissions in %s differ from bus.UserPermissions:\n file %s\n code %s", role, path, describe(u.Permissions), describe(want))
+			t.Errorf("role %s: permissions in %s differ from natsserver.UserPermissions:\n file %s\n code %s", role, path, describe(u.Permissions), describe(want))
 		}
 	}
 }

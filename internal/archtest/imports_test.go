@@ -42,11 +42,15 @@ var allowed = map[string][]string{
 	"e2e":                {},
 	"internal/doctest":   {}, // tests of the documentation
 
+	// the embedded NATS server: only cmd/coordinator (and tests) import it
+	"internal/natsserver": {"bus"},
+
 	// deterministic harnesses and test scaffolding: anything
 	"internal/sim":                  {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
 	"internal/sim/placementsim":     {"selection", "tablets"},
 	"policysim":                     {"selection", "scanflow", "messages"},
 	"internal/testutil/clustertest": {"bus", "client", "internal/secrets", "localcluster", "messages", "tablets"},
+	"internal/testutil/servertest":  {"scanserver", "tablets", "wire"},
 }
 
 // apart lists, per package, packages of ours it must not depend on at all,
@@ -60,13 +64,6 @@ var apart = map[string][]string{
 	"cmd/coordinator": {"scanserver"},
 }
 
-// testsMayImport are the exceptions to apart for a package's own tests:
-// the coordinator's in-process tests run real scan-server actors beside
-// the real coordinator.
-var testsMayImport = map[string][]string{
-	"coordinator": {"scanserver"},
-}
-
 // pure packages must not depend, even indirectly, on these.
 var pure = map[string][]string{
 	"selection": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
@@ -76,6 +73,14 @@ var pure = map[string][]string{
 	// The client library stays lean: Parquet is scanctl's alone.
 	"client": {"github.com/parquet-go/"},
 }
+
+// natsServer is the module path of the NATS server library; embedsNATS
+// lists the only packages that may link it: the embedded server and the
+// coordinator's command that runs it. The client library, the scan server
+// and the bus client code reach NATS as clients only.
+const natsServer = "github.com/nats-io/nats-server/"
+
+var embedsNATS = []string{"internal/natsserver", "cmd/coordinator"}
 
 type pkg struct {
 	ImportPath   string
@@ -144,7 +149,8 @@ func TestImportRules(t *testing.T) {
 }
 
 // TestProcessesApart checks apart: the dependencies of each listed
-// package, and the imports of its tests (but those testsMayImport).
+// package, and the imports of its tests (the coordinator's tests run
+// real scan-server actors through internal/testutil/servertest).
 func TestProcessesApart(t *testing.T) {
 	byPath := map[string]pkg{}
 	for _, p := range list(t) {
@@ -160,14 +166,33 @@ func TestProcessesApart(t *testing.T) {
 			if contains(p.Deps, mod+b) {
 				t.Errorf("%s depends on %s (go list -deps ./%s)", rel, b, rel)
 			}
-			if contains(testsMayImport[rel], b) {
-				continue
-			}
 			for _, imp := range append(p.TestImports, p.XTestImports...) {
 				if imp == mod+b || strings.HasPrefix(imp, mod+b+"/") {
 					t.Errorf("tests of %s import %s", rel, b)
 				}
 			}
+		}
+	}
+}
+
+// TestNATSServerOnlyInCoordinator checks embedsNATS: no other package
+// depends on the NATS server, not even indirectly (their tests may start
+// one).
+func TestNATSServerOnlyInCoordinator(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range list(t) {
+		rel := strings.TrimPrefix(p.ImportPath, mod)
+		seen[rel] = true
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, natsServer) && !contains(embedsNATS, rel) {
+				t.Errorf("%s depends on %s: only %v may link the NATS server (docs/architecture.md, packages)", rel, d, embedsNATS)
+				break
+			}
+		}
+	}
+	for _, rel := range []string{"client", "scanserver", "cmd/scanserver", "bus"} {
+		if !seen[rel] {
+			t.Errorf("package %s is not in the module", rel)
 		}
 	}
 }

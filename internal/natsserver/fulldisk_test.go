@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/scanplane/scanplane/internal/testutil"
+
+	"github.com/scanplane/scanplane/bus"
 )
 
 // freeBytes is the space left on the file system of dir.
@@ -56,9 +58,9 @@ func TestFullDiskRecovers(t *testing.T) {
 	}
 	defer srv.Close()
 	ctx := context.Background()
-	bc := DefaultConfig()
+	bc := bus.DefaultConfig()
 	bc.URL, bc.OpTimeout = srv.ClientURL(), 2*time.Second
-	conn, err := Connect(ctx, bc)
+	conn, err := bus.Connect(ctx, bc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,16 +74,24 @@ func TestFullDiskRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	filler := fill(t, disk, 4<<20)
+	// Write until JetStream says it is out of space: a write that fails
+	// before (a slow server answering after OpTimeout) is no sign of a
+	// full disk yet. 20 failed writes bound the wait when it never says so.
 	var werr error
-	for i := 0; i < 1000 && werr == nil; i++ {
-		werr = bs.Put(ctx, fmt.Sprintf("b%d", i), block)
+	for i, failed := 0, 0; i < 1000 && failed < 20 && !srv.OutOfSpace(); i++ {
+		if err := bs.Put(ctx, fmt.Sprintf("b%d", i), block); err != nil {
+			werr, failed = err, failed+1
+			if !(errors.Is(err, bus.ErrStoreFull) || errors.Is(err, bus.ErrUnavailable)) {
+				t.Fatalf("write on a full disk: %v, want ErrStoreFull or ErrUnavailable", err)
+			}
+		}
 	}
 	t.Logf("write on a full disk: %v", werr)
-	if werr == nil || !(errors.Is(werr, ErrStoreFull) || errors.Is(werr, ErrUnavailable)) {
-		t.Fatalf("write on a full disk: %v, want ErrStoreFull or ErrUnavailable", werr)
+	if werr == nil {
+		t.Fatal("every write succeeded on a full disk")
 	}
 	if !srv.OutOfSpace() {
-		t.Error("OutOfSpace is false after a write failed on a full disk")
+		t.Error("OutOfSpace is false after writes failed on a full disk")
 	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)

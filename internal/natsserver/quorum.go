@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 
 // A node of a NATS cluster knows before JetStream does that the cluster
 // lost its quorum: its routes to the other nodes close when their pings
-// go unanswered (pingInterval × pingsOut), while a JetStream request
+// go unanswered (bus.PingInterval × bus.PingsOut), while a JetStream request
 // waits for its timeout and a lease goes unrenewed for as long as one
 // chooses to wait. And once the nodes are back, the routes are up again
 // at once, seconds before JetStream has elected its leaders. The

@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"context"
@@ -16,11 +16,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/scanplane/scanplane/bus"
 )
 
 // ErrPortInUse is returned (wrapped) by StartServer when the client port is
 // already taken, typically by another coordinator or nats-server.
-var ErrPortInUse = errors.New("bus: port in use")
+var ErrPortInUse = errors.New("natsserver: port in use")
 
 // ServerConfig configures the embedded NATS server.
 type ServerConfig struct {
@@ -135,27 +137,27 @@ func (c ServerConfig) Clustered() bool { return c.ClusterListen != "" }
 func (c ServerConfig) Validate() error {
 	switch {
 	case c.Host == "":
-		return errors.New("bus: ServerConfig.Host is empty")
+		return errors.New("natsserver: ServerConfig.Host is empty")
 	case c.Port != -1 && (c.Port < 1 || c.Port > 65535):
-		return fmt.Errorf("bus: ServerConfig.Port %d: want 1..65535, or -1 for a random port", c.Port)
+		return fmt.Errorf("natsserver: ServerConfig.Port %d: want 1..65535, or -1 for a random port", c.Port)
 	case c.StoreDir == "":
-		return errors.New("bus: ServerConfig.StoreDir is empty")
+		return errors.New("natsserver: ServerConfig.StoreDir is empty")
 	case c.MaxPayload <= 0 || c.MaxPayload > 64<<20:
-		return fmt.Errorf("bus: ServerConfig.MaxPayload %d: want 1..%d bytes", c.MaxPayload, 64<<20)
+		return fmt.Errorf("natsserver: ServerConfig.MaxPayload %d: want 1..%d bytes", c.MaxPayload, 64<<20)
 	case c.RestartFree < 0:
-		return fmt.Errorf("bus: ServerConfig.RestartFree %d is negative (0 = the default)", c.RestartFree)
+		return fmt.Errorf("natsserver: ServerConfig.RestartFree %d is negative (0 = the default)", c.RestartFree)
 	case c.MaxStore < 0:
-		return fmt.Errorf("bus: ServerConfig.MaxStore %d is negative (0 = the server's default)", c.MaxStore)
+		return fmt.Errorf("natsserver: ServerConfig.MaxStore %d is negative (0 = the server's default)", c.MaxStore)
 	case c.ReadyTimeout < 0:
-		return fmt.Errorf("bus: ServerConfig.ReadyTimeout %s is negative", c.ReadyTimeout)
+		return fmt.Errorf("natsserver: ServerConfig.ReadyTimeout %s is negative", c.ReadyTimeout)
 	case strings.ContainsAny(c.Name, " \t\r\n"):
-		return fmt.Errorf("bus: ServerConfig.Name %q contains white space", c.Name)
+		return fmt.Errorf("natsserver: ServerConfig.Name %q contains white space", c.Name)
 	case c.TLS != nil && len(c.TLS.Certificates) == 0:
-		return errors.New("bus: ServerConfig.TLS has no certificate")
+		return errors.New("natsserver: ServerConfig.TLS has no certificate")
 	case len(c.Users) > 0 && c.TLS == nil:
-		return errors.New("bus: ServerConfig.Users needs ServerConfig.TLS (users are the subjects of client certificates)")
+		return errors.New("natsserver: ServerConfig.Users needs ServerConfig.TLS (users are the subjects of client certificates)")
 	case c.TLS != nil && (c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil):
-		return errors.New("bus: ServerConfig.TLS must require and verify client certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs set)")
+		return errors.New("natsserver: ServerConfig.TLS must require and verify client certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs set)")
 	}
 	if _, _, err := natsUsers(c.Users); err != nil {
 		return err
@@ -167,26 +169,26 @@ func (c ServerConfig) Validate() error {
 	}
 	if !c.Clustered() {
 		if len(c.Routes) > 0 {
-			return errors.New("bus: ServerConfig.Routes given without ServerConfig.ClusterListen (a standalone server has no routes)")
+			return errors.New("natsserver: ServerConfig.Routes given without ServerConfig.ClusterListen (a standalone server has no routes)")
 		}
 		return nil
 	}
 	if _, _, err := parseListen(c.ClusterListen); err != nil {
-		return fmt.Errorf("bus: ServerConfig.ClusterListen %q: %w", c.ClusterListen, err)
+		return fmt.Errorf("natsserver: ServerConfig.ClusterListen %q: %w", c.ClusterListen, err)
 	}
 	switch {
 	case c.ClusterName == "":
-		return errors.New("bus: ServerConfig.ClusterName is empty (a clustered server needs one)")
+		return errors.New("natsserver: ServerConfig.ClusterName is empty (a clustered server needs one)")
 	case strings.ContainsAny(c.ClusterName, " \t\r\n"):
-		return fmt.Errorf("bus: ServerConfig.ClusterName %q contains white space", c.ClusterName)
+		return fmt.Errorf("natsserver: ServerConfig.ClusterName %q contains white space", c.ClusterName)
 	case len(c.Routes) == 0:
-		return errors.New("bus: ServerConfig.Routes is empty: a clustered JetStream server needs at least one route (list every node's nats-route://host:port)")
+		return errors.New("natsserver: ServerConfig.Routes is empty: a clustered JetStream server needs at least one route (list every node's nats-route://host:port)")
 	case c.Name == "" && c.Port == -1:
-		return errors.New("bus: ServerConfig.Name is empty and Port is random: a clustered server needs a stable name (set Name, or a fixed Port for the default <host>-<port>)")
+		return errors.New("natsserver: ServerConfig.Name is empty and Port is random: a clustered server needs a stable name (set Name, or a fixed Port for the default <host>-<port>)")
 	}
 	for i, r := range c.Routes {
 		if _, err := parseRoute(r); err != nil {
-			return fmt.Errorf("bus: ServerConfig.Routes[%d] %q: %w", i, r, err)
+			return fmt.Errorf("natsserver: ServerConfig.Routes[%d] %q: %w", i, r, err)
 		}
 	}
 	return nil
@@ -196,7 +198,7 @@ func (c ServerConfig) Validate() error {
 // certificate is a user of role coordinator or admin (the consumer
 // guard connects with it).
 func (c ServerConfig) checkOwnUser() error {
-	subject, err := certSubject(c.TLS)
+	subject, err := bus.CertSubject(c.TLS)
 	if err != nil {
 		return err
 	}
@@ -205,7 +207,7 @@ func (c ServerConfig) checkOwnUser() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("bus: ServerConfig.Users has no %s or %s user %q, the subject of the server's own certificate (TLS.Certificates[0]), which the server's consumer guard connects with", RoleCoordinator, RoleAdmin, subject)
+	return fmt.Errorf("natsserver: ServerConfig.Users has no %s or %s user %q, the subject of the server's own certificate (TLS.Certificates[0]), which the server's consumer guard connects with", RoleCoordinator, RoleAdmin, subject)
 }
 
 // parseListen splits a host:port listen address; port 0 means any free port.
@@ -266,7 +268,7 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	if cfg.Clustered() && cfg.Name == "" {
 		host, err := os.Hostname()
 		if err != nil {
-			return nil, fmt.Errorf("bus: ServerConfig.Name is empty and the host name is unknown (%w): set Name", err)
+			return nil, fmt.Errorf("natsserver: ServerConfig.Name is empty and the host name is unknown (%w): set Name", err)
 		}
 		cfg.Name = DefaultNodeName(host, cfg.Port)
 	}
@@ -282,9 +284,9 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 		// without closing them (a machine powered off or cut from the
 		// network) in 6-8 s instead of nats-server's 4-6 minutes (every
 		// 2 min, 2 outstanding): until then the cluster keeps routing to
-		// the dead node's interest. See pingInterval (conn.go).
-		PingInterval: pingInterval,
-		MaxPingsOut:  pingsOut,
+		// the dead node's interest. See bus.PingInterval.
+		PingInterval: bus.PingInterval,
+		MaxPingsOut:  bus.PingsOut,
 	}
 	if cfg.MaxStore > 0 {
 		opts.JetStreamMaxStore = cfg.MaxStore
@@ -315,7 +317,7 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("bus: embedded nats server: %w", err)
+		return nil, fmt.Errorf("natsserver: embedded nats server: %w", err)
 	}
 	lg := &serverLogger{log: cfg.Logger, fatal: make(chan error, 1)}
 	if lg.log == nil {
@@ -345,7 +347,7 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 			if errors.Is(ferr, syscall.EADDRINUSE) {
 				return nil, fmt.Errorf("%w: cannot listen on %s (another nats-server or coordinator running?): %w", ErrPortInUse, hp, ferr)
 			}
-			return nil, fmt.Errorf("bus: embedded nats server on %s: %w", hp, ferr)
+			return nil, fmt.Errorf("natsserver: embedded nats server on %s: %w", hp, ferr)
 		default:
 		}
 		if srv.ReadyForConnections(50 * time.Millisecond) {
@@ -354,13 +356,13 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 		if time.Now().After(deadline) {
 			srv.Shutdown()
 			srv.WaitForShutdown()
-			return nil, fmt.Errorf("bus: embedded nats server on %s not ready after %s", hp, cfg.ReadyTimeout)
+			return nil, fmt.Errorf("natsserver: embedded nats server on %s not ready after %s", hp, cfg.ReadyTimeout)
 		}
 	}
 	if !srv.JetStreamEnabled() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
-		return nil, fmt.Errorf("bus: embedded nats server on %s: JetStream did not start (store dir %q)", hp, cfg.StoreDir)
+		return nil, fmt.Errorf("natsserver: embedded nats server on %s: JetStream did not start (store dir %q)", hp, cfg.StoreDir)
 	}
 	es := &EmbeddedServer{srv: srv, space: lg.space}
 	if cfg.TLS != nil && len(cfg.Users) > 0 {
@@ -424,7 +426,7 @@ func (s *EmbeddedServer) RouteURL() string {
 // ErrNoQuorum is wrapped by WaitJetStream when a clustered JetStream has
 // no metadata leader in time: fewer than a majority of its nodes are up
 // and routed to each other.
-var ErrNoQuorum = errors.New("bus: no JetStream quorum")
+var ErrNoQuorum = errors.New("natsserver: no JetStream quorum")
 
 // WaitJetStream waits until this server's JetStream can serve requests:
 // at once for a standalone server; for a node of a cluster, once the

@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/scanplane/scanplane/bus"
 )
 
 // The roles a certificate maps to (ServerConfig.Users). Each is a NATS
@@ -24,7 +26,7 @@ const (
 	// RoleScanServer may publish heartbeats and busy and timeout signals
 	// (of any host, or of CertUser.Host's only: the subjects carry the
 	// host), read the blocks and metadata buckets, subscribe to its own
-	// reply inbox (InboxPrefix), and nothing else: it cannot write a
+	// reply inbox (bus.InboxPrefix), and nothing else: it cannot write a
 	// block, a table's metadata or a lease, nor read another user's
 	// replies.
 	RoleScanServer = "scanserver"
@@ -40,7 +42,7 @@ type CertUser struct {
 	// Subject is the certificate's subject distinguished name as
 	// RFC 4514 writes it (crypto/x509's pkix.Name.String), e.g.
 	// "CN=scanplane client,OU=client,O=scanplane". It also names the
-	// user's reply inbox (InboxPrefix), which Connect derives from the
+	// user's reply inbox (bus.InboxPrefix), which bus.Connect derives from the
 	// certificate's subject the same way: written otherwise (another
 	// order of attributes), the certificate still maps to the user but
 	// its connections cannot subscribe to their own replies.
@@ -50,60 +52,34 @@ type CertUser struct {
 	Role string
 	// Host, for RoleScanServer only, narrows the heartbeats and signals
 	// the user may publish to that host's subjects
-	// (scanplane.v1.hb.<Token(Host)>.>, likewise busy and timeout).
+	// (scanplane.v1.hb.<bus.Token(Host)>.>, likewise busy and timeout).
 	// Empty = any host's.
 	Host string
 }
 
 // ErrUnknownRole is wrapped by the error of a CertUser with a role not
 // listed above.
-var ErrUnknownRole = errors.New("bus: unknown role")
-
-// InboxPrefix is the reply-inbox prefix of the NATS user whose
-// certificate subject is subject (CertUser.Subject, as pkix.Name.String
-// writes it): "_INBOX_" followed by Token(subject), e.g.
-// "_INBOX_CN_scanplane_client_OU_client_O_scanplane" for the client
-// certificate. A restricted user may subscribe to its own inbox subjects
-// (InboxPrefix(subject)+".>") and to no other inbox, so the replies
-// another user gets — a block a scan server reads, the consumer a
-// coordinator creates, the deliveries of its watches — are out of its
-// reach; the server refuses the subscription with a permissions
-// violation. Connect gives a connection with a TLS certificate this
-// prefix (nats.CustomInboxPrefix, which every inbox nats.go makes
-// honours: request replies, JetStream API replies, the deliver subjects
-// of ordered consumers, so of KV watches).
-//
-// The prefix is per user, that is per certificate subject: one per role,
-// and one per host for the scan servers' host certificates. Every
-// process holding one certificate shares its user and so its inbox
-// (NATS permissions are per user, not per connection): two clients with
-// client.crt can read each other's replies, which hold only what either
-// may read itself. The subject, not the role, names the prefix so that
-// two users of one role (two hosts' scan servers) do not share inboxes.
-// Token is lossy (every character outside [A-Za-z0-9_-] becomes '_'):
-// two subjects that differ only there share a prefix, which the
-// subjects scanctl secrets init writes never do.
-func InboxPrefix(subject string) string { return "_INBOX_" + Token(subject) }
+var ErrUnknownRole = errors.New("natsserver: unknown role")
 
 // UserPermissions returns the NATS permissions of u for the buckets
 // named by cfg (BlocksBucket, MetaBucket) and leases (the lease bucket):
 // nil (everything) for the coordinator and admin roles. u.Subject names
-// the user's inbox (InboxPrefix); u.Host, for a scan server, narrows its
+// the user's inbox (bus.InboxPrefix); u.Host, for a scan server, narrows its
 // heartbeats and signals to that host's.
 //
 // No role may answer requests of others (nats-server's allow_responses):
 // every request a restricted user makes is a JetStream API call, which
 // the server itself answers, and none serves requests on NATS.
-func UserPermissions(u CertUser, cfg Config, leases LeaseConfig) (*server.Permissions, error) {
+func UserPermissions(u CertUser, cfg bus.Config, leases bus.LeaseConfig) (*server.Permissions, error) {
 	switch u.Role {
 	case RoleCoordinator, RoleAdmin:
 		return nil, nil
 	case RoleScanServer:
 		tail := ">"
 		if u.Host != "" {
-			tail = Token(u.Host) + ".>"
+			tail = bus.Token(u.Host) + ".>"
 		}
-		pub := []string{hbPrefix + tail, busyPrefix + tail, timeoutPrefix + tail}
+		pub := []string{bus.HeartbeatPrefix + tail, bus.BusyPrefix + tail, bus.TimeoutPrefix + tail}
 		pub = append(pub, kvRead(cfg.BlocksBucket)...)
 		pub = append(pub, kvRead(cfg.MetaBucket)...)
 		return perms(u.Subject, pub), nil
@@ -113,7 +89,7 @@ func UserPermissions(u CertUser, cfg Config, leases LeaseConfig) (*server.Permis
 		// metadata bucket read-only (Config.ReadOnly).
 		pub := append(kvRead(cfg.MetaBucket), kvRead(leases.Bucket)...)
 		// Asking the coordinators who is there (core NATS, Discover).
-		pub = append(pub, DiscoverSubject)
+		pub = append(pub, bus.DiscoverSubject)
 		return perms(u.Subject, pub), nil
 	}
 	return nil, fmt.Errorf("%w %q: want %s, %s, %s or %s", ErrUnknownRole, u.Role, RoleCoordinator, RoleAdmin, RoleScanServer, RoleClient)
@@ -121,12 +97,12 @@ func UserPermissions(u CertUser, cfg Config, leases LeaseConfig) (*server.Permis
 
 // perms allows publishing on pub and subscribing to the user's own reply
 // inboxes (the answers of its JetStream API requests, the deliveries of
-// its KV watches; see InboxPrefix) and to metadata changes.
+// its KV watches; see bus.InboxPrefix) and to metadata changes.
 func perms(subject string, pub []string) *server.Permissions {
 	sort.Strings(pub)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub},
-		Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(subject) + ".>", MetaChangedSubject}},
+		Subscribe: &server.SubjectPermission{Allow: []string{bus.InboxPrefix(subject) + ".>", bus.MetaChangedSubject}},
 	}
 }
 
@@ -148,13 +124,13 @@ func perms(subject string, pub []string) *server.Permissions {
 // ordered consumer (a watch's Stop waits for the delete), and a
 // consumer's name is random and reaches only its creator's inbox.
 func kvRead(bucket string) []string {
-	st := kvStreamPrefix + bucket
+	st := bus.KVStreamPrefix + bucket
 	return []string{
 		"$JS.API.STREAM.INFO." + st,
 		"$JS.API.DIRECT.GET." + st,
 		"$JS.API.DIRECT.GET." + st + ".>",
 		"$JS.API.STREAM.MSG.GET." + st,
-		"$JS.API.CONSUMER.CREATE." + st + ".*." + kvSubjectPrefix + bucket + ".>",
+		"$JS.API.CONSUMER.CREATE." + st + ".*." + bus.KVSubjectPrefix + bucket + ".>",
 		"$JS.API.CONSUMER.INFO." + st + ".>",
 		"$JS.API.CONSUMER.DELETE." + st + ".>",
 		"$JS.FC." + st + ".>",
@@ -172,18 +148,18 @@ func natsUsers(users []CertUser) ([]*server.User, []*server.Account, error) {
 	seen := map[string]bool{}
 	for i, u := range users {
 		if u.Subject == "" {
-			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject is empty", i)
+			return nil, nil, fmt.Errorf("natsserver: ServerConfig.Users[%d].Subject is empty", i)
 		}
 		if seen[u.Subject] {
-			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
+			return nil, nil, fmt.Errorf("natsserver: ServerConfig.Users[%d].Subject %q is listed twice", i, u.Subject)
 		}
 		seen[u.Subject] = true
 		if u.Host != "" && u.Role != RoleScanServer {
-			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
+			return nil, nil, fmt.Errorf("natsserver: ServerConfig.Users[%d].Host %q is for role %s only", i, u.Host, RoleScanServer)
 		}
-		p, err := UserPermissions(u, DefaultConfig(), DefaultLeaseConfig())
+		p, err := UserPermissions(u, bus.DefaultConfig(), bus.DefaultLeaseConfig())
 		if err != nil {
-			return nil, nil, fmt.Errorf("bus: ServerConfig.Users[%d].Role: %w", i, err)
+			return nil, nil, fmt.Errorf("natsserver: ServerConfig.Users[%d].Role: %w", i, err)
 		}
 		acc := data
 		if edgeRole(u.Role) {

@@ -1,4 +1,4 @@
-package bus
+package natsserver
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/scanplane/scanplane/bus"
 )
 
 // Consumers of restricted users (the scanserver and client roles).
@@ -112,32 +114,32 @@ func startConsumerGuard(srv *server.Server, cfg ServerConfig, log *slog.Logger) 
 		InsecureSkipVerify: true,
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
 			if len(raw) == 0 || string(raw[0]) != string(own) {
-				return errors.New("bus: consumer guard: the in-process server presented another certificate")
+				return errors.New("natsserver: consumer guard: the in-process server presented another certificate")
 			}
 			return nil
 		},
 	}
-	subject, err := certSubject(cfg.TLS)
+	subject, err := bus.CertSubject(cfg.TLS)
 	if err != nil {
 		return nil, err
 	}
 	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Secure(tc), nats.Name("scanplane consumer guard"),
-		nats.CustomInboxPrefix(InboxPrefix(subject)), nats.Timeout(consumerGuardTimeout), nats.MaxReconnects(-1))
+		nats.CustomInboxPrefix(bus.InboxPrefix(subject)), nats.Timeout(consumerGuardTimeout), nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, fmt.Errorf("bus: consumer guard: connect with the server's certificate (%s): %w", subject, err)
+		return nil, fmt.Errorf("natsserver: consumer guard: connect with the server's certificate (%s): %w", subject, err)
 	}
 	g.nc = nc
 	if g.js, err = jetstream.New(nc); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("bus: consumer guard: %w", err)
+		return nil, fmt.Errorf("natsserver: consumer guard: %w", err)
 	}
 	if _, err := nc.Subscribe(server.JSAuditAdvisory, g.audit); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("bus: consumer guard: subscribe %s: %w", server.JSAuditAdvisory, err)
+		return nil, fmt.Errorf("natsserver: consumer guard: subscribe %s: %w", server.JSAuditAdvisory, err)
 	}
 	if err := nc.Flush(); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("bus: consumer guard: subscribe %s: %w", server.JSAuditAdvisory, err)
+		return nil, fmt.Errorf("natsserver: consumer guard: subscribe %s: %w", server.JSAuditAdvisory, err)
 	}
 	return g, nil
 }

@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -149,7 +150,7 @@ func TestNATSClusterConsumerGuard(t *testing.T) {
 	for i := range tc.cfgs {
 		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
 		for _, r := range secrets.Roles {
-			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
+			tc.cfgs[i].Users = append(tc.cfgs[i].Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 		}
 	}
 	tc.startAndWait(0, 3)

@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
@@ -27,19 +28,19 @@ import (
 // secureServer is an embedded server with TLS from a new secrets
 // directory (the coordinator's certificate) and every role of it mapped
 // to its user, as the coordinator starts it with --secrets.
-func secureServer(t *testing.T) (*bus.EmbeddedServer, string) {
+func secureServer(t *testing.T) (*natsserver.EmbeddedServer, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "secrets")
 	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := bus.DefaultServerConfig()
+	cfg := natsserver.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, t.TempDir()
 	cfg.TLS = roleTLS(t, dir, "coordinator")
 	for _, r := range secrets.Roles {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
+		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 	}
-	srv, err := bus.StartServer(cfg)
+	srv, err := natsserver.StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func roleTLS(t *testing.T, dir, role string) *tls.Config {
 }
 
 // roleConn connects with role's certificate through bus.Connect.
-func roleConn(t *testing.T, srv *bus.EmbeddedServer, dir, role string) *bus.Conn {
+func roleConn(t *testing.T, srv *natsserver.EmbeddedServer, dir, role string) *bus.Conn {
 	t.Helper()
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.Name, cfg.TLS = srv.ClientURL(), role, roleTLS(t, dir, role)
@@ -360,35 +361,37 @@ func TestServerConfigTLSUsersValidate(t *testing.T) {
 	noVerify.ClientAuth = tls.NoClientCert
 	for _, tc := range []struct {
 		name string
-		mod  func(*bus.ServerConfig)
+		mod  func(*natsserver.ServerConfig)
 		want string
 	}{
-		{"users without TLS", func(c *bus.ServerConfig) { c.Users = []bus.CertUser{{Subject: "CN=x", Role: "client"}} }, "ServerConfig.Users needs ServerConfig.TLS"},
-		{"no client verification", func(c *bus.ServerConfig) { c.TLS = noVerify }, "must require and verify client certificates"},
-		{"unknown role", func(c *bus.ServerConfig) { c.TLS, c.Users = good, []bus.CertUser{{Subject: "CN=x", Role: "root"}} }, `ServerConfig.Users[0].Role: bus: unknown role "root"`},
-		{"empty subject", func(c *bus.ServerConfig) { c.TLS, c.Users = good, []bus.CertUser{{Role: "client"}} }, "ServerConfig.Users[0].Subject is empty"},
-		{"twice", func(c *bus.ServerConfig) {
-			c.TLS, c.Users = good, []bus.CertUser{{Subject: "CN=x", Role: "client"}, {Subject: "CN=x", Role: "admin"}}
+		{"users without TLS", func(c *natsserver.ServerConfig) { c.Users = []natsserver.CertUser{{Subject: "CN=x", Role: "client"}} }, "ServerConfig.Users needs ServerConfig.TLS"},
+		{"no client verification", func(c *natsserver.ServerConfig) { c.TLS = noVerify }, "must require and verify client certificates"},
+		{"unknown role", func(c *natsserver.ServerConfig) {
+			c.TLS, c.Users = good, []natsserver.CertUser{{Subject: "CN=x", Role: "root"}}
+		}, `ServerConfig.Users[0].Role: natsserver: unknown role "root"`},
+		{"empty subject", func(c *natsserver.ServerConfig) { c.TLS, c.Users = good, []natsserver.CertUser{{Role: "client"}} }, "ServerConfig.Users[0].Subject is empty"},
+		{"twice", func(c *natsserver.ServerConfig) {
+			c.TLS, c.Users = good, []natsserver.CertUser{{Subject: "CN=x", Role: "client"}, {Subject: "CN=x", Role: "admin"}}
 		}, `ServerConfig.Users[1].Subject "CN=x" is listed twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := bus.DefaultServerConfig()
+			c := natsserver.DefaultServerConfig()
 			tc.mod(&c)
 			err := c.Validate()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Validate: %v, want %q", err, tc.want)
 			}
-			if errors.Is(err, bus.ErrUnknownRole) != (tc.name == "unknown role") {
+			if errors.Is(err, natsserver.ErrUnknownRole) != (tc.name == "unknown role") {
 				t.Fatalf("errors.Is(ErrUnknownRole) wrong for %v", err)
 			}
 		})
 	}
-	c := bus.DefaultServerConfig()
-	c.TLS, c.Users = good, []bus.CertUser{{Subject: secrets.RoleSubject("client"), Role: "client"}}
+	c := natsserver.DefaultServerConfig()
+	c.TLS, c.Users = good, []natsserver.CertUser{{Subject: secrets.RoleSubject("client"), Role: "client"}}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `no coordinator or admin user "`+secrets.RoleSubject("coordinator")+`"`) {
 		t.Fatalf("Validate without the server's own user: %v", err)
 	}
-	c.Users = append(c.Users, bus.CertUser{Subject: secrets.RoleSubject("coordinator"), Role: "coordinator"})
+	c.Users = append(c.Users, natsserver.CertUser{Subject: secrets.RoleSubject("coordinator"), Role: "coordinator"})
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +411,7 @@ func TestNATSTLSRoutes(t *testing.T) {
 	for i := range tc.cfgs {
 		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
 		for _, r := range secrets.Roles {
-			tc.cfgs[i].Users = append(tc.cfgs[i].Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
+			tc.cfgs[i].Users = append(tc.cfgs[i].Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 		}
 	}
 	tc.startAndWait(0, 3)
@@ -484,18 +487,18 @@ func TestNATSPerHostScanServer(t *testing.T) {
 	if r := secrets.ServerTLSRole(dir, "h3"); r != "scanserver" {
 		t.Fatalf("ServerTLSRole(h3) = %q", r)
 	}
-	cfg := bus.DefaultServerConfig()
+	cfg := natsserver.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, t.TempDir()
 	cfg.TLS = roleTLS(t, dir, "coordinator")
 	for _, r := range secrets.Roles {
 		if r != "scanserver" {
-			cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
+			cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 		}
 	}
 	for _, h := range hosts {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.HostSubject(h), Role: natsserver.RoleScanServer, Host: h})
 	}
-	srv, err := bus.StartServer(cfg)
+	srv, err := natsserver.StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 // Storage faults on a real embedded JetStream server: bytes flipped in the
 // server's message-block files (running, and after a restart), a store
@@ -18,16 +18,17 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/tablets"
 )
 
 // storeServer starts an embedded server over dir on port (-1 = any) and
 // returns it with its port.
-func storeServer(t *testing.T, dir string, port int, maxStore int64) (*bus.EmbeddedServer, int) {
+func storeServer(t *testing.T, dir string, port int, maxStore int64) (*natsserver.EmbeddedServer, int) {
 	t.Helper()
-	cfg := bus.DefaultServerConfig()
+	cfg := natsserver.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir, cfg.MaxStore = port, dir, maxStore
-	srv, err := bus.StartServer(cfg)
+	srv, err := natsserver.StartServer(cfg)
 	if err != nil {
 		t.Fatalf("StartServer: %v", err)
 	}
@@ -43,7 +44,7 @@ func storeServer(t *testing.T, dir string, port int, maxStore int64) (*bus.Embed
 	return srv, p
 }
 
-func dial(t *testing.T, srv *bus.EmbeddedServer, mod func(*bus.Config)) *bus.Conn {
+func dial(t *testing.T, srv *natsserver.EmbeddedServer, mod func(*bus.Config)) *bus.Conn {
 	t.Helper()
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.Name = srv.ClientURL(), t.Name()

@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 // A three-node embedded NATS cluster with JetStream replicas 3: buckets
 // survive the loss of one node, a restarted node rejoins, and the loss of
@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -49,8 +50,8 @@ func freeAddrs(t *testing.T, n int) []string {
 // testCluster is n embedded servers routed to each other.
 type testCluster struct {
 	t     *testing.T
-	cfgs  []bus.ServerConfig
-	nodes []*bus.EmbeddedServer // nil while a node is down
+	cfgs  []natsserver.ServerConfig
+	nodes []*natsserver.EmbeddedServer // nil while a node is down
 }
 
 // newCluster configures n nodes; routes(i, addrs) lists the routes of
@@ -60,7 +61,7 @@ func newCluster(t *testing.T, n int, routes func(i int, addrs []string) []string
 	addrs := freeAddrs(t, n)
 	tc := &testCluster{t: t}
 	for i := range n {
-		cfg := bus.DefaultServerConfig()
+		cfg := natsserver.DefaultServerConfig()
 		cfg.Port, cfg.StoreDir = -1, t.TempDir()
 		cfg.Name = fmt.Sprintf("n%d", i+1)
 		cfg.ClusterListen = addrs[i]
@@ -104,7 +105,7 @@ func (tc *testCluster) startAndWait(from, to int) {
 
 func (tc *testCluster) start(i int) {
 	tc.t.Helper()
-	srv, err := bus.StartServer(tc.cfgs[i])
+	srv, err := natsserver.StartServer(tc.cfgs[i])
 	if err != nil {
 		tc.t.Fatalf("start node %d: %v", i, err)
 	}
@@ -472,13 +473,13 @@ func TestClusterBucketReplicas(t *testing.T) {
 // give every node the same name), and names the cluster as the embedded
 // server does.
 func TestDeployNATSConfig(t *testing.T) {
-	const path = "../deploy/nats-server.conf"
+	const path = "../../deploy/nats-server.conf"
 	t.Setenv("NATS_SERVER_NAME", "n2")
 	o, err := server.ProcessConfigFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.ServerName != "n2" || o.Cluster.Name != bus.DefaultServerConfig().ClusterName || len(o.Routes) != 3 || !o.JetStream {
+	if o.ServerName != "n2" || o.Cluster.Name != natsserver.DefaultServerConfig().ClusterName || len(o.Routes) != 3 || !o.JetStream {
 		t.Errorf("%s: server_name %q, cluster %q, %d routes, JetStream %v", path, o.ServerName, o.Cluster.Name, len(o.Routes), o.JetStream)
 	}
 	os.Unsetenv("NATS_SERVER_NAME")

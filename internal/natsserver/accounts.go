@@ -1,9 +1,11 @@
-package bus
+package natsserver
 
 import (
 	"fmt"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/scanplane/scanplane/bus"
 )
 
 // A secured server with users (ServerConfig.Users) keeps two NATS
@@ -23,9 +25,9 @@ import (
 // Imports of the edge account from the data account:
 //   - services: the JetStream API ($JS.API.>, narrowed per user by its
 //     publish permissions), flow-control replies of its watches
-//     ($JS.FC.>), and DiscoverSubject;
-//   - streams: each edge user's own reply inbox (InboxPrefix), where its
-//     watches' consumers deliver, and MetaChangedSubject.
+//     ($JS.FC.>), and bus.DiscoverSubject;
+//   - streams: each edge user's own reply inbox (bus.InboxPrefix), where its
+//     watches' consumers deliver, and bus.MetaChangedSubject.
 //
 // Imports of the data account from the edge account: the heartbeat,
 // busy and timeout subjects the scan servers publish.
@@ -46,7 +48,7 @@ func userAccounts(users []CertUser) (data, edge *server.Account, err error) {
 	var o server.Options
 	// JetStream limits of an account are set only through configuration.
 	if err := o.ProcessConfigString("accounts: { SCANPLANE_DATA: { jetstream: enabled }, " + edgeAccount + ": {} }"); err != nil {
-		return nil, nil, fmt.Errorf("bus: accounts: %w", err)
+		return nil, nil, fmt.Errorf("natsserver: accounts: %w", err)
 	}
 	for _, a := range o.Accounts {
 		switch a.Name {
@@ -57,38 +59,38 @@ func userAccounts(users []CertUser) (data, edge *server.Account, err error) {
 		}
 	}
 	if data == nil || edge == nil {
-		return nil, nil, fmt.Errorf("bus: accounts: configuration gave %d accounts, want the data and edge accounts", len(o.Accounts))
+		return nil, nil, fmt.Errorf("natsserver: accounts: configuration gave %d accounts, want the data and edge accounts", len(o.Accounts))
 	}
 	data.Name = dataAccount
 	exportService := func(subj string) error {
 		if err := data.AddServiceExport(subj, []*server.Account{edge}); err != nil {
-			return fmt.Errorf("bus: export service %s: %w", subj, err)
+			return fmt.Errorf("natsserver: export service %s: %w", subj, err)
 		}
 		if err := edge.AddServiceImport(data, subj, subj); err != nil {
-			return fmt.Errorf("bus: import service %s: %w", subj, err)
+			return fmt.Errorf("natsserver: import service %s: %w", subj, err)
 		}
 		return nil
 	}
 	exportStream := func(from, to *server.Account, subj string) error {
 		if err := from.AddStreamExport(subj, []*server.Account{to}); err != nil {
-			return fmt.Errorf("bus: export stream %s: %w", subj, err)
+			return fmt.Errorf("natsserver: export stream %s: %w", subj, err)
 		}
 		if err := to.AddStreamImport(from, subj, ""); err != nil {
-			return fmt.Errorf("bus: import stream %s: %w", subj, err)
+			return fmt.Errorf("natsserver: import stream %s: %w", subj, err)
 		}
 		return nil
 	}
-	for _, s := range []string{"$JS.API.>", "$JS.FC.>", DiscoverSubject} {
+	for _, s := range []string{"$JS.API.>", "$JS.FC.>", bus.DiscoverSubject} {
 		if err := exportService(s); err != nil {
 			return nil, nil, err
 		}
 	}
-	if err := exportStream(data, edge, MetaChangedSubject); err != nil {
+	if err := exportStream(data, edge, bus.MetaChangedSubject); err != nil {
 		return nil, nil, err
 	}
 	seen := map[string]bool{}
 	for _, u := range users {
-		p := InboxPrefix(u.Subject)
+		p := bus.InboxPrefix(u.Subject)
 		if !edgeRole(u.Role) || seen[p] {
 			continue
 		}
@@ -97,7 +99,7 @@ func userAccounts(users []CertUser) (data, edge *server.Account, err error) {
 			return nil, nil, err
 		}
 	}
-	for _, p := range []string{hbPrefix, busyPrefix, timeoutPrefix} {
+	for _, p := range []string{bus.HeartbeatPrefix, bus.BusyPrefix, bus.TimeoutPrefix} {
 		if err := exportStream(edge, data, p+">"); err != nil {
 			return nil, nil, err
 		}

@@ -1,4 +1,4 @@
-package bus_test
+package natsserver_test
 
 import (
 	"context"

@@ -1,7 +1,6 @@
-package bus_test
+package natsserver_test
 
 import (
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -22,16 +22,16 @@ func TestNATSHeartbeatHostBound(t *testing.T) {
 	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := bus.DefaultServerConfig()
+	cfg := natsserver.DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, t.TempDir()
 	cfg.TLS = roleTLS(t, dir, "coordinator")
 	for _, r := range []string{"coordinator", "admin", "client"} {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.RoleSubject(r), Role: r})
+		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
 	}
 	for _, h := range []string{"h1", "h2"} {
-		cfg.Users = append(cfg.Users, bus.CertUser{Subject: secrets.HostSubject(h), Role: bus.RoleScanServer, Host: h})
+		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.HostSubject(h), Role: natsserver.RoleScanServer, Host: h})
 	}
-	srv, err := bus.StartServer(cfg)
+	srv, err := natsserver.StartServer(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,32 +98,5 @@ func TestNATSHeartbeatHostBound(t *testing.T) {
 	}
 	if n := coord.MismatchedSignals(); n != 2 {
 		t.Fatalf("MismatchedSignals = %d, want the 2 forged", n)
-	}
-}
-
-func TestCheckSignalSubject(t *testing.T) {
-	for _, tc := range []struct {
-		subject, host, server string
-		ok                    bool
-	}{
-		{bus.HeartbeatSubject("h1", "s1"), "h1", "s1", true},
-		{bus.BusySubject("h1", "s1"), "h1", "s1", true},
-		{bus.TimeoutSubject("h1", "s1"), "h1", "s1", true},
-		{bus.HeartbeatSubject("10.0.0.7:8101", "10.0.0.7:8101/0"), "10.0.0.7:8101", "10.0.0.7:8101/0", true},
-		{bus.HeartbeatSubject("h1", "s1"), "h2", "s1", false},
-		{bus.HeartbeatSubject("h1", "s1"), "h1", "s2", false},
-		{bus.BusySubject("h1", "s1"), "", "s1", false},
-		{bus.HeartbeatSubject("h1", "s1") + ".x", "h1", "s1", false},
-		{"scanplane.v1.hb.h1", "h1", "", false},
-		{"scanplane.v1.meta.changed", "h1", "s1", false},
-		{"other.h1.s1", "h1", "s1", false},
-	} {
-		err := bus.CheckSignalSubject(tc.subject, tc.host, tc.server)
-		if (err == nil) != tc.ok {
-			t.Errorf("CheckSignalSubject(%q, %q, %q) = %v, want ok %v", tc.subject, tc.host, tc.server, err, tc.ok)
-		}
-		if err != nil && !errors.Is(err, bus.ErrSignalSubject) {
-			t.Errorf("CheckSignalSubject(%q, ...) = %v, want ErrSignalSubject", tc.subject, err)
-		}
 	}
 }
