@@ -3,6 +3,7 @@ package bus
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/scanplane/scanplane/internal/backoff"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // ErrConflict is wrapped when a compare-and-set on metadata fails: the
@@ -28,6 +30,9 @@ var ErrConflict = errors.New("bus: conflict")
 // generation and switching the pointer leaves one behind, while a live
 // competing writer switches within milliseconds.
 const abandonedAfter = 30 * time.Second
+
+// errUndecodable is wrapped when a stored record does not decode.
+var errUndecodable = errors.New("undecodable record")
 
 // watchSetupTimeout bounds how long Watch waits for the initial values.
 const watchSetupTimeout = 10 * time.Second
@@ -43,6 +48,7 @@ const (
 //
 //	tables.<name>.g<gen>    TableMeta (protobuf) of one generation
 //	tables.<name>.current   the current generation, in decimal
+//	tables.<name>.g<gen>.m<sha256>   a manifest (tablets.ManifestStore)
 //
 // <name> is the table name with characters outside [A-Za-z0-9_-] escaped as
 // "=XX". A generation is written first and then made current by a
@@ -56,6 +62,8 @@ type MetaStore struct {
 	stream   jetstream.Stream // the bucket's stream (purges)
 	subjects string           // "$KV.<bucket>."
 }
+
+var _ tablets.ManifestStore = (*MetaStore)(nil)
 
 // MetaStore binds the metadata bucket, creating it if missing (file
 // storage, Config.Replicas; see Conn.bucket).
@@ -131,8 +139,25 @@ func (m *MetaStore) Current(ctx context.Context, table string) (uint64, error) {
 }
 
 // Get returns one generation of a table; a missing one gives an error
-// wrapping ErrNotFound.
+// wrapping ErrNotFound. The files of tablets kept in manifests are filled
+// in from the manifests, each checked against the record
+// (tablets.LoadManifests).
 func (m *MetaStore) Get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	meta, err := m.record(ctx, table, gen)
+	if err != nil {
+		return nil, err
+	}
+	err = tablets.LoadManifests(ctx, meta, func(ctx context.Context, id tablets.ManifestID) ([]byte, error) {
+		return m.GetManifest(ctx, table, id.Gen, id.Digest)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: %w", err)
+	}
+	return meta, nil
+}
+
+// record returns one generation's record as stored.
+func (m *MetaStore) record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
 	e, err := m.get(ctx, genKey(table, gen))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("bus: table %q generation %d: %w", table, gen, ErrNotFound)
@@ -142,7 +167,7 @@ func (m *MetaStore) Get(ctx context.Context, table string, gen uint64) (*message
 	}
 	meta := new(messages.TableMeta)
 	if err := proto.Unmarshal(e.Value(), meta); err != nil {
-		return nil, fmt.Errorf("bus: decode table %q generation %d: %w", table, gen, err)
+		return nil, fmt.Errorf("bus: decode table %q generation %d: %w: %w", table, gen, errUndecodable, err)
 	}
 	return meta, nil
 }
@@ -277,10 +302,89 @@ func (m *MetaStore) DeleteGeneration(ctx context.Context, table string, gen uint
 	if cur == gen && gen != 0 {
 		return fmt.Errorf("%w: generation %d of table %q is current", ErrConflict, gen, table)
 	}
+	old, err := m.record(ctx, table, gen)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case err != nil && !errors.Is(err, errUndecodable):
+		return err
+	}
 	if err := purgeSubject(m.conn, ctx, m.stream, m.subjects+genKey(table, gen)); err != nil {
 		return m.conn.storeErr(ctx, fmt.Sprintf("delete table %q generation %d", table, gen), err)
 	}
+	// An undecodable record's manifests are left to SweepOrphans.
+	for _, id := range tablets.RecordManifests(old) {
+		if err := m.DeleteManifest(ctx, table, id.Gen, id.Digest); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// manifestKey is the key of a manifest: tables.<name>.g<gen>.m<sha256>,
+// one token more than a generation's key (Generations and Watch do not
+// see it).
+func manifestKey(table string, id tablets.ManifestID) string {
+	return tablesPrefix + escapeKey(table, false) + "." + tablets.ManifestName(id)
+}
+
+// PutManifest stores a manifest (tablets.ManifestStore); storing it again
+// succeeds.
+func (m *MetaStore) PutManifest(ctx context.Context, table string, gen uint64, digest [sha256.Size]byte, data []byte) error {
+	key := manifestKey(table, tablets.ManifestID{Gen: gen, Digest: digest})
+	if err := m.conn.checkSize("manifest "+key, len(data), math.MaxInt); err != nil {
+		return err
+	}
+	_, err := timed(m.conn, ctx, func(octx context.Context) (uint64, error) { return m.kv.Put(octx, key, data) })
+	if err != nil {
+		return m.conn.storeErr(ctx, "put "+key, err)
+	}
+	return nil
+}
+
+// GetManifest returns a manifest's bytes (tablets.ManifestStore); a
+// missing one gives an error wrapping ErrNotFound.
+func (m *MetaStore) GetManifest(ctx context.Context, table string, gen uint64, digest [sha256.Size]byte) ([]byte, error) {
+	key := manifestKey(table, tablets.ManifestID{Gen: gen, Digest: digest})
+	e, err := m.get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("bus: %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, m.conn.storeErr(ctx, "get "+key, err)
+	}
+	return e.Value(), nil
+}
+
+// DeleteManifest removes a manifest (tablets.ManifestStore); a missing
+// one is not an error.
+func (m *MetaStore) DeleteManifest(ctx context.Context, table string, gen uint64, digest [sha256.Size]byte) error {
+	key := manifestKey(table, tablets.ManifestID{Gen: gen, Digest: digest})
+	if err := purgeSubject(m.conn, ctx, m.stream, m.subjects+key); err != nil {
+		return m.conn.storeErr(ctx, "delete "+key, err)
+	}
+	return nil
+}
+
+// Manifests lists the table's stored manifests (tablets.ManifestStore).
+func (m *MetaStore) Manifests(ctx context.Context, table string) ([]tablets.ManifestID, error) {
+	prefix := tablesPrefix + escapeKey(table, false) + "."
+	octx, cancel := m.conn.opCtx(ctx)
+	defer cancel()
+	lister, err := m.kv.ListKeysFiltered(octx, prefix+"*.*")
+	if err != nil {
+		return nil, m.conn.storeErr(ctx, fmt.Sprintf("list manifests of %q", table), m.conn.opErr(ctx, octx, err))
+	}
+	var out []tablets.ManifestID
+	for key := range lister.Keys() {
+		if id, ok := tablets.ParseManifestName(strings.TrimPrefix(key, prefix)); ok {
+			out = append(out, id)
+		}
+	}
+	if err := octx.Err(); err != nil {
+		return nil, m.conn.storeErr(ctx, fmt.Sprintf("list manifests of %q", table), m.conn.opErr(ctx, octx, err))
+	}
+	return out, nil
 }
 
 // Generations lists the generations of a table whose metadata is stored,

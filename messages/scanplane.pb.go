@@ -457,10 +457,14 @@ func (x *FileRef) GetBlockRoots() []byte {
 }
 
 type TabletMeta struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ref           *TabletRef             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	Files         []*FileRef             `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"` // oldest first; later files win on equal keys
-	Rows          uint64                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ref   *TabletRef             `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	Files []*FileRef             `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"` // oldest first; later files win on equal keys
+	Rows  uint64                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	// manifests: the tablet's files kept outside the record, in order
+	// (tablets/manifest.go). A record holds either files or manifests for a
+	// tablet; a metadata store's Get fills files in from the manifests.
+	Manifests     []*ManifestRef `protobuf:"bytes,4,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -516,6 +520,85 @@ func (x *TabletMeta) GetRows() uint64 {
 	return 0
 }
 
+func (x *TabletMeta) GetManifests() []*ManifestRef {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
+// ManifestRef names one manifest: a run of a tablet's FileRefs stored
+// apart from the table record, as a TabletMeta holding only files, under
+// a name made of its generation and its SHA-256. Readers check the bytes
+// they fetch against digest and the counts below.
+type ManifestRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Digest        []byte                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"` // SHA-256 of the manifest's bytes
+	Files         uint32                 `protobuf:"varint,2,opt,name=files,proto3" json:"files,omitempty"`
+	Blocks        uint64                 `protobuf:"varint,3,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	Entries       uint64                 `protobuf:"varint,4,opt,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestRef) Reset() {
+	*x = ManifestRef{}
+	mi := &file_scanplane_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestRef) ProtoMessage() {}
+
+func (x *ManifestRef) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestRef.ProtoReflect.Descriptor instead.
+func (*ManifestRef) Descriptor() ([]byte, []int) {
+	return file_scanplane_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ManifestRef) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
+}
+
+func (x *ManifestRef) GetFiles() uint32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *ManifestRef) GetBlocks() uint64 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
+}
+
+func (x *ManifestRef) GetEntries() uint64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
 // TableMeta is one generation of a table, published atomically.
 type TableMeta struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -527,13 +610,17 @@ type TableMeta struct {
 	Bytes         uint64                 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	CreatedUnixMs int64                  `protobuf:"varint,7,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
 	BlockSize     uint32                 `protobuf:"varint,8,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// meta_format: 0 = every tablet's files are in the record; 2 = tablets
+	// may keep them in manifests. A reader refuses a format it does not
+	// know.
+	MetaFormat    uint32 `protobuf:"varint,9,opt,name=meta_format,json=metaFormat,proto3" json:"meta_format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TableMeta) Reset() {
 	*x = TableMeta{}
-	mi := &file_scanplane_proto_msgTypes[5]
+	mi := &file_scanplane_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +632,7 @@ func (x *TableMeta) String() string {
 func (*TableMeta) ProtoMessage() {}
 
 func (x *TableMeta) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[5]
+	mi := &file_scanplane_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +645,7 @@ func (x *TableMeta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableMeta.ProtoReflect.Descriptor instead.
 func (*TableMeta) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{5}
+	return file_scanplane_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TableMeta) GetName() string {
@@ -617,6 +704,13 @@ func (x *TableMeta) GetBlockSize() uint32 {
 	return 0
 }
 
+func (x *TableMeta) GetMetaFormat() uint32 {
+	if x != nil {
+		return x.MetaFormat
+	}
+	return 0
+}
+
 // ClusterInfo is a coordinator's lease: every coordinator keeps one in the
 // coordinators KV bucket under the key member_id, renewed every second or
 // so (bus.LeaseStore); clients and the cluster provider find coordinators
@@ -635,7 +729,7 @@ type CoordinatorList struct {
 
 func (x *CoordinatorList) Reset() {
 	*x = CoordinatorList{}
-	mi := &file_scanplane_proto_msgTypes[6]
+	mi := &file_scanplane_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +741,7 @@ func (x *CoordinatorList) String() string {
 func (*CoordinatorList) ProtoMessage() {}
 
 func (x *CoordinatorList) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[6]
+	mi := &file_scanplane_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +754,7 @@ func (x *CoordinatorList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorList.ProtoReflect.Descriptor instead.
 func (*CoordinatorList) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{6}
+	return file_scanplane_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CoordinatorList) GetMembers() []*ClusterInfo {
@@ -691,7 +785,7 @@ type ClusterInfo struct {
 
 func (x *ClusterInfo) Reset() {
 	*x = ClusterInfo{}
-	mi := &file_scanplane_proto_msgTypes[7]
+	mi := &file_scanplane_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +797,7 @@ func (x *ClusterInfo) String() string {
 func (*ClusterInfo) ProtoMessage() {}
 
 func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[7]
+	mi := &file_scanplane_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +810,7 @@ func (x *ClusterInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterInfo.ProtoReflect.Descriptor instead.
 func (*ClusterInfo) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{7}
+	return file_scanplane_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ClusterInfo) GetCoordinatorAddress() string {
@@ -820,7 +914,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_scanplane_proto_msgTypes[8]
+	mi := &file_scanplane_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +926,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[8]
+	mi := &file_scanplane_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +939,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{8}
+	return file_scanplane_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Row) GetKey() []byte {
@@ -903,7 +997,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1009,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[9]
+	mi := &file_scanplane_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1022,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{9}
+	return file_scanplane_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ScanRequest) GetRequestId() string {
@@ -1062,7 +1156,7 @@ type ScanRouted struct {
 
 func (x *ScanRouted) Reset() {
 	*x = ScanRouted{}
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1168,7 @@ func (x *ScanRouted) String() string {
 func (*ScanRouted) ProtoMessage() {}
 
 func (x *ScanRouted) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[10]
+	mi := &file_scanplane_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1181,7 @@ func (x *ScanRouted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRouted.ProtoReflect.Descriptor instead.
 func (*ScanRouted) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{10}
+	return file_scanplane_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ScanRouted) GetRequestId() string {
@@ -1127,7 +1221,7 @@ type ScanProgress struct {
 
 func (x *ScanProgress) Reset() {
 	*x = ScanProgress{}
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1233,7 @@ func (x *ScanProgress) String() string {
 func (*ScanProgress) ProtoMessage() {}
 
 func (x *ScanProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[11]
+	mi := &file_scanplane_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1246,7 @@ func (x *ScanProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanProgress.ProtoReflect.Descriptor instead.
 func (*ScanProgress) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{11}
+	return file_scanplane_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ScanProgress) GetRequestId() string {
@@ -1189,7 +1283,7 @@ type ScanError struct {
 
 func (x *ScanError) Reset() {
 	*x = ScanError{}
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1295,7 @@ func (x *ScanError) String() string {
 func (*ScanError) ProtoMessage() {}
 
 func (x *ScanError) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[12]
+	mi := &file_scanplane_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1308,7 @@ func (x *ScanError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanError.ProtoReflect.Descriptor instead.
 func (*ScanError) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{12}
+	return file_scanplane_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanError) GetRequestId() string {
@@ -1259,7 +1353,7 @@ type AttemptInfo struct {
 
 func (x *AttemptInfo) Reset() {
 	*x = AttemptInfo{}
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1365,7 @@ func (x *AttemptInfo) String() string {
 func (*AttemptInfo) ProtoMessage() {}
 
 func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[13]
+	mi := &file_scanplane_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1378,7 @@ func (x *AttemptInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptInfo.ProtoReflect.Descriptor instead.
 func (*AttemptInfo) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{13}
+	return file_scanplane_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AttemptInfo) GetAttempt() uint32 {
@@ -1347,13 +1441,17 @@ type StartScan struct {
 	Window        uint32                 `protobuf:"varint,14,opt,name=window,proto3" json:"window,omitempty"`
 	Server        string                 `protobuf:"bytes,15,opt,name=server,proto3" json:"server,omitempty"`                         // the server id the tablet actor meant
 	TimeoutMs     int64                  `protobuf:"varint,16,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // time left when sent, as ScanRequest.timeout_ms; 0 = none
+	// manifests: the tablet's files as the record names them, instead of
+	// files, for a tablet that keeps its files in manifests; the scan
+	// server loads and checks them from the metadata store.
+	Manifests     []*ManifestRef `protobuf:"bytes,17,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StartScan) Reset() {
 	*x = StartScan{}
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1463,7 @@ func (x *StartScan) String() string {
 func (*StartScan) ProtoMessage() {}
 
 func (x *StartScan) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[14]
+	mi := &file_scanplane_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1476,7 @@ func (x *StartScan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartScan.ProtoReflect.Descriptor instead.
 func (*StartScan) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{14}
+	return file_scanplane_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StartScan) GetRequestId() string {
@@ -1486,6 +1584,13 @@ func (x *StartScan) GetTimeoutMs() int64 {
 	return 0
 }
 
+func (x *StartScan) GetManifests() []*ManifestRef {
+	if x != nil {
+		return x.Manifests
+	}
+	return nil
+}
+
 // ScanStarted: scan server -> tablet actor. first_data = false: a worker
 // took the scan and has sent no batch yet after a short delay (at most 1 ms,
 // scanserver.AcceptNoticeDelay; so that the tablet actor's busy timeout and
@@ -1510,7 +1615,7 @@ type ScanStarted struct {
 
 func (x *ScanStarted) Reset() {
 	*x = ScanStarted{}
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1627,7 @@ func (x *ScanStarted) String() string {
 func (*ScanStarted) ProtoMessage() {}
 
 func (x *ScanStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[15]
+	mi := &file_scanplane_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1640,7 @@ func (x *ScanStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanStarted.ProtoReflect.Descriptor instead.
 func (*ScanStarted) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{15}
+	return file_scanplane_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanStarted) GetRequestId() string {
@@ -1595,7 +1700,7 @@ type Busy struct {
 
 func (x *Busy) Reset() {
 	*x = Busy{}
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1712,7 @@ func (x *Busy) String() string {
 func (*Busy) ProtoMessage() {}
 
 func (x *Busy) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[16]
+	mi := &file_scanplane_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1725,7 @@ func (x *Busy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Busy.ProtoReflect.Descriptor instead.
 func (*Busy) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{16}
+	return file_scanplane_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Busy) GetRequestId() string {
@@ -1708,7 +1813,7 @@ type RowBatch struct {
 
 func (x *RowBatch) Reset() {
 	*x = RowBatch{}
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1825,7 @@ func (x *RowBatch) String() string {
 func (*RowBatch) ProtoMessage() {}
 
 func (x *RowBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[17]
+	mi := &file_scanplane_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1838,7 @@ func (x *RowBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RowBatch.ProtoReflect.Descriptor instead.
 func (*RowBatch) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{17}
+	return file_scanplane_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RowBatch) GetRequestId() string {
@@ -1844,7 +1949,7 @@ type BlockProof struct {
 
 func (x *BlockProof) Reset() {
 	*x = BlockProof{}
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1961,7 @@ func (x *BlockProof) String() string {
 func (*BlockProof) ProtoMessage() {}
 
 func (x *BlockProof) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[18]
+	mi := &file_scanplane_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +1974,7 @@ func (x *BlockProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockProof.ProtoReflect.Descriptor instead.
 func (*BlockProof) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{18}
+	return file_scanplane_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BlockProof) GetBlock() uint32 {
@@ -1933,7 +2038,7 @@ type BatchAck struct {
 
 func (x *BatchAck) Reset() {
 	*x = BatchAck{}
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2050,7 @@ func (x *BatchAck) String() string {
 func (*BatchAck) ProtoMessage() {}
 
 func (x *BatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[19]
+	mi := &file_scanplane_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2063,7 @@ func (x *BatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAck.ProtoReflect.Descriptor instead.
 func (*BatchAck) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{19}
+	return file_scanplane_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchAck) GetRequestId() string {
@@ -2009,7 +2114,7 @@ type ScanFinished struct {
 
 func (x *ScanFinished) Reset() {
 	*x = ScanFinished{}
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2126,7 @@ func (x *ScanFinished) String() string {
 func (*ScanFinished) ProtoMessage() {}
 
 func (x *ScanFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[20]
+	mi := &file_scanplane_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2139,7 @@ func (x *ScanFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanFinished.ProtoReflect.Descriptor instead.
 func (*ScanFinished) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{20}
+	return file_scanplane_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ScanFinished) GetRequestId() string {
@@ -2158,7 +2263,7 @@ type Cancel struct {
 
 func (x *Cancel) Reset() {
 	*x = Cancel{}
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2275,7 @@ func (x *Cancel) String() string {
 func (*Cancel) ProtoMessage() {}
 
 func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[21]
+	mi := &file_scanplane_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2288,7 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
 func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{21}
+	return file_scanplane_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Cancel) GetRequestId() string {
@@ -2228,7 +2333,7 @@ type ScanDone struct {
 
 func (x *ScanDone) Reset() {
 	*x = ScanDone{}
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2345,7 @@ func (x *ScanDone) String() string {
 func (*ScanDone) ProtoMessage() {}
 
 func (x *ScanDone) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[22]
+	mi := &file_scanplane_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2358,7 @@ func (x *ScanDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanDone.ProtoReflect.Descriptor instead.
 func (*ScanDone) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{22}
+	return file_scanplane_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScanDone) GetRequestId() string {
@@ -2319,7 +2424,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2436,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[23]
+	mi := &file_scanplane_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2449,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{23}
+	return file_scanplane_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Heartbeat) GetHost() string {
@@ -2496,7 +2601,7 @@ type LoadSignal struct {
 
 func (x *LoadSignal) Reset() {
 	*x = LoadSignal{}
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2613,7 @@ func (x *LoadSignal) String() string {
 func (*LoadSignal) ProtoMessage() {}
 
 func (x *LoadSignal) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[24]
+	mi := &file_scanplane_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2626,7 @@ func (x *LoadSignal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadSignal.ProtoReflect.Descriptor instead.
 func (*LoadSignal) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{24}
+	return file_scanplane_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LoadSignal) GetHost() string {
@@ -2582,7 +2687,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2699,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[25]
+	mi := &file_scanplane_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2712,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{25}
+	return file_scanplane_proto_rawDescGZIP(), []int{26}
 }
 
 type ServerStatus struct {
@@ -2644,7 +2749,7 @@ type ServerStatus struct {
 
 func (x *ServerStatus) Reset() {
 	*x = ServerStatus{}
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2761,7 @@ func (x *ServerStatus) String() string {
 func (*ServerStatus) ProtoMessage() {}
 
 func (x *ServerStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[26]
+	mi := &file_scanplane_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2774,7 @@ func (x *ServerStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServerStatus.ProtoReflect.Descriptor instead.
 func (*ServerStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{26}
+	return file_scanplane_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ServerStatus) GetId() string {
@@ -2859,7 +2964,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2871,7 +2976,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[27]
+	mi := &file_scanplane_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2884,7 +2989,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{27}
+	return file_scanplane_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusReply) GetServers() []*ServerStatus {
@@ -3102,7 +3207,7 @@ type TableStatus struct {
 
 func (x *TableStatus) Reset() {
 	*x = TableStatus{}
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3219,7 @@ func (x *TableStatus) String() string {
 func (*TableStatus) ProtoMessage() {}
 
 func (x *TableStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[28]
+	mi := &file_scanplane_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3232,7 @@ func (x *TableStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TableStatus.ProtoReflect.Descriptor instead.
 func (*TableStatus) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{28}
+	return file_scanplane_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TableStatus) GetName() string {
@@ -3164,7 +3269,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3176,7 +3281,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[29]
+	mi := &file_scanplane_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3189,7 +3294,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{29}
+	return file_scanplane_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RouteRequest) GetTable() string {
@@ -3240,7 +3345,7 @@ type RouteReply struct {
 
 func (x *RouteReply) Reset() {
 	*x = RouteReply{}
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3252,7 +3357,7 @@ func (x *RouteReply) String() string {
 func (*RouteReply) ProtoMessage() {}
 
 func (x *RouteReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[30]
+	mi := &file_scanplane_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3265,7 +3370,7 @@ func (x *RouteReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteReply.ProtoReflect.Descriptor instead.
 func (*RouteReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{30}
+	return file_scanplane_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RouteReply) GetProfile() string {
@@ -3361,7 +3466,7 @@ type ReloadProfiles struct {
 
 func (x *ReloadProfiles) Reset() {
 	*x = ReloadProfiles{}
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3373,7 +3478,7 @@ func (x *ReloadProfiles) String() string {
 func (*ReloadProfiles) ProtoMessage() {}
 
 func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[31]
+	mi := &file_scanplane_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3386,7 +3491,7 @@ func (x *ReloadProfiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadProfiles.ProtoReflect.Descriptor instead.
 func (*ReloadProfiles) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{31}
+	return file_scanplane_proto_rawDescGZIP(), []int{32}
 }
 
 type ReloadReply struct {
@@ -3399,7 +3504,7 @@ type ReloadReply struct {
 
 func (x *ReloadReply) Reset() {
 	*x = ReloadReply{}
-	mi := &file_scanplane_proto_msgTypes[32]
+	mi := &file_scanplane_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3516,7 @@ func (x *ReloadReply) String() string {
 func (*ReloadReply) ProtoMessage() {}
 
 func (x *ReloadReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[32]
+	mi := &file_scanplane_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3529,7 @@ func (x *ReloadReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadReply.ProtoReflect.Descriptor instead.
 func (*ReloadReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{32}
+	return file_scanplane_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReloadReply) GetOk() bool {
@@ -3455,7 +3560,7 @@ type Probe struct {
 
 func (x *Probe) Reset() {
 	*x = Probe{}
-	mi := &file_scanplane_proto_msgTypes[33]
+	mi := &file_scanplane_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3467,7 +3572,7 @@ func (x *Probe) String() string {
 func (*Probe) ProtoMessage() {}
 
 func (x *Probe) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[33]
+	mi := &file_scanplane_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3480,7 +3585,7 @@ func (x *Probe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Probe.ProtoReflect.Descriptor instead.
 func (*Probe) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{33}
+	return file_scanplane_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Probe) GetId() uint64 {
@@ -3517,7 +3622,7 @@ type ProbeReply struct {
 
 func (x *ProbeReply) Reset() {
 	*x = ProbeReply{}
-	mi := &file_scanplane_proto_msgTypes[34]
+	mi := &file_scanplane_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3634,7 @@ func (x *ProbeReply) String() string {
 func (*ProbeReply) ProtoMessage() {}
 
 func (x *ProbeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_proto_msgTypes[34]
+	mi := &file_scanplane_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3647,7 @@ func (x *ProbeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeReply.ProtoReflect.Descriptor instead.
 func (*ProbeReply) Descriptor() ([]byte, []int) {
-	return file_scanplane_proto_rawDescGZIP(), []int{34}
+	return file_scanplane_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ProbeReply) GetId() uint64 {
@@ -3599,12 +3704,18 @@ const file_scanplane_proto_rawDesc = "" +
 	"\aentries\x18\x03 \x01(\x04R\aentries\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1f\n" +
 	"\vblock_roots\x18\x05 \x01(\fR\n" +
-	"blockRoots\"\x8a\x01\n" +
+	"blockRoots\"\xcc\x01\n" +
 	"\n" +
 	"TabletMeta\x122\n" +
 	"\x03ref\x18\x01 \x01(\v2 .scanplane.internal.v1.TabletRefR\x03ref\x124\n" +
 	"\x05files\x18\x02 \x03(\v2\x1e.scanplane.internal.v1.FileRefR\x05files\x12\x12\n" +
-	"\x04rows\x18\x03 \x01(\x04R\x04rows\"\x90\x02\n" +
+	"\x04rows\x18\x03 \x01(\x04R\x04rows\x12@\n" +
+	"\tmanifests\x18\x04 \x03(\v2\".scanplane.internal.v1.ManifestRefR\tmanifests\"m\n" +
+	"\vManifestRef\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\fR\x06digest\x12\x14\n" +
+	"\x05files\x18\x02 \x01(\rR\x05files\x12\x16\n" +
+	"\x06blocks\x18\x03 \x01(\x04R\x06blocks\x12\x18\n" +
+	"\aentries\x18\x04 \x01(\x04R\aentries\"\xb1\x02\n" +
 	"\tTableMeta\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -3616,7 +3727,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\x12&\n" +
 	"\x0fcreated_unix_ms\x18\a \x01(\x03R\rcreatedUnixMs\x12\x1d\n" +
 	"\n" +
-	"block_size\x18\b \x01(\rR\tblockSize\"O\n" +
+	"block_size\x18\b \x01(\rR\tblockSize\x12\x1f\n" +
+	"\vmeta_format\x18\t \x01(\rR\n" +
+	"metaFormat\"O\n" +
 	"\x0fCoordinatorList\x12<\n" +
 	"\amembers\x18\x01 \x03(\v2\".scanplane.internal.v1.ClusterInfoR\amembers\"\xbd\x03\n" +
 	"\vClusterInfo\x12/\n" +
@@ -3689,7 +3802,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"durationUs\x12\x1d\n" +
 	"\n" +
 	"plan_index\x18\x05 \x01(\rR\tplanIndex\x12\x14\n" +
-	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xd4\x04\n" +
+	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\x96\x05\n" +
 	"\tStartScan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3710,7 +3823,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06window\x18\x0e \x01(\rR\x06window\x12\x16\n" +
 	"\x06server\x18\x0f \x01(\tR\x06server\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x10 \x01(\x03R\ttimeoutMsJ\x04\b\f\x10\r\"\xb7\x01\n" +
+	"timeout_ms\x18\x10 \x01(\x03R\ttimeoutMs\x12@\n" +
+	"\tmanifests\x18\x11 \x03(\v2\".scanplane.internal.v1.ManifestRefR\tmanifestsJ\x04\b\f\x10\r\"\xb7\x01\n" +
 	"\vScanStarted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3983,7 +4097,7 @@ func file_scanplane_proto_rawDescGZIP() []byte {
 }
 
 var file_scanplane_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_scanplane_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_scanplane_proto_goTypes = []any{
 	(ErrorCode)(0),          // 0: scanplane.internal.v1.ErrorCode
 	(AttemptResult)(0),      // 1: scanplane.internal.v1.AttemptResult
@@ -3992,78 +4106,81 @@ var file_scanplane_proto_goTypes = []any{
 	(*TabletRef)(nil),       // 4: scanplane.internal.v1.TabletRef
 	(*FileRef)(nil),         // 5: scanplane.internal.v1.FileRef
 	(*TabletMeta)(nil),      // 6: scanplane.internal.v1.TabletMeta
-	(*TableMeta)(nil),       // 7: scanplane.internal.v1.TableMeta
-	(*CoordinatorList)(nil), // 8: scanplane.internal.v1.CoordinatorList
-	(*ClusterInfo)(nil),     // 9: scanplane.internal.v1.ClusterInfo
-	(*Row)(nil),             // 10: scanplane.internal.v1.Row
-	(*ScanRequest)(nil),     // 11: scanplane.internal.v1.ScanRequest
-	(*ScanRouted)(nil),      // 12: scanplane.internal.v1.ScanRouted
-	(*ScanProgress)(nil),    // 13: scanplane.internal.v1.ScanProgress
-	(*ScanError)(nil),       // 14: scanplane.internal.v1.ScanError
-	(*AttemptInfo)(nil),     // 15: scanplane.internal.v1.AttemptInfo
-	(*StartScan)(nil),       // 16: scanplane.internal.v1.StartScan
-	(*ScanStarted)(nil),     // 17: scanplane.internal.v1.ScanStarted
-	(*Busy)(nil),            // 18: scanplane.internal.v1.Busy
-	(*RowBatch)(nil),        // 19: scanplane.internal.v1.RowBatch
-	(*BlockProof)(nil),      // 20: scanplane.internal.v1.BlockProof
-	(*BatchAck)(nil),        // 21: scanplane.internal.v1.BatchAck
-	(*ScanFinished)(nil),    // 22: scanplane.internal.v1.ScanFinished
-	(*Cancel)(nil),          // 23: scanplane.internal.v1.Cancel
-	(*ScanDone)(nil),        // 24: scanplane.internal.v1.ScanDone
-	(*Heartbeat)(nil),       // 25: scanplane.internal.v1.Heartbeat
-	(*LoadSignal)(nil),      // 26: scanplane.internal.v1.LoadSignal
-	(*StatusRequest)(nil),   // 27: scanplane.internal.v1.StatusRequest
-	(*ServerStatus)(nil),    // 28: scanplane.internal.v1.ServerStatus
-	(*StatusReply)(nil),     // 29: scanplane.internal.v1.StatusReply
-	(*TableStatus)(nil),     // 30: scanplane.internal.v1.TableStatus
-	(*RouteRequest)(nil),    // 31: scanplane.internal.v1.RouteRequest
-	(*RouteReply)(nil),      // 32: scanplane.internal.v1.RouteReply
-	(*ReloadProfiles)(nil),  // 33: scanplane.internal.v1.ReloadProfiles
-	(*ReloadReply)(nil),     // 34: scanplane.internal.v1.ReloadReply
-	(*Probe)(nil),           // 35: scanplane.internal.v1.Probe
-	(*ProbeReply)(nil),      // 36: scanplane.internal.v1.ProbeReply
-	nil,                     // 37: scanplane.internal.v1.ScanRequest.HintsEntry
-	nil,                     // 38: scanplane.internal.v1.RouteRequest.HintsEntry
+	(*ManifestRef)(nil),     // 7: scanplane.internal.v1.ManifestRef
+	(*TableMeta)(nil),       // 8: scanplane.internal.v1.TableMeta
+	(*CoordinatorList)(nil), // 9: scanplane.internal.v1.CoordinatorList
+	(*ClusterInfo)(nil),     // 10: scanplane.internal.v1.ClusterInfo
+	(*Row)(nil),             // 11: scanplane.internal.v1.Row
+	(*ScanRequest)(nil),     // 12: scanplane.internal.v1.ScanRequest
+	(*ScanRouted)(nil),      // 13: scanplane.internal.v1.ScanRouted
+	(*ScanProgress)(nil),    // 14: scanplane.internal.v1.ScanProgress
+	(*ScanError)(nil),       // 15: scanplane.internal.v1.ScanError
+	(*AttemptInfo)(nil),     // 16: scanplane.internal.v1.AttemptInfo
+	(*StartScan)(nil),       // 17: scanplane.internal.v1.StartScan
+	(*ScanStarted)(nil),     // 18: scanplane.internal.v1.ScanStarted
+	(*Busy)(nil),            // 19: scanplane.internal.v1.Busy
+	(*RowBatch)(nil),        // 20: scanplane.internal.v1.RowBatch
+	(*BlockProof)(nil),      // 21: scanplane.internal.v1.BlockProof
+	(*BatchAck)(nil),        // 22: scanplane.internal.v1.BatchAck
+	(*ScanFinished)(nil),    // 23: scanplane.internal.v1.ScanFinished
+	(*Cancel)(nil),          // 24: scanplane.internal.v1.Cancel
+	(*ScanDone)(nil),        // 25: scanplane.internal.v1.ScanDone
+	(*Heartbeat)(nil),       // 26: scanplane.internal.v1.Heartbeat
+	(*LoadSignal)(nil),      // 27: scanplane.internal.v1.LoadSignal
+	(*StatusRequest)(nil),   // 28: scanplane.internal.v1.StatusRequest
+	(*ServerStatus)(nil),    // 29: scanplane.internal.v1.ServerStatus
+	(*StatusReply)(nil),     // 30: scanplane.internal.v1.StatusReply
+	(*TableStatus)(nil),     // 31: scanplane.internal.v1.TableStatus
+	(*RouteRequest)(nil),    // 32: scanplane.internal.v1.RouteRequest
+	(*RouteReply)(nil),      // 33: scanplane.internal.v1.RouteReply
+	(*ReloadProfiles)(nil),  // 34: scanplane.internal.v1.ReloadProfiles
+	(*ReloadReply)(nil),     // 35: scanplane.internal.v1.ReloadReply
+	(*Probe)(nil),           // 36: scanplane.internal.v1.Probe
+	(*ProbeReply)(nil),      // 37: scanplane.internal.v1.ProbeReply
+	nil,                     // 38: scanplane.internal.v1.ScanRequest.HintsEntry
+	nil,                     // 39: scanplane.internal.v1.RouteRequest.HintsEntry
 }
 var file_scanplane_proto_depIdxs = []int32{
 	4,  // 0: scanplane.internal.v1.TabletMeta.ref:type_name -> scanplane.internal.v1.TabletRef
 	5,  // 1: scanplane.internal.v1.TabletMeta.files:type_name -> scanplane.internal.v1.FileRef
-	6,  // 2: scanplane.internal.v1.TableMeta.tablets:type_name -> scanplane.internal.v1.TabletMeta
-	9,  // 3: scanplane.internal.v1.CoordinatorList.members:type_name -> scanplane.internal.v1.ClusterInfo
-	2,  // 4: scanplane.internal.v1.ScanRequest.client:type_name -> scanplane.internal.v1.Pid
-	4,  // 5: scanplane.internal.v1.ScanRequest.tablet:type_name -> scanplane.internal.v1.TabletRef
-	3,  // 6: scanplane.internal.v1.ScanRequest.range:type_name -> scanplane.internal.v1.KeyRange
-	37, // 7: scanplane.internal.v1.ScanRequest.hints:type_name -> scanplane.internal.v1.ScanRequest.HintsEntry
-	2,  // 8: scanplane.internal.v1.ScanRouted.tablet_actor:type_name -> scanplane.internal.v1.Pid
-	0,  // 9: scanplane.internal.v1.ScanError.code:type_name -> scanplane.internal.v1.ErrorCode
-	15, // 10: scanplane.internal.v1.ScanError.attempts:type_name -> scanplane.internal.v1.AttemptInfo
-	1,  // 11: scanplane.internal.v1.AttemptInfo.result:type_name -> scanplane.internal.v1.AttemptResult
-	2,  // 12: scanplane.internal.v1.StartScan.client:type_name -> scanplane.internal.v1.Pid
-	2,  // 13: scanplane.internal.v1.StartScan.tablet_actor:type_name -> scanplane.internal.v1.Pid
-	4,  // 14: scanplane.internal.v1.StartScan.tablet:type_name -> scanplane.internal.v1.TabletRef
-	5,  // 15: scanplane.internal.v1.StartScan.files:type_name -> scanplane.internal.v1.FileRef
-	3,  // 16: scanplane.internal.v1.StartScan.range:type_name -> scanplane.internal.v1.KeyRange
-	10, // 17: scanplane.internal.v1.RowBatch.rows:type_name -> scanplane.internal.v1.Row
-	2,  // 18: scanplane.internal.v1.RowBatch.server_pid:type_name -> scanplane.internal.v1.Pid
-	22, // 19: scanplane.internal.v1.RowBatch.finished:type_name -> scanplane.internal.v1.ScanFinished
-	20, // 20: scanplane.internal.v1.RowBatch.proofs:type_name -> scanplane.internal.v1.BlockProof
-	0,  // 21: scanplane.internal.v1.ScanFinished.error:type_name -> scanplane.internal.v1.ErrorCode
-	20, // 22: scanplane.internal.v1.ScanFinished.proofs:type_name -> scanplane.internal.v1.BlockProof
-	4,  // 23: scanplane.internal.v1.ScanDone.tablet:type_name -> scanplane.internal.v1.TabletRef
-	2,  // 24: scanplane.internal.v1.Heartbeat.pid:type_name -> scanplane.internal.v1.Pid
-	28, // 25: scanplane.internal.v1.StatusReply.servers:type_name -> scanplane.internal.v1.ServerStatus
-	9,  // 26: scanplane.internal.v1.StatusReply.coordinators:type_name -> scanplane.internal.v1.ClusterInfo
-	30, // 27: scanplane.internal.v1.StatusReply.tables:type_name -> scanplane.internal.v1.TableStatus
-	29, // 28: scanplane.internal.v1.StatusReply.peers:type_name -> scanplane.internal.v1.StatusReply
-	38, // 29: scanplane.internal.v1.RouteRequest.hints:type_name -> scanplane.internal.v1.RouteRequest.HintsEntry
-	1,  // 30: scanplane.internal.v1.RouteRequest.attempts:type_name -> scanplane.internal.v1.AttemptResult
-	4,  // 31: scanplane.internal.v1.RouteReply.tablet:type_name -> scanplane.internal.v1.TabletRef
-	2,  // 32: scanplane.internal.v1.Probe.reply_to:type_name -> scanplane.internal.v1.Pid
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	7,  // 2: scanplane.internal.v1.TabletMeta.manifests:type_name -> scanplane.internal.v1.ManifestRef
+	6,  // 3: scanplane.internal.v1.TableMeta.tablets:type_name -> scanplane.internal.v1.TabletMeta
+	10, // 4: scanplane.internal.v1.CoordinatorList.members:type_name -> scanplane.internal.v1.ClusterInfo
+	2,  // 5: scanplane.internal.v1.ScanRequest.client:type_name -> scanplane.internal.v1.Pid
+	4,  // 6: scanplane.internal.v1.ScanRequest.tablet:type_name -> scanplane.internal.v1.TabletRef
+	3,  // 7: scanplane.internal.v1.ScanRequest.range:type_name -> scanplane.internal.v1.KeyRange
+	38, // 8: scanplane.internal.v1.ScanRequest.hints:type_name -> scanplane.internal.v1.ScanRequest.HintsEntry
+	2,  // 9: scanplane.internal.v1.ScanRouted.tablet_actor:type_name -> scanplane.internal.v1.Pid
+	0,  // 10: scanplane.internal.v1.ScanError.code:type_name -> scanplane.internal.v1.ErrorCode
+	16, // 11: scanplane.internal.v1.ScanError.attempts:type_name -> scanplane.internal.v1.AttemptInfo
+	1,  // 12: scanplane.internal.v1.AttemptInfo.result:type_name -> scanplane.internal.v1.AttemptResult
+	2,  // 13: scanplane.internal.v1.StartScan.client:type_name -> scanplane.internal.v1.Pid
+	2,  // 14: scanplane.internal.v1.StartScan.tablet_actor:type_name -> scanplane.internal.v1.Pid
+	4,  // 15: scanplane.internal.v1.StartScan.tablet:type_name -> scanplane.internal.v1.TabletRef
+	5,  // 16: scanplane.internal.v1.StartScan.files:type_name -> scanplane.internal.v1.FileRef
+	3,  // 17: scanplane.internal.v1.StartScan.range:type_name -> scanplane.internal.v1.KeyRange
+	7,  // 18: scanplane.internal.v1.StartScan.manifests:type_name -> scanplane.internal.v1.ManifestRef
+	11, // 19: scanplane.internal.v1.RowBatch.rows:type_name -> scanplane.internal.v1.Row
+	2,  // 20: scanplane.internal.v1.RowBatch.server_pid:type_name -> scanplane.internal.v1.Pid
+	23, // 21: scanplane.internal.v1.RowBatch.finished:type_name -> scanplane.internal.v1.ScanFinished
+	21, // 22: scanplane.internal.v1.RowBatch.proofs:type_name -> scanplane.internal.v1.BlockProof
+	0,  // 23: scanplane.internal.v1.ScanFinished.error:type_name -> scanplane.internal.v1.ErrorCode
+	21, // 24: scanplane.internal.v1.ScanFinished.proofs:type_name -> scanplane.internal.v1.BlockProof
+	4,  // 25: scanplane.internal.v1.ScanDone.tablet:type_name -> scanplane.internal.v1.TabletRef
+	2,  // 26: scanplane.internal.v1.Heartbeat.pid:type_name -> scanplane.internal.v1.Pid
+	29, // 27: scanplane.internal.v1.StatusReply.servers:type_name -> scanplane.internal.v1.ServerStatus
+	10, // 28: scanplane.internal.v1.StatusReply.coordinators:type_name -> scanplane.internal.v1.ClusterInfo
+	31, // 29: scanplane.internal.v1.StatusReply.tables:type_name -> scanplane.internal.v1.TableStatus
+	30, // 30: scanplane.internal.v1.StatusReply.peers:type_name -> scanplane.internal.v1.StatusReply
+	39, // 31: scanplane.internal.v1.RouteRequest.hints:type_name -> scanplane.internal.v1.RouteRequest.HintsEntry
+	1,  // 32: scanplane.internal.v1.RouteRequest.attempts:type_name -> scanplane.internal.v1.AttemptResult
+	4,  // 33: scanplane.internal.v1.RouteReply.tablet:type_name -> scanplane.internal.v1.TabletRef
+	2,  // 34: scanplane.internal.v1.Probe.reply_to:type_name -> scanplane.internal.v1.Pid
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_proto_init() }
@@ -4077,7 +4194,7 @@ func file_scanplane_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_proto_rawDesc), len(file_scanplane_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -268,21 +268,49 @@ type lazyMetaStore struct {
 	conn *bus.Conn
 	mu   sync.Mutex
 	ms   *bus.MetaStore
+	// files: the file lists of tablets kept in manifests, loaded from the
+	// bucket once per host.
+	files tablets.TabletFiles
 }
 
-// Current implements GenerationSource.
-func (l *lazyMetaStore) Current(ctx context.Context, table string) (uint64, error) {
+func (l *lazyMetaStore) store(ctx context.Context) (*bus.MetaStore, error) {
 	l.mu.Lock()
 	ms := l.ms
 	l.mu.Unlock()
 	if ms == nil {
 		m, err := l.conn.MetaStore(ctx)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		l.mu.Lock()
 		l.ms, ms = m, m
 		l.mu.Unlock()
 	}
+	return ms, nil
+}
+
+// Current implements GenerationSource.
+func (l *lazyMetaStore) Current(ctx context.Context, table string) (uint64, error) {
+	ms, err := l.store(ctx)
+	if err != nil {
+		return 0, err
+	}
 	return ms.Current(ctx, table)
+}
+
+// TabletFiles returns the files of a tablet whose scan request names
+// its manifests (tablets.TabletFiles).
+func (l *lazyMetaStore) TabletFiles(ctx context.Context, ref *messages.TabletRef, refs []*messages.ManifestRef) ([]*messages.FileRef, error) {
+	l.mu.Lock()
+	if l.files.Get == nil {
+		l.files.Get = func(ctx context.Context, table string, id tablets.ManifestID) ([]byte, error) {
+			ms, err := l.store(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return ms.GetManifest(ctx, table, id.Gen, id.Digest)
+		}
+	}
+	l.mu.Unlock()
+	return l.files.Files(ctx, ref, refs)
 }

@@ -741,6 +741,21 @@ func (s *ScanServerActor) run(job *scanJob) {
 
 var errClientGone = errors.New("client stopped acknowledging batches")
 
+// tabletFiles is the request's files, loaded from the manifests it names
+// when the tablet keeps them there.
+func (s *ScanServerActor) tabletFiles(ctx context.Context, req *messages.StartScan) ([]*messages.FileRef, error) {
+	if len(req.GetManifests()) == 0 {
+		return req.GetFiles(), nil
+	}
+	l, ok := s.gens.(interface {
+		TabletFiles(context.Context, *messages.TabletRef, []*messages.ManifestRef) ([]*messages.FileRef, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("%w: tablet %s keeps its files in manifests and this server has no metadata store", tablets.ErrNotFound, req.GetTablet())
+	}
+	return l.TabletFiles(ctx, req.GetTablet(), req.GetManifests())
+}
+
 // stream sends the scan's batches to the client. final reports that the
 // last batch carried fin (RowBatch.finished): the scan succeeded and fin
 // is complete and shared with the client's message.
@@ -772,10 +787,14 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	if len(req.ResumeAfter) > 0 {
 		after = req.ResumeAfter
 	}
-	it := tablets.NewTabletReader(req.Files, s.fetcher).Scan(job.ctx, rng, after)
+	files, err := s.tabletFiles(job.ctx, req)
+	if err != nil {
+		return false, err
+	}
+	it := tablets.NewTabletReader(files, s.fetcher).Scan(job.ctx, rng, after)
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
-	prover := tablets.NewProver(job.ctx, req.Files, s.fetcher, rng, after)
+	prover := tablets.NewProver(job.ctx, files, s.fetcher, rng, after)
 	if rng.Validate() == nil {
 		if err := prover.Start(); err != nil {
 			return false, err

@@ -16,8 +16,9 @@
 // # Generations
 //
 // A table is a sequence of generations. Ingest writes every block and index
-// of the new generation to the BlockStore first, then publishes its
-// TableMeta with a compare-and-swap on the current generation. Re-ingesting
+// of the new generation to the BlockStore first (and the file lists that
+// do not stay in the record as manifests, manifest.go), then publishes
+// its TableMeta with a compare-and-swap on the current generation. Re-ingesting
 // a table therefore replaces it atomically: readers see either the old or
 // the new generation, never a mix. The previous generation stays readable
 // until the next ingest (with the default KeepGenerations = 2); publishing

@@ -30,4 +30,7 @@ var (
 	// ErrCleanup: Ingest published the new generation (its result is
 	// valid) but deleting old generations failed; the next ingest retries.
 	ErrCleanup = errors.New("tablets: cleanup of old generations failed")
+	// ErrFormat: a table record in a metadata format newer than this
+	// build reads (TableMeta.meta_format).
+	ErrFormat = errors.New("tablets: unsupported metadata format")
 )

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -77,6 +75,14 @@ type IngestConfig struct {
 	// buffer is sorted and spilled to a run file in TempDir, and the runs
 	// are merged. 0 means DefaultSortBuffer (64 MiB).
 	SortBuffer int64
+	// InlineFileBytes bounds the encoded file lists (FileRefs with their
+	// block roots) the table record holds. With a metadata store that is
+	// a ManifestStore, a tablet whose list would pass what is left of the
+	// bound keeps it in manifests instead (see manifest.go), so the
+	// record stays small whatever the table's size; other stores always
+	// hold the lists in the record. 0 means DefaultInlineFileBytes
+	// (256 KiB); negative means no file list in the record.
+	InlineFileBytes int64
 	// TempDir is where IngestRows spills sorted runs, in a directory of
 	// its own that it removes before returning; "" means os.TempDir().
 	TempDir string
@@ -95,7 +101,8 @@ type IngestConfig struct {
 
 // DefaultIngestConfig returns the defaults: 64 KiB blocks, 1 tablet, 2
 // generations kept, 16 concurrent Puts, 32 MiB of files in flight, a
-// 64 MiB sort buffer, the system clock and crypto/rand.
+// 64 MiB sort buffer, 256 KiB of file lists in the record, the system
+// clock and crypto/rand.
 func DefaultIngestConfig() IngestConfig {
 	return IngestConfig{
 		BlockSize:       DefaultBlockSize,
@@ -104,6 +111,7 @@ func DefaultIngestConfig() IngestConfig {
 		Writers:         DefaultWriters,
 		InFlightBytes:   DefaultInFlightBytes,
 		SortBuffer:      DefaultSortBuffer,
+		InlineFileBytes: DefaultInlineFileBytes,
 		Now:             time.Now,
 		Rand:            rand.Reader,
 	}
@@ -157,6 +165,9 @@ func (c IngestConfig) withDefaults() IngestConfig {
 	if c.SortBuffer == 0 {
 		c.SortBuffer = DefaultSortBuffer
 	}
+	if c.InlineFileBytes == 0 {
+		c.InlineFileBytes = DefaultInlineFileBytes
+	}
 	if c.Progress == nil {
 		c.Progress = func(string, int64, int64) {}
 	}
@@ -185,7 +196,8 @@ func FileID(table string, gen uint64, index int, nonce string, k int) string {
 //     generation when meta is a GenerationLister (after a rollback the
 //     current one is not the newest); write every tablet's file(s) (ids from
 //     FileID with a fresh nonce; tablets without rows get no file) to
-//     store, each file's blocks before its index;
+//     store, each file's blocks before its index, and the file lists
+//     past cfg.InlineFileBytes as manifests to meta (a ManifestStore);
 //  4. publish the TableMeta with meta.Publish(meta, current). If another
 //     writer published first, return an error wrapping ErrConflict after
 //     deleting the objects written in step 3;
@@ -195,6 +207,10 @@ func FileID(table string, gen uint64, index int, nonce string, k int) string {
 //  6. when store is a TableKeyLister and meta a GenerationLister, delete
 //     the table's objects no stored generation names (SweepOrphans: the
 //     leftovers of failed ingests); a failure is an ErrCleanup too.
+//
+// The TableMeta returned is the record as published: a tablet that keeps
+// its files in manifests has Manifests and no Files (MetaStore.Get fills
+// them in).
 //
 // Readers therefore see the old or the new generation, never a mix. When
 // step 3 fails (or ctx ends) the objects written so far are deleted. When
@@ -278,14 +294,16 @@ func ingestSorted(ctx context.Context, store BlockStore, meta MetaStore, table s
 
 	// 2 and 3. Split points, and the files written concurrently.
 	bw := newBlockWriter(ctx, store, cfg, total)
-	if err := writeTablets(bw, rows, table, gen, nonce, cfg, tm); err != nil {
+	ms, _ := meta.(ManifestStore)
+	bw.mw = &manifestWriter{ctx: bw.ctx, ms: ms, table: table, gen: gen, inline: int(max(cfg.InlineFileBytes, 0))}
+	if err := writeTablets(bw, bw.mw, rows, table, gen, nonce, cfg, tm); err != nil {
 		_ = bw.wait() // its error, if any, is err or came after it
 		return nil, bw.failed(table, err)
 	}
 	if err := bw.wait(); err != nil {
 		return nil, bw.failed(table, err)
 	}
-	cleanupWritten := func() error { return removeWritten(context.WithoutCancel(ctx), store, bw.written) }
+	cleanupWritten := bw.removeAll
 
 	// 4. Publish.
 	cfg.Progress("publish", 0, 1)
@@ -370,7 +388,7 @@ func publishFailed(ctx context.Context, meta MetaStore, tm *messages.TableMeta, 
 		return fmt.Errorf("tablets: ingest %s: publish generation %d: %w (outcome unknown: %v; its objects were left in the store)", name, gen, perr, err)
 	}
 	got, gerr := meta.Get(rctx, name, gen)
-	ours := gerr == nil && proto.Equal(got, tm)
+	ours := gerr == nil && sameRecord(got, tm)
 	if cur == gen && ours {
 		return nil
 	}

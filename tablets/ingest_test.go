@@ -121,6 +121,9 @@ func readTable(t *testing.T, store BlockStore, tm *messages.TableMeta) []Entry {
 	t.Helper()
 	var all []Entry
 	for i, tab := range tm.GetTablets() {
+		if len(tab.GetManifests()) > 0 && len(tab.GetFiles()) == 0 {
+			t.Fatalf("tablet %d keeps its files in manifests: read the record with MetaStore.Get", i)
+		}
 		ref := tab.GetRef()
 		rng := Range{Start: ref.GetPrevEndRow(), End: ref.GetEndRow()}
 		it := NewTabletReader(tab.GetFiles(), StoreFetcher{Store: store}).Scan(context.Background(), Range{}, nil)
@@ -429,6 +432,9 @@ func TestIngestRollsFiles(t *testing.T) {
 	cfg.BlockSize = 64 // one row per block
 	tm, err := Ingest(ctx, store, ms, "roll", rows, cfg)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if tm, err = ms.Get(ctx, "roll", tm.GetGeneration()); err != nil {
 		t.Fatal(err)
 	}
 	files := tm.GetTablets()[0].GetFiles()

@@ -48,8 +48,9 @@ func (s *sliceRows) Next() (Entry, error) {
 
 // writeTablets reads rows, cuts them into tablets (at cfg.SplitKeys, or
 // into cfg.Tablets parts of equal row count), encodes each tablet's files
-// and hands them to bw. It fills tm's split points, tablets and bytes.
-func writeTablets(bw *blockWriter, rows sortedRows, table string, gen uint64, nonce string, cfg IngestConfig, tm *messages.TableMeta) error {
+// and hands them to bw, and each tablet's file list to mw. It fills tm's
+// split points, tablets, bytes and meta_format.
+func writeTablets(bw *blockWriter, mw *manifestWriter, rows sortedRows, table string, gen uint64, nonce string, cfg IngestConfig, tm *messages.TableMeta) error {
 	total := rows.Len()
 	var splits [][]byte
 	var cuts []int64 // row numbers that start a tablet, without SplitKeys
@@ -86,16 +87,31 @@ func writeTablets(bw *blockWriter, rows sortedRows, table string, gen uint64, no
 			return err
 		}
 		ref := f.Ref()
-		tab.Files = append(tab.Files, ref)
 		tm.Bytes += f.Bytes
-		return bw.submit(f, ref)
+		if err := bw.submit(f, ref); err != nil {
+			return err
+		}
+		return mw.add(ref)
 	}
-	endTablet := func(end []byte) error {
+	finishTablet := func() error {
 		if err := finishFile(); err != nil {
 			return err
 		}
-		tab.Ref.EndRow = end
+		spilled, err := mw.finish(tab)
+		if err != nil {
+			return err
+		}
+		if spilled {
+			tm.MetaFormat = MetaFormatManifests
+		}
 		tm.Tablets = append(tm.Tablets, tab)
+		return nil
+	}
+	endTablet := func(end []byte) error {
+		tab.Ref.EndRow = end
+		if err := finishTablet(); err != nil {
+			return err
+		}
 		t++
 		start = end
 		newTablet()
@@ -144,10 +160,9 @@ func writeTablets(bw *blockWriter, rows sortedRows, table string, gen uint64, no
 			return err
 		}
 	}
-	if err := finishFile(); err != nil {
+	if err := finishTablet(); err != nil {
 		return err
 	}
-	tm.Tablets = append(tm.Tablets, tab)
 	tm.SplitPoints = splits
 	return nil
 }
@@ -164,6 +179,7 @@ type blockWriter struct {
 	limit   int64
 	store   BlockStore
 	written []*messages.FileRef // every submitted file, for the cleanup
+	mw      *manifestWriter     // the ingest's file lists, for the cleanup
 
 	mu       sync.Mutex // serialises Progress
 	done     int64
@@ -227,10 +243,22 @@ func (bw *blockWriter) wait() error { return bw.g.Wait() }
 // (wait must have returned).
 func (bw *blockWriter) failed(table string, err error) error {
 	err = fmt.Errorf("tablets: ingest %s: %w", table, err)
-	if cerr := removeWritten(context.WithoutCancel(bw.parent), bw.store, bw.written); cerr != nil {
+	if cerr := bw.removeAll(); cerr != nil {
 		return fmt.Errorf("%w; %w", err, cerr)
 	}
 	return err
+}
+
+// removeAll deletes the manifests and then the files' objects the ingest
+// wrote (wait must have returned).
+func (bw *blockWriter) removeAll() error {
+	ctx := context.WithoutCancel(bw.parent)
+	if mw := bw.mw; mw != nil && mw.ms != nil {
+		if err := removeManifests(ctx, mw.ms, mw.table, mw.written); err != nil {
+			return err
+		}
+	}
+	return removeWritten(ctx, bw.store, bw.written)
 }
 
 // blockEntries is the entry count in an encoded block's trailer.

@@ -3,6 +3,7 @@ package tablets
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -43,6 +44,7 @@ type MetaStore interface {
 // DirMetaStore is the local-directory MetaStore:
 //
 //	<Dir>/<table>/g<gen>.pb   TableMeta (protobuf) of one generation
+//	<Dir>/<table>/g<gen>.m<sha256>.pb   a manifest (ManifestStore)
 //	<Dir>/<table>/CURRENT     the current generation, in decimal
 //	<Dir>/<table>/LOCK        flock'ed during Publish and DeleteGeneration
 //
@@ -65,7 +67,7 @@ type DirMetaStore struct {
 	mu sync.Mutex
 }
 
-var _ MetaStore = (*DirMetaStore)(nil)
+var _ ManifestStore = (*DirMetaStore)(nil)
 
 const currentFile = "CURRENT"
 
@@ -108,8 +110,24 @@ func (s *DirMetaStore) current(table string) (uint64, error) {
 	return gen, nil
 }
 
-// Get implements MetaStore. A missing generation wraps ErrNotFound.
+// Get implements MetaStore. A missing generation wraps ErrNotFound. The
+// files of tablets kept in manifests are filled in (LoadManifests).
 func (s *DirMetaStore) Get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	meta, err := s.record(ctx, table, gen)
+	if err != nil {
+		return nil, err
+	}
+	err = LoadManifests(ctx, meta, func(ctx context.Context, id ManifestID) ([]byte, error) {
+		return s.GetManifest(ctx, table, id.Gen, id.Digest)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return meta, nil
+}
+
+// record reads one generation's record as stored.
+func (s *DirMetaStore) record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
 	if err := ValidateTableName(table); err != nil {
 		return nil, err
 	}
@@ -226,10 +244,108 @@ func (s *DirMetaStore) DeleteGeneration(ctx context.Context, table string, gen u
 	if cur == gen {
 		return fmt.Errorf("%w: generation %d of table %s is current", ErrConflict, gen, table)
 	}
+	old, err := s.record(ctx, table, gen)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil
+	case errors.Is(err, ErrCorrupt):
+		// Unreadable: remove it; SweepOrphans removes its manifests.
+		old = nil
+	case err != nil:
+		return err
+	}
 	if err := os.Remove(filepath.Join(s.Dir, table, genFile(gen))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("tablets: delete table %s generation %d: %w", table, gen, err)
 	}
+	for _, id := range RecordManifests(old) {
+		if err := s.DeleteManifest(ctx, table, id.Gen, id.Digest); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+func manifestFile(id ManifestID) string { return ManifestName(id) + ".pb" }
+
+// PutManifest implements ManifestStore.
+func (s *DirMetaStore) PutManifest(ctx context.Context, table string, gen uint64, digest [sha256.Size]byte, data []byte) error {
+	if err := ValidateTableName(table); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("tablets: put manifest of %s: %w", table, err)
+	}
+	dir := filepath.Join(s.Dir, table)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("tablets: table %s: %w", table, err)
+	}
+	if err := writeFileAtomic(dir, manifestFile(ManifestID{Gen: gen, Digest: digest}), data, s.Sync); err != nil {
+		return fmt.Errorf("tablets: put manifest of %s: %w", table, err)
+	}
+	return nil
+}
+
+// GetManifest implements ManifestStore; a missing manifest wraps
+// ErrNotFound.
+func (s *DirMetaStore) GetManifest(ctx context.Context, table string, gen uint64, digest [sha256.Size]byte) ([]byte, error) {
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tablets: get manifest of %s: %w", table, err)
+	}
+	name := manifestFile(ManifestID{Gen: gen, Digest: digest})
+	data, err := os.ReadFile(filepath.Join(s.Dir, table, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: manifest %s of table %s", ErrNotFound, name, table)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tablets: get manifest of %s: %w", table, err)
+	}
+	return data, nil
+}
+
+// DeleteManifest implements ManifestStore.
+func (s *DirMetaStore) DeleteManifest(ctx context.Context, table string, gen uint64, digest [sha256.Size]byte) error {
+	if err := ValidateTableName(table); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("tablets: delete manifest of %s: %w", table, err)
+	}
+	name := manifestFile(ManifestID{Gen: gen, Digest: digest})
+	if err := os.Remove(filepath.Join(s.Dir, table, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("tablets: delete manifest %s of %s: %w", name, table, err)
+	}
+	return nil
+}
+
+// Manifests implements ManifestStore.
+func (s *DirMetaStore) Manifests(ctx context.Context, table string) ([]ManifestID, error) {
+	if err := ValidateTableName(table); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("tablets: list manifests of %s: %w", table, err)
+	}
+	des, err := os.ReadDir(filepath.Join(s.Dir, table))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tablets: list manifests of %s: %w", table, err)
+	}
+	var out []ManifestID
+	for _, de := range des {
+		name, ok := strings.CutSuffix(de.Name(), ".pb")
+		if !ok {
+			continue
+		}
+		if id, ok := ParseManifestName(name); ok {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // Tables implements MetaStore.

@@ -35,18 +35,27 @@ func keyGeneration(table, key string) (fileID string, gen uint64, ok bool) {
 }
 
 // SweepOrphans deletes the objects of table whose file no stored
-// generation names, of generations up to upTo: what an ingest that failed
-// could not remove (its store was out of space or unreachable, or it was
-// killed), and what a generation's deletion left when it stopped half
-// way. Objects of newer generations (an ingest under way) are left alone;
+// generation names, of generations up to upTo, and likewise the
+// manifests no stored generation names when meta is a ManifestStore:
+// what an ingest that failed could not remove (its store was out of
+// space or unreachable, or it was killed), and what a generation's
+// deletion left when it stopped half way. Objects of newer generations (an ingest under way) are left alone;
 // an ingest calls it after it published generation upTo. It returns the
-// number of objects deleted; it stops at the first failed delete.
+// number of objects and manifests deleted; it stops at the first failed
+// delete.
 func SweepOrphans(ctx context.Context, store TableKeyLister, meta MetaStore, gens GenerationLister, table string, upTo uint64) (int, error) {
 	keys, err := store.TableKeys(ctx, table)
 	if err != nil {
 		return 0, fmt.Errorf("sweep %s: listing objects: %w", table, err)
 	}
-	if len(keys) == 0 {
+	ms, _ := meta.(ManifestStore)
+	var manifests []ManifestID
+	if ms != nil {
+		if manifests, err = ms.Manifests(ctx, table); err != nil {
+			return 0, fmt.Errorf("sweep %s: listing manifests: %w", table, err)
+		}
+	}
+	if len(keys) == 0 && len(manifests) == 0 {
 		return 0, nil
 	}
 	stored, err := gens.Generations(ctx, table)
@@ -54,6 +63,7 @@ func SweepOrphans(ctx context.Context, store TableKeyLister, meta MetaStore, gen
 		return 0, fmt.Errorf("sweep %s: %w", table, err)
 	}
 	named := map[string]bool{}
+	namedManifests := map[ManifestID]bool{}
 	for _, g := range stored {
 		tm, err := meta.Get(ctx, table, g)
 		if err != nil {
@@ -64,12 +74,24 @@ func SweepOrphans(ctx context.Context, store TableKeyLister, meta MetaStore, gen
 				named[f.GetId()] = true
 			}
 		}
+		for _, id := range RecordManifests(tm) {
+			namedManifests[id] = true
+		}
+	}
+	n := 0
+	for _, id := range manifests {
+		if id.Gen > upTo || namedManifests[id] {
+			continue
+		}
+		if err := ms.DeleteManifest(ctx, table, id.Gen, id.Digest); err != nil {
+			return n, fmt.Errorf("sweep %s: deleting orphan manifest %s: %w", table, ManifestName(id), err)
+		}
+		n++
 	}
 	bs, ok := store.(BlockStore)
 	if !ok {
-		return 0, fmt.Errorf("sweep %s: %T is not a BlockStore", table, store)
+		return n, fmt.Errorf("sweep %s: %T is not a BlockStore", table, store)
 	}
-	n := 0
 	for _, k := range keys {
 		id, g, ok := keyGeneration(table, k)
 		if !ok || g > upTo || named[id] {

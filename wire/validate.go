@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -40,6 +41,9 @@ const (
 	MaxInFlightBytes = 64 << 20
 	// MaxFiles bounds the files of one tablet in a StartScan.
 	MaxFiles = 1024
+	// MaxManifests bounds the manifests of one tablet in a StartScan
+	// (tablets.MaxManifestBytes each: 16 GiB of file lists).
+	MaxManifests = 32768
 	// MaxHints bounds a ScanRequest's hints; each key and value is at
 	// most MaxNameLen bytes.
 	MaxHints = 32
@@ -261,6 +265,15 @@ func ValidateStartScan(m *messages.StartScan) error {
 		return bad("tablet is missing")
 	case len(m.GetFiles()) > MaxFiles:
 		return bad("files has %d entries, more than %d", len(m.GetFiles()), MaxFiles)
+	case len(m.GetManifests()) > MaxManifests:
+		return bad("manifests has %d entries, more than %d", len(m.GetManifests()), MaxManifests)
+	case len(m.GetManifests()) > 0 && len(m.GetFiles()) > 0:
+		return bad("both files and manifests")
+	}
+	for i, mf := range m.GetManifests() {
+		if len(mf.GetDigest()) != sha256.Size {
+			return bad("manifests[%d].digest has %d bytes, want %d", i, len(mf.GetDigest()), sha256.Size)
+		}
 	}
 	if err := checkTimeout(m.GetTimeoutMs()); err != nil {
 		return err

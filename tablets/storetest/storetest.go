@@ -9,6 +9,7 @@
 package storetest
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -63,6 +64,94 @@ func TableMeta(name string, gen uint64, tag string) *messages.TableMeta {
 func TestMetaStore(t *testing.T, b Backend) {
 	t.Run("Contract", func(t *testing.T) { testContract(t, b) })
 	t.Run("ConcurrentPublish", func(t *testing.T) { testConcurrentPublish(t, b) })
+	t.Run("Manifests", func(t *testing.T) { testManifests(t, b) })
+}
+
+// testManifests: a ManifestStore stores manifests by generation and
+// digest, fills a record's files in from them on Get, deletes those a
+// deleted record names, and lists the others.
+func testManifests(t *testing.T, b Backend) {
+	ctx := t.Context()
+	ms, ok := b.Fresh(t)().(tablets.ManifestStore)
+	if !ok {
+		t.Skip("not a ManifestStore")
+	}
+	const table = "mf"
+	put := func(gen uint64, files ...*messages.FileRef) *messages.ManifestRef {
+		t.Helper()
+		data, err := proto.MarshalOptions{Deterministic: true}.Marshal(&messages.TabletMeta{Files: files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := sha256.Sum256(data)
+		for range 2 { // storing it again succeeds
+			if err := ms.PutManifest(ctx, table, gen, d, data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ref := &messages.ManifestRef{Digest: d[:], Files: uint32(len(files))}
+		for _, f := range files {
+			ref.Blocks += uint64(f.GetBlocks())
+			ref.Entries += f.GetEntries()
+		}
+		return ref
+	}
+	f0 := &messages.FileRef{Id: "mf.g1.t0.x", Blocks: 2, Entries: 5, BlockRoots: make([]byte, 64)}
+	f1 := &messages.FileRef{Id: "mf.g1.t0.x.f1", Blocks: 1, Entries: 2, BlockRoots: make([]byte, 32)}
+	m1 := put(1, f0, f1)
+	m2 := put(2, f1) // no record names it
+	rec := TableMeta(table, 1, "k")
+	rec.MetaFormat = tablets.MetaFormatManifests
+	rec.Tablets[0].Files, rec.Tablets[0].Manifests, rec.Tablets[0].Rows = nil, []*messages.ManifestRef{m1}, 7
+	if err := ms.Publish(ctx, rec, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ms.Get(ctx, table, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := got.GetTablets()[0].GetFiles(); len(fs) != 2 || !proto.Equal(fs[0], f0) || !proto.Equal(fs[1], f1) {
+		t.Fatalf("Get filled in %v, want the manifest's two files", fs)
+	}
+	if len(got.GetTablets()[0].GetManifests()) != 1 {
+		t.Fatal("Get dropped the record's manifests")
+	}
+	list := func() map[tablets.ManifestID]bool {
+		t.Helper()
+		ids, err := ms.Manifests(ctx, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[tablets.ManifestID]bool{}
+		for _, id := range ids {
+			out[id] = true
+		}
+		return out
+	}
+	id1, id2 := tablets.ManifestID{Gen: 1, Digest: [32]byte(m1.Digest)}, tablets.ManifestID{Gen: 2, Digest: [32]byte(m2.Digest)}
+	if l := list(); len(l) != 2 || !l[id1] || !l[id2] {
+		t.Fatalf("Manifests = %v, want both", l)
+	}
+	if _, err := ms.GetManifest(ctx, table, 3, id1.Digest); !is(err, b.NotFound) {
+		t.Fatalf("GetManifest of a missing manifest: %v, want %v", err, b.NotFound)
+	}
+	if err := ms.Publish(ctx, TableMeta(table, 2, "k"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms.DeleteGeneration(ctx, table, 1); err != nil {
+		t.Fatal(err)
+	}
+	if l := list(); len(l) != 1 || !l[id2] {
+		t.Fatalf("after deleting generation 1, Manifests = %v, want only the unnamed one", l)
+	}
+	for range 2 { // deleting a missing manifest is no error
+		if err := ms.DeleteManifest(ctx, table, 2, id2.Digest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := list(); len(l) != 0 {
+		t.Fatalf("Manifests = %v after deleting them all", l)
+	}
 }
 
 // is reports whether err wraps want; a nil want accepts any error.
