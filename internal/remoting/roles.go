@@ -127,7 +127,7 @@ type Rule struct {
 	// envelope's header (PeerAddressHeader), for the receiving actor to
 	// check the message against the attempt it names.
 	Tag bool
-	// Grant is a scanplane.v1.TabletRef field whose table a peer's grant
+	// Grant is a scanplane.internal.v1.TabletRef field whose table a peer's grant
 	// must allow (Identity.Grant). From a peer whose grant leaves out some
 	// table, the Guard writes the grant into the envelope's header
 	// (GrantHeader) and refuses (ReasonGrant) a message for a table the
@@ -242,6 +242,7 @@ var rules = map[string]Rule{
 	"scanplane.internal.v1.KeyRange":        {},
 	"scanplane.internal.v1.TabletRef":       {},
 	"scanplane.internal.v1.FileRef":         {},
+	"scanplane.internal.v1.ManifestRef":     {},
 	"scanplane.internal.v1.BlockProof":      {},
 	"scanplane.internal.v1.TabletMeta":      {},
 	"scanplane.internal.v1.TableMeta":       {},
