@@ -94,7 +94,7 @@ func newFlagSet(cfg *scanserver.HostAgentConfig, o *options) *flag.FlagSet {
 	fs.StringVar(&o.blocksDir, "blocks-dir", "", "read blocks from this shared `DIR` instead of JetStream")
 	fs.StringVar(&o.pause, "fault-pause", "", "FAULT INJECTION: stop serving for DUR every EVERY (`DUR/EVERY`, e.g. 150ms/1s)")
 	fs.StringVar(&o.slow, "fault-slow", "", "FAULT INJECTION: every block read takes `FACTOR`× longer, e.g. 10")
-	fs.StringVar(&o.lie, "fault-lie", "", "FAULT INJECTION: answer scans falsely, one of `LIES` per scan in turn (forge,drop,add,empty,corrupt)")
+	fs.StringVar(&o.lie, "fault-lie", "", "FAULT INJECTION: answer scans falsely, one of `LIES` per scan in turn (forge,drop,add,empty,corrupt,count)")
 	fs.IntVar(&cfg.FaultServer, "fault-server", -1, "FAULT INJECTION: only this server index gets the faults (-1 = all)")
 	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON `FILE` with the addresses once ready")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
