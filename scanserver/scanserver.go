@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/metrics"
 	"github.com/scanplane/scanplane/internal/remoting"
@@ -777,9 +778,12 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		after = req.ResumeAfter
 	}
 	reader := tablets.NewTabletReader(req.Files, s.fetcher)
+	// The scan's reads are one scan's for the host cache: past its first
+	// blocks they enter the cache only into free room.
+	sctx := cache.WithScan(job.ctx)
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
-	prover := tablets.NewProver(job.ctx, req.Files, s.fetcher, rng, after)
+	prover := tablets.NewProver(sctx, req.Files, s.fetcher, rng, after)
 	// A count-only scan sends the rows of its first block (first), then
 	// the counted proofs of the blocks up to countTo instead of their
 	// rows, then the rows from countTo on (Prover.CountSpan).
@@ -799,7 +803,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			}
 		}
 	}
-	it := reader.Scan(job.ctx, first, after)
+	it := reader.Scan(sctx, first, after)
 	var prev tablets.ReadStats // of the iterators before it
 	readStats := func() (uint64, uint64) {
 		st := it.Stats()
@@ -980,7 +984,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		st := it.Stats()
 		prev.BlocksRead, prev.CacheHits = prev.BlocksRead+st.BlocksRead, prev.CacheHits+st.CacheHits
-		it = reader.Scan(job.ctx, tablets.Range{Start: countTo, End: rng.End}, nil)
+		it = reader.Scan(sctx, tablets.Range{Start: countTo, End: rng.End}, nil)
 		countTo = nil
 	}
 	if nrows > 0 {
