@@ -777,13 +777,16 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	if len(req.ResumeAfter) > 0 {
 		after = req.ResumeAfter
 	}
-	reader := tablets.NewTabletReader(req.Files, s.fetcher)
 	// The scan's reads are one scan's for the host cache: past its first
-	// blocks they enter the cache only into free room.
+	// blocks they enter the cache only into free room. A block it misses
+	// starts reading the next ones.
 	sctx := cache.WithScan(job.ctx)
+	ra := newReadAhead(sctx, s.fetcher, req.Files, rng.End)
+	defer ra.close()
+	reader := tablets.NewTabletReader(req.Files, ra)
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
-	prover := tablets.NewProver(sctx, req.Files, s.fetcher, rng, after)
+	prover := tablets.NewProver(sctx, req.Files, ra, rng, after)
 	// A count-only scan sends the rows of its first block (first), then
 	// the counted proofs of the blocks up to countTo instead of their
 	// rows, then the rows from countTo on (Prover.CountSpan).
