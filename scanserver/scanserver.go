@@ -780,13 +780,19 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	// The scan's reads are one scan's for the host cache: past its first
 	// blocks they enter the cache only into free room. A block it misses
 	// starts reading the next ones.
+	// A deterministic harness (Env.Go) owns every goroutine of a scan:
+	// no read-ahead there.
 	sctx := cache.WithScan(job.ctx)
-	ra := newReadAhead(sctx, s.fetcher, req.Files, rng.End)
-	defer ra.close()
-	reader := tablets.NewTabletReader(req.Files, ra)
+	fetcher := s.fetcher
+	if s.cfg.Env.Go == nil {
+		ra := newReadAhead(sctx, s.fetcher, req.Files, rng.End)
+		defer ra.close()
+		fetcher = ra
+	}
+	reader := tablets.NewTabletReader(req.Files, fetcher)
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
-	prover := tablets.NewProver(sctx, req.Files, ra, rng, after)
+	prover := tablets.NewProver(sctx, req.Files, fetcher, rng, after)
 	// A count-only scan sends the rows of its first block (first), then
 	// the counted proofs of the blocks up to countTo instead of their
 	// rows, then the rows from countTo on (Prover.CountSpan).
