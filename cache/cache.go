@@ -15,6 +15,10 @@
 // Values are shared, not copied: a []byte passed to Set or returned by Get
 // or FetchBlock must be treated as read-only by everyone.
 //
+// Scans mark their fetches (WithScan): past its first blocks, a large
+// scan's misses enter the cache only into free room, so that it does not
+// evict the hot set.
+//
 // ristretto is an admission cache: Set may drop a block (full set buffer,
 // or the TinyLFU policy judging it less valuable than what it would evict),
 // and even an accepted Set becomes visible to Get only after ristretto's
@@ -81,6 +85,7 @@ type Stats struct {
 	BytesEvicted uint64 // bytes of blocks evicted
 	Sets         uint64 // Set calls
 	Dropped      uint64 // Sets dropped: full buffer or refused by admission
+	Bypassed     uint64 // objects a large scan read without caching them (no free room; WithScan)
 	Bytes        int64  // bytes cached now
 }
 
@@ -92,6 +97,7 @@ type BlockCache struct {
 
 	hits, misses, evictions, bytesEvicted  atomic.Uint64
 	sets, dropped, bytesSet, bytesRejected atomic.Uint64
+	bypassed                               atomic.Uint64
 	closed                                 atomic.Bool
 	closeOnce                              sync.Once
 
@@ -214,6 +220,7 @@ func (c *BlockCache) Stats() Stats {
 		BytesEvicted: c.bytesEvicted.Load(),
 		Sets:         c.sets.Load(),
 		Dropped:      c.dropped.Load(),
+		Bypassed:     c.bypassed.Load(),
 		Bytes:        c.bytes(),
 	}
 }
@@ -224,6 +231,11 @@ func (c *BlockCache) bytes() int64 {
 		return 0
 	}
 	return c.maxBytes - c.rc.RemainingCost()
+}
+
+// hasRoom reports whether n more bytes fit without evicting anything.
+func (c *BlockCache) hasRoom(n int64) bool {
+	return !c.closed.Load() && c.rc.RemainingCost() >= n
 }
 
 // HitRatio is hits/(hits+misses) of Get, 0 before any Get.
@@ -251,6 +263,7 @@ func (c *BlockCache) Collectors() []prometheus.Collector {
 			counter("scanplane_cache_evicted_bytes_total", "Bytes of blocks evicted from the block cache.", &c.bytesEvicted),
 			counter("scanplane_cache_sets_total", "Blocks offered to the block cache.", &c.sets),
 			counter("scanplane_cache_dropped_total", "Blocks offered to the block cache and not admitted.", &c.dropped),
+			counter("scanplane_cache_scan_bypassed_total", "Blocks a large scan read without caching them, the cache having no free room for them.", &c.bypassed),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "scanplane_cache_added_bytes_total", Help: "Bytes of blocks admitted to the block cache.",
 			}, func() float64 { return float64(c.Stats().BytesAdded) }),

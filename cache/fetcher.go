@@ -43,10 +43,11 @@ var _ tablets.DecodingFetcher = (*Fetcher)(nil)
 // that context ends, callers whose own context is still live start a new
 // read instead of failing.
 func (f *Fetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, error) {
+	large := noteRead(ctx)
 	if data, ok := f.cache.Get(key); ok {
 		return data, true, nil
 	}
-	v, err := f.flight(ctx, key, key, func() (any, error) { return f.load(ctx, key) })
+	v, err := f.flight(ctx, key, key, func() (any, error) { return f.load(ctx, key, large) })
 	if err != nil {
 		return nil, false, err
 	}
@@ -61,6 +62,7 @@ func (f *Fetcher) FetchBlock(ctx context.Context, key string) ([]byte, bool, err
 // FetchBlock, they are decoded now and replaced by the value, or, if
 // decode refuses them, dropped from the cache.
 func (f *Fetcher) FetchDecoded(ctx context.Context, key string, decode func([]byte) (any, int64, error)) (any, bool, error) {
+	large := noteRead(ctx)
 	if v, ok := f.cache.get(key); ok {
 		switch x := v.(type) {
 		case *decoded:
@@ -86,7 +88,9 @@ func (f *Fetcher) FetchDecoded(ctx context.Context, key string, decode func([]by
 		if err != nil {
 			return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
 		}
-		if f.cache.setDecoded(key, data, dv, n) {
+		if large && !f.cache.hasRoom(max(n, cost(data))) {
+			f.cache.bypassed.Add(1)
+		} else if f.cache.setDecoded(key, data, dv, n) {
 			f.cache.Wait()
 		}
 		return dv, nil
@@ -117,16 +121,19 @@ func (f *Fetcher) flight(ctx context.Context, fkey, key string, load func() (any
 	}
 }
 
-// load reads key from the store and offers it to the cache. It waits for
+// load reads key from the store and offers it to the cache (for a large
+// scan only if it fits without evicting; see WithScan). It waits for
 // the cache to apply the Set before the flight ends, so a caller arriving
 // after this read finds the block cached (unless admission refused it)
 // rather than reading it again.
-func (f *Fetcher) load(ctx context.Context, key string) ([]byte, error) {
+func (f *Fetcher) load(ctx context.Context, key string, large bool) ([]byte, error) {
 	data, err := f.store.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
 	}
-	if f.cache.Set(key, data) {
+	if large && !f.cache.hasRoom(cost(data)) {
+		f.cache.bypassed.Add(1)
+	} else if f.cache.Set(key, data) {
 		f.cache.Wait()
 	}
 	return data, nil

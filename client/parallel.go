@@ -53,8 +53,6 @@ type prefetch struct {
 	running  int           // unordered: pieces started and not ended
 	err      error         // unordered: the first error
 	bytes    int           // buffered
-	rows     uint64        // buffered
-	taken    uint64        // rows of the batches the caller took
 	waiting  int           // goroutines waiting for room in put
 	live     int           // goroutines started and not ended
 	stats    ScanStats     // Tablets, Requests, Resumes, Batches
@@ -67,8 +65,9 @@ type slot struct {
 }
 
 type qbatch struct {
-	rows  []tablets.Entry
-	bytes int
+	rows    []tablets.Entry
+	counted uint64 // rows proven by count before rows (Rows.count)
+	bytes   int
 }
 
 // startPrefetch starts reading r.pieces with window goroutines.
@@ -93,26 +92,25 @@ func (p *prefetch) worker() {
 		p.wg.Done()
 	}()
 	for {
-		i, limit, ok := p.claim()
+		i, ok := p.claim()
 		if !ok {
 			return
 		}
-		err := p.read(i, limit)
+		err := p.read(i)
 		p.end(i, err)
 	}
 }
 
-// claim returns the next piece to read and the rows wanted from it (0 =
-// all), waiting for the window; false when there is none or the scan
-// stopped. limit is negative when the rows before the piece already reach
-// the scan's limit.
-func (p *prefetch) claim() (int, int64, bool) {
+// claim returns the next piece to read, waiting for the window; false
+// when there is none or the scan stopped. (A scan with a limit reads one
+// tablet at a time, without a prefetch.)
+func (p *prefetch) claim() (int, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
 		switch {
 		case p.stopped || p.next >= len(p.pieces) || p.next > p.failedAt || !p.ordered && p.err != nil:
-			return 0, 0, false
+			return 0, false
 		case p.ordered && p.next >= p.head+p.window:
 			ch := p.changed
 			p.mu.Unlock()
@@ -130,38 +128,25 @@ func (p *prefetch) claim() (int, int64, bool) {
 		} else {
 			p.running++
 		}
-		var limit int64
-		if l := p.r.opts.Limit; l > 0 {
-			// Every row taken or buffered comes before this piece's
-			// (ordered) or is handed over before the caller could reach
-			// the limit with it (unordered).
-			limit = int64(l) - int64(p.taken+p.rows)
-			if limit <= 0 {
-				limit = -1
-			}
-		}
-		return i, limit, true
+		return i, true
 	}
 }
 
 // read reads piece i, putting its batches; it returns the error that ended
 // it (errStopped when the scan was closed).
-func (p *prefetch) read(i int, limit int64) error {
-	if limit < 0 {
-		return nil
-	}
-	var pending [][]tablets.Entry
+func (p *prefetch) read(i int) error {
+	var pending []qbatch
 	var st, reported ScanStats
-	t, err := p.r.startRun(p.pieces[i], uint64(limit), p.stop, &st, func(rows []tablets.Entry) {
-		pending = append(pending, rows)
+	t, err := p.r.startRun(p.pieces[i], 0, p.stop, &st, func(rows []tablets.Entry, counted uint64) {
+		pending = append(pending, qbatch{rows: rows, counted: counted})
 	})
 	if err != nil {
 		p.addStats(st, &reported)
 		return err
 	}
 	for {
-		for _, rows := range pending {
-			if err := p.put(i, rows); err != nil {
+		for _, b := range pending {
+			if err := p.put(i, b); err != nil {
 				pending = nil
 				t.abandon()
 				if !errors.Is(err, errStopped) {
@@ -180,8 +165,8 @@ func (p *prefetch) read(i int, limit int64) error {
 			t.abandon()
 			// Rows the stream yielded with the failure are verified:
 			// hand them over before the error.
-			for _, rows := range pending {
-				if p.put(i, rows) != nil {
+			for _, b := range pending {
+				if p.put(i, b) != nil {
 					break
 				}
 			}
@@ -203,14 +188,16 @@ func (p *prefetch) addStats(st ScanStats, reported *ScanStats) {
 }
 
 // put hands a batch of piece i to the caller, waiting for room.
-func (p *prefetch) put(i int, rows []tablets.Entry) error {
-	if len(rows) == 0 {
+func (p *prefetch) put(i int, b qbatch) error {
+	rows := b.rows
+	if len(rows) == 0 && b.counted == 0 {
 		return nil
 	}
 	n := 0
 	for _, e := range rows {
 		n += len(e.Key) + len(e.Value)
 	}
+	b.bytes = n
 	ctx := p.r.ctx
 	p.mu.Lock()
 	for {
@@ -223,14 +210,12 @@ func (p *prefetch) put(i int, rows []tablets.Entry) error {
 			s = p.slots[i]
 		}
 		if p.bytes == 0 || p.bytes+n <= p.maxBytes || s != nil && i == p.head && len(s.q) == 0 {
-			b := qbatch{rows: rows, bytes: n}
 			if s != nil {
 				s.q = append(s.q, b)
 			} else {
 				p.ready = append(p.ready, b)
 			}
 			p.bytes += n
-			p.rows += uint64(len(rows))
 			p.mu.Unlock()
 			p.signal()
 			return nil
@@ -289,26 +274,26 @@ func (p *prefetch) changedLocked() {
 	p.changed = make(chan struct{})
 }
 
-// take returns the caller's next batch: nil at the end of the scan, or
-// the error that ended it.
-func (p *prefetch) take() ([]tablets.Entry, error) {
+// take returns the caller's next batch (ok), or the end of the scan (not
+// ok), or the error that ended it.
+func (p *prefetch) take() (qbatch, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
 		if p.ordered {
 			if p.head >= len(p.pieces) {
-				return nil, nil
+				return qbatch{}, false, nil
 			}
 			if s := p.slots[p.head]; s != nil {
 				if len(s.q) > 0 {
 					b := s.q[0]
 					s.q[0] = qbatch{}
 					s.q = s.q[1:]
-					return p.taking(b), nil
+					return p.taking(b), true, nil
 				}
 				if s.done {
 					if s.err != nil {
-						return nil, s.err
+						return qbatch{}, false, s.err
 					}
 					delete(p.slots, p.head)
 					p.head++
@@ -319,14 +304,14 @@ func (p *prefetch) take() ([]tablets.Entry, error) {
 		} else {
 			switch {
 			case p.err != nil:
-				return nil, p.err
+				return qbatch{}, false, p.err
 			case len(p.ready) > 0:
 				b := p.ready[0]
 				p.ready[0] = qbatch{}
 				p.ready = p.ready[1:]
-				return p.taking(b), nil
+				return p.taking(b), true, nil
 			case p.running == 0 && p.next >= len(p.pieces):
-				return nil, nil
+				return qbatch{}, false, nil
 			}
 		}
 		p.mu.Unlock()
@@ -336,12 +321,10 @@ func (p *prefetch) take() ([]tablets.Entry, error) {
 }
 
 // taking accounts for the batch the caller takes.
-func (p *prefetch) taking(b qbatch) []tablets.Entry {
+func (p *prefetch) taking(b qbatch) qbatch {
 	p.bytes -= b.bytes
-	p.rows -= uint64(len(b.rows))
-	p.taken += uint64(len(b.rows))
 	p.changedLocked()
-	return b.rows
+	return b
 }
 
 func (p *prefetch) statsNow() ScanStats {

@@ -19,7 +19,10 @@ import (
 type ScanOptions struct {
 	// Hints go to the coordinator; "scan_type" picks the profile.
 	Hints map[string]string
-	// Limit stops after this many rows; 0 = all.
+	// Limit stops after this many rows; 0 = all. A scan with a limit
+	// reads one tablet at a time (Parallel does not apply), each asked
+	// for the rows still wanted, so that no scan server sends rows past
+	// the limit.
 	Limit uint64
 	// BatchRows overrides Config.BatchRows for this scan.
 	BatchRows uint32
@@ -107,18 +110,22 @@ type Rows struct {
 	opts   ScanOptions
 	// unordered: BatchScan, which interleaves pieces.
 	unordered bool
-	pieces    []tablets.Piece
-	meta      *messages.TableMeta
-	pi        int
-	run       *tabletRun      // serial: the tablet being read
-	par       *prefetch       // parallel: the tablets being read
-	batch     []tablets.Entry // rows received, not yet returned (from bi)
-	bi        int
-	row       Row
-	last      []byte
-	err       error
-	done      bool
-	stats     ScanStats
+	// count: Count, which wants the number of rows: counted adds up the
+	// rows scan servers proved by count instead of sending them.
+	count   bool
+	counted uint64
+	pieces  []tablets.Piece
+	meta    *messages.TableMeta
+	pi      int
+	run     *tabletRun      // serial: the tablet being read
+	par     *prefetch       // parallel: the tablets being read
+	batch   []tablets.Entry // rows received, not yet returned (from bi)
+	bi      int
+	row     Row
+	last    []byte
+	err     error
+	done    bool
+	stats   ScanStats
 }
 
 // Scan scans [rng.Start, rng.End) of table. It does no IO until Next.
@@ -149,6 +156,31 @@ func (c *Client) All(ctx context.Context, table string, rng Range, opts ScanOpti
 			yield(Row{}, err)
 		}
 	}
+}
+
+// Count returns the number of rows of [rng.Start, rng.End) of table (at
+// most opts.Limit when set). Scan servers prove the rows of whole blocks
+// inside the range by their count (the block roots of the table's
+// metadata bind each block's row count) and send only the rows of the
+// blocks at the range's ends, which the client checks as a scan's; a
+// table ingested without row digests (opts.AllowUnverified) is counted
+// by reading every row. The count is exact or an error.
+func (c *Client) Count(ctx context.Context, table string, rng Range, opts ScanOptions) (uint64, error) {
+	limit := opts.Limit
+	opts.Limit = 0
+	r := c.Scan(ctx, table, rng, opts)
+	r.count = true
+	defer r.Close()
+	for r.Next() {
+	}
+	if err := r.Err(); err != nil {
+		return 0, err
+	}
+	n := r.stats.Rows + r.counted
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	return n, nil
 }
 
 // Row returns the current row.
@@ -211,17 +243,18 @@ func (r *Rows) Next() bool {
 		// next batch's rows replace rather than overwrite.
 		r.batch, r.bi = nil, 0
 		if r.par != nil {
-			batch, err := r.par.take()
+			b, ok, err := r.par.take()
 			switch {
 			case err != nil:
 				r.fail(err)
 				return false
-			case batch == nil:
+			case !ok:
 				r.par.close()
 				r.done = true
 				return false
 			}
-			r.batch = batch
+			r.batch = b.rows
+			r.counted += b.counted
 			continue
 		}
 		if r.run == nil {
@@ -230,7 +263,7 @@ func (r *Rows) Next() bool {
 					r.fail(err)
 					return false
 				}
-				if p := r.opts.parallel(); p > 1 && len(r.pieces) > 1 {
+				if p := r.opts.parallel(); p > 1 && len(r.pieces) > 1 && r.opts.Limit == 0 {
 					r.par = startPrefetch(r, p, r.opts.maxBufferBytes())
 					continue
 				}
@@ -243,7 +276,8 @@ func (r *Rows) Next() bool {
 			if r.opts.Limit > 0 {
 				limit = r.opts.Limit - r.stats.Rows
 			}
-			run, err := r.startRun(r.pieces[r.pi], limit, nil, &r.stats, func(rows []tablets.Entry) {
+			run, err := r.startRun(r.pieces[r.pi], limit, nil, &r.stats, func(rows []tablets.Entry, counted uint64) {
+				r.counted += counted
 				if len(r.batch) == 0 {
 					r.batch = rows // the stream's slab, one per batch: no copy
 				} else {
@@ -309,7 +343,7 @@ type tabletRun struct {
 	in       *inbox   // its inbox
 	ids      []string // its request ids
 	timer    *time.Timer
-	yield    func([]tablets.Entry)
+	yield    func(rows []tablets.Entry, counted uint64)
 	stats    *ScanStats
 	finished bool // every row of the piece was yielded
 	ended    bool // the stream's inbox and request ids are released
@@ -317,7 +351,7 @@ type tabletRun struct {
 
 // startRun starts the stream of one piece of the scan (limit: rows
 // wanted from it, 0 = all).
-func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, stats *ScanStats, yield func([]tablets.Entry)) (*tabletRun, error) {
+func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, stats *ScanStats, yield func([]tablets.Entry, uint64)) (*tabletRun, error) {
 	c := r.c
 	if c.rx == nil {
 		return nil, ErrClosed
@@ -329,7 +363,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	cfg := StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
-		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter, Limit: limit}
+		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter, Limit: limit, CountOnly: r.count}
 	if r.opts.BatchRows > 0 {
 		cfg.BatchRows = r.opts.BatchRows
 	}
@@ -428,7 +462,7 @@ func (t *tabletRun) apply(acts []StreamAction) error {
 		case ActSendCancel, ActSendAck:
 			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
 		case ActYield:
-			t.yield(a.Rows)
+			t.yield(a.Rows, a.Counted)
 			t.stats.Batches++
 		case ActFinish:
 			t.finished = true

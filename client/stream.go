@@ -101,6 +101,11 @@ type StreamConfig struct {
 	Hints     map[string]string
 	// Limit: rows wanted from this tablet; 0 = all.
 	Limit uint64
+	// CountOnly: the caller wants the number of rows, not all of them
+	// (ScanRequest.count_only; never with Limit): with Verify, the rows
+	// of whole blocks the server proves by count are not sent, and
+	// ActYield carries their number in Counted.
+	CountOnly bool
 	// Deadline of the scan; zero = none (each request then carries now +
 	// MaxRequestTime).
 	Deadline       time.Time
@@ -149,7 +154,8 @@ type StreamStats struct {
 	Resends  int // requests sent again because their coordinator was lost
 	Batches  int // batches verified and accepted
 	Rows     uint64
-	Rejected int // batches refused by verification (never yielded)
+	Counted  uint64 // rows proven by count (CountOnly), not received
+	Rejected int    // batches refused by verification (never yielded)
 }
 
 // StreamActionKind says what a StreamAction asks the shell to do.
@@ -166,7 +172,9 @@ const (
 	ActSendCancel
 	// ActSendAck: send Msg (*messages.BatchAck) to the scan server Server.
 	ActSendAck
-	// ActYield: Rows are verified rows, in key order, to hand to the caller.
+	// ActYield: Rows are verified rows, in key order, to hand to the
+	// caller, and Counted rows of the range before them (CountOnly) were
+	// proven by count.
 	ActYield
 	// ActFinish: the tablet is done; every row was yielded.
 	ActFinish
@@ -201,6 +209,7 @@ type StreamAction struct {
 	Server      *messages.Pid   // ActSendCancel, ActSendAck
 	Msg         proto.Message   // the message to send
 	Rows        []tablets.Entry // ActYield: they alias the batch received
+	Counted     uint64          // ActYield: rows proven by count
 	Err         error
 }
 
@@ -211,6 +220,9 @@ func (a StreamAction) String() string {
 	case ActSendCancel, ActSendAck:
 		return fmt.Sprintf("%s to %s/%s: %v", a.Kind, a.Server.GetAddress(), a.Server.GetId(), a.Msg)
 	case ActYield:
+		if a.Counted > 0 {
+			return fmt.Sprintf("yield %d rows, %d counted", len(a.Rows), a.Counted)
+		}
 		return fmt.Sprintf("yield %d rows", len(a.Rows))
 	case ActFail:
 		return fmt.Sprintf("fail: %v", a.Err)
@@ -577,6 +589,10 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 			last = rows[len(rows)-1].Key
 		}
 	}
+	var counted uint64
+	if r.verify != nil {
+		counted = r.verify.takeCounted()
+	}
 	r.lastSeq, r.lastData = b.GetSeq(), now
 	s.overloaded = 0
 	// The yielded rows belong to the caller, who may reuse their bytes:
@@ -585,20 +601,21 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	s.rows += uint64(len(rows))
 	s.stats.Batches++
 	s.stats.Rows += uint64(len(rows))
+	s.stats.Counted += counted
 	if fin != nil {
 		// The last batch, carrying the attempt's ScanFinished (checked
 		// above against the batch, whose counts matched ours): no ack,
 		// the tablet is done.
 		var acts []StreamAction
-		if len(rows) > 0 {
-			acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
+		if len(rows) > 0 || counted > 0 {
+			acts = append(acts, StreamAction{Kind: ActYield, Rows: rows, Counted: counted})
 		}
 		return append(acts, s.finish()...)
 	}
 	acts := []StreamAction{{Kind: ActSendAck, Server: r.serverPID,
 		Msg: &messages.BatchAck{RequestId: r.id, Attempt: r.accepted, Seq: b.GetSeq()}}}
-	if len(rows) > 0 {
-		acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
+	if len(rows) > 0 || counted > 0 {
+		acts = append(acts, StreamAction{Kind: ActYield, Rows: rows, Counted: counted})
 	}
 	return acts
 }
@@ -674,11 +691,15 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 			if err != nil {
 				return s.reject(now, fmt.Sprintf("attempt %d on %s finished, tablet %s: %v", m.GetAttempt(), orUnknown(r.server), s.tabletName(), err))
 			}
+			counted := v.takeCounted()
+			s.stats.Counted += counted
 			if len(rows) > 0 {
 				s.lastKey = append(s.lastKey[:0], rows[len(rows)-1].Key...)
 				s.rows += uint64(len(rows))
 				s.stats.Rows += uint64(len(rows))
-				acts = append(acts, StreamAction{Kind: ActYield, Rows: rows})
+			}
+			if len(rows) > 0 || counted > 0 {
+				acts = append(acts, StreamAction{Kind: ActYield, Rows: rows, Counted: counted})
 			}
 		}
 		return append(acts, s.finish()...)
@@ -832,7 +853,8 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 	req := &messages.ScanRequest{RequestId: id, Client: s.cfg.Client, Tablet: s.ref,
 		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: bytes.Clone(s.lastKey),
 		BatchRows: s.cfg.BatchRows, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
-		Window: s.cfg.Window, TimeoutMs: wire.TimeoutMs(deadline.Sub(now)), AvoidCoordinators: s.lostCoordinators()}
+		Window: s.cfg.Window, TimeoutMs: wire.TimeoutMs(deadline.Sub(now)), AvoidCoordinators: s.lostCoordinators(),
+		CountOnly: s.cfg.CountOnly && s.cfg.Verify && s.cfg.Limit == 0}
 	if s.cfg.Limit > 0 {
 		req.Limit = s.cfg.Limit - s.rows
 	}

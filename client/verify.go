@@ -34,7 +34,10 @@ func tabletRoots(table string, gen uint64, tm *messages.TabletMeta) ([]tablets.D
 // rows run from the one just below the request's lower bound (or the
 // tablet's first row) to the one at or past its end (or the tablet's
 // last row, or the request's limit). It hashes the rows' packed bytes as
-// they arrived, a chunk of rows (tablets.ChunkRows) per leaf.
+// they arrived, a chunk of rows (tablets.ChunkRows) per leaf. A
+// count-only stream's counted blocks (BlockProof.counted) add to the
+// count (takeCounted) once rows sent before and after them show them to
+// be in the range.
 type verifier struct {
 	roots []tablets.Digest
 	rng   tablets.Range // what the request still asks for (its lower bound inclusive)
@@ -45,9 +48,13 @@ type verifier struct {
 	ended   bool // a proof showed the row past the range's end
 	g, l    int  // position of the next row: block g, its row l
 	rows    uint64
-	pending []tablets.Entry // rows received that no proof covered yet
-	segs    []segment       // the packed bytes of the pending rows, in order
-	feed    leafFeed
+	// blind: rows of counted blocks (BlockProof.counted) since the last
+	// row the stream sent; counted: counted rows a sent row after them
+	// showed to be in the range, not yet taken (takeCounted).
+	blind, counted uint64
+	pending        []tablets.Entry // rows received that no proof covered yet
+	segs           []segment       // the packed bytes of the pending rows, in order
+	feed           leafFeed
 }
 
 // segment is packed bytes whose first rows rows are pending rows.
@@ -76,6 +83,12 @@ func (v *verifier) batch(packed []byte, rows []tablets.Entry, proofs []*messages
 	}
 	n := 0
 	for _, p := range proofs {
+		if p.GetCounted() {
+			if err := v.countedProof(p); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		k := int(p.GetRows())
 		if k > len(v.pending)-n {
 			return nil, fmt.Errorf("proof of block %d covers %d rows, %d received", p.GetBlock(), k, len(v.pending)-n)
@@ -124,7 +137,7 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	}
 	// Rows are consecutive rows of the ingest, in key order: the range
 	// holds them all if it holds the first of the stream and the last.
-	if len(rows) > 0 && (!v.started && !v.rng.Contains(rows[0].Key) || !v.rng.Contains(rows[len(rows)-1].Key)) {
+	if len(rows) > 0 && (v.rows == 0 && !v.rng.Contains(rows[0].Key) || !v.rng.Contains(rows[len(rows)-1].Key)) {
 		return fmt.Errorf("block %d: rows outside the range %s", g, v.rng)
 	}
 	v.feed.start(n, first, first == 0 && first+len(head)+len(rows)+len(tail) == n)
@@ -163,7 +176,53 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 		v.g, v.l = g+1, 0
 	}
 	v.rows += uint64(len(rows))
+	if len(rows) > 0 {
+		// The counted blocks before these rows lie below a row in the
+		// range, and above one: they are in it.
+		v.counted += v.blind
+		v.blind = 0
+	}
 	return nil
+}
+
+// countedProof checks a counted proof: all the rows of the block at the
+// stream's position, none sent, after a row the stream sent (which shows
+// that the counted rows are at or above the range's lower bound).
+func (v *verifier) countedProof(p *messages.BlockProof) error {
+	g, n := int(p.GetBlock()), int(p.GetLeaves())
+	switch {
+	case v.limit > 0:
+		return fmt.Errorf("counted proof of block %d in a scan with a limit", g)
+	case v.rows == 0:
+		return fmt.Errorf("counted proof of block %d before any row of the stream", g)
+	case v.ended:
+		return fmt.Errorf("counted proof of block %d after the row past the range's end", g)
+	case g != v.g || v.l != 0:
+		return fmt.Errorf("counted proof of block %d, the stream is at block %d row %d", g, v.g, v.l)
+	case g >= len(v.roots):
+		return fmt.Errorf("counted proof of block %d: the tablet has %d blocks", g, len(v.roots))
+	case p.GetFirst() != 0 || int(p.GetRows()) != n || len(p.GetHead()) > 0 || len(p.GetTail()) > 0:
+		return fmt.Errorf("%w: counted proof of block %d: rows %d..+%d of %d with %d head and %d tail bytes, not the whole block",
+			tablets.ErrBadProof, g, p.GetFirst(), p.GetRows(), n, len(p.GetHead()), len(p.GetTail()))
+	}
+	root, err := v.m.CountRoot(n, p.GetSiblings())
+	if err != nil {
+		return fmt.Errorf("block %d: %w", g, err)
+	}
+	if root != v.roots[g] {
+		return fmt.Errorf("%w: block %d counted as %d rows", tablets.ErrBadProof, g, n)
+	}
+	v.g, v.l = g+1, 0
+	v.blind += uint64(n)
+	return nil
+}
+
+// takeCounted returns the counted rows shown to be in the range since
+// the last call.
+func (v *verifier) takeCounted() uint64 {
+	n := v.counted
+	v.counted = 0
+	return n
 }
 
 // leafFeed hashes a proof's rows, in order: all of them with one BLAKE3
@@ -224,6 +283,15 @@ func (f *leafFeed) rows(b []byte, rows []tablets.Entry) int {
 // ScanFinished (if it came alone): every row proven, and the range
 // complete.
 func (v *verifier) finish() error {
+	if v.blind > 0 {
+		// Counted rows after the last row sent are in the range only if
+		// it runs to the tablet's end and they reach it.
+		if len(v.rng.End) > 0 || v.g < len(v.roots) {
+			return fmt.Errorf("%d counted rows after the last row sent, not shown to be below the range's end %s", v.blind, v.rng)
+		}
+		v.counted += v.blind
+		v.blind = 0
+	}
 	switch {
 	case len(v.pending) > 0:
 		return fmt.Errorf("%d rows without a proof", len(v.pending))

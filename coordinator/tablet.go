@@ -561,7 +561,8 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			t.root.Send(pid, &messages.StartScan{RequestId: id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: wire.FromPID(t.self),
 				Tablet: t.meta.GetRef(), Files: tablets.DispatchFiles(t.meta), Manifests: t.meta.GetManifests(), Range: req.Range, ResumeAfter: req.ResumeAfter,
 				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
-				TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit, Window: req.Window, Server: string(s.ID)})
+				TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit, Window: req.Window, Server: string(s.ID),
+				CountOnly: req.CountOnly})
 			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
 			t.co.board.CountDispatch(a.Attempt.Sel.Hedge)
 			t.co.counters.dispatches.Add(1)

@@ -990,7 +990,12 @@ type ScanRequest struct {
 	// turns it into a deadline on its own clock, so clocks that disagree
 	// between machines change nothing. A coordinator clamps it to its
 	// MaxFlowAge.
-	TimeoutMs     int64 `protobuf:"varint,17,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int64 `protobuf:"varint,17,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// count_only: the client wants the number of rows of the range, not
+	// the rows: the scan server may prove whole blocks by their row count
+	// (BlockProof.counted) instead of sending their rows. Never with a
+	// limit.
+	CountOnly     bool `protobuf:"varint,18,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1135,6 +1140,13 @@ func (x *ScanRequest) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *ScanRequest) GetCountOnly() bool {
+	if x != nil {
+		return x.CountOnly
+	}
+	return false
 }
 
 // ScanRouted: coordinator -> client, in two cases.
@@ -1445,6 +1457,7 @@ type StartScan struct {
 	// files, for a tablet that keeps its files in manifests; the scan
 	// server loads and checks them from the metadata store.
 	Manifests     []*ManifestRef `protobuf:"bytes,17,rep,name=manifests,proto3" json:"manifests,omitempty"`
+	CountOnly     bool           `protobuf:"varint,18,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"` // as ScanRequest.count_only
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1589,6 +1602,13 @@ func (x *StartScan) GetManifests() []*ManifestRef {
 		return x.Manifests
 	}
 	return nil
+}
+
+func (x *StartScan) GetCountOnly() bool {
+	if x != nil {
+		return x.CountOnly
+	}
+	return false
 }
 
 // ScanStarted: scan server -> tablet actor. first_data = false: a worker
@@ -1935,14 +1955,22 @@ func (x *RowBatch) GetProofs() []*BlockProof {
 // empty head, first = 0 of block 0) or its last row no such row exists.
 // An empty result is a proof of adjacent rows below and past the range.
 type BlockProof struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Block         uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`   // the block's number within the tablet
-	Leaves        uint32                 `protobuf:"varint,2,opt,name=leaves,proto3" json:"leaves,omitempty"` // rows of the block (bound into its root)
-	First         uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`   // the block row of the first row covered (head's, else the stream's)
-	Rows          uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`     // rows of the stream covered (after head)
-	Siblings      [][]byte               `protobuf:"bytes,7,rep,name=siblings,proto3" json:"siblings,omitempty"`
-	Head          []byte                 `protobuf:"bytes,8,opt,name=head,proto3" json:"head,omitempty"` // packed rows [first, first + len(head)), before the stream's
-	Tail          []byte                 `protobuf:"bytes,9,opt,name=tail,proto3" json:"tail,omitempty"` // packed rows after the stream's, to the end of their chunk
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Block    uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`   // the block's number within the tablet
+	Leaves   uint32                 `protobuf:"varint,2,opt,name=leaves,proto3" json:"leaves,omitempty"` // rows of the block (bound into its root)
+	First    uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`   // the block row of the first row covered (head's, else the stream's)
+	Rows     uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`     // rows of the stream covered (after head)
+	Siblings [][]byte               `protobuf:"bytes,7,rep,name=siblings,proto3" json:"siblings,omitempty"`
+	Head     []byte                 `protobuf:"bytes,8,opt,name=head,proto3" json:"head,omitempty"` // packed rows [first, first + len(head)), before the stream's
+	Tail     []byte                 `protobuf:"bytes,9,opt,name=tail,proto3" json:"tail,omitempty"` // packed rows after the stream's, to the end of their chunk
+	// counted: the proof covers all the block's rows (first = 0, rows =
+	// leaves, no head or tail) and none of them was sent: a count-only
+	// scan (ScanRequest.count_only) counts them. siblings are the top of
+	// the block's chunk tree and the BLAKE3 hash of its rows, which with
+	// leaves make its root (tablets.MerkleHasher.CountRoot). A counted
+	// block follows a row the stream sent, and, unless the range runs to
+	// the tablet's end, a row the stream sent follows it.
+	Counted       bool `protobuf:"varint,10,opt,name=counted,proto3" json:"counted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2024,6 +2052,13 @@ func (x *BlockProof) GetTail() []byte {
 		return x.Tail
 	}
 	return nil
+}
+
+func (x *BlockProof) GetCounted() bool {
+	if x != nil {
+		return x.Counted
+	}
+	return false
 }
 
 // BatchAck: client -> scan server, flow control.
@@ -3749,7 +3784,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fcluster_name\x18\r \x01(\tR\vclusterName\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xcc\x05\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xeb\x05\n" +
 	"\vScanRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
@@ -3771,7 +3806,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x12avoid_coordinators\x18\x0f \x03(\tR\x11avoidCoordinators\x12*\n" +
 	"\x11want_tablet_actor\x18\x10 \x01(\bR\x0fwantTabletActor\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x11 \x01(\x03R\ttimeoutMs\x1a8\n" +
+	"timeout_ms\x18\x11 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
+	"\n" +
+	"count_only\x18\x12 \x01(\bR\tcountOnly\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -3802,7 +3839,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"durationUs\x12\x1d\n" +
 	"\n" +
 	"plan_index\x18\x05 \x01(\rR\tplanIndex\x12\x14\n" +
-	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\x96\x05\n" +
+	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xb5\x05\n" +
 	"\tStartScan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3824,7 +3861,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x06server\x18\x0f \x01(\tR\x06server\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x10 \x01(\x03R\ttimeoutMs\x12@\n" +
-	"\tmanifests\x18\x11 \x03(\v2\".scanplane.internal.v1.ManifestRefR\tmanifestsJ\x04\b\f\x10\r\"\xb7\x01\n" +
+	"\tmanifests\x18\x11 \x03(\v2\".scanplane.internal.v1.ManifestRefR\tmanifests\x12\x1d\n" +
+	"\n" +
+	"count_only\x18\x12 \x01(\bR\tcountOnlyJ\x04\b\f\x10\r\"\xb7\x01\n" +
 	"\vScanStarted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3857,7 +3896,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\vpacked_rows\x18\n" +
 	" \x01(\fR\n" +
 	"packedRows\x129\n" +
-	"\x06proofs\x18\v \x03(\v2!.scanplane.internal.v1.BlockProofR\x06proofs\"\xb4\x01\n" +
+	"\x06proofs\x18\v \x03(\v2!.scanplane.internal.v1.BlockProofR\x06proofs\"\xce\x01\n" +
 	"\n" +
 	"BlockProof\x12\x14\n" +
 	"\x05block\x18\x01 \x01(\rR\x05block\x12\x16\n" +
@@ -3866,7 +3905,9 @@ const file_scanplane_proto_rawDesc = "" +
 	"\x04rows\x18\x04 \x01(\rR\x04rows\x12\x1a\n" +
 	"\bsiblings\x18\a \x03(\fR\bsiblings\x12\x12\n" +
 	"\x04head\x18\b \x01(\fR\x04head\x12\x12\n" +
-	"\x04tail\x18\t \x01(\fR\x04tailJ\x04\b\x05\x10\x06J\x04\b\x06\x10\a\"U\n" +
+	"\x04tail\x18\t \x01(\fR\x04tail\x12\x18\n" +
+	"\acounted\x18\n" +
+	" \x01(\bR\acountedJ\x04\b\x05\x10\x06J\x04\b\x06\x10\a\"U\n" +
 	"\bBatchAck\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +

@@ -41,6 +41,10 @@ const (
 	LieAdd     Lie = "add"     // a made-up row follows the first row of each batch
 	LieEmpty   Lie = "empty"   // the scan succeeds with no row and no proof
 	LieCorrupt Lie = "corrupt" // the scan fails with CORRUPT_BLOCK
+	// LieCount: a count-only scan leaves out the proof of its first
+	// counted block (a count short by that block's rows); other scans
+	// are answered honestly.
+	LieCount Lie = "count"
 )
 
 // ParseLie parses a comma-separated list of lies, e.g. "forge,empty".
@@ -48,10 +52,10 @@ func ParseLie(s string) ([]Lie, error) {
 	var out []Lie
 	for _, m := range strings.Split(s, ",") {
 		switch l := Lie(strings.TrimSpace(m)); l {
-		case LieForge, LieDrop, LieAdd, LieEmpty, LieCorrupt:
+		case LieForge, LieDrop, LieAdd, LieEmpty, LieCorrupt, LieCount:
 			out = append(out, l)
 		default:
-			return nil, fmt.Errorf("fault lie %q: want a comma-separated list of forge, drop, add, empty, corrupt", m)
+			return nil, fmt.Errorf("fault lie %q: want a comma-separated list of forge, drop, add, empty, corrupt, count", m)
 		}
 	}
 	return out, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/metrics"
 	"github.com/scanplane/scanplane/internal/remoting"
@@ -756,6 +757,10 @@ func (s *ScanServerActor) tabletFiles(ctx context.Context, req *messages.StartSc
 	return l.TabletFiles(ctx, req.GetTablet(), req.GetManifests())
 }
 
+// maxCountedProofs bounds the counted block proofs of one batch of a
+// count-only scan (about 100 bytes each).
+const maxCountedProofs = 512
+
 // stream sends the scan's batches to the client. final reports that the
 // last batch carried fin (RowBatch.finished): the scan succeeded and fin
 // is complete and shared with the client's message.
@@ -791,21 +796,53 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	if err != nil {
 		return false, err
 	}
-	it := tablets.NewTabletReader(files, s.fetcher).Scan(job.ctx, rng, after)
+	// The scan's reads are one scan's for the host cache: past its first
+	// blocks they enter the cache only into free room. A block it misses
+	// starts reading the next ones.
+	// A deterministic harness (Env.Go) owns every goroutine of a scan:
+	// no read-ahead there.
+	sctx := cache.WithScan(job.ctx)
+	fetcher := s.fetcher
+	if s.cfg.Env.Go == nil {
+		ra := newReadAhead(sctx, s.fetcher, files, rng.End)
+		defer ra.close()
+		fetcher = ra
+	}
+	reader := tablets.NewTabletReader(files, fetcher)
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
-	prover := tablets.NewProver(job.ctx, files, s.fetcher, rng, after)
+	prover := tablets.NewProver(sctx, files, fetcher, rng, after)
+	// A count-only scan sends the rows of its first block (first), then
+	// the counted proofs of the blocks up to countTo instead of their
+	// rows, then the rows from countTo on (Prover.CountSpan).
+	var countTo []byte
+	first := rng
 	if rng.Validate() == nil {
 		if err := prover.Start(); err != nil {
 			return false, err
 		}
+		if req.CountOnly && req.Limit == 0 && (lie == "" || lie == LieCount) {
+			from, to, ok, err := prover.CountSpan()
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				countTo, first.End = to, from
+			}
+		}
+	}
+	it := reader.Scan(sctx, first, after)
+	var prev tablets.ReadStats // of the iterators before it
+	readStats := func() (uint64, uint64) {
+		st := it.Stats()
+		return prev.BlocksRead + st.BlocksRead, prev.CacheHits + st.CacheHits
 	}
 	defer func() {
 		if !final {
-			st := it.Stats()
-			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+			fin.BlocksRead, fin.CacheHits = readStats()
 		}
 	}()
+	var held []*messages.BlockProof // proofs for the next batch besides the prover's (LieCount)
 	self := wire.FromPID(s.self)
 	// A batch's rows go into one packed buffer (RowBatch.packed_rows),
 	// allocated per batch (a sent batch belongs to the message, so it is
@@ -837,8 +874,11 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		// send: the rows of this batch; the rest go into the next.
 		send, sendBytes, sendKV := nrows, len(packed), kv
-		lastKey := packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
-		if !last && lie == "" {
+		lastKey := fin.LastKey // a batch of counted proofs alone has no row
+		if nrows > 0 {
+			lastKey = packed[lastKeyAt : lastKeyAt+lastKeyLen : lastKeyAt+lastKeyLen]
+		}
+		if !last && lie == "" && nrows > 0 {
 			k, err := prover.Cut(nrows)
 			if err != nil {
 				return err
@@ -865,11 +905,14 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		sum := dig.Sum()
 		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
 		fin.LastKey = lastKey
+		proofs := prover.Take()
+		if held != nil {
+			proofs, held = append(held, proofs...), nil
+		}
 		b := &messages.RowBatch{RequestId: job.key.RequestID, Attempt: job.key.Attempt, Seq: seq, PackedRows: sent, Server: s.id,
-			ServerPid: self, RowCount: dig.Rows(), Checksum: sum, Proofs: prover.Take()}
+			ServerPid: self, RowCount: dig.Rows(), Checksum: sum, Proofs: proofs}
 		if last {
-			st := it.Stats()
-			fin.BlocksRead, fin.CacheHits = st.BlocksRead, st.CacheHits
+			fin.BlocksRead, fin.CacheHits = readStats()
 			fin.DurationUs = s.now().Sub(job.started).Microseconds()
 			b.Finished, final = fin, true
 		}
@@ -902,39 +945,75 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		ends, kvs = ends[:nrows], kvs[:nrows]
 		return nil
 	}
-	for it.Next() {
-		e := it.Entry()
-		switch {
-		case lie == LieForge && nrows == 0:
-			e.Value = []byte("EVIL")
-		case lie == LieDrop && nrows == 1 && lied == 0:
-			lied--
-			continue
-		case lie == LieAdd && nrows == 1 && lied == 0:
-			packed = tablets.AppendPackedRow(packed, append(bytes.Clone(packed[lastKeyAt:lastKeyAt+lastKeyLen]), 0), []byte("EVIL"))
+	for {
+		for it.Next() {
+			e := it.Entry()
+			switch {
+			case lie == LieForge && nrows == 0:
+				e.Value = []byte("EVIL")
+			case lie == LieDrop && nrows == 1 && lied == 0:
+				lied--
+				continue
+			case lie == LieAdd && nrows == 1 && lied == 0:
+				packed = tablets.AppendPackedRow(packed, append(bytes.Clone(packed[lastKeyAt:lastKeyAt+lastKeyLen]), 0), []byte("EVIL"))
+				nrows++
+				lied++
+			}
+			need := tablets.PackedRowSize(len(e.Key), len(e.Value))
+			if packed == nil {
+				packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
+			}
+			lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key), len(e.Value)), len(e.Key)
+			packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
 			nrows++
-			lied++
+			kv += len(e.Key) + len(e.Value)
+			ends, kvs = append(ends, len(packed)), append(kvs, kv)
+			if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
+				break
+			}
+			if nrows >= batchRows || len(packed) >= batchBytes {
+				if err := flush(false); err != nil {
+					return false, err
+				}
+			}
 		}
-		need := tablets.PackedRowSize(len(e.Key), len(e.Value))
-		if packed == nil {
-			packed = make([]byte, 0, max(need, min(sizeHint, batchBytes+need), 256))
+		if err := it.Err(); err != nil {
+			return false, err
 		}
-		lastKeyAt, lastKeyLen = tablets.PackedKeyAt(len(packed), len(e.Key), len(e.Value)), len(e.Key)
-		packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
-		nrows++
-		kv += len(e.Key) + len(e.Value)
-		ends, kvs = append(ends, len(packed)), append(kvs, kv)
-		if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
+		if countTo == nil {
 			break
 		}
-		if nrows >= batchRows || len(packed) >= batchBytes {
+		// The first block is read (a count-only scan never has a limit):
+		// its rows go out before the counted blocks' proofs, which the next
+		// batch carries.
+		if nrows > 0 {
 			if err := flush(false); err != nil {
 				return false, err
 			}
 		}
-	}
-	if err := it.Err(); err != nil {
-		return false, err
+		for lied := false; ; {
+			_, more, err := prover.Count(maxCountedProofs)
+			if err != nil {
+				return false, err
+			}
+			if lie == LieCount && !lied {
+				if ps := prover.Take(); len(ps) > 1 {
+					held = ps[1:] // one counted block left out: a count short by its rows
+				}
+				lied = true
+			}
+			if !more {
+				break
+			}
+			// A batch of proofs alone keeps messages small.
+			if err := flush(false); err != nil {
+				return false, err
+			}
+		}
+		st := it.Stats()
+		prev.BlocksRead, prev.CacheHits = prev.BlocksRead+st.BlocksRead, prev.CacheHits+st.CacheHits
+		it = reader.Scan(sctx, tablets.Range{Start: countTo, End: rng.End}, nil)
+		countTo = nil
 	}
 	if nrows > 0 {
 		err := flush(true)
@@ -948,7 +1027,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	if err := prover.Finish(req.Limit > 0 && dig.Rows() >= req.Limit); err != nil {
 		return false, err
 	}
-	fin.Proofs = prover.Take()
+	fin.Proofs = append(held, prover.Take()...)
 	return false, nil
 }
 

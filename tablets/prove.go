@@ -1,8 +1,10 @@
 package tablets
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/scanplane/scanplane/messages"
 )
@@ -34,6 +36,9 @@ type Prover struct {
 	seg     *messages.BlockProof // the proof of the block at (f, b), open
 	extra   int                  // head and tail rows of seg
 	out     []*messages.BlockProof
+	// countF, countB: the block a count-only scan counts up to
+	// (CountSpan), exclusive.
+	countF, countB int
 }
 
 // NewProver returns a Prover for a scan of files (as NewTabletReader's)
@@ -292,4 +297,106 @@ func (p *Prover) Cut(n int) (int, error) {
 		}
 	}
 	return k, nil
+}
+
+// CountSpan plans a count-only scan (messages.BlockProof.counted), after
+// Start: the blocks after the stream's first block and before the last
+// block that holds rows of the range are counted whole instead of sent.
+// It returns the first keys of the first counted block (from) and of the
+// last block (to): the scan sends the rows of [its start, from), then
+// the counted blocks' proofs (Count), then the rows of [to, its end).
+// ok is false when no block lies between the first and the last (or
+// there is nothing to prove): the scan sends every row. It reads only
+// file indexes.
+func (p *Prover) CountSpan() (from, to []byte, ok bool, err error) {
+	if p.empty || p.f >= len(p.r.files) {
+		return nil, nil, false, nil
+	}
+	f1, b1 := p.f, p.b+1
+	for f1 < len(p.r.files) && b1 >= int(p.r.files[f1].GetBlocks()) {
+		f1, b1 = f1+1, 0
+	}
+	if f1 >= len(p.r.files) {
+		return nil, nil, false, nil
+	}
+	// The last block holding a row below the range's end: the last block
+	// whose first key is below it.
+	fl, bl := -1, 0
+	for i := len(p.r.files) - 1; i >= f1 && fl < 0; i-- {
+		ix, err := p.index(i)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		n := len(ix.Blocks)
+		if end := p.rng.End; len(end) > 0 {
+			n = sort.Search(n, func(k int) bool { return bytes.Compare(ix.Blocks[k].FirstKey, end) >= 0 })
+		}
+		if n > 0 {
+			fl, bl = i, n-1
+		}
+	}
+	if fl < f1 || fl == f1 && bl <= b1 {
+		return nil, nil, false, nil
+	}
+	ix1, err := p.index(f1)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	ixl, err := p.index(fl)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	p.countF, p.countB = fl, bl
+	return ix1.Blocks[b1].FirstKey, ixl.Blocks[bl].FirstKey, true, nil
+}
+
+// Count proves up to max (>= 1) of the blocks CountSpan planned to
+// count, from the stream's position, which must be the first row of a
+// block (every row of [start, from) recorded with Rows), and returns
+// their rows and whether more remain. Their proofs become ready for Take;
+// the stream's position moves past them (to the first row of the last
+// block once none remain).
+func (p *Prover) Count(max int) (rows uint64, more bool, err error) {
+	if p.empty {
+		return 0, false, nil
+	}
+	if p.seg != nil || p.l != 0 {
+		return 0, false, fmt.Errorf("tablets: count from row %d of block %d, not a block's first row", p.l, p.base[min(p.f, len(p.base)-1)]+p.b)
+	}
+	left := func() bool { return p.f < len(p.r.files) && (p.f < p.countF || p.f == p.countF && p.b < p.countB) }
+	for k := 0; k < max && left(); k++ {
+		blk, err := p.block(p.f, p.b)
+		if err != nil {
+			return rows, false, err
+		}
+		p.out = append(p.out, &messages.BlockProof{Block: uint32(p.base[p.f] + p.b), Leaves: blk.entries, Rows: blk.entries,
+			Counted: true, Siblings: blk.CountProof(&p.m)})
+		rows += uint64(blk.entries)
+		p.next()
+	}
+	return rows, left(), nil
+}
+
+// CountProof returns the siblings of a counted proof of b
+// (messages.BlockProof.counted): the top of its chunk tree and whole(b),
+// 32 bytes each.
+func (b *Block) CountProof(m *MerkleHasher) [][]byte {
+	d := b.digests(m)
+	top := d.nodes[nodeKey(0, Chunks(int(b.entries)))]
+	flat := make([]byte, 2*DigestSize)
+	copy(flat, top[:])
+	copy(flat[DigestSize:], d.whole[:])
+	return [][]byte{flat[:DigestSize:DigestSize], flat[DigestSize:]}
+}
+
+// CountRoot is the block root that a block of n rows and a counted
+// proof's siblings (the top of its chunk tree, then the BLAKE3 hash of
+// its rows) make: the root binds n, so a proof that checks out shows the
+// block's row count. Any other number or size of siblings is an error
+// wrapping ErrBadProof.
+func (m *MerkleHasher) CountRoot(n int, siblings [][]byte) (Digest, error) {
+	if n < 1 || n > MaxProofLeaves || len(siblings) != 2 || len(siblings[0]) != DigestSize || len(siblings[1]) != DigestSize {
+		return Digest{}, fmt.Errorf("%w: a counted proof of a block of %d rows has %d siblings, want 2 of %d bytes", ErrBadProof, n, len(siblings), DigestSize)
+	}
+	return m.seal(n, Digest(siblings[0]), Digest(siblings[1])), nil
 }

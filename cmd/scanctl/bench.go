@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -31,6 +33,8 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	warmup := fs.Bool("warmup", true, "scan the table once before the timed scans (warms the scan servers' caches)")
 	maxBuffer := fs.Int("max-buffer", 0, "`BYTES` of rows a parallel scan may hold for the caller (ScanOptions.MaxBufferBytes); 0 = the client's default")
 	reader := fs.Bool("reader", true, "also time the tablets reader alone over the table's blocks")
+	count := fs.Bool("count", false, "also time Client.Count of the whole table (rows counted at the scan servers) with every --parallel value")
+	lookups := fs.Int("lookups", 0, "then time `N` one-row lookups of keys sampled by the warm-up scan, one after another, with nothing else scanning and then during whole-table scans (0 = none)")
 	blocksDir := fs.String("blocks-dir", "", "the shared `DIR` the table's blocks were ingested into with --blocks-dir (default: JetStream)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
@@ -49,6 +53,12 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	if *rounds < 1 {
 		return usageError{fmt.Errorf("--rounds %d: want >= 1", *rounds)}
 	}
+	if *lookups < 0 {
+		return usageError{fmt.Errorf("--lookups %d: want >= 0", *lookups)}
+	}
+	if *lookups > 0 && !*warmup {
+		return usageError{errors.New("--lookups needs --warmup (it samples the keys to look up)")}
+	}
 	windows, err := parseWindows(*parallel)
 	if err != nil {
 		return usageError{err}
@@ -59,23 +69,39 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 			return err
 		}
 		fmt.Fprintf(out, "table %s generation %d: %d tablets\n", *table, meta.GetGeneration(), len(meta.GetTablets()))
-		scan := func(p int) (benchResult, error) {
-			return benchScan(ctx, c, *table, client.ScanOptions{Hints: h, Parallel: p, MaxBufferBytes: *maxBuffer})
+		opts := func(p int) client.ScanOptions {
+			return client.ScanOptions{Hints: h, Parallel: p, MaxBufferBytes: *maxBuffer}
 		}
+		var keys [][]byte
 		if *warmup {
-			if _, err := scan(windows[len(windows)-1]); err != nil {
+			var err error
+			if _, keys, err = benchScan(ctx, c, *table, opts(windows[len(windows)-1]), sampleKeys); err != nil {
 				return fmt.Errorf("warm-up scan: %w", err)
 			}
 		}
 		results := map[int][]benchResult{}
+		counts := map[int][]benchResult{}
 		for r := range *rounds {
 			for _, p := range windows {
-				res, err := scan(p)
+				res, _, err := benchScan(ctx, c, *table, opts(p), 0)
 				if err != nil {
 					return fmt.Errorf("scan with --parallel %d: %w", p, err)
 				}
 				results[p] = append(results[p], res)
 				fmt.Fprintf(errOut, "round %d, parallel %d: %s\n", r+1, p, res)
+				if *count {
+					start := time.Now()
+					n, err := c.Count(ctx, *table, client.Range{}, opts(p))
+					if err != nil {
+						return fmt.Errorf("count with --parallel %d: %w", p, err)
+					}
+					if n != res.rows {
+						return fmt.Errorf("count with --parallel %d: %d rows, the scan %d", p, n, res.rows)
+					}
+					cr := benchResult{rows: n, took: time.Since(start)}
+					counts[p] = append(counts[p], cr)
+					fmt.Fprintf(errOut, "round %d, count, parallel %d: %s\n", r+1, p, cr)
+				}
 			}
 		}
 		var rd benchResult
@@ -89,9 +115,84 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 				}
 			}
 		}
-		printBench(out, windows, results, rd, *reader)
+		printBench(out, windows, results, counts, rd, *reader)
+		if *lookups > 0 {
+			return benchLookups(ctx, c, out, *table, keys, *lookups, opts(windows[len(windows)-1]))
+		}
 		return nil
 	})
+}
+
+// sampleKeys is how many keys the warm-up scan samples for --lookups.
+const sampleKeys = 10000
+
+// benchLookups times n one-row lookups of keys (in a fixed pseudo-random
+// order), one after another: first with nothing else scanning, then
+// while whole-table scans with opts run one after another, and prints
+// each set's percentiles.
+func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table string, keys [][]byte, n int, opts client.ScanOptions) error {
+	if len(keys) == 0 {
+		return errors.New("lookups: the warm-up scan sampled no key")
+	}
+	r := rand.New(rand.NewPCG(27, 1))
+	run := func() ([]time.Duration, error) {
+		lat := make([]time.Duration, 0, n)
+		for range n {
+			k := keys[r.IntN(len(keys))]
+			start := time.Now()
+			rows := c.Scan(ctx, table, client.SingleKey(k), client.ScanOptions{})
+			got := 0
+			for rows.Next() {
+				got++
+			}
+			lat = append(lat, time.Since(start))
+			if err := rows.Err(); err != nil {
+				return nil, err
+			}
+			if got != 1 {
+				return nil, fmt.Errorf("lookup of %s: %d rows", tablets.FormatKey(k), got)
+			}
+		}
+		return lat, nil
+	}
+	idle, err := run()
+	if err != nil {
+		return fmt.Errorf("lookups: %w", err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	scans := make(chan error, 1)
+	var scanned atomic.Int64
+	go func() {
+		for sctx.Err() == nil {
+			res, _, err := benchScan(sctx, c, table, opts, 0)
+			if err != nil && sctx.Err() == nil {
+				scans <- err
+				return
+			}
+			scanned.Add(int64(res.rows))
+		}
+		scans <- nil
+	}()
+	busy, err := run()
+	stop()
+	if serr := <-scans; serr != nil {
+		return fmt.Errorf("whole-table scan beside the lookups: %w", serr)
+	}
+	if err != nil {
+		return fmt.Errorf("lookups during whole-table scans: %w", err)
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "one-row lookups\tn\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99/p50\t")
+	line := func(what string, lat []time.Duration) {
+		slices.Sort(lat)
+		q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
+		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n", what, len(lat), ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(lat[len(lat)-1]),
+			float64(q(0.99))/float64(q(0.5)))
+	}
+	line("idle", idle)
+	line(fmt.Sprintf("during whole-table scans (%d rows scanned)", scanned.Load()), busy)
+	return tw.Flush()
 }
 
 // parseWindows parses --parallel: a comma-separated list of windows.
@@ -120,18 +221,31 @@ func (r benchResult) String() string {
 	return fmt.Sprintf("%d rows in %v: %.3f M rows/s, %.1f MB/s", r.rows, r.took.Round(time.Millisecond), r.rowsPerSec()/1e6, r.mbPerSec())
 }
 
-func benchScan(ctx context.Context, c *client.Client, table string, opts client.ScanOptions) (benchResult, error) {
+// benchScan scans the whole table; with sample > 0 it also returns
+// about sample of its keys, evenly spread.
+func benchScan(ctx context.Context, c *client.Client, table string, opts client.ScanOptions, sample int) (benchResult, [][]byte, error) {
 	var res benchResult
+	var keys [][]byte
 	start := time.Now()
 	rows := c.Scan(ctx, table, client.Range{}, opts)
 	defer rows.Close()
 	for rows.Next() {
 		r := rows.Row()
+		// Every 97th key, then every other one kept, while they are too many.
+		if sample > 0 && res.rows%97 == 0 {
+			keys = append(keys, slices.Clone(r.Key))
+			if len(keys) > 2*sample {
+				for i := range sample {
+					keys[i] = keys[2*i]
+				}
+				keys = keys[:sample]
+			}
+		}
 		res.rows++
 		res.bytes += uint64(len(r.Key) + len(r.Value))
 	}
 	res.took = time.Since(start)
-	return res, rows.Err()
+	return res, keys, rows.Err()
 }
 
 // benchReader reads every tablet of meta's generation with the tablets
@@ -214,7 +328,7 @@ func (m memBlocks) Get(_ context.Context, key string) ([]byte, error) {
 }
 
 // printBench prints the median of each mode's rounds, and the reader's.
-func printBench(out io.Writer, windows []int, results map[int][]benchResult, rd benchResult, reader bool) {
+func printBench(out io.Writer, windows []int, results, counts map[int][]benchResult, rd benchResult, reader bool) {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "what\trows\tMB\tseconds\tM rows/s\tMB/s\t% of reader\t")
 	line := func(what string, r benchResult) {
@@ -225,14 +339,21 @@ func printBench(out io.Writer, windows []int, results map[int][]benchResult, rd 
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.3f\t%.3f\t%.1f\t%s\t\n", what, r.rows, float64(r.bytes)/1e6, r.took.Seconds(),
 			r.rowsPerSec()/1e6, r.mbPerSec(), pct)
 	}
-	for _, p := range windows {
-		rs := slices.Clone(results[p])
+	median := func(what string, rs []benchResult) {
+		rs = slices.Clone(rs)
 		slices.SortFunc(rs, func(a, b benchResult) int { return int(a.took - b.took) })
-		what := fmt.Sprintf("scan, parallel %d", p)
 		if len(rs) > 1 {
 			what += fmt.Sprintf(" (median of %d)", len(rs))
 		}
 		line(what, rs[len(rs)/2])
+	}
+	for _, p := range windows {
+		median(fmt.Sprintf("scan, parallel %d", p), results[p])
+	}
+	for _, p := range windows {
+		if len(counts[p]) > 0 {
+			median(fmt.Sprintf("count, parallel %d", p), counts[p])
+		}
 	}
 	if reader {
 		line("reader alone (warm host cache)", rd)

@@ -55,12 +55,19 @@ func TestBench(t *testing.T) {
 		return o.String()
 	}
 	run("ingest", "--table", "b", "--generate", "20000", "--splits", "5")
-	out := run("bench", "--table", "b", "--parallel", "1,3", "--rounds", "2")
+	out := run("bench", "--table", "b", "--parallel", "1,3", "--rounds", "2", "--count", "--lookups", "50")
 	for _, what := range []string{`scan, parallel 1 \(median of 2\)`, `scan, parallel 3 \(median of 2\)`, `reader alone \(warm host cache\)`} {
 		// what, rows, MB (20000 rows of 12-byte keys and 64-byte values).
 		re := regexp.MustCompile(`(?m)^\s*` + what + `\s+20000\s+1\.5\s`)
 		if !re.MatchString(out) {
 			t.Errorf("no line %q with 20000 rows and 1.5 MB in:\n%s", what, out)
+		}
+	}
+	// Counts: rows, no bytes streamed to the caller; lookups: one row each.
+	for _, re := range []string{`count, parallel 1 \(median of 2\)\s+20000\s+0\.0\s`, `count, parallel 3 \(median of 2\)\s+20000\s+0\.0\s`,
+		`idle\s+50\s`, `during whole-table scans \(\d+ rows scanned\)\s+50\s`} {
+		if !regexp.MustCompile(`(?m)^\s*` + re).MatchString(out) {
+			t.Errorf("no line %q in:\n%s", re, out)
 		}
 	}
 	if !strings.Contains(out, "table b generation 1: 5 tablets") {

@@ -59,6 +59,15 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 }
 
 func printScan(ctx context.Context, c *client.Client, out io.Writer, table string, rng tablets.Range, opts client.ScanOptions, count bool, rf rowfmt.Config) error {
+	if count {
+		// Answered at the scan servers: whole blocks are proven by count.
+		n, err := c.Count(ctx, table, rng, opts)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(out, n)
+		return err
+	}
 	rows := c.Scan(ctx, table, rng, opts)
 	defer rows.Close()
 	w := bufio.NewWriterSize(out, 64<<10)
@@ -67,12 +76,7 @@ func printScan(ctx context.Context, c *client.Client, out io.Writer, table strin
 	if err != nil {
 		return err
 	}
-	n := 0
 	for rows.Next() {
-		n++
-		if count {
-			continue
-		}
 		r := rows.Row()
 		if err := rw.Write(r.Key, r.Value); err != nil {
 			return err
@@ -80,10 +84,6 @@ func printScan(ctx context.Context, c *client.Client, out io.Writer, table strin
 	}
 	if err := rows.Err(); err != nil {
 		return err
-	}
-	if count {
-		fmt.Fprintln(w, n)
-		return nil
 	}
 	return rw.Close()
 }

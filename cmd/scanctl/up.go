@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
+	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/localcluster"
@@ -35,6 +37,7 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	// printed below (docs/operations.md, Metrics).
 	cfg.HostMetrics = true
 	secure := fs.Bool("secure", false, "run the cluster secured: create a secrets directory in DATA/secrets (as scanctl secrets init does) unless it exists, and give it to every process as --secrets (mutual TLS on the actor remote, HTTPS with authentication on HTTP); pass --secrets DATA/secrets to the other scanctl commands")
+	cacheSize := fs.String("cache-size", "auto", "each host's block cache `SIZE` (e.g. 512MiB); auto = the hosts share 1/8 of the machine's memory (or its cgroup's limit), each at least 64MiB")
 	noRestart := fs.Bool("no-restart", false, "do not restart a child process that dies (default: restart it, with exponential backoff from 1s to 30s)")
 	if _, err := parse("up", g, fs, args, out); err != nil {
 		return err
@@ -45,6 +48,11 @@ func runUp(ctx context.Context, g *globals, args []string, out, errOut io.Writer
 	if err := checkCoordinators(cfg.Coordinators); err != nil {
 		return err
 	}
+	perHost, err := upCacheSize(*cacheSize, cfg.Hosts)
+	if err != nil {
+		return err
+	}
+	cfg.HostArgs = func(int) []string { return []string{"--cache-size", strconv.FormatInt(perHost, 10)} }
 	if *portBase < 1024 || *portBase > localcluster.MaxPortBase {
 		return usageError{fmt.Errorf("--port-base %d: want 1024..%d (the cluster's ports run up to PORT+3885)", *portBase, localcluster.MaxPortBase)}
 	}
@@ -232,4 +240,24 @@ func coordinatorsText(n int) string {
 		return "1 coordinator (embedded NATS)"
 	}
 	return fmt.Sprintf("%d coordinators (each one node of an embedded NATS cluster)", n)
+}
+
+// upCacheSize is the cache size of each of hosts hosts that --cache-size
+// asks for: auto shares 1/8 of the machine's memory between them.
+func upCacheSize(flag string, hosts int) (int64, error) {
+	if flag != "auto" {
+		n, err := cliutil.ParseBytes(flag)
+		if err == nil && n <= 0 {
+			err = fmt.Errorf("size %q: want more than 0 bytes", flag)
+		}
+		if err != nil {
+			return 0, usageError{fmt.Errorf("--cache-size: %w", err)}
+		}
+		return n, nil
+	}
+	mem, err := cache.MachineMemory()
+	if err != nil {
+		return 0, usageError{fmt.Errorf("--cache-size auto: %w (give a size)", err)}
+	}
+	return cache.AutoMaxBytes(mem, hosts), nil
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/remoting"
@@ -89,12 +90,12 @@ func newFlagSet(cfg *scanserver.HostAgentConfig, o *options) *flag.FlagSet {
 	fs.IntVar(&cfg.Server.BatchRows, "batch-rows", cfg.Server.BatchRows, "rows per batch when the scan asks for no batch size")
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:0", "actor remote `ADDR` (host:port; port 0 = ephemeral)")
 	fs.StringVar(&o.advertise, "advertise", "", "`ADDR` the coordinator and clients use to reach this process (default: the --listen address)")
-	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "host block cache `SIZE` (e.g. 512MiB, 2GiB)")
+	fs.StringVar(&o.cacheSize, "cache-size", "auto", "host block cache `SIZE` (e.g. 512MiB, 2GiB); auto = 1/8 of the machine's memory (or its cgroup's limit), at least 64MiB")
 	fs.DurationVar(&cfg.HeartbeatInterval, "heartbeat", cfg.HeartbeatInterval, "heartbeat interval")
 	fs.StringVar(&o.blocksDir, "blocks-dir", "", "read blocks from this shared `DIR` instead of JetStream")
 	fs.StringVar(&o.pause, "fault-pause", "", "FAULT INJECTION: stop serving for DUR every EVERY (`DUR/EVERY`, e.g. 150ms/1s)")
 	fs.StringVar(&o.slow, "fault-slow", "", "FAULT INJECTION: every block read takes `FACTOR`× longer, e.g. 10")
-	fs.StringVar(&o.lie, "fault-lie", "", "FAULT INJECTION: answer scans falsely, one of `LIES` per scan in turn (forge,drop,add,empty,corrupt)")
+	fs.StringVar(&o.lie, "fault-lie", "", "FAULT INJECTION: answer scans falsely, one of `LIES` per scan in turn (forge,drop,add,empty,corrupt,count)")
 	fs.IntVar(&cfg.FaultServer, "fault-server", -1, "FAULT INJECTION: only this server index gets the faults (-1 = all)")
 	fs.StringVar(&o.readyFile, "ready-file", "", "write a JSON `FILE` with the addresses once ready")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `LEVEL`: debug, info, warn or error")
@@ -148,7 +149,13 @@ func run(args []string) int {
 			return bad(err)
 		}
 	}
-	if cfg.Cache.MaxBytes, err = cliutil.ParseBytes(o.cacheSize); err != nil {
+	if o.cacheSize == "auto" {
+		mem, err := cache.MachineMemory()
+		if err != nil {
+			return bad(fmt.Errorf("--cache-size auto: %w (give a size)", err))
+		}
+		cfg.Cache.MaxBytes = cache.AutoMaxBytes(mem, 1)
+	} else if cfg.Cache.MaxBytes, err = cliutil.ParseBytes(o.cacheSize); err != nil {
 		return bad(fmt.Errorf("--cache-size: %w", err))
 	}
 	if o.pause != "" {
