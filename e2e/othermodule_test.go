@@ -103,41 +103,7 @@ func TestClientFromAnotherModule(t *testing.T) {
 	bins := clustertest.Binaries(t, ctx)
 	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 
-	base := freePortBase(t)
-	data := t.TempDir()
-	var upOut lockedBuffer
-	up := exec.Command(scanctl, "up", "--secure", "--port-base", fmt.Sprint(base), "--coordinators", "1", "--hosts", "1",
-		"--servers-per-host", "2", "--data", data, "--bin", bins, "--child-log-level", "warn")
-	up.Stdout, up.Stderr = &upOut, &upOut
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- up.Wait() }()
-	t.Cleanup(func() {
-		_ = up.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = up.Process.Signal(syscall.SIGKILL)
-			<-exited
-			t.Errorf("scanctl up did not stop within 30s of SIGINT")
-		}
-	})
-	for !strings.Contains(upOut.String(), "press Ctrl-C to stop") {
-		select {
-		case err := <-exited:
-			t.Fatalf("scanctl up --secure exited (%v) before ready:\n%s", err, upOut.String())
-		case <-ctx.Done():
-			t.Fatalf("scanctl up --secure not ready:\n%s", upOut.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	m := regexp.MustCompile(`secured: pass --secrets (\S+) `).FindStringSubmatch(upOut.String())
-	if m == nil {
-		t.Fatalf("scanctl up --secure printed no --secrets flag:\n%s", upOut.String())
-	}
-	secrets, natsURL := m[1], "nats://"+localcluster.PortAddrs(base, 0).NATS
+	secrets, natsURL := startSecureUp(t, ctx, scanctl, bins)
 
 	const table, nRows, prefix = "users", 3000, "row00000012"
 	ingest := exec.CommandContext(ctx, scanctl, "ingest", "--nats", natsURL, "--secrets", secrets, "--table", table,
@@ -243,4 +209,45 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// startSecureUp runs `scanctl up --secure` with one coordinator and one
+// host of two scan servers on free ports until it is ready, stops it when
+// t ends, and returns the secrets directory it printed and its NATS URL.
+func startSecureUp(t *testing.T, ctx context.Context, scanctl, bins string) (secrets, natsURL string) {
+	t.Helper()
+	base := freePortBase(t)
+	var upOut lockedBuffer
+	up := exec.Command(scanctl, "up", "--secure", "--port-base", fmt.Sprint(base), "--coordinators", "1", "--hosts", "1",
+		"--servers-per-host", "2", "--data", t.TempDir(), "--bin", bins, "--child-log-level", "warn")
+	up.Stdout, up.Stderr = &upOut, &upOut
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait() }()
+	t.Cleanup(func() {
+		_ = up.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = up.Process.Signal(syscall.SIGKILL)
+			<-exited
+			t.Errorf("scanctl up did not stop within 30s of SIGINT")
+		}
+	})
+	for !strings.Contains(upOut.String(), "press Ctrl-C to stop") {
+		select {
+		case err := <-exited:
+			t.Fatalf("scanctl up --secure exited (%v) before ready:\n%s", err, upOut.String())
+		case <-ctx.Done():
+			t.Fatalf("scanctl up --secure not ready:\n%s", upOut.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	m := regexp.MustCompile(`secured: pass --secrets (\S+) `).FindStringSubmatch(upOut.String())
+	if m == nil {
+		t.Fatalf("scanctl up --secure printed no --secrets flag:\n%s", upOut.String())
+	}
+	return m[1], "nats://" + localcluster.PortAddrs(base, 0).NATS
 }

@@ -5,11 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"os"
 	"os/exec"
-	"regexp"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -119,40 +115,7 @@ func TestWriteFromAnotherModule(t *testing.T) {
 	bins := clustertest.Binaries(t, ctx)
 	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
 
-	base := freePortBase(t)
-	var upOut lockedBuffer
-	up := exec.Command(scanctl, "up", "--secure", "--port-base", fmt.Sprint(base), "--coordinators", "1", "--hosts", "1",
-		"--servers-per-host", "2", "--data", t.TempDir(), "--bin", bins, "--child-log-level", "warn")
-	up.Stdout, up.Stderr = &upOut, &upOut
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- up.Wait() }()
-	t.Cleanup(func() {
-		_ = up.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = up.Process.Signal(syscall.SIGKILL)
-			<-exited
-			t.Errorf("scanctl up did not stop within 30s of SIGINT")
-		}
-	})
-	for !strings.Contains(upOut.String(), "press Ctrl-C to stop") {
-		select {
-		case err := <-exited:
-			t.Fatalf("scanctl up --secure exited (%v) before ready:\n%s", err, upOut.String())
-		case <-ctx.Done():
-			t.Fatalf("scanctl up --secure not ready:\n%s", upOut.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	m := regexp.MustCompile(`secured: pass --secrets (\S+) `).FindStringSubmatch(upOut.String())
-	if m == nil {
-		t.Fatalf("scanctl up --secure printed no --secrets flag:\n%s", upOut.String())
-	}
-	secrets, natsURL := m[1], "nats://"+localcluster.PortAddrs(base, 0).NATS
+	secrets, natsURL := startSecureUp(t, ctx, scanctl, bins)
 
 	const n = 5000
 	h := fnv.New64a()
