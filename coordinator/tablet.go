@@ -498,9 +498,16 @@ func (t *TabletActor) sendProgress(now time.Time) {
 // or hung server answers nothing. The host actor drops the event at once
 // when the server was not silent (no new view).
 func (t *TabletActor) heard(server string) {
+	t.serverEvent(server, &hostEvent{kind: evAnswer})
+}
+
+// serverEvent sends e about server to the host actor of the server's host
+// as the board last saw it (none for a server it does not know).
+func (t *TabletActor) serverEvent(server string, e *hostEvent) {
 	if v := t.co.board.Latest(); v != nil {
 		if s := v.Server(selection.ServerID(server)); s != nil {
-			t.hostEvent(s.Host, &hostEvent{kind: evAnswer, server: s.ID})
+			e.server = s.ID
+			t.hostEvent(s.Host, e)
 		}
 	}
 }
@@ -526,11 +533,7 @@ func (t *TabletActor) recordBlockTime(e *flowEntry, m *messages.ScanFinished) {
 // heardStarted is heard for a ScanStarted, which also reports the
 // server's queue length.
 func (t *TabletActor) heardStarted(server string, queueLen int) {
-	if v := t.co.board.Latest(); v != nil {
-		if s := v.Server(selection.ServerID(server)); s != nil {
-			t.hostEvent(s.Host, &hostEvent{kind: evQueueReport, server: s.ID, queueLen: queueLen})
-		}
-	}
+	t.serverEvent(server, &hostEvent{kind: evQueueReport, queueLen: queueLen})
 }
 
 func (t *TabletActor) hostEvent(host string, e *hostEvent) {
