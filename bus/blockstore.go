@@ -168,7 +168,7 @@ func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error
 	if info.State.Subjects[subj] == 0 {
 		return nil, notFound
 	}
-	data, deleted, err := b.leaderGet(ctx, subj)
+	data, _, deleted, err := b.conn.leaderGet(ctx, b.conn.cfg.BlocksBucket, subj)
 	switch {
 	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
 		return nil, b.conn.storeErr(ctx, "block get "+key+" from the stream leader", err)
@@ -199,40 +199,43 @@ func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error
 // leader's copy could not be read either.
 const corruptRereads = 3
 
-// leaderGet reads the last message of subj from the stream's leader
-// (JetStream's STREAM.MSG.GET API; the jetstream package gets directly
-// from any replica when the stream allows it). deleted reports a delete
-// or purge marker; a message the leader cannot read is
-// jetstream.ErrMsgNotFound.
-func (b *BlockStore) leaderGet(ctx context.Context, subj string) (data []byte, deleted bool, err error) {
+// leaderGet reads the last message of subj in bucket's stream from the
+// stream's leader (JetStream's STREAM.MSG.GET API; the jetstream package
+// gets directly from any replica when the stream allows it, and a
+// replica that is behind, or just back from a pause, answers from what
+// it has). deleted reports a delete or purge marker; a message the
+// leader does not have is jetstream.ErrMsgNotFound.
+func (c *Conn) leaderGet(ctx context.Context, bucket, subj string) (data []byte, seq uint64, deleted bool, err error) {
 	req, err := json.Marshal(map[string]string{"last_by_subj": subj})
 	if err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	var resp struct {
 		Error   *jetstream.APIError `json:"error,omitempty"`
 		Message *struct {
-			Header []byte `json:"hdrs,omitempty"`
-			Data   []byte `json:"data,omitempty"`
+			Sequence uint64 `json:"seq"`
+			Header   []byte `json:"hdrs,omitempty"`
+			Data     []byte `json:"data,omitempty"`
 		} `json:"message,omitempty"`
 	}
-	api := "$JS.API.STREAM.MSG.GET." + kvStreamPrefix + b.conn.cfg.BlocksBucket
-	msg, err := timed(b.conn, ctx, func(octx context.Context) (*nats.Msg, error) { return b.conn.nc.RequestWithContext(octx, api, req) })
+	api := "$JS.API.STREAM.MSG.GET." + kvStreamPrefix + bucket
+	msg, err := timed(c, ctx, func(octx context.Context) (*nats.Msg, error) { return c.nc.RequestWithContext(octx, api, req) })
 	if err != nil {
-		return nil, false, err
+		return nil, 0, false, err
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, false, fmt.Errorf("%s: bad answer: %w", api, err)
+		return nil, 0, false, fmt.Errorf("%s: bad answer: %w", api, err)
 	}
 	switch {
 	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, false, jetstream.ErrMsgNotFound
+		return nil, 0, false, jetstream.ErrMsgNotFound
 	case resp.Error != nil:
-		return nil, false, resp.Error
+		return nil, 0, false, resp.Error
 	case resp.Message == nil:
-		return nil, false, fmt.Errorf("%s: answer without a message", api)
+		return nil, 0, false, fmt.Errorf("%s: answer without a message", api)
 	}
-	return resp.Message.Data, bytes.Contains(resp.Message.Header, []byte(kvOperationHeader)), nil
+	m := resp.Message
+	return m.Data, m.Sequence, bytes.Contains(m.Header, []byte(kvOperationHeader)), nil
 }
 
 // kvOperationHeader marks a KV delete or purge marker message.

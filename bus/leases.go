@@ -99,6 +99,23 @@ type LeaseStore struct {
 	// renewed: member id -> the local time its latest revision reached a
 	// watch of this store (Renewed).
 	renewed sync.Map
+	// watched: a watch of this store runs; watchLive is how many leases
+	// it held when it last called its fn.
+	watched   atomic.Bool
+	watchLive atomic.Int64
+}
+
+// othersLive is how many leases other than member's a watch of this store
+// holds; false without a watch.
+func (s *LeaseStore) othersLive(member string) (int, bool) {
+	if !s.watched.Load() {
+		return 0, false
+	}
+	n := int(s.watchLive.Load())
+	if _, ok := s.renewed.Load(member); ok {
+		n--
+	}
+	return max(n, 0), true
 }
 
 // Fresh returns copies of leases whose RenewedUnixMs is when their latest
@@ -213,6 +230,7 @@ type Lease struct {
 	lapsed     chan struct{}
 	lapsedOnce sync.Once
 	lastOK     time.Time
+	lastRev    uint64 // the bucket revision of the last successful put (renewer only)
 	// lastPut: unix nanoseconds of the last successful put.
 	lastPut atomic.Int64
 
@@ -237,22 +255,28 @@ func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*L
 	lctx, cancel := context.WithCancel(context.Background())
 	l := &Lease{store: s, key: ci.GetMemberId(), ctx: lctx, cancel: cancel, done: make(chan struct{}),
 		ci: proto.Clone(ci).(*messages.ClusterInfo), lapsed: make(chan struct{})}
-	if err := l.put(ctx); err != nil {
+	rev, err := l.put(ctx)
+	if err != nil {
 		cancel()
 		return nil, err
 	}
-	l.lastOK = time.Now()
+	l.lastOK, l.lastRev = time.Now(), rev
 	l.lastPut.Store(l.lastOK.UnixNano())
 	go l.renewLoop()
 	return l, nil
 }
 
 // Lapsed is closed once a renewal succeeded more than TTL after the
-// previous successful one: the holder was paused or cut off from NATS for
-// that long, so watchers may have taken the lease as gone meanwhile (and
-// a Proto.Actor cluster blocks a member id that left). The lease is still
-// renewed; the holder decides what to do (a coordinator rejoins under a
-// new member id).
+// previous successful one while others could renew: the holder was paused
+// or cut off from NATS for that long, so watchers may have taken the
+// lease as gone meanwhile (and a Proto.Actor cluster blocks a member id
+// that left). When this store is watched, the bucket's revisions tell the
+// two apart: a gap in which the bucket took fewer writes than the other
+// live leases make in a TTL is an outage of the store (a leader election,
+// a stalled machine), during which watchers hold every lease (see Watch),
+// and is no lapse. Without a watch, time the bucket had no leader does
+// not count. The lease is still renewed; the holder decides what to do (a
+// coordinator rejoins under a new member id).
 func (l *Lease) Lapsed() <-chan struct{} { return l.lapsed }
 
 // Unrenewed is how long ago the lease was last written successfully.
@@ -289,24 +313,25 @@ func (l *Lease) Update(ci *messages.ClusterInfo) {
 }
 
 // put writes the current content with a fresh RenewedUnixMs, bounded by
-// ctx and Config.OpTimeout.
-func (l *Lease) put(ctx context.Context) error {
+// ctx and Config.OpTimeout, and returns its revision.
+func (l *Lease) put(ctx context.Context) (uint64, error) {
 	l.mu.Lock()
 	ci := proto.Clone(l.ci).(*messages.ClusterInfo)
 	l.mu.Unlock()
 	ci.RenewedUnixMs = time.Now().UnixMilli()
 	data, err := proto.Marshal(ci)
 	if err != nil {
-		return fmt.Errorf("bus: encode lease %q: %w", l.key, err)
+		return 0, fmt.Errorf("bus: encode lease %q: %w", l.key, err)
 	}
 	c := l.store.conn
 	if err := c.checkSize("lease "+l.key, len(data), 1<<20); err != nil {
-		return err
+		return 0, err
 	}
-	if _, err := timed(c, ctx, func(octx context.Context) (uint64, error) { return l.store.kv.Put(octx, l.key, data) }); err != nil {
-		return c.storeErr(ctx, "put lease "+l.key, err)
+	rev, err := timed(c, ctx, func(octx context.Context) (uint64, error) { return l.store.kv.Put(octx, l.key, data) })
+	if err != nil {
+		return 0, c.storeErr(ctx, "put lease "+l.key, err)
 	}
-	return nil
+	return rev, nil
 }
 
 // renewLoop renews the lease every Renew until Close or Conn.Close. Each
@@ -326,13 +351,13 @@ func (l *Lease) renewLoop() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(l.ctx, cfg.TTL)
-		err := l.put(ctx)
+		rev, err := l.put(ctx)
 		cancel()
 		switch {
 		case err != nil && l.ctx.Err() != nil:
 			return
 		case err != nil:
-			if l.store.leaderless(min(cfg.TTL/2, time.Second)) {
+			if _, watched := l.store.othersLive(l.key); !watched && l.store.leaderless(min(cfg.TTL/2, time.Second)) {
 				// No holder can renew now, and watchers hold their expiry
 				// meanwhile: this time does not count toward a lapse.
 				l.lastOK = time.Now()
@@ -346,17 +371,34 @@ func (l *Lease) renewLoop() {
 			now := time.Now()
 			l.lastPut.Store(now.UnixNano())
 			if gap := now.Sub(l.lastOK); gap > cfg.TTL {
-				c.log.Warn("lease renewed after a gap longer than its TTL: watchers may have dropped it", "member", l.key,
-					"gap", gap.Round(time.Millisecond), "ttl", cfg.TTL)
-				l.lapsedOnce.Do(func() { close(l.lapsed) })
+				if others, watched := l.store.othersLive(l.key); watched && storeOutage(rev, l.lastRev, others, cfg) {
+					c.log.Info("lease renewed after a gap longer than its TTL in which no other lease was renewed either: a store outage, not a lapse",
+						"member", l.key, "gap", gap.Round(time.Millisecond), "ttl", cfg.TTL, "writes_meanwhile", rev-l.lastRev-1)
+				} else {
+					c.log.Warn("lease renewed after a gap longer than its TTL: watchers may have dropped it", "member", l.key,
+						"gap", gap.Round(time.Millisecond), "ttl", cfg.TTL)
+					l.lapsedOnce.Do(func() { close(l.lapsed) })
+				}
 			}
-			l.lastOK = now
+			l.lastOK, l.lastRev = now, rev
 			if failing {
 				c.log.Info("lease renewed again", "member", l.key, "failures", l.failures.Load())
 				failing = false
 			}
 		}
 	}
+}
+
+// storeOutage reports whether a renewal at revision rev, after one at
+// prev, found the bucket written fewer times meanwhile than `others` live
+// leases are renewed in one TTL: they could not renew either, so watchers
+// held every lease (see Watch) rather than expire this one.
+func storeOutage(rev, prev uint64, others int, cfg LeaseConfig) bool {
+	if others == 0 || rev <= prev {
+		return false
+	}
+	perTTL := max(uint64(cfg.TTL/cfg.Renew), 1)
+	return rev-prev-1 < uint64(others)*perTTL
 }
 
 // Close stops renewing and deletes the lease, so watchers see the leave at
@@ -424,7 +466,12 @@ func (s *LeaseStore) List(ctx context.Context) ([]*messages.ClusterInfo, error) 
 // every coordinator look dead; the check is repeated until it passes. It
 // likewise holds while the bucket's stream has no leader (a NATS node was
 // lost and JetStream elects a new one, which takes seconds: nobody can
-// renew meanwhile), and then gives every lease a full TTL.
+// renew meanwhile), and then gives every lease a full TTL. With two or
+// more leases it holds too while not one of them was renewed for TTL —
+// the holders did not all stop at once; the bucket took no writes — and
+// gives every lease a full TTL from the first renewal after. A lease is
+// gone only once the stream's leader says it has no newer revision than
+// the watch (a replica behind the others would answer from what it has).
 //
 // After every NATS reconnect the watch re-synchronises with a new
 // watcher: its initial values update the set (a lease whose revision did
@@ -440,7 +487,9 @@ func (s *LeaseStore) Watch(ctx context.Context, fn func(live []*messages.Cluster
 	if err != nil {
 		return s.conn.storeErr(ctx, "watch leases", err)
 	}
-	lw := &leaseWatch{s: s, fn: fn, live: map[string]*leaseEntry{}, revs: revisions{}, syncing: map[string]bool{}, initial: make(chan struct{})}
+	lw := &leaseWatch{s: s, fn: fn, live: map[string]*leaseEntry{}, revs: revisions{}, syncing: map[string]bool{}, initial: make(chan struct{}),
+		lastRenewal: time.Now()}
+	s.watched.Store(true)
 	initial := lw.initial
 	go lw.loop(ctx, w, reconnected)
 	select {
@@ -471,7 +520,11 @@ type leaseWatch struct {
 	initial chan struct{}   // closed after the first fn call; nil after that
 	holdOff time.Time       // no expiry before this (the connection check failed)
 	due     time.Time       // when the expiry timer was armed to fire
-	outage  bool            // the bucket had no leader at the last check
+	outage  bool            // the bucket had no leader, or no lease was renewed, at the last check
+	// lastRenewal is when a lease last got a new revision; maxRev is the
+	// highest revision delivered.
+	lastRenewal time.Time
+	maxRev      uint64
 }
 
 func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}) {
@@ -553,6 +606,7 @@ func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
 		lw.s.conn.replayed.Add(1)
 		return
 	}
+	lw.maxRev = max(lw.maxRev, e.Revision())
 	old := lw.live[key]
 	var ci *messages.ClusterInfo
 	if e.Operation() == jetstream.KeyValuePut {
@@ -569,6 +623,16 @@ func (lw *leaseWatch) handle(e jetstream.KeyValueEntry, now time.Time) {
 	seen := now
 	if old != nil && old.rev == e.Revision() {
 		seen = old.seen // the same revision again (a resync): not a renewal
+	} else {
+		lw.lastRenewal = now
+		if lw.outage {
+			// The first renewal after an outage: from now on every lease
+			// has a full TTL to be renewed again.
+			lw.outage = false
+			for _, le := range lw.live {
+				le.seen = now
+			}
+		}
 	}
 	lw.live[key] = &leaseEntry{ci: ci, rev: e.Revision(), seen: seen}
 	lw.s.renewed.Store(key, seen)
@@ -619,7 +683,8 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 	if !lw.anyDue(time.Now()) {
 		return
 	}
-	if lw.s.leaderless(min(cfg.TTL/2, time.Second)) {
+	leaderless, lastSeq := lw.s.bucketState(min(cfg.TTL/2, time.Second))
+	if leaderless {
 		// Nobody can renew: hold, and give every lease a full TTL from
 		// the moment the bucket can take renewals again.
 		lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))
@@ -636,25 +701,42 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 		return
 	}
 	now := time.Now()
+	if len(lw.live) >= 2 && now.Sub(lw.lastRenewal) >= cfg.TTL && lastSeq <= lw.maxRev {
+		// Not one lease was renewed for TTL, and the bucket took no write
+		// this watch has not seen: the holders did not all stop at once,
+		// the bucket could not take writes (an election, a stalled
+		// machine). Hold until renewals come again. (Writes the watch has
+		// not delivered are checked lease by lease below.)
+		lw.holdOff = now.Add(max(cfg.Renew/2, 50*time.Millisecond))
+		lw.outage = true
+		lw.s.held.Add(1)
+		return
+	}
 	for k, le := range lw.live {
 		if now.Sub(le.seen) < cfg.TTL {
 			continue
 		}
-		// Ask the bucket before believing the watch: its deliveries can
-		// lag (after a reconnect to another node, or behind a busy
-		// connection), and a renewal it has not delivered yet is not an
-		// expiry. Only a lease the bucket no longer has, or still has at
-		// the same revision, is gone; no answer: decide later.
+		// Ask the bucket's leader before believing the watch: its
+		// deliveries can lag (after a reconnect to another node, or behind
+		// a busy connection), and a renewal it has not delivered yet is
+		// not an expiry. A replica that is behind (just back from a pause,
+		// it drops by MaxAge what the others renewed meanwhile) would
+		// answer from what it has. Only a lease the leader no longer has,
+		// or still has at the same revision, is gone; no answer: decide
+		// later, and give every lease a full TTL once the bucket answers.
 		gctx, cancel := context.WithTimeout(context.Background(), min(cfg.TTL/2, time.Second))
-		e, err := lw.s.kv.Get(gctx, k)
+		_, rev, deleted, err := lw.s.conn.leaderGet(gctx, cfg.Bucket, kvSubjectPrefix+cfg.Bucket+"."+k)
 		cancel()
 		switch {
-		case err == nil && e.Revision() != le.rev:
-			lw.handle(e, time.Now())
+		case err == nil && !deleted && rev != le.rev:
+			// Renewed; the watch delivers the new revision.
+			le.seen = time.Now()
+			lw.s.renewed.Store(k, le.seen)
 			lw.s.lagging.Add(1)
 			continue
-		case err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted):
+		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
 			lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))
+			lw.outage = true
 			lw.s.held.Add(1)
 			continue
 		}
@@ -676,20 +758,30 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 // Connected but without an answer (JetStream answers stream info from the
 // stream's leader) counts as leaderless.
 func (s *LeaseStore) leaderless(d time.Duration) bool {
+	leaderless, _ := s.bucketState(d)
+	return leaderless
+}
+
+// bucketState is leaderless and, when the stream answered, the sequence
+// of the last write to the bucket (0: unknown).
+func (s *LeaseStore) bucketState(d time.Duration) (leaderless bool, lastSeq uint64) {
 	if !s.conn.nc.IsConnected() {
-		return false
+		return false, 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	st, err := s.conn.js.Stream(ctx, kvStreamPrefix+s.cfg.Bucket)
 	if err != nil {
-		return s.conn.nc.IsConnected()
+		return s.conn.nc.IsConnected(), 0
 	}
 	ci := st.CachedInfo()
-	if ci == nil || ci.Cluster == nil {
-		return false // standalone server: it answered, so it has its stream
+	if ci == nil {
+		return false, 0
 	}
-	return ci.Cluster.Leader == ""
+	if ci.Cluster == nil {
+		return false, ci.State.LastSeq // standalone server: it answered, so it has its stream
+	}
+	return ci.Cluster.Leader == "", ci.State.LastSeq
 }
 
 // pauseForgiven: an expiry check this much later than armed forgives its
@@ -732,6 +824,7 @@ func (lw *leaseWatch) emit() {
 		out = append(out, proto.Clone(le.ci).(*messages.ClusterInfo))
 	}
 	slices.SortFunc(out, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.GetMemberId(), b.GetMemberId()) })
+	lw.s.watchLive.Store(int64(len(out)))
 	lw.changed = false
 	lw.fn(out)
 	if lw.initial != nil {

@@ -446,3 +446,24 @@ func TestLeaseWatchForgivesItsOwnPause(t *testing.T) {
 		t.Fatal("a lease 1.5s without renewal (TTL 1s) did not expire")
 	}
 }
+
+// TestStoreOutage: a renewal gap is an outage of the store only while
+// the bucket took fewer writes than the other live leases make in a TTL.
+func TestStoreOutage(t *testing.T) {
+	cfg := DefaultLeaseConfig() // 3 renewals per TTL
+	for _, c := range []struct {
+		rev, prev uint64
+		others    int
+		want      bool
+	}{
+		{rev: 11, prev: 10, others: 2, want: true},  // nobody wrote meanwhile
+		{rev: 16, prev: 10, others: 2, want: true},  // 5 writes: others renewed after the outage, before this one
+		{rev: 17, prev: 10, others: 2, want: false}, // 6 writes: both others renewed for a whole TTL
+		{rev: 11, prev: 10, others: 0, want: false}, // alone: no way to tell
+		{rev: 10, prev: 10, others: 2, want: false}, // no newer revision: no claim
+	} {
+		if got := storeOutage(c.rev, c.prev, c.others, cfg); got != c.want {
+			t.Errorf("storeOutage(rev %d, prev %d, others %d) = %v, want %v", c.rev, c.prev, c.others, got, c.want)
+		}
+	}
+}
