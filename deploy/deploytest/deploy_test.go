@@ -457,9 +457,10 @@ func keys[V any](m map[string]V) []string {
 // union of both processes' /metrics and the scrape jobs of prometheus.yml.
 func scrapeCluster(t *testing.T) (exposition, []string) {
 	t.Helper()
+	bin := binaries(t) // built before the cluster's own time starts
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl := clustertest.Start(t, ctx, localcluster.Config{BinDir: binaries(t), Hosts: 1, ServersPerHost: 2,
+	cl := clustertest.Start(t, ctx, localcluster.Config{BinDir: bin, Hosts: 1, ServersPerHost: 2,
 		Heartbeat: 200 * time.Millisecond, HostArgs: func(int) []string { return []string{"--http", "127.0.0.1:0"} }})
 	defer cl.Close()
 	if cl.Host(0).Ready.HTTP == "" {

@@ -104,9 +104,10 @@ func helpOf(t testing.TB, bin, sub string) help {
 		t.Fatalf("%s is not a command of the main module %v", bin, commands)
 	}
 	args := append(strings.Fields(sub), "--help")
+	dir := binaries(t) // built before the command's own time starts
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, filepath.Join(binaries(t), bin), args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, filepath.Join(dir, bin), args...).CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %s: %v", bin, strings.Join(args, " "), ctx.Err())
 	}

@@ -20,7 +20,8 @@ import (
 // /etc/scanplane/secrets, requires TLS and client certificates on the
 // client and route ports, maps certificates to users, and gives each
 // role's certificate subject exactly the permissions natsserver.UserPermissions
-// gives the embedded server (so the file and the code cannot drift).
+// gives the embedded server (so the file and the code cannot drift), in
+// the account the embedded server puts the role in.
 func TestSecureNATSConfig(t *testing.T) {
 	const path = "../nats-server-secure.conf"
 	data, err := os.ReadFile(path)
@@ -59,6 +60,16 @@ func TestSecureNATSConfig(t *testing.T) {
 		if u == nil {
 			t.Errorf("role %s: no user %q", role, subj)
 			continue
+		}
+		// The data account holds the buckets and the roles that may do
+		// everything; the edge account the restricted roles (see the
+		// file's header).
+		wantAccount := "SCANPLANE"
+		if role == natsserver.RoleScanServer || role == natsserver.RoleClient {
+			wantAccount = "EDGE"
+		}
+		if u.Account == nil || u.Account.Name != wantAccount {
+			t.Errorf("role %s: account %v, want %s", role, u.Account, wantAccount)
 		}
 		want, err := natsserver.UserPermissions(natsserver.CertUser{Subject: subj, Role: role}, bus.DefaultConfig(), bus.DefaultLeaseConfig())
 		if err != nil {

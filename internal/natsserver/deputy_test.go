@@ -2,13 +2,18 @@ package natsserver_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -17,16 +22,28 @@ import (
 // and each JetStream API request of its role (answered by the server) —
 // with a reply subject that names a key of the metadata, blocks or lease
 // bucket. No answer reaches those subjects, and every bucket is as it was:
-// a privileged connection never answers an untrusted reply subject.
+// a privileged connection never answers an untrusted reply subject. On
+// the embedded server and on a nats-server started from
+// deploy/nats-server-secure.conf.
 func TestNATSReplySubjectCannotWriteBuckets(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) {
+		srv, dir := secureServer(t)
+		replySubjectAttack(t, srv.ClientURL(), dir)
+	})
+	t.Run("deploy config", func(t *testing.T) {
+		url, dir := deployedSecureServer(t)
+		replySubjectAttack(t, url, dir)
+	})
+}
+
+func replySubjectAttack(t *testing.T, url, dir string) {
 	ctx := context.Background()
-	srv, dir := secureServer(t)
-	coord := roleConn(t, srv, dir, "coordinator")
+	coord := roleConnURL(t, url, dir, "coordinator")
 	lc := bus.DefaultLeaseConfig()
 	if _, err := coord.Leases(ctx, lc); err != nil {
 		t.Fatal(err)
 	}
-	admin := roleConn(t, srv, dir, "admin")
+	admin := roleConnURL(t, url, dir, "admin")
 	ameta, err := admin.MetaStore(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +114,7 @@ func TestNATSReplySubjectCannotWriteBuckets(t *testing.T) {
 		"$JS.API.CONSUMER.INFO." + metaStream + ".x",
 		"$JS.API.CONSUMER.DELETE." + metaStream + ".x",
 	}
-	raw, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(),
+	raw, err := nats.Connect(url, nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(),
 		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +132,7 @@ func TestNATSReplySubjectCannotWriteBuckets(t *testing.T) {
 	}
 	// An honest discovery and an honest JetStream request after the
 	// attack: their answers come after every answer to the attack.
-	cl := roleConn(t, srv, dir, "client")
+	cl := roleConnURL(t, url, dir, "client")
 	if got, err := cl.Discover(ctx, 5*time.Second); err != nil || len(got) != 1 {
 		t.Fatalf("honest discovery after the attack: %v, %v", got, err)
 	}
@@ -156,4 +173,60 @@ func equalSeqs(a, b map[string]uint64) bool {
 		}
 	}
 	return true
+}
+
+// deployedSecureServer starts a nats-server from
+// deploy/nats-server-secure.conf as one standalone node: its secrets and
+// store in temporary directories, listening on a free loopback port,
+// without the cluster block (its routes name other machines). It returns
+// the client URL and the secrets directory.
+func deployedSecureServer(t *testing.T) (url, dir string) {
+	t.Helper()
+	data, err := os.ReadFile("../../deploy/nats-server-secure.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := string(data)
+	i := strings.Index(conf, "\ncluster {")
+	if i < 0 {
+		t.Fatal("deploy/nats-server-secure.conf: no cluster block")
+	}
+	conf = conf[:i+1]
+	dir = filepath.Join(t.TempDir(), "secrets")
+	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for old, repl := range map[string]string{
+		"/etc/scanplane/secrets":         dir,
+		"/var/lib/scanplane/nats":        t.TempDir(),
+		"listen: 0.0.0.0:4222":           "listen: 127.0.0.1:-1",
+		"server_name: $NATS_SERVER_NAME": "server_name: deploy-secure",
+	} {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("deploy/nats-server-secure.conf: no %q", old)
+		}
+		conf = strings.ReplaceAll(conf, old, repl)
+	}
+	path := filepath.Join(t.TempDir(), "nats-server.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.NoSigs = true
+	srv, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(30 * time.Second) {
+		t.Fatal("nats-server from deploy/nats-server-secure.conf not ready within 30s")
+	}
+	return srv.ClientURL(), dir
 }

@@ -60,8 +60,14 @@ func roleTLS(t *testing.T, dir, role string) *tls.Config {
 // roleConn connects with role's certificate through bus.Connect.
 func roleConn(t *testing.T, srv *natsserver.EmbeddedServer, dir, role string) *bus.Conn {
 	t.Helper()
+	return roleConnURL(t, srv.ClientURL(), dir, role)
+}
+
+// roleConnURL connects to url with role's certificate through bus.Connect.
+func roleConnURL(t *testing.T, url, dir, role string) *bus.Conn {
+	t.Helper()
 	cfg := bus.DefaultConfig()
-	cfg.URL, cfg.Name, cfg.TLS = srv.ClientURL(), role, roleTLS(t, dir, role)
+	cfg.URL, cfg.Name, cfg.TLS = url, role, roleTLS(t, dir, role)
 	cfg.OpTimeout, cfg.BucketWait = 2*time.Second, 0
 	cfg.ReadOnly = role == "client" || role == "scanserver"
 	c, err := bus.Connect(context.Background(), cfg)
