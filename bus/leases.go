@@ -525,6 +525,9 @@ type leaseWatch struct {
 	// highest revision delivered.
 	lastRenewal time.Time
 	maxRev      uint64
+	// behind: an expiry check found a renewal the watcher had not
+	// delivered; the loop sets up a new watcher.
+	behind bool
 }
 
 func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}) {
@@ -534,6 +537,18 @@ func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnec
 			stopWatcher(w)
 		}
 	}()
+	// renew replaces the watcher (w: the old one, stopped unless nil);
+	// false: ctx ended or the Conn closed first.
+	renew := func() bool {
+		if w != nil {
+			stopWatcher(w)
+		}
+		if w, reconnected = c.rewatch(ctx, "lease watch", reconnected, func() (jetstream.KeyWatcher, error) { return lw.s.kv.WatchAll(ctx) }); w == nil {
+			return false
+		}
+		lw.syncing = map[string]bool{}
+		return true
+	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -545,28 +560,36 @@ func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnec
 			return
 		case <-reconnected:
 			reconnected = c.reconnectSignal()
-			stopWatcher(w)
 			c.log.Info("lease watch: re-synchronising after a NATS reconnect")
-			if w, reconnected = c.rewatch(ctx, "lease watch", reconnected, func() (jetstream.KeyWatcher, error) { return lw.s.kv.WatchAll(ctx) }); w == nil {
+			if !renew() {
 				return
 			}
-			lw.syncing = map[string]bool{}
 		case e, ok := <-w.Updates():
 			if !ok {
+				w = nil
 				if ctx.Err() != nil || c.nc.IsClosed() {
-					w = nil
 					return
 				}
 				c.log.Warn("lease watch: watcher ended; setting up a new one")
-				if w, reconnected = c.rewatch(ctx, "lease watch", reconnected, func() (jetstream.KeyWatcher, error) { return lw.s.kv.WatchAll(ctx) }); w == nil {
+				if !renew() {
 					return
 				}
-				lw.syncing = map[string]bool{}
 				continue
 			}
 			lw.handle(e, time.Now())
 		case <-timer.C:
 			lw.expire(w)
+			if lw.behind {
+				// The leader has renewals this watcher did not deliver
+				// for a TTL: its consumer is gone (it lived on a node
+				// that died) or stuck, and new leases would not reach
+				// this watch until the library noticed.
+				lw.behind = false
+				c.log.Info("lease watch: behind the bucket; setting up a new watcher")
+				if !renew() {
+					return
+				}
+			}
 		}
 		lw.emit()
 	}
@@ -729,10 +752,12 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 		cancel()
 		switch {
 		case err == nil && !deleted && rev != le.rev:
-			// Renewed; the watch delivers the new revision.
+			// Renewed, and the watcher has not delivered it: the new
+			// watcher will.
 			le.seen = time.Now()
 			lw.s.renewed.Store(k, le.seen)
 			lw.s.lagging.Add(1)
+			lw.behind = true
 			continue
 		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
 			lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))

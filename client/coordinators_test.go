@@ -314,7 +314,7 @@ func TestScanFailsWithoutCoordinator(t *testing.T) {
 	if rows.Next() {
 		t.Fatal("a row without a coordinator")
 	}
-	want := "client: no coordinator: coordinator 127.0.0.1:2 was lost (endpoint terminated) and no other answered within 200ms"
+	want := "client: no coordinator: coordinator 127.0.0.1:2 was lost (endpoint terminated) and no other answered within 200ms (it was the only coordinator this client knew)"
 	if err := rows.Err(); err == nil || err.Error() != want {
 		t.Fatalf("err %v, want %q", err, want)
 	}

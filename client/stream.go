@@ -982,5 +982,8 @@ func (s *TabletStream) noCoordinatorErr() error {
 	if len(others) > 0 {
 		msg += "; also lost: " + strings.Join(others, ", ")
 	}
+	if len(s.coords) == 1 {
+		msg += " (it was the only coordinator this client knew)"
+	}
 	return fmt.Errorf("%w: %s", ErrNoCoordinator, msg)
 }

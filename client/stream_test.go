@@ -606,7 +606,7 @@ func TestStreamNoCoordinator(t *testing.T) {
 	if kinds(acts) != "fail" {
 		t.Fatalf("wait over: %v", acts)
 	}
-	want := "client: no coordinator: coordinator 127.0.0.1:8090 was lost (endpoint terminated) and no other answered within 3s"
+	want := "client: no coordinator: coordinator 127.0.0.1:8090 was lost (endpoint terminated) and no other answered within 3s (it was the only coordinator this client knew)"
 	if r.err.Error() != want || !errors.Is(r.err, ErrNoCoordinator) {
 		t.Fatalf("error %q, want %q", r.err, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -92,9 +93,15 @@ func TestNemesis(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sys.Close)
+	// What the clients saw of the coordinators (lost, up again), shown
+	// when a scan failed.
+	var clientLog lockedBuffer
+	clientLogger := slog.New(slog.NewTextHandler(&clientLog, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	clients := make([]*client.Client, 4)
 	for w := range clients {
-		clients[w] = clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.StallTimeout, c.System = time.Second, sys.Actors })
+		clients[w] = clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) {
+			c.StallTimeout, c.System, c.Logger = time.Second, sys.Actors, clientLogger.With("client", w)
+		})
 	}
 	control := clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.System = sys.Actors })
 	for w, c := range clients {
@@ -196,6 +203,8 @@ func TestNemesis(t *testing.T) {
 	}
 	if len(failed) > 0 {
 		t.Errorf("%d of %d scans failed:\n%s", len(failed), len(scans), strings.Join(failed[:min(len(failed), 10)], "\n"))
+		lines := strings.Split(strings.TrimSpace(clientLog.String()), "\n")
+		t.Logf("last %d lines the clients logged:\n%s", min(len(lines), 80), strings.Join(lines[max(len(lines)-80, 0):], "\n"))
 	}
 	if len(scans) == 0 {
 		t.Fatal("no scan completed")

@@ -195,6 +195,7 @@ func leaseLeaderLoss(t *testing.T, pause bool) {
 	cfg := bus.DefaultLeaseConfig()
 	conns := make([]*bus.Conn, 3)
 	leases := make([]*bus.Lease, 3)
+	stores := make([]*bus.LeaseStore, 3)
 	views := make([]*leaseView, 4)
 	for i := range 3 {
 		conns[i] = procDial(t, nodes[i].url)
@@ -205,6 +206,7 @@ func leaseLeaderLoss(t *testing.T, pause bool) {
 		}); err != nil {
 			t.Fatalf("lease bucket on node %d: %v", i, err)
 		}
+		stores[i] = store
 		views[i] = &leaseView{}
 		if err := store.Watch(ctx, views[i].fn); err != nil {
 			t.Fatal(err)
@@ -292,6 +294,22 @@ func leaseLeaderLoss(t *testing.T, pause bool) {
 		t.Logf("watch %d dropped the failed coordinator's lease %v after it failed", i, time.Since(stopped).Round(time.Millisecond))
 	}
 	t.Logf("every watch dropped the failed coordinator's lease %v after it failed", time.Since(stopped).Round(time.Millisecond))
+	// A coordinator that joins now reaches every watch, also one whose
+	// watcher's consumer lived on the failed node.
+	joined := time.Now()
+	newcomer, err := stores[survivors[0]].Announce(ctx, &messages.ClusterInfo{MemberId: "member-new",
+		CoordinatorAddress: "127.0.0.1:1009", RouterId: "router", Incarnation: "inc-new"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = newcomer.Close() })
+	for _, i := range watchers {
+		testutil.Eventually(t, 60*time.Second, fmt.Sprintf("watch %d sees a new lease", i), func() bool {
+			return slices.Contains(views[i].last(), "member-new")
+		})
+	}
+	t.Logf("a lease announced after the fault reached every watch in %v; renewals found before their watch delivered them: %d, %d, client %d",
+		time.Since(joined).Round(time.Millisecond), stores[survivors[0]].WatchLagged(), stores[survivors[1]].WatchLagged(), cstore.WatchLagged())
 	for _, i := range survivors {
 		select {
 		case <-leases[i].Lapsed():
