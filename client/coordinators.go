@@ -35,6 +35,8 @@ type coordDirectory struct {
 	// name the tablet kind): requests go to each tablet's owner.
 	clustered bool
 	probing   bool
+	// rediscovering: a discovery request is under way (rediscover).
+	rediscovering bool
 	// watched: the lease watch has reported the leases at least once.
 	watched bool
 }
@@ -357,12 +359,63 @@ func (c *Client) coordLost(addr, why string) {
 	c.broadcast(coordEvent{addr: addr, lost: true, why: why})
 	probe := !c.coord.probing && len(c.streams) > 0 && c.sys != nil
 	c.coord.probing = c.coord.probing || probe
+	ask := c.coord.discover && !c.coord.rediscovering && c.conn != nil && !slices.ContainsFunc(c.coord.list, func(a string) bool {
+		_, lost := c.coord.lost[a]
+		return !lost
+	})
+	c.coord.rediscovering = c.coord.rediscovering || ask
 	c.mu.Unlock()
+	if ask {
+		go c.rediscover()
+	}
 	// Info, not Warn: a scan that cannot do without it fails with an error
 	// that says so; one that goes on elsewhere has not failed.
 	c.log.Info("coordinator lost", "coordinator", addr, "why", why)
 	if probe {
 		go c.probe()
+	}
+}
+
+// rediscoverWait bounds a discovery request made when every known
+// coordinator is lost.
+const rediscoverWait = time.Second
+
+// rediscover asks the coordinators over core NATS (bus.Discover) who is
+// live, once every coordinator the client knows is lost: the lease watch
+// is a cache that can lag (a watcher whose consumer died with its NATS
+// node), and a coordinator that answers is up whatever the cache says.
+// Coordinators it names that the client does not know join the list and
+// are up; a later lease update orders the list again.
+func (c *Client) rediscover() {
+	defer func() {
+		c.mu.Lock()
+		c.coord.rediscovering = false
+		c.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*rediscoverWait)
+	defer cancel()
+	live, err := c.conn.Discover(ctx, rediscoverWait)
+	if err != nil {
+		c.log.Info("client: no coordinator answered a discovery request", "err", err)
+		return
+	}
+	var found []string
+	c.mu.Lock()
+	for _, ci := range live {
+		a := ci.GetCoordinatorAddress()
+		if a == "" || slices.Contains(c.coord.list, a) || c.closed {
+			continue
+		}
+		c.coord.list = append(c.coord.list, a)
+		if id := ci.GetRouterId(); id != "" {
+			c.coord.routers[a] = id
+		}
+		found = append(found, a)
+	}
+	c.mu.Unlock()
+	for _, a := range found {
+		c.log.Info("coordinator found by discovery", "coordinator", a)
+		c.coordUp(a)
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 
+	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -320,5 +322,69 @@ func TestScanFailsWithoutCoordinator(t *testing.T) {
 	}
 	if st := rows.Stats(); st.Requests != 0 {
 		t.Fatalf("stats %+v: nothing should have been sent to a lost coordinator", st)
+	}
+}
+
+// TestRediscoverWhenEveryKnownCoordinatorIsLost: the lease watch shows
+// one coordinator (A) while the coordinators answer discovery with two
+// (A and B). Once A is lost, the client asks over core NATS and B joins
+// its list, up, and running streams hear of it. Without the request the
+// client knew no coordinator until the watch caught up.
+func TestRediscoverWhenEveryKnownCoordinatorIsLost(t *testing.T) {
+	url := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bcfg := bus.DefaultConfig()
+	bcfg.URL = url
+	coordConn, err := bus.Connect(ctx, bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coordConn.Close()
+	leases, err := coordConn.Leases(ctx, bus.DefaultLeaseConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &messages.ClusterInfo{MemberId: "a", CoordinatorAddress: "127.0.0.1:3", RouterId: "r", Incarnation: "ia"}
+	b := &messages.ClusterInfo{MemberId: "b", CoordinatorAddress: "127.0.0.1:4", RouterId: "r", Incarnation: "ib"}
+	lease, err := leases.Announce(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Close()
+	cfg := DefaultConfig()
+	cfg.NATSURL = url
+	cfg.System = sharedSystem(t)
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if addrs, _ := c.Coordinators(); !slices.Equal(addrs, []string{"127.0.0.1:3"}) {
+		t.Fatalf("coordinators from the lease watch: %v, want A only", addrs)
+	}
+	// The coordinators answer discovery from now on (before, the client's
+	// start could have learnt B from them).
+	stop, err := coordConn.ServeDiscovery(func() []*messages.ClusterInfo { return []*messages.ClusterInfo{a, b} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	in, _, _, _ := c.openStream()
+	c.coordLost("127.0.0.1:3", "endpoint terminated")
+	var evs []coordEvent
+	if !testutil.Poll(10*time.Second, func() bool {
+		evs = append(evs, drain(in)...)
+		return slices.ContainsFunc(evs, func(e coordEvent) bool { return e.addr == "127.0.0.1:4" && !e.lost })
+	}) {
+		addrs, lost := c.Coordinators()
+		t.Fatalf("B never came up after A was lost: events %+v, coordinators %v lost %v", evs, addrs, lost)
+	}
+	addrs, lost := c.Coordinators()
+	if i := slices.Index(addrs, "127.0.0.1:4"); i < 0 || lost[i] != "" {
+		t.Fatalf("coordinators %v, lost %q: want B known and up", addrs, lost)
 	}
 }
