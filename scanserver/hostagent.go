@@ -97,10 +97,13 @@ type HostAgent struct {
 	counters    []*ServerCounters
 	metrics     *serverMetrics
 	stop        chan struct{}
-	life        context.Context
-	endLife     context.CancelFunc
-	wg          sync.WaitGroup
-	closeOnce   sync.Once
+	// heartbeatFailing: the last heartbeat could not be published
+	// (Start, then the heartbeat loop; never at once).
+	heartbeatFailing bool
+	life             context.Context
+	endLife          context.CancelFunc
+	wg               sync.WaitGroup
+	closeOnce        sync.Once
 }
 
 // NewHostAgent checks the config; it does no IO.
@@ -209,8 +212,16 @@ func (h *HostAgent) heartbeat(leaving bool) {
 			Leaving: leaving, ScansTotal: c.Scans.Load(), CacheBytes: uint64(max(st.Bytes, 0)), CacheEvictions: st.Evictions,
 		}
 		if err := h.conn.PublishHeartbeat(hb); err != nil {
-			h.log.Debug("publish heartbeat", "err", err)
+			if !h.heartbeatFailing {
+				h.log.Warn("publishing heartbeats failed; retrying every interval", "server", id, "err", err)
+			}
+			h.heartbeatFailing = true
+			return
 		}
+	}
+	if h.heartbeatFailing {
+		h.log.Info("publishing heartbeats again")
+		h.heartbeatFailing = false
 	}
 }
 
