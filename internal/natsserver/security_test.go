@@ -436,9 +436,9 @@ func TestNATSTLSRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss := roleConn(t, tc.nodes[2], dir, "scanserver")
-	deadline := time.Now().Add(10 * time.Second)
-	for done := false; !done; {
-		// Interest crosses the routes asynchronously: repeat until seen.
+	// Interest crosses the routes asynchronously: publish until one
+	// heartbeat is seen.
+	testutil.Eventually(t, 10*time.Second, "a heartbeat across the TLS routes", func() bool {
 		if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h3", Server: "s"}); err != nil {
 			t.Fatal(err)
 		}
@@ -447,13 +447,11 @@ func TestNATSTLSRoutes(t *testing.T) {
 			if h.GetHost() != "h3" {
 				t.Fatalf("heartbeat %v", h)
 			}
-			done = true
-		case <-time.After(50 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the heartbeat did not cross the TLS routes")
-			}
+			return true
+		default:
+			return false
 		}
-	}
+	})
 	noCert := roleTLS(t, dir, "coordinator").Clone()
 	noCert.Certificates = nil
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tc.nodes[0].ClusterAddr(), noCert)
