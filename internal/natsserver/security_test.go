@@ -207,7 +207,7 @@ func TestNATSRolePermissions(t *testing.T) {
 	if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the scan server's heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the scan server's heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) == 1 })
 	if err := sblocks.Put(ctx, "f2.0", []byte("forged")); err == nil {
 		t.Fatal("scanserver wrote a block")
 	}
@@ -301,7 +301,7 @@ func TestNATSRolePermissions(t *testing.T) {
 	if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s1", QueueLen: 7}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the second real heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) >= 2 })
+	testutil.Eventually(t, 10*time.Second, "the second real heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(hbs) != 2 || hbs[1].GetQueueLen() != 7 {
@@ -310,11 +310,6 @@ func TestNATSRolePermissions(t *testing.T) {
 	if d := coord.DecodeErrors(); d != 0 {
 		t.Fatalf("coordinator got %d undecodable messages (the forged one?)", d)
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 // loadCA reads the CA certificate of a secrets directory and the CA's
