@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -102,22 +103,20 @@ func FuzzSubscribe(f *testing.F) {
 		if err := pub.nc.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		var d int
+		var m proto.Message
+		var e uint64
+		if !testutil.Poll(30*time.Second, func() bool {
 			mu.Lock()
-			d, m := delivered, last
+			d, m = delivered, last
 			mu.Unlock()
-			e := sub.DecodeErrors() + sub.MismatchedSignals()
-			if d+int(e) > before+int(errsBefore) {
-				if deliverable != (d > before) || (d > before && !proto.Equal(m, want)) {
-					t.Fatalf("%q on %s: decodes=%v deliverable=%v, delivered %v (+%d), decode errors and mismatches +%d", data, subject, decodes, deliverable, m, d-before, e-errsBefore)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%q on %s: neither delivered nor counted as undecodable or mismatched within 30s", data, subject)
-			}
-			time.Sleep(100 * time.Microsecond)
+			e = sub.DecodeErrors() + sub.MismatchedSignals()
+			return d+int(e) > before+int(errsBefore)
+		}) {
+			t.Fatalf("%q on %s: neither delivered nor counted as undecodable or mismatched within 30s", data, subject)
+		}
+		if deliverable != (d > before) || (d > before && !proto.Equal(m, want)) {
+			t.Fatalf("%q on %s: decodes=%v deliverable=%v, delivered %v (+%d), decode errors and mismatches +%d", data, subject, decodes, deliverable, m, d-before, e-errsBefore)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -89,22 +91,21 @@ func (l *leaseLog) waitIDs(want []string, bound time.Duration) time.Duration {
 
 // waitIDsBy polls until the watch's latest set is exactly want and
 // returns when fn delivered that set; it fails the test if the set is
-// still another one after deadline.
+// still another one after deadline (testutil.Poll looks once more after
+// the deadline: a late look cannot fail a set delivered in time).
 func (l *leaseLog) waitIDsBy(want []string, deadline time.Time) time.Time {
 	l.t.Helper()
-	for {
-		now := time.Now() // before the look: a late poll cannot fail a set delivered in time
+	var live []*messages.ClusterInfo
+	var at time.Time
+	if !testutil.Poll(time.Until(deadline), func() bool {
 		l.mu.Lock()
-		live, at := l.last, l.at
+		live, at = l.last, l.at
 		l.mu.Unlock()
-		if slices.Equal(ids(live), want) {
-			return at
-		}
-		if now.After(deadline) {
-			l.t.Fatalf("watch still reports %v %v past the deadline, want %v", ids(live), now.Sub(deadline).Round(time.Millisecond), want)
-		}
-		time.Sleep(2 * time.Millisecond)
+		return slices.Equal(ids(live), want)
+	}) {
+		l.t.Fatalf("watch still reports %v past the deadline, want %v", ids(live), want)
 	}
+	return at
 }
 
 func watchLeases(t *testing.T, s *LeaseStore) *leaseLog {
@@ -379,18 +380,28 @@ func TestLeaseWatchHoldsExpiryWhileDisconnected(t *testing.T) {
 
 func TestLeaseLapsedAfterRenewalsStoppedLongerThanTTL(t *testing.T) {
 	r := startRestartable(t)
-	cfg := LeaseConfig{TTL: 300 * time.Millisecond, Renew: 100 * time.Millisecond, Bucket: "lapse"}
+	// A TTL of ten renewals: a loaded machine that runs a renewal late
+	// does not make it a lapse.
+	cfg := LeaseConfig{TTL: time.Second, Renew: 100 * time.Millisecond, Bucket: "lapse"}
 	holder := connect(t, r.srv)
 	l := announce(t, leaseStore(t, holder, cfg), leaseInfo("a", "127.0.0.1:1"))
-	// Renewals every 100ms: no lapse while they succeed.
-	deadline := time.Now().Add(600 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// No lapse while renewals succeed, over twice the TTL's worth of
+	// them. A renewal shows as Unrenewed dropping.
+	want := int(2 * cfg.TTL / cfg.Renew)
+	renewals, last := 0, l.Unrenewed()
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d renewals", want), func() bool {
 		select {
 		case <-l.Lapsed():
-			t.Fatal("lapsed while renewals succeed")
-		case <-time.After(20 * time.Millisecond):
+			t.Fatalf("lapsed while renewals succeed (%d seen)", renewals)
+		default:
 		}
-	}
+		u := l.Unrenewed()
+		if u < last {
+			renewals++
+		}
+		last = u
+		return renewals >= want
+	})
 	// The server is down for longer than the TTL: renewals fail; the
 	// first one that succeeds afterwards reports the lapse.
 	r.srv.Close()

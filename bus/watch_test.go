@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 // watchLog records what a MetaStore.Watch delivered.
@@ -70,12 +72,9 @@ func (r *restartable) restart() {
 func waitGen(t *testing.T, w *watchLog, table string, gen uint64, bound time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for w.get(table) != gen {
-		if time.Since(start) > bound {
-			t.Fatalf("watch still reports %s generation %d %v after generation %d was published (bound %v)",
-				table, w.get(table), time.Since(start).Round(time.Millisecond), gen, bound)
-		}
-		time.Sleep(2 * time.Millisecond)
+	if !testutil.Poll(bound, func() bool { return w.get(table) == gen }) {
+		t.Fatalf("watch still reports %s generation %d %v after generation %d was published (bound %v)",
+			table, w.get(table), time.Since(start).Round(time.Millisecond), gen, bound)
 	}
 	return time.Since(start)
 }
@@ -120,22 +119,23 @@ func TestWatchResyncsAfterServerRestart(t *testing.T) {
 		// JetStream may still be restoring its streams from disk after
 		// the clients reconnected: an unavailable store is retried, as a
 		// user's ingest would be, for a bounded time.
-		for deadline := time.Now().Add(30 * time.Second); ; {
+		testutil.EventuallyErr(t, 30*time.Second, "a publish after the restart", func() error {
 			err := pub.Publish(ctx, tableMeta("a", gen, "z"), gen-1)
 			if err == nil {
-				break
+				return nil
 			}
 			if errors.Is(err, ErrConflict) {
 				// an earlier try that timed out was applied after all
 				if g, cerr := pub.Current(ctx, "a"); cerr == nil && g == gen {
-					break
+					return nil
 				}
 			}
-			if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+			if !errors.Is(err, ErrUnavailable) {
 				t.Fatal(err)
 			}
 			t.Logf("restart %d: publish: %v; again", round+1, err)
-		}
+			return err
+		})
 		took := waitGen(t, w, "a", gen, 2*time.Second)
 		t.Logf("restart %d: generation %d seen %v after its publish (%d deliveries since the restart)", round+1, gen, took.Round(time.Millisecond), w.n-before)
 	}

@@ -155,7 +155,6 @@ type fakeCoord struct {
 	addr  string
 	mu    sync.Mutex
 	lines []string
-	seen  chan struct{} // pinged on every line
 }
 
 func startFakeCoord(t *testing.T, mode, natsURL, member, node string) *fakeCoord {
@@ -174,7 +173,7 @@ func startFakeCoord(t *testing.T, mode, natsURL, member, node string) *fakeCoord
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeCoord{t: t, cmd: cmd, stdin: stdin, seen: make(chan struct{}, 1)}
+	f := &fakeCoord{t: t, cmd: cmd, stdin: stdin}
 	t.Cleanup(func() {
 		_ = stdin.Close()
 		done := make(chan struct{})
@@ -192,10 +191,6 @@ func startFakeCoord(t *testing.T, mode, natsURL, member, node string) *fakeCoord
 			f.mu.Lock()
 			f.lines = append(f.lines, sc.Text())
 			f.mu.Unlock()
-			select {
-			case f.seen <- struct{}{}:
-			default:
-			}
 		}
 	}()
 	ready := f.waitLine("ready ")
@@ -206,23 +201,19 @@ func startFakeCoord(t *testing.T, mode, natsURL, member, node string) *fakeCoord
 // waitLine waits up to 30s for a line starting with prefix and returns it.
 func (f *fakeCoord) waitLine(prefix string) string {
 	f.t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
+	var line string
+	testutil.EventuallyErr(f.t, 30*time.Second, fmt.Sprintf("a line %q of the fake coordinator", prefix), func() error {
 		f.mu.Lock()
+		defer f.mu.Unlock()
 		for _, l := range f.lines {
 			if strings.HasPrefix(l, prefix) {
-				f.mu.Unlock()
-				return l
+				line = l
+				return nil
 			}
 		}
-		f.mu.Unlock()
-		select {
-		case <-f.seen:
-		case <-time.After(10 * time.Millisecond):
-		case <-deadline:
-			f.t.Fatalf("fake coordinator: no line %q within 30s (lines: %q)", prefix, f.lines)
-		}
-	}
+		return fmt.Errorf("lines: %q", f.lines)
+	})
+	return line
 }
 
 // requests returns the request ids the fake received.

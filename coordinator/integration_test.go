@@ -573,14 +573,11 @@ func TestReingestSeenAtomically(t *testing.T) {
 	}()
 	// Bounded: the metadata watch delivers the new generation within
 	// seconds; a client that never sees it fails here, not at the suite
-	// timeout.
-	deadline := time.Now().Add(60 * time.Second)
-	ingested := false
-	for scans := 1; ; scans++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d full scans in 60s the client still reads generation 1 (ingest finished: %v)", scans-1, ingested)
-		}
+	// timeout. Every scan meanwhile sees one generation whole (version).
+	ingested, scans := false, 0
+	if !testutil.Poll(60*time.Second, func() bool {
 		v := version()
+		scans++
 		if !ingested {
 			select {
 			case err := <-done:
@@ -591,9 +588,9 @@ func TestReingestSeenAtomically(t *testing.T) {
 			default:
 			}
 		}
-		if v == 2 {
-			break
-		}
+		return v == 2
+	}) {
+		t.Fatalf("after %d full scans in 60s the client still reads generation 1 (ingest finished: %v)", scans, ingested)
 	}
 	if !ingested {
 		if err := <-done; err != nil {

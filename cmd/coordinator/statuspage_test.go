@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
@@ -110,34 +111,30 @@ func aliveCount(st *messages.StatusReply) int {
 // status; it returns it.
 func samePage(t *testing.T, ctx context.Context, addr string, ready func(*messages.StatusReply) bool) *messages.StatusReply {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var last string
-	for {
-		before, err := localcluster.FetchStatus(ctx, addr)
-		if err != nil {
+	var before *messages.StatusReply
+	var doc *html.Node
+	testutil.EventuallyErr(t, 30*time.Second, "/status to settle", func() error {
+		var err error
+		if before, err = localcluster.FetchStatus(ctx, addr); err != nil {
 			t.Fatal(err)
 		}
-		doc := fetchPage(t, ctx, addr)
+		doc = fetchPage(t, ctx, addr)
 		after, err := localcluster.FetchStatus(ctx, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := wantTables(before)
-		if ready(before) && reflect.DeepEqual(want, wantTables(after)) {
-			got := pageTables(doc)
-			for _, table := range []string{"summary", "hosts", "servers", "tables", "coordinators"} {
-				if !reflect.DeepEqual(got[table], want[table]) {
-					t.Errorf("table %s of / is\n\t%v\nwant (from /status)\n\t%v", table, got[table], want[table])
-				}
-			}
-			return before
+		if !ready(before) || !reflect.DeepEqual(wantTables(before), wantTables(after)) {
+			return fmt.Errorf("%d of %d servers alive", aliveCount(after), len(after.Servers))
 		}
-		last = fmt.Sprintf("%d of %d servers alive", aliveCount(after), len(after.Servers))
-		if time.Now().After(deadline) {
-			t.Fatalf("/status did not settle in 30s: %s", last)
+		return nil
+	})
+	want, got := wantTables(before), pageTables(doc)
+	for _, table := range []string{"summary", "hosts", "servers", "tables", "coordinators"} {
+		if !reflect.DeepEqual(got[table], want[table]) {
+			t.Errorf("table %s of / is\n\t%v\nwant (from /status)\n\t%v", table, got[table], want[table])
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	return before
 }
 
 // wantTables is what the page's tables must show for st: table id → rows

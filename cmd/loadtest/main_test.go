@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,8 +90,11 @@ func TestFlagsProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Work until the process has spent 300ms of CPU time (about 30 CPU
+	// samples at the profiler's 100 Hz), however few of the machine's
+	// cycles it gets.
 	var keep [][]byte
-	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+	for start := cpuTime(t); cpuTime(t)-start < 300*time.Millisecond; {
 		keep = append(keep, make([]byte, 64<<10)) // 64 KiB each: sampled (512 KiB rate) many times over
 		if len(keep) > 64 {
 			keep = keep[:0]
@@ -132,6 +136,15 @@ func TestFlagsProfiles(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(keep)
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // --version prints the build's version, commit and Go version and exits 0

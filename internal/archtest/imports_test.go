@@ -55,6 +55,8 @@ var allowed = map[string][]string{
 	"policysim":                     {"selection", "scanflow", "messages"},
 	"internal/testutil/clustertest": {"bus", "client", "internal/secrets", "localcluster", "messages", "tablets"},
 	"internal/testutil/servertest":  {"scanserver", "tablets", "wire"},
+	// the connection-limit checks the HTTP endpoints' and the remote's tests share
+	"internal/testutil/connlimittest": {"internal/testutil"},
 }
 
 // apart lists, per package, packages of ours it must not depend on at all,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -157,18 +158,12 @@ func currentReplicas(info *jetstream.StreamInfo) int {
 // leader was on a node that died fail until the survivors elect a new one.
 func retry(d time.Duration, f func(ctx context.Context) error) (time.Duration, error) {
 	start := time.Now()
-	for {
+	err := testutil.PollErr(d, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := f(ctx)
-		cancel()
-		if err == nil {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > d {
-			return time.Since(start), err
-		}
-		time.Sleep(100 * time.Millisecond) // pacing between attempts, not a wait for a condition
-	}
+		defer cancel()
+		return f(ctx)
+	})
+	return time.Since(start), err
 }
 
 func tableGen(name string, gen uint64) *messages.TableMeta {

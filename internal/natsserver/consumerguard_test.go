@@ -15,6 +15,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -58,18 +59,13 @@ func TestNATSClientConsumers(t *testing.T) {
 		made[name] = "ephemeral " + name
 	}
 	cjs := coord.JetStream()
-	deadline := time.Now().Add(10 * time.Second)
 	for name, what := range made {
-		for {
-			_, err := cjs.Consumer(ctx, stream, name)
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				break
+		testutil.EventuallyErr(t, 10*time.Second, fmt.Sprintf("the guard to delete the client's %s consumer %s", what, name), func() error {
+			if _, err := cjs.Consumer(ctx, stream, name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return fmt.Errorf("still there (lookup: %v)", err)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the client's %s consumer %s still exists after 10s (err %v)", what, name, err)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 
 	// The legacy endpoints, an unfiltered create and a filter outside
@@ -192,17 +188,13 @@ func TestNATSClusterConsumerGuard(t *testing.T) {
 	}
 	// Gone, and by a guard: a lookup racing the creation can also answer
 	// not found.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testutil.EventuallyErr(t, 15*time.Second, "a guard to delete the client's durable consumer", func() error {
 		_, err := coord.JetStream().Consumer(ctx, stream, "kept")
 		if errors.Is(err, jetstream.ErrConsumerNotFound) && guardDeleted() > 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the client's durable consumer still exists after 15s (err %v, guards deleted %d)", err, guardDeleted())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("lookup: %v, guards deleted %d", err, guardDeleted())
+	})
 	if err := cmeta.Publish(ctx, tableGen("t", 2), 1); err != nil {
 		t.Fatal(err)
 	}

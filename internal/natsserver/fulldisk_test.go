@@ -97,18 +97,14 @@ func TestFullDiskRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	deadline := freed.Add(30 * time.Second)
-	for {
+	testutil.EventuallyErr(t, 30*time.Second, "the store to be back after space was freed", func() error {
 		_, gerr := bs.Get(ctx, "before")
 		perr := bs.Put(ctx, "after", block)
-		if gerr == nil && perr == nil {
-			break
+		if gerr != nil || perr != nil {
+			return fmt.Errorf("get %v, put %v", gerr, perr)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("store not back 30s after space was freed: get %v, put %v", gerr, perr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("store back %v after space was freed", time.Since(freed).Round(time.Millisecond))
 	if srv.OutOfSpace() || srv.SpaceRestarts() != 1 {
 		t.Errorf("OutOfSpace %v, SpaceRestarts %d after space was freed; want false, 1", srv.OutOfSpace(), srv.SpaceRestarts())

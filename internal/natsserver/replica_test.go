@@ -1,10 +1,12 @@
 package natsserver_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 // TestBlockStoreCorruptReplicaReadElsewhere: bytes flipped in the block
@@ -38,17 +40,16 @@ func TestBlockStoreCorruptReplicaReadElsewhere(t *testing.T) {
 	// replica is current again.
 	tc.stop(victim)
 	tc.startAndWait(victim, victim+1)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyErr(t, 30*time.Second, "3 current replicas after the restart", func() error {
 		info, err := kvStreamInfo(ctxFor(t, 30*time.Second), conn, bucket)
-		if err == nil && currentReplicas(info) == 3 {
-			break
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas not current 30s after the restart: %v", err)
+		if n := currentReplicas(info); n != 3 {
+			return fmt.Errorf("%d current", n)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	files := blockFiles(t, tc.cfgs[victim].StoreDir, bucket)
 	t.Logf("%d block files", len(files))
 	for _, f := range files {

@@ -213,7 +213,7 @@ func TestNATSRolePermissions(t *testing.T) {
 	if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s1"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the scan server's heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) == 1 })
+	testutil.Eventually(t, 10*time.Second, "the scan server's heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) == 1 })
 	if err := sblocks.Put(ctx, "f2.0", []byte("forged")); err == nil {
 		t.Fatal("scanserver wrote a block")
 	}
@@ -307,7 +307,7 @@ func TestNATSRolePermissions(t *testing.T) {
 	if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s1", QueueLen: 7}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the second real heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) >= 2 })
+	testutil.Eventually(t, 10*time.Second, "the second real heartbeat", func() bool { mu.Lock(); defer mu.Unlock(); return len(hbs) >= 2 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(hbs) != 2 || hbs[1].GetQueueLen() != 7 {
@@ -316,11 +316,6 @@ func TestNATSRolePermissions(t *testing.T) {
 	if d := coord.DecodeErrors(); d != 0 {
 		t.Fatalf("coordinator got %d undecodable messages (the forged one?)", d)
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 // loadCA reads the CA certificate of a secrets directory and the CA's
@@ -442,9 +437,9 @@ func TestNATSTLSRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ss := roleConn(t, tc.nodes[2], dir, "scanserver")
-	deadline := time.Now().Add(10 * time.Second)
-	for done := false; !done; {
-		// Interest crosses the routes asynchronously: repeat until seen.
+	// Interest crosses the routes asynchronously: publish until one
+	// heartbeat is seen.
+	testutil.Eventually(t, 10*time.Second, "a heartbeat across the TLS routes", func() bool {
 		if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h3", Server: "s"}); err != nil {
 			t.Fatal(err)
 		}
@@ -453,13 +448,11 @@ func TestNATSTLSRoutes(t *testing.T) {
 			if h.GetHost() != "h3" {
 				t.Fatalf("heartbeat %v", h)
 			}
-			done = true
-		case <-time.After(50 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the heartbeat did not cross the TLS routes")
-			}
+			return true
+		default:
+			return false
 		}
-	}
+	})
 	noCert := roleTLS(t, dir, "coordinator").Clone()
 	noCert.Certificates = nil
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", tc.nodes[0].ClusterAddr(), noCert)

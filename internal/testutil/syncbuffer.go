@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -24,4 +25,15 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Lines returns everything written so far split after each newline (a
+// slog handler writes one record a line); a last line without its
+// newline is included.
+func (b *SyncBuffer) Lines() []string {
+	lines := strings.SplitAfter(b.String(), "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return lines
 }
