@@ -416,3 +416,19 @@ func TestAPIBearerToken(t *testing.T) {
 		t.Fatalf("Authorization headers %q; want Bearer tok123", s.auth)
 	}
 }
+
+// TestConfigFromEnvAPI: SCANPLANE_API sets Config.API; a bad address is
+// an error naming the variable and the address.
+func TestConfigFromEnvAPI(t *testing.T) {
+	t.Setenv(NATSEnv, "")
+	t.Setenv(SecretsEnv, "")
+	t.Setenv(APIEnv, "10.0.0.1:8091, coord-2:8093")
+	cfg, err := ConfigFromEnv()
+	if err != nil || len(cfg.API) != 2 || cfg.API[0] != "10.0.0.1:8091" || cfg.API[1] != "coord-2:8093" {
+		t.Fatalf("API %q, %v", cfg.API, err)
+	}
+	t.Setenv(APIEnv, "10.0.0.1:8091,nohost")
+	if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), `SCANPLANE_API="10.0.0.1:8091,nohost": "nohost"`) {
+		t.Fatalf("bad SCANPLANE_API: %v", err)
+	}
+}
