@@ -83,8 +83,17 @@ type Config struct {
 	// certificate. The client's NATS connection uses it too (TLS,
 	// presenting the certificate, also with System). nil = plain text.
 	// Ignored by the actor remote with System.
-	TLS    *tls.Config
-	Logger *slog.Logger
+	TLS *tls.Config
+	// API: the coordinators' HTTP addresses (host:port, their --http;
+	// `scanctl up`: 127.0.0.1:8091, :8093, :8095) in order of
+	// preference, for NewAPI, which scans through the public API
+	// instead of the actor remote. Ignored by New and Dial.
+	API []string
+	// APIToken: a bearer token (a secured cluster's http.token) that
+	// NewAPI sends instead of a client certificate; it needs TLS (with
+	// the cluster CA: TLSFromCA). Empty = none. Ignored by New and Dial.
+	APIToken string
+	Logger   *slog.Logger
 }
 
 // DefaultNATSURLs are the NATS nodes of the local cluster `scanctl up`
@@ -123,12 +132,14 @@ func (c Config) Validate() error {
 	case c.Coordinator != "" && len(c.Coordinators) > 0:
 		return errors.New("client: set Coordinators or Coordinator, not both")
 	}
-	if c.TLS != nil && c.System == nil {
-		switch {
-		case len(c.TLS.Certificates) == 0 && c.TLS.GetClientCertificate == nil:
-			return errors.New("client: TLS has no certificate (the cluster requires one)")
-		case c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil:
-			return errors.New("client: TLS must require and verify peer certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs = the cluster CA)")
+	if len(c.API) == 0 {
+		if err := c.checkRemoteTLS(); err != nil {
+			return err
+		}
+	}
+	for i, a := range c.API {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("client: API[%d] %q: %v (want the coordinator's HTTP address, host:port)", i, a, err)
 		}
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
@@ -143,6 +154,24 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			return fmt.Errorf("client: Coordinators[%d] %q: %v", i, a, err)
 		}
+	}
+	return nil
+}
+
+// checkRemoteTLS checks TLS for the actor remote, whose endpoint the
+// scan servers dial: a certificate, and peers verified against the CA.
+// A Config for NewAPI alone (API set) may hold TLS without a
+// certificate (a bearer token authenticates), so Validate checks this
+// only without API; New always does.
+func (c Config) checkRemoteTLS() error {
+	if c.TLS == nil || c.System != nil {
+		return nil
+	}
+	switch {
+	case len(c.TLS.Certificates) == 0 && c.TLS.GetClientCertificate == nil:
+		return errors.New("client: TLS has no certificate (the cluster requires one)")
+	case c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil:
+		return errors.New("client: TLS must require and verify peer certificates (ClientAuth tls.RequireAndVerifyClientCert, ClientCAs = the cluster CA)")
 	}
 	return nil
 }

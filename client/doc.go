@@ -35,6 +35,13 @@
 // context.DeadlineExceeded: a scan's deadline passed, in the client or in
 // the cluster.
 //
+// NewAPI builds an API: a client of the public API (scanplane.v1) that
+// every coordinator serves on its HTTP port, for a program the scan
+// servers cannot dial back (behind NAT, outside the cluster's network).
+// It only dials (no actor system, no NATS, no listening socket); its
+// Scan and All read a range in key order like Client's, failing over to
+// the next of Config.API and resuming after the last key received.
+//
 // Ingest and NewWriter write a table (the admin role's certificate on a
 // secured cluster: AdminTLSFromSecrets): rows in any order, in bounded
 // memory (WriteOptions.SortBuffer, spilling sorted runs to a temporary

@@ -16,13 +16,17 @@ const (
 	// SecretsEnv names a secrets directory holding ca.crt, client.crt
 	// and client.key (TLSFromSecrets), as scanctl's --secrets.
 	SecretsEnv = "SCANPLANE_SECRETS"
+	// APIEnv names the coordinators' HTTP addresses for NewAPI: a
+	// comma-separated list of host:port, as Config.API.
+	APIEnv = "SCANPLANE_API"
 )
 
 // ConfigFromEnv returns DefaultConfig with what the environment sets:
 // NATSURL from $SCANPLANE_NATS (unset or empty: DefaultNATSURLs, the
 // local cluster of `scanctl up`) and TLS from the secrets directory
-// $SCANPLANE_SECRETS (unset or empty: plain text). A bad value is an
-// error naming the variable and the value.
+// $SCANPLANE_SECRETS (unset or empty: plain text) and API from
+// $SCANPLANE_API (unset or empty: none). A bad value is an error naming
+// the variable and the value.
 func ConfigFromEnv() (Config, error) {
 	cfg := DefaultConfig()
 	if v := os.Getenv(NATSEnv); v != "" {
@@ -37,6 +41,15 @@ func ConfigFromEnv() (Config, error) {
 			return Config{}, fmt.Errorf("client: %s=%q: %w", SecretsEnv, dir, err)
 		}
 		cfg.TLS = tlsCfg
+	}
+	if v := os.Getenv(APIEnv); v != "" {
+		for _, a := range strings.Split(v, ",") {
+			a = strings.TrimSpace(a)
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return Config{}, fmt.Errorf("client: %s=%q: %q is not host:port (a coordinator's HTTP address)", APIEnv, v, a)
+			}
+			cfg.API = append(cfg.API, a)
+		}
 	}
 	return cfg, nil
 }

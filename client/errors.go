@@ -29,6 +29,10 @@ var (
 	// against the ingest; scan it with ScanOptions.AllowUnverified, or
 	// ingest it again.
 	ErrUnverified = errors.New("client: table has no row digests")
+	// ErrUnauthenticated: the public API refused the caller's
+	// credentials (API: no client certificate of the cluster and no
+	// valid bearer token).
+	ErrUnauthenticated = errors.New("client: unauthenticated")
 )
 
 // Errors the cluster answers, one per messages.ErrorCode: a *ScanError

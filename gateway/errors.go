@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/tablets"
@@ -52,12 +53,25 @@ func CodeOf(err error) connect.Code {
 	return connect.CodeUnknown
 }
 
-// toStatus is err as a status with CodeOf's code and err's one-line text;
-// an error that already is a status is kept.
+// toStatus is err as a status with CodeOf's code and err's one-line text,
+// and the google.rpc.ErrorInfo naming the client library's error
+// (client.APIErrorReason) when err matches one; an error that already
+// is a status is kept.
 func toStatus(err error) error {
 	var ce *connect.Error
 	if errors.As(err, &ce) {
 		return err
 	}
-	return connect.NewError(CodeOf(err), err)
+	return withReason(connect.NewError(CodeOf(err), err), client.APIErrorReason(err))
+}
+
+// withReason attaches to ce the ErrorInfo of reason (none when empty).
+func withReason(ce *connect.Error, reason string) *connect.Error {
+	if reason == "" {
+		return ce
+	}
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: reason, Domain: client.APIErrorDomain}); err == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }

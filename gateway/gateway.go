@@ -130,7 +130,7 @@ func (s *Server) client() (*client.Client, error) {
 	if c := s.cfg.Client(); c != nil {
 		return c, nil
 	}
-	return nil, connect.NewError(connect.CodeUnavailable, errors.New("gateway: the coordinator is (re)starting; try again"))
+	return nil, toStatus(fmt.Errorf("gateway: the coordinator is (re)starting; try again (%w)", client.ErrNoCoordinator))
 }
 
 // mayScan is the table-scoped permission check every Scan passes before
@@ -140,7 +140,7 @@ func (s *Server) mayScan(p Principal, table string) error {
 		return nil
 	}
 	if err := s.cfg.MayScan(p, table); err != nil {
-		return connect.NewError(connect.CodePermissionDenied, err)
+		return withReason(connect.NewError(connect.CodePermissionDenied, err), client.APIErrorReason(client.ErrPermissionDenied))
 	}
 	return nil
 }
@@ -170,7 +170,7 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
 	default:
-		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
+		return toStatus(fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
 			client.ErrOverloaded, s.cfg.MaxScans))
 	}
 	if err := s.mayScan(PrincipalOf(ctx), m.GetTable()); err != nil {

@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"scanserver":                          {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
 	"scanflow":                            {"messages", "selection"},
 	"coordinator":                         {"wire", "messages", "tablets", "selection", "scanflow", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
-	"client":                              {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets"},
+	"client":                              {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
 	"gateway":                             {"client", "tablets", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
 	"api/scanplane/v1":                    {},
 	"api/scanplane/v1/scanplanev1connect": {"api/scanplane/v1"},
@@ -77,8 +77,10 @@ var pure = map[string][]string{
 	"policysim": {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 	"tablets":   {"github.com/asynkron/protoactor-go", "github.com/nats-io/", mod + "coordinator", mod + "scanserver", mod + "bus", mod + "client"},
 	// The client library stays lean: Parquet is scanctl's alone, and the
-	// public API's server (connect-go) the coordinator's.
-	"client": {"github.com/parquet-go/", "connectrpc.com/", mod + "gateway", mod + "api/"},
+	// public API's server (the gateway, reflection) the coordinator's;
+	// the client's API type links only connect-go's client and the
+	// generated code.
+	"client": {"github.com/parquet-go/", "connectrpc.com/grpcreflect", mod + "gateway"},
 }
 
 // natsServer is the module path of the NATS server library; embedsNATS

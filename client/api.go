@@ -1,0 +1,433 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
+	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// API scans through the public API (scanplane.v1.ScanService, gRPC) that
+// every coordinator serves on its HTTP port. It only dials: it runs no
+// actor system, connects to no NATS and opens no listening socket, so it
+// works wherever a coordinator's HTTP port is reachable (behind NAT,
+// outside the cluster's network). Rows are verified by the coordinator's
+// own client before they leave the cluster; the API client checks that
+// they come in key order, inside the range.
+//
+// Build one with NewAPI from a Config whose API lists the coordinators'
+// HTTP addresses. A call that finds a coordinator down, before any row
+// arrived, goes to the next address; a scan whose coordinator is lost
+// after rows arrived resumes after the last key it handed over on the
+// next address (a range is read in key order, so this is exact).
+//
+// An API is safe for concurrent use; each APIRows belongs to one
+// goroutine. NewAPI does no IO; Close closes idle connections.
+type API struct {
+	cfg   Config
+	log   *slog.Logger
+	addrs []string
+	tr    *http.Transport
+	svc   []scanplanev1connect.ScanServiceClient // one per address
+	pref  atomic.Int32                           // the address that answered last
+}
+
+// apiMaxMessageBytes bounds a message the API client reads: the
+// coordinator sends messages of at most 3 MiB.
+const apiMaxMessageBytes = 4 << 20
+
+// NewAPI returns a client of the public API of the coordinators
+// cfg.API names. The fields it uses: API, APIToken, TLS (nil: gRPC over
+// h2c, for a plain cluster; else TLS: it presents TLS's certificate, if
+// any, and verifies the coordinator's against RootCAs),
+// StallTimeout (a connection silent that long is pinged), IdleTimeout
+// (an unanswered ping closes it), CoordinatorWait, MaxResumes,
+// MaxRequestTime, RequestTimeout and Logger; the actor path's fields
+// are ignored. It does no IO.
+func NewAPI(cfg Config) (*API, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.checkAPI(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var protos http.Protocols
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: cfg.RequestTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: cfg.RequestTimeout,
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: cfg.StallTimeout, PingTimeout: cfg.IdleTimeout},
+		Protocols:           &protos,
+	}
+	scheme := "http://"
+	if cfg.TLS != nil {
+		scheme = "https://"
+		tr.TLSClientConfig = cfg.TLS.Clone()
+		if tr.TLSClientConfig.MinVersion == 0 {
+			tr.TLSClientConfig.MinVersion = tls.VersionTLS12
+		}
+		protos.SetHTTP2(true)
+	} else {
+		protos.SetUnencryptedHTTP2(true)
+	}
+	var rt http.RoundTripper = tr
+	if cfg.APIToken != "" {
+		rt = bearerTransport{rt: tr, header: "Bearer " + cfg.APIToken}
+	}
+	hc := &http.Client{Transport: rt}
+	a := &API{cfg: cfg, log: log, addrs: cfg.API, tr: tr}
+	for _, addr := range cfg.API {
+		a.svc = append(a.svc, scanplanev1connect.NewScanServiceClient(hc, scheme+addr, connect.WithGRPC(),
+			connect.WithReadMaxBytes(apiMaxMessageBytes)))
+	}
+	return a, nil
+}
+
+// checkAPI checks the fields only NewAPI uses.
+func (c Config) checkAPI() error {
+	switch {
+	case len(c.API) == 0:
+		return errors.New("client: Config.API is empty: name the coordinators' HTTP addresses (host:port, their --http)")
+	case c.APIToken != "" && c.TLS == nil:
+		return errors.New("client: Config.APIToken needs Config.TLS (the cluster CA, TLSFromCA): a bearer token is never sent in plain text")
+	case strings.ContainsAny(c.APIToken, " \t\r\n"):
+		return errors.New("client: Config.APIToken holds white space (read the token file without its newline)")
+	}
+	return nil
+}
+
+// bearerTransport adds the bearer token to every request.
+type bearerTransport struct {
+	rt     http.RoundTripper
+	header string
+}
+
+func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", b.header)
+	return b.rt.RoundTrip(req)
+}
+
+// Close closes the API client's idle connections; calls still running
+// go on until they end.
+func (a *API) Close() error {
+	a.tr.CloseIdleConnections()
+	return nil
+}
+
+// failover walks the addresses for one call: it starts at the one that
+// answered last, moves to the next after a failure, and once every
+// address failed in a row waits (backing off) until one answers or
+// CoordinatorWait passed since the run of failures began.
+type failover struct {
+	a       *API
+	idx     int
+	failed  int       // failures in a row since the last progress
+	since   time.Time // when every address had failed, zero before
+	backoff time.Duration
+}
+
+func (a *API) newFailover() *failover {
+	return &failover{a: a, idx: int(a.pref.Load()) % len(a.addrs)}
+}
+
+func (f *failover) addr() string { return f.a.addrs[f.idx] }
+
+// progress records that the current address delivered: the run of
+// failures ends, and later calls start with it.
+func (f *failover) progress() {
+	f.failed, f.since, f.backoff = 0, time.Time{}, 0
+	f.a.pref.Store(int32(f.idx))
+}
+
+// next records a retryable failure err of the current address and moves
+// to the next one, waiting first when every address has failed in a row.
+// It returns the error that ends the call instead when ctx ended or
+// CoordinatorWait passed.
+func (f *failover) next(ctx context.Context, err error) error {
+	f.a.log.Debug("client: api call failed, trying the next coordinator", "addr", f.addr(), "err", err)
+	f.failed++
+	f.idx = (f.idx + 1) % len(f.a.addrs)
+	if f.failed < len(f.a.addrs) {
+		return nil
+	}
+	now := time.Now()
+	if f.since.IsZero() {
+		f.since = now
+	}
+	if now.Sub(f.since) >= f.a.cfg.CoordinatorWait {
+		return fmt.Errorf("%w: none of %s answered within %v (CoordinatorWait): %w", ErrNoCoordinator, strings.Join(f.a.addrs, ", "), f.a.cfg.CoordinatorWait, err)
+	}
+	f.backoff = min(max(2*f.backoff, 50*time.Millisecond), time.Second)
+	t := time.NewTimer(f.backoff)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("client: api: %w (last error: %v)", ctx.Err(), err)
+	}
+}
+
+// ListTables lists the tables with their current generation, by name.
+func (a *API) ListTables(ctx context.Context) ([]*scanplanev1.Table, error) {
+	var out []*scanplanev1.Table
+	err := a.unary(ctx, "ListTables", func(ctx context.Context, s scanplanev1connect.ScanServiceClient) error {
+		res, err := s.ListTables(ctx, connect.NewRequest(&scanplanev1.ListTablesRequest{}))
+		if err == nil {
+			out = res.Msg.GetTables()
+		}
+		return err
+	})
+	return out, err
+}
+
+// Status describes the coordinator that answers, the live coordinators
+// (with their HTTP addresses) and the scan servers it sees.
+func (a *API) Status(ctx context.Context) (*scanplanev1.StatusResponse, error) {
+	var out *scanplanev1.StatusResponse
+	err := a.unary(ctx, "Status", func(ctx context.Context, s scanplanev1connect.ScanServiceClient) error {
+		res, err := s.Status(ctx, connect.NewRequest(&scanplanev1.StatusRequest{}))
+		if err == nil {
+			out = res.Msg
+		}
+		return err
+	})
+	return out, err
+}
+
+// unary runs call on the addresses in failover order, each attempt
+// bounded by RequestTimeout.
+func (a *API) unary(ctx context.Context, name string, call func(context.Context, scanplanev1connect.ScanServiceClient) error) error {
+	f := a.newFailover()
+	for {
+		actx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+		err := call(actx, a.svc[f.idx])
+		cancel()
+		if err == nil {
+			f.progress()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("client: api %s: %w", name, ctx.Err())
+		}
+		e := apiErr(f.addr(), err)
+		if !e.retry() {
+			return fmt.Errorf("client: api %s: %w", name, e)
+		}
+		if err := f.next(ctx, e); err != nil {
+			return fmt.Errorf("client: api %s: %w", name, err)
+		}
+	}
+}
+
+// APIRows iterates over the rows of an API scan, in key order. Use
+// Next/Row/Err, and Close when stopping early.
+type APIRows struct {
+	a      *API
+	ctx    context.Context
+	cancel context.CancelFunc
+	table  string
+	rng    Range
+	opts   ScanOptions
+	fo     *failover
+	st     *connect.ServerStreamForClient[scanplanev1.ScanResponse]
+	got    bool // the current request delivered a row
+	batch  []*scanplanev1.Row
+	bi     int
+	row    Row
+	last   []byte // the last key handed over; nil before the first
+	err    error
+	done   bool
+	stats  ScanStats
+}
+
+// Scan scans [rng.Start, rng.End) of table through the public API. Of
+// opts it uses Hints and Limit (the coordinator's client reads with its
+// own Parallel and buffers); AllowUnverified is refused: the coordinator
+// sends verified rows only. It does no IO until Next.
+func (a *API) Scan(ctx context.Context, table string, rng Range, opts ScanOptions) *APIRows {
+	r := &APIRows{a: a, table: table, rng: rng, opts: opts}
+	switch {
+	case tablets.ValidateTableName(table) != nil:
+		r.err = tablets.ValidateTableName(table)
+	case rng.Validate() != nil:
+		r.err = rng.Validate()
+	case opts.Validate() != nil:
+		r.err = opts.Validate()
+	case opts.AllowUnverified:
+		r.err = fmt.Errorf("%w: ScanOptions.AllowUnverified is not available through the public API, which sends verified rows only", ErrBadRequest)
+	}
+	if r.err != nil {
+		r.done = true
+		return r
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		ctx, r.cancel = context.WithTimeout(ctx, a.cfg.MaxRequestTime)
+	} else {
+		ctx, r.cancel = context.WithCancel(ctx)
+	}
+	r.ctx = ctx
+	r.fo = a.newFailover()
+	return r
+}
+
+// All is Scan as a range-over-func iterator; iteration stops at the first
+// error, which is yielded.
+func (a *API) All(ctx context.Context, table string, rng Range, opts ScanOptions) iter.Seq2[Row, error] {
+	return func(yield func(Row, error) bool) {
+		rows := a.Scan(ctx, table, rng, opts)
+		defer rows.Close()
+		for rows.Next() {
+			if !yield(rows.Row(), nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(Row{}, err)
+		}
+	}
+}
+
+// Row returns the current row; its slices belong to the caller.
+func (r *APIRows) Row() Row { return r.row }
+
+// Err returns the error that ended the scan, if any.
+func (r *APIRows) Err() error { return r.err }
+
+// Stats returns what the scan did so far: Requests (calls, failovers
+// included), Resumes (streams lost after they delivered rows, each
+// continued after the last key on the next address), Batches (messages)
+// and Rows.
+func (r *APIRows) Stats() ScanStats { return r.stats }
+
+// Close stops the scan; safe to call more than once.
+func (r *APIRows) Close() error {
+	if r.st != nil {
+		_ = r.st.Close()
+		r.st = nil
+	}
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.done = true
+	return nil
+}
+
+func (r *APIRows) fail(err error) {
+	r.err = fmt.Errorf("client: api scan of %q %s: %w", r.table, r.rng, err)
+	r.Close()
+}
+
+// Next advances to the next row.
+func (r *APIRows) Next() bool {
+	for !r.done {
+		if r.opts.Limit > 0 && r.stats.Rows >= r.opts.Limit {
+			r.Close()
+			return false
+		}
+		if r.bi < len(r.batch) {
+			m := r.batch[r.bi]
+			r.bi++
+			k := m.GetKey()
+			if r.last != nil && bytes.Compare(k, r.last) <= 0 {
+				r.fail(fmt.Errorf("%w: %s sent key %s after %s (out of order)", ErrStream, r.fo.addr(), tablets.FormatKey(k), tablets.FormatKey(r.last)))
+				return false
+			}
+			if !r.rng.Contains(k) {
+				r.fail(fmt.Errorf("%w: %s sent key %s, outside the range", ErrStream, r.fo.addr(), tablets.FormatKey(k)))
+				return false
+			}
+			r.last = k
+			r.row = Row{Key: k, Value: m.GetValue()}
+			r.stats.Rows++
+			if !r.got {
+				r.got = true
+				r.fo.progress()
+			}
+			return true
+		}
+		r.batch, r.bi = nil, 0
+		if r.st == nil {
+			r.open()
+			continue
+		}
+		if r.st.Receive() {
+			r.batch = r.st.Msg().GetRows()
+			r.stats.Batches++
+			continue
+		}
+		err := r.st.Err()
+		_ = r.st.Close()
+		r.st = nil
+		if err == nil {
+			r.Close()
+			return false
+		}
+		r.retry(err)
+	}
+	return false
+}
+
+// open sends the scan request for what is still wanted (after the last
+// key handed over, up to the rows still wanted) to the current address.
+func (r *APIRows) open() {
+	req := &scanplanev1.ScanRequest{Table: r.table, Start: r.rng.Start, End: r.rng.End, Hints: r.opts.Hints}
+	if r.last != nil {
+		req.Start = append(bytes.Clone(r.last), 0) // the smallest key after last
+	}
+	if r.opts.Limit > 0 {
+		req.Limit = int64(r.opts.Limit - r.stats.Rows)
+	}
+	r.stats.Requests++
+	r.got = false
+	st, err := r.a.svc[r.fo.idx].Scan(r.ctx, connect.NewRequest(req))
+	if err != nil {
+		r.retry(err)
+		return
+	}
+	r.st = st
+}
+
+// retry handles a failed request: a retryable error moves the scan to
+// the next address (resuming after the last key), within MaxResumes
+// resumes and CoordinatorWait without any address answering; any other
+// error ends it.
+func (r *APIRows) retry(err error) {
+	if r.ctx.Err() != nil {
+		r.fail(context.Cause(r.ctx))
+		return
+	}
+	e := apiErr(r.fo.addr(), err)
+	if !e.retry() {
+		r.fail(e)
+		return
+	}
+	if r.got {
+		if r.stats.Resumes >= r.a.cfg.MaxResumes {
+			r.fail(fmt.Errorf("%w: the stream broke after %d resumes (MaxResumes): %w", ErrResumeLimit, r.stats.Resumes, e))
+			return
+		}
+		r.stats.Resumes++
+	}
+	if err := r.fo.next(r.ctx, e); err != nil {
+		r.fail(err)
+	}
+}
