@@ -6,18 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
-	"github.com/asynkron/protoactor-go/remote"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -30,9 +25,7 @@ type Client struct {
 	meta   *bus.MetaStore
 	leases *bus.LeaseStore
 	sys    *actor.ActorSystem
-	ownSys bool
-	rem    *remote.Remote
-	stops  *remoting.Tracker // the remote's stream handlers, for a race-free Close
+	shared *processRemote // the process's remote this client holds a share of; nil with Config.System
 	rx     *actor.PID
 	evSub  *eventstream.Subscription
 
@@ -162,44 +155,11 @@ func (c *Client) start(ctx context.Context) error {
 }
 
 func (c *Client) startSystem() error {
-	host, portS, _ := net.SplitHostPort(c.cfg.Listen)
-	port, err := strconv.Atoi(portS)
+	pr, err := acquireRemote(c.cfg, c.log)
 	if err != nil {
-		return fmt.Errorf("client: Listen port %q: %v", portS, err)
+		return err
 	}
-	quiet := slog.New(slog.DiscardHandler)
-	c.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }), actor.WithDeadLetterThrottleCount(0))
-	c.ownSys = true
-	opts := []remote.ConfigOption{remoting.WriterQueueOption()}
-	if c.cfg.Advertise != "" {
-		opts = append(opts, remote.WithAdvertisedHost(c.cfg.Advertise))
-	}
-	c.stops = remoting.NewTracker()
-	var creds credentials.TransportCredentials
-	if c.cfg.TLS != nil {
-		creds = credentials.NewTLS(c.cfg.TLS)
-	}
-	opts = append(opts, remoting.TransportOptions(creds, remoting.NewGuard(c.log, c.sys), c.stops.ServerOption())...)
-	rc := remote.Configure(host, port, opts...)
-	// A connection that fails is reported (EndpointTerminatedEvent) after
-	// one try and its 2s back-off instead of five: a dead coordinator is
-	// noticed sooner and shutdown never waits on a long retry loop.
-	rc.MaxRetryCount = 1
-	c.rem = remote.NewRemote(c.sys, rc)
-	if err := startRemote(c.rem); err != nil {
-		c.rem = nil
-		return fmt.Errorf("client: listen on %s: %v", c.cfg.Listen, err)
-	}
-	return nil
-}
-
-func startRemote(r *remote.Remote) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%v", p)
-		}
-	}()
-	r.Start()
+	c.shared, c.sys = pr, pr.sys
 	return nil
 }
 
@@ -238,23 +198,8 @@ func (c *Client) Close() error {
 	if c.rx != nil {
 		c.sys.Root.Stop(c.rx)
 	}
-	if c.rem != nil {
-		done := make(chan struct{})
-		rem := c.rem
-		go func() {
-			defer close(done)
-			// Inbound streams stop at once; the outbound endpoints stop
-			// once no stream handler runs (internal/remoting).
-			c.stops.Stop(rem, closeWait)
-		}()
-		select {
-		case <-done:
-		case <-time.After(closeWait):
-			c.log.Debug("actor remote still stopping; not waiting for it", "waited", closeWait)
-		}
-	}
-	if c.sys != nil && c.ownSys {
-		c.sys.Shutdown()
+	if c.shared != nil {
+		c.shared.release(c.cfg, closeWait, c.log)
 	}
 	if c.conn != nil {
 		c.conn.Close()

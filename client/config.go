@@ -69,9 +69,13 @@ type Config struct {
 	// next requests and ScanDones go straight to it.
 	RouterOnly bool
 	// System: an actor system with remote already started to use instead
-	// of starting one (Listen and Advertise are then ignored). A process
-	// should run one protoactor remote: each remote start rewrites grpc's
-	// global logger. The client does not shut a given System down.
+	// of starting one (Listen and Advertise are then ignored); the client
+	// does not shut a given System down. Without it, the clients of one
+	// process with the same Listen, Advertise and TLS share one actor
+	// system and remote, started by the first and stopped with the last
+	// (each protoactor remote start rewrites gRPC's process-wide logger):
+	// a process may run several clients at once. A process that runs a
+	// remote of its own passes it here.
 	System *actor.ActorSystem
 	// TLS, when set, secures the client's actor remote with mutual TLS,
 	// as the cluster's (remoting.SystemConfig.TLS): the client dials the

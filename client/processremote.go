@@ -1,0 +1,131 @@
+package client
+
+import (
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/scanplane/scanplane/internal/remoting"
+)
+
+// A protoactor remote rewrites gRPC's process-wide logger when it starts
+// (remote.Start), unsynchronised, while the gRPC code of any remote
+// already running reads it. So clients of one process that start their
+// own actor system share one: the first of a given Listen, Advertise and
+// TLS starts it, the last to close stops it. This is the only state the
+// package keeps per process; it exists because the library's is.
+var processRemotes = struct {
+	mu sync.Mutex
+	m  map[remoteKey]*processRemote
+}{m: map[remoteKey]*processRemote{}}
+
+// remoteKey says which clients may share a remote: those that listen,
+// advertise and authenticate alike.
+type remoteKey struct {
+	listen, advertise string
+	tls               *tls.Config
+}
+
+// processRemote is an actor system with its remote, shared by refs
+// clients.
+type processRemote struct {
+	sys   *actor.ActorSystem
+	rem   *remote.Remote
+	stops *remoting.Tracker
+	refs  int
+}
+
+// acquireRemote returns the actor system the client's Listen, Advertise
+// and TLS share, starting it if no running client has.
+func acquireRemote(cfg Config, log *slog.Logger) (*processRemote, error) {
+	key := remoteKey{listen: cfg.Listen, advertise: cfg.Advertise, tls: cfg.TLS}
+	processRemotes.mu.Lock()
+	defer processRemotes.mu.Unlock()
+	if pr := processRemotes.m[key]; pr != nil {
+		pr.refs++
+		return pr, nil
+	}
+	pr, err := startProcessRemote(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	pr.refs = 1
+	processRemotes.m[key] = pr
+	return pr, nil
+}
+
+// release drops a client's share; the last one stops the remote (within
+// wait: a remote left stopping keeps goroutines that read gRPC's logger)
+// and shuts the system down.
+func (pr *processRemote) release(cfg Config, wait time.Duration, log *slog.Logger) {
+	key := remoteKey{listen: cfg.Listen, advertise: cfg.Advertise, tls: cfg.TLS}
+	processRemotes.mu.Lock()
+	defer processRemotes.mu.Unlock()
+	pr.refs--
+	if pr.refs > 0 {
+		return
+	}
+	delete(processRemotes.m, key)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Inbound streams stop at once; the outbound endpoints stop once
+		// no stream handler runs (internal/remoting).
+		pr.stops.Stop(pr.rem, wait)
+	}()
+	select {
+	case <-done:
+	case <-time.After(wait):
+		log.Debug("actor remote still stopping; not waiting for it", "waited", wait)
+	}
+	pr.sys.Shutdown()
+}
+
+func startProcessRemote(cfg Config, log *slog.Logger) (*processRemote, error) {
+	host, portS, _ := net.SplitHostPort(cfg.Listen)
+	port, err := strconv.Atoi(portS)
+	if err != nil {
+		return nil, fmt.Errorf("client: Listen port %q: %v", portS, err)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }), actor.WithDeadLetterThrottleCount(0))
+	opts := []remote.ConfigOption{remoting.WriterQueueOption()}
+	if cfg.Advertise != "" {
+		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	stops := remoting.NewTracker()
+	var creds credentials.TransportCredentials
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	opts = append(opts, remoting.TransportOptions(creds, remoting.NewGuard(log, sys), stops.ServerOption())...)
+	rc := remote.Configure(host, port, opts...)
+	// A connection that fails is reported (EndpointTerminatedEvent) after
+	// one try and its 2s back-off instead of five: a dead coordinator is
+	// noticed sooner and shutdown never waits on a long retry loop.
+	rc.MaxRetryCount = 1
+	rem := remote.NewRemote(sys, rc)
+	if err := startRemote(rem); err != nil {
+		sys.Shutdown()
+		return nil, fmt.Errorf("client: listen on %s: %v", cfg.Listen, err)
+	}
+	return &processRemote{sys: sys, rem: rem, stops: stops}, nil
+}
+
+func startRemote(r *remote.Remote) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p)
+		}
+	}()
+	r.Start()
+	return nil
+}

@@ -1,0 +1,73 @@
+package client
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/internal/testutil"
+)
+
+// TestClientsShareTheProcessRemote: two clients of one process that
+// start their own actor systems share one remote, started once, while
+// the first one's gRPC is at work (asking a coordinator address where
+// nobody listens): a second remote start would rewrite gRPC's logger
+// under it, which the race detector reports. The remote keeps
+// listening while either client runs and stops with the last.
+func TestClientsShareTheProcessRemote(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NATSURL = startNATS(t)
+	cfg.Coordinators = []string{"127.0.0.1:5"}
+	cfg.RequestTimeout = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := func() *Client {
+		c, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := start()
+	busy, stopBusy := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for busy.Err() == nil {
+			_, _ = a.Status(busy)
+		}
+	}()
+	b := start()
+	stopBusy()
+	<-done
+	if a.sys != b.sys {
+		t.Fatal("two clients of one process started two actor remotes")
+	}
+	addr := a.sys.Address()
+	dial := func() error {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dial(); err != nil {
+		t.Fatalf("the remote stopped with one of its two clients: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the remote stops with its last client", func() bool { return dial() != nil })
+	again := start()
+	defer again.Close()
+	if again.sys == a.sys {
+		t.Fatal("a client started after every other closed reuses a stopped remote")
+	}
+}
