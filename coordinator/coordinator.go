@@ -169,7 +169,8 @@ type coordCounters struct {
 	deadLetters, publishErrors, badMessages, overloaded atomic.Uint64
 	tabletStarts, hostStarts                            atomic.Uint64
 	forwarded                                           atomic.Uint64 // scan requests sent to the tablet's owner
-	direct, rerouted                                    atomic.Uint64 // direct.go
+	direct                                              atomic.Uint64 // direct.go
+	rerouted                                            atomic.Uint64 // gatedmailbox.go
 	probesSent, probeReplies                            atomic.Uint64 // prequal probes (probe.go)
 	progress                                            atomic.Uint64 // ScanProgress sent to clients
 	reforwarded                                         atomic.Uint64 // forwards not delivered, routed again

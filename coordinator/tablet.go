@@ -125,7 +125,7 @@ type TabletActor struct {
 	// probes: prequal probes sent and not answered yet (probe.go).
 	probes prober
 	// gate: closed when we decide to stop; our mailbox then hands what is
-	// left to the router (direct.go).
+	// left to the router (gatedmailbox.go).
 	gate *stopGate
 	// routerEpoch: the router incarnation that spawned us (a router that
 	// restarts stops us; we then hand it our requests).
