@@ -671,16 +671,10 @@ func (c *Coordinator) publishSignal(k bus.SignalKind, s *messages.LoadSignal) {
 }
 
 // countBad counts a wire message refused by validation.
-func (c *Coordinator) countBad(what string, err error) {
-	c.counters.badMessages.Add(1)
-	c.warns.warn("bad_message", "bad "+what+" refused", "err", err)
-}
+func (c *Coordinator) countBad(what string, err error) { c.tally().countBad(what, err) }
 
 // countOverloaded counts a request refused because a bounded queue is full.
-func (c *Coordinator) countOverloaded(queue string) {
-	c.counters.overloaded.Add(1)
-	c.warns.warn("overloaded", "request refused: coordinator overloaded", "queue", queue)
-}
+func (c *Coordinator) countOverloaded(queue string) { c.tally().countOverloaded(queue) }
 
 // Status describes the cluster as this coordinator sees it.
 func (c *Coordinator) Status() *messages.StatusReply {

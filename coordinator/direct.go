@@ -13,22 +13,22 @@ import (
 // validated as the router validates, then served here or passed to the
 // router when the router must decide.
 func (t *TabletActor) onDirectScan(c actor.Context, now time.Time, m *messages.ScanRequest) {
-	t.co.counters.direct.Add(1)
+	t.d.counters.direct.Add(1)
 	if err := wire.ValidateScanRequest(m); err != nil {
-		t.co.countBad("ScanRequest", err)
-		rejectScan(t.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
+		t.d.countBad("ScanRequest", err)
+		rejectScan(t.d.counters, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 		return
 	}
-	if !t.co.permitted(c, m) {
+	if !t.d.permitted(c, m) {
 		return
 	}
-	rs := t.co.received(now, m)
+	rs := received(now, m, t.d.flow.MaxFlowAge)
 	if t.moved || m.GetForwardedBy() != "" || len(m.GetAvoidCoordinators()) > 0 || !t.serves(m.GetTablet()) {
 		c.Send(c.Parent(), rs)
 		return
 	}
-	if err := t.co.quorumErr(); err != nil {
-		rejectScan(t.co, c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
+	if err := t.d.quorumErr(); err != nil {
+		rejectScan(t.d.counters, c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
 		return
 	}
 	// A retiring actor takes it too: at idleStopOK it has a flow and stays.
@@ -42,7 +42,7 @@ func (t *TabletActor) onRoutedScan(c actor.Context, now time.Time, rs *routedSca
 	// Before the request's StartScan: then the client (as a rig client in
 	// one process) sees it before the rows. The client does not rely on
 	// that order.
-	if m.GetWantTabletActor() && !t.co.cfg.RouterOnly {
+	if m.GetWantTabletActor() && !t.d.routerOnly {
 		if client := wire.ToPID(m.GetClient()); client != nil {
 			c.Send(client, &messages.ScanRouted{RequestId: m.GetRequestId(), Owner: t.self.Address, TabletActor: wire.FromPID(t.self)})
 		}

@@ -14,8 +14,9 @@ import (
 // actor decided to stop.
 type stopGate struct {
 	closed atomic.Bool
-	co     *Coordinator
-	box    atomic.Pointer[gatedMailbox] // the actor's current mailbox
+	// reroute takes what the mailbox holds once closed (Coordinator.reroute).
+	reroute func(msg any) bool
+	box     atomic.Pointer[gatedMailbox] // the actor's current mailbox
 }
 
 // queued is the number of user messages waiting in the actor's mailbox.
@@ -56,7 +57,7 @@ type gatedInvoker struct {
 // reach the actor without passing here.)
 func (g gatedInvoker) InvokeUserMessage(msg any) {
 	if g.gate.closed.Load() {
-		g.gate.co.reroute(actor.UnwrapEnvelopeMessage(msg))
+		g.gate.reroute(actor.UnwrapEnvelopeMessage(msg))
 		return
 	}
 	g.MessageInvoker.InvokeUserMessage(msg)

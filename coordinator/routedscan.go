@@ -25,14 +25,15 @@ type routedScan struct {
 	attempts uint32
 }
 
-// received wraps a validated ScanRequest that arrived now.
-func (c *Coordinator) received(now time.Time, m *messages.ScanRequest) *routedScan {
-	return &routedScan{req: m, deadline: wire.Deadline(now, m.GetTimeoutMs(), c.cfg.Flow.MaxFlowAge)}
+// received wraps a validated ScanRequest that arrived now; maxAge is
+// FlowConfig.MaxFlowAge.
+func received(now time.Time, m *messages.ScanRequest, maxAge time.Duration) *routedScan {
+	return &routedScan{req: m, deadline: wire.Deadline(now, m.GetTimeoutMs(), maxAge)}
 }
 
-// rejectScan answers a scan request with an error.
-func rejectScan(co *Coordinator, c actor.SenderContext, m *messages.ScanRequest, code messages.ErrorCode, msg string) {
-	co.counters.failed.Add(1)
+// rejectScan answers a scan request with an error, counted in k.
+func rejectScan(k *coordCounters, c actor.SenderContext, m *messages.ScanRequest, code messages.ErrorCode, msg string) {
+	k.failed.Add(1)
 	if client := wire.ToPID(m.GetClient()); client != nil {
 		c.Send(client, &messages.ScanError{RequestId: m.GetRequestId(), Code: code, Message: msg})
 	}
