@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/servertest"
@@ -73,6 +74,8 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	}
 	cfg := DefaultCoordinatorConfig()
 	cfg.SweepInterval = 20 * time.Millisecond
+	// Tests make actors fail by sending them an *actorenv.Panic.
+	cfg.Env.Middleware = []actor.ReceiverMiddleware{actorenv.Panicking}
 	if o.coord != nil {
 		o.coord(&cfg)
 	}

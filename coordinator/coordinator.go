@@ -251,9 +251,6 @@ type Coordinator struct {
 	failed      chan struct{} // closed when the router or registry stopped unasked
 	failure     error         // why failed is closed
 	failOnce    sync.Once
-	// spawned, when set (tests), is told the gate of every tablet actor
-	// the router spawns.
-	spawned func(id string, gate *stopGate)
 
 	// localPlace: the members SetMembers gave (local coordinators).
 	localPlace atomic.Pointer[placement]

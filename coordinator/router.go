@@ -115,12 +115,6 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.onScan(c, received(r.co.now(), m, r.co.cfg.Flow.MaxFlowAge))
 	case *routedScan:
 		r.onScan(c, m)
-	case *injectPanic:
-		panic(m.why)
-	case *panicTablet:
-		if pid := r.tablets[m.name]; pid != nil {
-			c.Send(pid, &injectPanic{why: m.why})
-		}
 	case *actor.Restarting:
 		r.handOver(c)
 	case *metaLoaded:
@@ -409,9 +403,6 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	id := name + "#" + strconv.FormatUint(r.spawns, 10)
 	deps := r.deps
 	gate := &stopGate{reroute: deps.reroute}
-	if co.spawned != nil {
-		co.spawned(id, gate)
-	}
 	epoch := r.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
 		t := newTabletActor(deps, meta, tm)

@@ -142,6 +142,9 @@ func newTabletActor(d *tabletDeps, table *messages.TableMeta, meta *messages.Tab
 		flows: map[string]*flowEntry{}}
 }
 
+// Tablet is the tablet this actor serves.
+func (t *TabletActor) Tablet() *messages.TabletRef { return t.meta.GetRef() }
+
 // Receive implements actor.Actor.
 func (t *TabletActor) Receive(c actor.Context) {
 	now := t.d.now()
@@ -165,8 +168,6 @@ func (t *TabletActor) Receive(c actor.Context) {
 		t.d.counters.tabletActors.Add(-1)
 		t.handOver(now, t.self, "tablet actor failed")
 		t.stopTimers()
-	case *injectPanic:
-		panic(m.why)
 	case *idleCheck:
 		t.idle = nil
 		t.onIdleCheck(c, now)
