@@ -106,7 +106,12 @@ func TestSecondFailureAnswersInternal(t *testing.T) {
 	defer close(gate.Open)
 	s := r.start(r.request(0), false)
 	for n := uint64(1); n <= 2; n++ {
-		r.waitFor("the scan in flight", func() bool { return r.inFlight("h1/0") >= 1 && r.co.counters.flows.Load() == 1 })
+		// The n-th incarnation holds the request: its flow is the n-th
+		// (the failure is counted before the actor restarts, so the old
+		// flow alone does not tell).
+		r.waitFor("the scan in flight", func() bool {
+			return r.inFlight("h1/0") >= 1 && r.co.counters.scans.Load() == n && r.co.counters.flows.Load() == 1
+		})
 		r.as.Root.Send(r.tabletPID(0), &actorenv.Panic{Why: "test"})
 		r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == n })
 	}
