@@ -83,13 +83,6 @@ type routed struct {
 	sender *actor.PID
 }
 
-// tabletPIDQuery asks the router for the PID of a tablet's actor (local;
-// tests and tools: the actor's id is not its tablet's name).
-type tabletPIDQuery struct{ name string }
-
-// tabletPIDReply answers tabletPIDQuery; pid is nil when no actor runs.
-type tabletPIDReply struct{ pid *actor.PID }
-
 func newRouterActor(co *Coordinator) *RouterActor {
 	return &RouterActor{co: co, tablets: map[string]*actor.PID{}, names: map[string]string{}, retiring: map[string]*retiringTablet{},
 		waiting: map[tableGen][]*routedScan{}, idents: map[string]string{}, epoch: co.routerEpoch.Load(), deps: co.tabletDeps()}
@@ -174,8 +167,6 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.deliver(c, m.meta, idx, routed{msg: m.req, sender: m.sender}, func() {
 			c.Send(m.sender, &messages.RouteReply{Error: "coordinator overloaded: too many requests waiting; retry later"})
 		})
-	case *tabletPIDQuery:
-		c.Respond(&tabletPIDReply{pid: r.tablets[m.name]})
 	case *tabletIdle:
 		switch pid := r.tablets[m.name]; {
 		case pid != nil && pid.Equal(m.pid):

@@ -22,14 +22,14 @@ func (r *rig) inFlight(id string) int {
 	return -1
 }
 
-// tabletPID asks the router for tablet idx's actor.
+// tabletPID is tablet idx's running actor.
 func (r *rig) tabletPID(idx int) *actor.PID {
 	r.t.Helper()
-	res, err := r.as.Root.RequestFuture(r.co.router, &tabletPIDQuery{name: tabletActorName("t", r.table.Generation, uint32(idx))}, rigWait).Result()
-	if err != nil {
-		r.t.Fatal(err)
+	pid := r.tablets.pid(tabletActorName("t", r.table.Generation, uint32(idx)))
+	if pid == nil {
+		r.t.Fatalf("no actor runs for tablet %d", idx)
 	}
-	return res.(*tabletPIDReply).pid
+	return pid
 }
 
 // TestTabletActorPanicLosesNoScan: a tablet actor panics while a scan of
