@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/servertest"
@@ -43,6 +44,8 @@ type rig struct {
 	mu     sync.Mutex
 	// servers: the scan-server actors, stopped at cleanup.
 	servers []*actor.PID
+	// tablets: the running tablet actors.
+	tablets *tabletWatch
 }
 
 func newRig(t testing.TB, o rigOpts) *rig {
@@ -73,6 +76,10 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	}
 	cfg := DefaultCoordinatorConfig()
 	cfg.SweepInterval = 20 * time.Millisecond
+	// Tests make actors fail by sending them an *actorenv.Panic, and find
+	// tablet actors with tablets.
+	r.tablets = newTabletWatch()
+	cfg.Env.Middleware = []actor.ReceiverMiddleware{actorenv.Panicking, r.tablets.middleware}
 	if o.coord != nil {
 		o.coord(&cfg)
 	}

@@ -49,7 +49,7 @@ func TestRouteLeavesSelectionStateAlone(t *testing.T) {
 			}
 			table := &messages.TableMeta{Name: "t", Generation: 1}
 			meta := &messages.TabletMeta{Ref: &messages.TabletRef{Table: "t", Generation: 1, Index: 2, PrevEndRow: []byte("b"), EndRow: []byte("c")}}
-			routed, fresh := newTabletActor(co, table, meta), newTabletActor(co, table, meta)
+			routed, fresh := newTabletActor(co.tabletDeps(), table, meta), newTabletActor(co.tabletDeps(), table, meta)
 			// Real scans use two profiles (six cached orders), routes a third.
 			flows := []*flowEntry{{profiles: profiles, profile: profiles.ForHints(nil)},
 				{profiles: profiles, profile: profiles.ForHints(map[string]string{"scan_type": "other"})}}

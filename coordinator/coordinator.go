@@ -169,7 +169,8 @@ type coordCounters struct {
 	deadLetters, publishErrors, badMessages, overloaded atomic.Uint64
 	tabletStarts, hostStarts                            atomic.Uint64
 	forwarded                                           atomic.Uint64 // scan requests sent to the tablet's owner
-	direct, rerouted                                    atomic.Uint64 // direct.go
+	direct                                              atomic.Uint64 // direct.go
+	rerouted                                            atomic.Uint64 // gatedmailbox.go
 	probesSent, probeReplies                            atomic.Uint64 // prequal probes (probe.go)
 	progress                                            atomic.Uint64 // ScanProgress sent to clients
 	reforwarded                                         atomic.Uint64 // forwards not delivered, routed again
@@ -250,9 +251,6 @@ type Coordinator struct {
 	failed      chan struct{} // closed when the router or registry stopped unasked
 	failure     error         // why failed is closed
 	failOnce    sync.Once
-	// spawned, when set (tests), is told the gate of every tablet actor
-	// the router spawns.
-	spawned func(id string, gate *stopGate)
 
 	// localPlace: the members SetMembers gave (local coordinators).
 	localPlace atomic.Pointer[placement]
@@ -670,16 +668,10 @@ func (c *Coordinator) publishSignal(k bus.SignalKind, s *messages.LoadSignal) {
 }
 
 // countBad counts a wire message refused by validation.
-func (c *Coordinator) countBad(what string, err error) {
-	c.counters.badMessages.Add(1)
-	c.warns.warn("bad_message", "bad "+what+" refused", "err", err)
-}
+func (c *Coordinator) countBad(what string, err error) { c.tally().countBad(what, err) }
 
 // countOverloaded counts a request refused because a bounded queue is full.
-func (c *Coordinator) countOverloaded(queue string) {
-	c.counters.overloaded.Add(1)
-	c.warns.warn("overloaded", "request refused: coordinator overloaded", "queue", queue)
-}
+func (c *Coordinator) countOverloaded(queue string) { c.tally().countOverloaded(queue) }
 
 // Status describes the cluster as this coordinator sees it.
 func (c *Coordinator) Status() *messages.StatusReply {

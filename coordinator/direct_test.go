@@ -46,8 +46,8 @@ func TestDirectScanRequest(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 1000, tablets: 2})
 	r.addServer("h1", 0, servertest.Default(), nil)
 	pid := r.learnTabletActor(0)
-	if q, err := r.as.Root.RequestFuture(r.co.router, &tabletPIDQuery{name: tabletActorName("t", r.table.Generation, 0)}, rigWait).Result(); err != nil || !q.(*tabletPIDReply).pid.Equal(pid) {
-		t.Fatalf("router's tablet actor %v (%v), ScanRouted said %v", q, err, pid)
+	if running := r.tabletPID(0); !running.Equal(pid) {
+		t.Fatalf("tablet actor %v runs, ScanRouted said %v", running, pid)
 	}
 	for i := range 3 {
 		s := r.wait(r.startVia(r.request(0), false, true))

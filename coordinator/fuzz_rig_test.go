@@ -50,6 +50,9 @@ type fuzzRig struct {
 	endLife  context.CancelFunc
 	seq      atomic.Uint64
 
+	// tablets: the running tablet actors.
+	tablets *tabletWatch
+
 	mu      sync.Mutex
 	got     []proto.Message
 	crashes []string
@@ -99,6 +102,8 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 	tb.Cleanup(r.sys.Shutdown)
 	cfg := DefaultCoordinatorConfig()
 	cfg.System = remoting.SystemConfig{Listen: "127.0.0.1:0"}
+	r.tablets = newTabletWatch()
+	cfg.Env.Middleware = []actor.ReceiverMiddleware{r.tablets.middleware}
 	if r.co, err = NewCoordinator(cfg, conn, meta, selection.DefaultProfiles()); err != nil {
 		tb.Fatal(err)
 	}
@@ -290,18 +295,15 @@ func (r *fuzzRig) validStart(id string, attempt uint32) *messages.StartScan {
 		Server: r.serverID}
 }
 
-// tabletPID is the router's child actor for tablet idx of the rig's table
-// (asked of the router: each spawn gets a new actor id).
+// tabletPID is the running actor of tablet idx of the rig's table (each
+// spawn gets a new actor id).
 func (r *fuzzRig) tabletPID(idx int) *actor.PID {
 	r.tb.Helper()
 	// The router spawns the tablet actor once the table's metadata is
-	// loaded (asynchronously, for the first scan): ask until it is there.
+	// loaded (asynchronously, for the first scan): wait until it runs.
 	var pid *actor.PID
 	r.waitFor(fmt.Sprintf("the actor of tablet %d", idx), func() bool {
-		res, err := r.sys.Root.RequestFuture(r.router, &tabletPIDQuery{name: tabletActorName(r.table.Name, r.table.Generation, uint32(idx))}, rigWait).Result()
-		if reply, ok := res.(*tabletPIDReply); err == nil && ok {
-			pid = reply.pid
-		}
+		pid = r.tablets.pid(tabletActorName(r.table.Name, r.table.Generation, uint32(idx)))
 		return pid != nil
 	})
 	return pid

@@ -31,6 +31,6 @@ func (c *Coordinator) permitted(ctx actor.Context, m *messages.ScanRequest) bool
 		guard = c.sys.Guard
 	}
 	guard.Refuse(m.GetClient().GetAddress(), remoting.ReasonGrant, "principal", g.Principal(), "table", table, "request", m.GetRequestId())
-	rejectScan(c, ctx, m, messages.ErrorCode_ERROR_CODE_PERMISSION_DENIED, err.Error())
+	rejectScan(&c.counters, ctx, m, messages.ErrorCode_ERROR_CODE_PERMISSION_DENIED, err.Error())
 	return false
 }

@@ -48,22 +48,6 @@ func (c *Coordinator) SetMembers(addrs []string) {
 	c.as.Root.Send(c.router, &topologyChanged{})
 }
 
-// InjectPanic makes an actor of the coordinator panic as it handles the
-// next message: "router", or a tablet actor by its tablet
-// (TabletIdentity's table, generation and index; nothing if none runs).
-func (c *Coordinator) InjectPanic(target string, tablet *messages.TabletRef, why string) {
-	switch target {
-	case "router":
-		c.as.Root.Send(c.router, &injectPanic{why: why})
-	default:
-		name := tabletActorName(tablet.GetTable(), tablet.GetGeneration(), tablet.GetIndex())
-		c.as.Root.Send(c.router, &panicTablet{name: name, why: why})
-	}
-}
-
-// panicTablet asks the router to make a tablet actor panic (local).
-type panicTablet struct{ name, why string }
-
 // placement is the tablet owners: SetMembers' when set, else the
 // cluster topology's.
 func (c *Coordinator) placement() *placement {

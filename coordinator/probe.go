@@ -59,7 +59,7 @@ func (t *TabletActor) sendProbes(now time.Time, pr selection.Prober, in *selecti
 		}
 		p.out = append(p.out, probeOut{id: p.next, server: id, sink: pr, sent: now})
 		t.root.Send(actor.NewPID(s.Address, s.ActorID), &messages.Probe{Id: p.next, ReplyTo: self, Server: string(id)})
-		t.co.counters.probesSent.Add(1)
+		t.d.counters.probesSent.Add(1)
 	}
 }
 
@@ -77,7 +77,7 @@ func (p *prober) forget(now time.Time) {
 // another server, forgotten) or fail validation are dropped.
 func (t *TabletActor) onProbeReply(now time.Time, m *messages.ProbeReply) {
 	if err := wire.ValidateProbeReply(m); err != nil {
-		t.co.countBad("ProbeReply", err)
+		t.d.countBad("ProbeReply", err)
 		return
 	}
 	p := &t.probes
@@ -92,7 +92,7 @@ func (t *TabletActor) onProbeReply(now time.Time, m *messages.ProbeReply) {
 		p.out = slices.Delete(p.out, i, i+1)
 		o.sink.AddProbe(selection.ProbeReply{Server: o.server, RIF: int(m.GetRif()),
 			Latency: time.Duration(m.GetLatencyUs()) * time.Microsecond, At: now}, t.rng)
-		t.co.counters.probeReplies.Add(1)
+		t.d.counters.probeReplies.Add(1)
 		return
 	}
 }

@@ -63,6 +63,8 @@ type RouterActor struct {
 	idents map[string]string
 	// epoch: this incarnation (Coordinator.routerEpoch when it started).
 	epoch uint64
+	// deps: what the tablet actors we spawn need of the coordinator.
+	deps *tabletDeps
 }
 
 // retiringTablet is a tablet actor between its idle-stop request and its
@@ -81,16 +83,9 @@ type routed struct {
 	sender *actor.PID
 }
 
-// tabletPIDQuery asks the router for the PID of a tablet's actor (local;
-// tests and tools: the actor's id is not its tablet's name).
-type tabletPIDQuery struct{ name string }
-
-// tabletPIDReply answers tabletPIDQuery; pid is nil when no actor runs.
-type tabletPIDReply struct{ pid *actor.PID }
-
 func newRouterActor(co *Coordinator) *RouterActor {
 	return &RouterActor{co: co, tablets: map[string]*actor.PID{}, names: map[string]string{}, retiring: map[string]*retiringTablet{},
-		waiting: map[tableGen][]*routedScan{}, idents: map[string]string{}, epoch: co.routerEpoch.Load()}
+		waiting: map[tableGen][]*routedScan{}, idents: map[string]string{}, epoch: co.routerEpoch.Load(), deps: co.tabletDeps()}
 }
 
 // Receive implements actor.Actor.
@@ -104,21 +99,15 @@ func (r *RouterActor) Receive(c actor.Context) {
 	case *messages.ScanRequest:
 		if err := wire.ValidateScanRequest(m); err != nil {
 			r.co.countBad("ScanRequest", err)
-			rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
+			rejectScan(&r.co.counters, c, m, messages.ErrorCode_ERROR_CODE_BAD_REQUEST, "bad ScanRequest: "+err.Error())
 			return
 		}
 		if !r.co.permitted(c, m) {
 			return
 		}
-		r.onScan(c, r.co.received(r.co.now(), m))
+		r.onScan(c, received(r.co.now(), m, r.co.cfg.Flow.MaxFlowAge))
 	case *routedScan:
 		r.onScan(c, m)
-	case *injectPanic:
-		panic(m.why)
-	case *panicTablet:
-		if pid := r.tablets[m.name]; pid != nil {
-			c.Send(pid, &injectPanic{why: m.why})
-		}
 	case *actor.Restarting:
 		r.handOver(c)
 	case *metaLoaded:
@@ -131,7 +120,7 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.nwaiting -= len(reqs)
 		for _, rs := range reqs {
 			if m.err != nil {
-				rejectScan(r.co, c, rs.req, m.code, m.err.Error())
+				rejectScan(&r.co.counters, c, rs.req, m.code, m.err.Error())
 				continue
 			}
 			r.forward(c, rs, m.meta)
@@ -178,8 +167,6 @@ func (r *RouterActor) Receive(c actor.Context) {
 		r.deliver(c, m.meta, idx, routed{msg: m.req, sender: m.sender}, func() {
 			c.Send(m.sender, &messages.RouteReply{Error: "coordinator overloaded: too many requests waiting; retry later"})
 		})
-	case *tabletPIDQuery:
-		c.Respond(&tabletPIDReply{pid: r.tablets[m.name]})
 	case *tabletIdle:
 		switch pid := r.tablets[m.name]; {
 		case pid != nil && pid.Equal(m.pid):
@@ -234,7 +221,7 @@ func (r *RouterActor) handOver(c actor.Context) {
 			c.Send(c.Self(), &routedScan{req: rs.req, deadline: rs.deadline, restarts: 1, attempts: rs.attempts})
 			return
 		}
-		rejectScan(r.co, c, rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL, "coordinator: router failed twice while holding this request; giving up on it")
+		rejectScan(&r.co.counters, c, rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL, "coordinator: router failed twice while holding this request; giving up on it")
 	}
 	for _, reqs := range r.waiting {
 		for _, rs := range reqs {
@@ -324,7 +311,7 @@ func (r *RouterActor) onRoute(c actor.Context, m *messages.RouteRequest) {
 func (r *RouterActor) onScan(c actor.Context, rs *routedScan) {
 	m := rs.req
 	if err := r.co.quorumErr(); err != nil {
-		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
+		rejectScan(&r.co.counters, c, m, messages.ErrorCode_ERROR_CODE_NO_COORDINATOR, err.Error())
 		return
 	}
 	if m.GetForwardedBy() == "" {
@@ -340,7 +327,7 @@ func (r *RouterActor) onScan(c actor.Context, rs *routedScan) {
 	}
 	if len(r.waiting[key]) >= r.co.cfg.MaxWaitingPerTable || r.nwaiting >= r.co.cfg.MaxWaiting {
 		r.co.countOverloaded("metadata wait")
-		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, fmt.Sprintf("coordinator overloaded: %d requests wait for table metadata (%d for %s/g%d); retry later",
+		rejectScan(&r.co.counters, c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, fmt.Sprintf("coordinator overloaded: %d requests wait for table metadata (%d for %s/g%d); retry later",
 			r.nwaiting, len(r.waiting[key]), key.table, key.gen))
 		return
 	}
@@ -383,16 +370,16 @@ func (r *RouterActor) forward(c actor.Context, rs *routedScan, meta *messages.Ta
 	m := rs.req
 	idx := int(m.Tablet.Index)
 	if idx >= len(meta.GetTablets()) {
-		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("table %s/g%d has %d tablets, no tablet %d", meta.Name, meta.Generation, len(meta.Tablets), idx))
+		rejectScan(&r.co.counters, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("table %s/g%d has %d tablets, no tablet %d", meta.Name, meta.Generation, len(meta.Tablets), idx))
 		return
 	}
 	ref := meta.Tablets[idx].GetRef()
 	if !bytes.Equal(ref.GetPrevEndRow(), m.Tablet.GetPrevEndRow()) || !bytes.Equal(ref.GetEndRow(), m.Tablet.GetEndRow()) {
-		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("tablet %d of %s/g%d has other bounds than requested", idx, meta.Name, meta.Generation))
+		rejectScan(&r.co.counters, c, m, messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET, fmt.Sprintf("tablet %d of %s/g%d has other bounds than requested", idx, meta.Name, meta.Generation))
 		return
 	}
 	r.deliver(c, meta, idx, routed{msg: rs}, func() {
-		rejectScan(r.co, c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, "coordinator overloaded: too many requests wait for a restarting tablet actor; retry later")
+		rejectScan(&r.co.counters, c, m, messages.ErrorCode_ERROR_CODE_OVERLOADED, "coordinator overloaded: too many requests wait for a restarting tablet actor; retry later")
 	})
 }
 
@@ -405,13 +392,11 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	co := r.co
 	r.spawns++
 	id := name + "#" + strconv.FormatUint(r.spawns, 10)
-	gate := &stopGate{co: co}
-	if co.spawned != nil {
-		co.spawned(id, gate)
-	}
+	deps := r.deps
+	gate := &stopGate{reroute: deps.reroute}
 	epoch := r.epoch
 	props := actor.PropsFromProducer(func() actor.Actor {
-		t := newTabletActor(co, meta, tm)
+		t := newTabletActor(deps, meta, tm)
 		t.gate, t.routerEpoch = gate, epoch
 		return t
 	}, co.cfg.Env.Props(actor.WithMailbox(gatedMailboxProducer(gate)))...)

@@ -27,10 +27,6 @@ const (
 	restartWindow = 10 * time.Second
 )
 
-// injectPanic makes the actor that receives it panic (a local message:
-// only this process can send it; tests inject failures with it).
-type injectPanic struct{ why string }
-
 // supervisor is the strategy for the actors of kind what.
 func (c *Coordinator) supervisor(what string) actor.SupervisorStrategy {
 	return actor.NewOneForOneStrategy(maxRestarts, restartWindow, func(reason any) actor.Directive {

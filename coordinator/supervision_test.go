@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/servertest"
 	"github.com/scanplane/scanplane/messages"
@@ -21,14 +22,14 @@ func (r *rig) inFlight(id string) int {
 	return -1
 }
 
-// tabletPID asks the router for tablet idx's actor.
+// tabletPID is tablet idx's running actor.
 func (r *rig) tabletPID(idx int) *actor.PID {
 	r.t.Helper()
-	res, err := r.as.Root.RequestFuture(r.co.router, &tabletPIDQuery{name: tabletActorName("t", r.table.Generation, uint32(idx))}, rigWait).Result()
-	if err != nil {
-		r.t.Fatal(err)
+	pid := r.tablets.pid(tabletActorName("t", r.table.Generation, uint32(idx)))
+	if pid == nil {
+		r.t.Fatalf("no actor runs for tablet %d", idx)
 	}
-	return res.(*tabletPIDReply).pid
+	return pid
 }
 
 // TestTabletActorPanicLosesNoScan: a tablet actor panics while a scan of
@@ -43,7 +44,7 @@ func TestTabletActorPanicLosesNoScan(t *testing.T) {
 	s := r.start(r.request(0), false)
 	r.waitFor("the scan in flight on h1/0", func() bool { return r.inFlight("h1/0") == 1 })
 	pid := r.tabletPID(0)
-	r.as.Root.Send(pid, &injectPanic{why: "test: tablet actor panic"})
+	r.as.Root.Send(pid, &actorenv.Panic{Why: "test: tablet actor panic"})
 	r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == 1 })
 	close(gate.Open)
 	r.checkRows(r.wait(s), 0)
@@ -78,7 +79,7 @@ func TestRouterPanicLosesNoScan(t *testing.T) {
 	waiting := r.start(r.request(1), false)
 	r.waitFor("a metadata load running", func() bool { return gm.running.Load() == 1 })
 
-	r.as.Root.Send(r.co.router, &injectPanic{why: "test: router panic"})
+	r.as.Root.Send(r.co.router, &actorenv.Panic{Why: "test: router panic"})
 	r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == 1 })
 	close(gm.open)
 	close(gate.Open)
@@ -105,8 +106,13 @@ func TestSecondFailureAnswersInternal(t *testing.T) {
 	defer close(gate.Open)
 	s := r.start(r.request(0), false)
 	for n := uint64(1); n <= 2; n++ {
-		r.waitFor("the scan in flight", func() bool { return r.inFlight("h1/0") >= 1 && r.co.counters.flows.Load() == 1 })
-		r.as.Root.Send(r.tabletPID(0), &injectPanic{why: "test"})
+		// The n-th incarnation holds the request: its flow is the n-th
+		// (the failure is counted before the actor restarts, so the old
+		// flow alone does not tell).
+		r.waitFor("the scan in flight", func() bool {
+			return r.inFlight("h1/0") >= 1 && r.co.counters.scans.Load() == n && r.co.counters.flows.Load() == 1
+		})
+		r.as.Root.Send(r.tabletPID(0), &actorenv.Panic{Why: "test"})
 		r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == n })
 	}
 	r.wait(s)
@@ -141,7 +147,7 @@ func TestAnswerFromAnotherServerIgnored(t *testing.T) {
 func TestRouterGivenUpFailsCoordinator(t *testing.T) {
 	r := newRig(t, rigOpts{rows: 10, tablets: 1})
 	for n := uint64(1); n <= maxRestarts+1; n++ {
-		r.as.Root.Send(r.co.router, &injectPanic{why: "test: router panic"})
+		r.as.Root.Send(r.co.router, &actorenv.Panic{Why: "test: router panic"})
 		r.waitFor("the failure handled", func() bool { return r.co.counters.actorFailures.Load() == n })
 	}
 	r.waitFor("the coordinator failed", func() bool {

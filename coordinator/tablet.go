@@ -104,7 +104,7 @@ func (e *flowEntry) stopTimers() {
 // owns the tablet's per-request ScanFlows and its policy state; the
 // decisions themselves come from the profile's selection.Policy.
 type TabletActor struct {
-	co    *Coordinator
+	d     *tabletDeps
 	table *messages.TableMeta
 	meta  *messages.TabletMeta
 	sel   selection.Tablet
@@ -125,26 +125,29 @@ type TabletActor struct {
 	// probes: prequal probes sent and not answered yet (probe.go).
 	probes prober
 	// gate: closed when we decide to stop; our mailbox then hands what is
-	// left to the router (direct.go).
+	// left to the router (gatedmailbox.go).
 	gate *stopGate
 	// routerEpoch: the router incarnation that spawned us (a router that
 	// restarts stops us; we then hand it our requests).
 	routerEpoch uint64
 }
 
-func newTabletActor(co *Coordinator, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
+func newTabletActor(d *tabletDeps, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d/%d", table.GetName(), table.GetGeneration(), meta.GetRef().GetIndex())
-	seed := h.Sum64() ^ uint64(co.now().UnixNano())
-	return &TabletActor{co: co, table: table, meta: meta,
+	seed := h.Sum64() ^ uint64(d.now().UnixNano())
+	return &TabletActor{d: d, table: table, meta: meta,
 		sel:   selection.Tablet{Table: table.GetName(), PrevEndRow: meta.GetRef().GetPrevEndRow(), EndRow: meta.GetRef().GetEndRow()},
 		rng:   rand.New(rand.NewPCG(seed, seed>>1|1)),
 		flows: map[string]*flowEntry{}}
 }
 
+// Tablet is the tablet this actor serves.
+func (t *TabletActor) Tablet() *messages.TabletRef { return t.meta.GetRef() }
+
 // Receive implements actor.Actor.
 func (t *TabletActor) Receive(c actor.Context) {
-	now := t.co.now()
+	now := t.d.now()
 	switch c.Message().(type) {
 	case *lostCheck, *idleCheck, *movedAway, *messages.ProbeReply, actor.SystemMessage, actor.AutoReceiveMessage:
 	default:
@@ -154,19 +157,17 @@ func (t *TabletActor) Receive(c actor.Context) {
 	case *actor.Started:
 		t.self = c.Self()
 		t.root = c.ActorSystem().Root
-		t.co.counters.tabletActors.Add(1)
-		t.co.counters.tabletStarts.Add(1)
-		t.armIdle(t.co.cfg.TabletIdle)
+		t.d.counters.tabletActors.Add(1)
+		t.d.counters.tabletStarts.Add(1)
+		t.armIdle(t.d.idle)
 	case *actor.Stopped:
-		t.co.counters.tabletActors.Add(-1)
+		t.d.counters.tabletActors.Add(-1)
 	case *actor.Restarting:
 		// A panic: the fresh incarnation (Started again) takes the
 		// requests that had no data yet.
-		t.co.counters.tabletActors.Add(-1)
+		t.d.counters.tabletActors.Add(-1)
 		t.handOver(now, t.self, "tablet actor failed")
 		t.stopTimers()
-	case *injectPanic:
-		panic(m.why)
 	case *idleCheck:
 		t.idle = nil
 		t.onIdleCheck(c, now)
@@ -184,10 +185,10 @@ func (t *TabletActor) Receive(c actor.Context) {
 		}
 		// Requests reached us between our question and the answer.
 		c.Send(c.Parent(), &tabletStays{name: t.name(), pid: t.self})
-		t.armIdle(t.co.cfg.TabletIdle)
+		t.armIdle(t.d.idle)
 	case *actor.Stopping:
 		t.closeGate()
-		if t.co.routerEpoch.Load() != t.routerEpoch {
+		if t.d.routerEpoch.Load() != t.routerEpoch {
 			// Our router restarts: its fresh incarnation takes our requests.
 			t.handOver(now, c.Parent(), "router failed")
 		}
@@ -258,7 +259,7 @@ func (t *TabletActor) answered(id string, n uint32, server, what string) *flowEn
 		return nil
 	}
 	if a := e.flow.Attempt(n); a != nil && string(a.Sel.Server) != server {
-		t.co.countBad(what, fmt.Errorf("attempt %d of request %s went to %s, not %s", n, id, a.Sel.Server, server))
+		t.d.countBad(what, fmt.Errorf("attempt %d of request %s went to %s, not %s", n, id, a.Sel.Server, server))
 		return nil
 	}
 	return e
@@ -288,7 +289,7 @@ func (t *TabletActor) handOver(now time.Time, to *actor.PID, why string) {
 		case e.rs.restarts == 0:
 			t.root.Send(to, &routedScan{req: e.rs.req, deadline: e.rs.deadline, restarts: 1, attempts: e.flow.LastAttempt()})
 		default:
-			rejectScan(t.co, t.root, e.rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL,
+			rejectScan(t.d.counters, t.root, e.rs.req, messages.ErrorCode_ERROR_CODE_INTERNAL,
 				fmt.Sprintf("coordinator: %s twice while serving this request; giving up on it", why))
 		}
 	}
@@ -311,7 +312,7 @@ func (t *TabletActor) armIdle(after time.Duration) {
 		t.idle.Stop()
 	}
 	self, root := t.self, t.root
-	t.idle = t.co.cfg.Env.After(after, func() { root.Send(self, &idleCheck{}) })
+	t.idle = t.d.env.After(after, func() { root.Send(self, &idleCheck{}) })
 }
 
 // onIdleCheck asks the router to let us stop once we had no flow and no
@@ -321,7 +322,7 @@ func (t *TabletActor) onIdleCheck(c actor.Context, now time.Time) {
 	if t.retiring {
 		return
 	}
-	idle := t.co.cfg.TabletIdle
+	idle := t.d.idle
 	if t.moved {
 		idle = min(idle, movedIdle)
 	}
@@ -350,16 +351,16 @@ func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 	if _, dup := t.flows[m.RequestId]; dup {
 		return
 	}
-	if q := t.queued(); q > t.co.cfg.MaxTabletQueue {
-		t.co.countOverloaded("tablet actor queue")
-		rejectScan(t.co, t.root, m, messages.ErrorCode_ERROR_CODE_OVERLOADED,
-			fmt.Sprintf("coordinator overloaded: %d messages wait for the actor of tablet %s (MaxTabletQueue %d); retry later", q, t.name(), t.co.cfg.MaxTabletQueue))
+	if q := t.queued(); q > t.d.maxQueue {
+		t.d.countOverloaded("tablet actor queue")
+		rejectScan(t.d.counters, t.root, m, messages.ErrorCode_ERROR_CODE_OVERLOADED,
+			fmt.Sprintf("coordinator overloaded: %d messages wait for the actor of tablet %s (MaxTabletQueue %d); retry later", q, t.name(), t.d.maxQueue))
 		return
 	}
-	if n := t.co.counters.flows.Load(); n >= int64(t.co.cfg.MaxFlows) {
-		t.co.countOverloaded("scan flows")
-		rejectScan(t.co, t.root, m, messages.ErrorCode_ERROR_CODE_OVERLOADED,
-			fmt.Sprintf("coordinator overloaded: %d scans running (MaxFlows %d); retry later", n, t.co.cfg.MaxFlows))
+	if n := t.d.counters.flows.Load(); n >= int64(t.d.maxFlows) {
+		t.d.countOverloaded("scan flows")
+		rejectScan(t.d.counters, t.root, m, messages.ErrorCode_ERROR_CODE_OVERLOADED,
+			fmt.Sprintf("coordinator overloaded: %d scans running (MaxFlows %d); retry later", n, t.d.maxFlows))
 		return
 	}
 	client := wire.ToPID(m.Client)
@@ -368,10 +369,10 @@ func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 	tr := tablets.Range{Start: t.meta.GetRef().GetPrevEndRow(), End: t.meta.GetRef().GetEndRow()}
 	r := tablets.Range{Start: m.GetRange().GetStart(), End: m.GetRange().GetEnd()}.Intersect(tr)
 	m.Range = &messages.KeyRange{Start: r.Start, End: r.End}
-	profiles := t.co.Profiles()
+	profiles := t.d.profiles()
 	prof := profiles.ForHints(m.GetHints())
 	var avoid []selection.Attempt
-	view := t.co.board.View()
+	view := t.d.board.View()
 	for _, id := range m.GetAvoidServers() {
 		s := view.Server(serverIDOf(id))
 		host := ""
@@ -382,17 +383,17 @@ func (t *TabletActor) onScanRequest(now time.Time, rs *routedScan) {
 		avoid = append(avoid, selection.Attempt{Server: serverIDOf(id), Host: host, Result: selection.Stalled, Start: now, End: now})
 	}
 	e := &flowEntry{rs: rs, profiles: profiles, profile: prof, targets: map[uint32]*actor.PID{}, incarnations: map[uint32]string{},
-		timers: map[uint64]actorenv.Timer{}, start: now, progressed: now, decide: t.co.metrics.selectionObserver(prof)}
-	e.flow = NewScanFlow(m, rs.deadline, t.co.cfg.Flow, prof.TimeToWaitForScanServers, avoid)
+		timers: map[uint64]actorenv.Timer{}, start: now, progressed: now, decide: t.d.metrics.selectionObserver(prof)}
+	e.flow = NewScanFlow(m, rs.deadline, t.d.flow, prof.TimeToWaitForScanServers, avoid)
 	e.flow.SkipAttempts(rs.attempts)
-	t.co.counters.scans.Add(1)
+	t.d.counters.scans.Add(1)
 	if r.Empty() {
 		// Nothing to read: answer at once without a server.
 		t.root.Send(client, &messages.ScanFinished{RequestId: m.RequestId, Attempt: 0, Server: ""})
 		return
 	}
 	t.flows[m.RequestId] = e
-	t.co.counters.flows.Add(1)
+	t.d.counters.flows.Add(1)
 	t.apply(now, m.RequestId, e, e.flow.Start(now, t.picker(e)))
 	t.armCheck()
 }
@@ -406,7 +407,7 @@ func (t *TabletActor) stale(m *messages.ScanFinished) *messages.ScanFinished {
 		return m
 	}
 	table, gen := t.table.GetName(), t.table.GetGeneration()
-	cur, stale := wire.Stale(context.Background(), t.co.meta, table, gen)
+	cur, stale := wire.Stale(context.Background(), t.d.gens, table, gen)
 	if !stale {
 		return m
 	}
@@ -427,8 +428,8 @@ func (e *noServerError) Unwrap() error { return selection.ErrNoServer }
 
 func (t *TabletActor) picker(e *flowEntry) Picker {
 	return func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
-		in := &selection.Input{Tablet: t.sel, Profile: e.profile, Attempts: history, Hedge: hedge, View: t.co.board.View(),
-			Now: now, Rand: t.rng, State: &t.state, LocalHost: t.co.cfg.Hostname}
+		in := &selection.Input{Tablet: t.sel, Profile: e.profile, Attempts: history, Hedge: hedge, View: t.d.board.View(),
+			Now: now, Rand: t.rng, State: &t.state, LocalHost: t.d.hostname}
 		pol := e.profiles.Policy(e.profile)
 		start := time.Now()
 		d, err := pol.Select(in)
@@ -451,13 +452,13 @@ func (t *TabletActor) armCheck() {
 		return
 	}
 	self, root := t.self, t.root
-	t.check = t.co.cfg.Env.After(t.co.cfg.SweepInterval, func() { root.Send(self, &lostCheck{}) })
+	t.check = t.d.env.After(t.d.lostEvery, func() { root.Send(self, &lostCheck{}) })
 }
 
 // checkLost ends the attempts whose server left the view (not alive, gone,
 // or a new incarnation): their ScanFinished will never come.
 func (t *TabletActor) checkLost(now time.Time) {
-	view := t.co.board.View()
+	view := t.d.board.View()
 	for id, e := range t.flows {
 		for _, a := range e.flow.Attempts() {
 			if !a.Live() || !a.Sent() {
@@ -479,7 +480,7 @@ func (t *TabletActor) checkLost(now time.Time) {
 // sendProgress tells the client of each flow without data that its
 // request is alive, at most once per FlowConfig.ProgressEvery.
 func (t *TabletActor) sendProgress(now time.Time) {
-	every := t.co.cfg.Flow.ProgressEvery
+	every := t.d.flow.ProgressEvery
 	for id, e := range t.flows {
 		if e.flow.Winner() != 0 || now.Sub(e.progressed) < every {
 			continue
@@ -487,7 +488,7 @@ func (t *TabletActor) sendProgress(now time.Time) {
 		if client := wire.ToPID(e.flow.Req.GetClient()); client != nil {
 			e.progressed = now
 			t.root.Send(client, &messages.ScanProgress{RequestId: id, Coordinator: t.self.Address, State: e.flow.Progress(now)})
-			t.co.counters.progress.Add(1)
+			t.d.counters.progress.Add(1)
 		}
 	}
 }
@@ -504,7 +505,7 @@ func (t *TabletActor) heard(server string) {
 // serverEvent sends e about server to the host actor of the server's host
 // as the board last saw it (none for a server it does not know).
 func (t *TabletActor) serverEvent(server string, e *hostEvent) {
-	if v := t.co.board.Latest(); v != nil {
+	if v := t.d.board.Latest(); v != nil {
 		if s := v.Server(selection.ServerID(server)); s != nil {
 			e.server = s.ID
 			t.hostEvent(s.Host, e)
@@ -526,7 +527,7 @@ func (t *TabletActor) recordBlockTime(e *flowEntry, m *messages.ScanFinished) {
 	}
 	perUs := float64(m.GetDurationUs()) / float64(m.GetBlocksRead()) // no overflow from a wild value
 	if perUs <= float64(maxBlockTime/time.Microsecond) {
-		t.co.board.RecordBlockTime(a.Decision.Placement, time.Duration(perUs*float64(time.Microsecond)))
+		t.d.board.RecordBlockTime(a.Decision.Placement, time.Duration(perUs*float64(time.Microsecond)))
 	}
 }
 
@@ -537,7 +538,7 @@ func (t *TabletActor) heardStarted(server string, queueLen int) {
 }
 
 func (t *TabletActor) hostEvent(host string, e *hostEvent) {
-	if v, ok := t.co.hostPIDs.Load(host); ok {
+	if v, ok := t.d.hostPIDs.Load(host); ok {
 		t.root.Send(v.(*actor.PID), e)
 	}
 }
@@ -552,7 +553,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 		acts = acts[1:]
 		switch a.Kind {
 		case ActDispatch:
-			s := t.co.board.View().Server(a.Attempt.Sel.Server)
+			s := t.d.board.View().Server(a.Attempt.Sel.Server)
 			if s == nil || !s.Alive || s.Address == "" {
 				acts = append(acts, e.flow.OnUnreachable(now, a.Attempt.N, t.picker(e))...)
 				continue
@@ -567,10 +568,10 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit, Window: req.Window, Server: string(s.ID),
 				CountOnly: req.CountOnly})
 			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
-			t.co.board.CountDispatch(a.Attempt.Sel.Hedge)
-			t.co.counters.dispatches.Add(1)
+			t.d.board.CountDispatch(a.Attempt.Sel.Hedge)
+			t.d.counters.dispatches.Add(1)
 			if a.Attempt.Sel.Hedge {
-				t.co.counters.hedges.Add(1)
+				t.d.counters.hedges.Add(1)
 			}
 		case ActCancel:
 			if pid := e.targets[a.Attempt.N]; pid != nil {
@@ -585,16 +586,16 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				incarnation: e.incarnations[a.Attempt.N]})
 			switch a.Result {
 			case selection.Busy:
-				t.co.counters.busy.Add(1)
+				t.d.counters.busy.Add(1)
 			case selection.Timeout:
-				t.co.counters.timeouts.Add(1)
+				t.d.counters.timeouts.Add(1)
 			}
 		case ActSlowdown:
 			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evSlowdown, server: a.Attempt.Sel.Server, incarnation: e.incarnations[a.Attempt.N]})
 		case ActLatency:
 			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evLatency, server: a.Attempt.Sel.Server, latency: a.Latency,
 				incarnation: e.incarnations[a.Attempt.N]})
-			t.co.board.RecordStartLatency(a.Latency)
+			t.d.board.RecordStartLatency(a.Latency)
 		case ActTimer:
 			var n uint32
 			if a.Attempt != nil {
@@ -603,12 +604,12 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			e.timerSeq++
 			msg := &flowTimer{req: id, seq: e.timerSeq, kind: a.Timer, n: n}
 			self, root := t.self, t.root
-			e.timers[msg.seq] = t.co.cfg.Env.After(a.After, func() { root.Send(self, msg) })
+			e.timers[msg.seq] = t.d.env.After(a.After, func() { root.Send(self, msg) })
 		case ActTimeoutSignal:
-			t.co.publishSignal(bus.SignalTimeout, &messages.LoadSignal{Host: a.Attempt.Sel.Host, Server: string(a.Attempt.Sel.Server),
-				RequestId: id, Table: t.table.GetName(), AtUnixMs: now.UnixMilli(), Origin: t.co.Address()})
+			t.d.signal(bus.SignalTimeout, &messages.LoadSignal{Host: a.Attempt.Sel.Host, Server: string(a.Attempt.Sel.Server),
+				RequestId: id, Table: t.table.GetName(), AtUnixMs: now.UnixMilli(), Origin: t.d.address()})
 		case ActFail:
-			t.co.counters.failed.Add(1)
+			t.d.counters.failed.Add(1)
 			e.outcome = errorOutcome(a.Error.GetCode())
 			if client := wire.ToPID(e.flow.Req.Client); client != nil {
 				t.root.Send(client, a.Error)
@@ -617,8 +618,8 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			e.stopTimers()
 			if t.flows[id] == e {
 				delete(t.flows, id)
-				t.co.counters.flows.Add(-1)
-				t.co.metrics.scanEnded(e.profile, cmp.Or(e.outcome, OutcomeOK), e.start, e.firstRow, now)
+				t.d.counters.flows.Add(-1)
+				t.d.metrics.scanEnded(e.profile, cmp.Or(e.outcome, OutcomeOK), e.start, e.firstRow, now)
 			}
 		}
 	}
@@ -627,16 +628,16 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 // route answers scanctl route: the decision sequence for a synthetic scan
 // whose earlier attempts had the given results.
 func (t *TabletActor) route(now time.Time, m *messages.RouteRequest) *messages.RouteReply {
-	profiles := t.co.Profiles()
+	profiles := t.d.profiles()
 	prof := profiles.ForHints(m.GetHints())
 	reply := &messages.RouteReply{Profile: prof.Name, Policy: prof.Policy, Tablet: t.meta.GetRef()}
 	var hist []selection.Attempt
 	state := t.state.Clone() // a deep copy: routing must not disturb real scans
 	rng := rand.New(rand.NewPCG(uint64(now.UnixNano()), 7))
-	view := t.co.board.View()
+	view := t.d.board.View()
 	for i := 0; ; i++ {
 		in := &selection.Input{Tablet: t.sel, Profile: prof, Attempts: hist, View: view, Now: now, Rand: rng, State: state,
-			LocalHost: t.co.cfg.Hostname, Explain: true}
+			LocalHost: t.d.hostname, Explain: true}
 		d, err := profiles.Policy(prof).Select(in)
 		if err != nil {
 			reply.Error = err.Error()

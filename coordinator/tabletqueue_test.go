@@ -16,10 +16,23 @@ import (
 // answered OVERLOADED, naming the backlog; once it is worked off,
 // requests run again.
 func TestTabletQueueAnswersOverloaded(t *testing.T) {
-	r := newRig(t, rigOpts{rows: 100, tablets: 2, coord: func(c *CoordinatorConfig) { c.MaxTabletQueue = 2 }})
 	var mu sync.Mutex
-	gates := map[string]*stopGate{}
-	r.co.spawned = func(id string, g *stopGate) { mu.Lock(); gates[id] = g; mu.Unlock() }
+	gates := map[string]*stopGate{} // tablet actor id -> its gate
+	r := newRig(t, rigOpts{rows: 100, tablets: 2, coord: func(c *CoordinatorConfig) {
+		c.MaxTabletQueue = 2
+		c.Env.Middleware = append(c.Env.Middleware, func(next actor.ReceiverFunc) actor.ReceiverFunc {
+			return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
+				if ta, ok := ctx.Actor().(*TabletActor); ok {
+					if _, started := env.Message.(*actor.Started); started {
+						mu.Lock()
+						gates[ctx.Self().Id] = ta.gate
+						mu.Unlock()
+					}
+				}
+				next(ctx, env)
+			}
+		})
+	}})
 	r.addServer("h1", 0, servertest.Default(), nil)
 	r.checkRows(r.scan(r.request(0)), 0) // spawns tablet 0's actor
 	mu.Lock()

@@ -1,12 +1,17 @@
 // Package actorenv is what the coordinator's and the scan server's actors
 // ask of their surroundings besides messages: timers, the goroutines they
 // start (metadata loads, block-reading workers), a wait on such a
-// goroutine, and the dispatcher that runs their mailboxes. The zero Env is
-// the real ones — time.AfterFunc, a go statement, a select on channels and
-// protoactor's default dispatcher — so production code passes nothing.
-// A deterministic harness (internal/sim) sets every field: its timers are
-// events on a fake clock, its goroutines and mailbox runs are steps it
-// runs one at a time in seed order.
+// goroutine, the dispatcher that runs their mailboxes, and the middleware
+// that wraps their message handling. The zero Env is the real ones —
+// time.AfterFunc, a go statement, a select on channels, protoactor's
+// default dispatcher and no middleware — so production code passes
+// nothing. A deterministic harness (internal/sim) sets every field: its
+// timers are events on a fake clock, its goroutines and mailbox runs are
+// steps it runs one at a time in seed order, and its middleware injects
+// actor failures. Test hooks live here, not in the actors.
+//
+// Concurrency: an Env is a value set before the actors start and not
+// changed after; its functions are called from any goroutine.
 //
 // The time itself is not here: CoordinatorConfig.Clock and
 // ScanServerConfig.Clock read it, and a harness gives them its clock.
@@ -46,6 +51,29 @@ type Env struct {
 	// how stale a view may be); nil = time.Since. A harness makes it
 	// depend on nothing but the seed.
 	Elapsed func(start time.Time) time.Duration
+	// Middleware wraps every actor's handling of each message it
+	// receives (protoactor receiver middleware, outermost first),
+	// Started, Stopping, Stopped and Restarting included; nil = none. A
+	// harness or a test observes the actors here (Context.Actor, Self)
+	// or injects failures (Panicking): a panic in it is the actor's own,
+	// handled by the actor's supervisor.
+	Middleware []actor.ReceiverMiddleware
+}
+
+// Panic makes the actor that receives it panic with Why when its Env's
+// Middleware has Panicking: how a harness or a test injects an actor
+// failure. The actors themselves do not know the message.
+type Panic struct{ Why string }
+
+// Panicking is middleware that panics on a *Panic, in the actor that
+// receives it, instead of handing it to the actor.
+func Panicking(next actor.ReceiverFunc) actor.ReceiverFunc {
+	return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+		if p, ok := env.Message.(*Panic); ok {
+			panic(p.Why)
+		}
+		next(c, env)
+	}
 }
 
 // Since is Env.Elapsed.
@@ -106,10 +134,14 @@ func (e Env) Block(ctx context.Context, wake <-chan struct{}, ready func() bool,
 	return nil
 }
 
-// Props returns opts with e's dispatcher added when it has one.
+// Props returns opts with e's dispatcher and middleware added when it has
+// them.
 func (e Env) Props(opts ...actor.PropsOption) []actor.PropsOption {
 	if e.Dispatcher != nil {
 		opts = append(opts, actor.WithDispatcher(e.Dispatcher))
+	}
+	if len(e.Middleware) > 0 {
+		opts = append(opts, actor.WithReceiverMiddleware(e.Middleware...))
 	}
 	return opts
 }

@@ -31,6 +31,8 @@
 //     wait (the worker's wait for the batch window). So exactly one thing
 //     runs at a time, and a run is one sequence of steps drawn from its
 //     seed: the same seed gives the same trace (TestSameSeedSameTrace).
+//     A coordinator's Env also carries the harness's middleware
+//     (panics.go), which makes its router or a tablet actor panic.
 //   - Each process reads the run's clock plus its own skew (up to ±5 s in
 //     some fault runs): requests carry time left, so skew must change
 //     nothing, and the checks allow it nothing.

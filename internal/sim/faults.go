@@ -201,7 +201,7 @@ func (w *world) panic(kind int, c *coordProc, tablet int, h *hostProc, server in
 		w.stats.Kinds[target+" panic"]++
 		w.faults.procStart(c.proc.addr, "panicked", w.s.now)
 		w.faults.procEnd(c.proc.addr, "panicked", w.s.now.Add(time.Nanosecond))
-		c.co.InjectPanic(target, w.truth.refs[tablet], why)
+		c.panics.inject(c.co.ActorSystem(), target, w.truth.refs[tablet], why)
 	default:
 		if h.proc.state != procUp || server >= len(h.pids) {
 			return

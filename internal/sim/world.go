@@ -410,11 +410,13 @@ func (w *world) shutdown() {
 // coordProc is a coordinator process running the real coordinator's
 // actors (coordinator.NewLocalCoordinator).
 type coordProc struct {
-	w     *world
-	name  string
-	proc  *proc
-	co    *coordinator.Coordinator
-	lease bool // in the others' members (its lease is live)
+	w    *world
+	name string
+	proc *proc
+	co   *coordinator.Coordinator
+	// panics injects actor failures into co (its Env's middleware).
+	panics *panicker
+	lease  bool // in the others' members (its lease is live)
 	// gone: when it was last seen dead or paused (lease expiry).
 	expiry *event
 	stats  Stats
@@ -429,6 +431,8 @@ func (c *coordProc) start() {
 	cfg.Flow = w.cfg.Flow
 	cfg.Clock = p.now
 	cfg.Env = p.env(p.inc)
+	panics := newPanicker()
+	cfg.Env.Middleware = panics.middleware()
 	cfg.Hostname = c.name
 	cfg.TabletIdle = w.cfg.TabletIdle
 	cfg.Logger = remoting.DiscardLogger()
@@ -445,7 +449,7 @@ func (c *coordProc) start() {
 		w.problem("%s does not start: %v", p.addr, err)
 		return
 	}
-	c.co = co
+	c.co, c.panics = co, panics
 	c.lease = true
 	w.trace.printf("%s starts (incarnation %d, clock %+v)", p.addr, p.inc, p.skew)
 }
