@@ -56,5 +56,6 @@
 // Concurrency contract: a Client is safe for concurrent use by many
 // goroutines; each Rows iterator belongs to one goroutine. New does no IO;
 // Start connects; Close releases everything and returns within a few
-// seconds.
+// seconds. Several Clients may run in one process: they share one actor
+// remote (see Config.System).
 package client
