@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -234,9 +235,21 @@ func nemesisPause(t *testing.T, ctx context.Context, signal func(syscall.Signal)
 	}
 }
 
-// nemesisWhole waits until every coordinator runs and sees all six scan
-// servers.
+// nemesisWhole waits until every host process runs (supervision restarts
+// a killed one after a back-off) and every coordinator runs and sees all
+// six scan servers.
 func nemesisWhole(ctx context.Context, cl *localcluster.Cluster) error {
+	running := func() bool {
+		for i := range cl.Hosts() {
+			if p := cl.Host(i); p == nil || !p.Alive() {
+				return false
+			}
+		}
+		return true
+	}
+	if !testutil.Poll(90*time.Second, running) {
+		return errors.New("a host process is not running 90 s after the fault")
+	}
 	for i := range cl.Coordinators() {
 		if err := cl.WaitCoordinatorBack(ctx, i, 6, 90*time.Second); err != nil {
 			return err
