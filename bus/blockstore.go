@@ -43,6 +43,9 @@ type BlockStore struct {
 	stream jetstream.Stream
 	// subjects is the prefix of the bucket's subjects, "$KV.<bucket>.".
 	subjects string
+	// async publishes PutAsync's messages: a JetStream context of its
+	// own, so its pending-ack bound and ack timeout are PutAsync's.
+	async jetstream.JetStream
 }
 
 // BlockStore binds the blocks bucket, creating it if missing (file storage,
@@ -63,8 +66,19 @@ func (c *Conn) BlockStore(ctx context.Context) (*BlockStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &BlockStore{conn: c, kv: kv, stream: st, subjects: kvSubjectPrefix + c.cfg.BlocksBucket + "."}, nil
+	async, err := jetstream.New(c.nc,
+		jetstream.WithPublishAsyncMaxPending(maxAsyncPuts),
+		jetstream.WithPublishAsyncTimeout(c.cfg.OpTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("bus: jetstream: %w", err)
+	}
+	return &BlockStore{conn: c, kv: kv, stream: st, subjects: kvSubjectPrefix + c.cfg.BlocksBucket + ".", async: async}, nil
 }
+
+// maxAsyncPuts bounds the PutAsync calls awaiting JetStream's answer on
+// one BlockStore; a PutAsync past it waits for a free place and fails
+// if none frees up soon. Callers keep their own, smaller window.
+const maxAsyncPuts = 4096
 
 // kvSubjectPrefix and kvStreamPrefix are how JetStream names a KV
 // bucket's subjects ("$KV.<bucket>.<key>") and stream ("KV_<bucket>").
@@ -124,6 +138,43 @@ func (b *BlockStore) Put(ctx context.Context, key string, data []byte) error {
 		return b.conn.storeErr(ctx, "block put "+key, err)
 	}
 	return nil
+}
+
+// PutAsync sends data to be stored under key, as Put does, without
+// waiting for JetStream's answer: wait blocks until JetStream
+// acknowledged the value as stored (nil), refused it (an error wrapping
+// a sentinel, as Put's), or Config.OpTimeout passed since the send
+// (ErrUnavailable). wait does not return early when ctx ends, so once it
+// returned the put is settled (a put that timed out may still be stored
+// later; nothing else is left in flight). A value the store would
+// refuse for its size, or a send that fails at once, is err and wait is
+// nil. data must not be modified until wait returned. Safe for
+// concurrent use; any goroutine may call wait, once.
+func (b *BlockStore) PutAsync(ctx context.Context, key string, data []byte) (wait func() error, err error) {
+	if key == "" {
+		return nil, errors.New("bus: block put: empty key")
+	}
+	if err := b.conn.checkSize("block "+key, len(data), MaxBlockBytes); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("bus: block put %s: %w", key, err)
+	}
+	f, err := b.async.PublishAsync(b.subjects+escapeKey(key, true), data)
+	if err != nil {
+		return nil, b.conn.storeErr(ctx, "block put "+key, err)
+	}
+	return func() error {
+		select {
+		case <-f.Ok():
+			return nil
+		case err := <-f.Err():
+			if errors.Is(err, jetstream.ErrAsyncPublishTimeout) {
+				err = fmt.Errorf("%w: no answer within %s", ErrUnavailable, b.conn.cfg.OpTimeout)
+			}
+			return b.conn.storeErr(context.Background(), "block put "+key, err)
+		}
+	}, nil
 }
 
 // Get returns the value of key; a missing key gives an error wrapping

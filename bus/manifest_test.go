@@ -132,6 +132,14 @@ func (s crashBlocks) Put(ctx context.Context, key string, data []byte) error {
 	return s.BlockStore.Put(ctx, key, data)
 }
 
+// PutAsync counts a write when the Put is sent, as Put does.
+func (s crashBlocks) PutAsync(ctx context.Context, key string, data []byte) (func() error, error) {
+	if err := s.c.write(); err != nil {
+		return nil, err
+	}
+	return s.BlockStore.PutAsync(ctx, key, data)
+}
+
 func (s crashBlocks) Delete(ctx context.Context, key string) error {
 	if err := s.c.write(); err != nil {
 		return err

@@ -276,3 +276,94 @@ func BenchmarkObjectStoreGet64K(b *testing.B) {
 		}
 	}
 }
+
+// TestBlockStorePutAsync: values sent with PutAsync are stored once their
+// wait returns nil; a value the stream refuses (over its MaxBytes) and a
+// bucket whose stream is gone give errors wrapping a sentinel from wait,
+// and a refused value is not stored.
+func TestBlockStorePutAsync(t *testing.T) {
+	srv := startServer(t)
+	c := connect(t, srv)
+	ctx := testCtx(t)
+	bs, err := c.BlockStore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	waits := make([]func() error, n)
+	for i := range waits {
+		if waits[i], err = bs.PutAsync(ctx, fmt.Sprintf("t.g1.b%03d", i), randomBytes(8<<10, uint64(i))); err != nil {
+			t.Fatalf("PutAsync %d: %v", i, err)
+		}
+	}
+	for i, wait := range waits {
+		if err := wait(); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	for i := range n {
+		got, err := bs.Get(ctx, fmt.Sprintf("t.g1.b%03d", i))
+		if err != nil || !bytes.Equal(got, randomBytes(8<<10, uint64(i))) {
+			t.Fatalf("Get %d: %d bytes, %v; want the value put", i, len(got), err)
+		}
+	}
+	if _, err := bs.PutAsync(ctx, "big", make([]byte, MaxBlockBytes+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("PutAsync too large: %v, want ErrTooLarge", err)
+	}
+	if _, err := bs.PutAsync(ctx, "", []byte("x")); err == nil {
+		t.Fatal("PutAsync with an empty key succeeded")
+	}
+
+	// A stream at its MaxBytes refuses: the error comes from wait.
+	js := c.JetStream()
+	st, err := js.Stream(ctx, "KV_"+c.cfg.BlocksBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := info.Config
+	scfg.MaxBytes = int64(info.State.Bytes) + 100<<10
+	if _, err := js.UpdateStream(ctx, scfg); err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	var stored int
+	for i := range 8 {
+		key := fmt.Sprintf("full.b%d", i)
+		wait, err := bs.PutAsync(ctx, key, randomBytes(64<<10, uint64(1000+i)))
+		if err != nil {
+			t.Fatalf("PutAsync %s: %v", key, err)
+		}
+		switch err := wait(); {
+		case err == nil:
+			stored++
+		case errors.Is(err, ErrStoreFull):
+			refused = append(refused, key)
+		default:
+			t.Fatalf("put %s into a full stream: %v, want nil or ErrStoreFull", key, err)
+		}
+	}
+	if len(refused) == 0 || stored == 0 {
+		t.Fatalf("into a stream with room for one more value: %d stored, %d refused; want both", stored, len(refused))
+	}
+	for _, key := range refused {
+		if _, err := bs.Get(ctx, key); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Get of refused %s: %v, want ErrNotFound", key, err)
+		}
+	}
+
+	// Without the bucket's stream no JetStream server answers.
+	if err := js.DeleteStream(ctx, "KV_"+c.cfg.BlocksBucket); err != nil {
+		t.Fatal(err)
+	}
+	wait, err := bs.PutAsync(ctx, "gone.b0", []byte("x"))
+	if err == nil {
+		err = wait()
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("put without the bucket's stream: %v, want ErrUnavailable", err)
+	}
+}

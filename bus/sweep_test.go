@@ -28,6 +28,13 @@ func (s *failingStore) Put(ctx context.Context, key string, data []byte) error {
 	return s.BlockStore.Put(ctx, key, data)
 }
 
+func (s *failingStore) PutAsync(ctx context.Context, key string, data []byte) (func() error, error) {
+	if s.puts.Add(1) > s.okPuts {
+		return func() error { return errFull }, nil
+	}
+	return s.BlockStore.PutAsync(ctx, key, data)
+}
+
 func (s *failingStore) Delete(context.Context, string) error { return errFull }
 
 // TestIngestSweepsOrphans: the objects an ingest wrote but could not

@@ -37,7 +37,7 @@ type WriteOptions struct {
 	SortBuffer int64
 	// TempDir is where the runs go; "" means os.TempDir().
 	TempDir string
-	// Writers is how many block writes are in flight at once; 0 means 16.
+	// Writers is how many block writes are in flight at once; 0 means 64.
 	Writers int
 }
 

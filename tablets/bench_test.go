@@ -3,6 +3,7 @@ package tablets
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 
@@ -70,6 +71,17 @@ func BenchmarkSeekOneRowCachedBlock(b *testing.B) {
 		}
 		if it.Next() || it.Err() != nil {
 			b.Fatalf("row %d: a second row %q or %v", k, it.Entry().Key, it.Err())
+		}
+	}
+}
+
+// BenchmarkGeneratedRows: the rows of scanctl ingest --generate.
+func BenchmarkGeneratedRows(b *testing.B) {
+	g := &GeneratedRows{N: math.MaxInt}
+	b.SetBytes(int64(len(RowKey(0)) + RowValueLen))
+	for b.Loop() {
+		if _, err := g.Next(); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -37,9 +37,10 @@
 // a tablet without rows has no files. Ingest cuts a tablet into files of
 // at most 4 MiB of keys and values (and fewer when an index would pass
 // MaxIndexBytes), so every object stays well under NATS's payload limit
-// and a file being encoded or written stays small in memory. It writes
-// the blocks of several files at once (IngestConfig.Writers), each file's
-// index after its blocks.
+// and a file being encoded or written stays small in memory. It keeps
+// IngestConfig.Writers Puts in flight (sent from the encoding goroutine
+// without waiting when the store is an AsyncPutter), each file's index
+// put once its blocks are stored.
 //
 // # Reading
 //

@@ -32,7 +32,7 @@ const (
 	// MaxWriters is the largest IngestConfig.Writers.
 	MaxWriters = 1024
 	// DefaultWriters is the default IngestConfig.Writers.
-	DefaultWriters = 16
+	DefaultWriters = 64
 	// DefaultInFlightBytes is the default IngestConfig.InFlightBytes.
 	DefaultInFlightBytes = 32 << 20
 	// DefaultSortBuffer is the default IngestConfig.SortBuffer.
@@ -63,8 +63,9 @@ type IngestConfig struct {
 	// generations rolled back from (see Rollback); with another, it
 	// deletes generation N-KeepGenerations and those below it. At least 1.
 	KeepGenerations int
-	// Writers is how many block-store Puts an ingest has in flight at a
-	// time; 0 means DefaultWriters (16).
+	// Writers is how many block-store Puts an ingest has in flight (sent
+	// and not yet answered) at a time, and how many files it writes at
+	// once; 0 means DefaultWriters (64).
 	Writers int
 	// InFlightBytes bounds the encoded files an ingest holds between
 	// encoding and stored; 0 means DefaultInFlightBytes (32 MiB). A file
@@ -100,7 +101,7 @@ type IngestConfig struct {
 }
 
 // DefaultIngestConfig returns the defaults: 64 KiB blocks, 1 tablet, 2
-// generations kept, 16 concurrent Puts, 32 MiB of files in flight, a
+// generations kept, 64 Puts in flight, 32 MiB of files in flight, a
 // 64 MiB sort buffer, 256 KiB of file lists in the record, the system
 // clock and crypto/rand.
 func DefaultIngestConfig() IngestConfig {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -649,5 +650,33 @@ func TestIngestConcurrentConflict(t *testing.T) {
 		if string(e.Value) != fmt.Sprintf("writer%d", winner) {
 			t.Fatalf("row %s = %q, want writer%d's", e.Key, e.Value, winner)
 		}
+	}
+}
+
+// TestGeneratedRows: GeneratedRows yields GenerateRows's rows, also past
+// row 10^9 (keys grow a digit), reusing its buffers.
+func TestGeneratedRows(t *testing.T) {
+	g := &GeneratedRows{N: 1200}
+	for i := 0; ; i++ {
+		r, err := g.Next()
+		if errors.Is(err, io.EOF) {
+			if i != 1200 {
+				t.Fatalf("EOF after %d rows, want 1200", i)
+			}
+			break
+		}
+		if err != nil || string(r.Key) != fmt.Sprintf("row%09d", i) || !bytes.Equal(r.Value, RowValue(i)) || r.Line != int64(i+1) {
+			t.Fatalf("row %d: %q %q line %d, %v", i, r.Key, r.Value, r.Line, err)
+		}
+	}
+	for _, i := range []int{999999999, 1000000000, 1234567890123} {
+		g := &GeneratedRows{N: i + 1, i: i}
+		r, err := g.Next()
+		if err != nil || string(r.Key) != fmt.Sprintf("row%09d", i) || !bytes.Equal(r.Value, RowValue(i)) {
+			t.Fatalf("row %d: %q, %v", i, r.Key, err)
+		}
+	}
+	if got := string(RowKey(-3)); got != "row-00000003" {
+		t.Fatalf("RowKey(-3) = %q", got)
 	}
 }

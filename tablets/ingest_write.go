@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -167,17 +166,24 @@ func writeTablets(bw *blockWriter, mw *manifestWriter, rows sortedRows, table st
 	return nil
 }
 
-// blockWriter stores encoded files with at most cfg.Writers Puts at a
-// time and at most cfg.InFlightBytes of files between encoding and
-// stored. A file's index is put after its last block is stored, so an
+// blockWriter stores encoded files with at most cfg.Writers Puts in
+// flight (sent and not yet answered) and at most cfg.InFlightBytes of
+// files between encoding and stored. A store that is an AsyncPutter
+// gets its Puts sent from the encoding goroutine without waiting for
+// each; another store gets each Put from a goroutine of its own. One
+// goroutine per file (at most cfg.Writers files at a time) waits for
+// its blocks' answers in order and then puts the file's index, so an
 // index that exists names blocks that exist.
 type blockWriter struct {
 	parent  context.Context
 	ctx     context.Context // cancelled by the first failed write
-	g       *errgroup.Group
+	cancel  context.CancelCauseFunc
+	g       *errgroup.Group // one goroutine per file being written
 	sem     *semaphore.Weighted
 	limit   int64
+	puts    *semaphore.Weighted // Puts in flight, cfg.Writers
 	store   BlockStore
+	async   AsyncPutter         // store, if it is one
 	written []*messages.FileRef // every submitted file, for the cleanup
 	mw      *manifestWriter     // the ingest's file lists, for the cleanup
 
@@ -188,45 +194,94 @@ type blockWriter struct {
 }
 
 func newBlockWriter(ctx context.Context, store BlockStore, cfg IngestConfig, total int64) *blockWriter {
-	g, gctx := errgroup.WithContext(ctx)
+	cctx, cancel := context.WithCancelCause(ctx)
+	g, gctx := errgroup.WithContext(cctx)
 	g.SetLimit(cfg.Writers)
-	bw := &blockWriter{parent: ctx, ctx: gctx, g: g, sem: semaphore.NewWeighted(cfg.InFlightBytes),
-		limit: cfg.InFlightBytes, store: store, total: total, progress: cfg.Progress}
+	bw := &blockWriter{parent: ctx, ctx: gctx, cancel: cancel, g: g, sem: semaphore.NewWeighted(cfg.InFlightBytes),
+		limit: cfg.InFlightBytes, puts: semaphore.NewWeighted(int64(cfg.Writers)), store: store,
+		total: total, progress: cfg.Progress}
+	bw.async, _ = store.(AsyncPutter)
 	bw.progress("write", 0, total)
 	return bw
 }
 
-// submit queues f's blocks and index; it blocks while cfg.Writers Puts
-// or cfg.InFlightBytes are in flight. Once a Put failed or ctx ended it
-// returns that error (context.Cause of the group's context).
+// submit sends f's blocks and has its index put once they are stored; it
+// blocks while cfg.Writers Puts, cfg.Writers files or cfg.InFlightBytes
+// are in flight. Once a Put failed or ctx ended it returns that error
+// (context.Cause of the group's context).
 func (bw *blockWriter) submit(f *EncodedFile, ref *messages.FileRef) error {
 	weight := min(int64(f.Bytes), bw.limit)
 	if err := bw.sem.Acquire(bw.ctx, weight); err != nil {
 		return context.Cause(bw.ctx)
 	}
 	bw.written = append(bw.written, ref)
-	var left atomic.Int64
-	left.Store(int64(len(f.Blocks)))
+	// sent holds the answers of f's blocks in order; the file's goroutine
+	// takes them as they come, so it frees the Puts' places while more
+	// are sent, and it waits for every Put sent even after a failure.
+	sent := make(chan func() error, len(f.Blocks))
+	bw.g.Go(func() error { return bw.finishFile(f, weight, sent) })
+	defer close(sent)
 	for i, b := range f.Blocks {
-		if bw.ctx.Err() != nil {
+		if err := bw.puts.Acquire(bw.ctx, 1); err != nil {
 			return context.Cause(bw.ctx)
 		}
-		bw.g.Go(func() error {
-			if err := bw.store.Put(bw.ctx, BlockKey(f.ID, i), b); err != nil {
-				return err
-			}
-			bw.stored(int64(blockEntries(b)))
-			if left.Add(-1) > 0 {
-				return nil
-			}
-			if err := bw.store.Put(bw.ctx, IndexKey(f.ID), f.Index); err != nil {
-				return err
-			}
-			bw.sem.Release(weight)
-			return nil
-		})
+		sent <- bw.put(BlockKey(f.ID, i), b)
 	}
 	return nil
+}
+
+// finishFile waits for the answers of f's blocks in sent, then puts f's
+// index. A failure stops the ingest at once (submit sends no more), and
+// finishFile still waits for every Put sent, so none is in flight when
+// the group's Wait returns and the cleanup runs.
+func (bw *blockWriter) finishFile(f *EncodedFile, weight int64, sent <-chan func() error) error {
+	var first error
+	n := 0
+	for wait := range sent {
+		err := wait()
+		bw.puts.Release(1)
+		if first != nil {
+			continue
+		}
+		if err != nil {
+			first = err
+			bw.cancel(err)
+			continue
+		}
+		bw.stored(int64(blockEntries(f.Blocks[n])))
+		n++
+	}
+	switch {
+	case first != nil:
+		return first
+	case n < len(f.Blocks): // submit stopped: the group's context ended
+		return context.Cause(bw.ctx)
+	}
+	if err := bw.puts.Acquire(bw.ctx, 1); err != nil {
+		return context.Cause(bw.ctx)
+	}
+	err := bw.put(IndexKey(f.ID), f.Index)()
+	bw.puts.Release(1)
+	if err != nil {
+		return err
+	}
+	bw.sem.Release(weight)
+	return nil
+}
+
+// put sends one Put and returns its answer's wait, which returns once
+// the Put is settled (stored, failed, or given up by the store).
+func (bw *blockWriter) put(key string, data []byte) func() error {
+	if bw.async != nil {
+		wait, err := bw.async.PutAsync(bw.ctx, key, data)
+		if err != nil {
+			return func() error { return err }
+		}
+		return wait
+	}
+	done := make(chan error, 1)
+	go func() { done <- bw.store.Put(bw.ctx, key, data) }()
+	return func() error { return <-done }
 }
 
 func (bw *blockWriter) stored(rows int64) {
@@ -236,8 +291,12 @@ func (bw *blockWriter) stored(rows int64) {
 	bw.progress("write", bw.done, bw.total)
 }
 
-// wait returns when every queued Put has returned, with the first error.
-func (bw *blockWriter) wait() error { return bw.g.Wait() }
+// wait returns when every Put sent has returned, with the first error.
+func (bw *blockWriter) wait() error {
+	err := bw.g.Wait()
+	bw.cancel(nil)
+	return err
+}
 
 // failed is the error of a failed ingest after removing what was written
 // (wait must have returned).

@@ -16,7 +16,21 @@ const rowAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 
 // RowKey is the key of generated row i: fmt.Sprintf("row%09d", i).
 func RowKey(i int) []byte {
-	return fmt.Appendf(make([]byte, 0, 12), "row%09d", i)
+	return appendRowKey(make([]byte, 0, 12), i)
+}
+
+// appendRowKey appends RowKey(i) to dst without fmt's allocations.
+func appendRowKey(dst []byte, i int) []byte {
+	if i < 0 {
+		return fmt.Appendf(dst, "row%09d", i)
+	}
+	dst = append(dst, "row"...)
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], uint64(i), 10)
+	for range 9 - len(d) {
+		dst = append(dst, '0')
+	}
+	return append(dst, d...)
 }
 
 // RowValue is the value of generated row i: RowValueLen bytes of
@@ -25,6 +39,12 @@ func RowKey(i int) []byte {
 // generator seeded with uint64(i). No global randomness is involved.
 func RowValue(i int) []byte {
 	v := make([]byte, RowValueLen)
+	fillRowValue(v, i)
+	return v
+}
+
+// fillRowValue writes RowValue(i) into v, which is RowValueLen long.
+func fillRowValue(v []byte, i int) {
 	state := uint64(i)
 	var z uint64
 	for j := range v {
@@ -37,7 +57,6 @@ func RowValue(i int) []byte {
 		}
 		v[j] = rowAlphabet[byte(z>>(8*(j%8)))%byte(len(rowAlphabet))]
 	}
-	return v
 }
 
 // GenerateRows returns n deterministic rows in key order: row i has key
@@ -101,10 +120,13 @@ func ReadTSV(r io.Reader) ([]Entry, error) {
 }
 
 // GeneratedRows is a RowSource of the rows GenerateRows(n) returns, made
-// one at a time (Line is the row number + 1).
+// one at a time (Line is the row number + 1) in buffers of its own that
+// the next call overwrites.
 type GeneratedRows struct {
-	N int
-	i int
+	N   int
+	i   int
+	key []byte
+	val [RowValueLen]byte
 }
 
 // Next implements RowSource.
@@ -112,6 +134,8 @@ func (g *GeneratedRows) Next() (Row, error) {
 	if g.i >= g.N {
 		return Row{}, io.EOF
 	}
+	g.key = appendRowKey(g.key[:0], g.i)
+	fillRowValue(g.val[:], g.i)
 	g.i++
-	return Row{Key: RowKey(g.i - 1), Value: RowValue(g.i - 1), Line: int64(g.i)}, nil
+	return Row{Key: g.key, Value: g.val[:], Line: int64(g.i)}, nil
 }

@@ -31,6 +31,18 @@ type BlockStore interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// AsyncPutter is a BlockStore that sends a Put without waiting for its
+// answer (bus.BlockStore over JetStream): ingest keeps many Puts in
+// flight from one goroutine. wait returns once the Put is settled: nil
+// when the object is stored, otherwise the store's error (refused, or
+// no answer within the store's own time bound). wait does not return
+// early when ctx ends, so a Put waited for is no longer in flight. A
+// Put that cannot be sent at all is err, with a nil wait. data must not
+// be modified until wait returned.
+type AsyncPutter interface {
+	PutAsync(ctx context.Context, key string, data []byte) (wait func() error, err error)
+}
+
 // MaxObjectKeyLen is the longest object key ValidateObjectKey accepts.
 const MaxObjectKeyLen = 200
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,7 @@ import (
 	"github.com/scanplane/scanplane/tablets/rowfmt"
 )
 
-func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Writer) error {
+func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Writer) (err error) {
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	table := fs.String("table", "", "table `NAME` ([A-Za-z0-9_-], required)")
 	splits := fs.Int("splits", 8, "split the table into `N` tablets of equal row count (N-1 split points)")
@@ -39,6 +40,7 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	memory := fs.Int("memory-mib", defaultIngestMemoryMiB, "memory budget in `MIB`: a quarter sorts rows, an eighth holds blocks being written; larger input spills sorted runs to --temp-dir")
 	tempDir := fs.String("temp-dir", "", "`DIR` for the sorted runs of input larger than the sort buffer (default $TMPDIR or /tmp)")
 	writers := fs.Int("writers", tablets.DefaultWriters, "block writes `N` in flight at once")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the ingest (this process) to `FILE` (go tool pprof)")
 	pos, err := parse("ingest", g, fs, args, out)
 	if err != nil {
 		return err
@@ -169,6 +171,13 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 		stop(fmt.Errorf("%w: no progress for --timeout %v", context.DeadlineExceeded, g.timeout))
 	})
 	defer wd.stop()
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() { err = errors.Join(err, stopProfile()) }()
+	}
 	bar := newIngestBar(errOut, size, counted, rowBytes)
 	cfg.Progress = func(stage string, done, total int64) {
 		wd.kick()
@@ -199,6 +208,25 @@ func runIngest(ctx context.Context, g *globals, args []string, out, errOut io.Wr
 	}
 	fmt.Fprintf(out, "ingested %s: generation %d, %d rows, %d tablets, %d bytes in %v\n", tm.Name, tm.Generation, tm.Rows, len(tm.Tablets), tm.Bytes, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// startCPUProfile starts a CPU profile written to path; stop ends it.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // Memory budget of scanctl ingest.
