@@ -54,10 +54,13 @@ func TestIngestKilledKeepsCurrentGeneration(t *testing.T) {
 		}
 		return cur
 	}
-	objects := func(gen uint64) int {
+	// countObjects counts generation gen's objects in the store; a
+	// listing of tens of thousands of keys can outlast the store's
+	// OpTimeout while an ingest writes.
+	countObjects := func(gen uint64) (int, error) {
 		keys, err := store.TableKeys(ctx, "k")
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
 		n := 0
 		for _, k := range keys {
@@ -65,6 +68,15 @@ func TestIngestKilledKeepsCurrentGeneration(t *testing.T) {
 				n++
 			}
 		}
+		return n, nil
+	}
+	objects := func(gen uint64) int {
+		t.Helper()
+		var n int
+		testutil.EventuallyErr(t, 2*time.Minute, "a listing of the table's objects", func() (err error) {
+			n, err = countObjects(gen)
+			return err
+		})
 		return n
 	}
 
@@ -95,7 +107,8 @@ func TestIngestKilledKeepsCurrentGeneration(t *testing.T) {
 				return true
 			default:
 			}
-			return objects(next) >= base+after
+			n, err := countObjects(next)
+			return err == nil && n >= base+after
 		})
 		if !ended {
 			_ = c.Process.Kill()
