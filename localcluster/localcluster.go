@@ -933,8 +933,8 @@ func (c *Cluster) waitServersOf(ctx context.Context, coords []int, n int, timeou
 				}
 			}
 			if live < n {
-				missing = append(missing, fmt.Sprintf("%s sees %d live servers, want %d%s (host actors %d, bad messages refused %d)",
-					c.coords[i].name, live, n, notAlive(st.Servers), st.GetHostActors(), st.GetBadMessages()))
+				missing = append(missing, fmt.Sprintf("%s sees %d live servers, want %d%s (host actors %d, bad messages refused %d, actor failures %d)",
+					c.coords[i].name, live, n, notAlive(st.Servers), st.GetHostActors(), st.GetBadMessages(), st.GetActorFailures()))
 			}
 		}
 		if len(missing) == 0 {
