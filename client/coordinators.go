@@ -297,7 +297,7 @@ func (c *Client) onLeases(live []*messages.ClusterInfo) {
 }
 
 // byOwner reports whether requests go to each tablet's owner (see
-// StreamConfig.ByOwner): the coordinators were discovered and form a
+// tabletstream.StreamConfig.ByOwner): the coordinators were discovered and form a
 // cluster.
 func (c *Client) byOwner() bool {
 	c.mu.Lock()

@@ -23,6 +23,12 @@ import (
 	"github.com/scanplane/scanplane/wire"
 )
 
+// Coordinator actor addresses of the tests below.
+const (
+	coordA = "127.0.0.1:8090"
+	coordB = "127.0.0.1:8091"
+)
+
 // drain returns the coordinator events queued in an inbox.
 func drain(in *inbox) []coordEvent {
 	var out []coordEvent
@@ -308,7 +314,7 @@ func TestScanFailsWithoutCoordinator(t *testing.T) {
 	}
 	defer c.Close()
 	// A one-tablet table (metadata only: no server will read it).
-	if err := c.meta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 1, Tablets: []*messages.TabletMeta{{Ref: testRef}}}, 0); err != nil {
+	if err := c.meta.Publish(ctx, &messages.TableMeta{Name: "t", Generation: 1, Tablets: []*messages.TabletMeta{{Ref: &messages.TabletRef{Table: "t", Generation: 1}}}}, 0); err != nil {
 		t.Fatal(err)
 	}
 	c.coordLost("127.0.0.1:2", "endpoint terminated")

@@ -50,8 +50,8 @@
 // Status, Route and ReloadAll are the control calls behind `scanctl
 // status`, `scanctl route` and `scanctl reload`.
 //
-// The per-tablet protocol is a pure state machine, TabletStream; Rows is
-// the shell that runs it.
+// The per-tablet protocol is a pure state machine (internal/tabletstream);
+// Rows is the shell that runs it.
 //
 // Concurrency contract: a Client is safe for concurrent use by many
 // goroutines; each Rows iterator belongs to one goroutine. New does no IO;

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -115,3 +116,34 @@ func (e *ScanError) Error() string {
 func (e *ScanError) Is(target error) bool {
 	return target == ErrScan || (target != nil && codeErrors[e.Code] == target)
 }
+
+// streamErr is the client's error for err, the error a tablet stream
+// failed with: its *ScanError becomes the client's, and an error wrapping
+// one of its sentinels also matches the client's sentinel of that name.
+func streamErr(err error) error {
+	var se *tabletstream.ScanError
+	if errors.As(err, &se) {
+		return &ScanError{Code: se.Code, Message: se.Message, Attempts: se.Attempts}
+	}
+	for _, m := range []struct{ from, to error }{
+		{tabletstream.ErrNoCoordinator, ErrNoCoordinator},
+		{tabletstream.ErrStream, ErrStream},
+	} {
+		if errors.Is(err, m.from) {
+			return &sentinelErr{err: err, sentinel: m.to}
+		}
+	}
+	return err
+}
+
+// sentinelErr is err that also matches sentinel under errors.Is.
+type sentinelErr struct {
+	err      error
+	sentinel error
+}
+
+func (e *sentinelErr) Error() string { return e.err.Error() }
+
+func (e *sentinelErr) Unwrap() error { return e.err }
+
+func (e *sentinelErr) Is(target error) bool { return target == e.sentinel }

@@ -3,7 +3,9 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,5 +169,22 @@ func TestParallelScanCloseEndsGoroutines(t *testing.T) {
 	}
 	if rows.Next() || rows.Err() != nil {
 		t.Fatalf("Next after Close: a row or error %v", rows.Err())
+	}
+}
+
+// TestScanUnverifiedTable: a table ingested without row digests is not
+// scanned unless the caller allows it: the error wraps ErrUnverified and
+// names the table and its generation.
+func TestScanUnverifiedTable(t *testing.T) {
+	c := fakeTable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rows := c.Scan(ctx, "t", Range{}, ScanOptions{Parallel: 1})
+	defer rows.Close()
+	if rows.Next() {
+		t.Fatal("a row of a table without digests")
+	}
+	if err := rows.Err(); !errors.Is(err, ErrUnverified) || !strings.Contains(err.Error(), "table t generation") {
+		t.Fatalf("scan of a table without digests: %v, want ErrUnverified naming it", err)
 	}
 }

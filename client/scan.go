@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -339,7 +340,7 @@ var errStopped = errors.New("client: scan closed")
 type tabletRun struct {
 	r        *Rows
 	stop     <-chan struct{} // closed by Close of a parallel scan; nil otherwise
-	cur      *TabletStream
+	cur      *tabletstream.TabletStream
 	in       *inbox   // its inbox
 	ids      []string // its request ids
 	timer    *time.Timer
@@ -360,7 +361,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	if err != nil {
 		return nil, err
 	}
-	cfg := StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
+	cfg := tabletstream.StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
 		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter, Limit: limit, CountOnly: r.count}
@@ -371,15 +372,16 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 		cfg.Deadline = d
 	}
 	tm := r.meta.Tablets[p.Tablet]
-	roots, err := tabletRoots(r.table, r.meta.GetGeneration(), tm)
+	roots, err := tabletstream.Roots(tm)
 	switch {
 	case err == nil:
 		cfg.Verify, cfg.Roots = true, roots
 	case !r.opts.AllowUnverified:
 		c.closeStream(in, nil)
-		return nil, err
+		return nil, fmt.Errorf("%w: table %s generation %d: %v (ingested without digests: ingest it again, or scan with AllowUnverified)",
+			ErrUnverified, r.table, r.meta.GetGeneration(), err)
 	}
-	t := &tabletRun{r: r, stop: stop, cur: NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats}
+	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats}
 	stats.Tablets++
 	if err := t.apply(t.cur.Start(time.Now())); err != nil {
 		t.abandon()
@@ -401,7 +403,7 @@ func (t *tabletRun) step() error {
 			return t.apply(t.cur.OnCoordinatorUp(now, ev.addr))
 		}
 		if sr, ok := m.(*messages.ScanRouted); ok && sr.GetRequestId() == t.cur.RequestID() {
-			t.r.c.onScanRouted(t.cur.ref, sr)
+			t.r.c.onScanRouted(t.cur.Ref(), sr)
 		}
 		return t.apply(t.cur.OnMessage(now, m))
 	}
@@ -438,17 +440,17 @@ func (t *tabletRun) step() error {
 }
 
 func (t *tabletRun) ctxErr(err error) error {
-	return fmt.Errorf("client: scan of %s %s, tablet %s: %s: %w", t.r.table, t.r.rng, t.cur.tabletName(), t.cur.Waiting(), err)
+	return fmt.Errorf("client: scan of %s %s, tablet %s: %s: %w", t.r.table, t.r.rng, t.cur.TabletName(), t.cur.Waiting(), err)
 }
 
 // apply carries out a stream's actions, in order.
-func (t *tabletRun) apply(acts []StreamAction) error {
+func (t *tabletRun) apply(acts []tabletstream.StreamAction) error {
 	c := t.r.c
-	ref := t.cur.ref
+	ref := t.cur.Ref()
 	var err error
 	for _, a := range acts {
 		switch a.Kind {
-		case ActSendRequest:
+		case tabletstream.ActSendRequest:
 			req := a.Msg.(*messages.ScanRequest)
 			if e := c.register(req.GetRequestId(), t.in); e != nil {
 				err = e
@@ -457,18 +459,18 @@ func (t *tabletRun) apply(acts []StreamAction) error {
 			t.ids = append(t.ids, req.GetRequestId())
 			t.stats.Requests++
 			c.send(c.requestTarget(ref, a.Coordinator, req), req)
-		case ActSendDone:
+		case tabletstream.ActSendDone:
 			c.send(c.doneTarget(ref, a.Coordinator), a.Msg)
-		case ActSendCancel, ActSendAck:
+		case tabletstream.ActSendCancel, tabletstream.ActSendAck:
 			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
-		case ActYield:
+		case tabletstream.ActYield:
 			t.yield(a.Rows, a.Counted)
 			t.stats.Batches++
-		case ActFinish:
+		case tabletstream.ActFinish:
 			t.finished = true
 			t.end()
-		case ActFail:
-			err = a.Err
+		case tabletstream.ActFail:
+			err = streamErr(a.Err)
 		}
 	}
 	return err

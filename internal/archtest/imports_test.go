@@ -28,7 +28,8 @@ var allowed = map[string][]string{
 	"scanserver":                          {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
 	"scanflow":                            {"messages", "selection"},
 	"coordinator":                         {"wire", "messages", "tablets", "selection", "scanflow", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
-	"client":                              {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
+	"client":                              {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets", "internal/tabletstream", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
+	"internal/tabletstream":               {"wire", "messages", "tablets"},
 	"gateway":                             {"client", "tablets", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
 	"api/scanplane/v1":                    {},
 	"api/scanplane/v1/scanplanev1connect": {"api/scanplane/v1"},
@@ -50,7 +51,7 @@ var allowed = map[string][]string{
 	"internal/natsserver": {"bus"},
 
 	// deterministic harnesses and test scaffolding: anything
-	"internal/sim":                  {"coordinator", "scanserver", "client", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
+	"internal/sim":                  {"coordinator", "scanserver", "internal/tabletstream", "wire", "messages", "selection", "tablets", "internal/actorenv", "internal/remoting"},
 	"internal/sim/placementsim":     {"selection", "tablets"},
 	"policysim":                     {"selection", "scanflow", "messages"},
 	"internal/testutil/clustertest": {"bus", "client", "internal/secrets", "localcluster", "messages", "tablets"},

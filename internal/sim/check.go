@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -17,8 +17,8 @@ import (
 //
 //  1. Every scan ends by its deadline + DeadlineBound, with exactly the
 //     ground truth's rows of its range in order, or with a named error
-//     (a client.ScanError with a code, or an error wrapping
-//     client.ErrNoCoordinator, client.ErrStream or
+//     (a tabletstream.ScanError with a code, or an error wrapping
+//     tabletstream.ErrNoCoordinator, tabletstream.ErrStream or
 //     context.DeadlineExceeded) after a prefix of those rows — never a
 //     wrong row. A deadline error never comes before the deadline.
 //  2. Nothing of a scan outlives the run: once every scan ended and the
@@ -203,13 +203,13 @@ func (w *world) checkUnplaceable(sr *scanRun) {
 
 // errorKind names an error the way a caller can test it ("" = unnamed).
 func errorKind(err error) string {
-	var se *client.ScanError
+	var se *tabletstream.ScanError
 	switch {
 	case errors.As(err, &se) && se.Code != messages.ErrorCode_ERROR_CODE_UNSPECIFIED:
 		return se.Code.String()
-	case errors.Is(err, client.ErrNoCoordinator):
+	case errors.Is(err, tabletstream.ErrNoCoordinator):
 		return "no coordinator"
-	case errors.Is(err, client.ErrStream):
+	case errors.Is(err, tabletstream.ErrStream):
 		return "stream"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "deadline"

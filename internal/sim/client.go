@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -15,7 +15,7 @@ import (
 )
 
 // clientProc is one client process: its scans each drive the client's
-// real per-tablet protocol (client.TabletStream), with the client's
+// real per-tablet protocol (tabletstream.TabletStream), with the client's
 // routing: to the tablet's owner (byOwner) or the first coordinator up,
 // and, when direct, straight to a tablet actor whose PID a ScanRouted
 // named (as client.Client does), which meets the stopped-actor gate when
@@ -48,7 +48,7 @@ type scanRun struct {
 	hint     string
 	begin    time.Time
 	deadline time.Time
-	stream   *client.TabletStream
+	stream   *tabletstream.TabletStream
 	wake     *event
 	got      []tablets.Entry
 	err      error
@@ -69,7 +69,7 @@ var errAbandoned = errors.New("sim: the caller stopped reading")
 func (c *clientProc) start(sr *scanRun) {
 	w := c.w
 	sc := w.cfg.Stream
-	cfg := client.StreamConfig{Client: c.self, BatchRows: sc.BatchRows, Window: sc.Window, Deadline: sr.deadline,
+	cfg := tabletstream.StreamConfig{Client: c.self, BatchRows: sc.BatchRows, Window: sc.Window, Deadline: sr.deadline,
 		MaxRequestTime: sc.MaxRequestTime, StallTimeout: sc.StallTimeout, IdleTimeout: sc.IdleTimeout,
 		CoordinatorWait: sc.CoordinatorWait, MaxResumes: sc.MaxResumes, Lost: map[string]string{}, ByOwner: c.byOwner,
 		Limit:     uint64(sr.limit),
@@ -88,7 +88,7 @@ func (c *clientProc) start(sr *scanRun) {
 		cfg.Lost[a] = why
 	}
 	sr.begin = w.s.now
-	sr.stream = client.NewTabletStream(cfg, w.truth.refs[sr.tablet], sr.rng)
+	sr.stream = tabletstream.NewTabletStream(cfg, w.truth.refs[sr.tablet], sr.rng)
 	w.trace.printf("%s scan-%d starts: tablet %d %s hint %q deadline +%v limit %d abandon after %d", c.proc.addr, sr.n, sr.tablet, sr.rng, sr.hint,
 		sr.deadline.Sub(w.s.now), sr.limit, sr.abandonAfter)
 	c.do(sr, sr.stream.Start(w.s.now))
@@ -159,16 +159,16 @@ func (c *clientProc) send(to *actor.PID, msg proto.Message) {
 }
 
 // do carries out a stream's actions and re-arms its one timer.
-func (c *clientProc) do(sr *scanRun, acts []client.StreamAction) {
+func (c *clientProc) do(sr *scanRun, acts []tabletstream.StreamAction) {
 	w := c.w
 	now := w.s.now
 	stop := false // the caller stops reading
 	for _, a := range acts {
-		if w.trace.on && a.Kind != client.ActSendRequest && a.Kind != client.ActSendAck {
+		if w.trace.on && a.Kind != tabletstream.ActSendRequest && a.Kind != tabletstream.ActSendAck {
 			w.trace.printf("%s scan-%d: %s", c.proc.addr, sr.n, a.Kind)
 		}
 		switch a.Kind {
-		case client.ActSendRequest:
+		case tabletstream.ActSendRequest:
 			req := a.Msg.(*messages.ScanRequest)
 			for _, s := range req.GetAvoidServers() {
 				if !slices.Contains(sr.avoid, s) {
@@ -188,22 +188,22 @@ func (c *clientProc) do(sr *scanRun, acts []client.StreamAction) {
 				}
 			}
 			c.send(to, req)
-		case client.ActSendDone:
+		case tabletstream.ActSendDone:
 			to := actor.NewPID(a.Coordinator, wire.RouterName)
 			if pid := c.actors[tabletAt{uint32(sr.tablet), a.Coordinator}]; pid != nil && c.direct {
 				to = pid
 			}
 			c.send(to, a.Msg)
-		case client.ActSendCancel, client.ActSendAck:
+		case tabletstream.ActSendCancel, tabletstream.ActSendAck:
 			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
-		case client.ActYield:
+		case tabletstream.ActYield:
 			for _, r := range a.Rows { // the rows alias the batch: keep copies
 				sr.got = append(sr.got, tablets.Entry{Key: slices.Clone(r.Key), Value: slices.Clone(r.Value)})
 			}
 			stop = stop || (sr.abandonAfter > 0 && len(sr.got) >= sr.abandonAfter && !sr.stream.Done())
-		case client.ActFinish:
+		case tabletstream.ActFinish:
 			w.endScan(sr, nil)
-		case client.ActFail:
+		case tabletstream.ActFail:
 			w.endScan(sr, a.Err)
 		}
 	}

@@ -5,7 +5,7 @@
 // re-forwarding of what a dead owner did not get), real scan servers
 // (scanserver.ScanServerActor, its admission queue, worker stream, window
 // and hand-off), and clients that drive the client's real per-tablet
-// protocol (client.TabletStream) with its routing to an owner or to a
+// protocol (tabletstream.TabletStream) with its routing to an owner or to a
 // tablet actor's PID, checking every row against the tablet's block roots
 // as client.Client does. The harness replaces only what is around them: the
 // network, the clock, NATS (heartbeats and the cluster's members), the

@@ -1,4 +1,4 @@
-package client
+package tabletstream
 
 import (
 	"bytes"
@@ -124,7 +124,7 @@ func countedProofs(bs []served) int {
 // range's rows; the rows sent are the range's first and last rows.
 func TestCountProofsMatchGroundTruth(t *testing.T) {
 	files, f, truth := verifyTablet(t, 3000, 1000, 600)
-	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	roots, err := Roots(&messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestCountProofsMatchGroundTruth(t *testing.T) {
 // a scan with a limit is refused.
 func TestCountProofsCatchLies(t *testing.T) {
 	files, f, _ := verifyTablet(t, 3000, 1000, 600)
-	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	roots, err := Roots(&messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestCountProofsCatchLies(t *testing.T) {
 func TestCountSpanPlansTheMiddleBlocks(t *testing.T) {
 	files, f, truth := verifyTablet(t, 3000, 1000, 600)
 	bs := serveCount(t, files, f, tablets.Range{}, 1<<20, 1<<20)
-	roots, _ := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	roots, _ := Roots(&messages.TabletMeta{Files: files})
 	if n := countedProofs(bs); n != len(roots)-2 {
 		t.Fatalf("%d counted blocks of %d: want all but the first and the last", n, len(roots))
 	}

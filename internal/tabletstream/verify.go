@@ -1,4 +1,4 @@
-package client
+package tabletstream
 
 import (
 	"bytes"
@@ -8,16 +8,15 @@ import (
 	"github.com/scanplane/scanplane/tablets"
 )
 
-// tabletRoots returns the block roots of the tablet's files in block
-// order (messages.BlockProof numbers blocks so), or an error wrapping
-// ErrUnverified when a file has none.
-func tabletRoots(table string, gen uint64, tm *messages.TabletMeta) ([]tablets.Digest, error) {
+// Roots returns the block roots of the tablet's files in block order
+// (messages.BlockProof numbers blocks so), or an error wrapping
+// ErrNoDigests naming the first file that has none.
+func Roots(tm *messages.TabletMeta) ([]tablets.Digest, error) {
 	var roots []tablets.Digest
 	for _, f := range tm.GetFiles() {
 		r := f.GetBlockRoots()
 		if len(r) != int(f.GetBlocks())*tablets.DigestSize {
-			return nil, fmt.Errorf("%w: table %s generation %d, file %s: %d bytes of block roots for %d blocks (ingested without digests: ingest it again, or scan with AllowUnverified)",
-				ErrUnverified, table, gen, f.GetId(), len(r), f.GetBlocks())
+			return nil, fmt.Errorf("%w: file %s: %d bytes of block roots for %d blocks", ErrNoDigests, f.GetId(), len(r), f.GetBlocks())
 		}
 		for b := range int(f.GetBlocks()) {
 			d, _ := tablets.RootAt(r, b)

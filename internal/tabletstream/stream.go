@@ -1,4 +1,4 @@
-package client
+package tabletstream
 
 import (
 	"bytes"
@@ -19,9 +19,9 @@ import (
 // piece of a range, as a pure state machine in the style of the
 // coordinator's ScanFlow: it takes `now` and the messages that arrive and
 // returns the actions to carry out. It does no IO, reads no clock, starts
-// no goroutine; request ids come from StreamConfig.RequestID. Rows (the
-// iterator behind Client.Scan) is a thin shell around it; the protocol
-// simulation harness drives it directly.
+// no goroutine; request ids come from StreamConfig.RequestID. The
+// iterator behind client.Client's Scan is a thin shell around it; the
+// protocol simulation harness (internal/sim) drives it directly.
 //
 // The rules it implements (docs/protocol.md):
 //
@@ -110,7 +110,7 @@ type StreamConfig struct {
 	// MaxRequestTime).
 	Deadline       time.Time
 	MaxRequestTime time.Duration
-	// StallTimeout, IdleTimeout, CoordinatorWait, MaxResumes: see Config.
+	// StallTimeout, IdleTimeout, CoordinatorWait, MaxResumes: see client.Config.
 	StallTimeout    time.Duration
 	IdleTimeout     time.Duration
 	CoordinatorWait time.Duration
@@ -319,7 +319,11 @@ func (s *TabletStream) Waiting() string {
 	}
 }
 
-func (s *TabletStream) tabletName() string {
+// Ref is the tablet the stream reads.
+func (s *TabletStream) Ref() *messages.TabletRef { return s.ref }
+
+// TabletName names the stream's tablet in errors.
+func (s *TabletStream) TabletName() string {
 	return fmt.Sprintf("%s/g%d/t%d", s.ref.GetTable(), s.ref.GetGeneration(), s.ref.GetIndex())
 }
 
@@ -409,9 +413,9 @@ func (s *TabletStream) expired(now time.Time) bool {
 // unanswered (read before the request is abandoned) says whether it was.
 func (s *TabletStream) failDeadline(acts []StreamAction, waiting string, unanswered bool) []StreamAction {
 	if unanswered {
-		return s.fail(acts, fmt.Errorf("%w answered for tablet %s before the deadline: %s: %w", ErrNoCoordinator, s.tabletName(), waiting, context.DeadlineExceeded))
+		return s.fail(acts, fmt.Errorf("%w answered for tablet %s before the deadline: %s: %w", ErrNoCoordinator, s.TabletName(), waiting, context.DeadlineExceeded))
 	}
-	return s.fail(acts, fmt.Errorf("client: tablet %s: deadline passed %s: %w", s.tabletName(), waiting, context.DeadlineExceeded))
+	return s.fail(acts, fmt.Errorf("client: tablet %s: deadline passed %s: %w", s.TabletName(), waiting, context.DeadlineExceeded))
 }
 
 func keyOrStart(k []byte) string {
@@ -503,7 +507,7 @@ func (s *TabletStream) onSilent(now time.Time) []StreamAction {
 	if r.owner != "" {
 		silent = r.owner
 	}
-	why := fmt.Sprintf("no answer for tablet %s within %v", s.tabletName(), s.cfg.IdleTimeout)
+	why := fmt.Sprintf("no answer for tablet %s within %v", s.TabletName(), s.cfg.IdleTimeout)
 	if i := s.coordIndex(silent); i >= 0 {
 		s.coords[i].lost, s.coords[i].why = true, why
 	} else {
@@ -574,7 +578,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	for i, row := range rows {
 		if len(last) > 0 && bytes.Compare(row.Key, last) <= 0 || (i == 0 || i == len(rows)-1) && !s.rng.Contains(row.Key) {
 			return s.reject(now, fmt.Sprintf("server %s sent key %s outside the expected order or range %s of tablet %s",
-				r.server, tablets.FormatKey(row.Key), s.rng, s.tabletName()))
+				r.server, tablets.FormatKey(row.Key), s.rng, s.TabletName()))
 		}
 		last = row.Key
 	}
@@ -583,7 +587,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 			err = v.finish()
 		}
 		if err != nil {
-			return s.reject(now, fmt.Sprintf("batch %d from %s, tablet %s: %v", b.GetSeq(), r.server, s.tabletName(), err))
+			return s.reject(now, fmt.Sprintf("batch %d from %s, tablet %s: %v", b.GetSeq(), r.server, s.TabletName(), err))
 		}
 		if last = s.lastKey; len(rows) > 0 {
 			last = rows[len(rows)-1].Key
@@ -689,7 +693,7 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 				err = v.finish()
 			}
 			if err != nil {
-				return s.reject(now, fmt.Sprintf("attempt %d on %s finished, tablet %s: %v", m.GetAttempt(), orUnknown(r.server), s.tabletName(), err))
+				return s.reject(now, fmt.Sprintf("attempt %d on %s finished, tablet %s: %v", m.GetAttempt(), orUnknown(r.server), s.TabletName(), err))
 			}
 			counted := v.takeCounted()
 			s.stats.Counted += counted
@@ -873,7 +877,7 @@ func (s *TabletStream) resume(now time.Time, acts []StreamAction, why string, av
 	if s.resumes >= s.cfg.MaxResumes {
 		acts = s.abandon(acts, why)
 		return s.fail(acts, &ScanError{Code: messages.ErrorCode_ERROR_CODE_RESUME_LIMIT,
-			Message: fmt.Sprintf("tablet %s: stream broke %d times (last: %s on %s)", s.tabletName(), s.resumes+1, why, orUnknown(server))})
+			Message: fmt.Sprintf("tablet %s: stream broke %d times (last: %s on %s)", s.TabletName(), s.resumes+1, why, orUnknown(server))})
 	}
 	if avoidServer && server != "" && !slices.Contains(s.avoid, server) {
 		s.avoid = append(s.avoid, server)

@@ -1,4 +1,4 @@
-package client
+package tabletstream
 
 import (
 	"bytes"
@@ -180,7 +180,7 @@ func TestVerifierHonestScans(t *testing.T) {
 // verifyScans checks scans of every range between bounds, resumed after
 // each of afters, with each limit and batch size.
 func verifyScans(t *testing.T, files []*messages.FileRef, f memFetcher, truth []tablets.Entry, bounds, afters [][]byte, limits []uint64, batches []int) {
-	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	roots, err := Roots(&messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +221,7 @@ func TestVerifierCatchesLies(t *testing.T) {
 
 func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 	files, f, truth := verifyTablet(t, rowsN, perFile, blockSize)
-	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	roots, err := Roots(&messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 // them is refused.
 func TestVerifierWholeBlocks(t *testing.T) {
 	files, f, truth := verifyTablet(t, 500, 200, 600)
-	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: files})
+	roots, err := Roots(&messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,11 +443,11 @@ func repack(rows []tablets.Entry) []byte {
 	return b
 }
 
-// TestUnverifiedTable: a table whose files have no block roots cannot be
+// TestNoDigests: a tablet whose files have no block roots cannot be
 // verified.
-func TestUnverifiedTable(t *testing.T) {
-	_, err := tabletRoots("t", 3, &messages.TabletMeta{Files: []*messages.FileRef{{Id: "f", Blocks: 2}}})
-	if !errors.Is(err, ErrUnverified) {
+func TestNoDigests(t *testing.T) {
+	_, err := Roots(&messages.TabletMeta{Files: []*messages.FileRef{{Id: "f", Blocks: 2}}})
+	if !errors.Is(err, ErrNoDigests) {
 		t.Fatalf("%v", err)
 	}
 }
@@ -469,7 +469,7 @@ func BenchmarkVerifyWholeBlocks(b *testing.B) {
 		b.Fatal(err)
 	}
 	ref := f.Ref()
-	roots, err := tabletRoots("t", 1, &messages.TabletMeta{Files: []*messages.FileRef{ref}})
+	roots, err := Roots(&messages.TabletMeta{Files: []*messages.FileRef{ref}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package client
+package tabletstream
 
 import (
 	"bytes"
@@ -773,7 +773,7 @@ func TestStreamErrors(t *testing.T) {
 	r.do(r.s.Start(t0))
 	r.do(r.s.OnMessage(t0, &messages.ScanError{RequestId: "r1", Code: messages.ErrorCode_ERROR_CODE_STORAGE,
 		Message: "servers on 3 hosts failed reading the block store; last error: no answer within 10s"}))
-	if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_STORAGE || !errors.Is(r.err, ErrScan) ||
+	if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_STORAGE ||
 		!strings.Contains(r.err.Error(), "ERROR_CODE_STORAGE: servers on 3 hosts failed reading the block store") {
 		t.Fatalf("error %v", r.err)
 	}
