@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -25,7 +26,7 @@ type Client struct {
 	meta   *bus.MetaStore
 	leases *bus.LeaseStore
 	sys    *actor.ActorSystem
-	shared *processRemote // the process's remote this client holds a share of; nil with Config.System
+	shared *processRemote // the process's remote this client holds a share of; nil with a system of the process's own (internal/clientsys)
 	rx     *actor.PID
 	evSub  *eventstream.Subscription
 
@@ -81,11 +82,11 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 // the client is closed.
 //
 // One Client serves any number of concurrent scans; a process needs one.
-// A process that runs several gives them one actor system
-// (Config.System): each actor remote a process starts (protoactor's
-// Remote.Start) replaces gRPC's process-wide logger without
-// synchronisation, a data race with the connections of a remote already
-// in use.
+// The clients of a process with the same Listen, Advertise and TLS share
+// one actor system and remote, started by the first and stopped with the
+// last: each actor remote a process starts (protoactor's Remote.Start)
+// replaces gRPC's process-wide logger without synchronisation, a data
+// race with the connections of a remote already in use.
 func (c *Client) Start(ctx context.Context) error {
 	if err := c.start(ctx); err != nil {
 		c.Close()
@@ -114,8 +115,8 @@ func (c *Client) start(ctx context.Context) error {
 	if c.meta, err = conn.MetaStore(ctx); err != nil {
 		return fmt.Errorf("client: metadata store: %w", err)
 	}
-	if c.cfg.System != nil {
-		c.sys = c.cfg.System
+	if sys := clientsys.System(ctx); sys != nil {
+		c.sys = sys
 	} else if err := c.startSystem(); err != nil {
 		return err
 	}

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/scanplane/scanplane/wire"
 )
 
@@ -68,15 +66,6 @@ type Config struct {
 	// when a request asks, ScanRequest.want_tablet_actor), the tablet's
 	// next requests and ScanDones go straight to it.
 	RouterOnly bool
-	// System: an actor system with remote already started to use instead
-	// of starting one (Listen and Advertise are then ignored); the client
-	// does not shut a given System down. Without it, the clients of one
-	// process with the same Listen, Advertise and TLS share one actor
-	// system and remote, started by the first and stopped with the last
-	// (each protoactor remote start rewrites gRPC's process-wide logger):
-	// a process may run several clients at once. A process that runs a
-	// remote of its own passes it here.
-	System *actor.ActorSystem
 	// TLS, when set, secures the client's actor remote with mutual TLS,
 	// as the cluster's (remoting.SystemConfig.TLS): the client dials the
 	// coordinators with it (presenting its Certificates, verifying theirs
@@ -85,8 +74,7 @@ type Config struct {
 	// verifies (ClientAuth must be tls.RequireAndVerifyClientCert).
 	// TLSFromSecrets builds it from a secrets directory's client
 	// certificate. The client's NATS connection uses it too (TLS,
-	// presenting the certificate, also with System). nil = plain text.
-	// Ignored by the actor remote with System.
+	// presenting the certificate). nil = plain text.
 	TLS *tls.Config
 	// API: the coordinators' HTTP addresses (host:port, their --http;
 	// `scanctl up`: 127.0.0.1:8091, :8093, :8095) in order of
@@ -168,7 +156,7 @@ func (c Config) Validate() error {
 // certificate (a bearer token authenticates), so Validate checks this
 // only without API; New always does.
 func (c Config) checkRemoteTLS() error {
-	if c.TLS == nil || c.System != nil {
+	if c.TLS == nil {
 		return nil
 	}
 	switch {

@@ -186,9 +186,9 @@ func (c *Client) onEndpointEvent(ev any) {
 			// 1.3 the server refuses a client certificate after the
 			// client's side of the handshake is done); the coordinator
 			// logs the reason.
-			if c.cfg.TLS == nil && c.cfg.System == nil {
+			if c.cfg.TLS == nil && c.shared != nil {
 				why += "; if the cluster runs with --secrets (mutual TLS), the client needs them too"
-			} else if c.cfg.System == nil {
+			} else if c.shared != nil {
 				why += "; if the coordinator refused the TLS handshake, its log says why (\"remote: TLS handshake refused\")"
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
@@ -237,7 +238,6 @@ func startNATS(t *testing.T) string {
 func TestCallsHonourContext(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NATSURL = startNATS(t)
-	cfg.System = sharedSystem(t)
 	cfg.Coordinators = []string{"127.0.0.1:1"} // nothing listens there
 	cfg.RequestTimeout = time.Minute
 	c, err := New(cfg)
@@ -246,7 +246,7 @@ func TestCallsHonourContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Start(clientsys.WithSystem(ctx, sharedSystem(t))); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
@@ -298,7 +298,6 @@ func TestCallsHonourContext(t *testing.T) {
 func TestScanFailsWithoutCoordinator(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NATSURL = startNATS(t)
-	cfg.System = sharedSystem(t)
 	// Not 127.0.0.1:1: the shared actor system may still report that
 	// address's endpoint from the test before.
 	cfg.Coordinators = []string{"127.0.0.1:2"}
@@ -309,7 +308,7 @@ func TestScanFailsWithoutCoordinator(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
+	if err := c.Start(clientsys.WithSystem(ctx, sharedSystem(t))); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
@@ -360,12 +359,11 @@ func TestRediscoverWhenEveryKnownCoordinatorIsLost(t *testing.T) {
 	defer lease.Close()
 	cfg := DefaultConfig()
 	cfg.NATSURL = url
-	cfg.System = sharedSystem(t)
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := c.Start(clientsys.WithSystem(ctx, sharedSystem(t))); err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()

@@ -57,5 +57,5 @@
 // goroutines; each Rows iterator belongs to one goroutine. New does no IO;
 // Start connects; Close releases everything and returns within a few
 // seconds. Several Clients may run in one process: they share one actor
-// remote (see Config.System).
+// remote (see Client.Start).
 package client

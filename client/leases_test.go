@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
@@ -298,12 +299,12 @@ func TestLeaseLossMovesRequests(t *testing.T) {
 			held := startFakeCoord(t, "hold", natsURL, "held", "node-1")
 			serving := startFakeCoord(t, "serve", natsURL, "serving", "")
 			cfg := DefaultConfig()
-			cfg.NATSURL, cfg.System, cfg.CoordinatorWait = natsURL, sharedSystem(t), time.Minute
+			cfg.NATSURL, cfg.CoordinatorWait = natsURL, time.Minute
 			c, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Start(ctx); err != nil {
+			if err := c.Start(clientsys.WithSystem(ctx, sharedSystem(t))); err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -52,12 +53,12 @@ func fakeTable(t *testing.T) *Client {
 	}
 	startFakeCoord(t, "serve", natsURL, "serving", "")
 	cfg := DefaultConfig()
-	cfg.NATSURL, cfg.System = natsURL, sharedSystem(t)
+	cfg.NATSURL = natsURL
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := c.Start(clientsys.WithSystem(ctx, sharedSystem(t))); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/testutil"
 )
 
@@ -70,4 +71,34 @@ func TestClientsShareTheProcessRemote(t *testing.T) {
 	if again.sys == a.sys {
 		t.Fatal("a client started after every other closed reuses a stopped remote")
 	}
+}
+
+// TestClientOnTheProcessSystem: a client started with a system of the
+// process's own (internal/clientsys) runs its endpoint on that system,
+// not on the shared remote, and leaves it running when it closes.
+func TestClientOnTheProcessSystem(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.NATSURL = startNATS(t)
+	cfg.Coordinators = []string{"127.0.0.1:5"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sys := sharedSystem(t)
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(clientsys.WithSystem(ctx, sys)); err != nil {
+		t.Fatal(err)
+	}
+	if c.sys != sys || c.shared != nil || c.self().GetAddress() != sys.Address() {
+		t.Fatalf("client on %s (shared %v), want the given system %s", c.self().GetAddress(), c.shared != nil, sys.Address())
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", sys.Address(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the given system stopped with the client: %v", err)
+	}
+	conn.Close()
 }

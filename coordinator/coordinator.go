@@ -611,8 +611,8 @@ func (c *Coordinator) Address() string {
 func (c *Coordinator) now() time.Time { return c.cfg.Clock() }
 
 // ActorSystem is the coordinator's actor system, nil before Start. A
-// client in the coordinator's process shares it (client.Config.System):
-// a process runs one actor remote.
+// client in the coordinator's process shares it (internal/clientsys): a
+// process runs one actor remote.
 func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.as }
 
 // MemberID is this coordinator's lease key and cluster member id: its

@@ -17,6 +17,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
@@ -148,13 +149,8 @@ func (tc *testCluster) status() *messages.StatusReply {
 
 func (tc *testCluster) client(mod func(*client.Config)) *client.Client {
 	tc.t.Helper()
-	sys := actorSystem(tc.t).Actors
-	return clustertest.Client(tc.t, context.Background(), tc.srv.ClientURL(), func(cfg *client.Config) {
-		cfg.System = sys
-		if mod != nil {
-			mod(cfg)
-		}
-	})
+	ctx := clientsys.WithSystem(context.Background(), actorSystem(tc.t).Actors)
+	return clustertest.Client(tc.t, ctx, tc.srv.ClientURL(), mod)
 }
 
 // check scans [truth[a], truth[b]) and compares with the ground truth.

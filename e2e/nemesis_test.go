@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
@@ -86,14 +85,6 @@ func TestNemesis(t *testing.T) {
 		wg    sync.WaitGroup
 	)
 	scanCtx, stopScans := context.WithCancel(ctx)
-	// Four clients on one actor system: every actor remote a process
-	// starts replaces gRPC's process-wide logger unsynchronised
-	// (client.Config.System), so the clients share one.
-	sys, err := remoting.StartSystem(remoting.SystemConfig{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sys.Close)
 	// What the clients saw of the coordinators (lost, up again), shown
 	// when a scan failed.
 	var clientLog lockedBuffer
@@ -101,10 +92,10 @@ func TestNemesis(t *testing.T) {
 	clients := make([]*client.Client, 4)
 	for w := range clients {
 		clients[w] = clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) {
-			c.StallTimeout, c.System, c.Logger = time.Second, sys.Actors, clientLogger.With("client", w)
+			c.StallTimeout, c.Logger = time.Second, clientLogger.With("client", w)
 		})
 	}
-	control := clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.System = sys.Actors })
+	control := clustertest.Client(t, ctx, cl.NATSURL(), nil)
 	for w, c := range clients {
 		wg.Add(1)
 		go func() {

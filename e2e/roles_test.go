@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
@@ -80,9 +81,10 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	sys, tp := tappedSystem(t, tlsOf("client"))
-	honest := clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) { c.System, c.TLS = sys, tlsOf("client") })
-	victim := clustertest.Client(t, ctx, cl.NATSURL(), func(c *client.Config) {
-		c.System, c.TLS, c.Window, c.StallTimeout = sys, tlsOf("client"), 1, 30*time.Second
+	sysCtx := clientsys.WithSystem(ctx, sys)
+	honest := clustertest.Client(t, sysCtx, cl.NATSURL(), func(c *client.Config) { c.TLS = tlsOf("client") })
+	victim := clustertest.Client(t, sysCtx, cl.NATSURL(), func(c *client.Config) {
+		c.TLS, c.Window, c.StallTimeout = tlsOf("client"), 1, 30*time.Second
 	})
 	load := startHonestLoad(t, honest, truth)
 	evil := newAttacker(t, tlsOf("client"))                                         // the client certificate

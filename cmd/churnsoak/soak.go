@@ -20,6 +20,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/localcluster"
@@ -144,8 +145,8 @@ func soak(ctx context.Context, o options, out io.Writer) (bool, error) {
 	}
 	defer sys.Close()
 	ccfg := client.DefaultConfig()
-	ccfg.NATSURL, ccfg.System, ccfg.Logger = cl.NATSURL(), sys.Actors, log
-	c, err := client.Dial(ctx, ccfg)
+	ccfg.NATSURL, ccfg.Logger = cl.NATSURL(), log
+	c, err := client.Dial(clientsys.WithSystem(ctx, sys.Actors), ccfg)
 	if err != nil {
 		return false, err
 	}

@@ -9,6 +9,7 @@ import (
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/coordinator"
+	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -17,9 +18,9 @@ import (
 // with the coordinator's certificate on NATS.
 func apiClient(ctx context.Context, co *coordinator.Coordinator, natsURL string, tlsCfg *tls.Config, log *slog.Logger) (*client.Client, error) {
 	cfg := client.DefaultConfig()
-	cfg.NATSURL, cfg.Coordinator, cfg.System, cfg.TLS = natsURL, co.Address(), co.ActorSystem(), tlsCfg
+	cfg.NATSURL, cfg.Coordinator, cfg.TLS = natsURL, co.Address(), tlsCfg
 	cfg.Logger = log
-	return client.Dial(ctx, cfg)
+	return client.Dial(clientsys.WithSystem(ctx, co.ActorSystem()), cfg)
 }
 
 // apiStatus is a coordinator's status as the public API answers it.
