@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -58,7 +57,7 @@ func TestScanRejectsBadInputWithoutIO(t *testing.T) {
 }
 
 func TestScanErrorIs(t *testing.T) {
-	var err error = &ScanError{Code: messages.ErrorCode_ERROR_CODE_NO_SERVERS, Message: "none"}
+	var err error = &ScanError{Code: CodeNoServers, Message: "none"}
 	if !errors.Is(err, ErrScan) || !strings.Contains(err.Error(), "NO_SERVERS") {
 		t.Fatal(err)
 	}

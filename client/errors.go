@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
@@ -36,7 +38,7 @@ var (
 	ErrUnauthenticated = errors.New("client: unauthenticated")
 )
 
-// Errors the cluster answers, one per messages.ErrorCode: a *ScanError
+// Errors the cluster answers, one per ErrorCode: a *ScanError
 // with that code matches its sentinel (and ErrScan) under errors.Is.
 var (
 	// ErrBadRequest: a field of the request is invalid (BAD_REQUEST).
@@ -81,30 +83,69 @@ var (
 	ErrPermissionDenied = errors.New("client: permission denied")
 )
 
+// ErrorCode names an error the cluster answered (ScanError.Code).
+type ErrorCode int
+
+// The codes the cluster answers; each has a sentinel error above.
+const (
+	CodeUnspecified      ErrorCode = iota // no code
+	CodeBadRequest                        // ErrBadRequest
+	CodeNoSuchTable                       // ErrNoTable
+	CodeStaleGeneration                   // ErrStaleGeneration
+	CodeNoServers                         // ErrNoServers
+	CodeDeadlineExceeded                  // ErrDeadlineExceeded
+	CodeStorage                           // ErrStorage
+	CodeCorruptBlock                      // ErrCorruptBlock
+	CodeCancelled                         // ErrCancelled
+	CodeInternal                          // ErrInternal
+	CodeShuttingDown                      // ErrShuttingDown
+	CodeNoSuchTablet                      // ErrNoTablet
+	CodeResumeLimit                       // ErrResumeLimit
+	CodeOverloaded                        // ErrOverloaded
+	CodeNoCoordinator                     // ErrNoCoordinator
+	CodePermissionDenied                  // ErrPermissionDenied
+)
+
+// String is the code's name on the wire, e.g. "ERROR_CODE_NO_SERVERS"
+// (the number for a code this client does not know).
+func (c ErrorCode) String() string { return messages.ErrorCode(c).String() }
+
 // codeErrors maps each error code to its sentinel.
-var codeErrors = map[messages.ErrorCode]error{
-	messages.ErrorCode_ERROR_CODE_BAD_REQUEST:       ErrBadRequest,
-	messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLE:     ErrNoTable,
-	messages.ErrorCode_ERROR_CODE_STALE_GENERATION:  ErrStaleGeneration,
-	messages.ErrorCode_ERROR_CODE_NO_SERVERS:        ErrNoServers,
-	messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED: ErrDeadlineExceeded,
-	messages.ErrorCode_ERROR_CODE_STORAGE:           ErrStorage,
-	messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:     ErrCorruptBlock,
-	messages.ErrorCode_ERROR_CODE_CANCELLED:         ErrCancelled,
-	messages.ErrorCode_ERROR_CODE_INTERNAL:          ErrInternal,
-	messages.ErrorCode_ERROR_CODE_SHUTTING_DOWN:     ErrShuttingDown,
-	messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLET:    ErrNoTablet,
-	messages.ErrorCode_ERROR_CODE_RESUME_LIMIT:      ErrResumeLimit,
-	messages.ErrorCode_ERROR_CODE_OVERLOADED:        ErrOverloaded,
-	messages.ErrorCode_ERROR_CODE_NO_COORDINATOR:    ErrNoCoordinator,
-	messages.ErrorCode_ERROR_CODE_PERMISSION_DENIED: ErrPermissionDenied,
+var codeErrors = map[ErrorCode]error{
+	CodeBadRequest:       ErrBadRequest,
+	CodeNoSuchTable:      ErrNoTable,
+	CodeStaleGeneration:  ErrStaleGeneration,
+	CodeNoServers:        ErrNoServers,
+	CodeDeadlineExceeded: ErrDeadlineExceeded,
+	CodeStorage:          ErrStorage,
+	CodeCorruptBlock:     ErrCorruptBlock,
+	CodeCancelled:        ErrCancelled,
+	CodeInternal:         ErrInternal,
+	CodeShuttingDown:     ErrShuttingDown,
+	CodeNoSuchTablet:     ErrNoTablet,
+	CodeResumeLimit:      ErrResumeLimit,
+	CodeOverloaded:       ErrOverloaded,
+	CodeNoCoordinator:    ErrNoCoordinator,
+	CodePermissionDenied: ErrPermissionDenied,
 }
 
 // ScanError is an error answered by the coordinator or a scan server.
 type ScanError struct {
-	Code     messages.ErrorCode
-	Message  string
-	Attempts []*messages.AttemptInfo
+	Code    ErrorCode
+	Message string
+	// Attempts: the dispatches to scan servers of the failed request, in
+	// order, when the coordinator reports them.
+	Attempts []AttemptInfo
+}
+
+// AttemptInfo is one dispatch of a request to a scan server.
+type AttemptInfo struct {
+	Attempt  uint32        // its number within the request, from 1
+	Server   string        // the scan server's id
+	Result   string        // how it ended: "pending", "started", "busy", "error", "timeout", "slow", "cancelled", "stalled" or "finished"
+	Duration time.Duration // from dispatch to result
+	Plan     int           // its position in the selection's plan
+	Hedge    bool          // sent as a hedge beside a slow attempt
 }
 
 func (e *ScanError) Error() string {
@@ -112,9 +153,20 @@ func (e *ScanError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrScan) true, and errors.Is(err, S) for the
-// sentinel S of e.Code (ErrNoServers for NO_SERVERS, ...).
+// sentinel S of e.Code (ErrNoServers for CodeNoServers, ...).
 func (e *ScanError) Is(target error) bool {
 	return target == ErrScan || (target != nil && codeErrors[e.Code] == target)
+}
+
+// scanError is the client's *ScanError for a ScanError of the wire.
+func scanError(code messages.ErrorCode, msg string, attempts []*messages.AttemptInfo) *ScanError {
+	e := &ScanError{Code: ErrorCode(code), Message: msg}
+	for _, a := range attempts {
+		e.Attempts = append(e.Attempts, AttemptInfo{Attempt: a.GetAttempt(), Server: a.GetServer(),
+			Result:   strings.ToLower(strings.TrimPrefix(a.GetResult().String(), "ATTEMPT_RESULT_")),
+			Duration: time.Duration(a.GetDurationUs()) * time.Microsecond, Plan: int(a.GetPlanIndex()), Hedge: a.GetHedge()})
+	}
+	return e
 }
 
 // streamErr is the client's error for err, the error a tablet stream
@@ -123,7 +175,7 @@ func (e *ScanError) Is(target error) bool {
 func streamErr(err error) error {
 	var se *tabletstream.ScanError
 	if errors.As(err, &se) {
-		return &ScanError{Code: se.Code, Message: se.Message, Attempts: se.Attempts}
+		return scanError(se.Code, se.Message, se.Attempts)
 	}
 	for _, m := range []struct{ from, to error }{
 		{tabletstream.ErrNoCoordinator, ErrNoCoordinator},

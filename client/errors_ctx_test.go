@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-
-	"github.com/scanplane/scanplane/messages"
 )
 
 // TestCancellationMatchesContext: a scan the cluster cancelled or timed
@@ -14,8 +12,8 @@ import (
 // client's context ended matches ErrCancelled or ErrDeadlineExceeded, and
 // not the other.
 func TestCancellationMatchesContext(t *testing.T) {
-	cancelled := fmt.Errorf("scan of t: %w", &ScanError{Code: messages.ErrorCode_ERROR_CODE_CANCELLED, Message: "m"})
-	deadline := fmt.Errorf("scan of t: %w", &ScanError{Code: messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED, Message: "m"})
+	cancelled := fmt.Errorf("scan of t: %w", &ScanError{Code: CodeCancelled, Message: "m"})
+	deadline := fmt.Errorf("scan of t: %w", &ScanError{Code: CodeDeadlineExceeded, Message: "m"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	dctx, dcancel := context.WithTimeout(context.Background(), 0)
@@ -38,7 +36,7 @@ func TestCancellationMatchesContext(t *testing.T) {
 			t.Errorf("%s: matches context.DeadlineExceeded and ErrDeadlineExceeded: %v, want %v", c.name, got, !c.isCanceled)
 		}
 	}
-	if errors.Is(&ScanError{Code: messages.ErrorCode_ERROR_CODE_PERMISSION_DENIED}, context.Canceled) {
+	if errors.Is(&ScanError{Code: CodePermissionDenied}, context.Canceled) {
 		t.Error("PERMISSION_DENIED matches context.Canceled")
 	}
 }

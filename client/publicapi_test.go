@@ -25,8 +25,8 @@ func TestErrorCodesHaveSentinels(t *testing.T) {
 		all[s] = s.Error()
 	}
 	for v, name := range messages.ErrorCode_name {
-		code := messages.ErrorCode(v)
-		if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		code := ErrorCode(v)
+		if code == CodeUnspecified {
 			continue
 		}
 		want := codeErrors[code]
@@ -44,11 +44,11 @@ func TestErrorCodesHaveSentinels(t *testing.T) {
 			}
 		}
 	}
-	err := fmt.Errorf("x: %w", &ScanError{Code: messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED})
+	err := fmt.Errorf("x: %w", &ScanError{Code: CodeDeadlineExceeded})
 	if !errors.Is(err, context.DeadlineExceeded) || ErrDeadlineExceeded != context.DeadlineExceeded {
 		t.Error("DEADLINE_EXCEEDED does not match context.DeadlineExceeded")
 	}
-	if errors.Is(&ScanError{Code: messages.ErrorCode_ERROR_CODE_UNSPECIFIED}, nil) {
+	if errors.Is(&ScanError{Code: CodeUnspecified}, nil) {
 		t.Error("a ScanError matches nil")
 	}
 }
@@ -144,5 +144,28 @@ func TestDialFailsClosed(t *testing.T) {
 	c, err := Dial(ctx, cfg)
 	if c != nil || err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Fatalf("Dial of a NATS nobody listens on: %v, %v", c, err)
+	}
+}
+
+// TestErrorCodeNames: each ErrorCode constant is the wire's code of its
+// name, and the client's codes cover the wire's.
+func TestErrorCodeNames(t *testing.T) {
+	codes := []struct {
+		code ErrorCode
+		name string
+	}{
+		{CodeUnspecified, "UNSPECIFIED"}, {CodeBadRequest, "BAD_REQUEST"}, {CodeNoSuchTable, "NO_SUCH_TABLE"},
+		{CodeStaleGeneration, "STALE_GENERATION"}, {CodeNoServers, "NO_SERVERS"}, {CodeDeadlineExceeded, "DEADLINE_EXCEEDED"},
+		{CodeStorage, "STORAGE"}, {CodeCorruptBlock, "CORRUPT_BLOCK"}, {CodeCancelled, "CANCELLED"}, {CodeInternal, "INTERNAL"},
+		{CodeShuttingDown, "SHUTTING_DOWN"}, {CodeNoSuchTablet, "NO_SUCH_TABLET"}, {CodeResumeLimit, "RESUME_LIMIT"},
+		{CodeOverloaded, "OVERLOADED"}, {CodeNoCoordinator, "NO_COORDINATOR"}, {CodePermissionDenied, "PERMISSION_DENIED"},
+	}
+	for _, c := range codes {
+		if wire := messages.ErrorCode_value["ERROR_CODE_"+c.name]; int(wire) != int(c.code) || c.code.String() != "ERROR_CODE_"+c.name {
+			t.Errorf("%s: code %d (%s), the wire's %d", c.name, c.code, c.code, wire)
+		}
+	}
+	if len(codes) != len(messages.ErrorCode_name) {
+		t.Errorf("%d client codes, %d on the wire", len(codes), len(messages.ErrorCode_name))
 	}
 }

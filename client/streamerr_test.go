@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,14 +25,20 @@ func TestStreamErrors(t *testing.T) {
 	s := tabletstream.NewTabletStream(cfg, &messages.TabletRef{Table: "t", Generation: 1}, tablets.Range{})
 	now := time.Unix(1_000_000, 0)
 	s.Start(now)
-	acts := s.OnMessage(now, &messages.ScanError{RequestId: "r1", Code: messages.ErrorCode_ERROR_CODE_NO_SERVERS, Message: "group batch has no servers"})
+	acts := s.OnMessage(now, &messages.ScanError{RequestId: "r1", Code: messages.ErrorCode_ERROR_CODE_NO_SERVERS, Message: "group batch has no servers",
+		Attempts: []*messages.AttemptInfo{{Attempt: 1, Server: "s/0", Result: messages.AttemptResult_ATTEMPT_RESULT_BUSY, DurationUs: 1500, PlanIndex: 2, Hedge: true}}})
 	if len(acts) == 0 || acts[len(acts)-1].Kind != tabletstream.ActFail {
 		t.Fatalf("actions %v, want a failure", acts)
 	}
 	err := streamErr(acts[len(acts)-1].Err)
 	var se *ScanError
-	if !errors.As(err, &se) || !errors.Is(err, ErrNoServers) || !errors.Is(err, ErrScan) || se.Message != "group batch has no servers" {
+	if !errors.As(err, &se) || !errors.Is(err, ErrNoServers) || !errors.Is(err, ErrScan) || se.Message != "group batch has no servers" ||
+		se.Code != CodeNoServers || err.Error() != "client: scan failed: ERROR_CODE_NO_SERVERS: group batch has no servers" {
 		t.Fatalf("ScanError of the coordinator: %v (%T)", err, err)
+	}
+	want := []AttemptInfo{{Attempt: 1, Server: "s/0", Result: "busy", Duration: 1500 * time.Microsecond, Plan: 2, Hedge: true}}
+	if !slices.Equal(se.Attempts, want) {
+		t.Fatalf("attempts %+v, want %+v", se.Attempts, want)
 	}
 
 	for _, tc := range []struct{ from, to error }{

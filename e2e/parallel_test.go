@@ -15,7 +15,6 @@ import (
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -285,7 +284,7 @@ func TestParallelScanErrorWhenReached(t *testing.T) {
 	}
 	perr := rows.Err()
 	var se *client.ScanError
-	if !errors.As(perr, &se) || se.Code != messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK {
+	if !errors.As(perr, &se) || se.Code != client.CodeCorruptBlock {
 		t.Fatalf("after %d rows: %v, want a CORRUPT_BLOCK error", got, perr)
 	}
 	if got < firstOfTablet3 || got >= len(f.truth) {
@@ -299,7 +298,7 @@ func TestParallelScanErrorWhenReached(t *testing.T) {
 	for srows.Next() {
 		serial++
 	}
-	if !errors.As(srows.Err(), &se) || se.Code != messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK || serial != got {
+	if !errors.As(srows.Err(), &se) || se.Code != client.CodeCorruptBlock || serial != got {
 		t.Fatalf("serial scan: %d rows, %v; parallel: %d rows, %v", serial, srows.Err(), got, perr)
 	}
 	t.Logf("%d rows (tablet 3 starts at %d), then %v", got, firstOfTablet3, perr)

@@ -18,7 +18,6 @@ import (
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -154,7 +153,7 @@ func TestDamagedBlockFileFailsScanPromptly(t *testing.T) {
 		switch {
 		case hitDeadline:
 			t.Fatalf("%s: the full scan returned %d correct rows and then ran into its %v deadline: %v; want a CORRUPT_BLOCK error", phase, got, deadline, err)
-		case !errors.As(err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK:
+		case !errors.As(err, &se) || se.Code != client.CodeCorruptBlock:
 			t.Fatalf("%s: the full scan returned %d rows and %v; want a CORRUPT_BLOCK error", phase, got, err)
 		case got >= len(truth):
 			t.Fatalf("%s: the scan returned every row and then %v", phase, err)

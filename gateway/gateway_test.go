@@ -16,7 +16,6 @@ import (
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -112,15 +111,15 @@ func TestCodeOf(t *testing.T) {
 		want connect.Code
 	}{
 		{fmt.Errorf("x: %w", client.ErrNoTable), connect.CodeNotFound},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_NO_SUCH_TABLE}, connect.CodeNotFound},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_BAD_REQUEST}, connect.CodeInvalidArgument},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_NO_SERVERS}, connect.CodeUnavailable},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_OVERLOADED}, connect.CodeResourceExhausted},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED}, connect.CodeDeadlineExceeded},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_CANCELLED}, connect.CodeCanceled},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_STALE_GENERATION}, connect.CodeAborted},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK}, connect.CodeDataLoss},
-		{&client.ScanError{Code: messages.ErrorCode_ERROR_CODE_INTERNAL}, connect.CodeInternal},
+		{&client.ScanError{Code: client.CodeNoSuchTable}, connect.CodeNotFound},
+		{&client.ScanError{Code: client.CodeBadRequest}, connect.CodeInvalidArgument},
+		{&client.ScanError{Code: client.CodeNoServers}, connect.CodeUnavailable},
+		{&client.ScanError{Code: client.CodeOverloaded}, connect.CodeResourceExhausted},
+		{&client.ScanError{Code: client.CodeDeadlineExceeded}, connect.CodeDeadlineExceeded},
+		{&client.ScanError{Code: client.CodeCancelled}, connect.CodeCanceled},
+		{&client.ScanError{Code: client.CodeStaleGeneration}, connect.CodeAborted},
+		{&client.ScanError{Code: client.CodeCorruptBlock}, connect.CodeDataLoss},
+		{&client.ScanError{Code: client.CodeInternal}, connect.CodeInternal},
 		{fmt.Errorf("%w: %w", client.ErrNoCoordinator, context.Canceled), connect.CodeCanceled},
 		{fmt.Errorf("x: %w", client.ErrNoCoordinator), connect.CodeUnavailable},
 		{fmt.Errorf("x: %w", tablets.ErrBadProof), connect.CodeDataLoss},
