@@ -382,15 +382,20 @@ func (c *Client) reloadEach(ctx context.Context, addrs []string, timeout time.Du
 }
 
 // Reload asks one coordinator to re-read its profiles file (ReloadAll
-// asks every one).
-func (c *Client) Reload(ctx context.Context) (*messages.ReloadReply, error) {
+// asks every one) and returns what it reloaded (the profiles in force).
+// A coordinator that refuses the file keeps its old profiles; the error
+// gives its reason.
+func (c *Client) Reload(ctx context.Context) (string, error) {
 	res, err := c.request(ctx, &messages.ReloadProfiles{})
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	r, ok := res.(*messages.ReloadReply)
-	if !ok {
-		return nil, fmt.Errorf("client: unexpected reload answer %T", res)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("client: unexpected reload answer %T", res)
+	case !r.GetOk():
+		return "", fmt.Errorf("client: reload refused, old profiles kept: %s", r.GetMessage())
 	}
-	return r, nil
+	return r.GetMessage(), nil
 }

@@ -35,7 +35,7 @@ func fakeTable(t *testing.T) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm := &messages.TableMeta{Name: "t", Generation: 1}
+	tm := &messages.TableMeta{Name: "t", Generation: 1, Rows: 100, Bytes: 1600, CreatedUnixMs: 1_700_000_000_000}
 	splits := [][]byte{fakeRowKey(25), fakeRowKey(50), fakeRowKey(75)}
 	tm.SplitPoints = splits
 	for i := range 4 {
@@ -187,5 +187,21 @@ func TestScanUnverifiedTable(t *testing.T) {
 	}
 	if err := rows.Err(); !errors.Is(err, ErrUnverified) || !strings.Contains(err.Error(), "table t generation") {
 		t.Fatalf("scan of a table without digests: %v, want ErrUnverified naming it", err)
+	}
+}
+
+// TestTableInfo: Table describes the table's current generation as its
+// metadata holds it; an unknown table is ErrNoTable.
+func TestTableInfo(t *testing.T) {
+	c := fakeTable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	got, err := c.Table(ctx, "t")
+	want := TableInfo{Name: "t", Generation: 1, Rows: 100, Bytes: 1600, Tablets: 4, Created: time.UnixMilli(1_700_000_000_000)}
+	if err != nil || got != want {
+		t.Fatalf("Table: %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := c.Table(ctx, "nope"); !errors.Is(err, ErrNoTable) {
+		t.Fatalf("Table of an unknown table: %v, want ErrNoTable", err)
 	}
 }

@@ -314,7 +314,7 @@ func (r *Rows) fail(err error) {
 
 // plan reads the table's metadata and splits the ranges over its tablets.
 func (r *Rows) plan() error {
-	meta, err := r.c.Table(r.ctx, r.table)
+	meta, err := r.c.tableMeta(r.ctx, r.table)
 	if err != nil {
 		return err
 	}

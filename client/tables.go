@@ -26,12 +26,36 @@ func (c *Client) onTableChange(table string, gen uint64) {
 	}
 }
 
-// Table returns the current generation of a table's metadata. The
+// TableInfo describes one generation of a table.
+type TableInfo struct {
+	Name       string
+	Generation uint64    // the generation, from 1; a new ingest makes the next
+	Rows       uint64    // rows of the generation
+	Bytes      uint64    // bytes of its rows' keys and values
+	Tablets    int       // tablets the rows are split into
+	Created    time.Time // when the generation was ingested
+}
+
+// Table returns the current generation of a table. The generation comes
+// from a watch on the metadata bucket; a table the watch has not reported
+// is looked up directly, tried again for up to 30s while the metadata
+// store is unavailable (a leader election), within ctx. An unknown table
+// is an error wrapping ErrNoTable.
+func (c *Client) Table(ctx context.Context, name string) (TableInfo, error) {
+	tm, err := c.tableMeta(ctx, name)
+	if err != nil {
+		return TableInfo{}, err
+	}
+	return TableInfo{Name: tm.GetName(), Generation: tm.GetGeneration(), Rows: tm.GetRows(), Bytes: tm.GetBytes(),
+		Tablets: len(tm.GetTablets()), Created: time.UnixMilli(tm.GetCreatedUnixMs())}, nil
+}
+
+// tableMeta returns the current generation of a table's metadata. The
 // generation comes from a watch on the metadata bucket; a table the watch
 // has not reported is looked up directly. A lookup that finds the store
 // unavailable (JetStream electing a leader) is tried again for up to
 // metaRetryLimit, within ctx.
-func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, error) {
+func (c *Client) tableMeta(ctx context.Context, name string) (*messages.TableMeta, error) {
 	if c.meta == nil {
 		return nil, ErrClosed
 	}
@@ -70,7 +94,7 @@ func (c *Client) Table(ctx context.Context, name string) (*messages.TableMeta, e
 	return t, nil
 }
 
-// metaRetryLimit bounds how long Table tries a metadata store that does
+// metaRetryLimit bounds how long tableMeta tries a metadata store that does
 // not answer: longer than a JetStream leader election after a node died.
 const metaRetryLimit = 30 * time.Second
 

@@ -37,7 +37,7 @@ func TestCountAndLimitAtTheServer(t *testing.T) {
 		}})
 	t.Cleanup(func() { logTails(t, dataDir) })
 	truth := tablets.GenerateRows(60000)
-	ingest(t, cl.NATSURL(), truth, 8)
+	meta := ingest(t, cl.NATSURL(), truth, 8)
 	if err := cl.WaitServers(ctx, 2, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +73,6 @@ func TestCountAndLimitAtTheServer(t *testing.T) {
 		return n
 	}
 
-	meta, err := c.Table(ctx, table)
-	if err != nil {
-		t.Fatal(err)
-	}
 	perBlock := 0 // the most rows of a block
 	for _, tm := range meta.GetTablets() {
 		for _, f := range tm.GetFiles() {

@@ -26,6 +26,7 @@ type fixture struct {
 	cl    *localcluster.Cluster
 	c     *client.Client
 	truth []tablets.Entry
+	meta  *messages.TableMeta // the table as ingested
 }
 
 // start brings up 3 hosts × 2 servers (real processes), ingests 100 000
@@ -43,9 +44,9 @@ func startWith(t testing.TB, hosts, servers, rows, tabletsN int) *fixture {
 	t.Cleanup(func() { logTails(t, dataDir) }) // runs first: the processes are still up
 	f := &fixture{t: t, cl: cl, truth: tablets.GenerateRows(rows)}
 
-	tm := ingest(t, cl.NATSURL(), f.truth, tabletsN)
-	if len(tm.Tablets) < tabletsN {
-		t.Fatalf("%d tablets", len(tm.Tablets))
+	f.meta = ingest(t, cl.NATSURL(), f.truth, tabletsN)
+	if len(f.meta.Tablets) < tabletsN {
+		t.Fatalf("%d tablets", len(f.meta.Tablets))
 	}
 	f.c = clustertest.Client(t, context.Background(), cl.NATSURL(), func(cfg *client.Config) { cfg.StallTimeout = time.Second })
 	return f

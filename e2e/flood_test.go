@@ -63,10 +63,7 @@ func TestStartScanFloodEndsWithIt(t *testing.T) {
 		floodFor = d
 	}
 	fx := startWith(t, 2, 2, 100000, 4)
-	tm, err := fx.c.Table(ctx, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tm := fx.meta
 	if err := fx.scan(ctx, 0, len(fx.truth)); err != nil {
 		t.Fatalf("scan before the flood: %v", err)
 	}

@@ -204,12 +204,12 @@ func TestClientSeesIngestAfterNATSRestart(t *testing.T) {
 		start := time.Now()
 		for {
 			tm, err := c.Table(ctx, table)
-			if err == nil && tm.GetGeneration() == gen {
+			if err == nil && tm.Generation == gen {
 				break
 			}
 			if time.Since(start) > bound {
 				t.Fatalf("%s: the client still reads generation %d (%v) %v after generation %d was ingested",
-					label, tm.GetGeneration(), err, time.Since(start).Round(time.Millisecond), gen)
+					label, tm.Generation, err, time.Since(start).Round(time.Millisecond), gen)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

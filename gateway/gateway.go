@@ -244,8 +244,8 @@ func (s *Server) ListTables(ctx context.Context, _ *connect.Request[scanplanev1.
 		if err != nil {
 			return nil, toStatus(err)
 		}
-		out.Tables = append(out.Tables, &scanplanev1.Table{Name: n, Generation: tm.GetGeneration(), Rows: tm.GetRows(),
-			Bytes: tm.GetBytes(), Tablets: uint32(len(tm.GetTablets()))})
+		out.Tables = append(out.Tables, &scanplanev1.Table{Name: n, Generation: tm.Generation, Rows: tm.Rows,
+			Bytes: tm.Bytes, Tablets: uint32(tm.Tablets)})
 	}
 	return connect.NewResponse(out), nil
 }

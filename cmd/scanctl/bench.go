@@ -16,7 +16,6 @@ import (
 
 	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -68,7 +67,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "table %s generation %d: %d tablets\n", *table, meta.GetGeneration(), len(meta.GetTablets()))
+		fmt.Fprintf(out, "table %s generation %d: %d tablets\n", *table, meta.Generation, meta.Tablets)
 		opts := func(p int) client.ScanOptions {
 			return client.ScanOptions{Hints: h, Parallel: p, MaxBufferBytes: *maxBuffer}
 		}
@@ -106,7 +105,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 		}
 		var rd benchResult
 		if *reader {
-			if rd, err = benchReader(ctx, g, *blocksDir, meta); err != nil {
+			if rd, err = benchReader(ctx, g, *blocksDir, *table, meta.Generation); err != nil {
 				return fmt.Errorf("reader: %w", err)
 			}
 			for _, rs := range results {
@@ -253,13 +252,21 @@ func benchScan(ctx context.Context, c *client.Client, table string, opts client.
 // read once through a fresh host cache (decoded and checked against the
 // index: tablets.VerifyBlock), then timed over the warm cache. Only the
 // timed passes count; one tablet is in memory at a time.
-func benchReader(ctx context.Context, g *globals, blocksDir string, meta *messages.TableMeta) (benchResult, error) {
+func benchReader(ctx context.Context, g *globals, blocksDir, table string, gen uint64) (benchResult, error) {
 	// The client role may not read blocks; the admin role may.
 	conn, err := dialAs(ctx, g, "admin", 0)
 	if err != nil {
 		return benchResult{}, err
 	}
 	defer conn.Close()
+	ms, err := conn.MetaStore(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	meta, err := ms.Get(ctx, table, gen)
+	if err != nil {
+		return benchResult{}, fmt.Errorf("table %s generation %d: %w", table, gen, err)
+	}
 	var store tablets.BlockStore
 	if blocksDir != "" {
 		store, err = tablets.NewDirStore(blocksDir)
