@@ -160,7 +160,22 @@ func (c *Client) StatusOf(ctx context.Context, addr string) (*Status, error) {
 // read (the client has not bound it yet, or JetStream is electing a
 // leader) it returns what a coordinator answers over core NATS
 // (bus.Conn.Discover) instead.
-func (c *Client) CoordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo, error) {
+func (c *Client) CoordinatorLeases(ctx context.Context) ([]CoordinatorLease, error) {
+	live, err := c.coordinatorLeases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CoordinatorLease, 0, len(live))
+	for _, l := range live {
+		out = append(out, CoordinatorLease{MemberID: l.GetMemberId(), Address: l.GetCoordinatorAddress(), HTTPAddress: l.GetHttpAddress(),
+			Version: l.GetVersion(), Incarnation: l.GetIncarnation(), Started: time.UnixMilli(l.GetStartedUnixMs()),
+			Renewed: time.UnixMilli(l.GetRenewedUnixMs()), NATSNode: l.GetNatsNode(), NATSURL: l.GetNatsUrl(), TabletActors: int(l.GetTabletActors())})
+	}
+	return out, nil
+}
+
+// coordinatorLeases is CoordinatorLeases as the leases store them.
+func (c *Client) coordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo, error) {
 	c.mu.Lock()
 	leases := c.leases
 	c.mu.Unlock()
@@ -180,6 +195,21 @@ func (c *Client) CoordinatorLeases(ctx context.Context) ([]*messages.ClusterInfo
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i].GetMemberId() < live[j].GetMemberId() })
 	return live, nil
+}
+
+// CoordinatorLease is a coordinator's lease in NATS: the coordinator is
+// alive while it renews it.
+type CoordinatorLease struct {
+	MemberID     string    // unique per coordinator start
+	Address      string    // its actor remote (host:port)
+	HTTPAddress  string    // its HTTP port (metrics, public API); "" without one
+	Version      string    // its build version
+	Incarnation  string    // random per start: a change means a restart
+	Started      time.Time // when it started (its clock)
+	Renewed      time.Time // when it last renewed the lease (its clock; informative only)
+	NATSNode     string    // name of its embedded NATS server; "" with an external NATS
+	NATSURL      string    // client URL of its embedded NATS server; "" with an external NATS
+	TabletActors int       // tablet actors active on it at the last renewal
 }
 
 // RouteQuery names the row whose route Route asks for.

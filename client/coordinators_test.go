@@ -350,7 +350,8 @@ func TestRediscoverWhenEveryKnownCoordinatorIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &messages.ClusterInfo{MemberId: "a", CoordinatorAddress: "127.0.0.1:3", RouterId: "r", Incarnation: "ia"}
+	a := &messages.ClusterInfo{MemberId: "a", CoordinatorAddress: "127.0.0.1:3", RouterId: "r", Incarnation: "ia",
+		HttpAddress: "127.0.0.1:5", Version: "v9", StartedUnixMs: 1_700_000_000_000, NatsNode: "n1", NatsUrl: "nats://127.0.0.1:6", TabletActors: 7}
 	b := &messages.ClusterInfo{MemberId: "b", CoordinatorAddress: "127.0.0.1:4", RouterId: "r", Incarnation: "ib"}
 	lease, err := leases.Announce(ctx, a)
 	if err != nil {
@@ -369,6 +370,18 @@ func TestRediscoverWhenEveryKnownCoordinatorIsLost(t *testing.T) {
 	defer c.Close()
 	if addrs, _ := c.Coordinators(); !slices.Equal(addrs, []string{"127.0.0.1:3"}) {
 		t.Fatalf("coordinators from the lease watch: %v, want A only", addrs)
+	}
+	// CoordinatorLeases describes A's lease as A announced it.
+	ls, err := c.CoordinatorLeases(ctx)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("leases %+v, %v; want A's", ls, err)
+	}
+	got := ls[0]
+	got.Renewed = time.Time{}
+	want := CoordinatorLease{MemberID: "a", Address: "127.0.0.1:3", HTTPAddress: "127.0.0.1:5", Version: "v9", Incarnation: "ia",
+		Started: time.UnixMilli(1_700_000_000_000), NATSNode: "n1", NATSURL: "nats://127.0.0.1:6", TabletActors: 7}
+	if got != want {
+		t.Fatalf("lease %+v, want %+v", got, want)
 	}
 	// The coordinators answer discovery from now on (before, the client's
 	// start could have learnt B from them).

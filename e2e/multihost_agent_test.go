@@ -185,7 +185,7 @@ func (a *agent) handle(req mhReq) (resp mhResp) {
 			return mhResp{Err: err.Error()}
 		}
 		for _, l := range ls {
-			data, err := protojson.Marshal(l)
+			data, err := json.Marshal(l)
 			if err != nil {
 				return mhResp{Err: err.Error()}
 			}

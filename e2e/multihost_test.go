@@ -690,9 +690,9 @@ func waitLease(t *testing.T, ag *mhAgent, addr string, present bool, timeout tim
 		r := ag.do(mhReq{Op: "leases", TimeoutMs: 10000}, 20*time.Second)
 		var got []string
 		for _, j := range r.JSON {
-			var ci messages.ClusterInfo
-			if err := protojson.Unmarshal(j, &ci); err == nil {
-				got = append(got, ci.CoordinatorAddress)
+			var l client.CoordinatorLease
+			if err := json.Unmarshal(j, &l); err == nil {
+				got = append(got, l.Address)
 			}
 		}
 		if r.Err == "" && slices.Contains(got, addr) == present {

@@ -53,7 +53,7 @@ func printStatusJSON(out io.Writer, coords []coordRow, st *messages.StatusReply)
 		return err
 	}
 	for _, r := range coords {
-		c := coordJSON{Address: r.addr, Member: r.lease.GetMemberId(), Alive: r.lease != nil, Version: r.lease.GetVersion(), Problem: r.problem}
+		c := coordJSON{Address: r.addr, Member: r.leased().MemberID, Alive: r.lease != nil, Version: r.leased().Version, Problem: r.problem}
 		if r.status != nil {
 			if c.Status, err = cliutil.MarshalStatus(r.status); err != nil {
 				return err

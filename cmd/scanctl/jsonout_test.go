@@ -16,7 +16,7 @@ import (
 func TestPrintStatusJSON(t *testing.T) {
 	st := &messages.StatusReply{Address: "a:1", Version: "v1.4.0", ScansStarted: 7, Tables: []*messages.TableStatus{{Name: "demo", CurrentGeneration: 3}}}
 	rows := []coordRow{
-		{lease: &messages.ClusterInfo{MemberId: "m1", Version: "v1.3.0"}, addr: "a:1", status: st},
+		{lease: &client.CoordinatorLease{MemberID: "m1", Version: "v1.3.0"}, addr: "a:1", status: st},
 		{addr: "b:1", problem: "no answer"},
 	}
 	var out bytes.Buffer

@@ -131,7 +131,7 @@ func printFullStatus(ctx context.Context, c *client.Client, out io.Writer, asJSO
 
 // coordRow is one line of the coordinators table of scanctl status.
 type coordRow struct {
-	lease   *messages.ClusterInfo // nil: a configured coordinator without a lease
+	lease   *client.CoordinatorLease // nil: a configured coordinator without a lease
 	addr    string
 	status  *messages.StatusReply // nil: did not answer
 	problem string
@@ -140,6 +140,14 @@ type coordRow struct {
 // coordStatusWait bounds each coordinator's own status request in
 // scanctl status (they run in parallel).
 const coordStatusWait = 2 * time.Second
+
+// leased is the row's lease, zero without one.
+func (r coordRow) leased() client.CoordinatorLease {
+	if r.lease == nil {
+		return client.CoordinatorLease{}
+	}
+	return *r.lease
+}
 
 // coordinatorRows lists every coordinator lease (alive: it is renewed)
 // and the configured coordinators that have none, each with its own
@@ -152,8 +160,8 @@ func coordinatorRows(ctx context.Context, c *client.Client) ([]coordRow, error) 
 	var rows []coordRow
 	seen := map[string]bool{}
 	for _, l := range leases {
-		rows = append(rows, coordRow{lease: l, addr: l.GetCoordinatorAddress()})
-		seen[l.GetCoordinatorAddress()] = true
+		rows = append(rows, coordRow{lease: &l, addr: l.Address})
+		seen[l.Address] = true
 	}
 	addrs, _ := c.Coordinators()
 	for _, a := range addrs {
@@ -188,11 +196,11 @@ func printCoordinators(out io.Writer, rows []coordRow) {
 	var total messages.StatusReply
 	answered := 0
 	for _, r := range rows {
-		alive, tabs, note, version := "no", "-", r.problem, r.lease.GetVersion()
+		alive, tabs, note, version := "no", "-", r.problem, r.leased().Version
 		counters := "-\t-\t-\t-\t-\t-"
 		if r.lease != nil {
 			alive = "yes"
-			tabs = strconv.FormatUint(uint64(r.lease.GetTabletActors()), 10) + " (lease)"
+			tabs = strconv.Itoa(r.lease.TabletActors) + " (lease)"
 		}
 		if st := r.status; st != nil {
 			answered++
@@ -208,8 +216,8 @@ func printCoordinators(out io.Writer, rows []coordRow) {
 			total.Hedges += st.GetHedges()
 			total.Overloaded += st.GetOverloaded()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.lease.GetMemberId()), alive, tabs, counters,
-			orDash(r.lease.GetNatsNode()), orDash(r.lease.GetHttpAddress()), orDash(version), note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.leased().MemberID), alive, tabs, counters,
+			orDash(r.leased().NATSNode), orDash(r.leased().HTTPAddress), orDash(version), note)
 	}
 	if answered > 1 {
 		fmt.Fprintf(tw, "total (%d answered)\t\t\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\t\t\t\n", answered, total.TabletActors, total.ScansStarted,

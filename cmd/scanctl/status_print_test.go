@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -37,9 +38,9 @@ func TestPrintStatusVersionAndTables(t *testing.T) {
 
 	out.Reset()
 	printCoordinators(&out, []coordRow{
-		{lease: &messages.ClusterInfo{MemberId: "m1", Version: "v1.3.0"}, addr: "a:1", status: &messages.StatusReply{Version: "v1.4.0", ScansStarted: 5, Flows: 1}},
-		{lease: &messages.ClusterInfo{MemberId: "m3", Version: "v1.4.0"}, addr: "c:1", status: &messages.StatusReply{Version: "v1.4.0", ScansStarted: 7, ScansFailed: 1}},
-		{lease: &messages.ClusterInfo{MemberId: "m2", Version: "v1.3.0"}, addr: "b:1", problem: "no answer"},
+		{lease: &client.CoordinatorLease{MemberID: "m1", Version: "v1.3.0"}, addr: "a:1", status: &messages.StatusReply{Version: "v1.4.0", ScansStarted: 5, Flows: 1}},
+		{lease: &client.CoordinatorLease{MemberID: "m3", Version: "v1.4.0"}, addr: "c:1", status: &messages.StatusReply{Version: "v1.4.0", ScansStarted: 7, ScansFailed: 1}},
+		{lease: &client.CoordinatorLease{MemberID: "m2", Version: "v1.3.0"}, addr: "b:1", problem: "no answer"},
 	})
 	for _, want := range []string{`(?m)^COORDINATOR\s.*\sSCANS\s+FAILED\s.*\sVERSION\s+NOTE$`, `(?m)^a:1\s+m1\s+yes\s+0\s+5\s+0\s+1\s.*\sv1\.4\.0\s*$`,
 		`(?m)^b:1\s+m2\s.*\sv1\.3\.0\s+no answer$`, `(?m)^total \(2 answered\)\s+0\s+12\s+1\s+1\s`} {
