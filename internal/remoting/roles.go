@@ -225,9 +225,11 @@ var rules = map[string]Rule{
 	// client → scan server (flow control; cancelling its own streams),
 	// tablet actor → scan server (cancelling attempts; the host actor's
 	// connection probe, an empty Cancel), scan server → host actor (the
-	// probe's answer). The scan server takes a Cancel or BatchAck of an
-	// attempt only from that attempt's client or tablet actor (Tag).
-	"scanplane.internal.v1.BatchAck": {Senders: RoleClient | RoleAdmin, Tag: true},
+	// probe's answer). A coordinator acknowledges batches too: its public
+	// API scans through a client on the coordinator's own actor system.
+	// The scan server takes a Cancel or BatchAck of an attempt only from
+	// that attempt's client or tablet actor (Tag).
+	"scanplane.internal.v1.BatchAck": {Senders: RoleClient | RoleAdmin | RoleCoordinator, Tag: true},
 	"scanplane.internal.v1.Cancel":   {Senders: RoleClient | RoleAdmin | RoleCoordinator | RoleScanServer, Tag: true},
 
 	// client.Ping: a Row to a host agent's echo actor, and its answer.

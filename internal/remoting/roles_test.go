@@ -162,6 +162,7 @@ func TestGuardRoles(t *testing.T) {
 			e.MessageHeader = &remote.MessageHeader{HeaderData: map[string]string{PeerAddressHeader: "127.0.0.1:7001"}}
 		}), ReasonHeader},
 		{"client BatchAck", "client", batchOf(probe, &messages.BatchAck{}), noReason},
+		{"coordinator BatchAck (its public API's scans)", "coordinator", batchOf(probe, &messages.BatchAck{}), noReason},
 		{"scanserver BatchAck", "scanserver", batchOf(probe, &messages.BatchAck{}), ReasonRole},
 		{"client Cancel", "client", batchOf(probe, &messages.Cancel{}), noReason},
 		{"scanserver Cancel", "scanserver", batchOf(probe, &messages.Cancel{}), noReason},
