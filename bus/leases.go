@@ -274,8 +274,8 @@ func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*L
 // two apart: a gap in which the bucket took fewer writes than the other
 // live leases make in a TTL is an outage of the store (a leader election,
 // a stalled machine), during which watchers hold every lease (see Watch),
-// and is no lapse. Without a watch, time the bucket had no leader does
-// not count. The lease is still renewed; the holder decides what to do (a
+// and is no lapse. Time the bucket had no leader, as this holder saw it
+// when a renewal failed, does not count either. The lease is still renewed; the holder decides what to do (a
 // coordinator rejoins under a new member id).
 func (l *Lease) Lapsed() <-chan struct{} { return l.lapsed }
 
@@ -357,7 +357,7 @@ func (l *Lease) renewLoop() {
 		case err != nil && l.ctx.Err() != nil:
 			return
 		case err != nil:
-			if _, watched := l.store.othersLive(l.key); !watched && l.store.leaderless(min(cfg.TTL/2, time.Second)) {
+			if l.store.leaderless(min(cfg.TTL/2, time.Second)) {
 				// No holder can renew now, and watchers hold their expiry
 				// meanwhile: this time does not count toward a lapse.
 				l.lastOK = time.Now()
