@@ -321,18 +321,33 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
 	octx, cancel := b.conn.opCtx(ctx)
 	defer cancel()
-	lister, err := b.kv.ListKeysFiltered(octx, escapeKey(table, false)+".>")
+	// A watcher of the keys rather than ListKeysFiltered: a listing that
+	// ends early (OpTimeout) must drain its watcher (stopWatcher), or the
+	// delivery blocked on the watcher's full channel stays for good.
+	w, err := b.kv.WatchFiltered(octx, []string{escapeKey(table, false) + ".>"}, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
 		return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
 	}
+	defer stopWatcher(w)
 	var keys []string
-	for k := range lister.Keys() {
-		if key, ok := unescapeKey(k); ok {
-			keys = append(keys, key)
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if ok && e == nil { // every key delivered
+				return keys, nil
+			}
+			if !ok {
+				err := octx.Err()
+				if err == nil {
+					err = errors.New("the key watcher ended before every key was listed")
+				}
+				return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+			}
+			if key, ok := unescapeKey(e.Key()); ok {
+				keys = append(keys, key)
+			}
+		case <-octx.Done():
+			return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, octx.Err()))
 		}
 	}
-	if err := octx.Err(); err != nil {
-		return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
-	}
-	return keys, nil
 }

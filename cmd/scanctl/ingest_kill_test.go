@@ -54,29 +54,43 @@ func TestIngestKilledKeepsCurrentGeneration(t *testing.T) {
 		}
 		return cur
 	}
-	// countObjects counts generation gen's objects in the store; a
-	// listing of tens of thousands of keys can outlast the store's
-	// OpTimeout while an ingest writes.
-	countObjects := func(gen uint64) (int, error) {
+	// keysAbove lists the table's objects of generations above cur (an
+	// ingest writes its generation's objects before publishing it; one
+	// that finds objects of killed ingests may sweep them and take a
+	// higher generation). A listing of tens of thousands of keys can
+	// outlast the store's OpTimeout while an ingest writes: false then.
+	keysAbove := func(cur uint64) (map[string]bool, bool) {
 		keys, err := store.TableKeys(ctx, "k")
 		if err != nil {
-			return 0, err
+			return nil, false
 		}
-		n := 0
+		out := map[string]bool{}
 		for _, k := range keys {
-			if strings.HasPrefix(k, "k.g"+strconv.FormatUint(gen, 10)+".") {
+			rest, ok := strings.CutPrefix(k, "k.g")
+			gen, _, _ := strings.Cut(rest, ".")
+			if g, err := strconv.ParseUint(gen, 10, 64); ok && err == nil && g > cur {
+				out[k] = true
+			}
+		}
+		return out, true
+	}
+	listAbove := func(cur uint64) map[string]bool {
+		t.Helper()
+		var keys map[string]bool
+		testutil.Eventually(t, 2*time.Minute, "a listing of the table's objects", func() bool {
+			var ok bool
+			keys, ok = keysAbove(cur)
+			return ok
+		})
+		return keys
+	}
+	newKeys := func(keys, base map[string]bool) int {
+		n := 0
+		for k := range keys {
+			if !base[k] {
 				n++
 			}
 		}
-		return n, nil
-	}
-	objects := func(gen uint64) int {
-		t.Helper()
-		var n int
-		testutil.EventuallyErr(t, 2*time.Minute, "a listing of the table's objects", func() (err error) {
-			n, err = countObjects(gen)
-			return err
-		})
 		return n
 	}
 
@@ -90,8 +104,7 @@ func TestIngestKilledKeepsCurrentGeneration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		next := cur + 1
-		base := objects(next) // what earlier killed ingests left
+		base := listAbove(cur) // what earlier killed ingests left
 		c := command(ingest(40000)...)
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
@@ -107,17 +120,19 @@ func TestIngestKilledKeepsCurrentGeneration(t *testing.T) {
 				return true
 			default:
 			}
-			n, err := countObjects(next)
-			return err == nil && n >= base+after
+			keys, ok := keysAbove(cur)
+			return ok && newKeys(keys, base) >= after
 		})
 		if !ended {
 			_ = c.Process.Kill()
 		}
 		err = <-exited
-		if now, _ := meta.Current(ctx, "k"); now == next {
-			rowsOf[next] = 40000 // it published before the kill landed
+		now, _ := meta.Current(ctx, "k")
+		if now != cur {
+			rowsOf[now] = 40000 // it published before the kill landed
 		}
-		t.Logf("killed with %d objects of generation %d stored, %d of earlier ingests (%v)", objects(next), next, base, err)
+		t.Logf("killed with %d new objects above generation %d stored, %d left by earlier ingests (%v); current generation %d",
+			newKeys(listAbove(cur), base), cur, len(base), err, now)
 		checkCurrent("killed after " + strconv.Itoa(after) + " objects")
 	}
 
