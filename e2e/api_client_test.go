@@ -454,36 +454,10 @@ func BenchmarkAPIClientScan(b *testing.B) {
 			b.Fatalf("%s: %d rows, err %v", name, n, rows.Err())
 		}
 	}
-	kinds := []struct {
-		name              string
-		scan              func()
-		t                 time.Duration
-		coordCPU, selfCPU float64
-	}{
+	kinds := []benchScan{
 		{name: "go", scan: func() { scan("go", f.c.Scan(ctx, table, client.Range{}, client.ScanOptions{})) }},
 		{name: "api", scan: func() { scan("api", api.Scan(ctx, table, client.Range{}, client.ScanOptions{})) }},
 	}
-	coord, self := []int{f.cl.Coordinator().PID()}, []int{os.Getpid()}
-	for i := range kinds {
-		kinds[i].scan() // warm the tablet actors and the block caches
-	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for k := range kinds {
-			c0, s0 := cpuSeconds(b, coord), cpuSeconds(b, self)
-			t0 := time.Now()
-			kinds[k].scan()
-			kinds[k].t += time.Since(t0)
-			kinds[k].coordCPU += cpuSeconds(b, coord) - c0
-			kinds[k].selfCPU += cpuSeconds(b, self) - s0
-		}
-	}
-	b.StopTimer()
-	n := float64(b.N * len(f.truth))
-	for _, k := range kinds {
-		b.ReportMetric(n/k.t.Seconds(), k.name+"-rows/s")
-		b.ReportMetric(k.coordCPU*1e9/n, k.name+"-coordinator-cpu-ns/row")
-		b.ReportMetric(k.selfCPU*1e9/n, k.name+"-caller-cpu-ns/row")
-	}
+	sideBySide(b, f.cl.Coordinator().PID(), len(f.truth), kinds)
 	b.ReportMetric(kinds[0].t.Seconds()/kinds[1].t.Seconds(), "api/go")
 }
