@@ -54,7 +54,8 @@ type Config struct {
 	// nothing (no rows, no progress: a coordinator holding a request says
 	// what it waits for every second) for this long is sent to another
 	// coordinator; when none is left the scan fails with ErrNoCoordinator
-	// after CoordinatorWait. Default 3s.
+	// after CoordinatorWait. Default 2s: twice the coordinator's progress
+	// period (scanflow.FlowConfig.ProgressEvery).
 	IdleTimeout time.Duration
 	// MaxResumes per tablet before giving up; default 10.
 	MaxResumes int
@@ -96,7 +97,7 @@ const DefaultNATSURLs = "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{NATSURL: DefaultNATSURLs, Listen: "127.0.0.1:0", Window: 4, StallTimeout: 2 * time.Second,
-		IdleTimeout: 3 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
+		IdleTimeout: 2 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
 		CoordinatorWait: 3 * time.Second, MaxRequestTime: time.Hour}
 }
 
