@@ -471,6 +471,8 @@ func (t *tabletRun) apply(acts []tabletstream.StreamAction) error {
 			t.end()
 		case tabletstream.ActFail:
 			err = streamErr(a.Err)
+		case tabletstream.ActCoordinatorSilent:
+			c.coordLost(a.Coordinator, a.Err.Error())
 		}
 	}
 	return err

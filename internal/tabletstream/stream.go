@@ -3,6 +3,7 @@ package tabletstream
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -180,6 +181,11 @@ const (
 	ActFinish
 	// ActFail: the stream failed with Err; it sent what it had to.
 	ActFail
+	// ActCoordinatorSilent: a request to Coordinator (or forwarded to it)
+	// heard nothing for IdleTimeout; Err says so. The stream has moved on;
+	// its runner tells the client's other streams, whose requests to the
+	// silent coordinator would wait out IdleTimeout each.
+	ActCoordinatorSilent
 )
 
 func (k StreamActionKind) String() string {
@@ -198,6 +204,8 @@ func (k StreamActionKind) String() string {
 		return "finish"
 	case ActFail:
 		return "fail"
+	case ActCoordinatorSilent:
+		return "coordinator-silent"
 	}
 	return fmt.Sprintf("action(%d)", int(k))
 }
@@ -226,6 +234,8 @@ func (a StreamAction) String() string {
 		return fmt.Sprintf("yield %d rows", len(a.Rows))
 	case ActFail:
 		return fmt.Sprintf("fail: %v", a.Err)
+	case ActCoordinatorSilent:
+		return fmt.Sprintf("%s %s: %v", a.Kind, a.Coordinator, a.Err)
 	}
 	return a.Kind.String()
 }
@@ -516,7 +526,7 @@ func (s *TabletStream) onSilent(now time.Time) []StreamAction {
 	if silent == r.coord {
 		r.coordLost = true
 	}
-	acts := s.abandon(nil, "no answer")
+	acts := s.abandon([]StreamAction{{Kind: ActCoordinatorSilent, Coordinator: silent, Err: errors.New(why)}}, "no answer")
 	s.stats.Resends++
 	return s.send(now, acts, "", silent)
 }

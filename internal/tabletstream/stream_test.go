@@ -451,7 +451,8 @@ func TestStreamStall(t *testing.T) {
 
 // TestStreamIdle: a request that has no data and hears nothing for
 // IdleTimeout goes to the next coordinator, avoiding the silent one (the
-// owner it was forwarded to, when it was); progress messages keep it
+// owner it was forwarded to, when it was), and names the silent one for
+// the client's other streams; progress messages keep it
 // waiting; with every coordinator silent the stream fails after
 // CoordinatorWait, naming them.
 func TestStreamIdle(t *testing.T) {
@@ -473,7 +474,7 @@ func TestStreamIdle(t *testing.T) {
 	}
 	acts := r.do(r.s.OnTimer(at))
 	req, to := r.request()
-	if kinds(acts) != "send-request" || to != coordB || req.RequestId != "r2" || len(req.AvoidCoordinators) != 1 || req.AvoidCoordinators[0] != coordA {
+	if kinds(acts) != "coordinator-silent,send-request" || acts[0].Coordinator != coordA || to != coordB || req.RequestId != "r2" || len(req.AvoidCoordinators) != 1 || req.AvoidCoordinators[0] != coordA {
 		t.Fatalf("silent coordinator: %v", acts)
 	}
 	// B forwards to an owner that never answers: the owner is avoided
@@ -483,7 +484,7 @@ func TestStreamIdle(t *testing.T) {
 	at = at.Add(5 * time.Second)
 	acts = r.do(r.s.OnTimer(at))
 	req, to = r.request()
-	if kinds(acts) != "send-done,send-request" || to != coordB || !slices.Contains(req.AvoidCoordinators, owner) {
+	if kinds(acts) != "coordinator-silent,send-done,send-request" || acts[0].Coordinator != owner || to != coordB || !slices.Contains(req.AvoidCoordinators, owner) {
 		t.Fatalf("silent owner: %v", acts)
 	}
 	// B silent too: nobody is left; the stream fails after CoordinatorWait.
