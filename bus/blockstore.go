@@ -186,7 +186,7 @@ func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("bus: block get: empty key: %w", ErrNotFound)
 	}
 	ek := escapeKey(key, true)
-	e, err := timed(b.conn, ctx, func(octx context.Context) (jetstream.KeyValueEntry, error) { return b.kv.Get(octx, ek) })
+	e, err := timedRead(b.conn, ctx, func(octx context.Context) (jetstream.KeyValueEntry, error) { return b.kv.Get(octx, ek) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return b.missing(ctx, key, ek)
 	}

@@ -39,6 +39,14 @@ type Config struct {
 	// gives an error wrapping ErrUnavailable, not the caller's deadline.
 	// Default 10s.
 	OpTimeout time.Duration
+	// ReadTry bounds the first try of a block or metadata read; a try
+	// that got no answer is sent again with twice the bound, and so on,
+	// within OpTimeout. A JetStream read request can vanish (sent to a replica
+	// whose node just stopped, or while the replicas elect a leader) and
+	// would otherwise hold the read for all of OpTimeout. Reads are
+	// idempotent: a late answer to an earlier try is dropped. 0 = one try
+	// of OpTimeout. Default 1s.
+	ReadTry time.Duration
 	// BlocksBucket is the JetStream KV bucket holding tablet-file blocks.
 	// Default "scanplane-blocks".
 	BlocksBucket string
@@ -91,6 +99,7 @@ func DefaultConfig() Config {
 		Name:           "scanplane",
 		ConnectTimeout: 5 * time.Second,
 		OpTimeout:      10 * time.Second,
+		ReadTry:        time.Second,
 		BlocksBucket:   "scanplane-blocks",
 		MetaBucket:     "scanplane-meta",
 		BucketWait:     time.Minute,
@@ -106,6 +115,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bus: Config.ConnectTimeout %s: must be positive", c.ConnectTimeout)
 	case c.OpTimeout <= 0:
 		return fmt.Errorf("bus: Config.OpTimeout %s: must be positive", c.OpTimeout)
+	case c.ReadTry < 0:
+		return fmt.Errorf("bus: Config.ReadTry %s: must be >= 0", c.ReadTry)
 	case !validBucket(c.BlocksBucket):
 		return fmt.Errorf("bus: Config.BlocksBucket %q: want 1+ characters of [A-Za-z0-9_-]", c.BlocksBucket)
 	case !validBucket(c.MetaBucket):

@@ -585,11 +585,12 @@ func (m *MetaStore) rewatch(ctx context.Context, reconnected <-chan struct{}) (j
 	return m.conn.rewatch(ctx, "table watch", reconnected, func() (jetstream.KeyWatcher, error) { return m.kv.Watch(ctx, currentWatchKeys) })
 }
 
-// get, create and update are the KV calls bounded by OpTimeout; their
-// errors are the library's (for errors.Is on its sentinels) or
-// ErrUnavailable for the timeout.
+// get, create and update are the KV calls bounded by OpTimeout (get
+// tried again after Config.ReadTry, as a block read); their errors are
+// the library's (for errors.Is on its sentinels) or ErrUnavailable for
+// the timeout.
 func (m *MetaStore) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	return timed(m.conn, ctx, func(octx context.Context) (jetstream.KeyValueEntry, error) { return m.kv.Get(octx, key) })
+	return timedRead(m.conn, ctx, func(octx context.Context) (jetstream.KeyValueEntry, error) { return m.kv.Get(octx, key) })
 }
 
 func (m *MetaStore) create(ctx context.Context, key string, value []byte) (uint64, error) {

@@ -79,6 +79,30 @@ func hasSentinel(err error) bool {
 	return false
 }
 
+// errReadTry is the cause of a read try's context that hit its bound
+// (Config.ReadTry, doubled per try).
+var errReadTry = errors.New("bus: read try timeout")
+
+// timedRead is timed for a read: each try of f gets Config.ReadTry, the
+// next twice as long, and so on, within Config.OpTimeout; a try is
+// repeated only when its own bound passed without an answer.
+func timedRead[T any](c *Conn, ctx context.Context, f func(octx context.Context) (T, error)) (T, error) {
+	if c.cfg.ReadTry <= 0 {
+		return timed(c, ctx, f)
+	}
+	octx, cancel := c.opCtx(ctx)
+	defer cancel()
+	for try := c.cfg.ReadTry; ; try *= 2 {
+		tctx, tcancel := context.WithTimeoutCause(octx, try, errReadTry)
+		v, err := f(tctx)
+		lost := err != nil && octx.Err() == nil && errors.Is(context.Cause(tctx), errReadTry) && isContextErr(err)
+		tcancel()
+		if !lost {
+			return v, c.opErr(ctx, octx, err)
+		}
+	}
+}
+
 // timed runs f under opCtx(ctx) and translates its error with opErr.
 func timed[T any](c *Conn, ctx context.Context, f func(octx context.Context) (T, error)) (T, error) {
 	octx, cancel := c.opCtx(ctx)
