@@ -358,7 +358,7 @@ func (c *Coordinator) startActors(as *actor.ActorSystem) error {
 	c.as = as
 	root := as.Root
 	var err error
-	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(c) },
+	if c.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newRegistryActor(c.registryDeps()) },
 		c.cfg.Env.Props(actor.WithGuardian(c.supervisor("registry")), actor.WithSupervisor(c.supervisor("host actor")))...), "scanplane-registry"); err != nil {
 		return err
 	}

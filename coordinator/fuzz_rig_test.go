@@ -119,7 +119,7 @@ func newFuzzRig(tb testing.TB) *fuzzRig {
 		return actor.RestartDirective
 	})
 	root := r.sys.Root
-	reg := newRegistryActor(r.co)
+	reg := newRegistryActor(r.co.registryDeps())
 	if r.registry, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return reg },
 		actor.WithGuardian(strategy), actor.WithSupervisor(strategy)), "scanplane-registry"); err != nil {
 		tb.Fatal(err)

@@ -2,8 +2,6 @@ package coordinator
 
 import (
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
@@ -54,12 +52,7 @@ const maxRetiringHeartbeats = 64
 // endpoint terminates; a host actor whose servers are all gone is reaped.
 // Invalid heartbeats and signals are counted and dropped.
 type RegistryActor struct {
-	co       *Coordinator
-	board    *LoadBoard
-	status   *sync.Map
-	hostPID  *sync.Map // host -> *actor.PID, read by tablet actors
-	misses   int
-	now      func() time.Time
+	d        *registryDeps
 	hosts    map[string]*actor.PID
 	byID     map[string]string // host actor id -> host
 	retiring map[string]*retiringHost
@@ -67,8 +60,8 @@ type RegistryActor struct {
 	hostAddr map[string]map[string]bool // host -> addresses
 }
 
-func newRegistryActor(co *Coordinator) *RegistryActor {
-	return &RegistryActor{co: co, board: co.board, status: &co.status, hostPID: &co.hostPIDs, misses: co.cfg.HeartbeatMisses, now: co.cfg.Clock,
+func newRegistryActor(d *registryDeps) *RegistryActor {
+	return &RegistryActor{d: d,
 		hosts: map[string]*actor.PID{}, byID: map[string]string{}, retiring: map[string]*retiringHost{},
 		addrs: map[string]map[string]bool{}, hostAddr: map[string]map[string]bool{}}
 }
@@ -78,7 +71,7 @@ func (r *RegistryActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case *messages.Heartbeat:
 		if err := wire.ValidateHeartbeat(m); err != nil {
-			r.co.countBad("heartbeat", err)
+			r.d.countBad("heartbeat", err)
 			return
 		}
 		r.onHeartbeat(c, m)
@@ -86,7 +79,7 @@ func (r *RegistryActor) Receive(c actor.Context) {
 		if hs := r.addrs[m.Address]; len(hs) > 0 {
 			// Until their next heartbeat: worth a line when a route or a
 			// scan avoids servers that look alive elsewhere.
-			r.co.log.Info("servers marked dead: endpoint terminated", "address", m.Address, "hosts", len(hs))
+			r.d.log.Info("servers marked dead: endpoint terminated", "address", m.Address, "hosts", len(hs))
 		}
 		for h := range r.addrs[m.Address] {
 			if pid := r.hosts[h]; pid != nil {
@@ -97,7 +90,7 @@ func (r *RegistryActor) Receive(c actor.Context) {
 		delete(r.addrs, m.Address)
 	case *signalMsg:
 		if err := wire.ValidateSignal(m.sig); err != nil {
-			r.co.countBad("load signal", err)
+			r.d.countBad("load signal", err)
 			return
 		}
 		if pid := r.hosts[m.sig.GetHost()]; pid != nil {
@@ -126,7 +119,7 @@ func (r *RegistryActor) Receive(c actor.Context) {
 		if rh := r.retiring[m.host]; rh != nil && rh.pid.Equal(m.pid) {
 			delete(r.retiring, m.host)
 			r.hosts[m.host] = m.pid
-			r.hostPID.Store(m.host, m.pid)
+			r.d.hostPIDs.Store(m.host, m.pid)
 			for _, hb := range rh.queued {
 				r.onHeartbeat(c, hb)
 			}
@@ -162,8 +155,8 @@ func (r *RegistryActor) onHeartbeat(c actor.Context, m *messages.Heartbeat) {
 		if m.GetLeaving() {
 			return // a host we do not know says goodbye
 		}
-		if len(r.hosts)+len(r.retiring) >= r.co.cfg.MaxHosts {
-			r.co.countBad("heartbeat", fmt.Errorf("host %q refused: MaxHosts %d host actors exist", m.Host, r.co.cfg.MaxHosts))
+		if len(r.hosts)+len(r.retiring) >= r.d.maxHosts {
+			r.d.countBad("heartbeat", fmt.Errorf("host %q refused: MaxHosts %d host actors exist", m.Host, r.d.maxHosts))
 			return
 		}
 		pid = r.spawnHost(c, m.Host)
@@ -182,23 +175,23 @@ func (r *RegistryActor) onHeartbeat(c actor.Context, m *messages.Heartbeat) {
 }
 
 func (r *RegistryActor) spawnHost(c actor.Context, host string) *actor.PID {
-	co := r.co
+	d := r.d
 	props := actor.PropsFromProducer(func() actor.Actor {
-		h := newHostActor(host, r.board, r.status, r.misses, co.cfg.HostForget, r.now, &co.counters)
-		h.live.SweepInterval = co.cfg.SweepInterval
+		h := newHostActor(host, d.board, d.status, d.misses, d.forget, d.now, d.counters)
+		h.live.SweepInterval = d.sweepEvery
 		return h
-	}, co.cfg.Env.Props()...)
+	}, d.env.Props()...)
 	pid := c.Spawn(props)
 	r.hosts[host] = pid
 	r.byID[pid.Id] = host
-	r.hostPID.Store(host, pid)
+	r.d.hostPIDs.Store(host, pid)
 	return pid
 }
 
 // forgetHost drops a host from the registry's maps (its actor is stopping).
 func (r *RegistryActor) forgetHost(host string) {
 	delete(r.hosts, host)
-	r.hostPID.Delete(host)
+	r.d.hostPIDs.Delete(host)
 	for a := range r.hostAddr[host] {
 		delete(r.addrs[a], host)
 		if len(r.addrs[a]) == 0 {

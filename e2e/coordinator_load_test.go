@@ -183,22 +183,17 @@ func TestCoordinatorLossUnderLoad(t *testing.T) {
 	// Within the lease TTL the survivor may still serve from what is
 	// cached; once its lease cannot be renewed (no NATS quorum) it is gone
 	// for the client too, and scans fail naming what is missing.
-	deadline := time.Now().Add(90 * time.Second)
 	var err error
-	for {
+	if !testutil.Poll(90*time.Second, func() bool {
 		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 		err = f.scan(sctx, 0, len(f.truth))
 		scancel()
 		if wrongRows(err) {
 			t.Fatalf("wrong rows with two of three coordinators dead: %v", err)
 		}
-		if err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("full scans still succeed 90s after two of three coordinators (and NATS nodes) died")
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err != nil
+	}) {
+		t.Fatal("full scans still succeed 90s after two of three coordinators (and NATS nodes) died")
 	}
 	// "no coordinator" is client.ErrNoCoordinator (also at the deadline
 	// when nothing answered) and the wire's NO_COORDINATOR; a NATS error
@@ -211,21 +206,15 @@ func TestCoordinatorLossUnderLoad(t *testing.T) {
 	if err := cl.RestartCoordinator(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(90 * time.Second)
-	for {
+	testutil.EventuallyErr(t, 90*time.Second, "full scans after one of the two came back", func() error {
 		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 		err := f.scan(sctx, 0, len(f.truth))
 		scancel()
-		if err == nil {
-			break
-		}
 		if wrongRows(err) {
 			t.Fatalf("wrong rows after one coordinator came back: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scans still fail 90s after one of the two came back: %v", err)
-		}
-	}
+		return err
+	})
 }
 
 // wrongRows: err is the fixture's verification failing (a wrong, missing

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -108,15 +109,17 @@ func TestCoordinatorKilledAndRestarted(t *testing.T) {
 	}
 	// The client, which scans on meanwhile, finds its first choice back
 	// (it probes lost coordinators while scans run) and scans through it.
-	deadline := time.Now().Add(60 * time.Second)
-	for f.c.Coordinator() != coords[0] {
-		if time.Now().After(deadline) {
-			_, lost := f.c.Coordinators()
-			t.Fatalf("the client did not return to restarted coordinator 0 within 60s (lost: %q)", lost)
+	if !testutil.Poll(60*time.Second, func() bool {
+		if f.c.Coordinator() == coords[0] {
+			return true
 		}
 		if err := f.scan(ctx, 100, 200); err != nil {
 			t.Fatalf("scan after coordinator 0 was restarted: %v", err)
 		}
+		return false
+	}) {
+		_, lost := f.c.Coordinators()
+		t.Fatalf("the client did not return to restarted coordinator 0 within 60s (lost: %q)", lost)
 	}
 	t.Logf("the client is back on coordinator 0 after %v", time.Since(t0).Round(time.Millisecond))
 	if err := f.scan(ctx, 0, len(f.truth)); err != nil {

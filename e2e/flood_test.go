@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/wire"
@@ -83,8 +84,7 @@ func TestStartScanFloodEndsWithIt(t *testing.T) {
 	var end time.Time
 	var recovered time.Duration
 	okRun, failed, okDuring := 0, 0, 0
-	limit := time.Now().Add(floodFor + 90*time.Second)
-	for time.Now().Before(limit) {
+	if !testutil.Poll(floodFor+90*time.Second, func() bool {
 		if end.IsZero() {
 			select {
 			case end = <-floodEnd:
@@ -103,20 +103,18 @@ func TestStartScanFloodEndsWithIt(t *testing.T) {
 			if failed++; failed%10 == 1 {
 				t.Logf("%v after the flood's start: %v", time.Since(start).Round(time.Millisecond), ferr)
 			}
-			continue
+			return false
 		}
 		if end.IsZero() {
 			okDuring++
-			continue
+			return false
 		}
 		if okRun == 0 {
 			recovered = max(0, now.Sub(end))
 		}
-		if okRun++; okRun == 20 {
-			break
-		}
-	}
-	if end.IsZero() || okRun < 20 {
+		okRun++
+		return okRun == 20
+	}) {
 		t.Fatalf("scans did not recover within %v of the flood's end (%d failed, %d succeeded during the flood)", 90*time.Second, failed, okDuring)
 	}
 	t.Logf("recovered %v after the flood's end; %d scans failed, %d succeeded during the flood; %d batches reached the flooder",

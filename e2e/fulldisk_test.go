@@ -104,16 +104,9 @@ func TestFullDiskIngestFailsAndClusterRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	freed := time.Now()
-	deadline := freed.Add(60 * time.Second)
-	for {
-		if metric(t, cl, "scanplane_nats_store_out_of_space") == "0" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("store still out of space 60s after the space was freed")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, 60*time.Second, "the store to leave out of space after the space was freed", func() bool {
+		return metric(t, cl, "scanplane_nats_store_out_of_space") == "0"
+	})
 	t.Logf("store back %v after the space was freed", time.Since(freed).Round(time.Millisecond))
 	if _, err := tablets.Ingest(ctx, store, meta, "big", big, icfg); err != nil {
 		t.Fatalf("ingest after the space was freed: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/secrets"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -115,7 +116,7 @@ func TestLyingScanServer(t *testing.T) {
 		}
 		return dispatched, failed
 	}
-	ok := waitFor(120*time.Second, func() bool {
+	ok := testutil.Poll(120*time.Second, func() bool {
 		d, _ := liar()
 		return d >= uint64(6*len(lies)) && done.Load() >= 300
 	})

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 // The network of TestMultiHost: a bridge in a namespace of its own and one
@@ -219,19 +221,15 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 
 // waitFile waits until path exists (a --ready-file) or p exits.
 func waitFile(p *mhProc, path string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		if st, err := os.Stat(path); err == nil && st.Size() > 0 {
-			return nil
-		}
-		if !p.alive() {
-			return fmt.Errorf("%s exited (%v) before writing %s", p.name, p.err, path)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not write %s within %v", p.name, path, timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	written := func() bool { st, err := os.Stat(path); return err == nil && st.Size() > 0 }
+	testutil.Poll(timeout, func() bool { return written() || !p.alive() })
+	switch {
+	case written():
+		return nil
+	case !p.alive():
+		return fmt.Errorf("%s exited (%v) before writing %s", p.name, p.err, path)
 	}
+	return fmt.Errorf("%s did not write %s within %v", p.name, path, timeout)
 }
 
 // The client agent: this test binary re-executed in the client's

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
@@ -402,17 +403,14 @@ func runMultiHost(t *testing.T, natsServer bool) {
 	// the survivors (a stream whose leader was on the lost machine
 	// elects a new one; its info requests time out meanwhile).
 	survivorURLs := "nats://" + survivors[0].node.hostname + ":4222,nats://" + survivors[1].node.hostname + ":4222"
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		r := ag.do(mhReq{Op: "streams", NATS: survivorURLs, TimeoutMs: 5000}, 15*time.Second)
-		if r.Err == "" && r.Ints["KV_scanplane-blocks"] == 3 && r.Ints["KV_scanplane-meta"] == 3 && len(r.Strs) == 2 {
-			t.Logf("streams %v after the loss: %q", time.Since(tLoss).Round(time.Millisecond), r.Strs)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("streams after the loss: %v %q %s", r.Ints, r.Strs, r.Err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var streams mhResp
+	if !testutil.Poll(30*time.Second, func() bool {
+		streams = ag.do(mhReq{Op: "streams", NATS: survivorURLs, TimeoutMs: 5000}, 15*time.Second)
+		return streams.Err == "" && streams.Ints["KV_scanplane-blocks"] == 3 && streams.Ints["KV_scanplane-meta"] == 3 && len(streams.Strs) == 2
+	}) {
+		t.Fatalf("streams after the loss: %v %q %s", streams.Ints, streams.Strs, streams.Err)
 	}
+	t.Logf("streams %v after the loss: %q", time.Since(tLoss).Round(time.Millisecond), streams.Strs)
 	// Routes and status requests go to a coordinator the client takes as
 	// up; a lost one is known as lost once its lease expires.
 	waitLease(t, ag, victim.node.hostname+":8090", false, 20*time.Second)
@@ -516,14 +514,14 @@ func checkRoutes(t *testing.T, ag *mhAgent, hostOf, zoneOf map[string]string, go
 		// their next heartbeat (the coordinator logs "servers marked
 		// dead: endpoint terminated"). Ask again for a bounded time
 		// while a route offers fewer than every live server.
-		for deadline := time.Now().Add(15 * time.Second); ; {
+		testutil.Poll(15*time.Second, func() bool {
 			routeRow(t, ag, row, &near, &zone, &zoneAll, hostOf, gone)
-			if len(near.Candidates) >= live || time.Now().After(deadline) {
-				break
+			if len(near.Candidates) >= live {
+				return true
 			}
-			t.Logf("route row %d: nearest_hostname offers %d of %d live servers (%q); again", row, len(near.Candidates), live, near.Candidates)
-			time.Sleep(200 * time.Millisecond)
-		}
+			t.Logf("route row %d: nearest_hostname offers %d of %d live servers (%q)", row, len(near.Candidates), live, near.Candidates)
+			return false
+		})
 		if near.Policy != "clickhouse-nearest_hostname" || zone.Policy != "ribbon-zone" || zoneAll.Policy != "ribbon-zone" {
 			t.Fatalf("routes used policies %q, %q and %q", near.Policy, zone.Policy, zoneAll.Policy)
 		}
@@ -582,11 +580,15 @@ func routeRow(t *testing.T, ag *mhAgent, row int, near, zone, zoneAll *client.Ro
 		// lag the lease by seconds (scans are re-sent by the client
 		// and are not affected; docs/coordinators.md).
 		// Retry that case for a bounded time.
-		r := ag.do(mhReq{Op: "route", Row: row, Hint: q.hint, TimeoutMs: 10000}, 20*time.Second)
-		for deadline := time.Now().Add(30 * time.Second); strings.Contains(r.Err, "no coordinator") && time.Now().Before(deadline); {
-			t.Logf("route row %d scan_type=%s: %s; again", row, q.hint, r.Err)
+		var r mhResp
+		testutil.Poll(30*time.Second, func() bool {
 			r = ag.do(mhReq{Op: "route", Row: row, Hint: q.hint, TimeoutMs: 10000}, 20*time.Second)
-		}
+			if !strings.Contains(r.Err, "no coordinator") {
+				return true
+			}
+			t.Logf("route row %d scan_type=%s: %s", row, q.hint, r.Err)
+			return false
+		})
 		if r.Err != "" || len(r.JSON) != 1 {
 			t.Fatalf("route row %d scan_type=%s: %s", row, q.hint, r.Err)
 		}
@@ -666,41 +668,33 @@ func hostsOf(hostOf map[string]string, ids []string) []string {
 // leader and every replica current.
 func waitStreamsCurrent(t *testing.T, ag *mhAgent, natsURLs string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r := ag.do(mhReq{Op: "streams", NATS: natsURLs, TimeoutMs: 10000}, 20*time.Second)
-		if r.Err == "" && r.Ints["KV_scanplane-blocks"] == 3 && r.Ints["KV_scanplane-meta"] == 3 &&
-			r.Ints["KV_scanplane-blocks/current"] == 1 && r.Ints["KV_scanplane-meta/current"] == 1 {
-			t.Logf("streams: %q", r.Strs)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("streams not 3 current replicas within %v: %v %q %s", timeout, r.Ints, r.Strs, r.Err)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var r mhResp
+	if !testutil.Poll(timeout, func() bool {
+		r = ag.do(mhReq{Op: "streams", NATS: natsURLs, TimeoutMs: 10000}, 20*time.Second)
+		return r.Err == "" && r.Ints["KV_scanplane-blocks"] == 3 && r.Ints["KV_scanplane-meta"] == 3 &&
+			r.Ints["KV_scanplane-blocks/current"] == 1 && r.Ints["KV_scanplane-meta/current"] == 1
+	}) {
+		t.Fatalf("streams not 3 current replicas within %v: %v %q %s", timeout, r.Ints, r.Strs, r.Err)
 	}
+	t.Logf("streams: %q", r.Strs)
 }
 
 // waitLease waits until a coordinator lease names addr (present) or none
 // does (!present).
 func waitLease(t *testing.T, ag *mhAgent, addr string, present bool, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		r := ag.do(mhReq{Op: "leases", TimeoutMs: 10000}, 20*time.Second)
-		var got []string
+	var got []string
+	var r mhResp
+	if !testutil.Poll(timeout, func() bool {
+		r, got = ag.do(mhReq{Op: "leases", TimeoutMs: 10000}, 20*time.Second), nil
 		for _, j := range r.JSON {
 			var l client.CoordinatorLease
 			if err := json.Unmarshal(j, &l); err == nil {
 				got = append(got, l.Address)
 			}
 		}
-		if r.Err == "" && slices.Contains(got, addr) == present {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lease of %s present=%v not reached within %v (leases: %q %s)", addr, present, timeout, got, r.Err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return r.Err == "" && slices.Contains(got, addr) == present
+	}) {
+		t.Fatalf("lease of %s present=%v not reached within %v (leases: %q %s)", addr, present, timeout, got, r.Err)
 	}
 }

@@ -121,11 +121,11 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 				}
 			}
 		}()
-		refused := waitFor(15*time.Second, func() bool { return allAbove(m.coordinators("type"), base) || evil.forged.Load() >= 3 })
+		refused := testutil.Poll(15*time.Second, func() bool { return allAbove(m.coordinators("type"), base) || evil.forged.Load() >= 3 })
 		load.waitMore(t, from, 20)
 		// At least 20 heartbeats (4 s of a 200 ms interval), which a
 		// registry that took them would have turned into StartScans.
-		waitFor(15*time.Second, func() bool { return beats.Load() >= 20 })
+		testutil.Poll(15*time.Second, func() bool { return beats.Load() >= 20 })
 		close(stop)
 		wg.Wait()
 		inView := m.serversOf("evil")
@@ -156,7 +156,7 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 			}
 		}
 		want := float64(len(attackers) * perServer)
-		refused := waitFor(15*time.Second, func() bool { return allAtLeast(m.hosts("role"), base, want) })
+		refused := testutil.Poll(15*time.Second, func() bool { return allAtLeast(m.hosts("role"), base, want) })
 		load.waitMore(t, from, 20)
 		got := 0
 		for _, a := range attackers {
@@ -193,7 +193,7 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 			t.Fatalf("victim scan: no first row: %v", rows.Err())
 		}
 		var req, ack tapped
-		if !waitFor(15*time.Second, func() bool {
+		if !testutil.Poll(15*time.Second, func() bool {
 			var ok bool
 			if req, ok = tp.lastRequest(func(r *messages.ScanRequest) bool { return r.GetBatchRows() == 10 && r.GetWindow() == 1 }); !ok {
 				return false
@@ -217,7 +217,7 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 		_ = evil.send(server, nil, &messages.Cancel{RequestId: id, Attempt: attempt, Reason: "attacker"})
 		_ = evil.send(tabletActor, nil, busy)
 		_ = evilHost.send(tabletActor, nil, busy)
-		refused := waitFor(15*time.Second, func() bool {
+		refused := testutil.Poll(15*time.Second, func() bool {
 			return sum(m.hosts("attempt"))-sum(baseAttempt) >= 2 && sum(m.coordinators("role"))-sum(baseRole) >= 1 &&
 				sum(m.coordinators("server"))-sum(baseServer) >= 1
 		})
@@ -259,7 +259,7 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 				}
 			}
 		}
-		refused := waitFor(15*time.Second, func() bool {
+		refused := testutil.Poll(15*time.Second, func() bool {
 			return allAtLeast(m.coordinators("type"), baseC, 8) && allAtLeast(m.hosts("type"), baseH, 4)
 		})
 		// Every router answers, every registry takes heartbeats, every
@@ -272,14 +272,14 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 			}
 			cancel()
 		}
-		if !waitFor(15*time.Second, func() bool { return m.heardSince(start.Add(time.Second)) }) {
+		if !testutil.Poll(15*time.Second, func() bool { return m.heardSince(start.Add(time.Second)) }) {
 			down = append(down, "registries: no heartbeat taken for a second after the attack")
 		}
 		before := evil.received("scanplane.internal.v1.Cancel")
 		for _, s := range servers {
 			_ = evil.send(s, evil.pid("probe"), &messages.Cancel{Reason: "connect"})
 		}
-		if !waitFor(15*time.Second, func() bool { return evil.received("scanplane.internal.v1.Cancel") >= before+len(servers) }) {
+		if !testutil.Poll(15*time.Second, func() bool { return evil.received("scanplane.internal.v1.Cancel") >= before+len(servers) }) {
 			down = append(down, fmt.Sprintf("scan servers: %d of %d answered a connection probe", evil.received("scanplane.internal.v1.Cancel")-before, len(servers)))
 		}
 		load.waitMore(t, from, 20)
@@ -323,9 +323,6 @@ func TestRemoteRolesUnderAttack(t *testing.T) {
 }
 
 type protoMessage = interface{ ProtoReflect() protoreflect.Message }
-
-// waitFor polls cond every 20ms until it holds (true) or d passed (false).
-func waitFor(d time.Duration, cond func() bool) bool { return testutil.Poll(d, cond) }
 
 // indexOf is the index of the first row of truth at or after key (len
 // for an empty key: the end).
@@ -410,7 +407,7 @@ func (l *honestLoad) since(from loadCounts) string {
 // waitMore waits (bounded) until n more honest scans ended than at from.
 func (l *honestLoad) waitMore(t *testing.T, from loadCounts, n int64) {
 	t.Helper()
-	if !waitFor(60*time.Second, func() bool { return l.done.Load() >= from.done+n }) {
+	if !testutil.Poll(60*time.Second, func() bool { return l.done.Load() >= from.done+n }) {
 		t.Errorf("only %d honest scans ended in 60 s", l.done.Load()-from.done)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/natsserver"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -202,16 +203,14 @@ func TestClientSeesIngestAfterNATSRestart(t *testing.T) {
 		t.Helper()
 		gen := newGeneration()
 		start := time.Now()
-		for {
-			tm, err := c.Table(ctx, table)
-			if err == nil && tm.Generation == gen {
-				break
-			}
-			if time.Since(start) > bound {
-				t.Fatalf("%s: the client still reads generation %d (%v) %v after generation %d was ingested",
-					label, tm.Generation, err, time.Since(start).Round(time.Millisecond), gen)
-			}
-			time.Sleep(5 * time.Millisecond)
+		var tm client.TableInfo
+		var err error
+		if !testutil.Poll(bound, func() bool {
+			tm, err = c.Table(ctx, table)
+			return err == nil && tm.Generation == gen
+		}) {
+			t.Fatalf("%s: the client still reads generation %d (%v) %v after generation %d was ingested",
+				label, tm.Generation, err, time.Since(start).Round(time.Millisecond), gen)
 		}
 		t.Logf("%s: the client read generation %d %v after its ingest returned", label, gen, time.Since(start).Round(time.Millisecond))
 	}

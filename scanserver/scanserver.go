@@ -351,8 +351,6 @@ func (s *ScanServerActor) Receive(c actor.Context) {
 		// A restart (after a panic) starts a fresh actor: this one ends its
 		// scans as a stop does, so their tablet actors retry them.
 		s.shutdown()
-	case *injectPanic:
-		panic(m.why)
 	case *messages.StartScan:
 		s.gate.wait(s.life)
 		s.onStartScan(m)

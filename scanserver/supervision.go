@@ -18,20 +18,13 @@ const (
 	restartWindow = 10 * time.Second
 )
 
-// injectPanic makes the actor that receives it panic (a local message:
-// only this process can send it; tests inject failures with it).
-type injectPanic struct{ why string }
-
 // ServerProps are the props of a scan-server actor made by newActor, for
 // every incarnation, under an explicit restart strategy logging on log,
-// with opts added (a harness's dispatcher).
+// with opts added (a harness's ScanServerConfig.Env.Props: its
+// dispatcher, and middleware that injects failures).
 func ServerProps(newActor func() *ScanServerActor, log *slog.Logger, opts ...actor.PropsOption) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return newActor() }, append([]actor.PropsOption{actor.WithGuardian(restartStrategy("scan server", log))}, opts...)...)
 }
-
-// PanicMessage is a message that makes the scan-server actor receiving
-// it panic (a local message; harnesses inject failures with it).
-func PanicMessage(why string) any { return &injectPanic{why: why} }
 
 func restartStrategy(what string, log *slog.Logger) actor.SupervisorStrategy {
 	return actor.NewOneForOneStrategy(maxRestarts, restartWindow, func(reason any) actor.Directive {

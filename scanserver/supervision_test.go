@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -29,7 +30,8 @@ func TestScanServerRestartsAfterPanic(t *testing.T) {
 		return NewScanServerActor(DefaultScanServerConfig(), ServerDeps{ID: "h1/0", Host: "h1", Fetcher: tablets.StoreFetcher{Store: store},
 			System: sys, Logger: quiet})
 	}
-	pid, err := sys.Root.SpawnNamed(ServerProps(newActor, quiet), "srv")
+	env := actorenv.Env{Middleware: []actor.ReceiverMiddleware{actorenv.Panicking}}
+	pid, err := sys.Root.SpawnNamed(ServerProps(newActor, quiet, env.Props()...), "srv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestScanServerRestartsAfterPanic(t *testing.T) {
 		}
 	}
 	probe(1)
-	sys.Root.Send(pid, &injectPanic{why: "test: scan server panic"})
+	sys.Root.Send(pid, &actorenv.Panic{Why: "test: scan server panic"})
 	probe(2)
 	if made != 2 {
 		t.Fatalf("%d incarnations made, want 2 (the first and one after the panic)", made)

@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/natsserver"
-	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -70,30 +65,14 @@ func TestNATSClientConsumers(t *testing.T) {
 
 	// The legacy endpoints, an unfiltered create and a filter outside
 	// the bucket's keys are not among the client's subjects.
-	perm := make(chan error, 4)
-	raw, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perm <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	raw, refused := rawConn(t, srv, dir, "client")
 	for _, subj := range []string{
 		"$JS.API.CONSUMER.DURABLE.CREATE." + stream + ".old",
 		"$JS.API.CONSUMER.CREATE." + stream,
 		"$JS.API.CONSUMER.CREATE." + stream + ".unfiltered",
 		"$JS.API.CONSUMER.CREATE." + stream + ".x.$KV.scanplane-blocks.>",
 	} {
-		if err := raw.Publish(subj, []byte(`{"stream_name":"`+stream+`","config":{"durable_name":"old"}}`)); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-perm:
-			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), `"`+subj+`"`) {
-				t.Fatalf("publish %s: %v, want a permissions violation", subj, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("publish %s: no permissions violation", subj)
-		}
+		publishRefused(t, raw, refused, subj, []byte(`{"stream_name":"`+stream+`","config":{"durable_name":"old"}}`))
 	}
 
 	// The client's watch (an ordered consumer) works and is left alone.
@@ -138,18 +117,7 @@ func TestNATSClientConsumers(t *testing.T) {
 // server's metadata watch through another node is left alone.
 func TestNATSClusterConsumerGuard(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tc := newCluster(t, 3, func(_ int, addrs []string) []string { return addrs })
-	for i := range tc.cfgs {
-		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
-		for _, r := range secrets.Roles {
-			tc.cfgs[i].Users = append(tc.cfgs[i].Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
-		}
-	}
-	tc.startAndWait(0, 3)
+	tc, dir := secureCluster(t)
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.TLS, cfg.Replicas = tc.nodes[0].ClientURL(), roleTLS(t, dir, "coordinator"), 3
 	coord, err := bus.Connect(ctx, cfg)

@@ -42,13 +42,7 @@ func TestNATSInboxIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	errs := make(chan error, 8)
-	snoop, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snoop.Close()
+	snoop, errs := rawConn(t, srv, dir, "client")
 	var got atomic.Int64
 	// Every inbox, and the inboxes of the scan server and the
 	// coordinator by name.

@@ -18,65 +18,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
-
-// secureServer is an embedded server with TLS from a new secrets
-// directory (the coordinator's certificate) and every role of it mapped
-// to its user, as the coordinator starts it with --secrets.
-func secureServer(t *testing.T) (*natsserver.EmbeddedServer, string) {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := natsserver.DefaultServerConfig()
-	cfg.Port, cfg.StoreDir = -1, t.TempDir()
-	cfg.TLS = roleTLS(t, dir, "coordinator")
-	for _, r := range secrets.Roles {
-		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
-	}
-	srv, err := natsserver.StartServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv, dir
-}
-
-func roleTLS(t *testing.T, dir, role string) *tls.Config {
-	t.Helper()
-	c, err := cliutil.RemoteTLS(dir, role)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// roleConn connects with role's certificate through bus.Connect.
-func roleConn(t *testing.T, srv *natsserver.EmbeddedServer, dir, role string) *bus.Conn {
-	t.Helper()
-	return roleConnURL(t, srv.ClientURL(), dir, role)
-}
-
-// roleConnURL connects to url with role's certificate through bus.Connect.
-func roleConnURL(t *testing.T, url, dir, role string) *bus.Conn {
-	t.Helper()
-	cfg := bus.DefaultConfig()
-	cfg.URL, cfg.Name, cfg.TLS = url, role, roleTLS(t, dir, role)
-	cfg.OpTimeout, cfg.BucketWait = 2*time.Second, 0
-	cfg.ReadOnly = role == "client" || role == "scanserver"
-	c, err := bus.Connect(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("Connect as %s: %v", role, err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
 
 // TestNATSTLSRefusesWithoutCertificate: the secured embedded server
 // accepts only TLS connections presenting a certificate the cluster CA
@@ -282,26 +228,8 @@ func TestNATSRolePermissions(t *testing.T) {
 	// A forged heartbeat with the client's certificate: the server
 	// refuses it (the publisher gets a permissions violation) and the
 	// coordinator never sees it.
-	perm := make(chan error, 4)
-	forger, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, "client")), nats.NoReconnect(),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perm <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer forger.Close()
-	forged := bus.HeartbeatSubject("h1", "s1")
-	if err := forger.Publish(forged, []byte("forged")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-perm:
-		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), forged) {
-			t.Fatalf("forged heartbeat: async error %v, want a permissions violation for %s", err, forged)
-		}
-		t.Logf("forged heartbeat refused: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("forged heartbeat: no permissions violation")
-	}
+	forger, refused := rawConn(t, srv, dir, "client")
+	publishRefused(t, forger, refused, bus.HeartbeatSubject("h1", "s1"), []byte("forged"))
 	// The server dropped the forged message before answering; a real
 	// heartbeat sent now is the next one the coordinator gets.
 	if err := ss.PublishHeartbeat(&messages.Heartbeat{Host: "h1", Server: "s1", QueueLen: 7}); err != nil {
@@ -404,38 +332,13 @@ func TestServerConfigTLSUsersValidate(t *testing.T) {
 // node reaches a coordinator subscribed on another; the route port
 // refuses a TLS connection without a certificate.
 func TestNATSTLSRoutes(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := secrets.Init(dir, secrets.InitOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tc := newCluster(t, 3, func(_ int, addrs []string) []string { return addrs })
-	for i := range tc.cfgs {
-		tc.cfgs[i].TLS = roleTLS(t, dir, "coordinator")
-		for _, r := range secrets.Roles {
-			tc.cfgs[i].Users = append(tc.cfgs[i].Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
-		}
-	}
-	tc.startAndWait(0, 3)
+	tc, dir := secureCluster(t)
 	for i, n := range tc.nodes {
 		if r := n.Server().NumRoutes(); r < 2 {
 			t.Fatalf("node %d has %d routes, want 2", i, r)
 		}
 	}
-	coord := roleConn(t, tc.nodes[0], dir, "coordinator")
-	got := make(chan *messages.Heartbeat, 1)
-	sub, err := coord.SubscribeHeartbeats(func(h *messages.Heartbeat) {
-		select {
-		case got <- h:
-		default:
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	if err := coord.NATS().Flush(); err != nil {
-		t.Fatal(err)
-	}
+	got := heartbeats(t, roleConn(t, tc.nodes[0], dir, "coordinator"))
 	ss := roleConn(t, tc.nodes[2], dir, "scanserver")
 	// Interest crosses the routes asynchronously: publish until one
 	// heartbeat is seen.
@@ -472,10 +375,7 @@ func TestNATSTLSRoutes(t *testing.T) {
 // not h2's (a permissions violation from the server), and the generic
 // scanserver certificate is not a user any more.
 func TestNATSPerHostScanServer(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
-		t.Fatal(err)
-	}
+	srv, dir := secureServer(t, "h1", "h2")
 	hosts, err := secrets.ServerHosts(dir)
 	if err != nil || len(hosts) != 2 || hosts[0] != "h1" || hosts[1] != "h2" {
 		t.Fatalf("ServerHosts = %q, %v; want [h1 h2]", hosts, err)
@@ -486,52 +386,9 @@ func TestNATSPerHostScanServer(t *testing.T) {
 	if r := secrets.ServerTLSRole(dir, "h3"); r != "scanserver" {
 		t.Fatalf("ServerTLSRole(h3) = %q", r)
 	}
-	cfg := natsserver.DefaultServerConfig()
-	cfg.Port, cfg.StoreDir = -1, t.TempDir()
-	cfg.TLS = roleTLS(t, dir, "coordinator")
-	for _, r := range secrets.Roles {
-		if r != "scanserver" {
-			cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
-		}
-	}
-	for _, h := range hosts {
-		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.HostSubject(h), Role: natsserver.RoleScanServer, Host: h})
-	}
-	srv, err := natsserver.StartServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-
-	coord := roleConn(t, srv, dir, "coordinator")
-	got := make(chan *messages.Heartbeat, 16)
-	sub, err := coord.SubscribeHeartbeats(func(h *messages.Heartbeat) { got <- h })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	if err := coord.NATS().Flush(); err != nil {
-		t.Fatal(err)
-	}
-	perm := make(chan error, 4)
-	nc, err := nats.Connect(srv.ClientURL(), nats.Secure(roleTLS(t, dir, secrets.ServerRole("h1"))), nats.NoReconnect(),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { perm <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	other := bus.HeartbeatSubject("h2", "s")
-	if err := nc.Publish(other, []byte("forged")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-perm:
-		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), other) {
-			t.Fatalf("h1 publishing %s: %v, want a permissions violation", other, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("h1 publishing %s: no permissions violation", other)
-	}
+	got := heartbeats(t, roleConn(t, srv, dir, "coordinator"))
+	nc, refused := rawConn(t, srv, dir, secrets.ServerRole("h1"))
+	publishRefused(t, nc, refused, bus.HeartbeatSubject("h2", "s"), []byte("forged"))
 	// Its own host's heartbeat goes through (and is the first the
 	// coordinator gets: the forged one was dropped before the error).
 	h1 := roleConn(t, srv, dir, secrets.ServerRole("h1"))

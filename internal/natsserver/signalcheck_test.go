@@ -1,14 +1,12 @@
 package natsserver_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -18,31 +16,9 @@ import (
 // busy signal it publishes there whose payload names h2 is dropped by
 // the subscriber (and counted): the coordinator sees only h1's own.
 func TestNATSHeartbeatHostBound(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "secrets")
-	if err := secrets.Init(dir, secrets.InitOptions{ServerHosts: []string{"h1", "h2"}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := natsserver.DefaultServerConfig()
-	cfg.Port, cfg.StoreDir = -1, t.TempDir()
-	cfg.TLS = roleTLS(t, dir, "coordinator")
-	for _, r := range []string{"coordinator", "admin", "client"} {
-		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.RoleSubject(r), Role: r})
-	}
-	for _, h := range []string{"h1", "h2"} {
-		cfg.Users = append(cfg.Users, natsserver.CertUser{Subject: secrets.HostSubject(h), Role: natsserver.RoleScanServer, Host: h})
-	}
-	srv, err := natsserver.StartServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	srv, dir := secureServer(t, "h1", "h2")
 	coord := roleConn(t, srv, dir, "coordinator")
-	hbs := make(chan *messages.Heartbeat, 16)
-	hsub, err := coord.SubscribeHeartbeats(func(h *messages.Heartbeat) { hbs <- h })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hsub.Close()
+	hbs := heartbeats(t, coord)
 	sigs := make(chan *messages.LoadSignal, 16)
 	ssub, err := coord.SubscribeSignals(func(_ bus.SignalKind, s *messages.LoadSignal) { sigs <- s })
 	if err != nil {

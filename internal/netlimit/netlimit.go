@@ -31,26 +31,12 @@ func (s *Slots) Take() (open int64, ok bool) {
 	return 0, true
 }
 
-// Release gives back a slot taken for a connection that did not open
-// after all (a failed handshake).
+// Release gives back a slot: at the connection's close (see OnClose), or
+// when it did not open after all (a failed handshake).
 func (s *Slots) Release() { s.open.Add(-1) }
-
-// Hold returns c, which gives its slot back at its first Close.
-func (s *Slots) Hold(c net.Conn) net.Conn { return &heldConn{Conn: c, s: s} }
 
 // Open is the number of slots taken.
 func (s *Slots) Open() int64 { return s.open.Load() }
-
-type heldConn struct {
-	net.Conn
-	s    *Slots
-	once sync.Once
-}
-
-func (c *heldConn) Close() error {
-	c.once.Do(c.s.Release)
-	return c.Conn.Close()
-}
 
 // Sources counts the connections open per source (the remote IP
 // address) against a maximum per source, so that one source cannot take

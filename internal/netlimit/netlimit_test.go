@@ -9,6 +9,8 @@ import (
 	"github.com/scanplane/scanplane/internal/testutil"
 )
 
+// A connection wrapped by OnClose gives its slot back once, however often
+// it is closed.
 func TestSlotsCapAndRelease(t *testing.T) {
 	s := NewSlots(2)
 	a, b := net.Pipe()
@@ -16,7 +18,7 @@ func TestSlotsCapAndRelease(t *testing.T) {
 	if _, ok := s.Take(); !ok {
 		t.Fatal("first slot refused")
 	}
-	held := s.Hold(a)
+	held := OnClose(a, s.Release)
 	if _, ok := s.Take(); !ok {
 		t.Fatal("second slot refused")
 	}

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"time"
+
+	"github.com/scanplane/scanplane/internal/actorenv"
 )
 
 // heartbeatGrace: a heartbeat lost this long before an attempt may still
@@ -210,7 +212,7 @@ func (w *world) panic(kind int, c *coordProc, tablet int, h *hostProc, server in
 		w.stats.Kinds["scan server panic"]++
 		w.faults.procStart(h.proc.addr, "panicked", w.s.now)
 		w.faults.procEnd(h.proc.addr, "panicked", w.s.now.Add(time.Nanosecond))
-		h.proc.sys.Root.Send(h.pids[server], scanserverPanic(why))
+		h.proc.sys.Root.Send(h.pids[server], &actorenv.Panic{Why: why})
 	}
 }
 

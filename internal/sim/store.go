@@ -35,6 +35,7 @@ func (m *memStore) Put(_ context.Context, key string, data []byte) error {
 	return nil
 }
 
+// Get returns a copy of the stored block: the caller may change it.
 func (m *memStore) Get(_ context.Context, key string) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -42,7 +43,7 @@ func (m *memStore) Get(_ context.Context, key string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("block %s: %w", key, tablets.ErrNotFound)
 	}
-	return b, nil
+	return slices.Clone(b), nil
 }
 
 func (m *memStore) Delete(_ context.Context, key string) error {
@@ -117,11 +118,12 @@ func (mm metaSource) Tables(context.Context) ([]string, error) {
 // the ingest's MetaStore.
 type metaSource struct{ m *memStore }
 
+// Get returns a copy of the stored generation: the caller may change it.
 func (s metaSource) Get(_ context.Context, table string, gen uint64) (*messages.TableMeta, error) {
 	s.m.mu.Lock()
 	defer s.m.mu.Unlock()
 	if t := s.m.metas[table][gen]; t != nil {
-		return t, nil
+		return proto.Clone(t).(*messages.TableMeta), nil
 	}
 	return nil, fmt.Errorf("table %s/g%d: %w", table, gen, tablets.ErrNotFound)
 }

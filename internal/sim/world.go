@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/coordinator"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/scanserver"
@@ -516,6 +517,7 @@ func (h *hostProc) start() {
 	scfg.Workers, scfg.MaxQueue, scfg.BatchRows, scfg.Window, scfg.AckTimeout = sm.Workers, sm.MaxQueue, sm.BatchRows, sm.Window, sm.AckTimeout
 	scfg.Clock = p.now
 	scfg.Env = p.env(inc)
+	scfg.Env.Middleware = []actor.ReceiverMiddleware{actorenv.Panicking} // scan server panics (faults.go)
 	scfg.Fault.Lie = w.mut.lie
 	log := remoting.DiscardLogger()
 	for i := range w.cfg.ServersPerHost {
@@ -525,7 +527,7 @@ func (h *hostProc) start() {
 		newActor := func() *scanserver.ScanServerActor {
 			return scanserver.NewScanServerActor(scfg, scanserver.ServerDeps{ID: id, Host: h.name, Fetcher: fetcher{w}, System: sys, Counters: counters, Logger: log})
 		}
-		pid, err := sys.Root.SpawnNamed(scanserver.ServerProps(newActor, log, actor.WithDispatcher(dispatcher{p: p, inc: inc})), scanserver.ServerActorID(i))
+		pid, err := sys.Root.SpawnNamed(scanserver.ServerProps(newActor, log, scfg.Env.Props()...), scanserver.ServerActorID(i))
 		if err != nil {
 			w.problem("%s: spawn server %d: %v", p.addr, i, err)
 			return
@@ -582,5 +584,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(out)
 	return out
 }
-
-func scanserverPanic(why string) any { return scanserver.PanicMessage(why) }

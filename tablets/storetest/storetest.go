@@ -191,6 +191,20 @@ func testContract(t *testing.T, b Backend) {
 	if got, err := ms.Get(ctx, "users", 1); err != nil || !proto.Equal(got, m1) {
 		t.Fatalf("Get = %v, %v; want %v", got, err, m1)
 	}
+	// What Get returns is the caller's: changing it, down to the bytes
+	// of a split point, changes nothing stored.
+	got, err := ms.Get(ctx, "users", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Rows++
+	got.SplitPoints[0][0] ^= 0xff
+	got.Tablets[0].Files[0].Id = "changed"
+	got.Tablets = got.Tablets[:1]
+	want1 := TableMeta("users", 1, "a") // m1 as published, whatever a store did with m1
+	if again, err := ms.Get(ctx, "users", 1); err != nil || !proto.Equal(again, want1) {
+		t.Fatalf("Get after its caller changed what an earlier Get returned = %v, %v; want %v", again, err, want1)
+	}
 
 	want := []string{"apps", "users"}
 	if b.BadName == nil {
