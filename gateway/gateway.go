@@ -160,7 +160,9 @@ func checkScan(m *scanplanev1.ScanRequest) error {
 }
 
 // Scan streams the rows of the range, verified, in batches of at most
-// about MaxBatchBytes.
+// about MaxBatchBytes; with ScanRequest.proofs, with the proofs the
+// coordinator's client checked them with, for the caller to check again
+// against the table's metadata.
 func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], stream *connect.ServerStream[scanplanev1.ScanResponse]) error {
 	m := req.Msg
 	if err := checkScan(m); err != nil {
@@ -182,19 +184,33 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	proofs := m.GetProofs()
 	rows := c.Scan(ctx, m.GetTable(), client.KeyRange(m.GetStart(), m.GetEnd()),
-		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit())})
+		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit()), Proofs: proofs})
 	b := newBatcher(s.cfg.MaxBatchBytes)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer rows.Close()
-		for rows.Next() {
+		first := true
+		for {
+			ok := rows.Next()
+			if proofs && first {
+				if gen, rec := rows.ProofTable(); gen > 0 {
+					b.setTable(gen, rec)
+				}
+				first = false
+			}
+			if !ok {
+				break
+			}
 			r := rows.Row()
 			if !b.add(ctx, r.Key, r.Value) {
 				return
 			}
+			b.proof(rows.TakeProofs())
 		}
+		b.proof(rows.TakeProofs())
 		b.finish(rows.Err())
 	}()
 	defer func() { cancel(); <-done }()
@@ -207,9 +223,9 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 		case <-ctx.Done():
 			return toStatus(ctx.Err())
 		}
-		batch, fin, scanErr := b.take()
-		if len(batch) > 0 {
-			if err := stream.Send(&scanplanev1.ScanResponse{Rows: batch}); err != nil {
+		msg, fin, scanErr := b.take()
+		if msg != nil {
+			if err := stream.Send(msg); err != nil {
 				return err
 			}
 		}
