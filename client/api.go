@@ -26,8 +26,13 @@ import (
 // actor system, connects to no NATS and opens no listening socket, so it
 // works wherever a coordinator's HTTP port is reachable (behind NAT,
 // outside the cluster's network). Rows are verified by the coordinator's
-// own client before they leave the cluster; the API client checks that
-// they come in key order, inside the range.
+// own client before they leave the cluster, and the API client asks for
+// their proofs and checks every row again before it hands it over:
+// against the block roots of the table's metadata it reads from NATS
+// with Config.APIReadMeta (a lying coordinator is caught), else against
+// the metadata the coordinator sends (damage on the way is caught, a
+// lying coordinator is not). ScanOptions.AllowUnverified asks for rows
+// without proofs.
 //
 // Build one with NewAPI from a Config whose API lists the coordinators'
 // HTTP addresses. A call that finds a coordinator down, before any row
@@ -57,7 +62,8 @@ const apiMaxMessageBytes = 4 << 20
 // any, and verifies the coordinator's against RootCAs),
 // StallTimeout (a connection silent that long is pinged), IdleTimeout
 // (an unanswered ping closes it), CoordinatorWait, MaxResumes,
-// MaxRequestTime, RequestTimeout and Logger; the actor path's fields
+// MaxRequestTime, RequestTimeout, APIReadMeta (with NATSURL; the NATS
+// connection is made on first use) and Logger; the actor path's fields
 // are ignored. It does no IO.
 func NewAPI(cfg Config) (*API, error) {
 	if err := cfg.Validate(); err != nil {

@@ -3,7 +3,8 @@
 // gRPC-Web and Connect's HTTP/JSON from one net/http handler, with gRPC
 // server reflection. A coordinator mounts it on its HTTP port. Scans run
 // through the Go client library in the coordinator's process, so every
-// row is verified against the table's ingest digests before it is sent.
+// row is verified against the table's ingest digests before it is sent;
+// a caller that asks gets the rows' proofs too, to verify them again.
 //
 // Concurrency: a Server serves any number of concurrent calls; each Scan
 // runs the client's iterator in a goroutine of its own and sends from

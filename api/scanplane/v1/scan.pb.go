@@ -140,9 +140,11 @@ type ScanResponse struct {
 	Proofs []*RowProof `protobuf:"bytes,2,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	// generation: the table generation scanned, set on the first message.
 	Generation uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	// table_record: that generation's metadata record as the cluster's
-	// metadata store holds it (scanplane's internal encoding), set on the
-	// first message, for a client that cannot read the store itself.
+	// table_record: that generation's metadata (scanplane's internal
+	// encoding, messages.TableMeta with its tablets' files), set on the
+	// first message, for a client that does not read the cluster's
+	// metadata store itself. It comes from the coordinator: checking rows
+	// against it catches damage on the way, not a lying coordinator.
 	TableRecord   []byte `protobuf:"bytes,4,opt,name=table_record,json=tableRecord,proto3" json:"table_record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
