@@ -277,15 +277,7 @@ type APIRows struct {
 // where they come from); with it the rows come without proofs, verified
 // by the coordinator only. It does no IO until Next.
 func (a *API) Scan(ctx context.Context, table string, rng Range, opts ScanOptions) *APIRows {
-	r := &APIRows{a: a, table: table, rng: rng, opts: opts}
-	switch {
-	case tablets.ValidateTableName(table) != nil:
-		r.err = tablets.ValidateTableName(table)
-	case rng.Validate() != nil:
-		r.err = rng.Validate()
-	case opts.Validate() != nil:
-		r.err = opts.Validate()
-	}
+	r := &APIRows{a: a, table: table, rng: rng, opts: opts, err: checkScan(table, rng, opts)}
 	if !opts.AllowUnverified {
 		r.pv = &apiProofs{a: a, table: table}
 	}

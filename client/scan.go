@@ -138,14 +138,20 @@ type Rows struct {
 // Scan scans [rng.Start, rng.End) of table. It does no IO until Next.
 func (c *Client) Scan(ctx context.Context, table string, rng Range, opts ScanOptions) *Rows {
 	r := &Rows{c: c, ctx: ctx, table: table, rng: rng, ranges: []tablets.Range{rng}, opts: opts}
-	if err := tablets.ValidateTableName(table); err != nil {
-		r.err = err
-	} else if err := rng.Validate(); err != nil {
-		r.err = err
-	} else if err := opts.Validate(); err != nil {
-		r.err = err
-	}
+	r.err = checkScan(table, rng, opts)
 	return r
+}
+
+// checkScan checks a scan's arguments, as both clients' Scan do: the
+// first bad one's error.
+func checkScan(table string, rng Range, opts ScanOptions) error {
+	if err := tablets.ValidateTableName(table); err != nil {
+		return err
+	}
+	if err := rng.Validate(); err != nil {
+		return err
+	}
+	return opts.Validate()
 }
 
 // All is Scan as a range-over-func iterator; iteration stops at the first

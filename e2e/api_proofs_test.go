@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
+	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -48,6 +51,9 @@ type lyingGateway struct {
 	lie    apiLie
 	target int // the row of the scan the lie is about
 	old    *scanplanev1.ScanResponse
+	// resumed counts RowProofs that restart a piece mid-way (the
+	// coordinator's client resumed it on another scan server).
+	resumed atomic.Int64
 }
 
 func (g *lyingGateway) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], st *connect.ServerStream[scanplanev1.ScanResponse]) error {
@@ -58,6 +64,7 @@ func (g *lyingGateway) Scan(ctx context.Context, req *connect.Request[scanplanev
 	defer up.Close()
 	pos, cov, adj := 0, 0, 0 // the next row's index, rows covered by RowProofs, what the lie changed
 	first := true
+	var prev *scanplanev1.RowProof
 	for up.Receive() {
 		m := up.Msg()
 		if first && g.lie == lieRecordOld {
@@ -87,6 +94,10 @@ func (g *lyingGateway) Scan(ctx context.Context, req *connect.Request[scanplanev
 		pos += len(m.GetRows())
 		m.Rows = rows
 		for _, rp := range m.GetProofs() {
+			if rp.GetRestart() && prev != nil && prev.GetTablet() == rp.GetTablet() && !prev.GetFinished() {
+				g.resumed.Add(1)
+			}
+			prev = rp
 			n := int(rp.GetRows())
 			if g.target >= cov && g.target < cov+n {
 				rp.Rows = uint32(n + adj)
@@ -214,4 +225,96 @@ func firstProofMessage(t *testing.T, ctx context.Context, up scanplanev1connect.
 		t.Fatalf("no message: %v", st.Err())
 	}
 	return st.Msg()
+}
+
+// TestAPIClientVerifiesResumedStreams: an API client (APIReadMeta)
+// scans a 40 MB table through an honest relay and stops reading for a
+// moment at a quarter of it, while the coordinator's client holds
+// tablets' streams open mid-piece (its buffers are full); the hosts
+// whose scan servers run them (the coordinator's status says so) are
+// killed then, all but one. The coordinator's client resumes those streams on the servers
+// left after their last row; the API client checks the forwarded proofs
+// of the resumed streams (RowProof.restart after rows of the same piece,
+// which the relay counts) and returns exactly the table.
+func TestAPIClientVerifiesResumedStreams(t *testing.T) {
+	clustertest.SkipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	dataDir := t.TempDir()
+	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 3, ServersPerHost: 1, DataDir: dataDir,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
+	t.Cleanup(func() { logTails(t, dataDir) })
+	// 40 MB of rows: more than the coordinator's client buffers and the
+	// HTTP/2 windows hold, so that streams wait mid-piece while the
+	// caller does not read.
+	truth := make([]tablets.Entry, 20000)
+	for i := range truth {
+		truth[i] = tablets.Entry{Key: tablets.RowKey(i), Value: bytes.Repeat(tablets.RowValue(i)[:40], 50)}
+	}
+	clustertest.Ingest(t, ctx, cl.NATSURL(), nil, table, truth, 8)
+	if err := cl.WaitServers(ctx, 3, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	g := &lyingGateway{up: scanplanev1connect.NewScanServiceClient(h2c(), "http://"+cl.HTTPAddr(), connect.WithGRPC())}
+	cfg := client.DefaultConfig()
+	cfg.API, cfg.NATSURL, cfg.APIReadMeta = []string{g.start(t)}, cl.NATSURL(), true
+	a, err := client.NewAPI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	cfg.API = []string{cl.HTTPAddr()} // the coordinator itself, for its status
+	direct, err := client.NewAPI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	rows := a.Scan(ctx, table, client.Range{}, client.ScanOptions{})
+	defer rows.Close()
+	var got []tablets.Entry
+	for rows.Next() {
+		got = append(got, tablets.Entry{Key: rows.Row().Key, Value: rows.Row().Value})
+		if len(got) == len(truth)/4 {
+			killBusyHosts(t, ctx, cl, direct)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("after %d rows: %v", len(got), err)
+	}
+	if err := sameRows(got, truth); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d mid-piece restarts verified", g.resumed.Load())
+	if g.resumed.Load() == 0 {
+		t.Fatal("no stream was resumed mid-piece: no open stream was on the killed hosts")
+	}
+}
+
+// killBusyHosts kills the hosts whose scan servers run scans of the
+// coordinator a asks (at most all hosts but one), once one runs any.
+func killBusyHosts(t *testing.T, ctx context.Context, cl *localcluster.Cluster, a *client.API) {
+	t.Helper()
+	var busy []int
+	testutil.Eventually(t, time.Minute, "a scan server running a scan", func() bool {
+		st, err := a.Status(ctx)
+		if err != nil {
+			return false
+		}
+		busy = busy[:0]
+		for i := 0; i < cl.Hosts(); i++ {
+			for _, s := range st.GetServers() {
+				if s.GetHost() == localcluster.HostName(i) && s.GetAlive() && s.GetInFlight() > 0 {
+					busy = append(busy, i)
+					break
+				}
+			}
+		}
+		return len(busy) > 0
+	})
+	for _, i := range busy[:min(len(busy), cl.Hosts()-1)] {
+		t.Logf("killing host %d (%s)", i, localcluster.HostName(i))
+		if err := cl.Kill(i); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
