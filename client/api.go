@@ -23,9 +23,9 @@ import (
 
 // API scans through the public API (scanplane.v1.ScanService, gRPC) that
 // every coordinator serves on its HTTP port. It only dials: it runs no
-// actor system, connects to no NATS and opens no listening socket, so it
-// works wherever a coordinator's HTTP port is reachable (behind NAT,
-// outside the cluster's network). Rows are verified by the coordinator's
+// actor system, connects to no NATS (unless Config.APIReadMeta) and
+// opens no listening socket, so it works wherever a coordinator's HTTP
+// port is reachable (behind NAT, outside the cluster's network). Rows are verified by the coordinator's
 // own client before they leave the cluster, and the API client asks for
 // their proofs and checks every row again before it hands it over:
 // against the block roots of the table's metadata it reads from NATS
@@ -41,7 +41,8 @@ import (
 // next address (a range is read in key order, so this is exact).
 //
 // An API is safe for concurrent use; each APIRows belongs to one
-// goroutine. NewAPI does no IO; Close closes idle connections.
+// goroutine. NewAPI does no IO; Close closes idle connections and the
+// NATS connection.
 type API struct {
 	cfg   Config
 	log   *slog.Logger
