@@ -23,11 +23,16 @@ import (
 
 // API scans through the public API (scanplane.v1.ScanService, gRPC) that
 // every coordinator serves on its HTTP port. It only dials: it runs no
-// actor system, connects to no NATS and opens no listening socket, so it
-// works wherever a coordinator's HTTP port is reachable (behind NAT,
-// outside the cluster's network). Rows are verified by the coordinator's
-// own client before they leave the cluster; the API client checks that
-// they come in key order, inside the range.
+// actor system, connects to no NATS (unless Config.APIReadMeta) and
+// opens no listening socket, so it works wherever a coordinator's HTTP
+// port is reachable (behind NAT, outside the cluster's network). Rows are verified by the coordinator's
+// own client before they leave the cluster, and the API client asks for
+// their proofs and checks every row again before it hands it over:
+// against the block roots of the table's metadata it reads from NATS
+// with Config.APIReadMeta (a lying coordinator is caught), else against
+// the metadata the coordinator sends (damage on the way is caught, a
+// lying coordinator is not). ScanOptions.AllowUnverified asks for rows
+// without proofs.
 //
 // Build one with NewAPI from a Config whose API lists the coordinators'
 // HTTP addresses. A call that finds a coordinator down, before any row
@@ -36,7 +41,8 @@ import (
 // next address (a range is read in key order, so this is exact).
 //
 // An API is safe for concurrent use; each APIRows belongs to one
-// goroutine. NewAPI does no IO; Close closes idle connections.
+// goroutine. NewAPI does no IO; Close closes idle connections and the
+// NATS connection.
 type API struct {
 	cfg   Config
 	log   *slog.Logger
@@ -44,6 +50,7 @@ type API struct {
 	tr    *http.Transport
 	svc   []scanplanev1connect.ScanServiceClient // one per address
 	pref  atomic.Int32                           // the address that answered last
+	meta  *apiMeta                               // Config.APIReadMeta: the metadata store, on first use
 }
 
 // apiMaxMessageBytes bounds a message the API client reads: the
@@ -56,7 +63,8 @@ const apiMaxMessageBytes = 4 << 20
 // any, and verifies the coordinator's against RootCAs),
 // StallTimeout (a connection silent that long is pinged), IdleTimeout
 // (an unanswered ping closes it), CoordinatorWait, MaxResumes,
-// MaxRequestTime, RequestTimeout and Logger; the actor path's fields
+// MaxRequestTime, RequestTimeout, APIReadMeta (with NATSURL; the NATS
+// connection is made on first use) and Logger; the actor path's fields
 // are ignored. It does no IO.
 func NewAPI(cfg Config) (*API, error) {
 	if err := cfg.Validate(); err != nil {
@@ -92,7 +100,7 @@ func NewAPI(cfg Config) (*API, error) {
 		rt = bearerTransport{rt: tr, header: "Bearer " + cfg.APIToken}
 	}
 	hc := &http.Client{Transport: rt}
-	a := &API{cfg: cfg, log: log, addrs: cfg.API, tr: tr}
+	a := &API{cfg: cfg, log: log, addrs: cfg.API, tr: tr, meta: &apiMeta{cfg: cfg}}
 	for _, addr := range cfg.API {
 		a.svc = append(a.svc, scanplanev1connect.NewScanServiceClient(hc, scheme+addr, connect.WithGRPC(),
 			connect.WithReadMaxBytes(apiMaxMessageBytes)))
@@ -125,10 +133,12 @@ func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return b.rt.RoundTrip(req)
 }
 
-// Close closes the API client's idle connections; calls still running
-// go on until they end.
+// Close closes the API client's idle connections and its NATS
+// connection (APIReadMeta); calls still running go on until they end,
+// except that those still to read metadata fail with ErrClosed.
 func (a *API) Close() error {
 	a.tr.CloseIdleConnections()
+	a.meta.close()
 	return nil
 }
 
@@ -249,7 +259,8 @@ type APIRows struct {
 	opts   ScanOptions
 	fo     *failover
 	st     *connect.ServerStreamForClient[scanplanev1.ScanResponse]
-	got    bool // the current request delivered a row
+	got    bool       // the current request delivered a row
+	pv     *apiProofs // nil: AllowUnverified, no proofs asked
 	batch  []*scanplanev1.Row
 	bi     int
 	row    Row
@@ -260,20 +271,16 @@ type APIRows struct {
 }
 
 // Scan scans [rng.Start, rng.End) of table through the public API. Of
-// opts it uses Hints and Limit (the coordinator's client reads with its
-// own Parallel and buffers); AllowUnverified is refused: the coordinator
-// sends verified rows only. It does no IO until Next.
+// opts it uses Hints, Limit (the coordinator's client reads with its
+// own Parallel and buffers) and AllowUnverified: without it the scan
+// asks for the rows' proofs and hands over a row only once its proof
+// checked out against the table's block roots (Config.APIReadMeta says
+// where they come from); with it the rows come without proofs, verified
+// by the coordinator only. It does no IO until Next.
 func (a *API) Scan(ctx context.Context, table string, rng Range, opts ScanOptions) *APIRows {
-	r := &APIRows{a: a, table: table, rng: rng, opts: opts}
-	switch {
-	case tablets.ValidateTableName(table) != nil:
-		r.err = tablets.ValidateTableName(table)
-	case rng.Validate() != nil:
-		r.err = rng.Validate()
-	case opts.Validate() != nil:
-		r.err = opts.Validate()
-	case opts.AllowUnverified:
-		r.err = fmt.Errorf("%w: ScanOptions.AllowUnverified is not available through the public API, which sends verified rows only", ErrBadRequest)
+	r := &APIRows{a: a, table: table, rng: rng, opts: opts, err: checkScan(table, rng, opts)}
+	if !opts.AllowUnverified {
+		r.pv = &apiProofs{a: a, table: table}
 	}
 	if r.err != nil {
 		r.done = true
@@ -370,13 +377,28 @@ func (r *APIRows) Next() bool {
 			continue
 		}
 		if r.st.Receive() {
-			r.batch = r.st.Msg().GetRows()
 			r.stats.Batches++
+			if r.pv == nil {
+				r.batch = r.st.Msg().GetRows()
+				continue
+			}
+			b, err := r.pv.message(r.ctx, r.st.Msg())
+			if err != nil {
+				r.fail(fmt.Errorf("from %s: %w", r.fo.addr(), err))
+				return false
+			}
+			r.batch = b
 			continue
 		}
 		err := r.st.Err()
 		_ = r.st.Close()
 		r.st = nil
+		if err == nil && r.pv != nil {
+			if err := r.pv.end(); err != nil {
+				r.fail(fmt.Errorf("from %s: %w", r.fo.addr(), err))
+				return false
+			}
+		}
 		if err == nil {
 			r.Close()
 			return false
@@ -389,12 +411,18 @@ func (r *APIRows) Next() bool {
 // open sends the scan request for what is still wanted (after the last
 // key handed over, up to the rows still wanted) to the current address.
 func (r *APIRows) open() {
-	req := &scanplanev1.ScanRequest{Table: r.table, Start: r.rng.Start, End: r.rng.End, Hints: r.opts.Hints}
+	req := &scanplanev1.ScanRequest{Table: r.table, Start: r.rng.Start, End: r.rng.End, Hints: r.opts.Hints, Proofs: r.pv != nil}
 	if r.last != nil {
 		req.Start = append(bytes.Clone(r.last), 0) // the smallest key after last
 	}
 	if r.opts.Limit > 0 {
 		req.Limit = int64(r.opts.Limit - r.stats.Rows)
+	}
+	if r.pv != nil {
+		if err := r.pv.begin(r.ctx, tablets.Range{Start: req.Start, End: req.End}, uint64(req.Limit)); err != nil {
+			r.fail(err)
+			return
+		}
 	}
 	r.stats.Requests++
 	r.got = false

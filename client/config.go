@@ -86,7 +86,15 @@ type Config struct {
 	// NewAPI sends instead of a client certificate; it needs TLS (with
 	// the cluster CA: TLSFromCA). Empty = none. Ignored by New and Dial.
 	APIToken string
-	Logger   *slog.Logger
+	// APIReadMeta: NewAPI reads each scanned table's metadata (its block
+	// roots) itself from the cluster's NATS (NATSURL, with TLS) and checks
+	// the rows' proofs against it, so a lying coordinator is caught.
+	// false (default): it checks them against the metadata the
+	// coordinator sends with them, which catches damage between the
+	// coordinator and the client but not a lying coordinator; NewAPI
+	// then needs no NATS. Ignored by New and Dial.
+	APIReadMeta bool
+	Logger      *slog.Logger
 }
 
 // DefaultNATSURLs are the NATS nodes of the local cluster `scanctl up`

@@ -113,14 +113,6 @@ func waitFuture(ctx context.Context, f *actor.Future) (any, error) {
 	}
 }
 
-// Status is a coordinator's status: its counters, the scan servers in its
-// view (Servers), the live coordinators' leases (Coordinators), the
-// tables it knows (Tables) and, from Client.Status, every other live
-// coordinator's counters (Peers). It is the protobuf message
-// messages.StatusReply (fields documented in messages/scanplane.proto),
-// the same the coordinators' /status serves as JSON.
-type Status = messages.StatusReply
-
 // Status asks a coordinator for the cluster's status.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	res, err := c.request(ctx, &messages.StatusRequest{})
@@ -131,7 +123,8 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	if !ok {
 		return nil, fmt.Errorf("client: unexpected status answer %T", res)
 	}
-	return r, nil
+	st := statusFrom(r)
+	return &st, nil
 }
 
 // StatusOf asks the coordinator at addr for its own status (within
@@ -152,7 +145,8 @@ func (c *Client) StatusOf(ctx context.Context, addr string) (*Status, error) {
 	if !ok {
 		return nil, fmt.Errorf("client: unexpected status answer %T from %s", res, addr)
 	}
-	return r, nil
+	st := statusFrom(r)
+	return &st, nil
 }
 
 // CoordinatorLeases returns the coordinators' live leases on NATS, sorted

@@ -66,7 +66,8 @@ type slot struct {
 
 type qbatch struct {
 	rows    []tablets.Entry
-	counted uint64 // rows proven by count before rows (Rows.count)
+	counted uint64    // rows proven by count before rows (Rows.count)
+	proof   *proofSeg // ScanOptions.Proofs: what proved rows
 	bytes   int
 }
 
@@ -137,8 +138,8 @@ func (p *prefetch) claim() (int, bool) {
 func (p *prefetch) read(i int) error {
 	var pending []qbatch
 	var st, reported ScanStats
-	t, err := p.r.startRun(p.pieces[i], 0, p.stop, &st, func(rows []tablets.Entry, counted uint64) {
-		pending = append(pending, qbatch{rows: rows, counted: counted})
+	t, err := p.r.startRun(p.pieces[i], 0, p.stop, &st, func(rows []tablets.Entry, counted uint64, pf *proofSeg) {
+		pending = append(pending, qbatch{rows: rows, counted: counted, proof: pf})
 	})
 	if err != nil {
 		p.addStats(st, &reported)
@@ -190,7 +191,7 @@ func (p *prefetch) addStats(st ScanStats, reported *ScanStats) {
 // put hands a batch of piece i to the caller, waiting for room.
 func (p *prefetch) put(i int, b qbatch) error {
 	rows := b.rows
-	if len(rows) == 0 && b.counted == 0 {
+	if len(rows) == 0 && b.counted == 0 && b.proof == nil {
 		return nil
 	}
 	n := 0

@@ -47,6 +47,11 @@ type ScanOptions struct {
 	// batches; the tablet the caller reads always gets its next batch.
 	// 0 = DefaultMaxBufferBytes.
 	MaxBufferBytes int
+	// Proofs keeps, with the rows, the block proofs that proved them, for
+	// a server that forwards them to a client that verifies (the public
+	// API's ScanRequest.proofs): Rows.TakeProofs and Rows.ProofTable.
+	// Client.Scan only; Count and BatchScan ignore it.
+	Proofs bool
 }
 
 // Defaults of ScanOptions, chosen by measurement (MEASUREMENTS.md,
@@ -117,6 +122,7 @@ type Rows struct {
 	counted uint64
 	pieces  []tablets.Piece
 	meta    *messages.TableMeta
+	proofs  proofQueue // ScanOptions.Proofs
 	pi      int
 	run     *tabletRun      // serial: the tablet being read
 	par     *prefetch       // parallel: the tablets being read
@@ -132,14 +138,20 @@ type Rows struct {
 // Scan scans [rng.Start, rng.End) of table. It does no IO until Next.
 func (c *Client) Scan(ctx context.Context, table string, rng Range, opts ScanOptions) *Rows {
 	r := &Rows{c: c, ctx: ctx, table: table, rng: rng, ranges: []tablets.Range{rng}, opts: opts}
-	if err := tablets.ValidateTableName(table); err != nil {
-		r.err = err
-	} else if err := rng.Validate(); err != nil {
-		r.err = err
-	} else if err := opts.Validate(); err != nil {
-		r.err = err
-	}
+	r.err = checkScan(table, rng, opts)
 	return r
+}
+
+// checkScan checks a scan's arguments, as both clients' Scan do: the
+// first bad one's error.
+func checkScan(table string, rng Range, opts ScanOptions) error {
+	if err := tablets.ValidateTableName(table); err != nil {
+		return err
+	}
+	if err := rng.Validate(); err != nil {
+		return err
+	}
+	return opts.Validate()
 }
 
 // All is Scan as a range-over-func iterator; iteration stops at the first
@@ -256,6 +268,7 @@ func (r *Rows) Next() bool {
 			}
 			r.batch = b.rows
 			r.counted += b.counted
+			r.proofs.put(b.proof)
 			continue
 		}
 		if r.run == nil {
@@ -277,8 +290,9 @@ func (r *Rows) Next() bool {
 			if r.opts.Limit > 0 {
 				limit = r.opts.Limit - r.stats.Rows
 			}
-			run, err := r.startRun(r.pieces[r.pi], limit, nil, &r.stats, func(rows []tablets.Entry, counted uint64) {
+			run, err := r.startRun(r.pieces[r.pi], limit, nil, &r.stats, func(rows []tablets.Entry, counted uint64, pf *proofSeg) {
 				r.counted += counted
+				r.proofs.put(pf)
 				if len(r.batch) == 0 {
 					r.batch = rows // the stream's slab, one per batch: no copy
 				} else {
@@ -344,7 +358,8 @@ type tabletRun struct {
 	in       *inbox   // its inbox
 	ids      []string // its request ids
 	timer    *time.Timer
-	yield    func(rows []tablets.Entry, counted uint64)
+	yield    func(rows []tablets.Entry, counted uint64, pf *proofSeg)
+	tablet   int // the piece's tablet
 	stats    *ScanStats
 	finished bool // every row of the piece was yielded
 	ended    bool // the stream's inbox and request ids are released
@@ -352,7 +367,7 @@ type tabletRun struct {
 
 // startRun starts the stream of one piece of the scan (limit: rows
 // wanted from it, 0 = all).
-func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, stats *ScanStats, yield func([]tablets.Entry, uint64)) (*tabletRun, error) {
+func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, stats *ScanStats, yield func([]tablets.Entry, uint64, *proofSeg)) (*tabletRun, error) {
 	c := r.c
 	if c.rx == nil {
 		return nil, ErrClosed
@@ -375,13 +390,14 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	roots, err := tabletstream.Roots(tm)
 	switch {
 	case err == nil:
-		cfg.Verify, cfg.Roots = true, roots
+		cfg.Verify, cfg.Roots, cfg.KeepProofs = true, roots, r.keepProofs()
 	case !r.opts.AllowUnverified:
 		c.closeStream(in, nil)
 		return nil, fmt.Errorf("%w: table %s generation %d: %v (ingested without digests: ingest it again, or scan with AllowUnverified)",
 			ErrUnverified, r.table, r.meta.GetGeneration(), err)
 	}
-	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats}
+	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats,
+		tablet: p.Tablet}
 	stats.Tablets++
 	if err := t.apply(t.cur.Start(time.Now())); err != nil {
 		t.abandon()
@@ -464,11 +480,18 @@ func (t *tabletRun) apply(acts []tabletstream.StreamAction) error {
 		case tabletstream.ActSendCancel, tabletstream.ActSendAck:
 			c.send(actor.NewPID(a.Server.GetAddress(), a.Server.GetId()), a.Msg)
 		case tabletstream.ActYield:
-			t.yield(a.Rows, a.Counted)
+			var pf *proofSeg
+			if a.Proofs != nil || a.Restart {
+				pf = &proofSeg{tablet: t.tablet, restart: a.Restart, rows: len(a.Rows), proofs: a.Proofs}
+			}
+			t.yield(a.Rows, a.Counted, pf)
 			t.stats.Batches++
 		case tabletstream.ActFinish:
 			t.finished = true
 			t.end()
+			if t.r.keepProofs() {
+				t.yield(nil, 0, &proofSeg{tablet: t.tablet, finished: true})
+			}
 		case tabletstream.ActFail:
 			err = streamErr(a.Err)
 		case tabletstream.ActCoordinatorSilent:

@@ -19,10 +19,12 @@ import (
 // 3 hosts × 2 servers, one coordinator) in turns through the Go client
 // library in this process and through the public API (gRPC over h2c, and
 // Connect over HTTP/1.1) of the coordinator, whose in-process client
-// verifies the rows; every scan is checked row by row against the ground
-// truth. It reports rows/s of each, api-grpc/go and api-connect/go (the
-// ratios of their rows/s), and the CPU the coordinator process and this
-// process spent per row for each kind (/proc/PID/stat, 10 ms ticks).
+// verifies the rows, and through gRPC with the rows' proofs (not checked
+// here: what they cost to send); every scan is checked row by row
+// against the ground truth. It reports rows/s of each, api-grpc/go,
+// api-connect/go and api-grpc-proofs/api-grpc (the ratios of their
+// rows/s), and the CPU the coordinator process and this process spent
+// per row for each kind (/proc/PID/stat, 10 ms ticks).
 func BenchmarkWholeTableScanAPI(b *testing.B) {
 	f := startWith(b, 3, 2, 200000, 8)
 	ctx := context.Background()
@@ -46,9 +48,9 @@ func BenchmarkWholeTableScanAPI(b *testing.B) {
 			b.Fatalf("go client: %d rows, err %v", n, rows.Err())
 		}
 	}
-	apiScan := func(c scanplanev1connect.ScanServiceClient) func() {
+	apiScan := func(c scanplanev1connect.ScanServiceClient, proofs bool) func() {
 		return func() {
-			st, err := c.Scan(ctx, connect.NewRequest(&scanplanev1.ScanRequest{Table: table}))
+			st, err := c.Scan(ctx, connect.NewRequest(&scanplanev1.ScanRequest{Table: table, Proofs: proofs}))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -65,10 +67,12 @@ func BenchmarkWholeTableScanAPI(b *testing.B) {
 			}
 		}
 	}
-	kinds := []benchScan{{name: "go", scan: goScan}, {name: "api-grpc", scan: apiScan(grpcC)}, {name: "api-connect", scan: apiScan(connectC)}}
+	kinds := []benchScan{{name: "go", scan: goScan}, {name: "api-grpc", scan: apiScan(grpcC, false)},
+		{name: "api-connect", scan: apiScan(connectC, false)}, {name: "api-grpc-proofs", scan: apiScan(grpcC, true)}}
 	sideBySide(b, f.cl.Coordinator().PID(), len(f.truth), kinds)
 	b.ReportMetric(kinds[0].t.Seconds()/kinds[1].t.Seconds(), "api-grpc/go")
 	b.ReportMetric(kinds[0].t.Seconds()/kinds[2].t.Seconds(), "api-connect/go")
+	b.ReportMetric(kinds[1].t.Seconds()/kinds[3].t.Seconds(), "api-grpc-proofs/api-grpc")
 }
 
 // benchScan is one way of scanning a benchmark's table, and what it cost.

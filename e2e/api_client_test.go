@@ -422,19 +422,28 @@ func TestAPIClientFailover(t *testing.T) {
 // BenchmarkAPIClientScan scans a whole 200 000-row table (8 tablets, 3
 // hosts × 2 servers, one coordinator) in turns through the Go client on
 // the actor path and through its API client (client.NewAPI, gRPC over
-// h2c to the coordinator's HTTP port), every row checked against the
-// ground truth. It reports rows/s of each, api/go (the ratio of their
-// rows/s) and the CPU the coordinator and this process spent per row.
+// h2c to the coordinator's HTTP port): with proofs checked against the
+// coordinator's record (api, the default), against roots read from NATS
+// (api-nats, APIReadMeta), and without proofs (api-plain,
+// AllowUnverified); every row checked against the ground truth. It
+// reports rows/s of each, api/go, api/api-plain and api-nats/api-plain
+// (ratios of their rows/s) and the CPU the coordinator and this process
+// spent per row.
 func BenchmarkAPIClientScan(b *testing.B) {
 	f := startWith(b, 3, 2, apiClientRows, 8)
 	ctx := context.Background()
-	cfg := client.DefaultConfig()
-	cfg.API = []string{f.cl.HTTPAddr()}
-	api, err := client.NewAPI(cfg)
-	if err != nil {
-		b.Fatal(err)
+	newAPI := func(readMeta bool) *client.API {
+		cfg := client.DefaultConfig()
+		cfg.API, cfg.NATSURL, cfg.APIReadMeta = []string{f.cl.HTTPAddr()}, f.cl.NATSURL(), readMeta
+		a, err := client.NewAPI(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return a
 	}
+	api, apiNATS := newAPI(false), newAPI(true)
 	defer api.Close()
+	defer apiNATS.Close()
 	scan := func(name string, rows interface {
 		Next() bool
 		Row() client.Row
@@ -457,7 +466,13 @@ func BenchmarkAPIClientScan(b *testing.B) {
 	kinds := []benchScan{
 		{name: "go", scan: func() { scan("go", f.c.Scan(ctx, table, client.Range{}, client.ScanOptions{})) }},
 		{name: "api", scan: func() { scan("api", api.Scan(ctx, table, client.Range{}, client.ScanOptions{})) }},
+		{name: "api-nats", scan: func() { scan("api-nats", apiNATS.Scan(ctx, table, client.Range{}, client.ScanOptions{})) }},
+		{name: "api-plain", scan: func() {
+			scan("api-plain", api.Scan(ctx, table, client.Range{}, client.ScanOptions{AllowUnverified: true}))
+		}},
 	}
 	sideBySide(b, f.cl.Coordinator().PID(), len(f.truth), kinds)
 	b.ReportMetric(kinds[0].t.Seconds()/kinds[1].t.Seconds(), "api/go")
+	b.ReportMetric(kinds[3].t.Seconds()/kinds[1].t.Seconds(), "api/api-plain")
+	b.ReportMetric(kinds[3].t.Seconds()/kinds[2].t.Seconds(), "api-nats/api-plain")
 }

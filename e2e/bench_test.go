@@ -269,9 +269,9 @@ func BenchmarkOneRowScan(b *testing.B) {
 	b.ReportMetric(quantileMicros(rtt, 0.99), "rtt-p99-µs")
 	b.ReportMetric(coordCPU*1e6/float64(b.N), "coord-cpu-µs/scan")
 	b.ReportMetric(serverCPU*1e6/float64(b.N), "server-cpu-µs/scan")
-	if st, err := f.c.Status(ctx); err == nil && st.GetScansStarted() > 0 {
+	if st, err := f.c.Status(ctx); err == nil && st.ScansStarted > 0 {
 		// Scans that skipped the router (the client knew the tablet actor).
-		b.ReportMetric(float64(st.GetDirectRequests())/float64(st.GetScansStarted()), "direct-frac")
+		b.ReportMetric(float64(st.DirectRequests)/float64(st.ScansStarted), "direct-frac")
 	}
 }
 

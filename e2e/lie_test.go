@@ -108,10 +108,10 @@ func TestLyingScanServer(t *testing.T) {
 		if err != nil {
 			return 0, 0
 		}
-		for _, s := range st.GetServers() {
-			if s.GetHost() == hosts[0] {
-				dispatched += s.GetDispatched()
-				failed += s.GetAttemptsFailed()
+		for _, s := range st.Servers {
+			if s.Host == hosts[0] {
+				dispatched += s.Dispatched
+				failed += s.AttemptsFailed
 			}
 		}
 		return dispatched, failed

@@ -273,7 +273,7 @@ func TestParallelScanErrorWhenReached(t *testing.T) {
 	// while the caller holds the first row of tablet 0.
 	testutil.Eventually(t, time.Minute, "the coordinator to fail tablet 3's scan", func() bool {
 		st, err := f.c.Status(ctx)
-		return err == nil && st.GetScansFailed() > 0
+		return err == nil && st.ScansFailed > 0
 	})
 	got := 1
 	for rows.Next() {

@@ -20,12 +20,14 @@ type batcher struct {
 	ready chan struct{} // a full batch or the end is pending
 	space chan struct{} // the sender took the pending rows
 
-	mu    sync.Mutex
-	rows  []*scanplanev1.Row
-	bytes int
-	slab  []scanplanev1.Row
-	fin   bool
-	err   error
+	mu     sync.Mutex
+	rows   []*scanplanev1.Row
+	proofs []*scanplanev1.RowProof
+	table  *scanplanev1.ScanResponse // generation and table_record, until taken
+	bytes  int
+	slab   []scanplanev1.Row
+	fin    bool
+	err    error
 }
 
 func newBatcher(maxBytes int) *batcher {
@@ -73,6 +75,33 @@ func (b *batcher) add(ctx context.Context, key, value []byte) bool {
 	}
 }
 
+// proof appends the proofs of rows already added (ScanRequest.proofs);
+// they count towards the batch's bytes but never wait.
+func (b *batcher) proof(ps []*scanplanev1.RowProof) {
+	if len(ps) == 0 {
+		return
+	}
+	n := 0
+	for _, p := range ps {
+		for _, bp := range p.GetBlocks() {
+			n += len(bp.GetHead()) + len(bp.GetTail()) + 32*len(bp.GetSiblings())
+		}
+	}
+	b.mu.Lock()
+	b.proofs = append(b.proofs, ps...)
+	b.bytes += n
+	b.mu.Unlock()
+}
+
+// setTable records the generation scanned and its record, which the
+// next message carries.
+func (b *batcher) setTable(gen uint64, record []byte) {
+	b.mu.Lock()
+	b.table = &scanplanev1.ScanResponse{Generation: gen, TableRecord: record}
+	b.bytes += len(record)
+	b.mu.Unlock()
+}
+
 // finish records the end of the scan (err nil: every row was added).
 func (b *batcher) finish(err error) {
 	b.mu.Lock()
@@ -81,13 +110,21 @@ func (b *batcher) finish(err error) {
 	signal(b.ready)
 }
 
-// take returns the pending rows and, once finish was called, fin true
-// and the scan's error: the rows returned with fin are the last ones.
-func (b *batcher) take() (rows []*scanplanev1.Row, fin bool, err error) {
+// take returns the pending rows and proofs as a message (nil if there
+// is nothing to send) and, once finish was called, fin true and the
+// scan's error: the message returned with fin is the last one.
+func (b *batcher) take() (msg *scanplanev1.ScanResponse, fin bool, err error) {
 	b.mu.Lock()
-	rows, b.rows, b.bytes = b.rows, nil, 0
+	if len(b.rows) > 0 || len(b.proofs) > 0 || b.table != nil {
+		msg = b.table
+		if msg == nil {
+			msg = &scanplanev1.ScanResponse{}
+		}
+		msg.Rows, msg.Proofs = b.rows, b.proofs
+	}
+	b.rows, b.proofs, b.table, b.bytes = nil, nil, nil, 0
 	fin, err = b.fin, b.err
 	b.mu.Unlock()
 	signal(b.space)
-	return rows, fin, err
+	return msg, fin, err
 }

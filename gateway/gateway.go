@@ -3,7 +3,8 @@
 // gRPC-Web and Connect's HTTP/JSON from one net/http handler, with gRPC
 // server reflection. A coordinator mounts it on its HTTP port. Scans run
 // through the Go client library in the coordinator's process, so every
-// row is verified against the table's ingest digests before it is sent.
+// row is verified against the table's ingest digests before it is sent;
+// a caller that asks gets the rows' proofs too, to verify them again.
 //
 // Concurrency: a Server serves any number of concurrent calls; each Scan
 // runs the client's iterator in a goroutine of its own and sends from
@@ -160,7 +161,9 @@ func checkScan(m *scanplanev1.ScanRequest) error {
 }
 
 // Scan streams the rows of the range, verified, in batches of at most
-// about MaxBatchBytes.
+// about MaxBatchBytes; with ScanRequest.proofs, with the proofs the
+// coordinator's client checked them with, for the caller to check again
+// against the table's metadata.
 func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], stream *connect.ServerStream[scanplanev1.ScanResponse]) error {
 	m := req.Msg
 	if err := checkScan(m); err != nil {
@@ -182,19 +185,33 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	proofs := m.GetProofs()
 	rows := c.Scan(ctx, m.GetTable(), client.KeyRange(m.GetStart(), m.GetEnd()),
-		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit())})
+		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit()), Proofs: proofs})
 	b := newBatcher(s.cfg.MaxBatchBytes)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer rows.Close()
-		for rows.Next() {
+		first := true
+		for {
+			ok := rows.Next()
+			if proofs && first {
+				if gen, rec := rows.ProofTable(); gen > 0 {
+					b.setTable(gen, rec)
+				}
+				first = false
+			}
+			if !ok {
+				break
+			}
 			r := rows.Row()
 			if !b.add(ctx, r.Key, r.Value) {
 				return
 			}
+			b.proof(rows.TakeProofs())
 		}
+		b.proof(rows.TakeProofs())
 		b.finish(rows.Err())
 	}()
 	defer func() { cancel(); <-done }()
@@ -207,9 +224,9 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 		case <-ctx.Done():
 			return toStatus(ctx.Err())
 		}
-		batch, fin, scanErr := b.take()
-		if len(batch) > 0 {
-			if err := stream.Send(&scanplanev1.ScanResponse{Rows: batch}); err != nil {
+		msg, fin, scanErr := b.take()
+		if msg != nil {
+			if err := stream.Send(msg); err != nil {
 				return err
 			}
 		}

@@ -67,7 +67,8 @@ func TestBatcher(t *testing.T) {
 		if r.IntN(2) == 0 {
 			<-b.ready
 		}
-		rows, fin, err := b.take()
+		msg, fin, err := b.take()
+		rows := msg.GetRows()
 		bytes := 0
 		for i, row := range rows {
 			if bytes >= maxBytes {

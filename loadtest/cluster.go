@@ -2,8 +2,10 @@ package loadtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -453,18 +455,40 @@ func (t *target) statusAll(ctx context.Context) (statusSet, error) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		st, err := t.local.StatusOf(sctx, i)
+		st, err := t.coordinatorStatus(sctx, i)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
 			continue
 		}
-		set[fmt.Sprintf("%s@%d/%s", p.Name, p.PID(), st.GetMemberId())] = st
+		set[fmt.Sprintf("%s@%d/%s", p.Name, p.PID(), st.MemberID)] = st
 	}
 	if len(set) == 0 {
 		return nil, fmt.Errorf("loadtest: no coordinator status: %w", errors.Join(errs...))
 	}
 	return set, nil
+}
+
+// coordinatorStatus reads local coordinator i's HTTP /status, whose JSON
+// is client.Status's.
+func (t *target) coordinatorStatus(ctx context.Context, i int) (*client.Status, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.local.HTTPURL(i)+"/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.local.HTTPClient().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("loadtest: %s/status: %s", t.local.HTTPURL(i), res.Status)
+	}
+	var st client.Status
+	if err := json.NewDecoder(res.Body).Decode(&st); err != nil {
+		return nil, fmt.Errorf("loadtest: %s/status: %w", t.local.HTTPURL(i), err)
+	}
+	return &st, nil
 }
 
 // cacheTracker follows the per-host block cache counters in heartbeats.

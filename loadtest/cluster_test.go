@@ -3,6 +3,7 @@ package loadtest
 import (
 	"testing"
 
+	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -46,8 +47,8 @@ func TestCacheTrackerDelta(t *testing.T) {
 // everything for one (re)started in the window, nothing for one killed in
 // it; per-server dispatches likewise.
 func TestCounterDeltaOverCoordinators(t *testing.T) {
-	srv := func(dispatched uint64) []*messages.ServerStatus {
-		return []*messages.ServerStatus{{Id: "host1/0", Host: "host1", Incarnation: "a", Alive: true, Dispatched: dispatched,
+	srv := func(dispatched uint64) []client.ServerStatus {
+		return []client.ServerStatus{{ID: "host1/0", Host: "host1", Incarnation: "a", Alive: true, Dispatched: dispatched,
 			InFlight: 2, QueueLen: uint32(dispatched % 10)}}
 	}
 	s0 := statusSet{
@@ -58,7 +59,7 @@ func TestCounterDeltaOverCoordinators(t *testing.T) {
 		"coordinator1@10": {Dispatches: 130, Servers: srv(80)},
 		"coordinator2@12": {Dispatches: 7, Servers: srv(5)}, // restarted: a new pid
 	}
-	if got := counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Dispatches }); got != 30+7 {
+	if got := counterDelta(s0, s1, func(s *client.Status) uint64 { return s.Dispatches }); got != 30+7 {
 		t.Errorf("dispatches %d, want 37", got)
 	}
 	if got := serverDispatches(s0, s1)["host1/0"]; got != 20+5 {

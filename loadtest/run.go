@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/client"
 )
 
 // Run brings up (or connects to) the cluster, makes sure the table exists,
@@ -504,13 +504,13 @@ func (p *phase) progress(ctx context.Context) {
 
 // statusSet is one status snapshot per coordinator (see
 // target.statusAll).
-type statusSet map[string]*messages.StatusReply
+type statusSet map[string]*client.Status
 
 // counterDelta sums a counter's growth over the window across the
 // coordinators of s1: since s0 for one that was in s0, all it counted for
 // one started in the window (a restarted coordinator). A coordinator
 // killed in the window counts nothing.
-func counterDelta(s0, s1 statusSet, f func(*messages.StatusReply) uint64) uint64 {
+func counterDelta(s0, s1 statusSet, f func(*client.Status) uint64) uint64 {
 	var n uint64
 	for k, st := range s1 {
 		v := f(st)
@@ -531,11 +531,11 @@ func serverDispatches(s0, s1 statusSet) map[string]uint64 {
 		before := map[string]uint64{}
 		if b, ok := s0[k]; ok {
 			for _, s := range b.Servers {
-				before[s.Id+"@"+s.Incarnation] = s.Dispatched
+				before[s.ID+"@"+s.Incarnation] = s.Dispatched
 			}
 		}
 		for _, s := range st.Servers {
-			out[serverKey(s)] += s.Dispatched - min(before[s.Id+"@"+s.Incarnation], s.Dispatched)
+			out[serverKey(s)] += s.Dispatched - min(before[s.ID+"@"+s.Incarnation], s.Dispatched)
 		}
 	}
 	return out
@@ -543,8 +543,8 @@ func serverDispatches(s0, s1 statusSet) map[string]uint64 {
 
 // serverKey names a server by host and index (host1/0), the same across
 // the host's restarts.
-func serverKey(s *messages.ServerStatus) string {
-	idx := s.Id
+func serverKey(s client.ServerStatus) string {
+	idx := s.ID
 	if i := strings.LastIndexByte(idx, '/'); i >= 0 {
 		idx = idx[i+1:]
 	}
@@ -610,11 +610,11 @@ func (p *phase) result(s0, s1 statusSet, hits, misses uint64, windows [][2]float
 		res.CacheHitRatio = float64(hits) / float64(hits+misses)
 	}
 	if s0 != nil && s1 != nil {
-		res.Dispatches = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Dispatches })
-		res.Hedges = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Hedges })
-		res.BusyRejections = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Busy })
-		res.Timeouts = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.Timeouts })
-		res.CoordScans = counterDelta(s0, s1, func(s *messages.StatusReply) uint64 { return s.ScansStarted })
+		res.Dispatches = counterDelta(s0, s1, func(s *client.Status) uint64 { return s.Dispatches })
+		res.Hedges = counterDelta(s0, s1, func(s *client.Status) uint64 { return s.Hedges })
+		res.BusyRejections = counterDelta(s0, s1, func(s *client.Status) uint64 { return s.Busy })
+		res.Timeouts = counterDelta(s0, s1, func(s *client.Status) uint64 { return s.Timeouts })
+		res.CoordScans = counterDelta(s0, s1, func(s *client.Status) uint64 { return s.ScansStarted })
 		if r.scans > 0 {
 			res.DispatchesPerScan = float64(res.Dispatches) / float64(r.scans)
 		}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -15,8 +14,8 @@ import (
 // The --json forms of scanctl status, tables and route: one JSON document
 // each, for programs. Keys are written as scanctl prints them (printable
 // bytes as they are, others as \xNN, tablets.FormatKey); durations are
-// in milliseconds; the coordinators' status is the protobuf JSON mapping
-// of messages.StatusReply with integers as numbers (the HTTP /status).
+// in milliseconds; the coordinators' status is client.Status's JSON, with
+// the field names and values of the coordinators' HTTP /status.
 
 // writeJSON writes v as one indented JSON document and a newline.
 func writeJSON(out io.Writer, v any) error {
@@ -46,19 +45,19 @@ type coordJSON struct {
 	Problem string          `json:"problem,omitempty"`
 }
 
-func printStatusJSON(out io.Writer, coords []coordRow, st *messages.StatusReply) error {
+func printStatusJSON(out io.Writer, coords []coordRow, st *client.Status) error {
 	doc := statusJSON{Coordinators: []coordJSON{}}
 	var err error
-	if doc.Status, err = cliutil.MarshalStatus(st); err != nil {
+	if doc.Status, err = json.Marshal(st); err != nil {
 		return err
 	}
 	for _, r := range coords {
 		c := coordJSON{Address: r.addr, Member: r.leased().MemberID, Alive: r.lease != nil, Version: r.leased().Version, Problem: r.problem}
 		if r.status != nil {
-			if c.Status, err = cliutil.MarshalStatus(r.status); err != nil {
+			if c.Status, err = json.Marshal(r.status); err != nil {
 				return err
 			}
-			if v := r.status.GetVersion(); v != "" {
+			if v := r.status.Version; v != "" {
 				c.Version = v
 			}
 		}

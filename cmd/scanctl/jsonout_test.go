@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/messages"
 )
 
 // scanctl status --json is one document: every coordinator row with its
 // own status (the HTTP /status mapping: field names as in the .proto, integers as numbers) or its
 // problem, and the asked coordinator's status.
 func TestPrintStatusJSON(t *testing.T) {
-	st := &messages.StatusReply{Address: "a:1", Version: "v1.4.0", ScansStarted: 7, Tables: []*messages.TableStatus{{Name: "demo", CurrentGeneration: 3}}}
+	st := &client.Status{Address: "a:1", Version: "v1.4.0", ScansStarted: 7, Tables: []client.TableStatus{{Name: "demo", CurrentGeneration: 3}}}
 	rows := []coordRow{
 		{lease: &client.CoordinatorLease{MemberID: "m1", Version: "v1.3.0"}, addr: "a:1", status: st},
 		{addr: "b:1", problem: "no answer"},

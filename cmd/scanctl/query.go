@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/tablets/rowfmt"
@@ -133,7 +132,7 @@ func printFullStatus(ctx context.Context, c *client.Client, out io.Writer, asJSO
 type coordRow struct {
 	lease   *client.CoordinatorLease // nil: a configured coordinator without a lease
 	addr    string
-	status  *messages.StatusReply // nil: did not answer
+	status  *client.Status // nil: did not answer
 	problem string
 }
 
@@ -193,7 +192,7 @@ func coordinatorRows(ctx context.Context, c *client.Client) ([]coordRow, error) 
 func printCoordinators(out io.Writer, rows []coordRow) {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COORDINATOR	MEMBER	ALIVE	TABLETS	SCANS	FAILED	IN-FLIGHT	DISPATCHES	HEDGES	OVERLOADED	NATS-NODE	HTTP	VERSION	NOTE")
-	var total messages.StatusReply
+	var total client.Status
 	answered := 0
 	for _, r := range rows {
 		alive, tabs, note, version := "no", "-", r.problem, r.leased().Version
@@ -204,17 +203,17 @@ func printCoordinators(out io.Writer, rows []coordRow) {
 		}
 		if st := r.status; st != nil {
 			answered++
-			tabs = strconv.FormatUint(uint64(st.GetTabletActors()), 10)
-			version = st.GetVersion()
-			counters = fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d", st.GetScansStarted(), st.GetScansFailed(), st.GetFlows(), st.GetDispatches(),
-				st.GetHedges(), st.GetOverloaded())
-			total.TabletActors += st.GetTabletActors()
-			total.ScansStarted += st.GetScansStarted()
-			total.ScansFailed += st.GetScansFailed()
-			total.Flows += st.GetFlows()
-			total.Dispatches += st.GetDispatches()
-			total.Hedges += st.GetHedges()
-			total.Overloaded += st.GetOverloaded()
+			tabs = strconv.FormatUint(uint64(st.TabletActors), 10)
+			version = st.Version
+			counters = fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d", st.ScansStarted, st.ScansFailed, st.Flows, st.Dispatches,
+				st.Hedges, st.Overloaded)
+			total.TabletActors += st.TabletActors
+			total.ScansStarted += st.ScansStarted
+			total.ScansFailed += st.ScansFailed
+			total.Flows += st.Flows
+			total.Dispatches += st.Dispatches
+			total.Hedges += st.Hedges
+			total.Overloaded += st.Overloaded
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.addr, orDash(r.leased().MemberID), alive, tabs, counters,
 			orDash(r.leased().NATSNode), orDash(r.leased().HTTPAddress), orDash(version), note)
@@ -233,7 +232,7 @@ func orDash(s string) string {
 	return s
 }
 
-func printStatus(out io.Writer, st *messages.StatusReply) {
+func printStatus(out io.Writer, st *client.Status) {
 	who := "coordinator " + orDash(st.Address)
 	fmt.Fprintf(out, "%s: version=%s scans=%d failed=%d dispatches=%d hedges=%d busy=%d timeouts=%d\n",
 		who, orDash(st.Version), st.ScansStarted, st.ScansFailed, st.Dispatches, st.Hedges, st.Busy, st.Timeouts)
@@ -250,7 +249,7 @@ func printStatus(out io.Writer, st *messages.StatusReply) {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tZONE\tSERVER\tALIVE\tQUEUE\tIN-FLIGHT\tDISPATCHED\tBUSY\tTIMEOUTS\tERRORS\tSTART-LAT\tCACHE-HIT")
 	for _, s := range st.Servers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%.0f\t%v\t%.1f%%\n", s.Host, s.Zone, s.Id, s.Alive, s.QueueLen, s.InFlight,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%.0f\t%v\t%.1f%%\n", s.Host, s.Zone, s.ID, s.Alive, s.QueueLen, s.InFlight,
 			s.Dispatched, s.BusyTotal, s.Timeouts, s.Errors, us(s.StartLatencyUs).Round(10*time.Microsecond), 100*s.CacheHitRatio)
 	}
 	tw.Flush()

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/messages"
 )
 
 // scanctl status prints the coordinator it asked, by address, with its
@@ -15,7 +14,7 @@ import (
 // generations, and every coordinator's counters and version in the
 // coordinators table, with their totals.
 func TestPrintStatusVersionAndTables(t *testing.T) {
-	st := &messages.StatusReply{Address: "a:1", Version: "v1.4.0", ScansStarted: 7, TabletActors: 2, DirectRequests: 5, Rerouted: 1, Tables: []*messages.TableStatus{
+	st := &client.Status{Address: "a:1", Version: "v1.4.0", ScansStarted: 7, TabletActors: 2, DirectRequests: 5, Rerouted: 1, Tables: []client.TableStatus{
 		{Name: "demo", CurrentGeneration: 3, CachedGenerations: []uint64{2, 3}},
 		{Name: "gone", CachedGenerations: []uint64{}},
 	}}
@@ -31,15 +30,15 @@ func TestPrintStatusVersionAndTables(t *testing.T) {
 		}
 	}
 	out.Reset()
-	printStatus(&out, &messages.StatusReply{})
+	printStatus(&out, &client.Status{})
 	if strings.Contains(out.String(), "TABLE") || !strings.HasPrefix(out.String(), "coordinator -: version=- ") {
 		t.Errorf("no tables, no version:\n%s", out.String())
 	}
 
 	out.Reset()
 	printCoordinators(&out, []coordRow{
-		{lease: &client.CoordinatorLease{MemberID: "m1", Version: "v1.3.0"}, addr: "a:1", status: &messages.StatusReply{Version: "v1.4.0", ScansStarted: 5, Flows: 1}},
-		{lease: &client.CoordinatorLease{MemberID: "m3", Version: "v1.4.0"}, addr: "c:1", status: &messages.StatusReply{Version: "v1.4.0", ScansStarted: 7, ScansFailed: 1}},
+		{lease: &client.CoordinatorLease{MemberID: "m1", Version: "v1.3.0"}, addr: "a:1", status: &client.Status{Version: "v1.4.0", ScansStarted: 5, Flows: 1}},
+		{lease: &client.CoordinatorLease{MemberID: "m3", Version: "v1.4.0"}, addr: "c:1", status: &client.Status{Version: "v1.4.0", ScansStarted: 7, ScansFailed: 1}},
 		{lease: &client.CoordinatorLease{MemberID: "m2", Version: "v1.3.0"}, addr: "b:1", problem: "no answer"},
 	})
 	for _, want := range []string{`(?m)^COORDINATOR\s.*\sSCANS\s+FAILED\s.*\sVERSION\s+NOTE$`, `(?m)^a:1\s+m1\s+yes\s+0\s+5\s+0\s+1\s.*\sv1\.4\.0\s*$`,

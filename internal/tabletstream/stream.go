@@ -136,6 +136,11 @@ type StreamConfig struct {
 	// failed check is a broken stream. Off for tables without digests.
 	Verify bool
 	Roots  []tablets.Digest
+	// KeepProofs: with Verify, each ActYield carries the block proofs
+	// that proved its rows (Proofs, Restart), and proofs that prove no
+	// row (an empty range's) are yielded too, so that the caller can
+	// forward them to a client that verifies.
+	KeepProofs bool
 }
 
 // Back-off after a coordinator answers OVERLOADED: the request is sent
@@ -218,7 +223,13 @@ type StreamAction struct {
 	Msg         proto.Message   // the message to send
 	Rows        []tablets.Entry // ActYield: they alias the batch received
 	Counted     uint64          // ActYield: rows proven by count
-	Err         error
+	// Proofs (ActYield, StreamConfig.KeepProofs): the block proofs that
+	// proved Rows, exactly those rows; Restart: the first yield of a
+	// request, whose proofs check from a new verifier (the request's
+	// lower bound: after the last row yielded before).
+	Proofs  []*messages.BlockProof
+	Restart bool
+	Err     error
 }
 
 func (a StreamAction) String() string {
@@ -281,6 +292,7 @@ type streamRequest struct {
 	digest    tablets.RowDigest
 	lastData  time.Time
 	verify    *verifier // nil: StreamConfig.Verify is off
+	yielded   bool      // an ActYield of this request was returned
 }
 
 // NewTabletStream returns the stream for rng (already clipped to the
@@ -620,18 +632,26 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		// The last batch, carrying the attempt's ScanFinished (checked
 		// above against the batch, whose counts matched ours): no ack,
 		// the tablet is done.
-		var acts []StreamAction
-		if len(rows) > 0 || counted > 0 {
-			acts = append(acts, StreamAction{Kind: ActYield, Rows: rows, Counted: counted})
-		}
-		return append(acts, s.finish()...)
+		return append(s.yield(nil, rows, counted, b.GetProofs()), s.finish()...)
 	}
 	acts := []StreamAction{{Kind: ActSendAck, Server: r.serverPID,
 		Msg: &messages.BatchAck{RequestId: r.id, Attempt: r.accepted, Seq: b.GetSeq()}}}
-	if len(rows) > 0 || counted > 0 {
-		acts = append(acts, StreamAction{Kind: ActYield, Rows: rows, Counted: counted})
+	return s.yield(acts, rows, counted, b.GetProofs())
+}
+
+// yield appends the ActYield of verified rows, if there is anything to
+// yield: rows, counted rows, or (KeepProofs) proofs.
+func (s *TabletStream) yield(acts []StreamAction, rows []tablets.Entry, counted uint64, proofs []*messages.BlockProof) []StreamAction {
+	keep := s.cfg.KeepProofs && s.req.verify != nil
+	if len(rows) == 0 && counted == 0 && (!keep || len(proofs) == 0) {
+		return acts
 	}
-	return acts
+	a := StreamAction{Kind: ActYield, Rows: rows, Counted: counted}
+	if keep {
+		a.Proofs, a.Restart = proofs, !s.req.yielded
+		s.req.yielded = true
+	}
+	return append(acts, a)
 }
 
 // checkFinalBatch checks the ScanFinished inside a last batch
@@ -712,9 +732,7 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 				s.rows += uint64(len(rows))
 				s.stats.Rows += uint64(len(rows))
 			}
-			if len(rows) > 0 || counted > 0 {
-				acts = append(acts, StreamAction{Kind: ActYield, Rows: rows, Counted: counted})
-			}
+			acts = s.yield(acts, rows, counted, m.GetProofs())
 		}
 		return append(acts, s.finish()...)
 	}

@@ -1,7 +1,9 @@
 // The public API of a scanplane cluster, version 1. Every coordinator
 // serves it on its HTTP port (--http) as gRPC, gRPC-Web and Connect
 // (HTTP/JSON), with gRPC server reflection. Rows are verified against the
-// table's ingest digests on the coordinator before they are sent.
+// table's ingest digests on the coordinator before they are sent; a
+// client that asks (ScanRequest.proofs) gets their proofs too, to verify
+// them itself.
 //
 // Compatibility: within v1, fields and RPCs are only added, never renamed,
 // renumbered or removed.
@@ -45,7 +47,11 @@ type ScanRequest struct {
 	// limit: stop after this many rows; 0 = all rows of the range.
 	Limit int64 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	// hints go to the coordinator; "scan_type" picks the selection profile.
-	Hints         map[string]string `protobuf:"bytes,5,rep,name=hints,proto3" json:"hints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Hints map[string]string `protobuf:"bytes,5,rep,name=hints,proto3" json:"hints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// proofs: send, with the rows, what proves them against the table's
+	// block roots (ScanResponse.proofs, generation, table_record), for a
+	// client that verifies the rows itself. false: rows only.
+	Proofs        bool `protobuf:"varint,6,opt,name=proofs,proto3" json:"proofs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -115,10 +121,31 @@ func (x *ScanRequest) GetHints() map[string]string {
 	return nil
 }
 
+func (x *ScanRequest) GetProofs() bool {
+	if x != nil {
+		return x.Proofs
+	}
+	return false
+}
+
 type ScanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rows: the next rows of the scan, in key order.
-	Rows          []*Row `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	Rows []*Row `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	// With ScanRequest.proofs only:
+	// proofs: what proves the rows, in stream order: each RowProof covers
+	// the next `rows` rows of the scan after those the RowProofs before it
+	// (in this message or earlier ones) covered. A row comes in the same
+	// message as its RowProof or an earlier one.
+	Proofs []*RowProof `protobuf:"bytes,2,rep,name=proofs,proto3" json:"proofs,omitempty"`
+	// generation: the table generation scanned, set on the first message.
+	Generation uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// table_record: that generation's metadata (scanplane's internal
+	// encoding, messages.TableMeta with its tablets' files), set on the
+	// first message, for a client that does not read the cluster's
+	// metadata store itself. It comes from the coordinator: checking rows
+	// against it catches damage on the way, not a lying coordinator.
+	TableRecord   []byte `protobuf:"bytes,4,opt,name=table_record,json=tableRecord,proto3" json:"table_record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -160,6 +187,219 @@ func (x *ScanResponse) GetRows() []*Row {
 	return nil
 }
 
+func (x *ScanResponse) GetProofs() []*RowProof {
+	if x != nil {
+		return x.Proofs
+	}
+	return nil
+}
+
+func (x *ScanResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ScanResponse) GetTableRecord() []byte {
+	if x != nil {
+		return x.TableRecord
+	}
+	return nil
+}
+
+// RowProof proves a run of rows of one tablet against the block roots of
+// the table generation's metadata. The coordinator scans a range tablet
+// by tablet in key order (the generation's split points cut the range
+// into pieces); each piece is read by one or more streams in turn (a
+// stream broken mid-way is resumed after its last proven row). A
+// stream's block proofs check as one sequence: its first proof shows the
+// row just below the stream's lower bound (or the tablet's first row),
+// and a finished piece's last shows the row at or past its end (or the
+// tablet's last row), unless the scan stopped at its limit.
+type RowProof struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tablet: the tablet's index in the generation's metadata.
+	Tablet uint32 `protobuf:"varint,1,opt,name=tablet,proto3" json:"tablet,omitempty"`
+	// restart: a new stream of the piece begins with these rows (its lower
+	// bound: the piece's start, or just after the last row proven).
+	Restart bool `protobuf:"varint,2,opt,name=restart,proto3" json:"restart,omitempty"`
+	// rows: how many rows of the scan this RowProof covers (the sum of its
+	// blocks' rows).
+	Rows uint32 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	// blocks: the block proofs, in order.
+	Blocks []*BlockProof `protobuf:"bytes,4,rep,name=blocks,proto3" json:"blocks,omitempty"`
+	// finished: the piece is complete after these rows.
+	Finished      bool `protobuf:"varint,5,opt,name=finished,proto3" json:"finished,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RowProof) Reset() {
+	*x = RowProof{}
+	mi := &file_scanplane_v1_scan_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RowProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RowProof) ProtoMessage() {}
+
+func (x *RowProof) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_v1_scan_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RowProof.ProtoReflect.Descriptor instead.
+func (*RowProof) Descriptor() ([]byte, []int) {
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RowProof) GetTablet() uint32 {
+	if x != nil {
+		return x.Tablet
+	}
+	return 0
+}
+
+func (x *RowProof) GetRestart() bool {
+	if x != nil {
+		return x.Restart
+	}
+	return false
+}
+
+func (x *RowProof) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *RowProof) GetBlocks() []*BlockProof {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+func (x *RowProof) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
+}
+
+// BlockProof ties a run of a stream's rows to one block's root, as the
+// scan servers prove them (the digest tree of tablets/merkle.go: a leaf
+// per chunk of 16 rows, each row packed as uvarint key length, uvarint
+// value length, key, value). The proof covers the whole chunks from
+// block row `first` (a multiple of 16): the rows of head, then the
+// stream's next `rows` rows, then the rows of tail, which end at a chunk
+// boundary or at the block's end; siblings complete the root. Blocks are
+// numbered across the tablet's files in order.
+type BlockProof struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Block         uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`
+	Leaves        uint32                 `protobuf:"varint,2,opt,name=leaves,proto3" json:"leaves,omitempty"` // rows of the block (bound into its root)
+	First         uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`
+	Rows          uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
+	Siblings      [][]byte               `protobuf:"bytes,5,rep,name=siblings,proto3" json:"siblings,omitempty"`
+	Head          []byte                 `protobuf:"bytes,6,opt,name=head,proto3" json:"head,omitempty"` // packed rows before the stream's, from row first
+	Tail          []byte                 `protobuf:"bytes,7,opt,name=tail,proto3" json:"tail,omitempty"` // packed rows after the stream's, to the end of their chunk
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BlockProof) Reset() {
+	*x = BlockProof{}
+	mi := &file_scanplane_v1_scan_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BlockProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BlockProof) ProtoMessage() {}
+
+func (x *BlockProof) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_v1_scan_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BlockProof.ProtoReflect.Descriptor instead.
+func (*BlockProof) Descriptor() ([]byte, []int) {
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *BlockProof) GetBlock() uint32 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
+func (x *BlockProof) GetLeaves() uint32 {
+	if x != nil {
+		return x.Leaves
+	}
+	return 0
+}
+
+func (x *BlockProof) GetFirst() uint32 {
+	if x != nil {
+		return x.First
+	}
+	return 0
+}
+
+func (x *BlockProof) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *BlockProof) GetSiblings() [][]byte {
+	if x != nil {
+		return x.Siblings
+	}
+	return nil
+}
+
+func (x *BlockProof) GetHead() []byte {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *BlockProof) GetTail() []byte {
+	if x != nil {
+		return x.Tail
+	}
+	return nil
+}
+
 type Row struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -170,7 +410,7 @@ type Row struct {
 
 func (x *Row) Reset() {
 	*x = Row{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[2]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -182,7 +422,7 @@ func (x *Row) String() string {
 func (*Row) ProtoMessage() {}
 
 func (x *Row) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[2]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -195,7 +435,7 @@ func (x *Row) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Row.ProtoReflect.Descriptor instead.
 func (*Row) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{2}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Row) GetKey() []byte {
@@ -220,7 +460,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[3]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -232,7 +472,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[3]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -245,7 +485,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{3}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{5}
 }
 
 type ListTablesResponse struct {
@@ -258,7 +498,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[4]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +510,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[4]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +523,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{4}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -309,7 +549,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +561,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +574,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{5}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Table) GetName() string {
@@ -380,7 +620,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +632,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +645,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{6}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{8}
 }
 
 type StatusResponse struct {
@@ -428,7 +668,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +680,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +693,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{7}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StatusResponse) GetMemberId() string {
@@ -513,7 +753,7 @@ type Coordinator struct {
 
 func (x *Coordinator) Reset() {
 	*x = Coordinator{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -525,7 +765,7 @@ func (x *Coordinator) String() string {
 func (*Coordinator) ProtoMessage() {}
 
 func (x *Coordinator) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -538,7 +778,7 @@ func (x *Coordinator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Coordinator.ProtoReflect.Descriptor instead.
 func (*Coordinator) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{8}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Coordinator) GetMemberId() string {
@@ -595,7 +835,7 @@ type ScanServer struct {
 
 func (x *ScanServer) Reset() {
 	*x = ScanServer{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +847,7 @@ func (x *ScanServer) String() string {
 func (*ScanServer) ProtoMessage() {}
 
 func (x *ScanServer) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +860,7 @@ func (x *ScanServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanServer.ProtoReflect.Descriptor instead.
 func (*ScanServer) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{9}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ScanServer) GetId() string {
@@ -683,19 +923,40 @@ var File_scanplane_v1_scan_proto protoreflect.FileDescriptor
 
 const file_scanplane_v1_scan_proto_rawDesc = "" +
 	"\n" +
-	"\x17scanplane/v1/scan.proto\x12\fscanplane.v1\"\xd7\x01\n" +
+	"\x17scanplane/v1/scan.proto\x12\fscanplane.v1\"\xef\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12:\n" +
-	"\x05hints\x18\x05 \x03(\v2$.scanplane.v1.ScanRequest.HintsEntryR\x05hints\x1a8\n" +
+	"\x05hints\x18\x05 \x03(\v2$.scanplane.v1.ScanRequest.HintsEntryR\x05hints\x12\x16\n" +
+	"\x06proofs\x18\x06 \x01(\bR\x06proofs\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"5\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x01\n" +
 	"\fScanResponse\x12%\n" +
-	"\x04rows\x18\x01 \x03(\v2\x11.scanplane.v1.RowR\x04rows\"-\n" +
+	"\x04rows\x18\x01 \x03(\v2\x11.scanplane.v1.RowR\x04rows\x12.\n" +
+	"\x06proofs\x18\x02 \x03(\v2\x16.scanplane.v1.RowProofR\x06proofs\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x04R\n" +
+	"generation\x12!\n" +
+	"\ftable_record\x18\x04 \x01(\fR\vtableRecord\"\x9e\x01\n" +
+	"\bRowProof\x12\x16\n" +
+	"\x06tablet\x18\x01 \x01(\rR\x06tablet\x12\x18\n" +
+	"\arestart\x18\x02 \x01(\bR\arestart\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\rR\x04rows\x120\n" +
+	"\x06blocks\x18\x04 \x03(\v2\x18.scanplane.v1.BlockProofR\x06blocks\x12\x1a\n" +
+	"\bfinished\x18\x05 \x01(\bR\bfinished\"\xa8\x01\n" +
+	"\n" +
+	"BlockProof\x12\x14\n" +
+	"\x05block\x18\x01 \x01(\rR\x05block\x12\x16\n" +
+	"\x06leaves\x18\x02 \x01(\rR\x06leaves\x12\x14\n" +
+	"\x05first\x18\x03 \x01(\rR\x05first\x12\x12\n" +
+	"\x04rows\x18\x04 \x01(\rR\x04rows\x12\x1a\n" +
+	"\bsiblings\x18\x05 \x03(\fR\bsiblings\x12\x12\n" +
+	"\x04head\x18\x06 \x01(\fR\x04head\x12\x12\n" +
+	"\x04tail\x18\a \x01(\fR\x04tail\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x13\n" +
@@ -752,37 +1013,41 @@ func file_scanplane_v1_scan_proto_rawDescGZIP() []byte {
 	return file_scanplane_v1_scan_proto_rawDescData
 }
 
-var file_scanplane_v1_scan_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_scanplane_v1_scan_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_scanplane_v1_scan_proto_goTypes = []any{
 	(*ScanRequest)(nil),        // 0: scanplane.v1.ScanRequest
 	(*ScanResponse)(nil),       // 1: scanplane.v1.ScanResponse
-	(*Row)(nil),                // 2: scanplane.v1.Row
-	(*ListTablesRequest)(nil),  // 3: scanplane.v1.ListTablesRequest
-	(*ListTablesResponse)(nil), // 4: scanplane.v1.ListTablesResponse
-	(*Table)(nil),              // 5: scanplane.v1.Table
-	(*StatusRequest)(nil),      // 6: scanplane.v1.StatusRequest
-	(*StatusResponse)(nil),     // 7: scanplane.v1.StatusResponse
-	(*Coordinator)(nil),        // 8: scanplane.v1.Coordinator
-	(*ScanServer)(nil),         // 9: scanplane.v1.ScanServer
-	nil,                        // 10: scanplane.v1.ScanRequest.HintsEntry
+	(*RowProof)(nil),           // 2: scanplane.v1.RowProof
+	(*BlockProof)(nil),         // 3: scanplane.v1.BlockProof
+	(*Row)(nil),                // 4: scanplane.v1.Row
+	(*ListTablesRequest)(nil),  // 5: scanplane.v1.ListTablesRequest
+	(*ListTablesResponse)(nil), // 6: scanplane.v1.ListTablesResponse
+	(*Table)(nil),              // 7: scanplane.v1.Table
+	(*StatusRequest)(nil),      // 8: scanplane.v1.StatusRequest
+	(*StatusResponse)(nil),     // 9: scanplane.v1.StatusResponse
+	(*Coordinator)(nil),        // 10: scanplane.v1.Coordinator
+	(*ScanServer)(nil),         // 11: scanplane.v1.ScanServer
+	nil,                        // 12: scanplane.v1.ScanRequest.HintsEntry
 }
 var file_scanplane_v1_scan_proto_depIdxs = []int32{
-	10, // 0: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
-	2,  // 1: scanplane.v1.ScanResponse.rows:type_name -> scanplane.v1.Row
-	5,  // 2: scanplane.v1.ListTablesResponse.tables:type_name -> scanplane.v1.Table
-	8,  // 3: scanplane.v1.StatusResponse.coordinators:type_name -> scanplane.v1.Coordinator
-	9,  // 4: scanplane.v1.StatusResponse.servers:type_name -> scanplane.v1.ScanServer
-	0,  // 5: scanplane.v1.ScanService.Scan:input_type -> scanplane.v1.ScanRequest
-	3,  // 6: scanplane.v1.ScanService.ListTables:input_type -> scanplane.v1.ListTablesRequest
-	6,  // 7: scanplane.v1.ScanService.Status:input_type -> scanplane.v1.StatusRequest
-	1,  // 8: scanplane.v1.ScanService.Scan:output_type -> scanplane.v1.ScanResponse
-	4,  // 9: scanplane.v1.ScanService.ListTables:output_type -> scanplane.v1.ListTablesResponse
-	7,  // 10: scanplane.v1.ScanService.Status:output_type -> scanplane.v1.StatusResponse
-	8,  // [8:11] is the sub-list for method output_type
-	5,  // [5:8] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	12, // 0: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	4,  // 1: scanplane.v1.ScanResponse.rows:type_name -> scanplane.v1.Row
+	2,  // 2: scanplane.v1.ScanResponse.proofs:type_name -> scanplane.v1.RowProof
+	3,  // 3: scanplane.v1.RowProof.blocks:type_name -> scanplane.v1.BlockProof
+	7,  // 4: scanplane.v1.ListTablesResponse.tables:type_name -> scanplane.v1.Table
+	10, // 5: scanplane.v1.StatusResponse.coordinators:type_name -> scanplane.v1.Coordinator
+	11, // 6: scanplane.v1.StatusResponse.servers:type_name -> scanplane.v1.ScanServer
+	0,  // 7: scanplane.v1.ScanService.Scan:input_type -> scanplane.v1.ScanRequest
+	5,  // 8: scanplane.v1.ScanService.ListTables:input_type -> scanplane.v1.ListTablesRequest
+	8,  // 9: scanplane.v1.ScanService.Status:input_type -> scanplane.v1.StatusRequest
+	1,  // 10: scanplane.v1.ScanService.Scan:output_type -> scanplane.v1.ScanResponse
+	6,  // 11: scanplane.v1.ScanService.ListTables:output_type -> scanplane.v1.ListTablesResponse
+	9,  // 12: scanplane.v1.ScanService.Status:output_type -> scanplane.v1.StatusResponse
+	10, // [10:13] is the sub-list for method output_type
+	7,  // [7:10] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_v1_scan_proto_init() }
@@ -796,7 +1061,7 @@ func file_scanplane_v1_scan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_v1_scan_proto_rawDesc), len(file_scanplane_v1_scan_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,7 +1,9 @@
 // The public API of a scanplane cluster, version 1. Every coordinator
 // serves it on its HTTP port (--http) as gRPC, gRPC-Web and Connect
 // (HTTP/JSON), with gRPC server reflection. Rows are verified against the
-// table's ingest digests on the coordinator before they are sent.
+// table's ingest digests on the coordinator before they are sent; a
+// client that asks (ScanRequest.proofs) gets their proofs too, to verify
+// them itself.
 //
 // Compatibility: within v1, fields and RPCs are only added, never renamed,
 // renumbered or removed.

@@ -1,0 +1,287 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/tabletstream"
+	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// apiMeta reads tables' metadata from the cluster's NATS for an API
+// client with Config.APIReadMeta: it connects on first use and keeps
+// the last generation read of each table.
+type apiMeta struct {
+	cfg Config
+
+	mu     sync.Mutex
+	conn   *bus.Conn
+	store  *bus.MetaStore
+	tables map[string]*messages.TableMeta // by name: the last generation read
+	closed bool
+}
+
+// metaStore connects on first use.
+func (m *apiMeta) metaStore(ctx context.Context) (*bus.MetaStore, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return nil, ErrClosed
+	case m.store != nil:
+		return m.store, nil
+	}
+	bc := bus.DefaultConfig()
+	bc.URL, bc.Name, bc.TLS, bc.ReadOnly = m.cfg.NATSURL, "scanplane-api-client", m.cfg.TLS, true
+	conn, err := bus.Connect(ctx, bc)
+	if err != nil {
+		return nil, fmt.Errorf("client: api: connect to NATS %s (Config.APIReadMeta): %w", m.cfg.NATSURL, err)
+	}
+	store, err := conn.MetaStore(ctx)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("client: api: metadata store: %w", err)
+	}
+	m.conn, m.store = conn, store
+	return store, nil
+}
+
+// current returns the table's current generation (0: no such table).
+func (m *apiMeta) current(ctx context.Context, table string) (uint64, error) {
+	store, err := m.metaStore(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var gen uint64
+	err = bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
+		gen, err = store.Current(ctx, table)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("client: api: table %q: %w", table, err)
+	}
+	return gen, nil
+}
+
+// get returns one generation of the table's metadata.
+func (m *apiMeta) get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	m.mu.Lock()
+	t := m.tables[table]
+	m.mu.Unlock()
+	if t.GetGeneration() == gen {
+		return t, nil
+	}
+	store, err := m.metaStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
+		t, err = store.Get(ctx, table, gen)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: api: table %q generation %d: %w", table, gen, err)
+	}
+	m.mu.Lock()
+	if m.tables == nil {
+		m.tables = map[string]*messages.TableMeta{}
+	}
+	m.tables[table] = t
+	m.mu.Unlock()
+	return t, nil
+}
+
+func (m *apiMeta) close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if m.conn != nil {
+		m.conn.Close()
+		m.conn, m.store = nil, nil
+	}
+}
+
+// apiProofs checks an API scan's rows against their proofs
+// (ScanRequest.proofs): the rows of each request of the scan, tablet
+// piece by tablet piece, with one tabletstream.Verifier per stream the
+// coordinator forwards, against the block roots of the generation's
+// metadata (read from NATS with APIReadMeta, else the record the
+// coordinator sends). A row is handed over only once proven; a request
+// that ends must have shown every piece complete, or its limit reached.
+type apiProofs struct {
+	a     *API
+	table string
+	// gen: the generation of the scan's first request (every request of
+	// a scan reads the same); minGen: APIReadMeta, the table's current
+	// generation before the first request.
+	gen, minGen uint64
+
+	// Of the current request:
+	rng     tablets.Range
+	limit   uint64 // 0 = none
+	started bool   // its first message arrived
+	meta    *messages.TableMeta
+	pieces  []tablets.Piece
+	pi      int
+	v       *tabletstream.Verifier
+	last    []byte             // the last row proven
+	rows    uint64             // rows proven
+	queue   []*scanplanev1.Row // rows received that no RowProof covered yet
+	packed  []byte             // their packed encoding, in order
+	entries []tablets.Entry
+}
+
+// begin starts a request for rng (limit: its rows wanted, 0 = all).
+func (p *apiProofs) begin(ctx context.Context, rng tablets.Range, limit uint64) error {
+	if p.a.cfg.APIReadMeta && p.gen == 0 && p.minGen == 0 {
+		gen, err := p.a.meta.current(ctx, p.table)
+		if err != nil {
+			return err
+		}
+		p.minGen = gen
+	}
+	p.rng, p.limit, p.started, p.meta, p.pieces, p.pi, p.v = rng, limit, false, nil, nil, 0, nil
+	p.last, p.rows, p.queue, p.packed = nil, 0, nil, p.packed[:0]
+	return nil
+}
+
+// load reads the metadata of the generation the first message names.
+func (p *apiProofs) load(ctx context.Context, m *scanplanev1.ScanResponse) error {
+	gen := m.GetGeneration()
+	switch {
+	case gen == 0:
+		return fmt.Errorf("%w: the first message carries no table generation", tablets.ErrBadProof)
+	case p.gen != 0 && gen != p.gen:
+		return fmt.Errorf("%w: table %q was re-ingested during the scan (generation %d, then %d): scan again", ErrStaleGeneration, p.table, p.gen, gen)
+	case gen < p.minGen:
+		return fmt.Errorf("%w: the coordinator scanned generation %d of table %q, older than the current %d", ErrStaleGeneration, gen, p.table, p.minGen)
+	}
+	var meta *messages.TableMeta
+	if p.a.cfg.APIReadMeta {
+		var err error
+		if meta, err = p.a.meta.get(ctx, p.table, gen); err != nil {
+			return err
+		}
+	} else {
+		meta = &messages.TableMeta{}
+		if err := proto.Unmarshal(m.GetTableRecord(), meta); err != nil {
+			return fmt.Errorf("%w: table_record: %v", ErrStream, err)
+		}
+		if meta.GetName() != p.table || meta.GetGeneration() != gen {
+			return fmt.Errorf("%w: table_record is table %q generation %d, not %q generation %d", ErrStream, meta.GetName(), meta.GetGeneration(), p.table, gen)
+		}
+	}
+	p.gen, p.meta, p.started = gen, meta, true
+	p.pieces = tablets.SplitRange(meta.GetSplitPoints(), p.rng)
+	for _, pc := range p.pieces {
+		if pc.Tablet >= len(meta.GetTablets()) {
+			return fmt.Errorf("%w: table %q metadata has %d tablets for %d split points", ErrStream, p.table, len(meta.GetTablets()), len(meta.GetSplitPoints()))
+		}
+	}
+	return nil
+}
+
+// message takes a message of the request and returns the rows now
+// proven, in order.
+func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([]*scanplanev1.Row, error) {
+	if !p.started {
+		if err := p.load(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	for _, row := range m.GetRows() {
+		p.queue = append(p.queue, row)
+		p.packed = tablets.AppendPackedRow(p.packed, row.GetKey(), row.GetValue())
+	}
+	var out []*scanplanev1.Row
+	for _, rp := range m.GetProofs() {
+		rows, err := p.proof(rp)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	if len(p.queue) == 0 {
+		p.packed = p.packed[:0]
+	}
+	return out, nil
+}
+
+// proof checks one RowProof over the next rows received.
+func (p *apiProofs) proof(rp *scanplanev1.RowProof) ([]*scanplanev1.Row, error) {
+	if p.pi >= len(p.pieces) {
+		return nil, fmt.Errorf("%w: a proof of tablet %d after the end of the range %s", tablets.ErrBadProof, rp.GetTablet(), p.rng)
+	}
+	pc := p.pieces[p.pi]
+	if int(rp.GetTablet()) != pc.Tablet {
+		return nil, fmt.Errorf("%w: a proof of tablet %d where tablet %d's piece %s is not complete", tablets.ErrBadProof, rp.GetTablet(), pc.Tablet, pc.Range)
+	}
+	if p.v == nil || rp.GetRestart() {
+		roots, err := tabletstream.Roots(p.meta.GetTablets()[pc.Tablet])
+		if err != nil {
+			return nil, fmt.Errorf("%w: table %s generation %d: %v", ErrUnverified, p.table, p.gen, err)
+		}
+		limit := uint64(0)
+		if p.limit > 0 {
+			limit = p.limit - p.rows
+		}
+		p.v = tabletstream.NewVerifier(roots, pc.Range, p.last, limit)
+	}
+	k := int(rp.GetRows())
+	if k > len(p.queue) {
+		return nil, fmt.Errorf("%w: a proof of %d rows, %d received unproven", tablets.ErrBadProof, k, len(p.queue))
+	}
+	rows := p.queue[:k]
+	p.entries = p.entries[:0]
+	size := 0
+	for _, r := range rows {
+		p.entries = append(p.entries, tablets.Entry{Key: r.GetKey(), Value: r.GetValue()})
+		size += tablets.PackedRowSize(len(r.GetKey()), len(r.GetValue()))
+	}
+	blocks := make([]*messages.BlockProof, len(rp.GetBlocks()))
+	for i, b := range rp.GetBlocks() {
+		blocks[i] = &messages.BlockProof{Block: b.GetBlock(), Leaves: b.GetLeaves(), First: b.GetFirst(), Rows: b.GetRows(),
+			Siblings: b.GetSiblings(), Head: b.GetHead(), Tail: b.GetTail()}
+	}
+	got, err := p.v.Batch(p.packed[:size], p.entries, blocks)
+	if err == nil && len(got) != k {
+		err = fmt.Errorf("%w: a proof of %d rows whose blocks prove %d", tablets.ErrBadProof, k, len(got))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tablet %d: %w", pc.Tablet, err)
+	}
+	p.queue, p.packed = p.queue[k:], p.packed[size:]
+	p.rows += uint64(k)
+	if k > 0 {
+		p.last = rows[k-1].GetKey()
+	}
+	if rp.GetFinished() {
+		if err := p.v.Finish(); err != nil {
+			return nil, fmt.Errorf("tablet %d: %w", pc.Tablet, err)
+		}
+		p.v = nil
+		p.pi++
+	}
+	return rows, nil
+}
+
+// end checks the end of a request that ended with OK: every row proven,
+// and every piece complete or the limit reached.
+func (p *apiProofs) end() error {
+	switch {
+	case !p.started:
+		return fmt.Errorf("%w: the scan ended without a proof", tablets.ErrBadProof)
+	case len(p.queue) > 0:
+		return fmt.Errorf("%w: %d rows without a proof", tablets.ErrBadProof, len(p.queue))
+	case p.limit > 0 && p.rows >= p.limit, p.pi >= len(p.pieces):
+		return nil
+	}
+	return fmt.Errorf("%w: the scan ended in tablet %d before the end of its piece %s was proven", tablets.ErrBadProof,
+		p.pieces[p.pi].Tablet, p.pieces[p.pi].Range)
+}
