@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("setting", "", "run only the preset's settings of this name")
 	onlyU := fs.Float64("utilization", 0, "run only the preset's settings at this utilization (0: all)")
 	plots := fs.String("plot", "", "directory to write a latency CDF plot per setting into (empty: none)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -51,6 +53,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "policysim: unknown policy %q\n", p)
 			return 2
 		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "policysim:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "policysim:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var all []*policysim.Result
 	for _, cfg := range cfgs {
