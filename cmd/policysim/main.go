@@ -21,7 +21,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("policysim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	preset := fs.String("preset", "c3", "settings to run: c3, scale, faults, small or all")
+	preset := fs.String("preset", "c3", "settings to run: c3, scale, faults, loadtest, small or all")
 	policies := fs.String("policies", strings.Join(policysim.DefaultPolicies, ","), "comma-separated policies")
 	asJSON := fs.Bool("json", false, "print one JSON object per setting and policy instead of tables")
 	requests := fs.Int("requests", 0, "measured requests per run (0: the preset's)")
