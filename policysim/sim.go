@@ -221,6 +221,24 @@ func (s *sim) nextDeadline() *deadline {
 	return nil
 }
 
+// compactDeadlines drops the deadlines of ended flows from the FIFO, in
+// order, once they outnumber the open flows four times: one long flow at
+// the head would otherwise keep every later request alive until it ends.
+func (s *sim) compactDeadlines() {
+	n := len(s.deadlines) - s.dhead
+	if n <= 4096 || n <= 4*s.open {
+		return
+	}
+	kept := s.deadlines[:0]
+	for _, d := range s.deadlines[s.dhead:] {
+		if !d.req.flow.Done() {
+			kept = append(kept, d)
+		}
+	}
+	clear(s.deadlines[len(kept):])
+	s.deadlines, s.dhead = kept, 0
+}
+
 func (s *sim) t(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
 
 func (s *sim) push(e event) {
@@ -429,6 +447,7 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				// Every flow's deadline is its start + MaxFlowAge: they
 				// come in arrival order, so a FIFO holds them, not the heap.
 				s.deadlines = append(s.deadlines, deadline{at: s.now + int64(act.After), req: r})
+				s.compactDeadlines()
 				continue
 			}
 			var n uint32
