@@ -249,7 +249,7 @@ func (c *client) queueReport(i int32, queued int) {
 // are the same at every coordinator: they are kept here once, and a
 // coordinator takes them, with a busy signal's queue length, when it
 // next reads or changes that server (client.sync) — as if it had applied
-// each signal on arrival, without 150 coordinators' work per signal.
+// each signal on arrival, without every coordinator's work per signal.
 type signals struct {
 	decays []selection.DecayParams
 	n      []int // signals so far, per server
