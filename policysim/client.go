@@ -40,8 +40,12 @@ type client struct {
 	// copied before they change (copy on write, as the host actor does).
 	shared  []bool
 	heardAt []int64 // last heartbeat
-	sets    []*setView
-	states  map[int32]*selection.TabletState
+	// sig and seen: the load signals every coordinator receives, and how
+	// many of each server's this client has applied (client.sync).
+	sig    *signals
+	seen   []int
+	sets   []*setView
+	states map[int32]*selection.TabletState
 
 	lat     [1024]time.Duration // recent start latencies (the board's ring)
 	latNext int
@@ -60,7 +64,6 @@ type client struct {
 
 // setView is the client's view of one replica set.
 type setView struct {
-	b       selection.ViewBuilder
 	v       *selection.LoadView
 	at      int64
 	members []int32
@@ -83,7 +86,7 @@ func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
 		if age < viewRefresh {
 			dirty := false
 			for k, m := range sv.members {
-				if c.ver[m] != sv.vers[k] {
+				if c.ver[m] != sv.vers[k] || c.seen[m] != c.sig.n[m] {
 					dirty = true
 					break
 				}
@@ -95,6 +98,7 @@ func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
 	}
 	servers := make([]*selection.ServerLoad, len(sv.members))
 	for k, m := range sv.members {
+		c.sync(m)
 		if c.pub[m] == nil || c.pubVer[m] != c.ver[m] {
 			cp := c.work[m]
 			c.pub[m], c.pubVer[m] = &cp, c.ver[m]
@@ -103,7 +107,7 @@ func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
 		servers[k] = c.pub[m]
 		sv.vers[k] = c.ver[m]
 	}
-	v := sv.b.Build(servers, c.decays, s.t(now))
+	v := s.builder(set).Build(servers, c.decays, s.t(now))
 	c.percentiles(now)
 	v.StartLatencyP50, v.StartLatencyP95 = c.p50, c.p95
 	sec := s.t(now).Unix()
@@ -234,16 +238,66 @@ func (c *client) latency(now time.Time, i int32, d time.Duration) {
 // server's waiting scans when it started this one): fresher, for this
 // coordinator's own servers, than the last heartbeat.
 func (c *client) queueReport(i int32, queued int) {
+	c.sync(i)
 	c.work[i].QueueLen = queued
 	c.touch(i)
 }
 
-func (c *client) busy(now time.Time, i int32) {
-	c.own(i)
-	l := &c.work[i]
-	for k, d := range c.decays {
-		l.Busy[k] = l.Busy[k].Add(now, d, 1)
+// signals are the busy and timeout load signals the scan servers publish
+// to every coordinator. Every coordinator receives each at the same time
+// and counts nothing else in ServerLoad.Busy, so a server's Busy counters
+// are the same at every coordinator: they are kept here once, and a
+// coordinator takes them, with a busy signal's queue length, when it
+// next reads or changes that server (client.sync) — as if it had applied
+// each signal on arrival, without every coordinator's work per signal.
+type signals struct {
+	decays []selection.DecayParams
+	n      []int // signals so far, per server
+	// lastBusy: the number of the server's last busy signal (0: none),
+	// queue: the queue length it carried.
+	lastBusy, queue []int
+	// busy: the server's Busy counters after its last signal; never
+	// modified (a new slice per signal).
+	busy [][]selection.DecayedCount
+}
+
+func newSignals(servers int, decays []selection.DecayParams) *signals {
+	g := &signals{decays: decays, n: make([]int, servers), lastBusy: make([]int, servers), queue: make([]int, servers),
+		busy: make([][]selection.DecayedCount, servers)}
+	for i := range g.busy {
+		g.busy[i] = make([]selection.DecayedCount, len(decays))
 	}
+	return g
+}
+
+// add counts a signal of server i at now: a busy answer's with the
+// server's queue, or a busy timeout's.
+func (g *signals) add(now time.Time, i int32, busy bool, queue int) {
+	b := slices.Clone(g.busy[i])
+	for k, d := range g.decays {
+		b[k] = b[k].Add(now, d, 1)
+	}
+	g.busy[i] = b
+	g.n[i]++
+	if busy {
+		g.lastBusy[i], g.queue[i] = g.n[i], queue
+	}
+}
+
+// sync applies the signals of server i this client has not applied yet.
+// Every read of work[i] through a view and every write of a field a
+// signal sets (Busy, QueueLen) comes after it.
+func (c *client) sync(i int32) {
+	g := c.sig
+	if c.seen[i] == g.n[i] {
+		return
+	}
+	l := &c.work[i]
+	l.Busy = g.busy[i]
+	if g.lastBusy[i] > c.seen[i] {
+		l.QueueLen = g.queue[i]
+	}
+	c.seen[i] = g.n[i]
 	c.touch(i)
 }
 

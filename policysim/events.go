@@ -51,52 +51,80 @@ type event struct {
 }
 
 // eventQ is a binary min-heap by (at, seq): equal times pop in push order,
-// which makes a run deterministic.
-type eventQ struct{ h []event }
+// which makes a run deterministic. The heap holds keys and slot numbers
+// only (no pointers: sifting needs no write barriers); the events wait in
+// slots, reused once popped.
+type eventQ struct {
+	h     []qkey
+	slots []event
+	free  []int32
+}
 
-func (q *eventQ) less(i, j int) bool {
-	if q.h[i].at != q.h[j].at {
-		return q.h[i].at < q.h[j].at
-	}
-	return q.h[i].seq < q.h[j].seq
+type qkey struct {
+	at   int64
+	seq  uint64
+	slot int32
+}
+
+func (a qkey) less(b qkey) bool {
+	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
 }
 
 func (q *eventQ) push(e event) {
-	q.h = append(q.h, e)
-	i := len(q.h) - 1
+	var slot int32
+	if n := len(q.free); n > 0 {
+		slot = q.free[n-1]
+		q.free = q.free[:n-1]
+		q.slots[slot] = e
+	} else {
+		slot = int32(len(q.slots))
+		q.slots = append(q.slots, e)
+	}
+	k := qkey{at: e.at, seq: e.seq, slot: slot}
+	i := len(q.h)
+	q.h = append(q.h, k)
 	for i > 0 {
 		p := (i - 1) / 2
-		if !q.less(i, p) {
+		if !k.less(q.h[p]) {
 			break
 		}
-		q.h[i], q.h[p] = q.h[p], q.h[i]
+		q.h[i] = q.h[p]
 		i = p
 	}
+	q.h[i] = k
 }
 
 func (q *eventQ) pop() event {
 	top := q.h[0]
 	n := len(q.h) - 1
-	q.h[0] = q.h[n]
-	q.h[n] = event{}
+	last := q.h[n]
 	q.h = q.h[:n]
-	i := 0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
+	if n > 0 {
+		i := 0
+		for {
+			l := 2*i + 1
+			if l >= n {
+				break
+			}
+			m := l
+			if r := l + 1; r < n && q.h[r].less(q.h[l]) {
+				m = r
+			}
+			if !q.h[m].less(last) {
+				break
+			}
+			q.h[i] = q.h[m]
+			i = m
 		}
-		m := l
-		if r := l + 1; r < n && q.less(r, l) {
-			m = r
-		}
-		if !q.less(m, i) {
-			break
-		}
-		q.h[i], q.h[m] = q.h[m], q.h[i]
-		i = m
+		q.h[i] = last
 	}
-	return top
+	e := q.slots[top.slot]
+	q.slots[top.slot] = event{}
+	q.free = append(q.free, top.slot)
+	return e
 }
+
+// peek is the time of the first event; the queue must not be empty.
+func (q *eventQ) peek() int64 { return q.h[0].at }
 
 func (q *eventQ) len() int { return len(q.h) }

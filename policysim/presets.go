@@ -24,6 +24,13 @@ var DefaultPolicies = []string{selection.PolicyAdaptive, selection.PolicyC3, Lea
 //	        one host of two servers 10× slower (slowhost), one server that
 //	        hangs after the warm-up (hung), and Zipf 0.9 key popularity
 //	        (skew)
+//	loadtest
+//	        the load tester's workload on its local cluster with 3 hosts
+//	        of 2 servers (cmd/loadtest --hosts 3): one coordinator, every
+//	        server a replica of every tablet, 16 tablets of Zipf 0.99
+//	        popularity, 250 scans/s, scans of 1 ms mean on 4 workers at
+//	        one rate; no fault (loadtest) and every scan 10× slower on
+//	        host 0 (loadtest-slowhost, the load tester's slow-host)
 //	small   20 clients, 12 servers, 20 000 requests: seconds, for tests
 //	all     c3, scale and faults
 func Presets(name string) ([]Config, error) {
@@ -60,6 +67,17 @@ func Presets(name string) ([]Config, error) {
 			with("hung", func(c *Config) { c.Fault = FaultHung }),
 			with("skew", func(c *Config) { c.Skew, c.Keys = 0.9, 1000 }),
 		}, nil
+	case "loadtest":
+		lt := func(c *Config) {
+			c.Clients, c.Servers, c.ServersPerHost, c.Replication, c.Keys, c.Skew = 1, 6, 2, 0, 16, 0.99
+			c.ServiceMean, c.RateSwitch, c.Warmup, c.Requests = time.Millisecond, 0, 3*time.Second, 100000
+			// 250 scans/s over 6 servers × 4 workers of 1 ms.
+			c.Utilization = 250 / (6 * 4 / time.Millisecond.Seconds())
+		}
+		return []Config{
+			with("loadtest", lt),
+			with("loadtest-slowhost", func(c *Config) { lt(c); c.Fault = FaultSlowHost }),
+		}, nil
 	case "small":
 		return []Config{with("small", func(c *Config) {
 			c.Clients, c.Servers, c.Keys, c.Requests, c.Warmup = 20, 12, 48, 20000, 200*time.Millisecond
@@ -72,7 +90,7 @@ func Presets(name string) ([]Config, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("%w: unknown preset %q (c3, scale, faults, small, all)", ErrBadConfig, name)
+	return nil, fmt.Errorf("%w: unknown preset %q (c3, scale, faults, loadtest, small, all)", ErrBadConfig, name)
 }
 
 // ProfilesJSON is the profiles document a run loads for policy: the load

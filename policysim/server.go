@@ -112,22 +112,24 @@ func (e *estimator) add(end int64, rif int, lat int64) {
 }
 
 func (e *estimator) estimate(now int64, rif int) int64 {
-	var near [estNearest]int
+	// near: the nearest samples so far, best first; dist and seq theirs.
+	var near, dist, seq [estNearest]int
 	k := 0
-	before := func(a, b int) bool {
-		da, db := max(e.rif[a]-rif, rif-e.rif[a]), max(e.rif[b]-rif, rif-e.rif[b])
-		return da < db || (da == db && e.seq[a] > e.seq[b])
-	}
-	for i := range e.rif {
-		if now-e.end[i] > estMaxAge || (k == len(near) && !before(i, near[k-1])) {
+	for i, r := range e.rif {
+		if now-e.end[i] > estMaxAge {
+			continue
+		}
+		d, sq := max(r-rif, rif-r), e.seq[i]
+		// Sample i comes before near[j] when nearer, or as near and newer.
+		if k == len(near) && !(d < dist[k-1] || (d == dist[k-1] && sq > seq[k-1])) {
 			continue
 		}
 		j := min(k, len(near)-1)
-		for j > 0 && before(i, near[j-1]) {
-			near[j] = near[j-1]
+		for j > 0 && (d < dist[j-1] || (d == dist[j-1] && sq > seq[j-1])) {
+			near[j], dist[j], seq[j] = near[j-1], dist[j-1], seq[j-1]
 			j--
 		}
-		near[j] = i
+		near[j], dist[j], seq[j] = i, d, sq
 		if k < len(near) {
 			k++
 		}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,14 +72,22 @@ type sim struct {
 	hosts    [][]int32
 	clients  []*client
 	ids      map[selection.ServerID]int32
-	keyCDF   []float64 // Skew > 0: cumulative popularity by rank
-	keyPerm  []int32   // rank → key
-	interval int64     // mean time between arrivals
+	keyCDF   []float64          // Skew > 0: cumulative popularity by rank
+	keyPerm  []int32            // rank → key
+	tablets  []selection.Tablet // by key; never modified
+	interval int64              // mean time between arrivals
 	horizon  int64
 	arrived  int
 	measured int
 	open     int
 	res      *Result
+	sig      *signals
+	// builders: one ViewBuilder per replica set, shared by the
+	// coordinators. A builder shares with the next view only what
+	// depends on the set's membership (the same at every coordinator) and
+	// gives the same answers as a fresh one, so sharing it changes no
+	// choice, and Clients × sets builders' scratch space is not kept.
+	builders []*selection.ViewBuilder
 	// deadlines of the flows, in arrival order, from dhead.
 	deadlines []deadline
 	dhead     int
@@ -126,10 +135,19 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 		}
 		s.rng.Shuffle(len(s.keyPerm), func(i, j int) { s.keyPerm[i], s.keyPerm[j] = s.keyPerm[j], s.keyPerm[i] })
 	}
+	s.tablets = make([]selection.Tablet, cfg.Keys)
+	for key := range s.tablets {
+		t := selection.Tablet{Table: "t", EndRow: fmt.Appendf(nil, "%08d", key)}
+		if key > 0 {
+			t.PrevEndRow = fmt.Appendf(nil, "%08d", key-1)
+		}
+		s.tablets[key] = t
+	}
 	nsets := cfg.Servers
 	if cfg.Replication == 0 {
 		nsets = 1
 	}
+	s.builders = make([]*selection.ViewBuilder, nsets)
 	for i := range cfg.Clients {
 		ps, err := selection.ParseProfiles(profilesJSON)
 		if err != nil {
@@ -154,6 +172,10 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 		c.pubVer = make([]uint64, cfg.Servers)
 		c.shared = make([]bool, cfg.Servers)
 		c.heardAt = make([]int64, cfg.Servers)
+		if s.sig == nil {
+			s.sig = newSignals(cfg.Servers, c.decays)
+		}
+		c.sig, c.seen = s.sig, make([]int, cfg.Servers)
 		c.sets = make([]*setView, nsets)
 		s.clients = append(s.clients, c)
 	}
@@ -199,6 +221,24 @@ func (s *sim) nextDeadline() *deadline {
 	return nil
 }
 
+// compactDeadlines drops the deadlines of ended flows from the FIFO, in
+// order, once they outnumber the open flows four times: one long flow at
+// the head would otherwise keep every later request alive until it ends.
+func (s *sim) compactDeadlines() {
+	n := len(s.deadlines) - s.dhead
+	if n <= 4096 || n <= 4*s.open {
+		return
+	}
+	kept := s.deadlines[:0]
+	for _, d := range s.deadlines[s.dhead:] {
+		if !d.req.flow.Done() {
+			kept = append(kept, d)
+		}
+	}
+	clear(s.deadlines[len(kept):])
+	s.deadlines, s.dhead = kept, 0
+}
+
 func (s *sim) t(ns int64) time.Time { return epoch.Add(time.Duration(ns)) }
 
 func (s *sim) push(e event) {
@@ -228,6 +268,14 @@ func (s *sim) setMembers(i int32) []int32 {
 	return m
 }
 
+// builder is replica set i's ViewBuilder.
+func (s *sim) builder(i int32) *selection.ViewBuilder {
+	if s.builders[i] == nil {
+		s.builders[i] = &selection.ViewBuilder{}
+	}
+	return s.builders[i]
+}
+
 func (s *sim) drawKey() int32 {
 	if s.keyCDF == nil {
 		return int32(s.rng.IntN(s.cfg.Keys))
@@ -249,7 +297,7 @@ func (s *sim) running() bool { return s.measured < s.cfg.Requests || s.open > 0 
 
 func (s *sim) loop() {
 	for s.q.len() > 0 {
-		if d := s.nextDeadline(); d != nil && d.at <= s.q.h[0].at {
+		if d := s.nextDeadline(); d != nil && d.at <= s.q.peek() {
 			s.now = d.at
 			if !d.req.flow.Done() {
 				s.apply(d.req, d.req.flow.OnTimer(s.t(s.now), scanflow.TimerDeadline, 0, d.req.pick))
@@ -283,13 +331,7 @@ func (s *sim) loop() {
 				s.apply(r, r.flow.OnTimer(s.t(s.now), e.timer, e.n, r.pick))
 			}
 		case evSignal:
-			now := s.t(s.now)
-			for _, c := range s.clients {
-				c.busy(now, e.srv)
-				if e.msg == msgBusy {
-					c.work[e.srv].QueueLen = int(e.val)
-				}
-			}
+			s.sig.add(s.t(s.now), e.srv, e.msg == msgBusy, int(e.val))
 		case evHeartbeat:
 			s.heartbeat(e.srv)
 		case evHeartbeatIn:
@@ -343,10 +385,7 @@ func (s *sim) arrival() {
 		st = &selection.TabletState{}
 		c.states[key] = st
 	}
-	tablet := selection.Tablet{Table: "t", EndRow: fmt.Appendf(nil, "%08d", key)}
-	if key > 0 {
-		tablet.PrevEndRow = fmt.Appendf(nil, "%08d", key-1)
-	}
+	tablet := s.tablets[key]
 	r.pick = func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
 		in := &selection.Input{Tablet: tablet, Profile: c.profile, Attempts: history, Hedge: hedge, View: c.view(s, set, s.now),
 			Now: now, Rand: c.rng, State: st, LocalHost: "coordinator"}
@@ -358,7 +397,7 @@ func (s *sim) arrival() {
 		}
 		return d, err
 	}
-	msg := &messages.ScanRequest{RequestId: fmt.Sprint(r.id)}
+	msg := &messages.ScanRequest{RequestId: strconv.Itoa(r.id)}
 	r.flow = scanflow.NewScanFlow(msg, time.Time{}, s.cfg.Flow, c.profile.TimeToWaitForScanServers, nil)
 	s.apply(r, r.flow.Start(s.t(s.now), r.pick))
 }
@@ -408,6 +447,7 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				// Every flow's deadline is its start + MaxFlowAge: they
 				// come in arrival order, so a FIFO holds them, not the heap.
 				s.deadlines = append(s.deadlines, deadline{at: s.now + int64(act.After), req: r})
+				s.compactDeadlines()
 				continue
 			}
 			var n uint32
@@ -597,6 +637,7 @@ func (s *sim) heartbeatIn(e event) {
 	now := s.t(s.now)
 	for _, c := range s.clients {
 		for k, i := range e.hb.ids {
+			c.sync(i)
 			l := &c.work[i]
 			l.QueueLen, l.Active = int(e.hb.queued[k]), int(e.hb.active[k])
 			l.LastHeartbeat = now

@@ -163,3 +163,24 @@ func BenchmarkScale1000(b *testing.B) {
 		run(b, cfg, "adaptive")
 	}
 }
+
+// TestLoadtestPreset: in the load tester's setting with a slow host, the
+// policies that read load (c3, adaptive) keep the tail off the slow host's
+// servers and random does not, as on the load tester's real processes.
+func TestLoadtestPreset(t *testing.T) {
+	cs, err := Presets("loadtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 2 || cs[1].Fault != FaultSlowHost || cs[1].Servers != 6 || cs[1].Servers/cs[1].ServersPerHost != 3 {
+		t.Fatalf("loadtest preset: %+v", cs)
+	}
+	cfg := cs[1]
+	cfg.Requests = 20000
+	rnd := run(t, cfg, "random").Quantile(0.99)
+	for _, p := range []string{"c3", "adaptive"} {
+		if got := run(t, cfg, p).Quantile(0.99); got*2 > rnd {
+			t.Errorf("slow host: %s p99 %v, random %v; want %s at least 2× lower", p, got, rnd, p)
+		}
+	}
+}

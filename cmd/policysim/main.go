@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("policysim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	preset := fs.String("preset", "c3", "settings to run: c3, scale, faults, small or all")
+	preset := fs.String("preset", "c3", "settings to run: c3, scale, faults, loadtest, small or all")
 	policies := fs.String("policies", strings.Join(policysim.DefaultPolicies, ","), "comma-separated policies")
 	asJSON := fs.Bool("json", false, "print one JSON object per setting and policy instead of tables")
 	requests := fs.Int("requests", 0, "measured requests per run (0: the preset's)")
@@ -30,6 +31,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	only := fs.String("setting", "", "run only the preset's settings of this name")
 	onlyU := fs.Float64("utilization", 0, "run only the preset's settings at this utilization (0: all)")
 	plots := fs.String("plot", "", "directory to write a latency CDF plot per setting into (empty: none)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -51,6 +53,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "policysim: unknown policy %q\n", p)
 			return 2
 		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "policysim:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "policysim:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var all []*policysim.Result
 	for _, cfg := range cfgs {
