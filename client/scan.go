@@ -127,9 +127,8 @@ type Rows struct {
 	run     *tabletRun      // serial: the tablet being read
 	par     *prefetch       // parallel: the tablets being read
 	batch   []tablets.Entry // rows received, not yet returned (from bi)
-	bi      int
-	row     Row
-	last    []byte
+	bi      int             // rows of batch returned; the current row is batch[bi-1]
+	last    []byte          // the last key of the batches before batch (ordered scans)
 	err     error
 	done    bool
 	stats   ScanStats
@@ -196,8 +195,14 @@ func (c *Client) Count(ctx context.Context, table string, rng Range, opts ScanOp
 	return n, nil
 }
 
-// Row returns the current row.
-func (r *Rows) Row() Row { return r.row }
+// Row returns the current row (the zero Row when there is none).
+func (r *Rows) Row() Row {
+	if r.bi == 0 || r.bi > len(r.batch) {
+		return Row{}
+	}
+	m := &r.batch[r.bi-1]
+	return Row{Key: m.Key, Value: m.Value}
+}
 
 // Err returns the error that ended the scan, if any.
 func (r *Rows) Err() error { return r.err }
@@ -239,18 +244,22 @@ func (r *Rows) Next() bool {
 			return false
 		}
 		if r.bi < len(r.batch) {
-			m := &r.batch[r.bi]
-			r.bi++
-			if !r.unordered {
-				if r.last != nil && bytes.Compare(m.Key, r.last) <= 0 {
-					r.fail(fmt.Errorf("%w: key %s after %s (out of order)", ErrStream, tablets.FormatKey(m.Key), tablets.FormatKey(r.last)))
+			// Within a batch the stream checked that keys increase
+			// (tabletstream): only a batch's first key is compared, with
+			// the last key of the batch before it. No per-row write to
+			// the heap: Row reads the slab.
+			if r.bi == 0 && !r.unordered && r.last != nil {
+				if k := r.batch[0].Key; bytes.Compare(k, r.last) <= 0 {
+					r.fail(fmt.Errorf("%w: key %s after %s (out of order)", ErrStream, tablets.FormatKey(k), tablets.FormatKey(r.last)))
 					return false
 				}
-				r.last = m.Key
 			}
-			r.row = Row{Key: m.Key, Value: m.Value}
+			r.bi++
 			r.stats.Rows++
 			return true
+		}
+		if n := len(r.batch); n > 0 && !r.unordered {
+			r.last = r.batch[n-1].Key
 		}
 		// Not batch[:0]: the slab aliases the batch's bytes, which the
 		// next batch's rows replace rather than overwrite.

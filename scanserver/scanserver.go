@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -848,12 +849,15 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	// batch in the steady state. A batch that reaches its size is cut at
 	// the last block end it holds (Prover.Cut), so that its proofs cover
 	// all its rows and the client holds none back; the rows past the cut
-	// (less than a block) start the next batch.
+	// (less than a block) start the next batch. Rows are copied a run
+	// of a block at a time (Iterator.NextRun: the packed encoding is a
+	// block's own); those of a lying server one at a time.
 	var packed []byte
 	nrows, lastKeyAt, lastKeyLen, sizeHint := 0, 0, 0, 0
-	kv := 0             // key and value bytes in the batch (the Bytes counter)
-	lied := 0           // rows the batch has beyond the honest ones (FaultConfig.Lie)
-	var ends, kvs []int // after row i of the batch: its byte offset in packed, kv so far
+	kv := 0          // key and value bytes in the batch (the Bytes counter)
+	lied := 0        // rows the batch has beyond the honest ones (FaultConfig.Lie)
+	var marks []mark // the ends of the runs of rows in packed, in order
+	runs := lie == ""
 	// dig covers the rows sent, folded in per batch as it goes out.
 	var dig tablets.RowDigest
 	// flush sends the batch in hand; last: the scan ends with it (the
@@ -881,13 +885,11 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			if err != nil {
 				return err
 			}
-			if k > 0 && k < nrows {
-				send, sendBytes, sendKV = k, ends[k-1], kvs[k-1]
-				start := 0
-				if k > 1 {
-					start = ends[k-2]
-				}
-				lastKey = tablets.PackedKey(packed[start:sendBytes])
+			// A cut is at a block end, which ends a run.
+			if j, ok := slices.BinarySearchFunc(marks, k, func(m mark, k int) int { return m.rows - k }); ok && k < nrows {
+				m := marks[j]
+				send, sendBytes, sendKV = k, m.end, m.kv
+				lastKey = packed[m.keyAt : m.keyAt+m.keyLen : m.keyAt+m.keyLen]
 			}
 		}
 		if err := prover.Rows(send - lied); err != nil {
@@ -933,18 +935,53 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		rest := packed[sendBytes:]
 		packed, nrows, kv, lied = nil, nrows-send, kv-sendKV, 0
 		if nrows > 0 {
-			packed = make([]byte, len(rest), max(len(rest), sizeHint))
+			packed = make([]byte, len(rest), max(len(rest), sizeHint+sizeHint/8))
 			copy(packed, rest)
-			for i := range nrows {
-				ends[i], kvs[i] = ends[send+i]-sendBytes, kvs[send+i]-sendKV
+			j := len(marks) - 1
+			for j > 0 && marks[j-1].rows > send {
+				j--
+			}
+			marks = marks[:copy(marks, marks[j:])]
+			for i := range marks {
+				marks[i].rows -= send
+				marks[i].end -= sendBytes
+				marks[i].kv -= sendKV
+				marks[i].keyAt -= sendBytes
 			}
 			lastKeyAt -= sendBytes
+		} else {
+			marks = marks[:0]
 		}
-		ends, kvs = ends[:nrows], kvs[:nrows]
 		return nil
 	}
 	for {
-		for it.Next() {
+		for runs {
+			if packed == nil {
+				packed = make([]byte, 0, max(256, min(sizeHint+sizeHint/8, batchBytes+batchBytes/8)))
+			}
+			maxRows := batchRows - nrows
+			if req.Limit > 0 {
+				maxRows = min(maxRows, int(min(req.Limit-dig.Rows(), uint64(batchRows)))-nrows)
+			}
+			var run tablets.Run
+			var ok bool
+			if packed, run, ok = it.NextRun(packed, maxRows, batchBytes); !ok {
+				break
+			}
+			lastKeyAt, lastKeyLen = run.LastKeyAt, run.LastKeyLen
+			nrows += run.Rows
+			kv += run.KV
+			marks = append(marks, mark{rows: nrows, end: len(packed), kv: kv, keyAt: lastKeyAt, keyLen: lastKeyLen})
+			if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
+				break
+			}
+			if nrows >= batchRows || len(packed) >= batchBytes {
+				if err := flush(false); err != nil {
+					return false, err
+				}
+			}
+		}
+		for !runs && it.Next() {
 			e := it.Entry()
 			switch {
 			case lie == LieForge && nrows == 0:
@@ -965,7 +1002,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			packed = tablets.AppendPackedRow(packed, e.Key, e.Value)
 			nrows++
 			kv += len(e.Key) + len(e.Value)
-			ends, kvs = append(ends, len(packed)), append(kvs, kv)
+			marks = append(marks, mark{rows: nrows, end: len(packed), kv: kv, keyAt: lastKeyAt, keyLen: lastKeyLen})
 			if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
 				break
 			}
@@ -1028,6 +1065,11 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	fin.Proofs = append(held, prover.Take()...)
 	return false, nil
 }
+
+// mark is the end of a run of rows in a batch's packed buffer: the rows
+// up to it, its byte offset, the key and value bytes up to it, and where
+// its last row's key is.
+type mark struct{ rows, end, kv, keyAt, keyLen int }
 
 // waitWindow blocks until batch seq may be sent: at most window batches
 // unacknowledged. It gives up (errClientGone) after AckTimeout without an

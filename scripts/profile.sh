@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# profile.sh OUT [bench|load|all] — CPU and allocation profiles (go tool
-# pprof) of a coordinator, one scan server and the client, under the
+# profile.sh OUT [bench|load|all|scan] — CPU and allocation profiles (go
+# tool pprof) of a coordinator, one scan server and the client, under the
 # one-row benchmark (e2e BenchmarkOneRowScan) and under the load test
-# (cmd/loadtest --fault none --policies adaptive); issue 11.
+# (cmd/loadtest --fault none --policies adaptive); with scan, CPU profiles
+# of a warm whole-table scan (see below). all = bench and load.
 #
 #   OUT/bench/  coordinator.cpu.pb.gz coordinator.alloc.pb.gz   (window of SECS s)
 #               scanserver.cpu.pb.gz  scanserver.alloc.pb.gz    (window of SECS s)
@@ -21,23 +22,41 @@
 # with HostMetrics); the load test's get it from a wrapper scanserver in
 # OUT/wrap given to loadtest --bin.
 #
+#   OUT/scan/   client.cpu (scanctl bench --cpuprofile: the timed scans),
+#               coordinator.cpu.pb.gz (coordinator1), host1..3.cpu.pb.gz and
+#               hosts.cpu.top.txt (the three scanserver processes merged),
+#               bench.txt, window.txt (rows the servers streamed in the
+#               window, load average). A `scanctl up` cluster with its
+#               defaults on --port-base SCAN_PORT_BASE (data in OUT/scan/data,
+#               removed at the end), a table of SCAN_ROWS rows over
+#               SCAN_TABLETS tablets, scanctl bench --parallel SCAN_PARALLEL
+#               for SCAN_ROUNDS rounds after a warm-up scan; the servers'
+#               window of SECS s starts SCAN_FROM s after the bench.
+#
 # Environment: SECS (15), BENCH_N (benchmark scans, 25000: long enough to
 # outlast BENCH_FROM and the window), BENCH_FROM (3000), LOAD_DURATION
 # (loadtest --duration, 25s), LOAD_FROM (1500), LOAD_ARGS (extra loadtest
-# flags). Needs go, curl. Profiles are never committed: keep OUT outside
+# flags), SCAN_PORT_BASE (23222), SCAN_ROWS (1000000), SCAN_TABLETS (8),
+# SCAN_PARALLEL (4), SCAN_ROUNDS (25), SCAN_FROM (5). Needs go, curl. Profiles are never committed: keep OUT outside
 # the repository or in an ignored directory.
 set -euo pipefail
 
 usage() { echo "usage: $0 OUT [bench|load|all]" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
 what=${2:-all}
-case $what in bench|load|all) ;; *) usage ;; esac
+case $what in bench|load|all|scan) ;; *) usage ;; esac
 SECS=${SECS:-15}
 BENCH_N=${BENCH_N:-25000}
 BENCH_FROM=${BENCH_FROM:-3000}
 LOAD_DURATION=${LOAD_DURATION:-25s}
 LOAD_FROM=${LOAD_FROM:-1500}
 LOAD_ARGS=${LOAD_ARGS:-}
+SCAN_PORT_BASE=${SCAN_PORT_BASE:-23222}
+SCAN_ROWS=${SCAN_ROWS:-1000000}
+SCAN_TABLETS=${SCAN_TABLETS:-8}
+SCAN_PARALLEL=${SCAN_PARALLEL:-4}
+SCAN_ROUNDS=${SCAN_ROUNDS:-25}
+SCAN_FROM=${SCAN_FROM:-5}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$1"
@@ -54,7 +73,7 @@ trap cleanup EXIT
 
 log "building into $out/bin"
 mkdir -p "$out/bin" "$out/wrap"
-(cd "$root" && go build -o "$out/bin/" ./cmd/coordinator ./cmd/scanserver ./cmd/loadtest)
+(cd "$root" && go build -o "$out/bin/" ./cmd/coordinator ./cmd/scanserver ./cmd/loadtest ./cmd/scanctl)
 ln -sf "$out/bin/coordinator" "$out/wrap/coordinator"
 cat >"$out/wrap/scanserver" <<EOF
 #!/bin/sh
@@ -167,7 +186,62 @@ waitchild() {
 	done
 }
 
-if [ "$what" != load ]; then
+if [ "$what" = scan ]; then
+	d=$out/scan
+	rm -rf "$d/data"
+	mkdir -p "$d"
+	log "scan: scanctl up --port-base $SCAN_PORT_BASE, $SCAN_ROWS rows over $SCAN_TABLETS tablets"
+	"$out/bin/scanctl" up --port-base "$SCAN_PORT_BASE" --data "$d/data" --bin "$out/bin" --child-log-level warn >"$d/up.txt" 2>&1 &
+	up=$!
+	pids+=("$up")
+	until grep -q '^cluster ready' "$d/up.txt"; do
+		kill -0 "$up" 2>/dev/null || { log "scan: scanctl up failed"; cat "$d/up.txt" >&2; exit 1; }
+		sleep 0.5
+	done
+	export SCANPLANE_NATS
+	SCANPLANE_NATS=$(sed -n 's/^ *nats *//p' "$d/up.txt")
+	"$out/bin/scanctl" ingest --table t --generate "$SCAN_ROWS" --splits "$SCAN_TABLETS" >&2
+	# name http://ADDR/metrics of each process, from up's listing
+	mapfile -t procs < <(awk '$1 ~ /^(coordinator1|host[0-9]+)$/ { for (i = 2; i <= NF; i++) if ($i ~ /\/metrics$/) { sub(/\/metrics$/, "", $i); print $1, $i } }' "$d/up.txt")
+	streamed() {
+		local p sum=0 n
+		for p in "${procs[@]}"; do
+			set -- $p
+			case $1 in host*) ;; *) continue ;; esac
+			n=$(curl -fsS --max-time 5 "$2/metrics" | awk '/^scanplane_scanserver_rows_streamed_total/ {s += $2} END {printf "%d\n", s}')
+			sum=$((sum + n))
+		done
+		echo "$sum"
+	}
+	"$out/bin/scanctl" bench --table t --parallel "$SCAN_PARALLEL" --rounds "$SCAN_ROUNDS" --cpuprofile "$d/client.cpu" >"$d/bench.txt" 2>&1 &
+	bench=$!
+	pids+=("$bench")
+	sleep "$SCAN_FROM"
+	r0=$(streamed)
+	jobs=()
+	for p in "${procs[@]}"; do
+		set -- $p
+		name=$1
+		[ "$name" = coordinator1 ] && name=coordinator
+		curl -fsS --max-time $((SECS + 30)) -o "$d/$name.cpu.pb.gz" "$2/debug/pprof/profile?seconds=$SECS" & jobs+=($!)
+	done
+	for j in "${jobs[@]}"; do wait "$j" || true; done
+	r1=$(streamed)
+	printf 'rows streamed by the scan servers in the %ss window: %s\nload average %s\n' "$SECS" $((r1 - r0)) "$(cut -d' ' -f1-3 /proc/loadavg)" >"$d/window.txt"
+	wait "$bench" || { log "scan: scanctl bench failed"; cat "$d/bench.txt" >&2; exit 1; }
+	kill "$up" 2>/dev/null || true
+	wait "$up" || true
+	rm -rf "$d/data"
+	tops "$d"
+	for f in "$d"/client.cpu; do
+		go tool pprof -top -nodecount=15 "$f" >"$d/client.top.txt" 2>&1 || true
+		go tool pprof -top -cum -nodecount=15 "$f" >"$d/client.cum.txt" 2>&1 || true
+	done
+	go tool pprof -top -cum -nodecount=60 "$d"/host*.cpu.pb.gz >"$d/hosts.cpu.top.txt" 2>&1 || true
+	cat "$d/bench.txt" "$d/window.txt" >&2
+fi
+
+if [ "$what" != load ] && [ "$what" != scan ]; then
 	d=$out/bench
 	mkdir -p "$d"
 	log "bench: go test ./e2e -bench BenchmarkOneRowScan -benchtime ${BENCH_N}x"
@@ -183,7 +257,7 @@ if [ "$what" != load ]; then
 	tops "$d"
 fi
 
-if [ "$what" != bench ]; then
+if [ "$what" != bench ] && [ "$what" != scan ]; then
 	d=$out/load
 	mkdir -p "$d"
 	log "load: loadtest --fault none --policies adaptive --duration $LOAD_DURATION $LOAD_ARGS"

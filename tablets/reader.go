@@ -150,6 +150,72 @@ func (it *Iterator) Next() bool {
 	return true
 }
 
+// Run describes the rows NextRun appended.
+type Run struct {
+	Rows int // rows appended
+	KV   int // their key and value bytes
+	// LastKeyAt is the offset in the returned slice of the last row's
+	// key, LastKeyLen its length.
+	LastKeyAt, LastKeyLen int
+}
+
+// NextRun is Next for a caller that takes rows in the packed encoding
+// (AppendPackedRow's, which is a block's own): it appends to dst the
+// rows Next would return next that lie in one block of one file, with
+// one copy (a slice of the block), and returns dst and what it appended.
+// The run ends at the block's end, at the range's end, before the next
+// key of another file of the tablet, after maxRows rows (at least 1),
+// or with the row that makes dst maxBytes long or longer. Afterwards
+// Entry is the run's last row and Next continues after it. ok false: the
+// scan ended (Err tells how).
+func (it *Iterator) NextRun(dst []byte, maxRows, maxBytes int) (_ []byte, run Run, ok bool) {
+	if !it.Next() {
+		return dst, run, false
+	}
+	if err := it.ctx.Err(); err != nil {
+		it.err = fmt.Errorf("tablets: scan: %w", err)
+		it.fail()
+		return dst, run, false
+	}
+	s := it.winner
+	b := s.blk
+	body := b.body
+	// The run's rows are below bound: the range's end and the next key
+	// of the other files (on a tie Next picks the row).
+	bound := it.rng.End
+	if len(it.heap) > 0 {
+		if k := it.heap[0].entry().Key; len(bound) == 0 || bytes.Compare(k, bound) < 0 {
+			bound = k
+		}
+	}
+	// Every row of the block is below it: no key compares.
+	all := len(bound) == 0 || bytes.Compare(b.last, bound) < 0
+	first := s.next_ - PackedRowSize(len(s.cur.Key), len(s.cur.Value))
+	lastAt, off := first, s.next_
+	run.Rows, run.KV = 1, len(s.cur.Key)+len(s.cur.Value)
+	for off < len(body) && run.Rows < maxRows && len(dst)+off-first < maxBytes {
+		kl, n := uvarint(body[off:])
+		vl, m := uvarint(body[off+n:])
+		k := off + n + m
+		if !all && bytes.Compare(body[k:k+int(kl)], bound) >= 0 {
+			break
+		}
+		lastAt, off = off, k+int(kl)+int(vl)
+		run.Rows++
+		run.KV += int(kl + vl)
+	}
+	base := len(dst)
+	dst = append(dst, body[first:off]...)
+	if lastAt != first {
+		s.cur, s.next_ = b.entry(lastAt)
+		it.cur = s.cur
+		it.rows += run.Rows - 1
+	}
+	run.LastKeyAt = base + lastAt - first + PackedRowSize(len(s.cur.Key), len(s.cur.Value)) - len(s.cur.Key) - len(s.cur.Value)
+	run.LastKeyLen = len(s.cur.Key)
+	return dst, run, true
+}
+
 // fail ends the iteration (with it.err, possibly nil) and drops references.
 func (it *Iterator) fail() bool {
 	it.done = true

@@ -31,10 +31,11 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	rounds := fs.Int("rounds", 1, "`N` rounds, each scanning once with every --parallel value")
 	warmup := fs.Bool("warmup", true, "scan the table once before the timed scans (warms the scan servers' caches)")
 	maxBuffer := fs.Int("max-buffer", 0, "`BYTES` of rows a parallel scan may hold for the caller (ScanOptions.MaxBufferBytes); 0 = the client's default")
-	reader := fs.Bool("reader", true, "also time the tablets reader alone over the table's blocks")
+	reader := fs.Bool("reader", true, "also time the tablets reader alone over the table's blocks (--rounds timed passes over each tablet, the median of each)")
 	count := fs.Bool("count", false, "also time Client.Count of the whole table (rows counted at the scan servers) with every --parallel value")
 	lookups := fs.Int("lookups", 0, "then time `N` one-row lookups of keys sampled by the warm-up scan, one after another, with nothing else scanning and then during whole-table scans (0 = none)")
 	blocksDir := fs.String("blocks-dir", "", "the shared `DIR` the table's blocks were ingested into with --blocks-dir (default: JetStream)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process over the timed scans (after the warm-up, before the reader) to `FILE` (go tool pprof)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
 	if _, err := parse("bench", g, fs, args, out); err != nil {
@@ -80,6 +81,12 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 		}
 		results := map[int][]benchResult{}
 		counts := map[int][]benchResult{}
+		stopProfile := func() error { return nil }
+		if *cpuProfile != "" {
+			if stopProfile, err = startCPUProfile(*cpuProfile); err != nil {
+				return err
+			}
+		}
 		for r := range *rounds {
 			for _, p := range windows {
 				res, _, err := benchScan(ctx, c, *table, opts(p), 0)
@@ -103,9 +110,12 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 				}
 			}
 		}
+		if err := stopProfile(); err != nil {
+			return err
+		}
 		var rd benchResult
 		if *reader {
-			if rd, err = benchReader(ctx, g, *blocksDir, *table, meta.Generation); err != nil {
+			if rd, err = benchReader(ctx, g, *blocksDir, *table, meta.Generation, *rounds); err != nil {
 				return fmt.Errorf("reader: %w", err)
 			}
 			for _, rs := range results {
@@ -250,9 +260,9 @@ func benchScan(ctx context.Context, c *client.Client, table string, opts client.
 // benchReader reads every tablet of meta's generation with the tablets
 // reader: its index and blocks copied from the block store into memory,
 // read once through a fresh host cache (decoded and checked against the
-// index: tablets.VerifyBlock), then timed over the warm cache. Only the
-// timed passes count; one tablet is in memory at a time.
-func benchReader(ctx context.Context, g *globals, blocksDir, table string, gen uint64) (benchResult, error) {
+// index: tablets.VerifyBlock), then timed passes over the warm cache,
+// of which the median counts; one tablet is in memory at a time.
+func benchReader(ctx context.Context, g *globals, blocksDir, table string, gen uint64, passes int) (benchResult, error) {
 	// The client role may not read blocks; the admin role may.
 	conn, err := dialAs(ctx, g, "admin", 0)
 	if err != nil {
@@ -297,9 +307,9 @@ func benchReader(ctx context.Context, g *globals, blocksDir, table string, gen u
 			return res, err
 		}
 		rd := tablets.NewTabletReader(tm.GetFiles(), bc.Fetcher(local))
-		var pass benchResult
-		for i := range 2 { // the first pass fills the cache
-			pass = benchResult{}
+		var timed []benchResult
+		for i := range 1 + passes { // the first pass fills the cache
+			pass := benchResult{}
 			start := time.Now()
 			it := rd.Scan(ctx, tablets.Range{}, nil)
 			for it.Next() {
@@ -313,8 +323,13 @@ func benchReader(ctx context.Context, g *globals, blocksDir, table string, gen u
 				return res, fmt.Errorf("tablet %d, pass %d: %w", tm.GetRef().GetIndex(), i+1, err)
 			}
 			bc.Wait()
+			if i > 0 {
+				timed = append(timed, pass)
+			}
 		}
 		bc.Close()
+		slices.SortFunc(timed, func(a, b benchResult) int { return int(a.took - b.took) })
+		pass := timed[len(timed)/2]
 		res.rows += pass.rows
 		res.bytes += pass.bytes
 		res.took += pass.took

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 )
 
 // Transport sizes of the gRPC connections under every actor system of
@@ -56,13 +57,18 @@ func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard
 	}
 	server = append(server, grpc.Creds(newCappedCreds(creds, lim, guard, newLogThrottle(log, lim.LogBurst, lim.LogEvery))))
 	server = append(server, lim.serverOptions()...)
+	// The frames and messages of both directions in buffers of one pool
+	// that does not clear them (bufpool.go).
+	pool := newBufferPool()
+	codec := protoCodec{pool: pool}
 	server = append(server,
 		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
-		grpc.WriteBufferSize(IOBuffer), grpc.ReadBufferSize(IOBuffer))
+		grpc.WriteBufferSize(IOBuffer), grpc.ReadBufferSize(IOBuffer), experimental.BufferPool(pool), grpc.ForceServerCodecV2(codec))
 	return []remote.ConfigOption{
 		remote.WithServerOptions(server...),
 		remote.WithDialOptions(grpc.WithTransportCredentials(creds),
 			grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow),
-			grpc.WithWriteBufferSize(IOBuffer), grpc.WithReadBufferSize(IOBuffer)),
+			grpc.WithWriteBufferSize(IOBuffer), grpc.WithReadBufferSize(IOBuffer), experimental.WithBufferPool(pool),
+			grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec))),
 	}
 }
