@@ -11,22 +11,13 @@ import (
 
 // A node of a NATS cluster knows before JetStream does that the cluster
 // lost its quorum: its routes to the other nodes close when their pings
-// go unanswered (RoutePingInterval × RoutePingsOut), while a JetStream request
+// go unanswered (bus.PingInterval × bus.PingsOut), while a JetStream request
 // waits for its timeout and a lease goes unrenewed for as long as one
 // chooses to wait. And once the nodes are back, the routes are up again
 // at once, seconds before JetStream has elected its leaders. The
 // embedded server watches its routes (quorumCheck) so that its holder
 // can name a lost quorum early, and stop naming it as soon as the nodes
 // are back.
-
-// RoutePingInterval and RoutePingsOut: how a clustered embedded server
-// finds a silent peer node. Its route closes 2-3 s after the peer's last
-// answer, so a lost quorum is named (after coordinator.QuorumGrace)
-// within 5 s; a peer stalled for less than 2 s keeps its route.
-const (
-	RoutePingInterval = time.Second
-	RoutePingsOut     = 2
-)
 
 // quorumCheck is how often a clustered embedded server counts the nodes
 // it has routes to.

@@ -280,12 +280,11 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
-		// Pings on client connections find a client that vanished
+		// Pings on client and route connections find a peer that vanished
 		// without closing them (a machine powered off or cut from the
 		// network) in 6-8 s instead of nats-server's 4-6 minutes (every
-		// 2 min, 2 outstanding): until then the server keeps routing to
-		// the dead client's interest. See bus.PingInterval; routes ping
-		// faster (RoutePingInterval).
+		// 2 min, 2 outstanding): until then the cluster keeps routing to
+		// the dead node's interest. See bus.PingInterval.
 		PingInterval: bus.PingInterval,
 		MaxPingsOut:  bus.PingsOut,
 	}
@@ -308,10 +307,6 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 			port = -1 // nats-server's "any free port"
 		}
 		opts.Cluster.Name, opts.Cluster.Host, opts.Cluster.Port = cfg.ClusterName, host, port
-		// A route to a node that went silent (paused, powered off, cut
-		// off) closes after RoutePingInterval × (RoutePingsOut..+1), so
-		// that the quorum watch can name a lost quorum within seconds.
-		opts.Cluster.PingInterval, opts.Cluster.MaxPingsOut = RoutePingInterval, RoutePingsOut
 		if cfg.TLS != nil {
 			opts.Cluster.TLSConfig, opts.Cluster.TLSTimeout = cfg.TLS.Clone(), tlsTimeout.Seconds()
 		}
