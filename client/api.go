@@ -299,18 +299,7 @@ func (a *API) Scan(ctx context.Context, table string, rng Range, opts ScanOption
 // All is Scan as a range-over-func iterator; iteration stops at the first
 // error, which is yielded.
 func (a *API) All(ctx context.Context, table string, rng Range, opts ScanOptions) iter.Seq2[Row, error] {
-	return func(yield func(Row, error) bool) {
-		rows := a.Scan(ctx, table, rng, opts)
-		defer rows.Close()
-		for rows.Next() {
-			if !yield(rows.Row(), nil) {
-				return
-			}
-		}
-		if err := rows.Err(); err != nil {
-			yield(Row{}, err)
-		}
-	}
+	return allRows(func() rowIterator { return a.Scan(ctx, table, rng, opts) })
 }
 
 // Row returns the current row; its slices belong to the caller.

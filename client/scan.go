@@ -156,8 +156,22 @@ func checkScan(table string, rng Range, opts ScanOptions) error {
 // All is Scan as a range-over-func iterator; iteration stops at the first
 // error, which is yielded.
 func (c *Client) All(ctx context.Context, table string, rng Range, opts ScanOptions) iter.Seq2[Row, error] {
+	return allRows(func() rowIterator { return c.Scan(ctx, table, rng, opts) })
+}
+
+// rowIterator is what All needs of a scan's rows (Rows, APIRows).
+type rowIterator interface {
+	Next() bool
+	Row() Row
+	Err() error
+	Close() error
+}
+
+// allRows iterates over the rows of the scan that start begins when the
+// iteration does; it stops at the first error, which is yielded.
+func allRows(start func() rowIterator) iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
-		rows := c.Scan(ctx, table, rng, opts)
+		rows := start()
 		defer rows.Close()
 		for rows.Next() {
 			if !yield(rows.Row(), nil) {
