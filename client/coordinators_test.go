@@ -18,6 +18,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/natsserver"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -210,7 +211,7 @@ func sharedSystem(t *testing.T) *actor.ActorSystem {
 		rc := remote.Configure("127.0.0.1", 0)
 		rc.MaxRetryCount = 1 // as a client's own system: no pile of retrying connections to dead addresses
 		testRem = remote.NewRemote(testSys, rc)
-		sysErr = startRemote(testRem)
+		sysErr = remoting.StartRemote(testRem)
 	})
 	if sysErr != nil {
 		t.Fatal(sysErr)

@@ -21,6 +21,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/natsserver"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -55,7 +56,7 @@ func fakeCoordinatorMain(mode string) int {
 	rc := remote.Configure("127.0.0.1", 0)
 	rc.MaxRetryCount = 1
 	rem := remote.NewRemote(sys, rc)
-	if err := startRemote(rem); err != nil {
+	if err := remoting.StartRemote(rem); err != nil {
 		return fail(err)
 	}
 	defer rem.Shutdown(false)

@@ -113,19 +113,9 @@ func startProcessRemote(cfg Config, log *slog.Logger) (*processRemote, error) {
 	// noticed sooner and shutdown never waits on a long retry loop.
 	rc.MaxRetryCount = 1
 	rem := remote.NewRemote(sys, rc)
-	if err := startRemote(rem); err != nil {
+	if err := remoting.StartRemote(rem); err != nil {
 		sys.Shutdown()
 		return nil, fmt.Errorf("client: listen on %s: %v", cfg.Listen, err)
 	}
 	return &processRemote{sys: sys, rem: rem, stops: stops}, nil
-}
-
-func startRemote(r *remote.Remote) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%v", p)
-		}
-	}()
-	r.Start()
-	return nil
 }

@@ -240,13 +240,15 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		return &System{Actors: sys, Remote: c.Remote, Cluster: c, member: cfg.Cluster, Logger: logger, shutdown: st, stops: stops, Guard: guard}, nil
 	}
 	r := remote.NewRemote(sys, rc)
-	if err := startRemote(r); err != nil {
+	if err := StartRemote(r); err != nil {
 		return nil, fmt.Errorf("%w on %s: %v", ErrListen, cfg.Listen, err)
 	}
 	return &System{Actors: sys, Remote: r, Logger: logger, shutdown: st, stops: stops, Guard: guard}, nil
 }
 
-func startRemote(r *remote.Remote) (err error) {
+// StartRemote starts r, returning as an error the panic protoactor's
+// remote raises when it cannot listen.
+func StartRemote(r *remote.Remote) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%v", p)
