@@ -2,8 +2,6 @@ package natsserver
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,8 +13,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/scanplane/scanplane/bus"
 )
 
 // Consumers of restricted users (the scanserver and client roles).
@@ -104,29 +100,9 @@ func startConsumerGuard(srv *server.Server, cfg ServerConfig, log *slog.Logger) 
 			g.restricted[u.Subject] = true
 		}
 	}
-	own := cfg.TLS.Certificates[0].Certificate[0]
-	tc := &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: cfg.TLS.Certificates[:1],
-		// The connection is a pipe inside this process to srv, whose
-		// certificate is cfg.TLS's own: that, not a name, is what to
-		// check.
-		InsecureSkipVerify: true,
-		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			if len(raw) == 0 || string(raw[0]) != string(own) {
-				return errors.New("natsserver: consumer guard: the in-process server presented another certificate")
-			}
-			return nil
-		},
-	}
-	subject, err := bus.CertSubject(cfg.TLS)
+	nc, err := connectInProcess(srv, cfg, "scanplane consumer guard", consumerGuardTimeout)
 	if err != nil {
-		return nil, err
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Secure(tc), nats.Name("scanplane consumer guard"),
-		nats.CustomInboxPrefix(bus.InboxPrefix(subject)), nats.Timeout(consumerGuardTimeout), nats.MaxReconnects(-1))
-	if err != nil {
-		return nil, fmt.Errorf("natsserver: consumer guard: connect with the server's certificate (%s): %w", subject, err)
+		return nil, fmt.Errorf("natsserver: consumer guard: %w", err)
 	}
 	g.nc = nc
 	if g.js, err = jetstream.New(nc); err != nil {

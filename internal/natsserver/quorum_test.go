@@ -38,3 +38,29 @@ func TestQuorumLostFollowsRoutes(t *testing.T) {
 	eventually("back", func() bool { lost, _, _ := n.QuorumLost(); return !lost })
 	t.Logf("quorum back %v after a node restarted", time.Since(back).Round(time.Millisecond))
 }
+
+// TestQuorumLostWhenPeersFallSilent: two peers of a three-node cluster
+// that stop their beacons but keep their routes open (as paused
+// processes do until the routes' pings give up) are unreachable within
+// a few SilentAfter, and the lost quorum names them silent; the routes
+// stay open.
+func TestQuorumLostWhenPeersFallSilent(t *testing.T) {
+	tc := startCluster(t, 3)
+	n := tc.nodes[0]
+	testutil.Eventually(t, 30*time.Second, "routes to all 3 nodes", func() bool { up, size := n.ClusterNodes(); return up == 3 && size == 3 })
+	routes := n.NumRoutes()
+	tc.nodes[1].SilenceBeacons()
+	tc.nodes[2].SilenceBeacons()
+	silenced := time.Now()
+	testutil.Eventually(t, 30*time.Second, "lost", func() bool { lost, _, _ := n.QuorumLost(); return lost })
+	_, _, why := n.QuorumLost()
+	t.Logf("%v after two nodes fell silent: %s", time.Since(silenced).Round(time.Millisecond), why)
+	for _, want := range []string{"reaches 1 of the 3 nodes", "2 with a route but silent"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("why %q, want %q in it", why, want)
+		}
+	}
+	if got := n.NumRoutes(); got < routes {
+		t.Errorf("%d routes after the peers fell silent, want the %d open before", got, routes)
+	}
+}

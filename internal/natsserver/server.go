@@ -374,7 +374,13 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	}
 	lg.space.start(srv, opts)
 	if cfg.Clustered() {
-		es.quorum = startQuorumWatch(srv)
+		if es.quorum, err = startQuorumWatch(srv, cfg); err != nil {
+			es.guard.close()
+			lg.space.close()
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil, err
+		}
 	}
 	return es, nil
 }

@@ -1,0 +1,12 @@
+package natsserver
+
+// SilenceBeacons stops this node's beacons and its quorum watch, as a
+// paused process's stop, and leaves its routes open.
+func (s *EmbeddedServer) SilenceBeacons() { s.quorum.close() }
+
+// NumRoutes is the number of route connections this node has.
+func (s *EmbeddedServer) NumRoutes() int { return s.srv.NumRoutes() }
+
+// SilentAfter is how long a peer's beacons may stop before it counts as
+// unreachable.
+const SilentAfter = silentAfter
