@@ -235,7 +235,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
 			c.signalReconnect()
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -265,6 +265,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect %s: %w", cfg.URL, err)
 	}
+	log.Info("nats connected", "url", nc.ConnectedUrlRedacted(), "server", nc.ConnectedServerName())
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()

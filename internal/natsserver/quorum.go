@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,7 @@ const (
 type quorumWatch struct {
 	srv *server.Server
 	nc  *nats.Conn // the beacons' in-process connection
+	log *slog.Logger
 	// lostSince: unix nanoseconds since when too few nodes are reachable
 	// (0: a quorum is reachable, or unknown).
 	lostSince             atomic.Int64
@@ -65,12 +67,12 @@ type quorumWatch struct {
 	done chan struct{}
 }
 
-func startQuorumWatch(srv *server.Server, cfg ServerConfig) (*quorumWatch, error) {
+func startQuorumWatch(srv *server.Server, cfg ServerConfig, log *slog.Logger) (*quorumWatch, error) {
 	nc, err := connectInProcess(srv, cfg, "scanplane node beacons", 5*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: quorum watch: %w", err)
 	}
-	w := &quorumWatch{srv: srv, nc: nc, heard: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &quorumWatch{srv: srv, nc: nc, log: log.With("component", "bus", "node", srv.Name()), heard: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
 	self := srv.ID()
 	if _, err := nc.Subscribe(beaconSubject, func(m *nats.Msg) {
 		if id := string(m.Data); id != self && len(id) <= 128 {
@@ -144,9 +146,11 @@ func (w *quorumWatch) check(now time.Time) {
 	w.size.Store(size)
 	w.silentPeers.Store(int64(silent))
 	if up > size/2 {
-		w.lostSince.Store(0)
-	} else {
-		w.lostSince.CompareAndSwap(0, now.UnixNano())
+		if w.lostSince.Swap(0) != 0 {
+			w.log.Info("NATS node reaches a quorum of its cluster again", "up", up, "size", size)
+		}
+	} else if w.lostSince.CompareAndSwap(0, now.UnixNano()) {
+		w.log.Warn("NATS node reaches too few nodes of its cluster for a quorum", "up", up, "size", size, "silent", silent)
 	}
 }
 

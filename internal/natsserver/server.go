@@ -374,7 +374,7 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	}
 	lg.space.start(srv, opts)
 	if cfg.Clustered() {
-		if es.quorum, err = startQuorumWatch(srv, cfg); err != nil {
+		if es.quorum, err = startQuorumWatch(srv, cfg, lg.log); err != nil {
 			es.guard.close()
 			lg.space.close()
 			srv.Shutdown()
