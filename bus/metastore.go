@@ -390,26 +390,45 @@ func (m *MetaStore) Manifests(ctx context.Context, table string) ([]tablets.Mani
 // Generations lists the generations of a table whose metadata is stored,
 // ascending: the current one, those kept for rollback, and any written
 // but never made current (an ingest that failed or is under way).
+//
+// The list is the stream leader's: the subjects its stream info counts,
+// each checked with a get from the leader (a purged record leaves a
+// marker that the count includes). A key listing (an ordered consumer)
+// or a direct get may be served by a replica that is behind and miss a
+// generation written a moment ago; the orphan sweep deletes the objects
+// of every generation this list leaves out, so a stale list would delete
+// a live generation's blocks.
 func (m *MetaStore) Generations(ctx context.Context, table string) ([]uint64, error) {
 	prefix := tablesPrefix + escapeKey(table, false) + "."
-	octx, cancel := m.conn.opCtx(ctx)
-	defer cancel()
-	lister, err := m.kv.ListKeysFiltered(octx, prefix+"*")
+	filter := m.subjects + prefix + "*"
+	what := fmt.Sprintf("list generations of %q", table)
+	info, err := timed(m.conn, ctx, func(octx context.Context) (*jetstream.StreamInfo, error) {
+		return m.stream.Info(octx, jetstream.WithSubjectFilter(filter))
+	})
 	if err != nil {
-		return nil, m.conn.storeErr(ctx, fmt.Sprintf("list generations of %q", table), m.conn.opErr(ctx, octx, err))
+		return nil, m.conn.storeErr(ctx, what, err)
 	}
 	var gens []uint64
-	for key := range lister.Keys() {
-		digits, ok := strings.CutPrefix(strings.TrimPrefix(key, prefix), "g")
-		if !ok {
+	for subj, n := range info.State.Subjects {
+		digits, ok := strings.CutPrefix(strings.TrimPrefix(subj, m.subjects+prefix), "g")
+		if !ok || n == 0 {
 			continue
 		}
-		if g, err := strconv.ParseUint(digits, 10, 64); err == nil && g > 0 {
-			gens = append(gens, g)
+		g, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil || g == 0 {
+			continue
 		}
+		_, _, deleted, err := m.conn.leaderGet(ctx, m.conn.cfg.MetaBucket, subj)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && deleted):
+			continue // purged since the count, or a purge marker
+		case err != nil:
+			return nil, m.conn.storeErr(ctx, what, err)
+		}
+		gens = append(gens, g)
 	}
 	slices.Sort(gens)
-	return slices.Compact(gens), nil
+	return gens, nil
 }
 
 // SetCurrent makes generation gen of table current again (a rollback, or

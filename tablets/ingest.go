@@ -330,7 +330,7 @@ func ingestSorted(ctx context.Context, store BlockStore, meta MetaStore, table s
 
 	// 6. Delete the objects no stored generation names (SweepOrphans).
 	if kl, ok := store.(TableKeyLister); ok && listed {
-		if _, err := SweepOrphans(ctx, kl, meta, gl, table, gen); err != nil {
+		if _, err := SweepOrphans(ctx, kl, meta, gl, table, gen, tm); err != nil {
 			return tm, fmt.Errorf("%w: %w", ErrCleanup, err)
 		}
 	}

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/scanplane/scanplane/messages"
 )
 
 // TableKeyLister is a BlockStore that lists the keys of one table's
@@ -39,11 +43,13 @@ func keyGeneration(table, key string) (fileID string, gen uint64, ok bool) {
 // manifests no stored generation names when meta is a ManifestStore:
 // what an ingest that failed could not remove (its store was out of
 // space or unreachable, or it was killed), and what a generation's
-// deletion left when it stopped half way. Objects of newer generations (an ingest under way) are left alone;
-// an ingest calls it after it published generation upTo. It returns the
-// number of objects and manifests deleted; it stops at the first failed
-// delete.
-func SweepOrphans(ctx context.Context, store TableKeyLister, meta MetaStore, gens GenerationLister, table string, upTo uint64) (int, error) {
+// deletion left when it stopped half way. Objects of newer generations
+// (an ingest under way) are left alone; an ingest calls it after it
+// published generation upTo, whose record it passes as published (nil
+// for none): what that record names is never deleted, whether or not
+// gens lists it yet. It returns the number of objects and manifests
+// deleted; it stops at the first failed delete.
+func SweepOrphans(ctx context.Context, store TableKeyLister, meta MetaStore, gens GenerationLister, table string, upTo uint64, published *messages.TableMeta) (int, error) {
 	keys, err := store.TableKeys(ctx, table)
 	if err != nil {
 		return 0, fmt.Errorf("sweep %s: listing objects: %w", table, err)
@@ -64,11 +70,28 @@ func SweepOrphans(ctx context.Context, store TableKeyLister, meta MetaStore, gen
 	}
 	named := map[string]bool{}
 	namedManifests := map[ManifestID]bool{}
+	if len(RecordManifests(published)) > 0 && ms != nil {
+		// The record as published names manifests, not their files.
+		full := proto.Clone(published).(*messages.TableMeta)
+		if err := LoadManifests(ctx, full, func(ctx context.Context, id ManifestID) ([]byte, error) {
+			return ms.GetManifest(ctx, table, id.Gen, id.Digest)
+		}); err != nil {
+			return 0, fmt.Errorf("sweep %s: generation %d: %w", table, published.GetGeneration(), err)
+		}
+		published = full
+	}
+	records := []*messages.TableMeta{published}
 	for _, g := range stored {
+		if g == published.GetGeneration() {
+			continue
+		}
 		tm, err := meta.Get(ctx, table, g)
 		if err != nil {
 			return 0, fmt.Errorf("sweep %s: generation %d: %w", table, g, err)
 		}
+		records = append(records, tm)
+	}
+	for _, tm := range records {
 		for _, tab := range tm.GetTablets() {
 			for _, f := range tab.GetFiles() {
 				named[f.GetId()] = true
