@@ -137,7 +137,13 @@ func (c *Cluster) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 					say("%s restarted (pid %d) but is not ready yet: %v", name, np.PID(), err)
 					break
 				}
-				say("%s: restart failed: %v", name, err)
+				if np := current(); np != p {
+					// The new process started and is gone: say how it ended.
+					say("%s: restart failed: %v; the new process (pid %d) exited: %v", name, err, np.PID(), np.exitErr())
+					p = np
+				} else {
+					say("%s: restart failed: %v", name, err)
+				}
 				started = time.Now()
 			}
 		}
