@@ -162,7 +162,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 			a.fetcher = h.metrics.timed(a.fetcher, source)
 			return a
 		}
-		pid, err := h.sys.Actors.Root.SpawnNamed(ServerProps(newActor, h.log), ServerActorID(i))
+		pid, err := h.sys.Actors.Root.SpawnNamed(ServerProps(newActor, h.log, inlineDispatch(scfg.Fault)...), ServerActorID(i))
 		if err != nil {
 			h.Close()
 			return fmt.Errorf("scanserver: spawn scan server %d: %w", i, err)
