@@ -265,6 +265,8 @@ type ScanServerActor struct {
 	gens wire.GenerationSource
 	// lat answers Prequal probes (probe.go).
 	lat latencyEstimator
+	// stages observes the stages of each scan (servermetrics.go).
+	stages stageObservers
 	// guard counts and logs the Cancels and BatchAcks refused because
 	// they came from neither the attempt's client nor its tablet actor
 	// (peercheck.go); nil: not counted.
@@ -704,6 +706,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 		QueuedUs: job.started.Sub(job.received).Microseconds()}
 	final, err := s.stream(job, fin)
 	job.foldNotice() // ScanFinished implies it
+	s.stages.observe(job)
 	if final {
 		// The client got fin inside the last batch (and may be reading
 		// it): fin is not changed any more.
