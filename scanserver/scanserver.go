@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -709,8 +710,11 @@ func (s *ScanServerActor) run(job *scanJob) {
 	s.stages.observe(job)
 	if final {
 		// The client got fin inside the last batch (and may be reading
-		// it): fin is not changed any more.
+		// it): fin is not changed any more. The worker yields first, so
+		// that the batch's writer, readied by its send, runs before the
+		// tablet actor's (a goroutine readied later would run first).
 		s.counters.countFinished(fin.Error)
+		runtime.Gosched()
 		s.sys.Root.Send(job.tablet, fin)
 		s.sys.Root.Send(s.self, &jobDone{key: job.key})
 		return
