@@ -34,6 +34,22 @@ type gatedMailbox struct {
 	gate *stopGate
 }
 
+// inlineDispatcher runs a tablet actor's messages on the goroutine that
+// delivers them (the remote reader of the peer's connection, a timer, the
+// router) instead of starting a goroutine per burst of messages: a scan
+// request reaches the actor without a goroutine hand-off, and no fresh
+// goroutine grows its stack per scan. A tablet actor does not block in
+// Receive (it reads memory and sends; only protoactor's first send to a
+// remote address waits for that connection to open, as it does on any
+// goroutine), and a message for an actor that is running is queued for
+// the goroutine running it, so no deliverer waits for another. A
+// harness's Env.Dispatcher, when set, replaces it.
+func inlineDispatcher() actor.Dispatcher { return actor.NewSynchronizedDispatcher(tabletThroughput) }
+
+// tabletThroughput is how many messages a tablet actor handles in a row
+// before it yields the processor (protoactor's default).
+const tabletThroughput = 300
+
 func gatedMailboxProducer(gate *stopGate) actor.MailboxProducer {
 	inner := actor.Unbounded()
 	return func() actor.Mailbox {

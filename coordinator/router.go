@@ -399,7 +399,7 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 		t := newTabletActor(deps, meta, tm)
 		t.gate, t.routerEpoch = gate, epoch
 		return t
-	}, co.cfg.Env.Props(actor.WithMailbox(gatedMailboxProducer(gate)))...)
+	}, co.cfg.Env.Props(actor.WithMailbox(gatedMailboxProducer(gate)), actor.WithDispatcher(inlineDispatcher()))...)
 	pid, err := c.SpawnNamed(props, id)
 	if err != nil {
 		// Cannot happen: every spawn has a new id.

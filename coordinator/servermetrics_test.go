@@ -75,7 +75,7 @@ func TestScanServerMetrics(t *testing.T) {
 		wantBytes += float64(len(e.Key) + len(e.Value))
 	}
 
-	var rows, bytes, ok, scans, fetchStore, fetchCache, hits, misses float64
+	var rows, bytes, ok, scans, fetchStore, fetchCache, hits, misses, queued, firstBatch float64
 	for i := 0; i < tc.cl.Hosts(); i++ {
 		p := tc.cl.Host(i)
 		if p.Ready.HTTP == "" {
@@ -133,6 +133,16 @@ func TestScanServerMetrics(t *testing.T) {
 				t.Errorf("host %d: block fetch histogram has no classic buckets", i)
 			}
 		}
+		for _, m := range fams["scanplane_scanserver_scan_stage_seconds"].GetMetric() {
+			switch label(m, "stage") {
+			case "queued":
+				queued += float64(m.GetHistogram().GetSampleCount())
+			case "first_batch":
+				firstBatch += float64(m.GetHistogram().GetSampleCount())
+			default:
+				t.Errorf("host %d: scan stage %q", i, label(m, "stage"))
+			}
+		}
 		// The protobuf exposition carries the native buckets.
 		pb := scrape(t, p.Ready.HTTP, expfmt.NewFormat(expfmt.TypeProtoDelim))
 		if len(pb["scanplane_scanserver_block_fetch_seconds"].GetMetric()) == 0 {
@@ -151,6 +161,11 @@ func TestScanServerMetrics(t *testing.T) {
 	}
 	if ok < 2*float64(len(tc.table.Tablets)) {
 		t.Errorf("%v scans finished ok, want at least %d", ok, 2*len(tc.table.Tablets))
+	}
+	// Every scan that ran got a worker; every one that succeeded sent a
+	// first batch (each tablet has rows).
+	if firstBatch < ok || queued < firstBatch || queued > scans {
+		t.Errorf("scan stages: %v queued, %v first batches; %v scans finished, %v ok", queued, firstBatch, scans, ok)
 	}
 	if fetchStore == 0 {
 		t.Error("no block fetch from jetstream observed")

@@ -561,13 +561,16 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			pid := actor.NewPID(s.Address, s.ActorID)
 			e.targets[a.Attempt.N] = pid
 			e.incarnations[a.Attempt.N] = s.Incarnation
+			// The host actor hears of the dispatch before the StartScan
+			// goes: the goroutine readied last runs first on this
+			// processor, and that should be the StartScan's writer.
+			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
 			req := e.flow.Req
 			t.root.Send(pid, &messages.StartScan{RequestId: id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: wire.FromPID(t.self),
 				Tablet: t.meta.GetRef(), Files: tablets.DispatchFiles(t.meta), Manifests: t.meta.GetManifests(), Range: req.Range, ResumeAfter: req.ResumeAfter,
 				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
 				TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit, Window: req.Window, Server: string(s.ID),
 				CountOnly: req.CountOnly})
-			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
 			t.d.board.CountDispatch(a.Attempt.Sel.Hedge)
 			t.d.counters.dispatches.Add(1)
 			if a.Attempt.Sel.Hedge {

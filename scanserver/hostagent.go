@@ -157,12 +157,13 @@ func (h *HostAgent) Start(ctx context.Context) error {
 			a := NewScanServerActor(scfg, ServerDeps{ID: id, Host: h.cfg.Host, Fetcher: fetcher, Gens: gens, System: h.sys.Actors,
 				Life: h.life, Counters: counters, OnBusy: h.publishBusy, Logger: h.log})
 			a.guard = h.sys.Guard
+			a.stages = h.metrics.stageObservers()
 			// Timed outside the fault wrapper: injected slowness shows in
 			// the fetch latency as an operator would see a slow disk.
 			a.fetcher = h.metrics.timed(a.fetcher, source)
 			return a
 		}
-		pid, err := h.sys.Actors.Root.SpawnNamed(ServerProps(newActor, h.log), ServerActorID(i))
+		pid, err := h.sys.Actors.Root.SpawnNamed(ServerProps(newActor, h.log, inlineDispatch(scfg.Fault)...), ServerActorID(i))
 		if err != nil {
 			h.Close()
 			return fmt.Errorf("scanserver: spawn scan server %d: %w", i, err)

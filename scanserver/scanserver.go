@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -265,6 +266,8 @@ type ScanServerActor struct {
 	gens wire.GenerationSource
 	// lat answers Prequal probes (probe.go).
 	lat latencyEstimator
+	// stages observes the stages of each scan (servermetrics.go).
+	stages stageObservers
 	// guard counts and logs the Cancels and BatchAcks refused because
 	// they came from neither the attempt's client nor its tablet actor
 	// (peercheck.go); nil: not counted.
@@ -704,10 +707,14 @@ func (s *ScanServerActor) run(job *scanJob) {
 		QueuedUs: job.started.Sub(job.received).Microseconds()}
 	final, err := s.stream(job, fin)
 	job.foldNotice() // ScanFinished implies it
+	s.stages.observe(job)
 	if final {
 		// The client got fin inside the last batch (and may be reading
-		// it): fin is not changed any more.
+		// it): fin is not changed any more. The worker yields first, so
+		// that the batch's writer, readied by its send, runs before the
+		// tablet actor's (a goroutine readied later would run first).
 		s.counters.countFinished(fin.Error)
+		runtime.Gosched()
 		s.sys.Root.Send(job.tablet, fin)
 		s.sys.Root.Send(s.self, &jobDone{key: job.key})
 		return

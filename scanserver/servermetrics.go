@@ -66,6 +66,9 @@ type serverMetrics struct {
 	host    string
 	workers int
 	fetch   *prometheus.HistogramVec
+	// stages: the time from a StartScan's arrival to points of its scan
+	// (StageQueued, StageFirstBatch).
+	stages *prometheus.HistogramVec
 
 	mu      sync.Mutex
 	servers []serverSeries
@@ -81,6 +84,9 @@ func newServerMetrics(host string, workers int) *serverMetrics {
 		fetch: prometheus.NewHistogramVec(metrics.SecondsHistogramOpts(scanServerPrefix+"block_fetch_seconds",
 			"Time to fetch one tablet-file block or index for a scan, by source: cache (a host cache hit), jetstream or dir (a store read; concurrent misses of one block share it)."),
 			[]string{"source"}),
+		stages: prometheus.NewHistogramVec(metrics.SecondsHistogramOpts(scanServerPrefix+"scan_stage_seconds",
+			"Time from a StartScan's arrival at a scan server to a stage of its scan: queued (it got a worker) or first_batch (its first row batch was handed to the transport); together with the client's latency it splits a short scan's time between the scan server and the rest."),
+			[]string{"stage"}),
 		queueLen:    d("queue_length", "Scans waiting for a worker."),
 		running:     d("running_scans", "Scans running (holding a worker)."),
 		workersDesc: d("workers", "Scans a server runs at once (--workers)."),
@@ -113,6 +119,7 @@ func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	m.fetch.Describe(ch)
+	m.stages.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -149,6 +156,33 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	m.fetch.Collect(ch)
+	m.stages.Collect(ch)
+}
+
+// Stages of a scan, the values of the stage label of
+// scanplane_scanserver_scan_stage_seconds.
+const (
+	StageQueued     = "queued"
+	StageFirstBatch = "first_batch"
+)
+
+// stageObservers observe the stages of a server's scans; nil observers
+// observe nothing.
+type stageObservers struct{ queued, firstBatch prometheus.Observer }
+
+// stageObservers returns the observers of m's stage histogram.
+func (m *serverMetrics) stageObservers() stageObservers {
+	return stageObservers{queued: m.stages.WithLabelValues(StageQueued), firstBatch: m.stages.WithLabelValues(StageFirstBatch)}
+}
+
+// observe records job's stages that happened.
+func (o stageObservers) observe(job *scanJob) {
+	if o.queued != nil && !job.started.IsZero() {
+		o.queued.Observe(job.started.Sub(job.received).Seconds())
+	}
+	if o.firstBatch != nil && !job.firstSent.IsZero() {
+		o.firstBatch.Observe(job.firstSent.Sub(job.received).Seconds())
+	}
 }
 
 // countFinished counts a scan's end under its error code (0 = ok).

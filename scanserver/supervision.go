@@ -33,3 +33,22 @@ func restartStrategy(what string, log *slog.Logger) actor.SupervisorStrategy {
 		return actor.RestartDirective
 	})
 }
+
+// inlineDispatch is the props option that runs a scan-server actor's
+// messages on the goroutine that delivers them (the remote reader of the
+// peer's connection, a worker, a timer) instead of starting a goroutine
+// per burst of messages: a StartScan reaches its worker with one
+// goroutine hand-off, not two. The actor does not block in Receive (scans
+// run on workers), except under an injected pause (FaultConfig.PauseFor),
+// which must stop this server only, not every server of the process
+// behind the same connection: then the default dispatcher is kept.
+func inlineDispatch(f FaultConfig) []actor.PropsOption {
+	if newPauseGate(f, time.Time{}) != nil {
+		return nil
+	}
+	return []actor.PropsOption{actor.WithDispatcher(actor.NewSynchronizedDispatcher(serverThroughput))}
+}
+
+// serverThroughput is how many messages a scan-server actor handles in a
+// row before it yields the processor (protoactor's default).
+const serverThroughput = 300

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,7 +145,10 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 		return errors.New("lookups: the warm-up scan sampled no key")
 	}
 	r := rand.New(rand.NewPCG(27, 1))
+	var sched schedLatency
 	run := func() ([]time.Duration, error) {
+		sched.start()
+		defer sched.stop()
 		lat := make([]time.Duration, 0, n)
 		for range n {
 			k := keys[r.IntN(len(keys))]
@@ -191,16 +195,16 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 		return fmt.Errorf("lookups during whole-table scans: %w", err)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "one-row lookups\tn\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99/p50\t")
-	line := func(what string, lat []time.Duration) {
+	fmt.Fprintln(tw, "one-row lookups\tn\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99/p50\tsched p99 ms\t")
+	line := func(what string, lat []time.Duration, sched float64) {
 		slices.Sort(lat)
 		q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
 		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t\n", what, len(lat), ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(lat[len(lat)-1]),
-			float64(q(0.99))/float64(q(0.5)))
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t\n", what, len(lat), ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(lat[len(lat)-1]),
+			float64(q(0.99))/float64(q(0.5)), sched*1e3)
 	}
-	line("idle", idle)
-	line(fmt.Sprintf("during whole-table scans (%d rows scanned)", scanned.Load()), busy)
+	line("idle", idle, sched.p99[0])
+	line(fmt.Sprintf("during whole-table scans (%d rows scanned)", scanned.Load()), busy, sched.p99[1])
 	return tw.Flush()
 }
 
@@ -381,4 +385,46 @@ func printBench(out io.Writer, windows []int, results, counts map[int][]benchRes
 		line("reader alone (warm host cache)", rd)
 	}
 	tw.Flush()
+}
+
+// schedLatency is the p99 of this process's goroutine scheduling latency
+// (runtime/metrics /sched/latencies:seconds: how long runnable goroutines
+// waited for a processor) over each set of lookups, in seconds: a lookup
+// wakes several goroutines of the client, so when a whole-table scan's
+// goroutines hold the processors, its wait shows here.
+type schedLatency struct {
+	from *metrics.Float64Histogram
+	p99  []float64
+}
+
+func schedHistogram() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	return s[0].Value.Float64Histogram()
+}
+
+func (l *schedLatency) start() { l.from = schedHistogram() }
+
+// stop appends the p99 since start (the upper bound of its bucket; 0
+// when the runtime has no such metric or nothing was scheduled).
+func (l *schedLatency) stop() {
+	to := schedHistogram()
+	p := 0.0
+	if l.from != nil && to != nil && len(to.Counts) == len(l.from.Counts) {
+		var total uint64
+		for i := range to.Counts {
+			total += to.Counts[i] - l.from.Counts[i]
+		}
+		var acc uint64
+		for i := range to.Counts {
+			if acc += to.Counts[i] - l.from.Counts[i]; total > 0 && float64(acc) >= 0.99*float64(total) {
+				p = to.Buckets[i+1]
+				break
+			}
+		}
+	}
+	l.p99 = append(l.p99, p)
 }
