@@ -42,8 +42,13 @@ type Config struct {
 	// Advertise: host:port servers use to reach this client; default the
 	// listen address.
 	Advertise string
-	// BatchRows asks servers for this many rows per batch; 0 = server default.
+	// BatchRows asks servers for at most this many rows per batch; 0 =
+	// the server's default.
 	BatchRows uint32
+	// BatchBytes asks servers for batches of this many bytes of rows
+	// (wire.MinBatchBytes..wire.MaxBatchBytes); 0 = the server's default
+	// (wire.DefaultBatchBytes).
+	BatchBytes uint32
 	// Window: unacknowledged batches in flight per scan, 1..wire.MaxWindow;
 	// default 4.
 	Window uint32
@@ -118,6 +123,8 @@ func (c Config) Validate() error {
 		return errors.New("client: Listen is empty")
 	case c.Window < 1 || c.Window > wire.MaxWindow:
 		return fmt.Errorf("client: Window %d must be in [1, %d]", c.Window, wire.MaxWindow)
+	case wire.ValidateFlow(c.Window, c.BatchRows, c.BatchBytes, wire.DefaultWindow, wire.DefaultBatchBytes) != nil:
+		return fmt.Errorf("client: Window, BatchRows, BatchBytes: %w", wire.ValidateFlow(c.Window, c.BatchRows, c.BatchBytes, wire.DefaultWindow, wire.DefaultBatchBytes))
 	case c.StallTimeout <= 0:
 		return errors.New("client: StallTimeout must be > 0")
 	case c.IdleTimeout <= 0:

@@ -28,6 +28,13 @@ const (
 	// about one read(2) and one write(2) (MEASUREMENTS.md, "Whole-tablet
 	// scans").
 	IOBuffer = 256 << 10
+	// MaxMessage is the largest gRPC message a server accepts (gRPC's
+	// default is 4 MiB). protoactor's endpoint writer sends every message
+	// queued for a peer (up to 1000) as one gRPC message, so row batches
+	// queued behind HTTP/2 flow control go out together: a limit below
+	// the bytes a peer's scans may have in flight breaks the connection
+	// and every stream on it.
+	MaxMessage = 256 << 20
 )
 
 // TransportOptions are the remote options of the gRPC transport: creds
@@ -62,7 +69,7 @@ func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard
 	pool := newBufferPool()
 	codec := protoCodec{pool: pool}
 	server = append(server,
-		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
+		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow), grpc.MaxRecvMsgSize(MaxMessage),
 		grpc.WriteBufferSize(IOBuffer), grpc.ReadBufferSize(IOBuffer), experimental.BufferPool(pool), grpc.ForceServerCodecV2(codec))
 	return []remote.ConfigOption{
 		remote.WithServerOptions(server...),
