@@ -55,10 +55,11 @@ type ScanOptions struct {
 }
 
 // Defaults of ScanOptions, chosen by measurement (MEASUREMENTS.md,
-// "Parallel scans").
+// "Parallel scans" and "Whole-table scans: flow control and the 4 MiB
+// message limit").
 const (
 	DefaultParallel       = 4
-	DefaultMaxBufferBytes = 8 << 20
+	DefaultMaxBufferBytes = 2 << 20
 	// MaxParallel bounds ScanOptions.Parallel.
 	MaxParallel = 256
 )
