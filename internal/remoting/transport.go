@@ -18,9 +18,10 @@ const (
 	// ConnWindow of its connection. gRPC's defaults start at 64 KiB and
 	// grow by estimating the bandwidth-delay product, one round trip at a
 	// time; a batch is up to 256 KiB (ScanServerConfig.BatchBytes) and a
-	// scan keeps up to 8 in flight (client.DefaultWindow), so a fixed window of 4 MiB lets the
-	// sender write a window without waiting for window updates. It bounds
-	// what a receiver buffers per peer before its reader drains it.
+	// scan keeps up to 8 in flight (client.DefaultWindow), so a fixed
+	// window of 4 MiB lets the sender write a scan's window without
+	// waiting for window updates. It bounds what a receiver buffers per
+	// peer before its reader drains it.
 	StreamWindow = 4 << 20
 	ConnWindow   = 8 << 20
 	// IOBuffer is the size of each connection's write and read buffers
