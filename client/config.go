@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -131,8 +132,12 @@ func (c Config) Validate() error {
 		return errors.New("client: Listen is empty")
 	case c.Window < 1 || c.Window > wire.MaxWindow:
 		return fmt.Errorf("client: Window %d must be in [1, %d]", c.Window, wire.MaxWindow)
-	case wire.ValidateFlow(c.Window, c.BatchRows, c.BatchBytes, wire.DefaultWindow, wire.DefaultBatchBytes) != nil:
-		return fmt.Errorf("client: Window, BatchRows, BatchBytes: %w", wire.ValidateFlow(c.Window, c.BatchRows, c.BatchBytes, wire.DefaultWindow, wire.DefaultBatchBytes))
+	case c.BatchRows > wire.MaxBatchRows:
+		return fmt.Errorf("client: BatchRows %d must be at most %d", c.BatchRows, wire.MaxBatchRows)
+	case c.BatchBytes != 0 && (c.BatchBytes < wire.MinBatchBytes || c.BatchBytes > wire.MaxBatchBytes):
+		return fmt.Errorf("client: BatchBytes %d must be 0 or in [%d, %d]", c.BatchBytes, wire.MinBatchBytes, wire.MaxBatchBytes)
+	case int64(c.Window)*int64(cmp.Or(c.BatchBytes, wire.DefaultBatchBytes)) > wire.MaxInFlightBytes:
+		return fmt.Errorf("client: Window %d × BatchBytes %d must be at most %d MiB", c.Window, cmp.Or(c.BatchBytes, wire.DefaultBatchBytes), wire.MaxInFlightBytes>>20)
 	case c.StallTimeout <= 0:
 		return errors.New("client: StallTimeout must be > 0")
 	case c.IdleTimeout <= 0:
