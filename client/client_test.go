@@ -16,6 +16,9 @@ func TestConfigValidate(t *testing.T) {
 	cases := map[string]func(*Config){
 		"NATSURL":        func(c *Config) { c.NATSURL = "" },
 		"Window":         func(c *Config) { c.Window = 0 },
+		"BatchRows":      func(c *Config) { c.BatchRows = 1 << 30 },
+		"BatchBytes":     func(c *Config) { c.BatchBytes = 100 },
+		"Window 256":     func(c *Config) { c.Window, c.BatchBytes = 256, 1<<20 },
 		"StallTimeout":   func(c *Config) { c.StallTimeout = 0 },
 		"IdleTimeout":    func(c *Config) { c.IdleTimeout = -1 },
 		"MaxResumes":     func(c *Config) { c.MaxResumes = -1 },

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -42,10 +43,17 @@ type Config struct {
 	// Advertise: host:port servers use to reach this client; default the
 	// listen address.
 	Advertise string
-	// BatchRows asks servers for this many rows per batch; 0 = server default.
+	// BatchRows asks servers for at most this many rows per batch; 0 =
+	// the server's default.
 	BatchRows uint32
-	// Window: unacknowledged batches in flight per scan, 1..wire.MaxWindow;
-	// default 4.
+	// BatchBytes asks servers for batches of this many bytes of rows
+	// (wire.MinBatchBytes..wire.MaxBatchBytes); 0 = the server's default
+	// (wire.DefaultBatchBytes).
+	BatchBytes uint32
+	// Window: unacknowledged batches in flight per tablet stream,
+	// 1..wire.MaxWindow (times the batch size at most
+	// wire.MaxInFlightBytes); default DefaultWindow. The client
+	// acknowledges one batch in a quarter of it (tabletstream.AckEvery).
 	Window uint32
 	// StallTimeout: a stream that delivered data and then nothing for this
 	// long is resumed on another server; default 2s.
@@ -102,9 +110,15 @@ type Config struct {
 // --nats default and Config.NATSURL's.
 const DefaultNATSURLs = "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
 
+// DefaultWindow is Config.Window's default: 8 batches of up to 256 KiB
+// (the servers' default batch size) in flight per tablet stream, acknowledged
+// two at a time (MEASUREMENTS.md, "Whole-table scans: flow control and
+// the 4 MiB message limit").
+const DefaultWindow = 8
+
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
-	return Config{NATSURL: DefaultNATSURLs, Listen: "127.0.0.1:0", Window: 4, StallTimeout: 2 * time.Second,
+	return Config{NATSURL: DefaultNATSURLs, Listen: "127.0.0.1:0", Window: DefaultWindow, StallTimeout: 2 * time.Second,
 		IdleTimeout: 2 * time.Second, MaxResumes: 10, RequestTimeout: 5 * time.Second,
 		CoordinatorWait: 3 * time.Second, MaxRequestTime: time.Hour}
 }
@@ -118,6 +132,12 @@ func (c Config) Validate() error {
 		return errors.New("client: Listen is empty")
 	case c.Window < 1 || c.Window > wire.MaxWindow:
 		return fmt.Errorf("client: Window %d must be in [1, %d]", c.Window, wire.MaxWindow)
+	case c.BatchRows > wire.MaxBatchRows:
+		return fmt.Errorf("client: BatchRows %d must be at most %d", c.BatchRows, wire.MaxBatchRows)
+	case c.BatchBytes != 0 && (c.BatchBytes < wire.MinBatchBytes || c.BatchBytes > wire.MaxBatchBytes):
+		return fmt.Errorf("client: BatchBytes %d must be 0 or in [%d, %d]", c.BatchBytes, wire.MinBatchBytes, wire.MaxBatchBytes)
+	case int64(c.Window)*int64(cmp.Or(c.BatchBytes, wire.DefaultBatchBytes)) > wire.MaxInFlightBytes:
+		return fmt.Errorf("client: Window %d × BatchBytes %d must be at most %d MiB", c.Window, cmp.Or(c.BatchBytes, wire.DefaultBatchBytes), wire.MaxInFlightBytes>>20)
 	case c.StallTimeout <= 0:
 		return errors.New("client: StallTimeout must be > 0")
 	case c.IdleTimeout <= 0:

@@ -55,10 +55,11 @@ type ScanOptions struct {
 }
 
 // Defaults of ScanOptions, chosen by measurement (MEASUREMENTS.md,
-// "Parallel scans").
+// "Parallel scans" and "Whole-table scans: flow control and the 4 MiB
+// message limit").
 const (
 	DefaultParallel       = 4
-	DefaultMaxBufferBytes = 8 << 20
+	DefaultMaxBufferBytes = 2 << 20
 	// MaxParallel bounds ScanOptions.Parallel.
 	MaxParallel = 256
 )
@@ -399,7 +400,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	if err != nil {
 		return nil, err
 	}
-	cfg := tabletstream.StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, Window: c.cfg.Window, Hints: r.opts.Hints,
+	cfg := tabletstream.StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, BatchBytes: c.cfg.BatchBytes, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
 		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter, Limit: limit, CountOnly: r.count}

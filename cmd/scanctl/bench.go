@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"runtime/metrics"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,6 +39,10 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	lookups := fs.Int("lookups", 0, "then time `N` one-row lookups of keys sampled by the warm-up scan, one after another, with nothing else scanning and then during whole-table scans (0 = none)")
 	blocksDir := fs.String("blocks-dir", "", "the shared `DIR` the table's blocks were ingested into with --blocks-dir (default: JetStream)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process over the timed scans (after the warm-up, before the reader) to `FILE` (go tool pprof)")
+	window := fs.Uint("window", 0, "`N` batches in flight per tablet stream (client.Config.Window); 0 = the client's default")
+	batchRows := fs.Uint("batch-rows", 0, "`N` rows per batch at most (client.Config.BatchRows); 0 = the server's default")
+	batchBytes := fs.Uint("batch-bytes", 0, "`BYTES` of rows per batch (client.Config.BatchBytes); 0 = the server's default")
+	traceFile := fs.String("trace", "", "write an execution trace of this process over the timed scans to `FILE` (go tool trace)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
 	if _, err := parse("bench", g, fs, args, out); err != nil {
@@ -59,6 +65,12 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	}
 	if *lookups > 0 && !*warmup {
 		return usageError{errors.New("--lookups needs --warmup (it samples the keys to look up)")}
+	}
+	g.tune = func(c *client.Config) {
+		if *window > 0 {
+			c.Window = uint32(min(*window, 1<<31))
+		}
+		c.BatchRows, c.BatchBytes = uint32(min(*batchRows, 1<<31)), uint32(min(*batchBytes, 1<<31))
 	}
 	windows, err := parseWindows(*parallel)
 	if err != nil {
@@ -88,6 +100,12 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 				return err
 			}
 		}
+		stopTrace := func() {}
+		if *traceFile != "" {
+			if stopTrace, err = startTrace(*traceFile); err != nil {
+				return err
+			}
+		}
 		for r := range *rounds {
 			for _, p := range windows {
 				res, _, err := benchScan(ctx, c, *table, opts(p), 0)
@@ -111,6 +129,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 				}
 			}
 		}
+		stopTrace()
 		if err := stopProfile(); err != nil {
 			return err
 		}
@@ -225,13 +244,18 @@ func parseWindows(s string) ([]int, error) {
 type benchResult struct {
 	rows, bytes uint64 // bytes: keys and values
 	took        time.Duration
+	stats       *client.ScanStats // of a scan: what its streams did
 }
 
 func (r benchResult) rowsPerSec() float64 { return float64(r.rows) / r.took.Seconds() }
 func (r benchResult) mbPerSec() float64   { return float64(r.bytes) / 1e6 / r.took.Seconds() }
 
 func (r benchResult) String() string {
-	return fmt.Sprintf("%d rows in %v: %.3f M rows/s, %.1f MB/s", r.rows, r.took.Round(time.Millisecond), r.rowsPerSec()/1e6, r.mbPerSec())
+	s := fmt.Sprintf("%d rows in %v: %.3f M rows/s, %.1f MB/s", r.rows, r.took.Round(time.Millisecond), r.rowsPerSec()/1e6, r.mbPerSec())
+	if st := r.stats; st != nil {
+		s += fmt.Sprintf(" (%d batches, %d requests, %d resumes)", st.Batches, st.Requests, st.Resumes)
+	}
+	return s
 }
 
 // benchScan scans the whole table; with sample > 0 it also returns
@@ -258,6 +282,8 @@ func benchScan(ctx context.Context, c *client.Client, table string, opts client.
 		res.bytes += uint64(len(r.Key) + len(r.Value))
 	}
 	res.took = time.Since(start)
+	st := rows.Stats()
+	res.stats = &st
 	return res, keys, rows.Err()
 }
 
@@ -427,4 +453,20 @@ func (l *schedLatency) stop() {
 		}
 	}
 	l.p99 = append(l.p99, p)
+}
+
+// startTrace writes an execution trace (runtime/trace) to path until stop.
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--trace: %w", err)
+	}
+	return func() {
+		trace.Stop()
+		_ = f.Close()
+	}, nil
 }

@@ -61,6 +61,9 @@ type globals struct {
 	// role is the certificate of --secrets a command uses on the actor
 	// remote and NATS; "" = client.
 	role string
+	// tune, when set, adjusts the client's configuration before connect
+	// starts it (flow-control flags of scanctl bench).
+	tune func(*client.Config)
 }
 
 // register defines the global flags on fs; role is the certificate of
@@ -263,6 +266,9 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 		return nil, usageError{err}
 	}
 	cfg.Logger = log
+	if g.tune != nil {
+		g.tune(&cfg)
+	}
 	if dir := cliutil.SecretsDir(g.secrets); dir != "" {
 		role := g.role
 		if role == "" {

@@ -18,9 +18,10 @@ const (
 	// ConnWindow of its connection. gRPC's defaults start at 64 KiB and
 	// grow by estimating the bandwidth-delay product, one round trip at a
 	// time; a batch is up to 256 KiB (ScanServerConfig.BatchBytes) and a
-	// scan keeps up to 4 in flight, so a fixed window of 4 MiB lets the
-	// sender write them without waiting for window updates. It bounds
-	// what a receiver buffers per peer before its reader drains it.
+	// scan keeps up to 8 in flight (client.DefaultWindow), so a fixed
+	// window of 4 MiB lets the sender write a scan's window without
+	// waiting for window updates. It bounds what a receiver buffers per
+	// peer before its reader drains it.
 	StreamWindow = 4 << 20
 	ConnWindow   = 8 << 20
 	// IOBuffer is the size of each connection's write and read buffers
@@ -28,6 +29,13 @@ const (
 	// about one read(2) and one write(2) (MEASUREMENTS.md, "Whole-tablet
 	// scans").
 	IOBuffer = 256 << 10
+	// MaxMessage is the largest gRPC message a server accepts (gRPC's
+	// default is 4 MiB). protoactor's endpoint writer sends every message
+	// queued for a peer (up to 1000) as one gRPC message, so row batches
+	// queued behind HTTP/2 flow control go out together: a limit below
+	// the bytes a peer's scans may have in flight breaks the connection
+	// and every stream on it.
+	MaxMessage = 256 << 20
 )
 
 // TransportOptions are the remote options of the gRPC transport: creds
@@ -62,7 +70,7 @@ func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard
 	pool := newBufferPool()
 	codec := protoCodec{pool: pool}
 	server = append(server,
-		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
+		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow), grpc.MaxRecvMsgSize(MaxMessage),
 		grpc.WriteBufferSize(IOBuffer), grpc.ReadBufferSize(IOBuffer), experimental.BufferPool(pool), grpc.ForceServerCodecV2(codec))
 	return []remote.ConfigOption{
 		remote.WithServerOptions(server...),

@@ -96,10 +96,12 @@ type TabletStream struct {
 type StreamConfig struct {
 	// Client: where scan servers send RowBatch, ScanFinished and ScanError.
 	Client *messages.Pid
-	// BatchRows, Window, Hints go into every ScanRequest (0 = server default).
-	BatchRows uint32
-	Window    uint32
-	Hints     map[string]string
+	// BatchRows, BatchBytes, Window, Hints go into every ScanRequest (0 =
+	// server default).
+	BatchRows  uint32
+	BatchBytes uint32
+	Window     uint32
+	Hints      map[string]string
 	// Limit: rows wanted from this tablet; 0 = all.
 	Limit uint64
 	// CountOnly: the caller wants the number of rows, not all of them
@@ -289,6 +291,7 @@ type streamRequest struct {
 	server    string
 	serverPID *messages.Pid
 	lastSeq   uint64
+	ackedSeq  uint64 // the last seq acknowledged
 	digest    tablets.RowDigest
 	lastData  time.Time
 	verify    *verifier // nil: StreamConfig.Verify is off
@@ -634,9 +637,25 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		// the tablet is done.
 		return append(s.yield(nil, rows, counted, b.GetProofs()), s.finish()...)
 	}
-	acts := []StreamAction{{Kind: ActSendAck, Server: r.serverPID,
-		Msg: &messages.BatchAck{RequestId: r.id, Attempt: r.accepted, Seq: b.GetSeq()}}}
+	// Acks are cumulative: one for every AckEvery batches keeps the
+	// server's window open with fewer messages and wake-ups. The first
+	// batch is acknowledged at once: a server gives up on a client that
+	// acknowledges nothing for a while (ScanServerConfig.FirstAckTimeout).
+	var acts []StreamAction
+	if seq := b.GetSeq(); seq == 1 || seq-r.ackedSeq >= uint64(AckEvery(s.cfg.Window)) {
+		r.ackedSeq = b.GetSeq()
+		acts = []StreamAction{{Kind: ActSendAck, Server: r.serverPID,
+			Msg: &messages.BatchAck{RequestId: r.id, Attempt: r.accepted, Seq: b.GetSeq()}}}
+	}
 	return s.yield(acts, rows, counted, b.GetProofs())
+}
+
+// AckEvery is how many batches a stream with the given window (0 = the
+// server's, unknown) acknowledges with one BatchAck: a quarter of the
+// window, at least 1. A server holds at most window batches unacknowledged,
+// so every batch it waits on is acknowledged once the client has it.
+func AckEvery(window uint32) uint32 {
+	return max(1, window/4)
 }
 
 // yield appends the ActYield of verified rows, if there is anything to
@@ -884,7 +903,7 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 	id := s.cfg.RequestID()
 	req := &messages.ScanRequest{RequestId: id, Client: s.cfg.Client, Tablet: s.ref,
 		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: bytes.Clone(s.lastKey),
-		BatchRows: s.cfg.BatchRows, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
+		BatchRows: s.cfg.BatchRows, BatchBytes: s.cfg.BatchBytes, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
 		Window: s.cfg.Window, TimeoutMs: wire.TimeoutMs(deadline.Sub(now)), AvoidCoordinators: s.lostCoordinators(),
 		CountOnly: s.cfg.CountOnly && s.cfg.Verify && s.cfg.Limit == 0}
 	if s.cfg.Limit > 0 {

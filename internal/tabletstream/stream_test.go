@@ -1182,3 +1182,42 @@ func TestStreamOwnsResumeKey(t *testing.T) {
 		t.Fatalf("after the resume: err %v, done %v", r.err, r.done)
 	}
 }
+
+// TestStreamCoalescedAcks: with a window of 16 the stream acknowledges the
+// first batch at once and then one batch in AckEvery(16), cumulatively, so
+// no more than AckEvery-1 batches it verified are unacknowledged, and the
+// server's window never closes on batches the client holds.
+func TestStreamCoalescedAcks(t *testing.T) {
+	cfg := streamConfig()
+	cfg.Window = 16
+	every := uint64(AckEvery(cfg.Window))
+	if every < 2 || every > uint64(cfg.Window) {
+		t.Fatalf("AckEvery(%d) = %d, want in [2, %d]", cfg.Window, every, cfg.Window)
+	}
+	rows := testRows(40)
+	r := newRun(t, cfg)
+	r.do(r.s.Start(t0))
+	a := newAttempt("r1", 1, "s1")
+	var acked []uint64
+	for i := range 20 {
+		acts := r.do(r.s.OnMessage(t0, a.batch(rows[2*i:2*i+2])))
+		for _, ack := range find(acts, ActSendAck) {
+			acked = append(acked, ack.Msg.(*messages.BatchAck).Seq)
+		}
+		last := uint64(0)
+		if len(acked) > 0 {
+			last = acked[len(acked)-1]
+		}
+		if a.seq-last >= every {
+			t.Fatalf("after batch %d the last ack is for %d (acks %v): %d unacknowledged", a.seq, last, acked, a.seq-last)
+		}
+	}
+	if len(acked) == 0 || acked[0] != 1 {
+		t.Fatalf("acks %v: want the first batch acknowledged at once", acked)
+	}
+	if want := 1 + (20-1)/int(every); len(acked) != want {
+		t.Fatalf("acks %v: %d, want %d", acked, len(acked), want)
+	}
+	r.do(r.s.OnMessage(t0, a.finished()))
+	sameRows(t, r.yielded, rows)
+}
