@@ -41,6 +41,10 @@ type RemoteLimits struct {
 	PeerSlots int
 	// MaxStreams: concurrent streams per connection.
 	MaxStreams uint32
+	// MaxMessage: the largest gRPC message accepted, in bytes. A
+	// coordinator or scan server receives requests, acknowledgements and
+	// reports, a client row batches (TransportOptions raises it).
+	MaxMessage int
 	// LogBurst lines about refused connections and failed handshakes are
 	// logged per LogEvery; the rest are counted and their number logged
 	// at the end of the interval.
@@ -50,7 +54,13 @@ type RemoteLimits struct {
 
 // DefaultRemoteLimits are the limits of every actor remote.
 var DefaultRemoteLimits = RemoteLimits{HandshakeTimeout: 3 * time.Second, IdleTimeout: time.Minute, MaxConns: 4096,
-	MaxConnsPerSource: 256, PeerSlots: 256, MaxStreams: 16, LogBurst: 5, LogEvery: 10 * time.Second}
+	MaxConnsPerSource: 256, PeerSlots: 256, MaxStreams: 16, MaxMessage: ServerMaxMessage, LogBurst: 5, LogEvery: 10 * time.Second}
+
+// ServerMaxMessage is DefaultRemoteLimits.MaxMessage, twice gRPC's
+// default: what a coordinator or scan server receives (requests,
+// acknowledgements, reports, status) comes nowhere near it, and a peer
+// cannot make it hold more for one message.
+const ServerMaxMessage = 8 << 20
 
 // Validate names the first bad field.
 func (l RemoteLimits) Validate() error {
@@ -67,6 +77,8 @@ func (l RemoteLimits) Validate() error {
 		return fmt.Errorf("remoting: RemoteLimits.PeerSlots %d must be in [0, MaxConns %d)", l.PeerSlots, l.MaxConns)
 	case l.MaxStreams < 1:
 		return fmt.Errorf("remoting: RemoteLimits.MaxStreams %d must be >= 1", l.MaxStreams)
+	case l.MaxMessage < 1<<20:
+		return fmt.Errorf("remoting: RemoteLimits.MaxMessage %d must be >= 1 MiB", l.MaxMessage)
 	case l.LogBurst < 1:
 		return fmt.Errorf("remoting: RemoteLimits.LogBurst %d must be >= 1", l.LogBurst)
 	case l.LogEvery <= 0:

@@ -29,24 +29,27 @@ const (
 	// about one read(2) and one write(2) (MEASUREMENTS.md, "Whole-tablet
 	// scans").
 	IOBuffer = 256 << 10
-	// MaxMessage is the largest gRPC message a server accepts (gRPC's
-	// default is 4 MiB). protoactor's endpoint writer sends every message
-	// queued for a peer (up to 1000) as one gRPC message, so row batches
-	// queued behind HTTP/2 flow control go out together: a limit below
-	// the bytes a peer's scans may have in flight breaks the connection
-	// and every stream on it.
-	MaxMessage = 256 << 20
+	// ClientMaxMessage is the largest gRPC message a client's remote
+	// accepts (RemoteLimits.MaxMessage of TransportOptions). protoactor's
+	// endpoint writer sends every message queued for a peer (up to 1000)
+	// as one gRPC message, so row batches queued for a client behind
+	// HTTP/2 flow control arrive together: a limit below the bytes a
+	// scan server's streams to one client may have queued breaks the
+	// connection and every stream on it.
+	ClientMaxMessage = 256 << 20
 )
 
-// TransportOptions are the remote options of the gRPC transport: creds
-// on both sides (nil: plaintext, for loopback only), guard in front of
-// the server (required: nothing from the network reaches protoactor
-// without it), DefaultRemoteLimits on the server and the window and
-// buffer sizes above. server are the other gRPC server options; remote's
+// TransportOptions are the remote options of a client's gRPC transport:
+// creds on both sides (nil: plaintext, for loopback only), guard in front
+// of the server (required: nothing from the network reaches protoactor
+// without it), DefaultRemoteLimits with ClientMaxMessage on the server
+// (row batches arrive there) and the window and buffer sizes above. server are the other gRPC server options; remote's
 // WithServerOptions and WithDialOptions replace their lists, so every
 // option of either goes through here.
 func TransportOptions(creds credentials.TransportCredentials, guard *Guard, server ...grpc.ServerOption) []remote.ConfigOption {
-	return TransportOptionsLimits(creds, guard, DefaultRemoteLimits, server...)
+	lim := DefaultRemoteLimits
+	lim.MaxMessage = ClientMaxMessage
+	return TransportOptionsLimits(creds, guard, lim, server...)
 }
 
 // TransportOptionsLimits is TransportOptions with the server's limits
@@ -70,7 +73,7 @@ func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard
 	pool := newBufferPool()
 	codec := protoCodec{pool: pool}
 	server = append(server,
-		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow), grpc.MaxRecvMsgSize(MaxMessage),
+		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow), grpc.MaxRecvMsgSize(lim.MaxMessage),
 		grpc.WriteBufferSize(IOBuffer), grpc.ReadBufferSize(IOBuffer), experimental.BufferPool(pool), grpc.ForceServerCodecV2(codec))
 	return []remote.ConfigOption{
 		remote.WithServerOptions(server...),
