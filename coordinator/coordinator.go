@@ -313,6 +313,11 @@ func (c *Coordinator) SetReloader(fn func() (*selection.Profiles, error)) {
 func (c *Coordinator) Start(ctx context.Context) error {
 	sc := c.cfg.System
 	sc.Logger = c.log
+	if sc.MaxMessage == 0 {
+		// The public API's gateway scans through this system: row batches
+		// arrive here as at any client.
+		sc.MaxMessage = remoting.ClientMaxMessage
+	}
 	sys, err := remoting.StartSystem(sc)
 	if err != nil {
 		return err

@@ -139,7 +139,7 @@ func soak(ctx context.Context, o options, out io.Writer) (bool, error) {
 	// One actor system for the client; the fake servers' pids point at
 	// it (actors that do not exist: a message to one is a dead letter
 	// here), so the coordinator's connection to them stays up.
-	sys, err := remoting.StartSystem(remoting.SystemConfig{Listen: "127.0.0.1:0", Logger: log})
+	sys, err := remoting.StartSystem(remoting.SystemConfig{Listen: "127.0.0.1:0", Logger: log, MaxMessage: remoting.ClientMaxMessage})
 	if err != nil {
 		return false, err
 	}

@@ -41,9 +41,9 @@ type RemoteLimits struct {
 	PeerSlots int
 	// MaxStreams: concurrent streams per connection.
 	MaxStreams uint32
-	// MaxMessage: the largest gRPC message accepted, in bytes. A
-	// coordinator or scan server receives requests, acknowledgements and
-	// reports, a client row batches (TransportOptions raises it).
+	// MaxMessage: the largest gRPC message accepted, in bytes. A scan
+	// server receives requests, acknowledgements and reports; a system
+	// that scans receives row batches (ClientMaxMessage).
 	MaxMessage int
 	// LogBurst lines about refused connections and failed handshakes are
 	// logged per LogEvery; the rest are counted and their number logged
@@ -57,9 +57,9 @@ var DefaultRemoteLimits = RemoteLimits{HandshakeTimeout: 3 * time.Second, IdleTi
 	MaxConnsPerSource: 256, PeerSlots: 256, MaxStreams: 16, MaxMessage: ServerMaxMessage, LogBurst: 5, LogEvery: 10 * time.Second}
 
 // ServerMaxMessage is DefaultRemoteLimits.MaxMessage, twice gRPC's
-// default: what a coordinator or scan server receives (requests,
-// acknowledgements, reports, status) comes nowhere near it, and a peer
-// cannot make it hold more for one message.
+// default: what a scan server receives (requests, acknowledgements,
+// cancels) comes nowhere near it, and a peer cannot make it hold more
+// for one message.
 const ServerMaxMessage = 8 << 20
 
 // Validate names the first bad field.

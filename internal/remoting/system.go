@@ -52,6 +52,11 @@ type SystemConfig struct {
 	// refused handshake is logged on Logger. nil = plain text. See
 	// cliutil.RemoteTLS, which builds it from a secrets directory.
 	TLS *tls.Config
+	// MaxMessage is the largest gRPC message the remote accepts; 0 means
+	// ServerMaxMessage. A system that scans (row batches arrive there:
+	// a client's, a coordinator's with the public API's gateway) sets
+	// ClientMaxMessage.
+	MaxMessage int
 }
 
 const defaultShutdownTimeout = 5 * time.Second
@@ -68,6 +73,9 @@ func (c SystemConfig) Validate() error {
 		if _, _, err := splitHostPort(c.Advertise); err != nil {
 			return fmt.Errorf("remoting: Advertise %q: %w", c.Advertise, err)
 		}
+	}
+	if c.MaxMessage != 0 && c.MaxMessage < 1<<20 {
+		return fmt.Errorf("remoting: MaxMessage %d must be 0 (the default) or >= 1 MiB", c.MaxMessage)
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("remoting: ShutdownTimeout %v must be >= 0", c.ShutdownTimeout)
@@ -216,7 +224,11 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 	}
 	stops := NewTracker()
 	guard := NewGuard(logger, sys)
-	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, guard, DefaultRemoteLimits, stops.ServerOption())...)
+	lim := DefaultRemoteLimits
+	if cfg.MaxMessage != 0 {
+		lim.MaxMessage = cfg.MaxMessage
+	}
+	opts = append(opts, remoteTLSOptions(cfg.TLS, logger, guard, lim, stops.ServerOption())...)
 	rc := remote.Configure(host, port, opts...)
 	// One connect try (then its 2s back-off) before the endpoint is
 	// reported terminated, instead of protoactor's five: a dead peer is
