@@ -34,7 +34,10 @@ import (
 // in from its manifests (LoadManifests), after checking each manifest's
 // bytes against the digest in the record, its counts against the
 // ManifestRef and the tablet's rows against the sum: what a reader trusts
-// stays anchored in the record, which only the admin role writes.
+// stays anchored in the record, which only the admin role writes. Its
+// Record returns the record alone, and TabletFiles (or LoadTablet) loads
+// one tablet's files with the same checks, so that a reader holds the
+// file lists of the tablets it reads rather than the whole table's.
 // Manifests live in the metadata store, not the block store, because
 // every role that reads records (clients included) may read it.
 
@@ -307,6 +310,23 @@ func (c *TabletFiles) Files(ctx context.Context, ref *messages.TabletRef, refs [
 // copy of the tablet with the files its manifests hold (Files), whose
 // row count is checked against the tablet's. tm is not changed.
 func (c *TabletFiles) Tablet(ctx context.Context, tm *messages.TableMeta, idx int) (*messages.TabletMeta, error) {
+	return loadTablet(tm, idx, func(ref *messages.TabletRef, refs []*messages.ManifestRef) ([]*messages.FileRef, error) {
+		return c.Files(ctx, ref, refs)
+	})
+}
+
+// LoadTablet is TabletFiles.Tablet without a cache: tablet idx of
+// record tm with the files of its manifests, each fetched with get and
+// checked.
+func LoadTablet(ctx context.Context, tm *messages.TableMeta, idx int, get func(ctx context.Context, id ManifestID) ([]byte, error)) (*messages.TabletMeta, error) {
+	return loadTablet(tm, idx, func(ref *messages.TabletRef, refs []*messages.ManifestRef) ([]*messages.FileRef, error) {
+		return loadFiles(ctx, tabletWhat(tm, idx), tm.GetGeneration(), refs, get)
+	})
+}
+
+// loadTablet returns tablet idx of tm with the files load returns for
+// its manifests, their rows checked against the tablet's.
+func loadTablet(tm *messages.TableMeta, idx int, load func(*messages.TabletRef, []*messages.ManifestRef) ([]*messages.FileRef, error)) (*messages.TabletMeta, error) {
 	if idx < 0 || idx >= len(tm.GetTablets()) {
 		return nil, fmt.Errorf("%w: table %s generation %d has %d tablets, no tablet %d", ErrCorrupt, tm.GetName(), tm.GetGeneration(), len(tm.GetTablets()), idx)
 	}
@@ -318,8 +338,7 @@ func (c *TabletFiles) Tablet(ctx context.Context, tm *messages.TableMeta, idx in
 	if len(t.GetFiles()) > 0 {
 		return nil, fmt.Errorf("%w: %s has both files and manifests", ErrCorrupt, what)
 	}
-	ref := &messages.TabletRef{Table: tm.GetName(), Generation: tm.GetGeneration(), Index: uint32(idx)}
-	files, err := c.Files(ctx, ref, t.GetManifests())
+	files, err := load(&messages.TabletRef{Table: tm.GetName(), Generation: tm.GetGeneration(), Index: uint32(idx)}, t.GetManifests())
 	if err != nil {
 		return nil, err
 	}
