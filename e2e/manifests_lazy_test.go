@@ -17,9 +17,9 @@ import (
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
 	"github.com/scanplane/scanplane/client"
-	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
+	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
 
