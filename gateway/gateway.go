@@ -163,7 +163,9 @@ func checkScan(m *scanplanev1.ScanRequest) error {
 // Scan streams the rows of the range, verified, in batches of at most
 // about MaxBatchBytes; with ScanRequest.proofs, with the proofs the
 // coordinator's client checked them with, for the caller to check again
-// against the table's metadata.
+// against the table's metadata: the generation, and unless
+// own_metadata, the table's record and the manifests of the tablets the
+// proofs are of, each before the first proof of its tablet.
 func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], stream *connect.ServerStream[scanplanev1.ScanResponse]) error {
 	m := req.Msg
 	if err := checkScan(m); err != nil {

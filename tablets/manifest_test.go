@@ -102,7 +102,7 @@ func heapHeld() int64 {
 // record would otherwise hold. A reader that loads one tablet's files
 // (TabletFiles.Tablet, what a scan of that tablet needs) fetches that
 // tablet's manifests and no other; the test logs the heap each way of
-// reading holds (the whole table's lists too, without -short).
+// reading holds (the whole table's lists too, without -short or -race).
 func TestRecordOfSixteenMillionBlocks(t *testing.T) {
 	const (
 		tabletsN      = 4
@@ -194,7 +194,7 @@ func TestRecordOfSixteenMillionBlocks(t *testing.T) {
 		withRecord-base, len(fetched), withTablet-withRecord, tf.Held())
 	runtime.KeepAlive(one)
 	one = nil
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		return
 	}
 	// The whole table, as a metadata store's Get loads it.
