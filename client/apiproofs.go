@@ -162,8 +162,9 @@ type apiProofs struct {
 	packed  []byte             // their packed encoding, in order
 	entries []tablets.Entry
 	proofs  int // RowProofs received in the request
-	// mans: manifests received (ScanResponse.manifests) by SHA-256, not
-	// yet loaded; roots: the block roots of tablet rootsOf (-1: none).
+	// mans: the manifests the record names, by SHA-256: those received
+	// (ScanResponse.manifests) and not yet loaded, nil for the others;
+	// roots: the block roots of tablet rootsOf (-1: none).
 	mans    map[[sha256.Size]byte][]byte
 	roots   []tablets.Digest
 	rootsOf int
@@ -232,11 +233,19 @@ func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([
 			return nil, err
 		}
 	}
-	for _, data := range m.GetManifests() {
-		if p.mans == nil {
-			p.mans = map[[sha256.Size]byte][]byte{}
+	if len(m.GetManifests()) > 0 && p.mans == nil {
+		// Only manifests the record names are kept.
+		p.mans = map[[sha256.Size]byte][]byte{}
+		for _, id := range tablets.RecordManifests(p.meta) {
+			p.mans[id.Digest] = nil
 		}
-		p.mans[sha256.Sum256(data)] = data
+	}
+	for _, data := range m.GetManifests() {
+		d := sha256.Sum256(data)
+		if old, named := p.mans[d]; !named || old != nil {
+			return nil, fmt.Errorf("%w: a manifest (ScanResponse.manifests) of SHA-256 %x that the record does not name, or sent twice", tablets.ErrBadProof, d)
+		}
+		p.mans[d] = data
 	}
 	for _, row := range m.GetRows() {
 		p.queue = append(p.queue, row)
@@ -283,11 +292,11 @@ func (p *apiProofs) tabletRoots(ctx context.Context, idx int) ([]tablets.Digest,
 		tm, err = p.a.meta.tablet(ctx, p.meta, idx)
 	} else {
 		tm, err = tablets.LoadTablet(ctx, p.meta, idx, func(_ context.Context, id tablets.ManifestID) ([]byte, error) {
-			data, ok := p.mans[id.Digest]
-			if !ok {
+			data := p.mans[id.Digest]
+			if data == nil {
 				return nil, fmt.Errorf("%w: not among the manifests received (ScanResponse.manifests)", tablets.ErrBadProof)
 			}
-			delete(p.mans, id.Digest)
+			p.mans[id.Digest] = nil
 			return data, nil
 		})
 	}
