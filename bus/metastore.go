@@ -156,6 +156,21 @@ func (m *MetaStore) Get(ctx context.Context, table string, gen uint64) (*message
 	return meta, nil
 }
 
+// Record returns one generation's record as stored, without the files
+// of tablets kept in manifests (tablets.ManifestStore); a missing one
+// gives an error wrapping ErrNotFound, a newer metadata format one
+// wrapping tablets.ErrFormat.
+func (m *MetaStore) Record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	meta, err := m.record(ctx, table, gen)
+	if err != nil {
+		return nil, err
+	}
+	if err := tablets.CheckFormat(meta); err != nil {
+		return nil, fmt.Errorf("bus: %w", err)
+	}
+	return meta, nil
+}
+
 // record returns one generation's record as stored.
 func (m *MetaStore) record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
 	e, err := m.get(ctx, genKey(table, gen))

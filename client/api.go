@@ -400,7 +400,8 @@ func (r *APIRows) Next() bool {
 // open sends the scan request for what is still wanted (after the last
 // key handed over, up to the rows still wanted) to the current address.
 func (r *APIRows) open() {
-	req := &scanplanev1.ScanRequest{Table: r.table, Start: r.rng.Start, End: r.rng.End, Hints: r.opts.Hints, Proofs: r.pv != nil}
+	req := &scanplanev1.ScanRequest{Table: r.table, Start: r.rng.Start, End: r.rng.End, Hints: r.opts.Hints, Proofs: r.pv != nil,
+		OwnMetadata: r.pv != nil && r.a.cfg.APIReadMeta}
 	if r.last != nil {
 		req.Start = append(bytes.Clone(r.last), 0) // the smallest key after last
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sync"
 
@@ -23,7 +24,8 @@ type apiMeta struct {
 	mu     sync.Mutex
 	conn   *bus.Conn
 	store  *bus.MetaStore
-	tables map[string]*messages.TableMeta // by name: the last generation read
+	tables map[string]*messages.TableMeta // by name: the last generation read, its record
+	files  *tablets.TabletFiles           // tablets' files loaded from manifests
 	closed bool
 }
 
@@ -49,7 +51,29 @@ func (m *apiMeta) metaStore(ctx context.Context) (*bus.MetaStore, error) {
 		return nil, fmt.Errorf("client: api: metadata store: %w", err)
 	}
 	m.conn, m.store = conn, store
+	m.files = &tablets.TabletFiles{MaxBytes: fileListBytes, Get: func(ctx context.Context, table string, id tablets.ManifestID) (data []byte, err error) {
+		err = bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
+			data, err = store.GetManifest(ctx, table, id.Gen, id.Digest)
+			return err
+		})
+		return data, err
+	}}
 	return store, nil
+}
+
+// tablet returns tablet idx of record tm (read by get) with its files.
+func (m *apiMeta) tablet(ctx context.Context, tm *messages.TableMeta, idx int) (*messages.TabletMeta, error) {
+	m.mu.Lock()
+	files := m.files
+	m.mu.Unlock()
+	if files == nil {
+		return nil, ErrClosed
+	}
+	t, err := files.Tablet(ctx, tm, idx)
+	if err != nil {
+		return nil, fmt.Errorf("client: api: %w", err)
+	}
+	return t, nil
 }
 
 // current returns the table's current generation (0: no such table).
@@ -69,7 +93,8 @@ func (m *apiMeta) current(ctx context.Context, table string) (uint64, error) {
 	return gen, nil
 }
 
-// get returns one generation of the table's metadata.
+// get returns one generation of the table's record (files kept in
+// manifests not filled in: tablet loads them).
 func (m *apiMeta) get(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
 	m.mu.Lock()
 	t := m.tables[table]
@@ -82,7 +107,7 @@ func (m *apiMeta) get(ctx context.Context, table string, gen uint64) (*messages.
 		return nil, err
 	}
 	err = bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
-		t, err = store.Get(ctx, table, gen)
+		t, err = store.Record(ctx, table, gen)
 		return err
 	})
 	if err != nil {
@@ -103,7 +128,7 @@ func (m *apiMeta) close() {
 	m.closed = true
 	if m.conn != nil {
 		m.conn.Close()
-		m.conn, m.store = nil, nil
+		m.conn, m.store, m.files = nil, nil, nil
 	}
 }
 
@@ -111,9 +136,10 @@ func (m *apiMeta) close() {
 // (ScanRequest.proofs): the rows of each request of the scan, tablet
 // piece by tablet piece, with one tabletstream.Verifier per stream the
 // coordinator forwards, against the block roots of the generation's
-// metadata (read from NATS with APIReadMeta, else the record the
-// coordinator sends). A row is handed over only once proven; a request
-// that ends must have shown every piece complete, or its limit reached.
+// metadata (read from NATS with APIReadMeta, else the record and
+// manifests the coordinator sends). A row is handed over only once
+// proven; a request that ends must have shown every piece complete, or
+// its limit reached.
 type apiProofs struct {
 	a     *API
 	table string
@@ -135,7 +161,18 @@ type apiProofs struct {
 	queue   []*scanplanev1.Row // rows received that no RowProof covered yet
 	packed  []byte             // their packed encoding, in order
 	entries []tablets.Entry
+	proofs  int // RowProofs received in the request
+	// mans: the manifests the record names, by SHA-256: those received
+	// (ScanResponse.manifests) and not yet loaded, nil for the others;
+	// roots: the block roots of tablet rootsOf (-1: none).
+	mans    map[[sha256.Size]byte][]byte
+	roots   []tablets.Digest
+	rootsOf int
 }
+
+// maxUnproven bounds the bytes of rows an API client holds without a
+// proof: a proof follows its block's rows, and a block is far smaller.
+const maxUnproven = 64 << 20
 
 // begin starts a request for rng (limit: its rows wanted, 0 = all).
 func (p *apiProofs) begin(ctx context.Context, rng tablets.Range, limit uint64) error {
@@ -147,7 +184,8 @@ func (p *apiProofs) begin(ctx context.Context, rng tablets.Range, limit uint64) 
 		p.minGen = gen
 	}
 	p.rng, p.limit, p.started, p.meta, p.pieces, p.pi, p.v = rng, limit, false, nil, nil, 0, nil
-	p.last, p.rows, p.queue, p.packed = nil, 0, nil, p.packed[:0]
+	p.last, p.rows, p.queue, p.packed, p.proofs = nil, 0, nil, p.packed[:0], 0
+	p.mans, p.roots, p.rootsOf = nil, nil, -1
 	return nil
 }
 
@@ -156,7 +194,7 @@ func (p *apiProofs) load(ctx context.Context, m *scanplanev1.ScanResponse) error
 	gen := m.GetGeneration()
 	switch {
 	case gen == 0:
-		return fmt.Errorf("%w: the first message carries no table generation", tablets.ErrBadProof)
+		return fmt.Errorf("%w: the first response carries no table generation (ScanResponse.generation, sent with proofs): the server sent no proofs, or something on the way removed them", tablets.ErrBadProof)
 	case p.gen != 0 && gen != p.gen:
 		return fmt.Errorf("%w: table %q was re-ingested during the scan (generation %d, then %d): scan again", ErrStaleGeneration, p.table, p.gen, gen)
 	case gen < p.minGen:
@@ -195,13 +233,31 @@ func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([
 			return nil, err
 		}
 	}
+	if len(m.GetManifests()) > 0 && p.mans == nil {
+		// Only manifests the record names are kept.
+		p.mans = map[[sha256.Size]byte][]byte{}
+		for _, id := range tablets.RecordManifests(p.meta) {
+			p.mans[id.Digest] = nil
+		}
+	}
+	for _, data := range m.GetManifests() {
+		d := sha256.Sum256(data)
+		if old, named := p.mans[d]; !named || old != nil {
+			return nil, fmt.Errorf("%w: a manifest (ScanResponse.manifests) of SHA-256 %x that the record does not name, or sent twice", tablets.ErrBadProof, d)
+		}
+		p.mans[d] = data
+	}
 	for _, row := range m.GetRows() {
 		p.queue = append(p.queue, row)
 		p.packed = tablets.AppendPackedRow(p.packed, row.GetKey(), row.GetValue())
 	}
+	if len(p.packed) > maxUnproven {
+		return nil, fmt.Errorf("%w: %s", tablets.ErrBadProof, p.unproven())
+	}
 	var out []*scanplanev1.Row
 	for _, rp := range m.GetProofs() {
-		rows, err := p.proof(rp)
+		p.proofs++
+		rows, err := p.proof(ctx, rp)
 		if err != nil {
 			return nil, err
 		}
@@ -213,8 +269,50 @@ func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([
 	return out, nil
 }
 
+// unproven describes the rows received without a proof.
+func (p *apiProofs) unproven() string {
+	if p.proofs == 0 {
+		return fmt.Sprintf("%d rows (%d bytes) and not one proof (ScanResponse.proofs): the server sent no proofs, or something on the way removed them",
+			len(p.queue), len(p.packed))
+	}
+	return fmt.Sprintf("%d rows (%d bytes) without a proof after %d proofs", len(p.queue), len(p.packed), p.proofs)
+}
+
+// tabletRoots returns the block roots of tablet idx of the request's
+// generation, its files loaded from its manifests where the record
+// keeps them outside itself: from the metadata store (APIReadMeta),
+// else from the manifests received.
+func (p *apiProofs) tabletRoots(ctx context.Context, idx int) ([]tablets.Digest, error) {
+	if p.rootsOf == idx && p.roots != nil {
+		return p.roots, nil
+	}
+	var tm *messages.TabletMeta
+	var err error
+	if p.a.cfg.APIReadMeta {
+		tm, err = p.a.meta.tablet(ctx, p.meta, idx)
+	} else {
+		tm, err = tablets.LoadTablet(ctx, p.meta, idx, func(_ context.Context, id tablets.ManifestID) ([]byte, error) {
+			data := p.mans[id.Digest]
+			if data == nil {
+				return nil, fmt.Errorf("%w: not among the manifests received (ScanResponse.manifests)", tablets.ErrBadProof)
+			}
+			p.mans[id.Digest] = nil
+			return data, nil
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	roots, err := tabletstream.Roots(tm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: table %s generation %d: %v", ErrUnverified, p.table, p.gen, err)
+	}
+	p.roots, p.rootsOf = roots, idx
+	return roots, nil
+}
+
 // proof checks one RowProof over the next rows received.
-func (p *apiProofs) proof(rp *scanplanev1.RowProof) ([]*scanplanev1.Row, error) {
+func (p *apiProofs) proof(ctx context.Context, rp *scanplanev1.RowProof) ([]*scanplanev1.Row, error) {
 	if p.pi >= len(p.pieces) {
 		return nil, fmt.Errorf("%w: a proof of tablet %d after the end of the range %s", tablets.ErrBadProof, rp.GetTablet(), p.rng)
 	}
@@ -223,9 +321,9 @@ func (p *apiProofs) proof(rp *scanplanev1.RowProof) ([]*scanplanev1.Row, error) 
 		return nil, fmt.Errorf("%w: a proof of tablet %d where tablet %d's piece %s is not complete", tablets.ErrBadProof, rp.GetTablet(), pc.Tablet, pc.Range)
 	}
 	if p.v == nil || rp.GetRestart() {
-		roots, err := tabletstream.Roots(p.meta.GetTablets()[pc.Tablet])
+		roots, err := p.tabletRoots(ctx, pc.Tablet)
 		if err != nil {
-			return nil, fmt.Errorf("%w: table %s generation %d: %v", ErrUnverified, p.table, p.gen, err)
+			return nil, err
 		}
 		limit := uint64(0)
 		if p.limit > 0 {
@@ -276,9 +374,9 @@ func (p *apiProofs) proof(rp *scanplanev1.RowProof) ([]*scanplanev1.Row, error) 
 func (p *apiProofs) end() error {
 	switch {
 	case !p.started:
-		return fmt.Errorf("%w: the scan ended without a proof", tablets.ErrBadProof)
+		return fmt.Errorf("%w: the scan ended with no response carrying a table generation or a proof (ScanResponse.generation, proofs)", tablets.ErrBadProof)
 	case len(p.queue) > 0:
-		return fmt.Errorf("%w: %d rows without a proof", tablets.ErrBadProof, len(p.queue))
+		return fmt.Errorf("%w: the scan ended with %s", tablets.ErrBadProof, p.unproven())
 	case p.limit > 0 && p.rows >= p.limit, p.pi >= len(p.pieces):
 		return nil
 	}

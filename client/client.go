@@ -15,6 +15,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // Client scans scanplane tables.
@@ -33,7 +34,8 @@ type Client struct {
 	mu      sync.Mutex
 	inboxes map[string]*inbox              // by request id
 	streams map[*inbox]struct{}            // inboxes of running tablet streams
-	tables  map[string]*messages.TableMeta // by name/gen
+	tables  map[string]*messages.TableMeta // by name/gen: records, without files kept in manifests
+	files   *tablets.TabletFiles           // tablets' files loaded from manifests (tabletMeta); nil until first used
 	current map[string]uint64              // current generation per table, from the KV watch
 	watch   context.CancelFunc
 	bg      sync.WaitGroup // the metadata and lease watches, stopped by watch

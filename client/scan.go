@@ -396,6 +396,10 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	if c.rx == nil {
 		return nil, ErrClosed
 	}
+	tm, err := c.tabletMeta(r.ctx, r.meta, p.Tablet)
+	if err != nil {
+		return nil, err
+	}
 	in, coords, lost, err := c.openStream()
 	if err != nil {
 		return nil, err
@@ -410,7 +414,6 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	if d, ok := r.ctx.Deadline(); ok {
 		cfg.Deadline = d
 	}
-	tm := r.meta.Tablets[p.Tablet]
 	roots, err := tabletstream.Roots(tm)
 	switch {
 	case err == nil:

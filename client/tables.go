@@ -8,6 +8,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 func (c *Client) onTableChange(table string, gen uint64) {
@@ -50,7 +51,9 @@ func (c *Client) Table(ctx context.Context, name string) (TableInfo, error) {
 		Tablets: len(tm.GetTablets()), Created: time.UnixMilli(tm.GetCreatedUnixMs())}, nil
 }
 
-// tableMeta returns the current generation of a table's metadata. The
+// tableMeta returns the current generation of a table's record: its
+// tablets' files are filled in only where the record holds them inline
+// (tabletMeta loads the others, one tablet at a time). The
 // generation comes from a watch on the metadata bucket; a table the watch
 // has not reported is looked up directly. A lookup that finds the store
 // unavailable (JetStream electing a leader) is tried again for up to
@@ -82,7 +85,7 @@ func (c *Client) tableMeta(ctx context.Context, name string) (*messages.TableMet
 		return t, nil
 	}
 	err := bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
-		t, err = c.meta.Get(ctx, name, gen)
+		t, err = c.meta.Record(ctx, name, gen)
 		return err
 	})
 	if err != nil {
@@ -92,6 +95,42 @@ func (c *Client) tableMeta(ctx context.Context, name string) (*messages.TableMet
 	c.tables[key] = t
 	c.mu.Unlock()
 	return t, nil
+}
+
+// fileListBytes bounds the tablets' file lists a client keeps once it
+// loaded them from manifests (tablets.TabletFiles.MaxBytes).
+const fileListBytes = 64 << 20
+
+// tabletMeta returns tablet idx of record tm with its files: a tablet
+// that keeps them in manifests has them loaded (only its own manifests,
+// each checked against the record) or taken from the client's bounded
+// cache of file lists. A manifest lookup that finds the store
+// unavailable is tried again for up to metaRetryLimit, within ctx.
+func (c *Client) tabletMeta(ctx context.Context, tm *messages.TableMeta, idx int) (*messages.TabletMeta, error) {
+	c.mu.Lock()
+	if c.files == nil {
+		c.files = &tablets.TabletFiles{MaxBytes: fileListBytes, Get: c.manifest}
+	}
+	files := c.files
+	c.mu.Unlock()
+	t, err := files.Tablet(ctx, tm, idx)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return t, nil
+}
+
+// manifest fetches a manifest of table, again while the metadata store
+// is unavailable.
+func (c *Client) manifest(ctx context.Context, table string, id tablets.ManifestID) (data []byte, err error) {
+	if c.meta == nil {
+		return nil, ErrClosed
+	}
+	err = bus.RetryUnavailable(ctx, metaRetryLimit, func() (err error) {
+		data, err = c.meta.GetManifest(ctx, table, id.Gen, id.Digest)
+		return err
+	})
+	return data, err
 }
 
 // metaRetryLimit bounds how long tableMeta tries a metadata store that does

@@ -111,10 +111,27 @@ func (m *metaCache) get(ctx context.Context, table string, gen uint64) (*message
 // INTERNAL here).
 func (m *metaCache) getRetrying(ctx context.Context, table string, gen uint64) (t *messages.TableMeta, err error) {
 	err = bus.RetryUnavailable(ctx, 0, func() error {
-		t, err = m.src.Get(ctx, table, gen)
+		t, err = m.load(ctx, table, gen)
 		return err
 	})
 	return t, err
+}
+
+// recordSource is a MetaSource that returns records without loading the
+// tablets' manifests (bus.MetaStore, tablets.DirMetaStore).
+type recordSource interface {
+	Record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error)
+}
+
+// load reads a generation's record. A coordinator needs no file list
+// kept in manifests: a scan request names the tablet's manifests and the
+// scan server loads them (tablets.DispatchFiles), so it reads the record
+// alone when the source can.
+func (m *metaCache) load(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	if r, ok := m.src.(recordSource); ok {
+		return r.Record(ctx, table, gen)
+	}
+	return m.src.Get(ctx, table, gen)
 }
 
 // tableStatus lists the tables seen (current generations from the

@@ -24,6 +24,7 @@ type batcher struct {
 	rows   []*scanplanev1.Row
 	proofs []*scanplanev1.RowProof
 	table  *scanplanev1.ScanResponse // generation and table_record, until taken
+	mans   [][]byte                  // manifests to send before the rows and proofs pending
 	bytes  int
 	slab   []scanplanev1.Row
 	fin    bool
@@ -93,6 +94,34 @@ func (b *batcher) proof(ps []*scanplanev1.RowProof) {
 	b.mu.Unlock()
 }
 
+// manifests queues manifests, which are sent in messages of their own
+// (at most MaxMessageBytes each, or one manifest) before the rows and
+// proofs pending; like add it waits while the pending bytes reach max,
+// and returns false when ctx ended first.
+func (b *batcher) manifests(ctx context.Context, ms [][]byte) bool {
+	for _, m := range ms {
+		b.mu.Lock()
+		b.mans = append(b.mans, m)
+		b.bytes += len(m)
+		b.mu.Unlock()
+		signal(b.ready)
+		for {
+			b.mu.Lock()
+			full := b.bytes >= b.max
+			b.mu.Unlock()
+			if !full {
+				break
+			}
+			select {
+			case <-b.space:
+			case <-ctx.Done():
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // setTable records the generation scanned and its record, which the
 // next message carries.
 func (b *batcher) setTable(gen uint64, record []byte) {
@@ -115,6 +144,24 @@ func (b *batcher) finish(err error) {
 // scan's error: the message returned with fin is the last one.
 func (b *batcher) take() (msg *scanplanev1.ScanResponse, fin bool, err error) {
 	b.mu.Lock()
+	if len(b.mans) > 0 {
+		msg = b.table
+		if msg == nil {
+			msg = &scanplanev1.ScanResponse{}
+		}
+		size, n := len(msg.GetTableRecord()), 0
+		for n < len(b.mans) && (n == 0 || size+len(b.mans[n]) <= MaxMessageBytes) {
+			size += len(b.mans[n])
+			n++
+		}
+		msg.Manifests = b.mans[:n:n]
+		b.mans, b.table = b.mans[n:], nil
+		b.bytes -= size
+		b.mu.Unlock()
+		signal(b.space)
+		signal(b.ready) // what is still pending goes next
+		return msg, false, nil
+	}
 	if len(b.rows) > 0 || len(b.proofs) > 0 || b.table != nil {
 		msg = b.table
 		if msg == nil {

@@ -163,7 +163,9 @@ func checkScan(m *scanplanev1.ScanRequest) error {
 // Scan streams the rows of the range, verified, in batches of at most
 // about MaxBatchBytes; with ScanRequest.proofs, with the proofs the
 // coordinator's client checked them with, for the caller to check again
-// against the table's metadata.
+// against the table's metadata: the generation, and unless
+// own_metadata, the table's record and the manifests of the tablets the
+// proofs are of, each before the first proof of its tablet.
 func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], stream *connect.ServerStream[scanplanev1.ScanResponse]) error {
 	m := req.Msg
 	if err := checkScan(m); err != nil {
@@ -186,6 +188,7 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	proofs := m.GetProofs()
+	metadata := proofs && !m.GetOwnMetadata() // send table_record and manifests
 	rows := c.Scan(ctx, m.GetTable(), client.KeyRange(m.GetStart(), m.GetEnd()),
 		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit()), Proofs: proofs})
 	b := newBatcher(s.cfg.MaxBatchBytes)
@@ -194,10 +197,35 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 		defer close(done)
 		defer rows.Close()
 		first := true
+		sent := map[uint32]bool{} // tablets whose manifests were sent
+		// forward hands the proofs taken to the batcher, after the
+		// manifests of tablets they are the first of.
+		forward := func() bool {
+			ps := rows.TakeProofs()
+			for _, p := range ps {
+				if !metadata || sent[p.GetTablet()] {
+					continue
+				}
+				sent[p.GetTablet()] = true
+				ms, err := rows.ProofManifests(p.GetTablet())
+				if err != nil {
+					b.finish(err)
+					return false
+				}
+				if !b.manifests(ctx, ms) {
+					return false
+				}
+			}
+			b.proof(ps)
+			return true
+		}
 		for {
 			ok := rows.Next()
 			if proofs && first {
 				if gen, rec := rows.ProofTable(); gen > 0 {
+					if !metadata {
+						rec = nil
+					}
 					b.setTable(gen, rec)
 				}
 				first = false
@@ -206,13 +234,13 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 				break
 			}
 			r := rows.Row()
-			if !b.add(ctx, r.Key, r.Value) {
+			if !b.add(ctx, r.Key, r.Value) || !forward() {
 				return
 			}
-			b.proof(rows.TakeProofs())
 		}
-		b.proof(rows.TakeProofs())
-		b.finish(rows.Err())
+		if forward() {
+			b.finish(rows.Err())
+		}
 	}()
 	defer func() { cancel(); <-done }()
 	t := time.NewTimer(s.cfg.FlushDelay)

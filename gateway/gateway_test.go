@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,12 +11,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -232,5 +235,76 @@ func TestMaxScans(t *testing.T) {
 	}
 	if err := scanErr(c, &scanplanev1.ScanRequest{Table: "t"}); connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("scan after the slot was freed: %v; want UNAVAILABLE (no client)", err)
+	}
+}
+
+// TestBatcherManifests: manifests queued before a proof go out before
+// it, in messages of their own of at most
+// MaxMessageBytes (or one manifest), in order, each once; the first
+// carries the table record.
+func TestBatcherManifests(t *testing.T) {
+	b := newBatcher(MaxMessageBytes)
+	var mans [][]byte
+	for i := range 9 {
+		mans = append(mans, bytes.Repeat([]byte{byte(i)}, 700<<10+i))
+	}
+	mans = append(mans, make([]byte, MaxMessageBytes+1)) // alone in its message
+	go func() {
+		ctx := context.Background()
+		b.setTable(7, []byte("record"))
+		if !b.add(ctx, []byte("a"), []byte("1")) || !b.manifests(ctx, mans) {
+			return
+		}
+		b.proof([]*scanplanev1.RowProof{{Rows: 1}})
+		b.finish(nil)
+	}()
+	// The first take finds the producer waiting with more than
+	// MaxMessageBytes of manifests pending.
+	testutil.Eventually(t, time.Minute, "manifests filling the batch", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.bytes >= b.max
+	})
+	var got [][]byte
+	var rows []*scanplanev1.Row
+	msgs := 0
+	for {
+		<-b.ready
+		msg, fin, err := b.take()
+		if msg != nil {
+			msgs++
+			if msgs == 1 && (msg.GetGeneration() != 7 || string(msg.GetTableRecord()) != "record") {
+				t.Fatalf("the first message has generation %d, record %q", msg.GetGeneration(), msg.GetTableRecord())
+			}
+			size := len(msg.GetTableRecord())
+			for _, m := range msg.GetManifests() {
+				size += len(m)
+			}
+			if len(msg.GetManifests()) > 1 && size > MaxMessageBytes {
+				t.Fatalf("a message of %d manifests has %d bytes, over %d", len(msg.GetManifests()), size, MaxMessageBytes)
+			}
+			if len(msg.GetManifests()) > 0 && (len(msg.GetRows()) > 0 || len(msg.GetProofs()) > 0) {
+				t.Fatal("a message carries manifests with rows or proofs")
+			}
+			if len(msg.GetProofs()) > 0 && len(got) != len(mans) {
+				t.Fatalf("the proof sent after %d of %d manifests", len(got), len(mans))
+			}
+			got = append(got, msg.GetManifests()...)
+			rows = append(rows, msg.GetRows()...)
+		}
+		if fin {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	if len(got) != len(mans) || len(rows) != 1 {
+		t.Fatalf("%d manifests, %d rows; want %d, 1", len(got), len(rows), len(mans))
+	}
+	for i := range mans {
+		if !bytes.Equal(got[i], mans[i]) {
+			t.Fatalf("manifest %d differs", i)
+		}
 	}
 }

@@ -34,7 +34,10 @@ import (
 // in from its manifests (LoadManifests), after checking each manifest's
 // bytes against the digest in the record, its counts against the
 // ManifestRef and the tablet's rows against the sum: what a reader trusts
-// stays anchored in the record, which only the admin role writes.
+// stays anchored in the record, which only the admin role writes. Its
+// Record returns the record alone, and TabletFiles (or LoadTablet) loads
+// one tablet's files with the same checks, so that a reader holds the
+// file lists of the tablets it reads rather than the whole table's.
 // Manifests live in the metadata store, not the block store, because
 // every role that reads records (clients included) may read it.
 
@@ -69,6 +72,12 @@ type ManifestStore interface {
 	DeleteManifest(ctx context.Context, table string, gen uint64, digest [sha256.Size]byte) error
 	// Manifests lists the stored manifests of table, of every generation.
 	Manifests(ctx context.Context, table string) ([]ManifestID, error)
+	// Record returns one generation's record as stored: tablets that keep
+	// their files in manifests have none filled in (TabletFiles loads
+	// them one tablet at a time). A missing generation is an error
+	// wrapping the backend's not-found sentinel; a newer format is
+	// refused (CheckFormat).
+	Record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error)
 }
 
 // ManifestID names a stored manifest.
@@ -124,31 +133,53 @@ func RecordManifests(tm *messages.TableMeta) []ManifestID {
 // ErrFormat; a failed check wraps ErrCorrupt; a failed get is returned
 // wrapped, naming the manifest.
 func LoadManifests(ctx context.Context, tm *messages.TableMeta, get func(ctx context.Context, id ManifestID) ([]byte, error)) error {
-	name, gen := tm.GetName(), tm.GetGeneration()
-	if f := tm.GetMetaFormat(); f > MetaFormatManifests {
-		return fmt.Errorf("%w: table %s generation %d has metadata format %d; this build reads formats up to %d (upgrade it)",
-			ErrFormat, name, gen, f, MetaFormatManifests)
+	if err := CheckFormat(tm); err != nil {
+		return err
 	}
 	for i, t := range tm.GetTablets() {
 		if len(t.GetManifests()) == 0 {
 			continue
 		}
-		what := fmt.Sprintf("table %s generation %d tablet %d", name, gen, i)
+		what := tabletWhat(tm, i)
 		if len(t.GetFiles()) > 0 {
 			return fmt.Errorf("%w: %s has both files and manifests", ErrCorrupt, what)
 		}
-		files, err := loadFiles(ctx, what, gen, t.GetManifests(), get)
+		files, err := loadFiles(ctx, what, tm.GetGeneration(), t.GetManifests(), get)
 		if err != nil {
 			return err
 		}
-		var entries uint64
-		for _, f := range files {
-			entries += f.GetEntries()
-		}
-		if entries != t.GetRows() {
-			return fmt.Errorf("%w: %s: manifests hold %d rows, the record says %d", ErrCorrupt, what, entries, t.GetRows())
+		if err := checkRows(what, t, files); err != nil {
+			return err
 		}
 		t.Files = files
+	}
+	return nil
+}
+
+// CheckFormat refuses a record of a newer meta_format than
+// MetaFormatManifests with an error wrapping ErrFormat.
+func CheckFormat(tm *messages.TableMeta) error {
+	if f := tm.GetMetaFormat(); f > MetaFormatManifests {
+		return fmt.Errorf("%w: table %s generation %d has metadata format %d; this build reads formats up to %d (upgrade it)",
+			ErrFormat, tm.GetName(), tm.GetGeneration(), f, MetaFormatManifests)
+	}
+	return nil
+}
+
+// tabletWhat names tablet i of tm in errors.
+func tabletWhat(tm *messages.TableMeta, i int) string {
+	return fmt.Sprintf("table %s generation %d tablet %d", tm.GetName(), tm.GetGeneration(), i)
+}
+
+// checkRows checks tablet t's row count against the files its manifests
+// hold.
+func checkRows(what string, t *messages.TabletMeta, files []*messages.FileRef) error {
+	var entries uint64
+	for _, f := range files {
+		entries += f.GetEntries()
+	}
+	if entries != t.GetRows() {
+		return fmt.Errorf("%w: %s: manifests hold %d rows, the record says %d", ErrCorrupt, what, entries, t.GetRows())
 	}
 	return nil
 }
@@ -187,11 +218,14 @@ func DispatchFiles(t *messages.TabletMeta) []*messages.FileRef {
 }
 
 // TabletFiles loads the files of a tablet that keeps them in manifests,
-// for scan servers: a scan request names the tablet and its manifests,
-// and each server fetches them once (from get) and keeps the checked
-// file lists of the tablets it scanned, up to MaxBytes of encoded
-// FileRefs, dropping the least recently used. Safe for concurrent use;
-// two scans of a tablet not yet loaded may both load it.
+// one tablet at a time: a scan server when a scan request names the
+// tablet's manifests, a client when it scans the tablet (Tablet). It
+// fetches them (from Get), checks them against the record's references
+// and keeps the checked file lists of the tablets it loaded, up to
+// MaxBytes of encoded FileRefs, dropping the least recently used; a
+// list larger than MaxBytes is loaded for each use and not kept. Safe
+// for concurrent use; two scans of a tablet not yet loaded may both
+// load it.
 type TabletFiles struct {
 	// MaxBytes bounds the file lists kept; 0 means 64 MiB.
 	MaxBytes int64
@@ -269,6 +303,58 @@ func (c *TabletFiles) Files(ctx context.Context, ref *messages.TabletRef, refs [
 		c.size += n
 	}
 	return files, nil
+}
+
+// Tablet returns tablet idx of record tm (as a ManifestStore's Record
+// returns it) with its files: tm's own when it keeps them inline, else a
+// copy of the tablet with the files its manifests hold (Files), whose
+// row count is checked against the tablet's. tm is not changed.
+func (c *TabletFiles) Tablet(ctx context.Context, tm *messages.TableMeta, idx int) (*messages.TabletMeta, error) {
+	return loadTablet(tm, idx, func(ref *messages.TabletRef, refs []*messages.ManifestRef) ([]*messages.FileRef, error) {
+		return c.Files(ctx, ref, refs)
+	})
+}
+
+// LoadTablet is TabletFiles.Tablet without a cache: tablet idx of
+// record tm with the files of its manifests, each fetched with get and
+// checked.
+func LoadTablet(ctx context.Context, tm *messages.TableMeta, idx int, get func(ctx context.Context, id ManifestID) ([]byte, error)) (*messages.TabletMeta, error) {
+	return loadTablet(tm, idx, func(ref *messages.TabletRef, refs []*messages.ManifestRef) ([]*messages.FileRef, error) {
+		return loadFiles(ctx, tabletWhat(tm, idx), tm.GetGeneration(), refs, get)
+	})
+}
+
+// loadTablet returns tablet idx of tm with the files load returns for
+// its manifests, their rows checked against the tablet's.
+func loadTablet(tm *messages.TableMeta, idx int, load func(*messages.TabletRef, []*messages.ManifestRef) ([]*messages.FileRef, error)) (*messages.TabletMeta, error) {
+	if idx < 0 || idx >= len(tm.GetTablets()) {
+		return nil, fmt.Errorf("%w: table %s generation %d has %d tablets, no tablet %d", ErrCorrupt, tm.GetName(), tm.GetGeneration(), len(tm.GetTablets()), idx)
+	}
+	t := tm.GetTablets()[idx]
+	if len(t.GetManifests()) == 0 {
+		return t, nil
+	}
+	what := tabletWhat(tm, idx)
+	if len(t.GetFiles()) > 0 {
+		return nil, fmt.Errorf("%w: %s has both files and manifests", ErrCorrupt, what)
+	}
+	files, err := load(&messages.TabletRef{Table: tm.GetName(), Generation: tm.GetGeneration(), Index: uint32(idx)}, t.GetManifests())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRows(what, t, files); err != nil {
+		return nil, err
+	}
+	out := proto.Clone(t).(*messages.TabletMeta)
+	out.Files = files
+	return out, nil
+}
+
+// Held returns the bytes of encoded FileRefs the cache keeps.
+func (c *TabletFiles) Held() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.size
 }
 
 // decodeManifest checks a manifest's bytes against its digest and ref

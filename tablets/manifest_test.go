@@ -1,13 +1,18 @@
 package tablets
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -15,45 +20,111 @@ import (
 	"github.com/scanplane/scanplane/messages"
 )
 
-// sizingManifests is a ManifestStore that keeps only what it was given
-// to count: the synthetic table below has 512 MiB of block roots.
-type sizingManifests struct {
+// keptManifests is a ManifestStore of manifests only, kept
+// flate-compressed in memory (the synthetic table below has 525 MiB of
+// them, whose roots compress well); it records which manifests were
+// fetched.
+type keptManifests struct {
 	MetaStore
-	puts  int
-	bytes int64
+	sizeOnly bool // keep nothing, count the bytes
+	mu       sync.Mutex
+	data     map[ManifestID][]byte
+	bytes    int64
+	puts     int
+	fetched  []ManifestID
 }
 
-func (s *sizingManifests) PutManifest(_ context.Context, _ string, _ uint64, digest [sha256.Size]byte, data []byte) error {
+func (s *keptManifests) PutManifest(_ context.Context, _ string, gen uint64, digest [sha256.Size]byte, data []byte) error {
 	if sha256.Sum256(data) != digest {
 		return errors.New("digest does not match the data")
 	}
-	s.puts++
+	if s.sizeOnly {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.bytes += int64(len(data))
+		s.puts++
+		return nil
+	}
+	var b bytes.Buffer
+	w, err := flate.NewWriter(&b, flate.BestSpeed)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.data == nil {
+		s.data = map[ManifestID][]byte{}
+	}
+	s.data[ManifestID{Gen: gen, Digest: digest}] = b.Bytes()
 	s.bytes += int64(len(data))
+	s.puts++
 	return nil
 }
 
-func (s *sizingManifests) GetManifest(context.Context, string, uint64, [sha256.Size]byte) ([]byte, error) {
+func (s *keptManifests) GetManifest(_ context.Context, _ string, gen uint64, digest [sha256.Size]byte) ([]byte, error) {
+	id := ManifestID{Gen: gen, Digest: digest}
+	s.mu.Lock()
+	z, ok := s.data[id]
+	s.fetched = append(s.fetched, id)
+	s.mu.Unlock()
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return io.ReadAll(flate.NewReader(bytes.NewReader(z)))
+}
+
+func (s *keptManifests) DeleteManifest(context.Context, string, uint64, [sha256.Size]byte) error {
+	return nil
+}
+
+func (s *keptManifests) Manifests(context.Context, string) ([]ManifestID, error) { return nil, nil }
+
+func (s *keptManifests) Record(context.Context, string, uint64) (*messages.TableMeta, error) {
 	return nil, ErrNotFound
 }
 
-func (s *sizingManifests) DeleteManifest(context.Context, string, uint64, [sha256.Size]byte) error {
-	return nil
+// takeFetched returns the manifests fetched since the last call.
+func (s *keptManifests) takeFetched() []ManifestID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.fetched
+	s.fetched = nil
+	return out
 }
 
-func (s *sizingManifests) Manifests(context.Context, string) ([]ManifestID, error) { return nil, nil }
+// heapHeld is the live heap after a collection.
+func heapHeld() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
 
 // The record of a 1 TB table (16 M blocks of 64 KiB in 4 MiB files over
 // 4 tablets) built by the ingest's manifest writer, without writing
 // blocks, stays under 1 MiB; the file lists it leaves out are what the
-// record would otherwise hold.
+// record would otherwise hold. A reader that loads one tablet's files
+// (TabletFiles.Tablet, what a scan of that tablet needs) fetches that
+// tablet's manifests and no other; the test logs the heap each way of
+// reading holds (the whole table's lists too, without -short); under
+// -race it checks the record only.
 func TestRecordOfSixteenMillionBlocks(t *testing.T) {
 	const (
 		tabletsN      = 4
 		blocksPerFile = 64
 		files         = 16 << 20 / blocksPerFile
 	)
-	ms := &sizingManifests{}
-	mw := &manifestWriter{ctx: context.Background(), ms: ms, table: "huge", gen: 3, inline: DefaultInlineFileBytes}
+	ctx := context.Background()
+	// Under the race detector compressing and loading 525 MiB of
+	// manifests takes minutes: it checks the record's size only.
+	ms := &keptManifests{sizeOnly: raceEnabled}
+	mw := &manifestWriter{ctx: ctx, ms: ms, table: "huge", gen: 3, inline: DefaultInlineFileBytes}
 	tm := &messages.TableMeta{Name: "huge", Generation: 3, BlockSize: DefaultBlockSize}
 	roots := make([]byte, blocksPerFile*DigestSize)
 	var blocks uint64
@@ -97,6 +168,62 @@ func TestRecordOfSixteenMillionBlocks(t *testing.T) {
 	if ms.bytes < 512<<20 {
 		t.Fatalf("manifests hold %d bytes, less than the table's block roots", ms.bytes)
 	}
+	if ms.sizeOnly {
+		return
+	}
+
+	// One tablet, as a scan of it loads it.
+	data, err := proto.Marshal(tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := heapHeld()
+	rec := new(messages.TableMeta)
+	if err := proto.Unmarshal(data, rec); err != nil {
+		t.Fatal(err)
+	}
+	withRecord := heapHeld()
+	tf := &TabletFiles{Get: func(ctx context.Context, table string, id ManifestID) ([]byte, error) {
+		return ms.GetManifest(ctx, table, id.Gen, id.Digest)
+	}}
+	ms.takeFetched()
+	one, err := tf.Tablet(ctx, rec, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTablet := heapHeld()
+	want := map[ManifestID]bool{}
+	for _, id := range RecordManifests(&messages.TableMeta{Generation: 3, Tablets: rec.Tablets[2:3]}) {
+		want[id] = true
+	}
+	fetched := ms.takeFetched()
+	for _, id := range fetched {
+		if !want[id] {
+			t.Fatalf("loading tablet 2 fetched manifest %s, not one of tablet 2's", ManifestName(id))
+		}
+	}
+	if len(fetched) != len(want) || len(one.GetFiles()) != files/tabletsN || len(rec.Tablets[2].GetFiles()) != 0 {
+		t.Fatalf("tablet 2: %d manifests fetched of its %d, %d files of %d; the record got %d files",
+			len(fetched), len(want), len(one.GetFiles()), files/tabletsN, len(rec.Tablets[2].GetFiles()))
+	}
+	t.Logf("heap held: the record %d bytes; with tablet 2's files (%d manifests) %d bytes more; the cache keeps %d bytes",
+		withRecord-base, len(fetched), withTablet-withRecord, tf.Held())
+	runtime.KeepAlive(one)
+	one = nil
+	if testing.Short() {
+		return
+	}
+	// The whole table, as a metadata store's Get loads it.
+	whole := proto.Clone(rec).(*messages.TableMeta)
+	if err := LoadManifests(ctx, whole, func(ctx context.Context, id ManifestID) ([]byte, error) {
+		return ms.GetManifest(ctx, "huge", id.Gen, id.Digest)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	withAll := heapHeld()
+	t.Logf("heap held: the record with every tablet's files %d bytes", withAll-base)
+	runtime.KeepAlive(whole)
+	runtime.KeepAlive(rec)
 }
 
 // ingestWithManifests ingests rows with every file list in manifests.

@@ -74,9 +74,9 @@ const (
 // at most MaxBlockSize bytes holds far fewer rows).
 const MaxProofLeaves = MaxBlockSize
 
-// ErrBadProof: rows and a block proof do not match the block's root, or
-// the proof is malformed.
-var ErrBadProof = errors.New("tablets: rows do not match the block's digest")
+// ErrBadProof: rows and a block proof do not match the block's root,
+// the proof is malformed, or rows came without the proof they need.
+var ErrBadProof = errors.New("tablets: rows not proven against the block roots")
 
 // MerkleHasher computes the hashes of the row digest tree. The zero value
 // is ready to use; it keeps a hash state and scratch buffers between

@@ -126,6 +126,19 @@ func (s *DirMetaStore) Get(ctx context.Context, table string, gen uint64) (*mess
 	return meta, nil
 }
 
+// Record implements ManifestStore: the record as stored, without the
+// files of tablets kept in manifests.
+func (s *DirMetaStore) Record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
+	meta, err := s.record(ctx, table, gen)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckFormat(meta); err != nil {
+		return nil, err
+	}
+	return meta, nil
+}
+
 // record reads one generation's record as stored.
 func (s *DirMetaStore) record(ctx context.Context, table string, gen uint64) (*messages.TableMeta, error) {
 	if err := ValidateTableName(table); err != nil {

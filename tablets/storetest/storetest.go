@@ -116,6 +116,12 @@ func testManifests(t *testing.T, b Backend) {
 	if len(got.GetTablets()[0].GetManifests()) != 1 {
 		t.Fatal("Get dropped the record's manifests")
 	}
+	if r, err := ms.Record(ctx, table, 1); err != nil || !proto.Equal(r, rec) {
+		t.Fatalf("Record returned %v, %v; want the record as published", r, err)
+	}
+	if _, err := ms.Record(ctx, table, 9); !errors.Is(err, b.NotFound) {
+		t.Fatalf("Record of a missing generation: %v, want %v", err, b.NotFound)
+	}
 	list := func() map[tablets.ManifestID]bool {
 		t.Helper()
 		ids, err := ms.Manifests(ctx, table)

@@ -51,7 +51,11 @@ type ScanRequest struct {
 	// proofs: send, with the rows, what proves them against the table's
 	// block roots (ScanResponse.proofs, generation, table_record), for a
 	// client that verifies the rows itself. false: rows only.
-	Proofs        bool `protobuf:"varint,6,opt,name=proofs,proto3" json:"proofs,omitempty"`
+	Proofs bool `protobuf:"varint,6,opt,name=proofs,proto3" json:"proofs,omitempty"`
+	// own_metadata: with proofs, the client reads the table's metadata
+	// from the cluster's metadata store itself: the generation is sent,
+	// table_record and manifests are not.
+	OwnMetadata   bool `protobuf:"varint,7,opt,name=own_metadata,json=ownMetadata,proto3" json:"own_metadata,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -128,6 +132,13 @@ func (x *ScanRequest) GetProofs() bool {
 	return false
 }
 
+func (x *ScanRequest) GetOwnMetadata() bool {
+	if x != nil {
+		return x.OwnMetadata
+	}
+	return false
+}
+
 type ScanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rows: the next rows of the scan, in key order.
@@ -140,12 +151,21 @@ type ScanResponse struct {
 	Proofs []*RowProof `protobuf:"bytes,2,rep,name=proofs,proto3" json:"proofs,omitempty"`
 	// generation: the table generation scanned, set on the first message.
 	Generation uint64 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	// table_record: that generation's metadata (scanplane's internal
-	// encoding, messages.TableMeta with its tablets' files), set on the
-	// first message, for a client that does not read the cluster's
+	// table_record: that generation's record (scanplane's internal
+	// encoding, messages.TableMeta: its tablets' files, or the manifests
+	// that hold them), set on the first message, for a client that does
+	// not read the cluster's
 	// metadata store itself. It comes from the coordinator: checking rows
 	// against it catches damage on the way, not a lying coordinator.
-	TableRecord   []byte `protobuf:"bytes,4,opt,name=table_record,json=tableRecord,proto3" json:"table_record,omitempty"`
+	TableRecord []byte `protobuf:"bytes,4,opt,name=table_record,json=tableRecord,proto3" json:"table_record,omitempty"`
+	// manifests: with proofs (without own_metadata), the manifests of the
+	// tablets whose files table_record keeps outside itself (its tablets'
+	// ManifestRefs), as the metadata store holds them: all of a tablet's
+	// manifests come, each once per scan, in this message or earlier ones,
+	// before the first RowProof of that tablet. A client checks each
+	// against the SHA-256 the record names. Messages that carry manifests
+	// carry no rows or proofs.
+	Manifests     [][]byte `protobuf:"bytes,5,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -204,6 +224,13 @@ func (x *ScanResponse) GetGeneration() uint64 {
 func (x *ScanResponse) GetTableRecord() []byte {
 	if x != nil {
 		return x.TableRecord
+	}
+	return nil
+}
+
+func (x *ScanResponse) GetManifests() [][]byte {
+	if x != nil {
+		return x.Manifests
 	}
 	return nil
 }
@@ -923,25 +950,27 @@ var File_scanplane_v1_scan_proto protoreflect.FileDescriptor
 
 const file_scanplane_v1_scan_proto_rawDesc = "" +
 	"\n" +
-	"\x17scanplane/v1/scan.proto\x12\fscanplane.v1\"\xef\x01\n" +
+	"\x17scanplane/v1/scan.proto\x12\fscanplane.v1\"\x92\x02\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12:\n" +
 	"\x05hints\x18\x05 \x03(\v2$.scanplane.v1.ScanRequest.HintsEntryR\x05hints\x12\x16\n" +
-	"\x06proofs\x18\x06 \x01(\bR\x06proofs\x1a8\n" +
+	"\x06proofs\x18\x06 \x01(\bR\x06proofs\x12!\n" +
+	"\fown_metadata\x18\a \x01(\bR\vownMetadata\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc6\x01\n" +
 	"\fScanResponse\x12%\n" +
 	"\x04rows\x18\x01 \x03(\v2\x11.scanplane.v1.RowR\x04rows\x12.\n" +
 	"\x06proofs\x18\x02 \x03(\v2\x16.scanplane.v1.RowProofR\x06proofs\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12!\n" +
-	"\ftable_record\x18\x04 \x01(\fR\vtableRecord\"\x9e\x01\n" +
+	"\ftable_record\x18\x04 \x01(\fR\vtableRecord\x12\x1c\n" +
+	"\tmanifests\x18\x05 \x03(\fR\tmanifests\"\x9e\x01\n" +
 	"\bRowProof\x12\x16\n" +
 	"\x06tablet\x18\x01 \x01(\rR\x06tablet\x12\x18\n" +
 	"\arestart\x18\x02 \x01(\bR\arestart\x12\x12\n" +

@@ -1,0 +1,34 @@
+package client
+
+import (
+	"fmt"
+
+	"github.com/scanplane/scanplane/tablets"
+)
+
+// ProofManifests returns the manifests of tablet tablet of the table
+// generation the scan reads (ProofTable), as the metadata store holds
+// them and in the record's order: the public API's
+// ScanResponse.manifests, which a client checking proofs against the
+// record needs for a tablet whose files the record keeps outside
+// itself. It returns nil for a tablet whose files are in the record,
+// and before Next found the table.
+func (r *Rows) ProofManifests(tablet uint32) ([][]byte, error) {
+	if r.meta == nil {
+		return nil, nil
+	}
+	if int(tablet) >= len(r.meta.GetTablets()) {
+		return nil, fmt.Errorf("%w: table %q generation %d has %d tablets, no tablet %d", ErrStream, r.table, r.meta.GetGeneration(), len(r.meta.GetTablets()), tablet)
+	}
+	var out [][]byte
+	for _, m := range r.meta.GetTablets()[tablet].GetManifests() {
+		id := tablets.ManifestID{Gen: r.meta.GetGeneration()}
+		copy(id.Digest[:], m.GetDigest())
+		data, err := r.c.manifest(r.ctx, r.table, id)
+		if err != nil {
+			return nil, fmt.Errorf("client: table %q generation %d tablet %d manifest %s: %w", r.table, r.meta.GetGeneration(), tablet, tablets.ManifestName(id), err)
+		}
+		out = append(out, data)
+	}
+	return out, nil
+}

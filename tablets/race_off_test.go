@@ -1,0 +1,5 @@
+//go:build !race
+
+package tablets
+
+const raceEnabled = false
