@@ -25,6 +25,7 @@ const (
 // counters per server, kept by the host actor's rules, and its load views.
 type client struct {
 	idx      int
+	sim      *sim
 	rng      *rand.Rand
 	profiles *selection.Profiles
 	profile  *selection.Profile
@@ -36,6 +37,7 @@ type client struct {
 	pub    []*selection.ServerLoad
 	ver    []uint64 // bumped by every change of work[i]
 	pubVer []uint64
+	pubAt  []int64 // when the newest view holding pub[i] was built
 	// shared: work[i]'s counter slices are shared with pub[i] and must be
 	// copied before they change (copy on write, as the host actor does).
 	shared  []bool
@@ -45,7 +47,7 @@ type client struct {
 	sig    *signals
 	seen   []int
 	sets   []*setView
-	states map[int32]*selection.TabletState
+	states []*selection.TabletState // by key
 
 	lat     [1024]time.Duration // recent start latencies (the board's ring)
 	latNext int
@@ -96,18 +98,33 @@ func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
 			}
 		}
 	}
-	servers := make([]*selection.ServerLoad, len(sv.members))
+	// The view replaced is read no more: its memory is the next one's.
+	b := s.builder(set)
+	servers, ok := b.Recycle(sv.v)
+	if !ok {
+		servers = make([]*selection.ServerLoad, 0, len(sv.members))
+	}
+	servers = servers[:len(sv.members)]
 	for k, m := range sv.members {
 		c.sync(m)
-		if c.pub[m] == nil || c.pubVer[m] != c.ver[m] {
-			cp := c.work[m]
-			c.pub[m], c.pubVer[m] = &cp, c.ver[m]
+		if p := c.pub[m]; p == nil || c.pubVer[m] != c.ver[m] {
+			if p != nil && now-c.pubAt[m] >= viewMinStale {
+				// Every view holding p was built viewMinStale ago or more
+				// and is dirty (m changed since): none is read again, so
+				// p takes the new state in place.
+				*p = c.work[m]
+			} else {
+				cp := c.work[m]
+				c.pub[m] = &cp
+			}
+			c.pubVer[m] = c.ver[m]
 			c.shared[m] = true
 		}
+		c.pubAt[m] = now
 		servers[k] = c.pub[m]
 		sv.vers[k] = c.ver[m]
 	}
-	v := s.builder(set).Build(servers, c.decays, s.t(now))
+	v := b.Build(servers, c.decays, s.t(now))
 	c.percentiles(now)
 	v.StartLatencyP50, v.StartLatencyP95 = c.p50, c.p95
 	sec := s.t(now).Unix()
