@@ -61,26 +61,27 @@ func (r *Result) Quantile(q float64) time.Duration {
 }
 
 type sim struct {
-	cfg      Config
-	policy   string
-	q        eventQ
-	seq      uint64
-	now      int64
-	rng      *rand.Rand
-	servers  []*server
-	hosts    [][]int32
-	clients  []*client
-	ids      map[selection.ServerID]int32
-	keyCDF   []float64          // Skew > 0: cumulative popularity by rank
-	keyPerm  []int32            // rank → key
-	tablets  []selection.Tablet // by key; never modified
-	interval int64              // mean time between arrivals
-	horizon  int64
-	arrived  int
-	measured int
-	open     int
-	res      *Result
-	sig      *signals
+	cfg       Config
+	policy    string
+	q         eventQ
+	seq       uint64
+	now       int64
+	rng       *rand.Rand
+	servers   []*server
+	hosts     [][]int32
+	hostNames []string
+	clients   []*client
+	ids       map[selection.ServerID]int32
+	keyCDF    []float64          // Skew > 0: cumulative popularity by rank
+	keyPerm   []int32            // rank → key
+	tablets   []selection.Tablet // by key; never modified
+	interval  int64              // mean time between arrivals
+	horizon   int64
+	arrived   int
+	measured  int
+	open      int
+	res       *Result
+	sig       *signals
 	// builders: one ViewBuilder per replica set, shared by the
 	// coordinators. A builder shares with the next view only what
 	// depends on the set's membership (the same at every coordinator) and
@@ -112,6 +113,11 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 	s.interval = int64(float64(time.Second) / (cfg.Utilization * cfg.Capacity()))
 	nh := cfg.Servers / cfg.ServersPerHost
 	s.hosts = make([][]int32, nh)
+	// One string per host name, shared by every coordinator's view.
+	s.hostNames = make([]string, nh)
+	for h := range s.hostNames {
+		s.hostNames[h] = fmt.Sprintf("h%05d", h)
+	}
 	for i := range cfg.Servers {
 		sv := &server{id: selection.ServerID(fmt.Sprintf("s%05d", i)), host: i % nh, slow: 1}
 		s.servers = append(s.servers, sv)
@@ -167,23 +173,19 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 			c.policy = leastOutstanding{inner: c.policy}
 		}
 		c.prober, _ = c.policy.(selection.Prober)
-		c.work = make([]selection.ServerLoad, cfg.Servers)
+		c.srv = make([]srvState, cfg.Servers)
+		nd := len(c.decays)
+		counts := make([]selection.DecayedCount, 3*nd*cfg.Servers) // every server's counters, in one array
 		for k, sv := range s.servers {
-			c.work[k] = selection.ServerLoad{ID: sv.id, Host: fmt.Sprintf("h%05d", sv.host), Group: selection.DefaultGroup,
+			cs := counts[3*nd*k : 3*nd*(k+1)]
+			c.srv[k].work = selection.ServerLoad{ID: sv.id, Host: s.hostNames[sv.host], Group: selection.DefaultGroup,
 				Address: "sim", ActorID: string(sv.id), Incarnation: "1", Alive: true, Workers: cfg.Workers,
-				Errors: make([]selection.DecayedCount, len(c.decays)), Slowdowns: make([]selection.DecayedCount, len(c.decays)),
-				Busy: make([]selection.DecayedCount, len(c.decays)), LastHeartbeat: epoch}
+				Errors: cs[:nd:nd], Slowdowns: cs[nd : 2*nd : 2*nd], Busy: cs[2*nd:], LastHeartbeat: epoch}
 		}
-		c.pub = make([]*selection.ServerLoad, cfg.Servers)
-		c.ver = make([]uint64, cfg.Servers)
-		c.pubVer = make([]uint64, cfg.Servers)
-		c.pubAt = make([]int64, cfg.Servers)
-		c.shared = make([]bool, cfg.Servers)
-		c.heardAt = make([]int64, cfg.Servers)
 		if s.sig == nil {
 			s.sig = newSignals(cfg.Servers, c.decays)
 		}
-		c.sig, c.seen = s.sig, make([]int, cfg.Servers)
+		c.sig = s.sig
 		c.sets = make([]*setView, nsets)
 		s.clients = append(s.clients, c)
 	}
@@ -685,11 +687,11 @@ func (s *sim) heartbeatIn(e event) {
 	for _, c := range s.clients {
 		for k, i := range e.hb.ids {
 			c.sync(i)
-			l := &c.work[i]
+			l := &c.srv[i].work
 			l.QueueLen, l.Active = int(e.hb.queued[k]), int(e.hb.active[k])
 			l.LastHeartbeat = now
 			l.Alive = true
-			c.heardAt[i] = s.now
+			c.srv[i].heardAt = s.now
 			c.touch(i)
 		}
 	}
@@ -701,8 +703,8 @@ func (s *sim) heartbeatIn(e event) {
 func (s *sim) sweep() {
 	limit := int64(s.cfg.HeartbeatMisses) * int64(s.cfg.Heartbeat)
 	for _, c := range s.clients {
-		for i := range c.work {
-			if !c.work[i].Alive || s.now-c.heardAt[i] <= limit {
+		for i := range c.srv {
+			if !c.srv[i].work.Alive || s.now-c.srv[i].heardAt <= limit {
 				continue
 			}
 			c.markDead(int32(i))
