@@ -421,6 +421,9 @@ func (s *sim) arrival() {
 	s.apply(r, r.flow.Start(s.t(s.now), r.pick))
 }
 
+// srvOf is the server of r's dispatched attempt fa.
+func (r *request) srvOf(fa *scanflow.FlowAttempt) int32 { return r.atts[fa.N-1].srv }
+
 // pick is r's scanflow.Picker: the policy's choice for r's tablet over
 // its coordinator's view of the tablet's replicas.
 func (r *request) pick(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
@@ -469,7 +472,7 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evCancel, att: a})
 			}
 		case scanflow.ActAccount:
-			c.ended(now, s.ids[act.Attempt.Sel.Server], act.Result)
+			c.ended(now, r.srvOf(act.Attempt), act.Result)
 			switch act.Result {
 			case selection.Busy:
 				s.res.Busy++
@@ -477,9 +480,9 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				s.res.Timeouts++
 			}
 		case scanflow.ActSlowdown:
-			c.slowdown(now, s.ids[act.Attempt.Sel.Server])
+			c.slowdown(now, r.srvOf(act.Attempt))
 		case scanflow.ActLatency:
-			c.latency(now, s.ids[act.Attempt.Sel.Server], act.Latency)
+			c.latency(now, r.srvOf(act.Attempt), act.Latency)
 		case scanflow.ActTimer:
 			if act.Timer == scanflow.TimerDeadline {
 				// Every flow's deadline is its start + MaxFlowAge: they
@@ -510,7 +513,7 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				}
 			}
 		case scanflow.ActTimeoutSignal:
-			s.push(event{at: s.now + 2*int64(s.cfg.OneWay), kind: evSignal, msg: msgStarted, srv: s.ids[act.Attempt.Sel.Server]})
+			s.push(event{at: s.now + 2*int64(s.cfg.OneWay), kind: evSignal, msg: msgStarted, srv: r.srvOf(act.Attempt)})
 		}
 	}
 }

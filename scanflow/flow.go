@@ -341,7 +341,7 @@ func (f *ScanFlow) Start(now time.Time, pick Picker) []Action {
 	if f.deadline.IsZero() {
 		f.deadline = now.Add(f.cfg.MaxFlowAge)
 	}
-	acts := make([]Action, 1, 4)
+	acts := make([]Action, 1, 6) // the deadline, then a dispatch and its three timers
 	acts[0] = Action{Kind: ActTimer, Timer: TimerDeadline, After: max(f.deadline.Sub(now), 0)}
 	return f.next(acts, now, pick, false)
 }
