@@ -269,7 +269,7 @@ func (s *sim) push(e event) {
 const minCompact = 1 << 14
 
 // dead reports whether processing e can change nothing: a timer of an
-// ended flow (a started scan's 5 s stall timer outlives its flow by
+// ended flow (a started scan's stall timer outlives its flow by
 // seconds), or a server's timer for an attempt no longer in the phase it
 // was set for. Dropping these keeps the queue, and the requests it holds,
 // as large as the work in progress.
