@@ -25,6 +25,7 @@ const (
 // counters per server, kept by the host actor's rules, and its load views.
 type client struct {
 	idx      int
+	sim      *sim
 	rng      *rand.Rand
 	profiles *selection.Profiles
 	profile  *selection.Profile
@@ -32,20 +33,11 @@ type client struct {
 	prober   selection.Prober
 	decays   []selection.DecayParams
 
-	work   []selection.ServerLoad // working state, per server
-	pub    []*selection.ServerLoad
-	ver    []uint64 // bumped by every change of work[i]
-	pubVer []uint64
-	// shared: work[i]'s counter slices are shared with pub[i] and must be
-	// copied before they change (copy on write, as the host actor does).
-	shared  []bool
-	heardAt []int64 // last heartbeat
-	// sig and seen: the load signals every coordinator receives, and how
-	// many of each server's this client has applied (client.sync).
+	srv []srvState // by server
+	// sig: the load signals every coordinator receives (client.sync).
 	sig    *signals
-	seen   []int
 	sets   []*setView
-	states map[int32]*selection.TabletState
+	states []*selection.TabletState // by key
 
 	lat     [1024]time.Duration // recent start latencies (the board's ring)
 	latNext int
@@ -62,6 +54,25 @@ type client struct {
 	}
 }
 
+// srvState is a coordinator's state of one server, kept together in
+// memory: what a decision about the server reads sits side by side.
+type srvState struct {
+	work selection.ServerLoad // working state
+	pub  *selection.ServerLoad
+	ver  uint64 // bumped by every change of work
+	// pubVer: the ver pub was copied at; pubAt: when the newest view
+	// holding pub was built.
+	pubVer uint64
+	pubAt  int64
+	// heardAt: the last heartbeat.
+	heardAt int64
+	// seen: how many of the server's signals this client has applied.
+	seen int
+	// shared: work's counter slices are shared with pub and must be
+	// copied before they change (copy on write, as the host actor does).
+	shared bool
+}
+
 // setView is the client's view of one replica set.
 type setView struct {
 	v       *selection.LoadView
@@ -70,7 +81,7 @@ type setView struct {
 	vers    []uint64
 }
 
-func (c *client) touch(i int32) { c.ver[i]++ }
+func (c *client) touch(i int32) { c.srv[i].ver++ }
 
 // view returns the client's load view of set at now, rebuilt by the load
 // board's rules.
@@ -86,7 +97,7 @@ func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
 		if age < viewRefresh {
 			dirty := false
 			for k, m := range sv.members {
-				if c.ver[m] != sv.vers[k] || c.seen[m] != c.sig.n[m] {
+				if c.srv[m].ver != sv.vers[k] || c.srv[m].seen != c.sig.n[m] {
 					dirty = true
 					break
 				}
@@ -96,18 +107,33 @@ func (c *client) view(s *sim, set int32, now int64) *selection.LoadView {
 			}
 		}
 	}
-	servers := make([]*selection.ServerLoad, len(sv.members))
+	// The view replaced is read no more: its memory is the next one's.
+	b := s.builder(set)
+	servers, ok := b.Recycle(sv.v)
+	if !ok {
+		servers = make([]*selection.ServerLoad, 0, len(sv.members))
+	}
+	servers = servers[:len(sv.members)]
 	for k, m := range sv.members {
 		c.sync(m)
-		if c.pub[m] == nil || c.pubVer[m] != c.ver[m] {
-			cp := c.work[m]
-			c.pub[m], c.pubVer[m] = &cp, c.ver[m]
-			c.shared[m] = true
+		if p := c.srv[m].pub; p == nil || c.srv[m].pubVer != c.srv[m].ver {
+			if p != nil && now-c.srv[m].pubAt >= viewMinStale {
+				// Every view holding p was built viewMinStale ago or more
+				// and is dirty (m changed since): none is read again, so
+				// p takes the new state in place.
+				*p = c.srv[m].work
+			} else {
+				cp := c.srv[m].work
+				c.srv[m].pub = &cp
+			}
+			c.srv[m].pubVer = c.srv[m].ver
+			c.srv[m].shared = true
 		}
-		servers[k] = c.pub[m]
-		sv.vers[k] = c.ver[m]
+		c.srv[m].pubAt = now
+		servers[k] = c.srv[m].pub
+		sv.vers[k] = c.srv[m].ver
 	}
-	v := s.builder(set).Build(servers, c.decays, s.t(now))
+	v := b.Build(servers, c.decays, s.t(now))
 	c.percentiles(now)
 	v.StartLatencyP50, v.StartLatencyP95 = c.p50, c.p95
 	sec := s.t(now).Unix()
@@ -155,10 +181,10 @@ func (c *client) countDispatch(sec int64, hedge bool) {
 	}
 }
 
-// The host actor's rules (coordinator/host.go), applied to work[i].
+// The host actor's rules (coordinator/host.go), applied to srv[i].work.
 
 func (c *client) dispatched(now time.Time, i int32) {
-	l := &c.work[i]
+	l := &c.srv[i].work
 	if l.UnansweredSince.IsZero() {
 		l.UnansweredSince = now
 	}
@@ -167,7 +193,7 @@ func (c *client) dispatched(now time.Time, i int32) {
 }
 
 func (c *client) ended(now time.Time, i int32, r selection.AttemptResult) {
-	l := &c.work[i]
+	l := &c.srv[i].work
 	if l.InFlight > 0 {
 		l.InFlight--
 	}
@@ -186,7 +212,7 @@ func (c *client) ended(now time.Time, i int32, r selection.AttemptResult) {
 }
 
 func (c *client) heard(now time.Time, i int32) {
-	l := &c.work[i]
+	l := &c.srv[i].work
 	if l.UnansweredSince.IsZero() {
 		return
 	}
@@ -194,18 +220,18 @@ func (c *client) heard(now time.Time, i int32) {
 	c.touch(i)
 }
 
-// own makes work[i]'s counter slices its own before they change.
+// own makes srv[i].work's counter slices its own before they change.
 func (c *client) own(i int32) {
-	if c.shared[i] {
-		l := &c.work[i]
+	if c.srv[i].shared {
+		l := &c.srv[i].work
 		l.Errors, l.Slowdowns, l.Busy = slices.Clone(l.Errors), slices.Clone(l.Slowdowns), slices.Clone(l.Busy)
-		c.shared[i] = false
+		c.srv[i].shared = false
 	}
 }
 
 func (c *client) slowdown(now time.Time, i int32) {
 	c.own(i)
-	l := &c.work[i]
+	l := &c.srv[i].work
 	for k, d := range c.decays {
 		l.Slowdowns[k] = l.Slowdowns[k].Add(now, d, 1)
 	}
@@ -213,7 +239,7 @@ func (c *client) slowdown(now time.Time, i int32) {
 }
 
 func (c *client) latency(now time.Time, i int32, d time.Duration) {
-	l := &c.work[i]
+	l := &c.srv[i].work
 	prev := l.StartLatency
 	if c.p50 > 0 {
 		prev = (&selection.LoadView{StartLatencyP50: c.p50}).StartLatencyOf(l, now)
@@ -239,7 +265,7 @@ func (c *client) latency(now time.Time, i int32, d time.Duration) {
 // coordinator's own servers, than the last heartbeat.
 func (c *client) queueReport(i int32, queued int) {
 	c.sync(i)
-	c.work[i].QueueLen = queued
+	c.srv[i].work.QueueLen = queued
 	c.touch(i)
 }
 
@@ -285,24 +311,24 @@ func (g *signals) add(now time.Time, i int32, busy bool, queue int) {
 }
 
 // sync applies the signals of server i this client has not applied yet.
-// Every read of work[i] through a view and every write of a field a
+// Every read of srv[i].work through a view and every write of a field a
 // signal sets (Busy, QueueLen) comes after it.
 func (c *client) sync(i int32) {
 	g := c.sig
-	if c.seen[i] == g.n[i] {
+	if c.srv[i].seen == g.n[i] {
 		return
 	}
-	l := &c.work[i]
+	l := &c.srv[i].work
 	l.Busy = g.busy[i]
-	if g.lastBusy[i] > c.seen[i] {
+	if g.lastBusy[i] > c.srv[i].seen {
 		l.QueueLen = g.queue[i]
 	}
-	c.seen[i] = g.n[i]
+	c.srv[i].seen = g.n[i]
 	c.touch(i)
 }
 
 func (c *client) markDead(i int32) {
-	l := &c.work[i]
+	l := &c.srv[i].work
 	if !l.Alive {
 		return
 	}

@@ -100,28 +100,54 @@ func (q *eventQ) pop() event {
 	last := q.h[n]
 	q.h = q.h[:n]
 	if n > 0 {
-		i := 0
-		for {
-			l := 2*i + 1
-			if l >= n {
-				break
-			}
-			m := l
-			if r := l + 1; r < n && q.h[r].less(q.h[l]) {
-				m = r
-			}
-			if !q.h[m].less(last) {
-				break
-			}
-			q.h[i] = q.h[m]
-			i = m
-		}
-		q.h[i] = last
+		q.h[0] = last
+		q.down(0, n)
 	}
 	e := q.slots[top.slot]
 	q.slots[top.slot] = event{}
 	q.free = append(q.free, top.slot)
 	return e
+}
+
+// compact drops the events dead reports true for and restores the heap
+// order. The pop order is that of the (at, seq) keys, which are distinct,
+// so the events left pop exactly as they would have.
+func (q *eventQ) compact(dead func(*event) bool) {
+	kept := q.h[:0]
+	for _, k := range q.h {
+		if dead(&q.slots[k.slot]) {
+			q.slots[k.slot] = event{}
+			q.free = append(q.free, k.slot)
+			continue
+		}
+		kept = append(kept, k)
+	}
+	q.h = kept
+	n := len(kept)
+	for i := n/2 - 1; i >= 0; i-- {
+		q.down(i, n)
+	}
+}
+
+// down sifts the key at i down the first n keys of the heap.
+func (q *eventQ) down(i, n int) {
+	k := q.h[i]
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && q.h[r].less(q.h[l]) {
+			m = r
+		}
+		if !q.h[m].less(k) {
+			break
+		}
+		q.h[i] = q.h[m]
+		i = m
+	}
+	q.h[i] = k
 }
 
 // peek is the time of the first event; the queue must not be empty.

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,7 +30,6 @@ type request struct {
 	answered bool       // first data reached the client
 	done     bool
 	failed   bool
-	pick     scanflow.Picker
 }
 
 // Result is what one run records.
@@ -48,7 +46,8 @@ type Result struct {
 	Completions, Arrivals int
 	// Dispatches, Hedges, Busy and Timeouts count attempts (all of the run).
 	Dispatches, Hedges, Busy, Timeouts int
-	// Events: simulation events processed.
+	// Events: simulation events scheduled; each is processed, or dropped
+	// once processing it can change nothing (eventQ.compact).
 	Events int
 }
 
@@ -62,26 +61,27 @@ func (r *Result) Quantile(q float64) time.Duration {
 }
 
 type sim struct {
-	cfg      Config
-	policy   string
-	q        eventQ
-	seq      uint64
-	now      int64
-	rng      *rand.Rand
-	servers  []*server
-	hosts    [][]int32
-	clients  []*client
-	ids      map[selection.ServerID]int32
-	keyCDF   []float64          // Skew > 0: cumulative popularity by rank
-	keyPerm  []int32            // rank → key
-	tablets  []selection.Tablet // by key; never modified
-	interval int64              // mean time between arrivals
-	horizon  int64
-	arrived  int
-	measured int
-	open     int
-	res      *Result
-	sig      *signals
+	cfg       Config
+	policy    string
+	q         eventQ
+	seq       uint64
+	now       int64
+	rng       *rand.Rand
+	servers   []*server
+	hosts     [][]int32
+	hostNames []string
+	clients   []*client
+	ids       map[selection.ServerID]int32
+	keyCDF    []float64          // Skew > 0: cumulative popularity by rank
+	keyPerm   []int32            // rank → key
+	tablets   []selection.Tablet // by key; never modified
+	interval  int64              // mean time between arrivals
+	horizon   int64
+	arrived   int
+	measured  int
+	open      int
+	res       *Result
+	sig       *signals
 	// builders: one ViewBuilder per replica set, shared by the
 	// coordinators. A builder shares with the next view only what
 	// depends on the set's membership (the same at every coordinator) and
@@ -91,6 +91,13 @@ type sim struct {
 	// deadlines of the flows, in arrival order, from dhead.
 	deadlines []deadline
 	dhead     int
+	// compactAt: the queue length at which its dead events are dropped.
+	compactAt int
+	fin       *messages.ScanFinished
+	// req is every flow's ScanRequest: the model's flows read nothing of
+	// it but the request id in their errors, which no result shows.
+	req *messages.ScanRequest
+	in  selection.Input
 }
 
 // Run simulates cfg with the policy named policy whose profiles document
@@ -101,10 +108,16 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 		return nil, err
 	}
 	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), ids: map[selection.ServerID]int32{},
-		res: &Result{Config: cfg, Policy: policy}, horizon: math.MaxInt64}
+		res: &Result{Config: cfg, Policy: policy}, horizon: math.MaxInt64, compactAt: minCompact,
+		req: &messages.ScanRequest{RequestId: "sim"}}
 	s.interval = int64(float64(time.Second) / (cfg.Utilization * cfg.Capacity()))
 	nh := cfg.Servers / cfg.ServersPerHost
 	s.hosts = make([][]int32, nh)
+	// One string per host name, shared by every coordinator's view.
+	s.hostNames = make([]string, nh)
+	for h := range s.hostNames {
+		s.hostNames[h] = fmt.Sprintf("h%05d", h)
+	}
 	for i := range cfg.Servers {
 		sv := &server{id: selection.ServerID(fmt.Sprintf("s%05d", i)), host: i % nh, slow: 1}
 		s.servers = append(s.servers, sv)
@@ -153,29 +166,26 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policysim: profiles of %s: %w", policy, err)
 		}
-		c := &client{idx: i, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)), profiles: ps, profile: ps.Default(),
-			decays: ps.Decays(), pctAt: -1, states: map[int32]*selection.TabletState{}}
+		c := &client{idx: i, sim: s, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)), profiles: ps, profile: ps.Default(),
+			decays: ps.Decays(), pctAt: -1, states: make([]*selection.TabletState, cfg.Keys)}
 		c.policy = ps.Policy(c.profile)
 		if base, _, _ := strings.Cut(policy, ":"); base == LeastOutstanding {
 			c.policy = leastOutstanding{inner: c.policy}
 		}
 		c.prober, _ = c.policy.(selection.Prober)
-		c.work = make([]selection.ServerLoad, cfg.Servers)
+		c.srv = make([]srvState, cfg.Servers)
+		nd := len(c.decays)
+		counts := make([]selection.DecayedCount, 3*nd*cfg.Servers) // every server's counters, in one array
 		for k, sv := range s.servers {
-			c.work[k] = selection.ServerLoad{ID: sv.id, Host: fmt.Sprintf("h%05d", sv.host), Group: selection.DefaultGroup,
+			cs := counts[3*nd*k : 3*nd*(k+1)]
+			c.srv[k].work = selection.ServerLoad{ID: sv.id, Host: s.hostNames[sv.host], Group: selection.DefaultGroup,
 				Address: "sim", ActorID: string(sv.id), Incarnation: "1", Alive: true, Workers: cfg.Workers,
-				Errors: make([]selection.DecayedCount, len(c.decays)), Slowdowns: make([]selection.DecayedCount, len(c.decays)),
-				Busy: make([]selection.DecayedCount, len(c.decays)), LastHeartbeat: epoch}
+				Errors: cs[:nd:nd], Slowdowns: cs[nd : 2*nd : 2*nd], Busy: cs[2*nd:], LastHeartbeat: epoch}
 		}
-		c.pub = make([]*selection.ServerLoad, cfg.Servers)
-		c.ver = make([]uint64, cfg.Servers)
-		c.pubVer = make([]uint64, cfg.Servers)
-		c.shared = make([]bool, cfg.Servers)
-		c.heardAt = make([]int64, cfg.Servers)
 		if s.sig == nil {
 			s.sig = newSignals(cfg.Servers, c.decays)
 		}
-		c.sig, c.seen = s.sig, make([]int, cfg.Servers)
+		c.sig = s.sig
 		c.sets = make([]*setView, nsets)
 		s.clients = append(s.clients, c)
 	}
@@ -247,7 +257,32 @@ func (s *sim) push(e event) {
 	}
 	s.seq++
 	e.seq = s.seq
+	s.res.Events++
 	s.q.push(e)
+	if s.q.len() >= s.compactAt {
+		s.q.compact(s.dead)
+		s.compactAt = max(2*s.q.len(), minCompact)
+	}
+}
+
+// minCompact is the least queue length at which dead events are dropped.
+const minCompact = 1 << 14
+
+// dead reports whether processing e can change nothing: a timer of an
+// ended flow (a started scan's stall timer outlives its flow by
+// seconds), or a server's timer for an attempt no longer in the phase it
+// was set for. Dropping these keeps the queue, and the requests it holds,
+// as large as the work in progress.
+func (s *sim) dead(e *event) bool {
+	switch e.kind {
+	case evFlowTimer:
+		return e.req.flow.Done()
+	case evServerBusy:
+		return e.att.phase != phaseQueued
+	case evNotice, evServiceDone:
+		return e.att.phase != phaseRunning
+	}
+	return false
 }
 
 func (s *sim) nextGap() int64 {
@@ -306,7 +341,6 @@ func (s *sim) loop() {
 		}
 		e := s.q.pop()
 		s.now = e.at
-		s.res.Events++
 		switch e.kind {
 		case evArrival:
 			s.arrival()
@@ -380,26 +414,33 @@ func (s *sim) arrival() {
 		s.push(event{at: s.now + s.nextGap(), kind: evArrival})
 	}
 	s.open++
-	st := c.states[key]
-	if st == nil {
-		st = &selection.TabletState{}
-		c.states[key] = st
+	if c.states[key] == nil {
+		c.states[key] = &selection.TabletState{}
 	}
-	tablet := s.tablets[key]
-	r.pick = func(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
-		in := &selection.Input{Tablet: tablet, Profile: c.profile, Attempts: history, Hedge: hedge, View: c.view(s, set, s.now),
-			Now: now, Rand: c.rng, State: st, LocalHost: "coordinator"}
-		d, err := c.policy.Select(in)
-		if err == nil && c.prober != nil {
-			for _, id := range c.prober.ProbeTargets(in) {
-				s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evProbe, cl: c, srv: s.ids[id]})
-			}
-		}
-		return d, err
-	}
-	msg := &messages.ScanRequest{RequestId: strconv.Itoa(r.id)}
-	r.flow = scanflow.NewScanFlow(msg, time.Time{}, s.cfg.Flow, c.profile.TimeToWaitForScanServers, nil)
+	r.flow = scanflow.NewScanFlow(s.req, time.Time{}, s.cfg.Flow, c.profile.TimeToWaitForScanServers, nil)
 	s.apply(r, r.flow.Start(s.t(s.now), r.pick))
+}
+
+// srvOf is the server of r's dispatched attempt fa.
+func (r *request) srvOf(fa *scanflow.FlowAttempt) int32 { return r.atts[fa.N-1].srv }
+
+// pick is r's scanflow.Picker: the policy's choice for r's tablet over
+// its coordinator's view of the tablet's replicas.
+func (r *request) pick(now time.Time, history []selection.Attempt, hedge bool) (selection.Decision, error) {
+	c := r.cl
+	s := c.sim
+	// One Input serves every decision: a policy keeps none of it.
+	in := &s.in
+	*in = selection.Input{Tablet: s.tablets[r.key], Profile: c.profile, Attempts: history, Hedge: hedge, View: c.view(s, r.set, s.now),
+		Now: now, Rand: c.rng, State: c.states[r.key], LocalHost: "coordinator"}
+	d, err := c.policy.Select(in)
+	if err == nil && c.prober != nil {
+		for _, id := range c.prober.ProbeTargets(in) {
+			s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evProbe, cl: c, srv: s.ids[id]})
+		}
+	}
+	*in = selection.Input{}
+	return d, err
 }
 
 // apply carries out a flow's actions as the tablet actor does.
@@ -431,7 +472,7 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evCancel, att: a})
 			}
 		case scanflow.ActAccount:
-			c.ended(now, s.ids[act.Attempt.Sel.Server], act.Result)
+			c.ended(now, r.srvOf(act.Attempt), act.Result)
 			switch act.Result {
 			case selection.Busy:
 				s.res.Busy++
@@ -439,9 +480,9 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				s.res.Timeouts++
 			}
 		case scanflow.ActSlowdown:
-			c.slowdown(now, s.ids[act.Attempt.Sel.Server])
+			c.slowdown(now, r.srvOf(act.Attempt))
 		case scanflow.ActLatency:
-			c.latency(now, s.ids[act.Attempt.Sel.Server], act.Latency)
+			c.latency(now, r.srvOf(act.Attempt), act.Latency)
 		case scanflow.ActTimer:
 			if act.Timer == scanflow.TimerDeadline {
 				// Every flow's deadline is its start + MaxFlowAge: they
@@ -472,7 +513,7 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 				}
 			}
 		case scanflow.ActTimeoutSignal:
-			s.push(event{at: s.now + 2*int64(s.cfg.OneWay), kind: evSignal, msg: msgStarted, srv: s.ids[act.Attempt.Sel.Server]})
+			s.push(event{at: s.now + 2*int64(s.cfg.OneWay), kind: evSignal, msg: msgStarted, srv: r.srvOf(act.Attempt)})
 		}
 	}
 }
@@ -596,16 +637,27 @@ func (s *sim) clientMessage(a *attempt, m msgKind, val int64) {
 		}
 		// One block per scan, read in the service time: the tablet
 		// actor's recordBlockTime.
-		fin := &messages.ScanFinished{RequestId: r.flow.Req.GetRequestId(), Attempt: a.n, Batches: 1,
-			BlocksRead: 1, DurationUs: val / int64(time.Microsecond)}
+		fin := s.finished(r, a.n, messages.ErrorCode_ERROR_CODE_UNSPECIFIED)
+		fin.Batches, fin.BlocksRead, fin.DurationUs = 1, 1, val/int64(time.Microsecond)
 		if fa := r.flow.Attempt(a.n); fa != nil && fa.Decision.Placement != selection.PlacementUnknown && fin.DurationUs > 0 {
 			c.blockTimes.Record(fa.Decision.Placement, time.Duration(fin.DurationUs)*time.Microsecond)
 		}
 		s.apply(r, r.flow.OnFinished(now, fin, r.pick))
 	case msgCanceled:
-		s.apply(r, r.flow.OnFinished(now, &messages.ScanFinished{RequestId: r.flow.Req.GetRequestId(), Attempt: a.n,
-			Error: messages.ErrorCode_ERROR_CODE_CANCELLED}, r.pick))
+		s.apply(r, r.flow.OnFinished(now, s.finished(r, a.n, messages.ErrorCode_ERROR_CODE_CANCELLED), r.pick))
 	}
+}
+
+// finished returns the run's one ScanFinished, reset to attempt n of r
+// ending with code: a flow reads the message it is handed and keeps none
+// of it.
+func (s *sim) finished(r *request, n uint32, code messages.ErrorCode) *messages.ScanFinished {
+	if s.fin == nil {
+		s.fin = new(messages.ScanFinished)
+	}
+	s.fin.Reset()
+	s.fin.RequestId, s.fin.Attempt, s.fin.Error = r.flow.Req.GetRequestId(), n, code
+	return s.fin
 }
 
 // beat is one host's load report in flight.
@@ -638,11 +690,11 @@ func (s *sim) heartbeatIn(e event) {
 	for _, c := range s.clients {
 		for k, i := range e.hb.ids {
 			c.sync(i)
-			l := &c.work[i]
+			l := &c.srv[i].work
 			l.QueueLen, l.Active = int(e.hb.queued[k]), int(e.hb.active[k])
 			l.LastHeartbeat = now
 			l.Alive = true
-			c.heardAt[i] = s.now
+			c.srv[i].heardAt = s.now
 			c.touch(i)
 		}
 	}
@@ -654,8 +706,8 @@ func (s *sim) heartbeatIn(e event) {
 func (s *sim) sweep() {
 	limit := int64(s.cfg.HeartbeatMisses) * int64(s.cfg.Heartbeat)
 	for _, c := range s.clients {
-		for i := range c.work {
-			if !c.work[i].Alive || s.now-c.heardAt[i] <= limit {
+		for i := range c.srv {
+			if !c.srv[i].work.Alive || s.now-c.srv[i].heardAt <= limit {
 				continue
 			}
 			c.markDead(int32(i))

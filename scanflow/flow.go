@@ -341,27 +341,31 @@ func (f *ScanFlow) Start(now time.Time, pick Picker) []Action {
 	if f.deadline.IsZero() {
 		f.deadline = now.Add(f.cfg.MaxFlowAge)
 	}
-	acts := []Action{{Kind: ActTimer, Timer: TimerDeadline, After: max(f.deadline.Sub(now), 0)}}
-	return append(acts, f.next(now, pick, false)...)
+	acts := make([]Action, 1, 6) // the deadline, then a dispatch and its three timers
+	acts[0] = Action{Kind: ActTimer, Timer: TimerDeadline, After: max(f.deadline.Sub(now), 0)}
+	return f.next(acts, now, pick, false)
 }
 
-func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
+// next appends to acts the actions of the next dispatch (or the flow's
+// end when none can be made). The helpers below append to the acts they
+// are given, so that a method's actions share one slice.
+func (f *ScanFlow) next(acts []Action, now time.Time, pick Picker, hedge bool) []Action {
 	if f.done {
-		return nil
+		return acts
 	}
 	if !f.deadline.IsZero() && !now.Before(f.deadline) {
-		return f.failDeadline(now)
+		return append(acts, f.failDeadline(now)...)
 	}
 	if len(f.attempts) >= f.cfg.MaxAttempts {
 		if hedge {
-			return nil
+			return acts
 		}
-		return f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, fmt.Sprintf("gave up after %d attempts", len(f.attempts)))
+		return append(acts, f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, fmt.Sprintf("gave up after %d attempts", len(f.attempts)))...)
 	}
 	dec, err := pick(now, f.history(), hedge)
 	if err != nil {
 		if hedge {
-			return nil // the policy declines to hedge; the running attempt goes on
+			return acts // the policy declines to hedge; the running attempt goes on
 		}
 		if errors.Is(err, selection.ErrNoServer) {
 			if f.noServerFrom.IsZero() {
@@ -369,26 +373,29 @@ func (f *ScanFlow) next(now time.Time, pick Picker, hedge bool) []Action {
 			}
 			f.noServerErr = err
 			if now.Sub(f.noServerFrom) < f.waitServers {
-				return []Action{{Kind: ActTimer, Timer: TimerRetry, After: f.cfg.NoServerRetry}}
+				return append(acts, Action{Kind: ActTimer, Timer: TimerRetry, After: f.cfg.NoServerRetry})
 			}
-			return f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, f.noServerReason(now))
+			return append(acts, f.fail(now, messages.ErrorCode_ERROR_CODE_NO_SERVERS, f.noServerReason(now))...)
 		}
-		return f.fail(now, messages.ErrorCode_ERROR_CODE_INTERNAL, "selection: "+err.Error())
+		return append(acts, f.fail(now, messages.ErrorCode_ERROR_CODE_INTERNAL, "selection: "+err.Error())...)
 	}
 	f.noServerFrom, f.noServerErr = time.Time{}, nil
 	a := &FlowAttempt{N: f.base + uint32(len(f.attempts)+1), Decision: dec,
 		Sel: selection.Attempt{Server: dec.Server, Host: dec.Host, Result: selection.Pending, Start: now, PlanIndex: dec.PlanIndex, Hedge: hedge}}
 	f.attempts = append(f.attempts, a)
 	if dec.Delay > 0 {
-		return []Action{{Kind: ActTimer, Timer: TimerDispatch, Attempt: a, After: dec.Delay}}
+		return append(acts, Action{Kind: ActTimer, Timer: TimerDispatch, Attempt: a, After: dec.Delay})
 	}
-	return f.send(now, a)
+	return f.send(acts, now, a)
 }
 
-func (f *ScanFlow) send(now time.Time, a *FlowAttempt) []Action {
+func (f *ScanFlow) send(acts []Action, now time.Time, a *FlowAttempt) []Action {
 	a.sent = true
 	a.Sel.Start = now
-	acts := []Action{{Kind: ActDispatch, Attempt: a}}
+	if acts == nil {
+		acts = make([]Action, 0, 4)
+	}
+	acts = append(acts, Action{Kind: ActDispatch, Attempt: a})
 	if bt := a.Decision.BusyTimeout; bt > 0 {
 		acts = append(acts, Action{Kind: ActTimer, Timer: TimerBusy, Attempt: a, After: bt + f.cfg.BusySlack})
 	}
@@ -411,17 +418,16 @@ const (
 )
 
 // end marks a live attempt ended with result r.
-func (f *ScanFlow) end(now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel cancelMode) []Action {
+func (f *ScanFlow) end(acts []Action, now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel cancelMode) []Action {
 	if a.closed {
-		return nil
+		return acts
 	}
 	a.Sel.Result = r
 	a.Sel.End = now
 	a.closed = true
 	if !a.sent {
-		return nil
+		return acts
 	}
-	var acts []Action
 	if cancel != noCancel {
 		acts = append(acts, Action{Kind: ActCancel, Attempt: a, UnlessStreaming: cancel == softCancel})
 	}
@@ -431,34 +437,33 @@ func (f *ScanFlow) end(now time.Time, a *FlowAttempt, r selection.AttemptResult,
 // settle runs after an attempt ended: while others are live it waits; when
 // none is and one delivered data the flow is over (the client resumes
 // whatever it lacks); otherwise it dispatches again.
-func (f *ScanFlow) settle(now time.Time, pick Picker) []Action {
+func (f *ScanFlow) settle(acts []Action, now time.Time, pick Picker) []Action {
 	if f.done || f.liveCount() > 0 {
-		return nil
+		return acts
 	}
 	if f.winner != 0 {
 		f.done = true
-		return []Action{{Kind: ActComplete}}
+		return append(acts, Action{Kind: ActComplete})
 	}
-	return f.next(now, pick, false)
+	return f.next(acts, now, pick, false)
 }
 
 // delivered records that attempt a delivered data. The first such attempt
 // becomes the winner: the other live attempts are asked to stop unless they
 // stream (the client may have chosen one of them), and attempts still
 // waiting for their dispatch are dropped.
-func (f *ScanFlow) delivered(now time.Time, a *FlowAttempt) []Action {
+func (f *ScanFlow) delivered(acts []Action, now time.Time, a *FlowAttempt) []Action {
 	a.firstData = true
 	if f.winner != 0 {
-		return nil
+		return acts
 	}
 	f.winner = a.N
-	var acts []Action
 	for _, o := range f.attempts {
 		if o == a || !o.live() {
 			continue
 		}
 		if !o.sent {
-			f.end(now, o, selection.Cancelled, noCancel)
+			acts = f.end(acts, now, o, selection.Cancelled, noCancel) // appends nothing: o was never sent
 			continue
 		}
 		if !o.softCancelled {
@@ -471,11 +476,11 @@ func (f *ScanFlow) delivered(now time.Time, a *FlowAttempt) []Action {
 
 // endStraggler ends a live attempt whose outcome no longer matters: the
 // ones told to stop are cancelled; the others get result r.
-func (f *ScanFlow) endStraggler(now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel cancelMode) []Action {
+func (f *ScanFlow) endStraggler(acts []Action, now time.Time, a *FlowAttempt, r selection.AttemptResult, cancel cancelMode) []Action {
 	if a.softCancelled {
-		return f.end(now, a, selection.Cancelled, noCancel)
+		return f.end(acts, now, a, selection.Cancelled, noCancel)
 	}
-	return f.end(now, a, r, cancel)
+	return f.end(acts, now, a, r, cancel)
 }
 
 // OnTimer handles a timer the flow asked for.
@@ -488,7 +493,7 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 	case TimerDeadline:
 		return f.failDeadline(now)
 	case TimerRetry:
-		return f.settle(now, pick)
+		return f.settle(nil, now, pick)
 	}
 	if a == nil || a.closed {
 		return nil
@@ -496,7 +501,7 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 	switch kind {
 	case TimerDispatch:
 		if !a.sent {
-			return f.send(now, a)
+			return f.send(nil, now, a)
 		}
 	case TimerBusy:
 		if a.started || a.firstData {
@@ -504,11 +509,11 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 		}
 		if a.softCancelled {
 			// We told it to stop; its silence is not a timeout.
-			return append(f.end(now, a, selection.Cancelled, noCancel), f.settle(now, pick)...)
+			return f.settle(f.end(nil, now, a, selection.Cancelled, noCancel), now, pick)
 		}
-		acts := f.end(now, a, selection.Timeout, softCancel)
+		acts := f.end(make([]Action, 0, 8), now, a, selection.Timeout, softCancel)
 		acts = append(acts, Action{Kind: ActTimeoutSignal, Attempt: a})
-		return append(acts, f.settle(now, pick)...)
+		return f.settle(acts, now, pick)
 	case TimerHedge, TimerData:
 		if f.winner != 0 || a.firstData || (kind == TimerHedge && a.started) || a.slow {
 			return nil
@@ -517,18 +522,19 @@ func (f *ScanFlow) OnTimer(now time.Time, kind TimerKind, n uint32, pick Picker)
 		// only if a hedge is really sent (a declined hedge, e.g. budget
 		// spent, must not tar a healthy server).
 		a.slow = true
-		hedge := f.next(now, pick, true)
-		if len(hedge) == 0 {
+		acts := make([]Action, 1, 5)
+		acts[0] = Action{Kind: ActSlowdown, Attempt: a}
+		if acts = f.next(acts, now, pick, true); len(acts) == 1 {
 			a.slow = false
 			return nil
 		}
-		return append([]Action{{Kind: ActSlowdown, Attempt: a}}, hedge...)
+		return acts
 	case TimerStall:
 		if a.firstData {
 			return nil
 		}
-		acts := f.endStraggler(now, a, selection.Stalled, softCancel)
-		return append(acts, f.settle(now, pick)...)
+		acts := f.endStraggler(make([]Action, 0, 8), now, a, selection.Stalled, softCancel)
+		return f.settle(acts, now, pick)
 	}
 	return nil
 }
@@ -554,12 +560,12 @@ func (f *ScanFlow) OnStarted(now time.Time, n uint32, firstData bool, queuedFor 
 		if !a.closed {
 			acts = append(acts, Action{Kind: ActLatency, Attempt: a, Latency: now.Sub(a.Sel.Start)})
 		}
-		acts = append(acts, f.delivered(now, a)...)
+		acts = f.delivered(acts, now, a)
 		if a.closed {
 			// We had given up on it, yet the client reads its stream: no
 			// retry is needed any more.
 			// (A winner exists, so settle completes or waits; it never picks.)
-			acts = append(acts, f.settle(now, nil)...)
+			acts = f.settle(acts, now, nil)
 		}
 	}
 	return acts
@@ -571,8 +577,8 @@ func (f *ScanFlow) OnBusy(now time.Time, n uint32, pick Picker) []Action {
 	if f.done || a == nil || a.closed || a.started {
 		return nil
 	}
-	acts := f.endStraggler(now, a, selection.Busy, noCancel)
-	return append(acts, f.settle(now, pick)...)
+	acts := f.endStraggler(make([]Action, 0, 8), now, a, selection.Busy, noCancel)
+	return f.settle(acts, now, pick)
 }
 
 // OnFinished handles ScanFinished from attempt n.
@@ -582,14 +588,14 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 		return nil
 	}
 	code := m.GetError()
-	var acts []Action
+	acts := make([]Action, 0, 4)
 	if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED && m.GetBatches() > 0 && !a.firstData && !a.closed {
 		// The first batch was also the last: the server sent no
 		// ScanStarted{first_data}, and this is the first-data news.
 		acts = append(acts, Action{Kind: ActLatency, Attempt: a, Latency: now.Sub(a.Sel.Start)})
 	}
 	if (code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED || m.GetBatches() > 0) && !a.firstData {
-		acts = append(acts, f.delivered(now, a)...)
+		acts = f.delivered(acts, now, a)
 	}
 	var confirmed string // why the flow fails with code
 	if confirmedCode(code) && !a.firstData && f.winner == 0 {
@@ -597,13 +603,13 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 	}
 	if code == messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
 		a.started = true
-		acts = append(acts, f.end(now, a, selection.Started, noCancel)...)
+		acts = f.end(acts, now, a, selection.Started, noCancel)
 		// Success closes the flow. A straggler may be the stream the
 		// client reads (it saw that one's batch first): cancel it only
 		// unless it streams.
 		for _, o := range f.attempts {
 			if o.live() {
-				acts = append(acts, f.end(now, o, selection.Cancelled, softCancel)...)
+				acts = f.end(acts, now, o, selection.Cancelled, softCancel)
 			}
 		}
 		f.done = true
@@ -613,7 +619,7 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 		// We had already given up on it (timeout, stall); what matters is
 		// whether it delivered data, or showed the store failing.
 		if f.winner != 0 {
-			acts = append(acts, f.settle(now, pick)...)
+			acts = f.settle(acts, now, pick)
 		}
 		if confirmed != "" {
 			acts = append(acts, f.failConfirmed(now, code, confirmed)...)
@@ -625,24 +631,24 @@ func (f *ScanFlow) OnFinished(now time.Time, m *messages.ScanFinished, pick Pick
 		// Cancelled by the client (it chose another stream, or stopped
 		// reading), by its ack timeout, or by a server shutting down: never
 		// the server's fault.
-		acts = append(acts, f.end(now, a, selection.Cancelled, noCancel)...)
+		acts = f.end(acts, now, a, selection.Cancelled, noCancel)
 	case messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED:
 		// The request's own deadline, not the server's fault; next (via
 		// settle) fails the flow if the deadline passed here too.
-		acts = append(acts, f.end(now, a, selection.Cancelled, noCancel)...)
+		acts = f.end(acts, now, a, selection.Cancelled, noCancel)
 	case messages.ErrorCode_ERROR_CODE_STORAGE, messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK,
 		messages.ErrorCode_ERROR_CODE_BAD_REQUEST, messages.ErrorCode_ERROR_CODE_STALE_GENERATION:
 		// Retried elsewhere until servers on enough hosts agree (fault):
 		// the answering server counts as failed meanwhile, so that a
 		// server that forges them is avoided.
-		acts = append(acts, f.endStraggler(now, a, selection.Error, noCancel)...)
+		acts = f.endStraggler(acts, now, a, selection.Error, noCancel)
 		if confirmed != "" {
 			return append(acts, f.failConfirmed(now, code, confirmed)...)
 		}
 	default:
-		acts = append(acts, f.endStraggler(now, a, selection.Error, noCancel)...)
+		acts = f.endStraggler(acts, now, a, selection.Error, noCancel)
 	}
-	return append(acts, f.settle(now, pick)...)
+	return f.settle(acts, now, pick)
 }
 
 // OnUnreachable: the chosen server could not be reached (not in the view).
@@ -651,8 +657,7 @@ func (f *ScanFlow) OnUnreachable(now time.Time, n uint32, pick Picker) []Action 
 	if f.done || a == nil || a.closed {
 		return nil
 	}
-	acts := f.end(now, a, selection.Error, noCancel)
-	return append(acts, f.settle(now, pick)...)
+	return f.settle(f.end(nil, now, a, selection.Error, noCancel), now, pick)
 }
 
 // OnServerLost: attempt n's server left the load view (missed heartbeats
@@ -678,8 +683,7 @@ func (f *ScanFlow) OnServerLost(now time.Time, n uint32, pick Picker) []Action {
 	if a.N == f.winner {
 		f.winner = 0
 	}
-	acts := f.endStraggler(now, a, selection.Error, noCancel)
-	return append(acts, f.settle(now, pick)...)
+	return f.settle(f.endStraggler(nil, now, a, selection.Error, noCancel), now, pick)
 }
 
 // OnDone handles the client's ScanDone: cancel whatever still runs.
@@ -703,7 +707,7 @@ func (f *ScanFlow) OnDone(now time.Time, abandoned bool, winner uint32) []Action
 			if !abandoned && a.N == winner {
 				cancel = noCancel
 			}
-			acts = append(acts, f.end(now, a, r, cancel)...)
+			acts = f.end(acts, now, a, r, cancel)
 		}
 	}
 	return append(acts, Action{Kind: ActComplete})
@@ -734,7 +738,7 @@ func (f *ScanFlow) Quit(now time.Time) []Action {
 	var acts []Action
 	for _, a := range f.attempts {
 		if a.live() {
-			acts = append(acts, f.end(now, a, selection.Cancelled, softCancel)...)
+			acts = f.end(acts, now, a, selection.Cancelled, softCancel)
 		}
 	}
 	f.done = true
@@ -752,7 +756,7 @@ func (f *ScanFlow) failWith(now time.Time, code messages.ErrorCode, msg string, 
 	var acts []Action
 	for _, a := range f.attempts {
 		if a.live() {
-			acts = append(acts, f.end(now, a, selection.Cancelled, cancel)...)
+			acts = f.end(acts, now, a, selection.Cancelled, cancel)
 		}
 	}
 	f.done = true

@@ -149,6 +149,8 @@ type ViewBuilder struct {
 	beats []time.Time
 	fpBuf []byte
 	hash  murmur3.Hash128
+	// spare: blocks of recycled views, reused by Build.
+	spare []*viewBlock
 }
 
 // viewBlock: a view, its first group and the per-view arrays of a small
@@ -165,13 +167,39 @@ type viewBlock struct {
 // ownership of servers and sorts them; decays is kept, not copied).
 func (b *ViewBuilder) Build(servers []*ServerLoad, decays []DecayParams, at time.Time) *LoadView {
 	slices.SortFunc(servers, func(a, b *ServerLoad) int { return cmpString(string(a.ID), string(b.ID)) })
-	blk := &viewBlock{}
+	var blk *viewBlock
+	if n := len(b.spare); n > 0 {
+		blk, b.spare = b.spare[n-1], b.spare[:n-1]
+		*blk = viewBlock{}
+	} else {
+		blk = &viewBlock{}
+	}
 	v := &blk.v
-	v.Servers, v.Decays, v.At, v.indexed = servers, decays, at, true
+	v.Servers, v.Decays, v.At, v.indexed, v.blk = servers, decays, at, true, blk
 	b.buildGroups(blk)
 	b.prev = v
 	return v
 }
+
+// Recycle hands back v, a view b built that nothing reads any more (its
+// caller holds the only reference and no decision is running on it), so
+// that a later Build reuses its memory instead of allocating a view: a
+// caller that rebuilds many small views recycles each one it replaces.
+// When v is taken it returns v's Servers slice, emptied, for the caller's
+// next Build. It does not take the last view b built, which the next is
+// compared with, nor a view built as a struct literal.
+func (b *ViewBuilder) Recycle(v *LoadView) (servers []*ServerLoad, ok bool) {
+	if v == nil || v.blk == nil || v == b.prev || len(b.spare) >= maxSpare {
+		return nil, false
+	}
+	servers = v.Servers
+	clear(servers)
+	b.spare = append(b.spare, v.blk)
+	return servers[:0], true
+}
+
+// maxSpare bounds the blocks a ViewBuilder keeps for reuse.
+const maxSpare = 4
 
 // buildGroups indexes the alive servers of every group.
 func (b *ViewBuilder) buildGroups(blk *viewBlock) {

@@ -170,6 +170,9 @@ type LoadView struct {
 	// by name) precomputed; false for a view built as a struct literal.
 	indexed bool
 	groups  []*groupIndex
+	// blk: the block a ViewBuilder allocated this view in (nil for a
+	// literal), which ViewBuilder.Recycle hands back.
+	blk *viewBlock
 }
 
 // NewLoadView builds a view; it takes ownership of servers (sorts them).
