@@ -10,3 +10,10 @@ func (s *EmbeddedServer) NumRoutes() int { return s.srv.NumRoutes() }
 // SilentAfter is how long a peer's beacons may stop before it counts as
 // unreachable.
 const SilentAfter = silentAfter
+
+// HeardPeers is the number of peers whose beacons this node has heard.
+func (s *EmbeddedServer) HeardPeers() int {
+	s.quorum.mu.Lock()
+	defer s.quorum.mu.Unlock()
+	return len(s.quorum.heard)
+}

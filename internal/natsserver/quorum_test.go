@@ -48,6 +48,9 @@ func TestQuorumLostWhenPeersFallSilent(t *testing.T) {
 	tc := startCluster(t, 3)
 	n := tc.nodes[0]
 	testutil.Eventually(t, 30*time.Second, "routes to all 3 nodes", func() bool { up, size := n.ClusterNodes(); return up == 3 && size == 3 })
+	// A peer never heard from counts by its route: wait for both peers'
+	// beacons before they stop.
+	testutil.Eventually(t, 30*time.Second, "beacons of both peers", func() bool { return n.HeardPeers() == 2 })
 	routes := n.NumRoutes()
 	tc.nodes[1].SilenceBeacons()
 	tc.nodes[2].SilenceBeacons()
