@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -461,12 +462,47 @@ func freePort(addr string) (string, error) {
 	if port != "0" {
 		return addr, nil
 	}
+	// A port below the kernel's ephemeral range: one from that range,
+	// closed again, can be the source port of any outgoing connection
+	// before the node binds it, and stays taken while it lives.
+	if lo := ephemeralStart(); lo > reservedFloor+1 {
+		for range 64 {
+			p := reservedFloor + rand.IntN(lo-reservedFloor)
+			if l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
+				a := l.Addr().String()
+				l.Close()
+				return a, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", fmt.Errorf("localcluster: pick a free port on %s: %w", host, err)
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// reservedFloor is the lowest port freePort picks below the ephemeral
+// range.
+const reservedFloor = 20000
+
+// ephemeralStart is the first port of the kernel's ephemeral range (Linux
+// /proc/sys/net/ipv4/ip_local_port_range); 0 when unknown.
+func ephemeralStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return lo
 }
 
 func splitURLs(s string) []string {
