@@ -59,11 +59,7 @@ func sameRows(a, b []tablets.Entry) bool {
 func TestManifestTamperInBucket(t *testing.T) {
 	ctx := testCtx(t)
 	conn := connect(t, startServer(t))
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := metaStore(t, conn)
+	store, meta := blockStore(t, conn), metaStore(t, conn)
 	rows := tablets.GenerateRows(4000)
 	rec, err := tablets.Ingest(ctx, store, meta, "tm", rows, manifestIngestConfig(1))
 	if err != nil {
@@ -193,11 +189,7 @@ func TestIngestKilledAtAnyWrite(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	conn := connect(t, startServer(t))
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := metaStore(t, conn)
+	store, meta := blockStore(t, conn), metaStore(t, conn)
 	// truth[i]: the rows of the table's i-th ingest (1-based).
 	truth := map[uint64][]tablets.Entry{}
 	for i := uint64(1); i <= 4; i++ {

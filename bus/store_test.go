@@ -105,6 +105,16 @@ func tableMeta(name string, gen uint64, tag string) *messages.TableMeta {
 	}
 }
 
+// blockStore binds c's blocks bucket; a failure fails t.
+func blockStore(t *testing.T, c *Conn) *BlockStore {
+	t.Helper()
+	bs, err := c.BlockStore(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bs
+}
+
 func metaStore(t *testing.T, c *Conn) *MetaStore {
 	t.Helper()
 	ms, err := c.MetaStore(testCtx(t))

@@ -44,14 +44,7 @@ func (s *failingStore) Delete(context.Context, string) error { return errFull }
 func TestIngestSweepsOrphans(t *testing.T) {
 	ctx := testCtx(t)
 	conn := connect(t, startServer(t))
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := conn.MetaStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, meta := blockStore(t, conn), metaStore(t, conn)
 	rows := tablets.GenerateRows(20000)
 	cfg := tablets.DefaultIngestConfig()
 	cfg.Tablets = 4
@@ -140,14 +133,7 @@ func (m laggingMeta) Generations(ctx context.Context, table string) ([]uint64, e
 func TestSweepKeepsWhatAStaleListingMisses(t *testing.T) {
 	ctx := testCtx(t)
 	conn := connect(t, startServer(t))
-	store, err := conn.BlockStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := conn.MetaStore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, meta := blockStore(t, conn), metaStore(t, conn)
 	rows := tablets.GenerateRows(20000)
 	for _, inline := range []int64{1 << 20, 1} {
 		table := fmt.Sprintf("inline%d", inline)
