@@ -22,8 +22,7 @@ func (r *Rows) ProofManifests(tablet uint32) ([][]byte, error) {
 	}
 	var out [][]byte
 	for _, m := range r.meta.GetTablets()[tablet].GetManifests() {
-		id := tablets.ManifestID{Gen: r.meta.GetGeneration()}
-		copy(id.Digest[:], m.GetDigest())
+		id := tablets.ManifestOf(r.meta.GetGeneration(), m)
 		data, err := r.c.manifest(r.ctx, r.table, id)
 		if err != nil {
 			return nil, fmt.Errorf("client: table %q generation %d tablet %d manifest %s: %w", r.table, r.meta.GetGeneration(), tablet, tablets.ManifestName(id), err)

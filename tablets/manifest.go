@@ -111,14 +111,19 @@ func ParseManifestName(name string) (id ManifestID, ok bool) {
 	return id, true
 }
 
+// ManifestOf is the id of the manifest ref names in generation gen.
+func ManifestOf(gen uint64, ref *messages.ManifestRef) ManifestID {
+	id := ManifestID{Gen: gen}
+	copy(id.Digest[:], ref.GetDigest())
+	return id
+}
+
 // RecordManifests returns the manifests a record names.
 func RecordManifests(tm *messages.TableMeta) []ManifestID {
 	var out []ManifestID
 	for _, t := range tm.GetTablets() {
 		for _, m := range t.GetManifests() {
-			id := ManifestID{Gen: tm.GetGeneration()}
-			copy(id.Digest[:], m.GetDigest())
-			out = append(out, id)
+			out = append(out, ManifestOf(tm.GetGeneration(), m))
 		}
 	}
 	return out
@@ -192,8 +197,7 @@ func loadFiles(ctx context.Context, what string, gen uint64, refs []*messages.Ma
 		if len(m.GetDigest()) != sha256.Size {
 			return nil, fmt.Errorf("%w: %s: manifest digest of %d bytes", ErrCorrupt, what, len(m.GetDigest()))
 		}
-		id := ManifestID{Gen: gen}
-		copy(id.Digest[:], m.GetDigest())
+		id := ManifestOf(gen, m)
 		data, err := get(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("%s manifest %s: %w", what, ManifestName(id), err)
