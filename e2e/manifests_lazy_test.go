@@ -16,12 +16,33 @@ import (
 
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
+	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
+
+// manifestTable starts a cluster of one coordinator and one host of
+// servers scan servers and ingests table: 20 000 generated rows (truth)
+// in 4 tablets of 256-byte blocks whose file lists are all in manifests.
+// It returns the cluster, its metadata store and the record as stored.
+func manifestTable(t *testing.T, ctx context.Context, servers int, table string) (*localcluster.Cluster, *bus.MetaStore, []tablets.Entry, *messages.TableMeta) {
+	t.Helper()
+	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 1, Hosts: 1, ServersPerHost: servers, Heartbeat: 200 * time.Millisecond})
+	conn := clustertest.Connect(t, ctx, cl.NATSURL(), nil)
+	_, meta := clustertest.Stores(t, ctx, conn)
+	truth := tablets.GenerateRows(20000)
+	icfg := tablets.DefaultIngestConfig()
+	icfg.Tablets, icfg.BlockSize, icfg.InlineFileBytes = 4, 256, -1
+	tm := clustertest.IngestOn(t, ctx, conn, table, truth, icfg)
+	rec, err := meta.Record(ctx, table, tm.GetGeneration())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl, meta, truth, rec
+}
 
 // A scan of one tablet of a table whose file lists are in manifests
 // reads that tablet's manifests and no other: with every other tablet's
@@ -32,17 +53,7 @@ import (
 func TestScanLoadsOnlyItsTabletsManifests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 1, Hosts: 1, ServersPerHost: 1, Heartbeat: 200 * time.Millisecond})
-	conn := clustertest.Connect(t, ctx, cl.NATSURL(), nil)
-	_, meta := clustertest.Stores(t, ctx, conn)
-	truth := tablets.GenerateRows(20000)
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets, icfg.BlockSize, icfg.InlineFileBytes = 4, 256, -1
-	tm := clustertest.IngestOn(t, ctx, conn, "lazy", truth, icfg)
-	rec, err := meta.Record(ctx, "lazy", tm.GetGeneration())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, meta, truth, rec := manifestTable(t, ctx, 1, "lazy")
 	deleted := 0
 	for i, tab := range rec.GetTablets() {
 		if len(tab.GetManifests()) == 0 || len(tab.GetFiles()) > 0 {
@@ -114,17 +125,7 @@ func (g *manifestRelay) Scan(ctx context.Context, req *connect.Request[scanplane
 func TestAPIScansManifestTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 1, Hosts: 1, ServersPerHost: 2, Heartbeat: 200 * time.Millisecond})
-	conn := clustertest.Connect(t, ctx, cl.NATSURL(), nil)
-	_, meta := clustertest.Stores(t, ctx, conn)
-	truth := tablets.GenerateRows(20000)
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets, icfg.BlockSize, icfg.InlineFileBytes = 4, 256, -1
-	tm := clustertest.IngestOn(t, ctx, conn, "lazyapi", truth, icfg)
-	rec, err := meta.Record(ctx, "lazyapi", tm.GetGeneration())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl, _, truth, rec := manifestTable(t, ctx, 2, "lazyapi")
 	want := map[[32]byte]bool{}
 	for _, id := range tablets.RecordManifests(rec) {
 		want[id.Digest] = true
