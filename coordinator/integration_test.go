@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/clientsys"
+	"github.com/scanplane/scanplane/internal/freeport"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/testutil"
@@ -418,12 +418,10 @@ func TestCancelStopsScan(t *testing.T) {
 // TestServerRestartSameAddress: a scan server killed and restarted on the
 // same address (a new incarnation) gets scans again (docs/architecture.md, known pitfalls).
 func TestServerRestartSameAddress(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Pick("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
 	tc := startCluster(t, clusterOpts{hosts: 1, servers: 1, rows: 3000, tablets: 1,
 		hostArgs: func(int) []string { return []string{"--listen", addr} }})
 	c := tc.client(nil)

@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -39,6 +38,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/scanplane/scanplane/internal/freeport"
 	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
@@ -450,7 +450,8 @@ func firstOf(errs []error, logs string) error {
 }
 
 // freePort returns addr if its port is not 0, else addr's host with a
-// port that was free a moment ago (listened on and closed).
+// port that was free a moment ago, below the kernel's ephemeral range
+// (freeport.Pick).
 func freePort(addr string) (string, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -462,47 +463,7 @@ func freePort(addr string) (string, error) {
 	if port != "0" {
 		return addr, nil
 	}
-	// A port below the kernel's ephemeral range: one from that range,
-	// closed again, can be the source port of any outgoing connection
-	// before the node binds it, and stays taken while it lives.
-	if lo := ephemeralStart(); lo > reservedFloor+1 {
-		for range 64 {
-			p := reservedFloor + rand.IntN(lo-reservedFloor)
-			if l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p))); err == nil {
-				a := l.Addr().String()
-				l.Close()
-				return a, nil
-			}
-		}
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return "", fmt.Errorf("localcluster: pick a free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// reservedFloor is the lowest port freePort picks below the ephemeral
-// range.
-const reservedFloor = 20000
-
-// ephemeralStart is the first port of the kernel's ephemeral range (Linux
-// /proc/sys/net/ipv4/ip_local_port_range); 0 when unknown.
-func ephemeralStart() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0
-	}
-	lo, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 0
-	}
-	return lo
+	return freeport.Pick(host)
 }
 
 func splitURLs(s string) []string {

@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"api/scanplane/v1":                    {},
 	"api/scanplane/v1/scanplanev1connect": {"api/scanplane/v1"},
 	"loadtest":                            {"client", "messages", "tablets", "bus", "selection", "localcluster"},
-	"localcluster":                        {"messages", "internal/secrets", "internal/readyfile", "internal/backoff"},
+	"localcluster":                        {"messages", "internal/secrets", "internal/readyfile", "internal/backoff", "internal/freeport"},
 	"internal/cliutil":                    {"internal/secrets", "internal/netlimit"},
 	"internal/secrets":                    {"internal/grants"},
 	"internal/grants":                     {},
@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	"internal/archtest":                   {},
 	"internal/backoff":                    {},
 	"internal/netlimit":                   {},
+	"internal/freeport":                   {},
 	"internal/testutil":                   {}, // imported by tests only: no package lists it
 	"internal/actorenv":                   {},
 	"e2e":                                 {},

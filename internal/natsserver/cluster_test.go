@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -20,30 +19,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/freeport"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
 
-// freeAddrs reserves n route addresses on 127.0.0.1 by listening on port 0
-// and closing; every node of a test cluster needs every node's route port
-// before the first one starts.
+// freeAddrs picks n route addresses on 127.0.0.1 below the kernel's
+// ephemeral range (freeport.PickN); every node of a test cluster needs
+// every node's route port before the first one starts.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	var addrs []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		addrs = append(addrs, l.Addr().String())
+	addrs, err := freeport.PickN("127.0.0.1", n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }
@@ -179,6 +168,7 @@ func tableGen(name string, gen uint64) *messages.TableMeta {
 // and store dir rejoins every replica group, and with two of three nodes
 // down, operations fail with ErrUnavailable within OpTimeout.
 func TestClusterReplicas3(t *testing.T) {
+	t.Parallel()
 	const opTimeout = 2 * time.Second
 	start := time.Now()
 	tc := startCluster(t, 3)
@@ -357,6 +347,7 @@ func TestClusterReplicas3(t *testing.T) {
 // the metadata bucket; an existing bucket with fewer replicas is raised,
 // never lowered.
 func TestClusterBucketReplicas(t *testing.T) {
+	t.Parallel()
 	// Nodes 0 and 1 route to each other and form a cluster of two; node 2
 	// routes to both and joins later.
 	tc := newCluster(t, 3, func(i int, addrs []string) []string {

@@ -49,6 +49,7 @@ func fill(t *testing.T, dir string, leave int64) string {
 // not fit, and once space is freed the store takes writes and reads
 // again, without a restart.
 func TestFullDiskRecovers(t *testing.T) {
+	t.Parallel()
 	disk := testutil.Tmpfs(t, 64<<20)
 	cfg := DefaultServerConfig()
 	cfg.Port, cfg.StoreDir = -1, filepath.Join(disk, "nats")

@@ -185,8 +185,9 @@ func procDial(t *testing.T, urls ...string) *bus.Conn {
 // survivor's lease, and the failed coordinator's lease leaves every
 // watch.
 func TestLeaseSurvivesBucketLeaderLoss(t *testing.T) {
-	t.Run("kill", func(t *testing.T) { leaseLeaderLoss(t, false) })
-	t.Run("pause", func(t *testing.T) { leaseLeaderLoss(t, true) })
+	t.Parallel()
+	t.Run("kill", func(t *testing.T) { t.Parallel(); leaseLeaderLoss(t, false) })
+	t.Run("pause", func(t *testing.T) { t.Parallel(); leaseLeaderLoss(t, true) })
 }
 
 func leaseLeaderLoss(t *testing.T, pause bool) {

@@ -26,6 +26,7 @@ import (
 // generation 2 is current. The watch refuses the older revision: the
 // victim's view of the table only moves forward.
 func TestNATSWatchRefusesReplayedGeneration(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv, dir := secureServer(t)

@@ -102,6 +102,7 @@ func TestNATSTLSRefusesWithoutCertificate(t *testing.T) {
 // does its own work, and what a role may not do is refused by the NATS
 // server (a permissions violation), not filtered by a subscriber.
 func TestNATSRolePermissions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv, dir := secureServer(t)
 	coord := roleConn(t, srv, dir, "coordinator")
@@ -332,6 +333,7 @@ func TestServerConfigTLSUsersValidate(t *testing.T) {
 // node reaches a coordinator subscribed on another; the route port
 // refuses a TLS connection without a certificate.
 func TestNATSTLSRoutes(t *testing.T) {
+	t.Parallel()
 	tc, dir := secureCluster(t)
 	for i, n := range tc.nodes {
 		if r := n.Server().NumRoutes(); r < 2 {
