@@ -185,6 +185,11 @@ type Conn struct {
 	reconnected chan struct{} // closed (and replaced) on every reconnect
 	closed      chan struct{} // closed by Close
 	closeOnce   sync.Once
+	// nodeCheck is closed when the running check of the connection's
+	// node (checkNode) ends; nil when none runs. Guarded by mu.
+	nodeCheck chan struct{}
+	// nodesLeft counts the nodes left for not answering a check.
+	nodesLeft atomic.Uint64
 }
 
 // Connect dials NATS (failing if no server answers within ConnectTimeout or

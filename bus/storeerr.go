@@ -100,6 +100,7 @@ func timedRead[T any](c *Conn, ctx context.Context, f func(octx context.Context)
 		if !lost {
 			return v, c.opErr(ctx, octx, err)
 		}
+		c.checkNode(octx, min(try, maxNodeCheck))
 	}
 }
 

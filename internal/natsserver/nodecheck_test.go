@@ -1,0 +1,68 @@
+package natsserver_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
+)
+
+// TestReadLeavesPausedNode: a connection that knows three nodes reads a
+// block of a bucket at replicas 3 while its own node is SIGSTOPped (and
+// stays stopped). The read that gets no answer checks the node, finds it
+// silent, and moves the connection to another node, where the read is
+// answered: the read succeeds, the connection left one node, and it is
+// on another. Without the check the connection stays on the stopped node
+// until nats.go's pings give up on it.
+func TestReadLeavesPausedNode(t *testing.T) {
+	t.Parallel()
+	nodes, cfgs := startProcCluster(t, 3)
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.url
+	}
+	conn := procDial(t, urls...)
+	ctx := ctxFor(t, 3*time.Minute)
+	var blocks *bus.BlockStore
+	if _, err := retry(60*time.Second, func(ctx context.Context) (err error) {
+		blocks, err = conn.BlockStore(ctx)
+		return err
+	}); err != nil {
+		t.Fatalf("blocks bucket: %v", err)
+	}
+	want := bytes.Repeat([]byte("block"), 1000)
+	if _, err := retry(60*time.Second, func(ctx context.Context) error { return blocks.Put(ctx, "k", want) }); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	on := conn.NATS().ConnectedServerName()
+	paused := slices.IndexFunc(cfgs, func(c natsserver.ServerConfig) bool { return c.Name == on })
+	if paused < 0 {
+		t.Fatalf("connected to %q, none of the nodes", on)
+	}
+	proc := nodes[paused].cmd.Process
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	stopped := time.Now()
+	got, err := blocks.Get(ctx, "k")
+	if err != nil {
+		t.Fatalf("read with node %s stopped: %v", on, err)
+	}
+	t.Logf("read answered %v after node %s stopped; connection on %s", time.Since(stopped).Round(time.Millisecond), on, conn.NATS().ConnectedServerName())
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, want %d", len(got), len(want))
+	}
+	if n := conn.NodesLeft(); n != 1 {
+		t.Errorf("the connection left %d nodes, want 1 (the stopped one)", n)
+	}
+	if now := conn.NATS().ConnectedServerName(); now == on || strings.TrimSpace(now) == "" {
+		t.Errorf("the connection is on %q after the read, want another node than the stopped %s", now, on)
+	}
+}
