@@ -185,9 +185,9 @@ type Conn struct {
 	reconnected chan struct{} // closed (and replaced) on every reconnect
 	closed      chan struct{} // closed by Close
 	closeOnce   sync.Once
-	// nodeCheck is closed when the running check of the connection's
-	// node (checkNode) ends; nil when none runs. Guarded by mu.
-	nodeCheck chan struct{}
+	// nodeCheck is the running check of the connection's node
+	// (checkNode); nil when none runs. Guarded by mu.
+	nodeCheck *nodeCheck
 	// nodesLeft counts the nodes left for not answering a check.
 	nodesLeft atomic.Uint64
 }

@@ -463,7 +463,9 @@ func (s *LeaseStore) List(ctx context.Context) ([]*messages.ClusterInfo, error) 
 // arrived for TTL is gone. Before expiring anything the watch checks that
 // it can still hear the server (the connection is up and answers a ping
 // within min(TTL/2, 1s)), so a stalled or lost connection does not make
-// every coordinator look dead; the check is repeated until it passes. It
+// every coordinator look dead; the check is repeated until it passes, and
+// a node that does not answer it is left for another node of the cluster
+// (the watch re-synchronises there, as after any reconnect). It
 // likewise holds while the bucket's stream has no leader (a NATS node was
 // lost and JetStream elects a new one, which takes seconds: nobody can
 // renew meanwhile), and then gives every lease a full TTL. With two or
@@ -679,7 +681,7 @@ func sameLease(a, b *messages.ClusterInfo) bool {
 // expire drops the leases not renewed for TTL — after taking in what the
 // watcher has delivered meanwhile and checking the connection (see Watch).
 func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
-	cfg, nc := lw.s.cfg, lw.s.conn.nc
+	cfg := lw.s.cfg
 	if late := time.Since(lw.due); late > pauseForgiven {
 		// The timer fired late: this process was stopped, paused or
 		// starved meanwhile, and renewals of that time may still sit in
@@ -694,7 +696,7 @@ func (lw *leaseWatch) expire(w jetstream.KeyWatcher) {
 	if lw.syncing != nil || !lw.anyDue(time.Now()) {
 		return
 	}
-	if !nc.IsConnected() || nc.FlushTimeout(min(cfg.TTL/2, time.Second)) != nil {
+	if !lw.s.conn.checkNode(context.Background(), min(cfg.TTL/2, maxNodeCheck)) {
 		lw.holdOff = time.Now().Add(max(cfg.Renew/2, 50*time.Millisecond))
 		lw.s.held.Add(1)
 		return

@@ -8,49 +8,61 @@ import (
 // maxNodeCheck bounds the wait for a node's answer to checkNode's PING.
 const maxNodeCheck = time.Second
 
-// checkNode asks the connection's NATS node for a PONG within wait, after a
-// read got no answer: a node that is paused, hung or cut off does not
+// checkNode asks the connection's NATS node for a PONG within wait and
+// reports whether it answered, after a read got no answer or a watch
+// went quiet: a node that is paused, hung or cut off does not
 // answer, and nats.go's own pings notice it only after PingsOut+1
 // intervals, while every read and request through it goes unanswered.
 // A node that does not answer is left for another of the cluster's
 // (nats.Conn.ForceReconnect, which tries the rest of the server pool
 // first); the caller then sends its read again. One check runs at a time
 // per connection: a caller that finds one running waits for it (or for
-// ctx). A node that answers (a stream electing its leader, a slow
-// replica) is kept.
-func (c *Conn) checkNode(ctx context.Context, wait time.Duration) {
+// ctx) and gets its result. A node that answers (a stream electing its
+// leader, a slow replica) is kept. A connection that is not connected
+// (reconnecting, closed) has no node to answer: false.
+func (c *Conn) checkNode(ctx context.Context, wait time.Duration) (answered bool) {
 	c.mu.Lock()
 	if running := c.nodeCheck; running != nil {
 		c.mu.Unlock()
 		select {
-		case <-running:
+		case <-running.done:
+			return running.answered
 		case <-ctx.Done():
+			return false
 		}
-		return
 	}
-	done := make(chan struct{})
-	c.nodeCheck = done
+	check := &nodeCheck{done: make(chan struct{})}
+	c.nodeCheck = check
 	c.mu.Unlock()
 	defer func() {
+		check.answered = answered
 		c.mu.Lock()
 		c.nodeCheck = nil
 		c.mu.Unlock()
-		close(done)
+		close(check.done)
 	}()
 	nc := c.nc
 	if nc == nil || !nc.IsConnected() {
-		return // no connection (a Conn built bare), reconnecting already, or closed
+		return false // no connection (a Conn built bare), reconnecting already, or closed
 	}
 	server, start := nc.ConnectedServerName(), time.Now()
 	if err := nc.FlushTimeout(wait); err == nil || !nc.IsConnected() {
-		return
+		return err == nil
 	}
 	if len(nc.Servers()) < 2 {
-		return // nowhere else to go: nats.go's pings decide
+		return false // nowhere else to go: nats.go's pings decide
 	}
 	c.nodesLeft.Add(1)
 	c.log.Warn("NATS node does not answer; moving to another", "server", server, "waited", time.Since(start).Round(time.Millisecond))
 	_ = nc.ForceReconnect()
+	return false
+}
+
+// nodeCheck is a running checkNode: done is closed when it ends, and
+// answered (written before) is its result.
+type nodeCheck struct {
+	done     chan struct{}
+	answered bool
 }
 
 // NodesLeft reports how many times the connection left its NATS node
