@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -318,36 +319,83 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 // TableKeys lists the keys of table's objects: the keys that begin with
 // the table's name and a dot (tablets.TableKeyLister; table is a valid
 // table name, [A-Za-z0-9_-]). Deleted keys are not listed.
+//
+// The listing is a watcher, whose consumer JetStream places on one
+// replica of the bucket; a replica whose node is paused or cut off
+// delivers nothing. So a watcher that delivered nothing within
+// Config.ReadTry (doubled per try) is dropped and another one made, as a
+// read that got no answer is sent again; one that delivers runs until
+// every key came or OpTimeout.
 func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
 	octx, cancel := b.conn.opCtx(ctx)
 	defer cancel()
+	for try := b.conn.cfg.ReadTry; ; try *= 2 {
+		keys, err := b.tableKeys(octx, table, try)
+		if err == nil {
+			return keys, nil
+		}
+		if !errors.Is(err, errListSilent) || octx.Err() != nil {
+			return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+		}
+		b.conn.checkNode(octx, min(try, maxNodeCheck))
+	}
+}
+
+// errListSilent: a listing's watcher was made or delivered nothing
+// within its try's bound.
+var errListSilent = errors.New("bus: the key watcher delivered nothing")
+
+// tableKeys is one try of TableKeys: a watcher that must be made and
+// deliver its first entry within first (0: no bound of its own), else the
+// try ends with errListSilent, and then delivers every key within octx.
+func (b *BlockStore) tableKeys(octx context.Context, table string, first time.Duration) ([]string, error) {
+	// The watcher lives in tctx, ended when this try ends, or after first
+	// when nothing came.
+	tctx, tcancel := context.WithCancelCause(octx)
+	defer tcancel(nil)
+	var delivered atomic.Bool
+	if first > 0 {
+		t := time.AfterFunc(first, func() {
+			if !delivered.Load() {
+				tcancel(errListSilent)
+			}
+		})
+		defer t.Stop()
+	}
+	silentErr := func(err error) error {
+		if errors.Is(context.Cause(tctx), errListSilent) {
+			return fmt.Errorf("%w: %w within %s", ErrUnavailable, errListSilent, first)
+		}
+		return err
+	}
 	// A watcher of the keys rather than ListKeysFiltered: a listing that
 	// ends early (OpTimeout) must drain its watcher (stopWatcher), or the
 	// delivery blocked on the watcher's full channel stays for good.
-	w, err := b.kv.WatchFiltered(octx, []string{escapeKey(table, false) + ".>"}, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+	w, err := b.kv.WatchFiltered(tctx, []string{escapeKey(table, false) + ".>"}, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 	if err != nil {
-		return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+		return nil, silentErr(err)
 	}
 	defer stopWatcher(w)
 	var keys []string
 	for {
 		select {
 		case e, ok := <-w.Updates():
-			if ok && e == nil { // every key delivered
-				return keys, nil
-			}
 			if !ok {
-				err := octx.Err()
+				err := tctx.Err()
 				if err == nil {
 					err = errors.New("the key watcher ended before every key was listed")
 				}
-				return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+				return nil, silentErr(err)
+			}
+			delivered.Store(true)
+			if e == nil { // every key delivered
+				return keys, nil
 			}
 			if key, ok := unescapeKey(e.Key()); ok {
 				keys = append(keys, key)
 			}
-		case <-octx.Done():
-			return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, octx.Err()))
+		case <-tctx.Done():
+			return nil, silentErr(tctx.Err())
 		}
 	}
 }

@@ -13,12 +13,14 @@ import (
 	"github.com/scanplane/scanplane/internal/natsserver"
 )
 
-// TestReadLeavesPausedNode: a connection that knows three nodes reads a
-// block of a bucket at replicas 3 while its own node is SIGSTOPped (and
-// stays stopped). The read that gets no answer checks the node, finds it
-// silent, and moves the connection to another node, where the read is
-// answered: the read succeeds, the connection left one node, and it is
-// on another. Without the check the connection stays on the stopped node
+// TestReadLeavesPausedNode: a connection that knows three nodes lists a
+// table's blocks and reads one, in a bucket at replicas 3, while its own
+// node is SIGSTOPped (and stays stopped). The listing that gets nothing
+// checks the node, finds it silent, and moves the connection to another
+// node, where the listing (a watcher whose consumer may again land on
+// the stopped node's replica, and is then made again) and the read are
+// answered: both succeed, the connection left one node, and it is on
+// another. Without the check the connection stays on the stopped node
 // until nats.go's pings give up on it.
 func TestReadLeavesPausedNode(t *testing.T) {
 	t.Parallel()
@@ -37,7 +39,7 @@ func TestReadLeavesPausedNode(t *testing.T) {
 		t.Fatalf("blocks bucket: %v", err)
 	}
 	want := bytes.Repeat([]byte("block"), 1000)
-	if _, err := retry(60*time.Second, func(ctx context.Context) error { return blocks.Put(ctx, "k", want) }); err != nil {
+	if _, err := retry(60*time.Second, func(ctx context.Context) error { return blocks.Put(ctx, "t.k", want) }); err != nil {
 		t.Fatalf("put: %v", err)
 	}
 	on := conn.NATS().ConnectedServerName()
@@ -51,7 +53,12 @@ func TestReadLeavesPausedNode(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
 	stopped := time.Now()
-	got, err := blocks.Get(ctx, "k")
+	keys, err := blocks.TableKeys(ctx, "t")
+	if err != nil || !slices.Equal(keys, []string{"t.k"}) {
+		t.Fatalf("listing with node %s stopped: %q, %v; want [t.k]", on, keys, err)
+	}
+	t.Logf("listing answered %v after node %s stopped", time.Since(stopped).Round(time.Millisecond), on)
+	got, err := blocks.Get(ctx, "t.k")
 	if err != nil {
 		t.Fatalf("read with node %s stopped: %v", on, err)
 	}
