@@ -109,3 +109,46 @@ func TestPausedCoordinatorCostsOneIdleTimeout(t *testing.T) {
 		t.Errorf("the client says of the paused coordinator %s %q, want it lost for giving no answer", victim, why)
 	}
 }
+
+// TestClientNATSNodePaused: a client connected to one coordinator's NATS
+// node (it learns the others from the node) scans a table it has not read
+// before while that coordinator, and so the node, is SIGSTOPped. The read
+// of the table's record gets no answer there; the client's connection
+// finds the node silent and moves to another, where the record is read;
+// the tablets the stopped coordinator owns go to a live coordinator after
+// IdleTimeout. The scan returns exactly the table's rows; the time it took
+// is logged.
+func TestClientNATSNodePaused(t *testing.T) {
+	clustertest.SkipShort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cl := clustertest.Start(t, ctx, localcluster.Config{Coordinators: 3, Hosts: 2, ServersPerHost: 1,
+		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second})
+	urls := cl.NATSURLs()
+	const victim = 1
+	var others []string
+	for i, u := range urls {
+		if i != victim {
+			others = append(others, u)
+		}
+	}
+	c := clustertest.Client(t, ctx, urls[victim], nil)
+	warm := tablets.GenerateRows(2000)
+	clustertest.Ingest(t, ctx, strings.Join(others, ","), nil, "warm", warm, 3)
+	if wrong, failed := clustertest.CheckScan(ctx, c, "warm", warm, 0, len(warm), client.ScanOptions{}); wrong != nil || failed != nil {
+		t.Fatalf("scan before the pause: %v %v", wrong, failed)
+	}
+	if err := cl.SignalCoordinator(victim, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cl.SignalCoordinator(victim, syscall.SIGCONT) }()
+	truth := tablets.GenerateRows(12000)
+	clustertest.Ingest(t, ctx, strings.Join(others, ","), nil, "fresh", truth, 6)
+	start := time.Now()
+	sctx, scancel := context.WithTimeout(ctx, 60*time.Second)
+	defer scancel()
+	if wrong, failed := clustertest.CheckScan(sctx, c, "fresh", truth, 0, len(truth), client.ScanOptions{}); wrong != nil || failed != nil {
+		t.Fatalf("scan of a new table with the client's NATS node stopped: %v %v", wrong, failed)
+	}
+	t.Logf("a new table scanned %v after the scan started, the client's NATS node (coordinator %d) stopped", time.Since(start).Round(time.Millisecond), victim)
+}
