@@ -170,6 +170,7 @@ func TestNemesis(t *testing.T) {
 				}
 			}
 		}
+		t.Logf("%s %s %s (%v)", f.start.Format("15:04:05.000"), f.kind, f.target, time.Since(f.start).Round(time.Millisecond))
 		// The cluster is whole again before the next fault.
 		if err := nemesisWhole(ctx, cl); err != nil {
 			t.Fatalf("after %s %s: %v", f.kind, f.target, err)

@@ -16,7 +16,8 @@ var ErrClosed = errors.New("localcluster: cluster closed")
 
 // SuperviseConfig says how Supervise restarts children.
 type SuperviseConfig struct {
-	// Out gets one line per death and per restart; nil = discard.
+	// Out gets one line per death and per restart, each beginning with
+	// the wall-clock time (15:04:05.000); nil = discard.
 	Out io.Writer
 	// MinBackoff is the wait before the first restart of a process that
 	// died; default 1s.
@@ -99,7 +100,7 @@ func (c *Cluster) Supervise(ctx context.Context, cfg SuperviseConfig) error {
 	say := func(format string, args ...any) {
 		outMu.Lock()
 		defer outMu.Unlock()
-		fmt.Fprintf(cfg.Out, format+"\n", args...)
+		fmt.Fprintf(cfg.Out, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
 	}
 	watch := func(name string, current func() *Proc, restart func(context.Context) error) {
 		defer wg.Done()
