@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/wire"
 	"google.golang.org/protobuf/proto"
@@ -44,11 +45,7 @@ type gatedMailbox struct {
 // goroutine), and a message for an actor that is running is queued for
 // the goroutine running it, so no deliverer waits for another. A
 // harness's Env.Dispatcher, when set, replaces it.
-func inlineDispatcher() actor.Dispatcher { return actor.NewSynchronizedDispatcher(tabletThroughput) }
-
-// tabletThroughput is how many messages a tablet actor handles in a row
-// before it yields the processor (protoactor's default).
-const tabletThroughput = 300
+func inlineDispatcher() actor.Dispatcher { return actorenv.InlineDispatcher() }
 
 func gatedMailboxProducer(gate *stopGate) actor.MailboxProducer {
 	inner := actor.Unbounded()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/actorenv"
 )
 
 // A scan-server actor that panics is replaced by a fresh one (newActor),
@@ -46,9 +47,5 @@ func inlineDispatch(f FaultConfig) []actor.PropsOption {
 	if newPauseGate(f, time.Time{}) != nil {
 		return nil
 	}
-	return []actor.PropsOption{actor.WithDispatcher(actor.NewSynchronizedDispatcher(serverThroughput))}
+	return []actor.PropsOption{actor.WithDispatcher(actorenv.InlineDispatcher())}
 }
-
-// serverThroughput is how many messages a scan-server actor handles in a
-// row before it yields the processor (protoactor's default).
-const serverThroughput = 300

@@ -134,6 +134,17 @@ func (e Env) Block(ctx context.Context, wake <-chan struct{}, ready func() bool,
 	return nil
 }
 
+// InlineDispatcher runs an actor's messages on the goroutine that
+// delivers them (protoactor's synchronized dispatcher), handling up to
+// InlineThroughput in a row before it yields the processor: a message
+// reaches the actor without a goroutine hand-off, and no fresh goroutine
+// grows its stack per burst. Only for actors that never block in
+// Receive: a blocked actor would stop its deliverer.
+func InlineDispatcher() actor.Dispatcher { return actor.NewSynchronizedDispatcher(InlineThroughput) }
+
+// InlineThroughput is protoactor's default throughput.
+const InlineThroughput = 300
+
 // Props returns opts with e's dispatcher and middleware added when it has
 // them.
 func (e Env) Props(opts ...actor.PropsOption) []actor.PropsOption {
