@@ -1,8 +1,10 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -14,7 +16,8 @@ import (
 // record needs for a tablet whose files the record keeps outside
 // itself, less those the client said it holds. It returns nil for a
 // tablet whose files are in the record, and before Next found the
-// table.
+// table; a manifest gone from the store is an error wrapping
+// ErrStaleGeneration.
 func (r *Rows) ProofManifests(tablet uint32, held func(sha256 [32]byte) bool) ([][]byte, error) {
 	if r.meta == nil {
 		return nil, nil
@@ -29,6 +32,10 @@ func (r *Rows) ProofManifests(tablet uint32, held func(sha256 [32]byte) bool) ([
 			continue
 		}
 		data, err := r.c.manifest(r.ctx, r.table, id)
+		if errors.Is(err, bus.ErrNotFound) {
+			// The record names it: its generation was removed.
+			err = fmt.Errorf("%w: %w", ErrStaleGeneration, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("client: table %q generation %d tablet %d manifest %s: %w", r.table, r.meta.GetGeneration(), tablet, tablets.ManifestName(id), err)
 		}

@@ -334,15 +334,14 @@ func (p *apiProofs) tabletRoots(ctx context.Context, idx int) ([]tablets.Digest,
 		tm, err = p.a.meta.tablet(ctx, p.meta, idx)
 	} else {
 		tm, err = tablets.LoadTablet(ctx, p.meta, idx, func(_ context.Context, id tablets.ManifestID) ([]byte, error) {
-			data := p.mans[id.Digest]
-			if data == nil {
-				data = p.held[id.Digest]
+			if data := p.mans[id.Digest]; data != nil {
+				p.mans[id.Digest] = nil // used; apiHeld keeps it
+				return data, nil
 			}
-			if data == nil {
-				return nil, fmt.Errorf("%w: not among the manifests received (ScanResponse.manifests) or held (ScanRequest.held_manifests)", tablets.ErrBadProof)
+			if data := p.held[id.Digest]; data != nil {
+				return data, nil
 			}
-			p.mans[id.Digest] = nil
-			return data, nil
+			return nil, fmt.Errorf("%w: not among the manifests received (ScanResponse.manifests) or held (ScanRequest.held_manifests)", tablets.ErrBadProof)
 		})
 	}
 	if err != nil {
