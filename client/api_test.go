@@ -34,6 +34,10 @@ type apiServer struct {
 	fail       func() error
 	reorder    bool     // send the first two rows swapped
 	peers      []string // the HTTP addresses Status lists, besides its own
+	// rowsOnly: ignore ScanRequest.packed_rows (an older server); mangle
+	// changes each packed message before it is sent.
+	rowsOnly bool
+	mangle   func(*scanplanev1.ScanResponse)
 
 	mu   sync.Mutex
 	reqs []*scanplanev1.ScanRequest
@@ -68,7 +72,7 @@ func (s *apiServer) Scan(ctx context.Context, req *connect.Request[scanplanev1.S
 		}
 		if s.breakAfter > 0 && sent == s.breakAfter {
 			if len(out) > 0 {
-				if err := st.Send(&scanplanev1.ScanResponse{Rows: out}); err != nil {
+				if err := s.send(st, m, out); err != nil {
 					return err
 				}
 			}
@@ -80,16 +84,32 @@ func (s *apiServer) Scan(ctx context.Context, req *connect.Request[scanplanev1.S
 			if s.reorder && sent == len(out) && len(out) > 1 {
 				out[0], out[1] = out[1], out[0]
 			}
-			if err := st.Send(&scanplanev1.ScanResponse{Rows: out}); err != nil {
+			if err := s.send(st, m, out); err != nil {
 				return err
 			}
 			out = nil
 		}
 	}
 	if len(out) > 0 {
-		return st.Send(&scanplanev1.ScanResponse{Rows: out})
+		return s.send(st, m, out)
 	}
 	return nil
+}
+
+// send sends rows in one message: packed if the request asks and s is
+// not rowsOnly.
+func (s *apiServer) send(st *connect.ServerStream[scanplanev1.ScanResponse], req *scanplanev1.ScanRequest, rows []*scanplanev1.Row) error {
+	if !req.GetPackedRows() || s.rowsOnly {
+		return st.Send(&scanplanev1.ScanResponse{Rows: rows})
+	}
+	m := &scanplanev1.ScanResponse{}
+	for _, r := range rows {
+		m.PackedRows = tablets.AppendPackedRow(m.PackedRows, r.GetKey(), r.GetValue())
+	}
+	if s.mangle != nil {
+		s.mangle(m)
+	}
+	return st.Send(m)
 }
 
 func (s *apiServer) ListTables(context.Context, *connect.Request[scanplanev1.ListTablesRequest]) (*connect.Response[scanplanev1.ListTablesResponse], error) {
@@ -498,5 +518,44 @@ func TestAPIDiscovers(t *testing.T) {
 	c := newTestAPI(t, nil, deadAddr(t))
 	if _, err := readAll(c.Scan(ctx, "t", Range{}, plainRows)); !errors.Is(err, ErrNoCoordinator) || !strings.Contains(err.Error(), c.Addrs()[0]) {
 		t.Fatalf("one dead address: %v; want ErrNoCoordinator naming it", err)
+	}
+}
+
+// TestAPIRowEncodings: the client asks for packed rows and reads them,
+// or Row messages from a server that ignores the request field; a
+// message with both, or packed rows that do not decode, fails the scan
+// with ErrStream after only the rows before it.
+func TestAPIRowEncodings(t *testing.T) {
+	truth := tablets.GenerateRows(3000)
+	ctx := context.Background()
+	for _, rowsOnly := range []bool{false, true} {
+		s := &apiServer{truth: truth, batch: 128, rowsOnly: rowsOnly}
+		a := newTestAPI(t, nil, s.start(t))
+		got, err := readAll(a.Scan(ctx, "t", Range{}, plainRows))
+		if err == nil {
+			err = sameEntries(got, truth)
+		}
+		if err != nil {
+			t.Fatalf("rowsOnly %v: %v", rowsOnly, err)
+		}
+		if reqs := s.requests(); len(reqs) != 1 || !reqs[0].GetPackedRows() {
+			t.Fatalf("rowsOnly %v: requests %v; want one asking for packed rows", rowsOnly, reqs)
+		}
+	}
+	for name, mangle := range map[string]func(*scanplanev1.ScanResponse){
+		"both":      func(m *scanplanev1.ScanResponse) { m.Rows = []*scanplanev1.Row{{Key: []byte("k")}} },
+		"truncated": func(m *scanplanev1.ScanResponse) { m.PackedRows = m.PackedRows[:len(m.PackedRows)-1] },
+	} {
+		n := 0
+		s := &apiServer{truth: truth, batch: 128, mangle: func(m *scanplanev1.ScanResponse) {
+			if n++; n == 2 {
+				mangle(m)
+			}
+		}}
+		a := newTestAPI(t, nil, s.start(t))
+		got, err := readAll(a.Scan(ctx, "t", Range{}, plainRows))
+		if !errors.Is(err, ErrStream) || sameEntries(got, truth[:128]) != nil {
+			t.Fatalf("%s: %d rows, %v; want the first message's 128 rows, then ErrStream", name, len(got), err)
+		}
 	}
 }
