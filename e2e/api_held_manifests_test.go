@@ -27,19 +27,21 @@ type heldRelay struct {
 	scanplanev1connect.UnimplementedScanServiceHandler
 	up scanplanev1connect.ScanServiceClient
 
-	mu   sync.Mutex
-	held [][][sha256.Size]byte
-	sent [][][sha256.Size]byte
+	mu    sync.Mutex
+	held  [][][sha256.Size]byte
+	sent  [][][sha256.Size]byte
+	bytes []int // of the manifests sent, per request
 }
 
 func (g *heldRelay) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], st *connect.ServerStream[scanplanev1.ScanResponse]) error {
 	var held, sent [][sha256.Size]byte
+	n := 0
 	for _, d := range req.Msg.GetHeldManifests() {
 		held = append(held, [sha256.Size]byte(d))
 	}
 	defer func() {
 		g.mu.Lock()
-		g.held, g.sent = append(g.held, held), append(g.sent, sent)
+		g.held, g.sent, g.bytes = append(g.held, held), append(g.sent, sent), append(g.bytes, n)
 		g.mu.Unlock()
 	}()
 	up, err := g.up.Scan(ctx, connect.NewRequest(req.Msg))
@@ -50,6 +52,7 @@ func (g *heldRelay) Scan(ctx context.Context, req *connect.Request[scanplanev1.S
 	for up.Receive() {
 		for _, m := range up.Msg().GetManifests() {
 			sent = append(sent, sha256.Sum256(m))
+			n += len(m)
 		}
 		if err := st.Send(up.Msg()); err != nil {
 			return err
@@ -58,11 +61,12 @@ func (g *heldRelay) Scan(ctx context.Context, req *connect.Request[scanplanev1.S
 	return up.Err()
 }
 
-// last returns what the last request listed as held and was sent.
-func (g *heldRelay) last() (held, sent [][sha256.Size]byte) {
+// last returns what the last request listed as held and was sent, and
+// the bytes of the manifests sent.
+func (g *heldRelay) last() (held, sent [][sha256.Size]byte, bytes int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.held[len(g.held)-1], g.sent[len(g.sent)-1]
+	return g.held[len(g.held)-1], g.sent[len(g.sent)-1], g.bytes[len(g.bytes)-1]
 }
 
 // TestAPIClientHoldsManifests: on a table whose file lists are in
@@ -132,9 +136,11 @@ func TestAPIClientHoldsManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first scan: %v", err)
 	}
-	if held, sent := relay.last(); len(held) != 0 || !every(sent) {
+	held, sent, n := relay.last()
+	if len(held) != 0 || !every(sent) {
 		t.Fatalf("first scan: %d manifests held, %d sent; want none held and the record's %d sent once each", len(held), len(sent), len(names))
 	}
+	t.Logf("first scan: %d manifests held, %d sent (%d bytes)", len(held), len(sent), n)
 
 	for d := range names {
 		if err := meta.DeleteManifest(ctx, "heldapi", rec.GetGeneration(), d); err != nil {
@@ -148,9 +154,11 @@ func TestAPIClientHoldsManifests(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second scan, the manifests deleted from the store: %v", err)
 	}
-	if held, sent := relay.last(); !every(held) || len(sent) != 0 {
+	held, sent, n = relay.last()
+	if !every(held) || len(sent) != 0 {
 		t.Fatalf("second scan: %d manifests held, %d sent; want the record's %d held and none sent", len(held), len(sent), len(names))
 	}
+	t.Logf("second scan: %d manifests held, %d sent (%d bytes)", len(held), len(sent), n)
 
 	rows, err = scan(newAPI())
 	if !errors.Is(err, client.ErrStaleGeneration) || len(rows) > 0 || !strings.Contains(err.Error(), "manifest") {
