@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -88,17 +86,10 @@ func TestAPIClientHoldsManifests(t *testing.T) {
 	}
 
 	relay := &heldRelay{up: scanplanev1connect.NewScanServiceClient(h2c(), "http://"+cl.HTTPAddr(), connect.WithGRPC())}
-	mux := http.NewServeMux()
-	mux.Handle(scanplanev1connect.NewScanServiceHandler(relay))
-	srv := httptest.NewUnstartedServer(mux)
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &p
-	srv.Start()
-	defer srv.Close()
+	addr := serveAPI(t, relay)
 	newAPI := func() *client.API {
 		cfg := client.DefaultConfig()
-		cfg.API = []string{srv.Listener.Addr().String()}
+		cfg.API = []string{addr}
 		a, err := client.NewAPI(cfg)
 		if err != nil {
 			t.Fatal(err)
