@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,23 +36,31 @@ import (
 // lying coordinator is not). ScanOptions.AllowUnverified asks for rows
 // without proofs.
 //
-// Build one with NewAPI from a Config whose API lists the coordinators'
-// HTTP addresses. A call that finds a coordinator down, before any row
-// arrived, goes to the next address; a scan whose coordinator is lost
-// after rows arrived resumes after the last key it handed over on the
-// next address (a range is read in key order, so this is exact).
+// Build one with NewAPI from a Config whose API lists coordinators'
+// HTTP addresses (empty: DefaultAPIAddrs). Once a coordinator answered,
+// the client asks it for the live coordinators (Status) and adds their
+// HTTP addresses after the configured ones (Addrs), again at most every
+// 30s, so one reachable address is enough to find the others. A call
+// that finds a coordinator down, before any row arrived, goes to the
+// next address; a scan whose coordinator is lost after rows arrived
+// resumes after the last key it handed over on the next address (a
+// range is read in key order, so this is exact).
 //
 // An API is safe for concurrent use; each APIRows belongs to one
 // goroutine. NewAPI does no IO; Close closes idle connections and the
 // NATS connection.
 type API struct {
-	cfg   Config
-	log   *slog.Logger
-	addrs []string
-	tr    *http.Transport
-	svc   []scanplanev1connect.ScanServiceClient // one per address
-	pref  atomic.Int32                           // the address that answered last
-	meta  *apiMeta                               // Config.APIReadMeta: the metadata store, on first use
+	cfg    Config
+	log    *slog.Logger
+	tr     *http.Transport
+	hc     *http.Client
+	scheme string
+	epsMu  sync.Mutex                   // held while eps is replaced
+	eps    atomic.Pointer[apiEndpoints] // the addresses tried, in order
+	pref   atomic.Pointer[string]       // the address that answered last
+	disc   apiDiscovery
+	meta   *apiMeta // Config.APIReadMeta: the metadata store, on first use
+	held   apiHeld  // manifests received, listed in later requests
 }
 
 // apiMaxMessageBytes bounds a message the API client reads: the
@@ -58,7 +68,8 @@ type API struct {
 const apiMaxMessageBytes = 4 << 20
 
 // NewAPI returns a client of the public API of the coordinators
-// cfg.API names. The fields it uses: API, APIToken, TLS (nil: gRPC over
+// cfg.API names (empty: DefaultAPIAddrs, the local cluster of `scanctl
+// up`) and of those they report. The fields it uses: API, APIToken, TLS (nil: gRPC over
 // h2c, for a plain cluster; else TLS: it presents TLS's certificate, if
 // any, and verifies the coordinator's against RootCAs),
 // StallTimeout (a connection silent that long is pinged), IdleTimeout
@@ -67,6 +78,9 @@ const apiMaxMessageBytes = 4 << 20
 // connection is made on first use) and Logger; the actor path's fields
 // are ignored. It does no IO.
 func NewAPI(cfg Config) (*API, error) {
+	if len(cfg.API) == 0 {
+		cfg.API = strings.Split(DefaultAPIAddrs, ",")
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -99,20 +113,19 @@ func NewAPI(cfg Config) (*API, error) {
 	if cfg.APIToken != "" {
 		rt = bearerTransport{rt: tr, header: "Bearer " + cfg.APIToken}
 	}
-	hc := &http.Client{Transport: rt}
-	a := &API{cfg: cfg, log: log, addrs: cfg.API, tr: tr, meta: &apiMeta{cfg: cfg}}
+	a := &API{cfg: cfg, log: log, tr: tr, hc: &http.Client{Transport: rt}, scheme: scheme, meta: &apiMeta{cfg: cfg}}
+	a.disc.ctx, a.disc.cancel = context.WithCancel(context.Background())
+	eps := &apiEndpoints{addrs: slices.Clone(cfg.API), configured: len(cfg.API)}
 	for _, addr := range cfg.API {
-		a.svc = append(a.svc, scanplanev1connect.NewScanServiceClient(hc, scheme+addr, connect.WithGRPC(),
-			connect.WithReadMaxBytes(apiMaxMessageBytes)))
+		eps.svc = append(eps.svc, a.newService(addr))
 	}
+	a.eps.Store(eps)
 	return a, nil
 }
 
 // checkAPI checks the fields only NewAPI uses.
 func (c Config) checkAPI() error {
 	switch {
-	case len(c.API) == 0:
-		return errors.New("client: Config.API is empty: name the coordinators' HTTP addresses (host:port, their --http)")
 	case c.APIToken != "" && c.TLS == nil:
 		return errors.New("client: Config.APIToken needs Config.TLS (the cluster CA, TLSFromCA): a bearer token is never sent in plain text")
 	case strings.ContainsAny(c.APIToken, " \t\r\n"):
@@ -134,20 +147,24 @@ func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // Close closes the API client's idle connections and its NATS
-// connection (APIReadMeta); calls still running go on until they end,
-// except that those still to read metadata fail with ErrClosed.
+// connection (APIReadMeta) and ends its discovery of coordinators;
+// calls still running go on until they end, except that those still to
+// read metadata fail with ErrClosed.
 func (a *API) Close() error {
+	a.closeDiscovery()
 	a.tr.CloseIdleConnections()
 	a.meta.close()
 	return nil
 }
 
 // failover walks the addresses for one call: it starts at the one that
-// answered last, moves to the next after a failure, and once every
-// address failed in a row waits (backing off) until one answers or
+// answered last, moves to the next after a failure (in the list as it
+// is then: discovery may have changed it), and once every address
+// failed in a row waits (backing off) until one answers or
 // CoordinatorWait passed since the run of failures began.
 type failover struct {
 	a       *API
+	eps     *apiEndpoints // the list idx is in
 	idx     int
 	failed  int       // failures in a row since the last progress
 	since   time.Time // when every address had failed, zero before
@@ -155,16 +172,26 @@ type failover struct {
 }
 
 func (a *API) newFailover() *failover {
-	return &failover{a: a, idx: int(a.pref.Load()) % len(a.addrs)}
+	f := &failover{a: a, eps: a.eps.Load()}
+	if p := a.pref.Load(); p != nil {
+		f.idx = max(0, f.eps.index(*p))
+	}
+	return f
 }
 
-func (f *failover) addr() string { return f.a.addrs[f.idx] }
+func (f *failover) addr() string { return f.eps.addrs[f.idx] }
+
+// svc is the current address's client.
+func (f *failover) svc() scanplanev1connect.ScanServiceClient { return f.eps.svc[f.idx] }
 
 // progress records that the current address delivered: the run of
-// failures ends, and later calls start with it.
+// failures ends, later calls start with it, and the client asks it for
+// the live coordinators if it has not lately.
 func (f *failover) progress() {
 	f.failed, f.since, f.backoff = 0, time.Time{}, 0
-	f.a.pref.Store(int32(f.idx))
+	addr := f.addr()
+	f.a.pref.Store(&addr)
+	f.a.discover(f.svc())
 }
 
 // next records a retryable failure err of the current address and moves
@@ -174,8 +201,10 @@ func (f *failover) progress() {
 func (f *failover) next(ctx context.Context, err error) error {
 	f.a.log.Debug("client: api call failed, trying the next coordinator", "addr", f.addr(), "err", err)
 	f.failed++
-	f.idx = (f.idx + 1) % len(f.a.addrs)
-	if f.failed < len(f.a.addrs) {
+	cur := f.addr()
+	f.eps = f.a.eps.Load()
+	f.idx = (f.eps.index(cur) + 1) % len(f.eps.addrs) // index -1 (gone from the list): the first
+	if f.failed < len(f.eps.addrs) {
 		return nil
 	}
 	now := time.Now()
@@ -183,7 +212,7 @@ func (f *failover) next(ctx context.Context, err error) error {
 		f.since = now
 	}
 	if now.Sub(f.since) >= f.a.cfg.CoordinatorWait {
-		return fmt.Errorf("%w: none of %s answered within %v (CoordinatorWait): %w", ErrNoCoordinator, strings.Join(f.a.addrs, ", "), f.a.cfg.CoordinatorWait, err)
+		return fmt.Errorf("%w: none of %s answered within %v (CoordinatorWait): %w", ErrNoCoordinator, strings.Join(f.eps.addrs, ", "), f.a.cfg.CoordinatorWait, err)
 	}
 	f.backoff = min(max(2*f.backoff, 50*time.Millisecond), time.Second)
 	t := time.NewTimer(f.backoff)
@@ -217,6 +246,7 @@ func (a *API) Status(ctx context.Context) (*scanplanev1.StatusResponse, error) {
 		res, err := s.Status(ctx, connect.NewRequest(&scanplanev1.StatusRequest{}))
 		if err == nil {
 			out = res.Msg
+			a.discovered(out)
 		}
 		return err
 	})
@@ -229,7 +259,7 @@ func (a *API) unary(ctx context.Context, name string, call func(context.Context,
 	f := a.newFailover()
 	for {
 		actx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
-		err := call(actx, a.svc[f.idx])
+		err := call(actx, f.svc())
 		cancel()
 		if err == nil {
 			f.progress()
@@ -261,7 +291,8 @@ type APIRows struct {
 	st     *connect.ServerStreamForClient[scanplanev1.ScanResponse]
 	got    bool       // the current request delivered a row
 	pv     *apiProofs // nil: AllowUnverified, no proofs asked
-	batch  []*scanplanev1.Row
+	batch  []tablets.Entry
+	hint   int // rows of the last response
 	bi     int
 	row    Row
 	last   []byte // the last key handed over; nil before the first
@@ -342,7 +373,7 @@ func (r *APIRows) Next() bool {
 		if r.bi < len(r.batch) {
 			m := r.batch[r.bi]
 			r.bi++
-			k := m.GetKey()
+			k := m.Key
 			if r.last != nil && bytes.Compare(k, r.last) <= 0 {
 				r.fail(fmt.Errorf("%w: %s sent key %s after %s (out of order)", ErrStream, r.fo.addr(), tablets.FormatKey(k), tablets.FormatKey(r.last)))
 				return false
@@ -352,7 +383,7 @@ func (r *APIRows) Next() bool {
 				return false
 			}
 			r.last = k
-			r.row = Row{Key: k, Value: m.GetValue()}
+			r.row = Row{Key: k, Value: m.Value}
 			r.stats.Rows++
 			if !r.got {
 				r.got = true
@@ -368,7 +399,12 @@ func (r *APIRows) Next() bool {
 		if r.st.Receive() {
 			r.stats.Batches++
 			if r.pv == nil {
-				r.batch = r.st.Msg().GetRows()
+				b, err := responseRows(r.st.Msg(), r.hint)
+				if err != nil {
+					r.fail(fmt.Errorf("from %s: %w", r.fo.addr(), err))
+					return false
+				}
+				r.batch, r.hint = b, len(b)
 				continue
 			}
 			b, err := r.pv.message(r.ctx, r.st.Msg())
@@ -401,7 +437,7 @@ func (r *APIRows) Next() bool {
 // key handed over, up to the rows still wanted) to the current address.
 func (r *APIRows) open() {
 	req := &scanplanev1.ScanRequest{Table: r.table, Start: r.rng.Start, End: r.rng.End, Hints: r.opts.Hints, Proofs: r.pv != nil,
-		OwnMetadata: r.pv != nil && r.a.cfg.APIReadMeta}
+		OwnMetadata: r.pv != nil && r.a.cfg.APIReadMeta, PackedRows: true}
 	if r.last != nil {
 		req.Start = append(bytes.Clone(r.last), 0) // the smallest key after last
 	}
@@ -413,10 +449,13 @@ func (r *APIRows) open() {
 			r.fail(err)
 			return
 		}
+		for d := range r.pv.held {
+			req.HeldManifests = append(req.HeldManifests, d[:])
+		}
 	}
 	r.stats.Requests++
 	r.got = false
-	st, err := r.a.svc[r.fo.idx].Scan(r.ctx, connect.NewRequest(req))
+	st, err := r.fo.svc().Scan(r.ctx, connect.NewRequest(req))
 	if err != nil {
 		r.retry(err)
 		return
@@ -448,4 +487,27 @@ func (r *APIRows) retry(err error) {
 	if err := r.fo.next(r.ctx, e); err != nil {
 		r.fail(err)
 	}
+}
+
+// responseRows returns a response's rows from either encoding:
+// packed_rows (their keys and values alias it; hint: the rows expected,
+// as UnpackRows takes it) or rows. A response with
+// both, or with packed rows that do not decode, is an error wrapping
+// ErrStream.
+func responseRows(m *scanplanev1.ScanResponse, hint int) ([]tablets.Entry, error) {
+	if p := m.GetPackedRows(); len(p) > 0 {
+		if len(m.GetRows()) > 0 {
+			return nil, fmt.Errorf("%w: a response with both rows (%d) and packed_rows", ErrStream, len(m.GetRows()))
+		}
+		rows, err := tablets.UnpackRows(p, hint)
+		if err != nil {
+			return nil, fmt.Errorf("%w: packed_rows: %w", ErrStream, err)
+		}
+		return rows, nil
+	}
+	rows := make([]tablets.Entry, len(m.GetRows()))
+	for i, r := range m.GetRows() {
+		rows[i] = tablets.Entry{Key: r.GetKey(), Value: r.GetValue()}
+	}
+	return rows, nil
 }

@@ -18,6 +18,7 @@ import (
 
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -31,7 +32,12 @@ type apiServer struct {
 	batch      int
 	breakAfter int
 	fail       func() error
-	reorder    bool // send the first two rows swapped
+	reorder    bool     // send the first two rows swapped
+	peers      []string // the HTTP addresses Status lists, besides its own
+	// rowsOnly: ignore ScanRequest.packed_rows (an older server); mangle
+	// changes each packed message before it is sent.
+	rowsOnly bool
+	mangle   func(*scanplanev1.ScanResponse)
 
 	mu   sync.Mutex
 	reqs []*scanplanev1.ScanRequest
@@ -66,7 +72,7 @@ func (s *apiServer) Scan(ctx context.Context, req *connect.Request[scanplanev1.S
 		}
 		if s.breakAfter > 0 && sent == s.breakAfter {
 			if len(out) > 0 {
-				if err := st.Send(&scanplanev1.ScanResponse{Rows: out}); err != nil {
+				if err := s.send(st, m, out); err != nil {
 					return err
 				}
 			}
@@ -78,16 +84,32 @@ func (s *apiServer) Scan(ctx context.Context, req *connect.Request[scanplanev1.S
 			if s.reorder && sent == len(out) && len(out) > 1 {
 				out[0], out[1] = out[1], out[0]
 			}
-			if err := st.Send(&scanplanev1.ScanResponse{Rows: out}); err != nil {
+			if err := s.send(st, m, out); err != nil {
 				return err
 			}
 			out = nil
 		}
 	}
 	if len(out) > 0 {
-		return st.Send(&scanplanev1.ScanResponse{Rows: out})
+		return s.send(st, m, out)
 	}
 	return nil
+}
+
+// send sends rows in one message: packed if the request asks and s is
+// not rowsOnly.
+func (s *apiServer) send(st *connect.ServerStream[scanplanev1.ScanResponse], req *scanplanev1.ScanRequest, rows []*scanplanev1.Row) error {
+	if !req.GetPackedRows() || s.rowsOnly {
+		return st.Send(&scanplanev1.ScanResponse{Rows: rows})
+	}
+	m := &scanplanev1.ScanResponse{}
+	for _, r := range rows {
+		m.PackedRows = tablets.AppendPackedRow(m.PackedRows, r.GetKey(), r.GetValue())
+	}
+	if s.mangle != nil {
+		s.mangle(m)
+	}
+	return st.Send(m)
 }
 
 func (s *apiServer) ListTables(context.Context, *connect.Request[scanplanev1.ListTablesRequest]) (*connect.Response[scanplanev1.ListTablesResponse], error) {
@@ -98,7 +120,11 @@ func (s *apiServer) ListTables(context.Context, *connect.Request[scanplanev1.Lis
 }
 
 func (s *apiServer) Status(context.Context, *connect.Request[scanplanev1.StatusRequest]) (*connect.Response[scanplanev1.StatusResponse], error) {
-	return connect.NewResponse(&scanplanev1.StatusResponse{MemberId: s.addr}), nil
+	st := &scanplanev1.StatusResponse{MemberId: s.addr}
+	for _, p := range append([]string{s.addr}, s.peers...) {
+		st.Coordinators = append(st.Coordinators, &scanplanev1.Coordinator{MemberId: p, HttpAddress: p})
+	}
+	return connect.NewResponse(st), nil
 }
 
 // start serves s over h2c on a loopback port until t ends and returns
@@ -372,7 +398,6 @@ func TestAPIConfig(t *testing.T) {
 		mod  func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.API = nil }, "Config.API is empty"},
 		{func(c *Config) { c.API = []string{"127.0.0.1:8091", "nohost"} }, `API[1] "nohost"`},
 		{func(c *Config) { c.APIToken = "secret" }, "APIToken needs Config.TLS"},
 	} {
@@ -384,9 +409,19 @@ func TestAPIConfig(t *testing.T) {
 		}
 	}
 
+	cfg := DefaultConfig()
+	a, err := NewAPI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	if got := strings.Join(a.Addrs(), ","); got != DefaultAPIAddrs {
+		t.Errorf("NewAPI without Config.API tries %s; want DefaultAPIAddrs %s", got, DefaultAPIAddrs)
+	}
+
 	s := &apiServer{truth: tablets.GenerateRows(10), batch: 10}
 	addr := s.start(t)
-	a := newTestAPI(t, nil, deadAddr(t), addr)
+	a = newTestAPI(t, nil, deadAddr(t), addr)
 	tbs, err := a.ListTables(context.Background())
 	if err != nil || len(tbs) != 1 || tbs[0].GetRows() != 10 {
 		t.Fatalf("ListTables: %v, %v", tbs, err)
@@ -433,5 +468,94 @@ func TestConfigFromEnvAPI(t *testing.T) {
 	t.Setenv(APIEnv, "10.0.0.1:8091,nohost")
 	if _, err := ConfigFromEnv(); err == nil || !strings.Contains(err.Error(), `SCANPLANE_API="10.0.0.1:8091,nohost": "nohost"`) {
 		t.Fatalf("bad SCANPLANE_API: %v", err)
+	}
+}
+
+// TestAPIDiscovers: a client given one address learns the other live
+// coordinators' HTTP addresses from its Status answer (not a wildcard
+// address, which it cannot dial) once it answered; when that address
+// breaks a scan mid-stream, or is gone, the scan goes on at a
+// discovered address after the last key and returns exactly its rows.
+// A client that discovers nothing fails with ErrNoCoordinator naming
+// the address it tried.
+func TestAPIDiscovers(t *testing.T) {
+	truth := tablets.GenerateRows(5000)
+	good := &apiServer{truth: truth, batch: 100}
+	g := good.start(t)
+	seed := &apiServer{truth: truth, batch: 100, breakAfter: 1234, peers: []string{"0.0.0.0:8091", "[::]:8093", g}}
+	sd := seed.start(t)
+	ctx := context.Background()
+
+	a := newTestAPI(t, nil, sd)
+	if _, err := a.ListTables(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, time.Minute, "the other coordinator discovered", func() bool { return len(a.Addrs()) == 2 })
+	if got := a.Addrs(); got[0] != sd || got[1] != g {
+		t.Fatalf("Addrs %v; want the configured %s, then the discovered %s", got, sd, g)
+	}
+	rows := a.Scan(ctx, "t", Range{}, plainRows)
+	got, err := readAll(rows)
+	if err == nil {
+		err = sameEntries(got, truth)
+	}
+	if err != nil {
+		t.Fatalf("scan broken mid-stream by the configured address: %v", err)
+	}
+	if st := rows.Stats(); st.Resumes != 1 || len(good.requests()) != 1 {
+		t.Fatalf("stats %+v, %d requests to the discovered address; want one resume there", st, len(good.requests()))
+	}
+
+	// Nothing to discover: the broken stream resumes on the one address,
+	// which is then gone.
+	lone := &apiServer{truth: truth, batch: 100, breakAfter: 1234}
+	l := lone.start(t)
+	b := newTestAPI(t, func(c *Config) { c.MaxResumes = 0 }, l)
+	got, err = readAll(b.Scan(ctx, "t", Range{}, plainRows))
+	if !errors.Is(err, ErrResumeLimit) || sameEntries(got, truth[:1234]) != nil {
+		t.Fatalf("one address, MaxResumes 0: %d rows, %v; want the rows before the break, then ErrResumeLimit", len(got), err)
+	}
+	c := newTestAPI(t, nil, deadAddr(t))
+	if _, err := readAll(c.Scan(ctx, "t", Range{}, plainRows)); !errors.Is(err, ErrNoCoordinator) || !strings.Contains(err.Error(), c.Addrs()[0]) {
+		t.Fatalf("one dead address: %v; want ErrNoCoordinator naming it", err)
+	}
+}
+
+// TestAPIRowEncodings: the client asks for packed rows and reads them,
+// or Row messages from a server that ignores the request field; a
+// message with both, or packed rows that do not decode, fails the scan
+// with ErrStream after only the rows before it.
+func TestAPIRowEncodings(t *testing.T) {
+	truth := tablets.GenerateRows(3000)
+	ctx := context.Background()
+	for _, rowsOnly := range []bool{false, true} {
+		s := &apiServer{truth: truth, batch: 128, rowsOnly: rowsOnly}
+		a := newTestAPI(t, nil, s.start(t))
+		got, err := readAll(a.Scan(ctx, "t", Range{}, plainRows))
+		if err == nil {
+			err = sameEntries(got, truth)
+		}
+		if err != nil {
+			t.Fatalf("rowsOnly %v: %v", rowsOnly, err)
+		}
+		if reqs := s.requests(); len(reqs) != 1 || !reqs[0].GetPackedRows() {
+			t.Fatalf("rowsOnly %v: requests %v; want one asking for packed rows", rowsOnly, reqs)
+		}
+	}
+	for name, mangle := range map[string]func(*scanplanev1.ScanResponse){
+		"both":      func(m *scanplanev1.ScanResponse) { m.Rows = []*scanplanev1.Row{{Key: []byte("k")}} },
+		"truncated": func(m *scanplanev1.ScanResponse) { m.PackedRows = m.PackedRows[:len(m.PackedRows)-1] },
+	} {
+		n := 0
+		s := &apiServer{truth: truth, batch: 128, mangle: func(m *scanplanev1.ScanResponse) {
+			if n++; n == 2 {
+				mangle(m)
+			}
+		}}
+		a := newTestAPI(t, nil, s.start(t))
+		got, err := readAll(a.Scan(ctx, "t", Range{}, plainRows))
+		if !errors.Is(err, ErrStream) || sameEntries(got, truth[:128]) != nil {
+			t.Fatalf("%s: %d rows, %v; want the first message's 128 rows, then ErrStream", name, len(got), err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"slices"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -156,18 +157,26 @@ type apiProofs struct {
 	pieces  []tablets.Piece
 	pi      int
 	v       *tabletstream.Verifier
-	last    []byte             // the last row proven
-	rows    uint64             // rows proven
-	queue   []*scanplanev1.Row // rows received that no RowProof covered yet
-	packed  []byte             // their packed encoding, in order
-	entries []tablets.Entry
-	proofs  int // RowProofs received in the request
+	last    []byte          // the last row proven
+	rows    uint64          // rows proven
+	queue   []tablets.Entry // rows received that no RowProof covered yet
+	packed  []byte          // their packed encoding, in order
+	// own: packed is a buffer of apiProofs's own, which it may reuse;
+	// false: it is (or aliases) a response's packed_rows, which rows
+	// handed over alias, so it is never written to.
+	own    bool
+	hint   int // rows of the last response
+	proofs int // RowProofs received in the request
 	// mans: the manifests the record names, by SHA-256: those received
 	// (ScanResponse.manifests) and not yet loaded, nil for the others;
 	// roots: the block roots of tablet rootsOf (-1: none).
 	mans    map[[sha256.Size]byte][]byte
 	roots   []tablets.Digest
 	rootsOf int
+	// held: the manifests of the table the client holds (apiHeld), by
+	// SHA-256, which the request lists as held (ScanRequest.held_manifests)
+	// and which are therefore not sent.
+	held map[[sha256.Size]byte][]byte
 }
 
 // maxUnproven bounds the bytes of rows an API client holds without a
@@ -184,8 +193,12 @@ func (p *apiProofs) begin(ctx context.Context, rng tablets.Range, limit uint64) 
 		p.minGen = gen
 	}
 	p.rng, p.limit, p.started, p.meta, p.pieces, p.pi, p.v = rng, limit, false, nil, nil, 0, nil
-	p.last, p.rows, p.queue, p.packed, p.proofs = nil, 0, nil, p.packed[:0], 0
-	p.mans, p.roots, p.rootsOf = nil, nil, -1
+	p.last, p.rows, p.queue, p.proofs = nil, 0, nil, 0
+	p.resetPacked()
+	p.mans, p.roots, p.rootsOf, p.held = nil, nil, -1, nil
+	if !p.a.cfg.APIReadMeta {
+		p.held = p.a.held.snapshot(p.table)
+	}
 	return nil
 }
 
@@ -227,7 +240,7 @@ func (p *apiProofs) load(ctx context.Context, m *scanplanev1.ScanResponse) error
 
 // message takes a message of the request and returns the rows now
 // proven, in order.
-func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([]*scanplanev1.Row, error) {
+func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([]tablets.Entry, error) {
 	if !p.started {
 		if err := p.load(ctx, m); err != nil {
 			return nil, err
@@ -246,15 +259,35 @@ func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([
 			return nil, fmt.Errorf("%w: a manifest (ScanResponse.manifests) of SHA-256 %x that the record does not name, or sent twice", tablets.ErrBadProof, d)
 		}
 		p.mans[d] = data
+		p.a.held.put(p.table, d, data)
 	}
-	for _, row := range m.GetRows() {
-		p.queue = append(p.queue, row)
-		p.packed = tablets.AppendPackedRow(p.packed, row.GetKey(), row.GetValue())
+	rows, err := responseRows(m, p.hint)
+	if err != nil {
+		return nil, err
 	}
+	p.hint = len(rows)
+	if pk := m.GetPackedRows(); len(pk) > 0 {
+		// The bytes the proofs hash, as they came.
+		if len(p.queue) == 0 {
+			p.packed = pk
+		} else {
+			p.packed = append(slices.Clip(p.packed), pk...)
+		}
+		p.own = false
+	} else {
+		if !p.own {
+			p.packed = slices.Clip(p.packed) // appending copies
+		}
+		for _, row := range rows {
+			p.packed = tablets.AppendPackedRow(p.packed, row.Key, row.Value)
+		}
+		p.own = p.own || len(rows) > 0
+	}
+	p.queue = append(p.queue, rows...)
 	if len(p.packed) > maxUnproven {
 		return nil, fmt.Errorf("%w: %s", tablets.ErrBadProof, p.unproven())
 	}
-	var out []*scanplanev1.Row
+	var out []tablets.Entry
 	for _, rp := range m.GetProofs() {
 		p.proofs++
 		rows, err := p.proof(ctx, rp)
@@ -264,9 +297,18 @@ func (p *apiProofs) message(ctx context.Context, m *scanplanev1.ScanResponse) ([
 		out = append(out, rows...)
 	}
 	if len(p.queue) == 0 {
-		p.packed = p.packed[:0]
+		p.resetPacked()
 	}
 	return out, nil
+}
+
+// resetPacked empties packed, keeping its buffer if it is apiProofs's own.
+func (p *apiProofs) resetPacked() {
+	if p.own {
+		p.packed = p.packed[:0]
+	} else {
+		p.packed = nil
+	}
 }
 
 // unproven describes the rows received without a proof.
@@ -292,12 +334,14 @@ func (p *apiProofs) tabletRoots(ctx context.Context, idx int) ([]tablets.Digest,
 		tm, err = p.a.meta.tablet(ctx, p.meta, idx)
 	} else {
 		tm, err = tablets.LoadTablet(ctx, p.meta, idx, func(_ context.Context, id tablets.ManifestID) ([]byte, error) {
-			data := p.mans[id.Digest]
-			if data == nil {
-				return nil, fmt.Errorf("%w: not among the manifests received (ScanResponse.manifests)", tablets.ErrBadProof)
+			if data := p.mans[id.Digest]; data != nil {
+				p.mans[id.Digest] = nil // used; apiHeld keeps it
+				return data, nil
 			}
-			p.mans[id.Digest] = nil
-			return data, nil
+			if data := p.held[id.Digest]; data != nil {
+				return data, nil
+			}
+			return nil, fmt.Errorf("%w: not among the manifests received (ScanResponse.manifests) or held (ScanRequest.held_manifests)", tablets.ErrBadProof)
 		})
 	}
 	if err != nil {
@@ -312,7 +356,7 @@ func (p *apiProofs) tabletRoots(ctx context.Context, idx int) ([]tablets.Digest,
 }
 
 // proof checks one RowProof over the next rows received.
-func (p *apiProofs) proof(ctx context.Context, rp *scanplanev1.RowProof) ([]*scanplanev1.Row, error) {
+func (p *apiProofs) proof(ctx context.Context, rp *scanplanev1.RowProof) ([]tablets.Entry, error) {
 	if p.pi >= len(p.pieces) {
 		return nil, fmt.Errorf("%w: a proof of tablet %d after the end of the range %s", tablets.ErrBadProof, rp.GetTablet(), p.rng)
 	}
@@ -335,19 +379,17 @@ func (p *apiProofs) proof(ctx context.Context, rp *scanplanev1.RowProof) ([]*sca
 	if k > len(p.queue) {
 		return nil, fmt.Errorf("%w: a proof of %d rows, %d received unproven", tablets.ErrBadProof, k, len(p.queue))
 	}
-	rows := p.queue[:k]
-	p.entries = p.entries[:0]
+	rows := p.queue[:k:k]
 	size := 0
 	for _, r := range rows {
-		p.entries = append(p.entries, tablets.Entry{Key: r.GetKey(), Value: r.GetValue()})
-		size += tablets.PackedRowSize(len(r.GetKey()), len(r.GetValue()))
+		size += tablets.PackedRowSize(len(r.Key), len(r.Value))
 	}
 	blocks := make([]*messages.BlockProof, len(rp.GetBlocks()))
 	for i, b := range rp.GetBlocks() {
 		blocks[i] = &messages.BlockProof{Block: b.GetBlock(), Leaves: b.GetLeaves(), First: b.GetFirst(), Rows: b.GetRows(),
 			Siblings: b.GetSiblings(), Head: b.GetHead(), Tail: b.GetTail()}
 	}
-	got, err := p.v.Batch(p.packed[:size], p.entries, blocks)
+	got, err := p.v.Batch(p.packed[:size], rows, blocks)
 	if err == nil && len(got) != k {
 		err = fmt.Errorf("%w: a proof of %d rows whose blocks prove %d", tablets.ErrBadProof, k, len(got))
 	}
@@ -357,7 +399,7 @@ func (p *apiProofs) proof(ctx context.Context, rp *scanplanev1.RowProof) ([]*sca
 	p.queue, p.packed = p.queue[k:], p.packed[size:]
 	p.rows += uint64(k)
 	if k > 0 {
-		p.last = rows[k-1].GetKey()
+		p.last = rows[k-1].Key
 	}
 	if rp.GetFinished() {
 		if err := p.v.Finish(); err != nil {

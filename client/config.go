@@ -85,10 +85,12 @@ type Config struct {
 	// certificate. The client's NATS connection uses it too (TLS,
 	// presenting the certificate). nil = plain text.
 	TLS *tls.Config
-	// API: the coordinators' HTTP addresses (host:port, their --http;
-	// `scanctl up`: 127.0.0.1:8091, :8093, :8095) in order of
-	// preference, for NewAPI, which scans through the public API
-	// instead of the actor remote. Ignored by New and Dial.
+	// API: coordinators' HTTP addresses (host:port, their --http) in
+	// order of preference, for NewAPI, which scans through the public
+	// API instead of the actor remote and adds the other live
+	// coordinators' addresses it learns from them; empty =
+	// DefaultAPIAddrs (`scanctl up`: 127.0.0.1:8091, :8093, :8095).
+	// Ignored by New and Dial.
 	API []string
 	// APIToken: a bearer token (a secured cluster's http.token) that
 	// NewAPI sends instead of a client certificate; it needs TLS (with

@@ -25,8 +25,9 @@ const (
 // NATSURL from $SCANPLANE_NATS (unset or empty: DefaultNATSURLs, the
 // local cluster of `scanctl up`) and TLS from the secrets directory
 // $SCANPLANE_SECRETS (unset or empty: plain text) and API from
-// $SCANPLANE_API (unset or empty: none). A bad value is an error naming
-// the variable and the value.
+// $SCANPLANE_API (unset or empty: none, which NewAPI takes as
+// DefaultAPIAddrs). A bad value is an error naming the variable and the
+// value.
 func ConfigFromEnv() (Config, error) {
 	cfg := DefaultConfig()
 	if v := os.Getenv(NATSEnv); v != "" {

@@ -13,6 +13,7 @@ import (
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
 	"github.com/scanplane/scanplane/api/scanplane/v1/scanplanev1connect"
 	"github.com/scanplane/scanplane/client"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // BenchmarkWholeTableScanAPI scans a whole 200 000-row table (8 tablets,
@@ -20,9 +21,11 @@ import (
 // library in this process and through the public API (gRPC over h2c, and
 // Connect over HTTP/1.1) of the coordinator, whose in-process client
 // verifies the rows, and through gRPC with the rows' proofs (not checked
-// here: what they cost to send); every scan is checked row by row
-// against the ground truth. It reports rows/s of each, api-grpc/go,
-// api-connect/go and api-grpc-proofs/api-grpc (the ratios of their
+// here: what they cost to send), and through gRPC with the rows packed
+// (ScanRequest.packed_rows); every scan is checked row by row against
+// the ground truth. It reports rows/s of each, api-grpc/go,
+// api-connect/go, api-grpc-proofs/api-grpc and
+// api-grpc-packed/api-grpc (the ratios of their
 // rows/s), and the CPU the coordinator process and this process spent
 // per row for each kind (/proc/PID/stat, 10 ms ticks).
 func BenchmarkWholeTableScanAPI(b *testing.B) {
@@ -48,18 +51,29 @@ func BenchmarkWholeTableScanAPI(b *testing.B) {
 			b.Fatalf("go client: %d rows, err %v", n, rows.Err())
 		}
 	}
-	apiScan := func(c scanplanev1connect.ScanServiceClient, proofs bool) func() {
+	apiScan := func(c scanplanev1connect.ScanServiceClient, proofs, packed bool) func() {
 		return func() {
-			st, err := c.Scan(ctx, connect.NewRequest(&scanplanev1.ScanRequest{Table: table, Proofs: proofs}))
+			st, err := c.Scan(ctx, connect.NewRequest(&scanplanev1.ScanRequest{Table: table, Proofs: proofs, PackedRows: packed}))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			n := 0
+			n, hint := 0, 0
 			for st.Receive() {
 				for _, r := range st.Msg().GetRows() {
 					check(n, r.GetKey(), r.GetValue())
 					n++
+				}
+				if p := st.Msg().GetPackedRows(); len(p) > 0 {
+					rows, err := tablets.UnpackRows(p, hint)
+					if err != nil {
+						b.Fatal(err)
+					}
+					hint = len(rows)
+					for _, r := range rows {
+						check(n, r.Key, r.Value)
+						n++
+					}
 				}
 			}
 			if st.Err() != nil || n != len(f.truth) {
@@ -67,12 +81,14 @@ func BenchmarkWholeTableScanAPI(b *testing.B) {
 			}
 		}
 	}
-	kinds := []benchScan{{name: "go", scan: goScan}, {name: "api-grpc", scan: apiScan(grpcC, false)},
-		{name: "api-connect", scan: apiScan(connectC, false)}, {name: "api-grpc-proofs", scan: apiScan(grpcC, true)}}
+	kinds := []benchScan{{name: "go", scan: goScan}, {name: "api-grpc", scan: apiScan(grpcC, false, false)},
+		{name: "api-connect", scan: apiScan(connectC, false, false)}, {name: "api-grpc-proofs", scan: apiScan(grpcC, true, false)},
+		{name: "api-grpc-packed", scan: apiScan(grpcC, false, true)}}
 	sideBySide(b, f.cl.Coordinator().PID(), len(f.truth), kinds)
 	b.ReportMetric(kinds[0].t.Seconds()/kinds[1].t.Seconds(), "api-grpc/go")
 	b.ReportMetric(kinds[0].t.Seconds()/kinds[2].t.Seconds(), "api-connect/go")
 	b.ReportMetric(kinds[1].t.Seconds()/kinds[3].t.Seconds(), "api-grpc-proofs/api-grpc")
+	b.ReportMetric(kinds[1].t.Seconds()/kinds[4].t.Seconds(), "api-grpc-packed/api-grpc")
 }
 
 // benchScan is one way of scanning a benchmark's table, and what it cost.

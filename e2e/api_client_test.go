@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
+	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/tablets"
@@ -361,9 +363,10 @@ func scanAPI(ctx context.Context, api *client.API, table string, truth []tablets
 	return got, nil
 }
 
-// TestAPIClientFailover: three coordinators; an API client given two
-// of them scans 200 000 rows, and the coordinator serving the scan is
-// SIGKILLed mid-scan: the scan resumes on the other after the last key
+// TestAPIClientFailover: three coordinators; an API client given the
+// HTTP address of one of them learns the other two from it, scans
+// 200 000 rows, and the coordinator serving the scan is SIGKILLed
+// mid-scan: the scan resumes on a discovered one after the last key
 // received and returns exactly the table's rows.
 func TestAPIClientFailover(t *testing.T) {
 	clustertest.SkipShort(t)
@@ -379,7 +382,7 @@ func TestAPIClientFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := client.DefaultConfig()
-	cfg.API = []string{cl.HTTPAddr(0), cl.HTTPAddr(1)}
+	cfg.API = []string{cl.HTTPAddr(0)}
 	// The survivor's own client may wait for the tablet actors the
 	// killed coordinator held to move: a bound for a loaded machine.
 	cfg.CoordinatorWait = time.Minute
@@ -388,6 +391,21 @@ func TestAPIClientFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
+	want := []string{cl.HTTPAddr(0), cl.HTTPAddr(1), cl.HTTPAddr(2)}
+	if err := testutil.PollErr(2*time.Minute, func() error {
+		if _, err := a.ListTables(ctx); err != nil {
+			return err
+		}
+		got := a.Addrs()
+		slices.Sort(got[1:])
+		slices.Sort(want[1:])
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("addresses %v, want %v", got, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("discovering the coordinators: %v", err)
+	}
 	sctx, scancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer scancel()
 	rows := a.Scan(sctx, table, client.Range{}, client.ScanOptions{})

@@ -71,7 +71,17 @@ func (g *lyingGateway) Scan(ctx context.Context, req *connect.Request[scanplanev
 			m.Generation, m.TableRecord = g.old.GetGeneration(), g.old.GetTableRecord()
 		}
 		first = false
-		rows := m.GetRows()
+		rows, packed := m.GetRows(), len(m.GetPackedRows()) > 0
+		if packed { // the lie is told in the encoding the client asked for
+			es, err := tablets.UnpackRows(m.GetPackedRows(), 0)
+			if err != nil {
+				return err
+			}
+			for _, e := range es {
+				rows = append(rows, &scanplanev1.Row{Key: e.Key, Value: e.Value})
+			}
+		}
+		n := len(rows)
 		if i := g.target - pos; i >= 0 && i < len(rows) {
 			switch g.lie {
 			case lieForge:
@@ -91,8 +101,14 @@ func (g *lyingGateway) Scan(ctx context.Context, req *connect.Request[scanplanev
 				return nil
 			}
 		}
-		pos += len(m.GetRows())
+		pos += n
 		m.Rows = rows
+		if packed {
+			m.Rows, m.PackedRows = nil, nil
+			for _, r := range rows {
+				m.PackedRows = tablets.AppendPackedRow(m.PackedRows, r.GetKey(), r.GetValue())
+			}
+		}
 		for _, rp := range m.GetProofs() {
 			if rp.GetRestart() && prev != nil && prev.GetTablet() == rp.GetTablet() && !prev.GetFinished() {
 				g.resumed.Add(1)
@@ -118,8 +134,15 @@ func (g *lyingGateway) Scan(ctx context.Context, req *connect.Request[scanplanev
 // its address.
 func (g *lyingGateway) start(t *testing.T) string {
 	t.Helper()
+	return serveAPI(t, g)
+}
+
+// serveAPI serves h as a scanplane.v1 server over h2c on a loopback
+// port until t ends and returns its address.
+func serveAPI(t *testing.T, h scanplanev1connect.ScanServiceHandler) string {
+	t.Helper()
 	mux := http.NewServeMux()
-	mux.Handle(scanplanev1connect.NewScanServiceHandler(g))
+	mux.Handle(scanplanev1connect.NewScanServiceHandler(h))
 	srv := httptest.NewUnstartedServer(mux)
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)

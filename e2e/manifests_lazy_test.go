@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -201,16 +199,7 @@ func TestAPIScansManifestTable(t *testing.T) {
 		}
 	}
 
-	relay := &manifestRelay{up: up, tamper: true}
-	mux := http.NewServeMux()
-	mux.Handle(scanplanev1connect.NewScanServiceHandler(relay))
-	srv := httptest.NewUnstartedServer(mux)
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv.Config.Protocols = &p
-	srv.Start()
-	defer srv.Close()
-	rows, err := scan(srv.Listener.Addr().String(), false, client.Range{})
+	rows, err := scan(serveAPI(t, &manifestRelay{up: up, tamper: true}), false, client.Range{})
 	if !errors.Is(err, tablets.ErrBadProof) || len(rows) > 0 {
 		t.Fatalf("a changed manifest: %d rows, %v; want no row and %v", len(rows), err, tablets.ErrBadProof)
 	}

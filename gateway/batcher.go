@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // slabRows: rows are allocated this many at a time.
@@ -17,11 +18,13 @@ const slabRows = 256
 // sent) are held per scan.
 type batcher struct {
 	max   int
+	pack  bool          // rows go in ScanResponse.packed_rows
 	ready chan struct{} // a full batch or the end is pending
 	space chan struct{} // the sender took the pending rows
 
 	mu     sync.Mutex
 	rows   []*scanplanev1.Row
+	packed []byte // the rows pending, packed (pack)
 	proofs []*scanplanev1.RowProof
 	table  *scanplanev1.ScanResponse // generation and table_record, until taken
 	mans   [][]byte                  // manifests to send before the rows and proofs pending
@@ -31,8 +34,10 @@ type batcher struct {
 	err    error
 }
 
-func newBatcher(maxBytes int) *batcher {
-	return &batcher{max: maxBytes, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+// newBatcher returns a batcher of messages of about maxBytes of rows,
+// packed (ScanResponse.packed_rows) or not (rows).
+func newBatcher(maxBytes int, packed bool) *batcher {
+	return &batcher{max: maxBytes, pack: packed, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
 }
 
 func signal(c chan struct{}) {
@@ -42,19 +47,27 @@ func signal(c chan struct{}) {
 	}
 }
 
-// add appends a row (its slices are kept, not copied); once the pending
-// rows reach max bytes it waits until the sender took them. It returns
-// false when ctx ended first.
+// add appends a row (its slices are kept, not copied, or packed into
+// the batch's buffer); once the pending rows reach max bytes it waits
+// until the sender took them. It returns false when ctx ended first.
 func (b *batcher) add(ctx context.Context, key, value []byte) bool {
 	b.mu.Lock()
-	if len(b.slab) == 0 {
-		b.slab = make([]scanplanev1.Row, slabRows)
+	if b.pack {
+		if b.packed == nil {
+			b.packed = make([]byte, 0, b.max+b.max/8)
+		}
+		b.packed = tablets.AppendPackedRow(b.packed, key, value)
+		b.bytes += tablets.PackedRowSize(len(key), len(value))
+	} else {
+		if len(b.slab) == 0 {
+			b.slab = make([]scanplanev1.Row, slabRows)
+		}
+		r := &b.slab[0]
+		b.slab = b.slab[1:]
+		r.Key, r.Value = key, value
+		b.rows = append(b.rows, r)
+		b.bytes += len(key) + len(value)
 	}
-	r := &b.slab[0]
-	b.slab = b.slab[1:]
-	r.Key, r.Value = key, value
-	b.rows = append(b.rows, r)
-	b.bytes += len(key) + len(value)
 	full := b.bytes >= b.max
 	b.mu.Unlock()
 	if !full {
@@ -162,14 +175,14 @@ func (b *batcher) take() (msg *scanplanev1.ScanResponse, fin bool, err error) {
 		signal(b.ready) // what is still pending goes next
 		return msg, false, nil
 	}
-	if len(b.rows) > 0 || len(b.proofs) > 0 || b.table != nil {
+	if len(b.rows) > 0 || len(b.packed) > 0 || len(b.proofs) > 0 || b.table != nil {
 		msg = b.table
 		if msg == nil {
 			msg = &scanplanev1.ScanResponse{}
 		}
-		msg.Rows, msg.Proofs = b.rows, b.proofs
+		msg.Rows, msg.PackedRows, msg.Proofs = b.rows, b.packed, b.proofs
 	}
-	b.rows, b.proofs, b.table, b.bytes = nil, nil, nil, 0
+	b.rows, b.packed, b.proofs, b.table, b.bytes = nil, nil, nil, nil, 0
 	fin, err = b.fin, b.err
 	b.mu.Unlock()
 	signal(b.space)

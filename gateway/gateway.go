@@ -13,6 +13,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -157,15 +158,42 @@ func checkScan(m *scanplanev1.ScanRequest) error {
 	if m.GetLimit() < 0 {
 		return fmt.Errorf("%w: limit %d must be >= 0 (0 = every row of the range)", client.ErrBadRequest, m.GetLimit())
 	}
+	if n := len(m.GetHeldManifests()); n > MaxHeldManifests {
+		return fmt.Errorf("%w: held_manifests lists %d manifests, more than %d", client.ErrBadRequest, n, MaxHeldManifests)
+	}
+	for i, d := range m.GetHeldManifests() {
+		if len(d) != sha256.Size {
+			return fmt.Errorf("%w: held_manifests[%d] has %d bytes, want a SHA-256 (%d)", client.ErrBadRequest, i, len(d), sha256.Size)
+		}
+	}
 	return nil
 }
 
+// MaxHeldManifests bounds ScanRequest.held_manifests.
+const MaxHeldManifests = 4096
+
+// heldSet is the set of ScanRequest.held_manifests, as ProofManifests
+// asks (nil when the request lists none).
+func heldSet(m *scanplanev1.ScanRequest) func([sha256.Size]byte) bool {
+	if len(m.GetHeldManifests()) == 0 {
+		return nil
+	}
+	set := make(map[[sha256.Size]byte]bool, len(m.GetHeldManifests()))
+	for _, d := range m.GetHeldManifests() {
+		set[[sha256.Size]byte(d)] = true
+	}
+	return func(d [sha256.Size]byte) bool { return set[d] }
+}
+
 // Scan streams the rows of the range, verified, in batches of at most
-// about MaxBatchBytes; with ScanRequest.proofs, with the proofs the
+// about MaxBatchBytes (as Row messages, or packed with
+// ScanRequest.packed_rows); with ScanRequest.proofs, with the proofs the
 // coordinator's client checked them with, for the caller to check again
 // against the table's metadata: the generation, and unless
 // own_metadata, the table's record and the manifests of the tablets the
-// proofs are of, each before the first proof of its tablet.
+// proofs are of, each before the first proof of its tablet, less those
+// the request says the caller holds (held_manifests), which are neither
+// fetched nor sent.
 func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.ScanRequest], stream *connect.ServerStream[scanplanev1.ScanResponse]) error {
 	m := req.Msg
 	if err := checkScan(m); err != nil {
@@ -191,7 +219,8 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	metadata := proofs && !m.GetOwnMetadata() // send table_record and manifests
 	rows := c.Scan(ctx, m.GetTable(), client.KeyRange(m.GetStart(), m.GetEnd()),
 		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit()), Proofs: proofs})
-	b := newBatcher(s.cfg.MaxBatchBytes)
+	held := heldSet(m)
+	b := newBatcher(s.cfg.MaxBatchBytes, m.GetPackedRows())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -207,7 +236,7 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 					continue
 				}
 				sent[p.GetTablet()] = true
-				ms, err := rows.ProofManifests(p.GetTablet())
+				ms, err := rows.ProofManifests(p.GetTablet(), held)
 				if err != nil {
 					b.finish(err)
 					return false

@@ -48,15 +48,21 @@ func TestConfigValidate(t *testing.T) {
 
 // TestBatcher: rows of random sizes through a batcher to a sender that
 // takes at random moments come out all, in order, once, in batches that
-// stop growing once they reach the bound.
+// stop growing once they reach the bound; as Row messages and packed.
 func TestBatcher(t *testing.T) {
+	for _, packed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("packed=%v", packed), func(t *testing.T) { testBatcher(t, packed) })
+	}
+}
+
+func testBatcher(t *testing.T, packed bool) {
 	const n, maxBytes = 20000, 4096
 	r := rand.New(rand.NewPCG(1, 2))
 	want := make([][2][]byte, n)
 	for i := range want {
 		want[i] = [2][]byte{fmt.Appendf(nil, "k%08d", i), make([]byte, r.IntN(3000))}
 	}
-	b := newBatcher(maxBytes)
+	b := newBatcher(maxBytes, packed)
 	go func() {
 		for _, w := range want {
 			if !b.add(context.Background(), w[0], w[1]) {
@@ -65,19 +71,30 @@ func TestBatcher(t *testing.T) {
 		}
 		b.finish(nil)
 	}()
-	var got []*scanplanev1.Row
+	var got []tablets.Entry
 	for {
 		if r.IntN(2) == 0 {
 			<-b.ready
 		}
 		msg, fin, err := b.take()
-		rows := msg.GetRows()
+		if packed && len(msg.GetRows()) > 0 || !packed && len(msg.GetPackedRows()) > 0 {
+			t.Fatalf("packed %v: a message with %d rows and %d bytes of packed rows", packed, len(msg.GetRows()), len(msg.GetPackedRows()))
+		}
+		var rows []tablets.Entry
+		for _, row := range msg.GetRows() {
+			rows = append(rows, tablets.Entry{Key: row.GetKey(), Value: row.GetValue()})
+		}
+		if p := msg.GetPackedRows(); len(p) > 0 {
+			if rows, err = tablets.UnpackRows(p, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
 		bytes := 0
 		for i, row := range rows {
 			if bytes >= maxBytes {
 				t.Fatalf("a batch holds row %d after %d bytes, past the bound %d", i, bytes, maxBytes)
 			}
-			bytes += len(row.GetKey()) + len(row.GetValue())
+			bytes += len(row.Key) + len(row.Value)
 		}
 		got = append(got, rows...)
 		if fin {
@@ -91,15 +108,15 @@ func TestBatcher(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(got), n)
 	}
 	for i, row := range got {
-		if string(row.GetKey()) != string(want[i][0]) || len(row.GetValue()) != len(want[i][1]) {
-			t.Fatalf("row %d is %q, want %q", i, row.GetKey(), want[i][0])
+		if string(row.Key) != string(want[i][0]) || len(row.Value) != len(want[i][1]) {
+			t.Fatalf("row %d is %q, want %q", i, row.Key, want[i][0])
 		}
 	}
 }
 
 // TestBatcherStopsWithContext: a scan whose sender is gone stops adding.
 func TestBatcherStopsWithContext(t *testing.T) {
-	b := newBatcher(MinBatchBytes)
+	b := newBatcher(MinBatchBytes, false)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan bool)
 	go func() { done <- b.add(ctx, []byte("k"), make([]byte, 2*MinBatchBytes)) }()
@@ -190,6 +207,10 @@ func TestScanChecks(t *testing.T) {
 		{&scanplanev1.ScanRequest{Table: "a/b"}, connect.CodeInvalidArgument, `"a/b"`},
 		{&scanplanev1.ScanRequest{Table: "t", Start: []byte("z"), End: []byte("a")}, connect.CodeInvalidArgument, "start z is after end a"},
 		{&scanplanev1.ScanRequest{Table: "t", Limit: -1}, connect.CodeInvalidArgument, "limit -1"},
+		{&scanplanev1.ScanRequest{Table: "t", HeldManifests: [][]byte{make([]byte, 32), []byte("short")}}, connect.CodeInvalidArgument,
+			"held_manifests[1] has 5 bytes"},
+		{&scanplanev1.ScanRequest{Table: "t", HeldManifests: make([][]byte, MaxHeldManifests+1)}, connect.CodeInvalidArgument,
+			"held_manifests lists 4097 manifests"},
 		{&scanplanev1.ScanRequest{Table: "secret"}, connect.CodePermissionDenied, `may not scan table "secret"`},
 		{&scanplanev1.ScanRequest{Table: "t"}, connect.CodeUnavailable, "(re)starting"},
 	} {
@@ -243,7 +264,7 @@ func TestMaxScans(t *testing.T) {
 // MaxMessageBytes (or one manifest), in order, each once; the first
 // carries the table record.
 func TestBatcherManifests(t *testing.T) {
-	b := newBatcher(MaxMessageBytes)
+	b := newBatcher(MaxMessageBytes, false)
 	var mans [][]byte
 	for i := range 9 {
 		mans = append(mans, bytes.Repeat([]byte{byte(i)}, 700<<10+i))
