@@ -109,13 +109,22 @@ type jobKey struct {
 }
 
 // checkGone: FlowBound after a scan ended, no live server still runs or
-// queues an attempt of its requests, unless a fault touched the request
-// or that server since the scan began (then the end of the run checks).
+// queues an attempt of its requests, unless a fault touched the request,
+// the coordinator it was sent to, or that server since the scan began
+// (then the end of the run checks). A request that waited in a paused
+// coordinator while its client moved on is served when the coordinator
+// runs again, after the scan ended: the client cancels it at its first
+// batch.
 func (w *world) checkGone(sr *scanRun) {
 	ended := fmtDur(sr.endAt.Sub(epoch))
 	for _, id := range sr.requests {
 		if len(w.faults.byRequest[id]) > 0 {
 			continue
+		}
+		if co := sr.sentTo[id]; co != "" {
+			if _, troubled := w.faults.procTroubled(co, sr.begin, w.s.now); troubled {
+				continue
+			}
 		}
 		for k, p := range w.jobs {
 			if k.request != id || p.state != procUp {

@@ -55,7 +55,9 @@ type scanRun struct {
 	ended    bool
 	endAt    time.Time
 	requests []string
-	avoid    []string
+	// sentTo: the coordinator each request was sent to.
+	sentTo map[string]string
+	avoid  []string
 	// heardAt: when the request in flight was sent or last heard of.
 	heardAt time.Time
 	// limit asks for at most this many rows (0 = all); abandonAfter makes
@@ -136,6 +138,38 @@ func (c *clientProc) coordinatorLost(addr, why string) {
 	}
 }
 
+// silent marks addr lost for the whole client after one of its streams
+// heard nothing from it for IdleTimeout, and probes it until it answers.
+func (c *clientProc) silent(addr, why string) {
+	if _, already := c.lost[addr]; already {
+		return
+	}
+	c.w.stats.Kinds["coordinator silent to a client"]++
+	c.coordinatorLost(addr, why)
+	c.probe(addr)
+}
+
+// probeEvery is client.Client's probe period: a lost coordinator that
+// runs again is up for the client at its next probe.
+const probeEvery = 500 * time.Millisecond
+
+// probe is client.Client's probe of a coordinator it lost: every
+// probeEvery, a coordinator that runs (its process up) is up again.
+func (c *clientProc) probe(addr string) {
+	c.w.s.after(probeEvery, "client probe", func() {
+		if _, lost := c.lost[addr]; !lost {
+			return
+		}
+		for _, co := range c.w.coords {
+			if co.proc.addr == addr && co.proc.state == procUp {
+				c.coordinatorUp(addr)
+				return
+			}
+		}
+		c.probe(addr)
+	})
+}
+
 func (c *clientProc) coordinatorUp(addr string) {
 	delete(c.lost, addr)
 	for _, sr := range c.active() {
@@ -177,6 +211,10 @@ func (c *clientProc) do(sr *scanRun, acts []tabletstream.StreamAction) {
 			}
 			sr.avoid = slices.Clone(req.GetAvoidServers())
 			sr.requests = append(sr.requests, req.GetRequestId())
+			if sr.sentTo == nil {
+				sr.sentTo = map[string]string{}
+			}
+			sr.sentTo[req.GetRequestId()] = a.Coordinator
 			sr.heardAt = now
 			c.byReq[req.GetRequestId()] = sr
 			to := actor.NewPID(a.Coordinator, wire.RouterName)
@@ -205,6 +243,11 @@ func (c *clientProc) do(sr *scanRun, acts []tabletstream.StreamAction) {
 			w.endScan(sr, nil)
 		case tabletstream.ActFail:
 			w.endScan(sr, a.Err)
+		case tabletstream.ActCoordinatorSilent:
+			// As client.Client does, after this stream's actions:
+			// the coordinator is lost for every scan of the client.
+			addr, why := a.Coordinator, a.Err.Error()
+			w.s.after(0, "coordinator silent", func() { c.silent(addr, why) })
 		}
 	}
 	if stop && !sr.stream.Done() {

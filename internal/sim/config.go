@@ -169,7 +169,7 @@ func ConfigFor(seed uint64) Config {
 			ColdRead: 0.2, ColdReadMin: time.Millisecond, ColdReadMax: 80 * time.Millisecond, Heartbeat: time.Second},
 		Flow: coordinator.DefaultFlowConfig(),
 		Stream: StreamModel{BatchRows: uint32(between(3, 40)), Window: uint32(between(1, 4)), StallTimeout: 2 * time.Second,
-			IdleTimeout: 10 * time.Second, CoordinatorWait: 3 * time.Second, MaxRequestTime: 30 * time.Second, MaxResumes: 10},
+			IdleTimeout: 2 * time.Second, CoordinatorWait: 3 * time.Second, MaxRequestTime: 30 * time.Second, MaxResumes: 10},
 		Net:           NetFaults{MinDelay: 50 * time.Microsecond, MaxDelay: 2 * time.Millisecond, LateMax: 2 * time.Second},
 		DeadlineBound: time.Second, CalmBound: 2500 * time.Millisecond, FlowBound: time.Second,
 		SilenceBound: 1500 * time.Millisecond, LeakBound: 5 * time.Second,

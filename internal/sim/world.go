@@ -91,7 +91,8 @@ type Stats struct {
 	Forwarded, Reforwarded     uint64
 	Rerouted, Direct           uint64
 	ActorFailures              uint64
-	// Kinds counts the process faults by kind.
+	// Kinds counts the process faults by kind, and the coordinators a
+	// client lost to silence.
 	Kinds map[string]int
 }
 
