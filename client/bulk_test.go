@@ -1,9 +1,7 @@
 package client
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -92,16 +90,7 @@ func TestParallelScanTakesBulkSlots(t *testing.T) {
 	defer cancel()
 	rows := c.Scan(ctx, "t", Range{}, ScanOptions{AllowUnverified: true, Parallel: 4})
 	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		if r := rows.Row(); !bytes.Equal(r.Key, fakeRowKey(n)) || string(r.Value) != fmt.Sprintf("v%d", n) {
-			t.Fatalf("row %d is %s=%s", n, r.Key, r.Value)
-		}
-		n++
-	}
-	if rows.Err() != nil || n != fakeRows {
-		t.Fatalf("%d rows, err %v", n, rows.Err())
-	}
+	readFakeRows(t, rows, 0)
 	if p := c.bulk.peak.Load(); p != 1 {
 		t.Fatalf("at most %d goroutines of the parallel scan handled messages at once, want 1 (its one slot)", p)
 	}
