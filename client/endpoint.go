@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -58,12 +59,8 @@ func (c *Client) receive(ctx actor.Context) {
 // endpointProps is the endpoint actor's: receive on the delivering
 // goroutine.
 func (c *Client) endpointProps() *actor.Props {
-	return actor.PropsFromFunc(c.receive, actor.WithDispatcher(actor.NewSynchronizedDispatcher(endpointThroughput)))
+	return actor.PropsFromFunc(c.receive, actor.WithDispatcher(actorenv.InlineDispatcher()))
 }
-
-// endpointThroughput is how many messages the endpoint actor handles in
-// a row before it yields the processor (protoactor's default).
-const endpointThroughput = 300
 
 // coordEvent tells a running stream that a coordinator was lost or is up.
 type coordEvent struct {
