@@ -351,3 +351,99 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 		}
 	}
 }
+
+// MaxGetMany is the most keys one GetMany reads.
+const MaxGetMany = 64
+
+// GetMany reads the values of keys with one request to JetStream (a
+// batched direct get of the keys' last messages: one round trip for all
+// of them) and returns those it read, by key. A key absent from the
+// result was not read: never stored, deleted, not yet on the replica
+// that answered, or unreadable there; Get reads it alone and says which
+// (GetMany is for reading ahead, where a key not read is read later).
+// An error means nothing usable came back. Like Get, it is bounded by
+// Config.OpTimeout and sent again after Config.ReadTry without an
+// answer. At most MaxGetMany keys; duplicates are read once. The
+// returned slices are the caller's.
+func (b *BlockStore) GetMany(ctx context.Context, keys []string) (map[string][]byte, error) {
+	if len(keys) > MaxGetMany {
+		return nil, fmt.Errorf("bus: block get of %d keys: at most %d", len(keys), MaxGetMany)
+	}
+	bySubj := make(map[string]string, len(keys))
+	subjs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if k == "" {
+			return nil, errors.New("bus: block get: empty key")
+		}
+		s := b.subjects + escapeKey(k, true)
+		if _, dup := bySubj[s]; !dup {
+			bySubj[s] = k
+			subjs = append(subjs, s)
+		}
+	}
+	if len(subjs) == 0 {
+		return map[string][]byte{}, nil
+	}
+	got, err := timedRead(b.conn, ctx, func(octx context.Context) (map[string][]byte, error) {
+		return b.conn.directGetLast(octx, kvStreamPrefix+b.conn.cfg.BlocksBucket, subjs, bySubj)
+	})
+	if err != nil {
+		return nil, b.conn.storeErr(ctx, fmt.Sprintf("block get of %d keys", len(subjs)), err)
+	}
+	return got, nil
+}
+
+// statusHeader and descriptionHeader carry a NATS status message's code
+// and text (nats.go parses the status line into them).
+const (
+	statusHeader      = "Status"
+	descriptionHeader = "Description"
+)
+
+// directGetLast asks stream's replicas for the last message of each of
+// subjs (JetStream's batched direct get, "multi_last"), and returns the
+// data of those answered that are not delete or purge markers, under
+// names[subject]. It reads the answers from an inbox of its own until
+// the end-of-batch status.
+func (c *Conn) directGetLast(ctx context.Context, stream string, subjs []string, names map[string]string) (map[string][]byte, error) {
+	req, err := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+		Batch     int      `json:"batch"`
+	}{subjs, len(subjs)})
+	if err != nil {
+		return nil, err
+	}
+	inbox := c.nc.NewInbox()
+	sub, err := c.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(subjs))
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch st := m.Header.Get(statusHeader); st {
+		case "":
+		case "204": // end of the batch
+			return out, nil
+		case "404": // none of the keys
+			return out, nil
+		case "503":
+			return nil, nats.ErrNoResponders
+		default:
+			return nil, fmt.Errorf("direct get of %d subjects: status %s %s", len(subjs), st, m.Header.Get(descriptionHeader))
+		}
+		if m.Header.Get(kvOperationHeader) != "" {
+			continue // a delete or purge marker
+		}
+		if k, ok := names[m.Header.Get(jetstream.SubjectHeader)]; ok {
+			out[k] = m.Data
+		}
+	}
+}
