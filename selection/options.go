@@ -147,7 +147,9 @@ type Options struct {
 	// of ours stands for the others' choices the report has not shown
 	// yet: coordinators sharing servers see the same loads and send the
 	// same way, as C3's concurrency compensation (q̂ = 1 + os·n + q̄)
-	// assumes. 0 = the larger of the report and our scans in flight. 4.
+	// assumes; it also moves scans off a cached home host sooner, so it
+	// suits many coordinators without a cache to keep. 0 = the larger of
+	// the report and our scans in flight. 0.
 	InFlightWeight float64
 	// StaleHeartbeat ("staleHeartbeat"): a host whose newest heartbeat is
 	// older than this (relative to LoadView.At) is suspect: its servers
@@ -277,7 +279,6 @@ func DefaultOptions(policy string) Options {
 		HedgeDelayDefault:               50 * time.Millisecond,
 		SpillCost:                       4,
 		SpillHosts:                      2,
-		InFlightWeight:                  4,
 		StaleHeartbeat:                  2 * time.Second,
 		DecayTime:                       defaultDecayTime,
 		C3Clients:                       1,
