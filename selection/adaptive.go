@@ -199,7 +199,7 @@ func (c *call) zoneAvoidance(a *adCtx) {
 func (c *call) score(i int32, r int, a *adCtx) float64 {
 	s := c.g.alive[i]
 	w := max(1, s.Workers)
-	sc := float64(pending(s))/float64(w) + a.spill*float64(r)
+	sc := c.adQueue(s)/float64(w) + a.spill*float64(r)
 	if e := c.v.ErrorsOf(s, a.decay, c.now); e > 0 {
 		sc += adErrWeight * float64(min(e, adErrCap))
 	}
@@ -219,6 +219,17 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 		sc += adStalePenalty
 	}
 	return sc
+}
+
+// adQueue is the queue adaptive scores server s by: its last reported
+// Active + QueueLen plus inFlightWeight × this coordinator's scans in
+// flight there (pending(s) when inFlightWeight is 0).
+func (c *call) adQueue(s *ServerLoad) float64 {
+	k := c.p.Options.InFlightWeight
+	if k <= 0 {
+		return float64(pending(s))
+	}
+	return float64(max(0, s.Active+s.QueueLen)) + k*float64(max(0, s.InFlight))
 }
 
 // coldPick scores cands and picks in two steps. The host: the one nearest

@@ -146,6 +146,35 @@ func TestAdaptiveQueueAwareSpill(t *testing.T) {
 	}
 }
 
+// TestAdaptiveInFlightWeight: with every server reporting the same load,
+// the scans this coordinator has in flight on the home server count
+// inFlightWeight (4) times beside the report, so two of them send the
+// scan away; with inFlightWeight 0 (the default) only the larger of the
+// report and our own count is scored, and the scan stays home.
+func TestAdaptiveInFlightWeight(t *testing.T) {
+	tab := tablet(5)
+	base := hostsView(6, 1, func(s *ServerLoad) { s.Workers, s.Active = 4, 4 })
+	order := HostOrder(tab, base, "")
+	v := modView(base, func(s *ServerLoad) {
+		if s.Host == order[0] {
+			s.InFlight = 2
+		}
+	})
+	noSpill := func(o *Options) { o.SpillCost = 0 }
+	h := adHarness{t, adProfile(noSpill, func(o *Options) { o.InFlightWeight = 4 }), tab}
+	for seed := uint64(0); seed < 30; seed++ {
+		if d := h.must(v, nil, false, seed); d.Host != order[1] {
+			t.Fatalf("inFlightWeight %v: %s, want %s (home %s)", h.p.Options.InFlightWeight, d.Host, order[1], order[0])
+		}
+	}
+	h = adHarness{t, adProfile(noSpill), tab}
+	for seed := uint64(0); seed < 30; seed++ {
+		if d := h.must(v, nil, false, seed); d.Host != order[0] {
+			t.Fatalf("inFlightWeight 0: %s, want home %s", d.Host, order[0])
+		}
+	}
+}
+
 func TestAdaptiveAvoidance(t *testing.T) {
 	base := hostsView(6, 2)
 	tab := tablet(8)

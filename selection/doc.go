@@ -172,6 +172,7 @@
 //	| hedgeDelayDefault               | 50ms           | adaptive                 | hedge delay while StartLatencyP95 is unknown |
 //	| spillCost                       | 4              | adaptive                 | score per host rank away from home (queued scans per worker) |
 //	| spillHosts                      | 2              | adaptive                 | hosts after home scored before falling back to all servers |
+//	| inFlightWeight                  | 0              | adaptive                 | scans added to a server's reported queue per scan of ours in flight there (0 = the larger of the two) |
 //	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long scores +8 and is not a sibling-hedge target (0 = ignore) |
 //	| decayTime                       | 10s            | peak-ewma                | τ of the peak-EWMA latency (Finagle's decayTime; > 0) |
 //	| defaultRTT                      | 0s             | peak-ewma                | estimate of a server with no sample (tower's default_rtt); 0 = Finagle's: 0, penalty once in flight |
@@ -192,7 +193,16 @@
 //     The first is the home host, whose block cache holds the tablet.
 //  2. Score every live server of the home host and of the next spillHosts
 //     hosts:
-//     score = pending/workers (queue wait in scans per worker)
+//     score = queue/workers (queue wait in scans per worker), where
+//     queue is the larger of the server's last reported Active +
+//     QueueLen and this coordinator's scans in flight there; with
+//     inFlightWeight > 0 it is the report plus inFlightWeight × our scans
+//     in flight: a scan of ours stands for the other coordinators' scans
+//     sent on the same view that no report shows yet (C3's concurrency
+//     compensation, os·n), so coordinators sharing servers spread instead
+//     of herding onto the replica that last reported the shortest queue.
+//     It is 0 by default because it also moves scans off a cached home
+//     host sooner (fewer cache hits with a few coordinators)
 //     + spill × host rank (0 at home: leaving home costs cache misses),
 //     where spill is spillCost or, once the view's BlockTimes hold 16
 //     scans each at home and away, what leaving home costs here: the

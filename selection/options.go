@@ -141,6 +141,16 @@ type Options struct {
 	// SpillHosts ("spillHosts"): hosts after the home host considered
 	// before falling back to all servers. 2.
 	SpillHosts int
+	// InFlightWeight ("inFlightWeight"): each scan this coordinator has
+	// in flight on a server adds this many scans to the server's last
+	// reported queue (Active + QueueLen) in adaptive's queue term. A scan
+	// of ours stands for the others' choices the report has not shown
+	// yet: coordinators sharing servers see the same loads and send the
+	// same way, as C3's concurrency compensation (q̂ = 1 + os·n + q̄)
+	// assumes; it also moves scans off a cached home host sooner, so it
+	// suits many coordinators without a cache to keep. 0 = the larger of
+	// the report and our scans in flight. 0.
+	InFlightWeight float64
 	// StaleHeartbeat ("staleHeartbeat"): a host whose newest heartbeat is
 	// older than this (relative to LoadView.At) is suspect: its servers
 	// score +8 and a hedge does not go to a sibling on it. 0 = ignore
@@ -425,6 +435,7 @@ var optionSpecs = []optionSpec{
 	durOpt("hedgeDelayMax", adaptOnly, func(o *Options) *time.Duration { return &o.HedgeDelayMax }),
 	durOpt("hedgeDelayDefault", adaptOnly, func(o *Options) *time.Duration { return &o.HedgeDelayDefault }),
 	floatOpt("spillCost", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.SpillCost }),
+	floatOpt("inFlightWeight", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.InFlightWeight }),
 	intOpt("spillHosts", adaptOnly, 0, 1000, func(o *Options) *int { return &o.SpillHosts }),
 	durOpt("staleHeartbeat", adaptOnly, func(o *Options) *time.Duration { return &o.StaleHeartbeat }),
 	durOpt("decayTime", peakOnly, func(o *Options) *time.Duration { return &o.DecayTime }),
