@@ -43,6 +43,8 @@ type Client struct {
 	coord   coordDirectory
 	// tabletActors: where a tablet's requests go without the router.
 	tabletActors tabletActorDirectory
+	// bulk: the slots its parallel scans handle messages in.
+	bulk *bulkSlots
 }
 
 // New checks the config; it does no IO.
@@ -63,7 +65,8 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg, log: log, id: "c" + hex.EncodeToString(b[:]), inboxes: map[string]*inbox{},
 		streams: map[*inbox]struct{}{}, tables: map[string]*messages.TableMeta{}, current: map[string]uint64{},
 		coord: coordDirectory{discover: len(list) == 0, list: list, lost: map[string]string{}, connected: map[string]bool{},
-			instance: map[string]string{}, routers: map[string]string{}, leased: map[string]bool{}}}, nil
+			instance: map[string]string{}, routers: map[string]string{}, leased: map[string]bool{}},
+		bulk: newBulkSlots(bulkGoroutines())}, nil
 }
 
 // Dial is New and Start in one step: a started Client, or the reason it
@@ -123,7 +126,7 @@ func (c *Client) start(ctx context.Context) error {
 		return err
 	}
 	c.evSub = c.sys.EventStream.Subscribe(c.onEndpointEvent)
-	c.rx, err = c.sys.Root.SpawnNamed(actor.PropsFromFunc(c.receive), "client-"+c.id)
+	c.rx, err = c.sys.Root.SpawnNamed(c.endpointProps(), "client-"+c.id)
 	if err != nil {
 		return fmt.Errorf("client: start endpoint actor: %w", err)
 	}

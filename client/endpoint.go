@@ -4,16 +4,24 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 )
 
 // receive is the client endpoint actor: it hands each message to the
-// inbox of its request.
+// inbox of its request. It runs on the goroutine that delivers the
+// message (the remote reader of the sender's connection: a synchronized
+// dispatcher), not on a goroutine started per burst of messages, so a
+// row batch reaches the goroutine reading its stream with one goroutine
+// hand-off, not two. It never blocks: it looks the inbox up and appends
+// (a straggler's Cancel is a send, which waits only for protoactor's
+// first connection to that address, as it would on any goroutine).
 func (c *Client) receive(ctx actor.Context) {
 	var id string
 	switch m := ctx.Message().(type) {
@@ -35,12 +43,23 @@ func (c *Client) receive(ctx actor.Context) {
 	c.mu.Unlock()
 	if in != nil {
 		in.put(ctx.Message())
+		if in.handOff {
+			// Its reader, just readied, runs on this processor now,
+			// before the messages of other streams behind this one.
+			runtime.Gosched()
+		}
 	} else if b, ok := ctx.Message().(*messages.RowBatch); ok {
 		// A straggler of a finished request: stop it.
 		if p := b.GetServerPid(); p != nil {
 			c.sys.Root.Send(actor.NewPID(p.Address, p.Id), &messages.Cancel{RequestId: b.RequestId, Attempt: b.Attempt, Reason: "request already done"})
 		}
 	}
+}
+
+// endpointProps is the endpoint actor's: receive on the delivering
+// goroutine.
+func (c *Client) endpointProps() *actor.Props {
+	return actor.PropsFromFunc(c.receive, actor.WithDispatcher(actorenv.InlineDispatcher()))
 }
 
 // coordEvent tells a running stream that a coordinator was lost or is up.
@@ -114,10 +133,15 @@ func (c *Client) self() *messages.Pid { return &messages.Pid{Address: c.rx.Addre
 // inbox is an unbounded queue of one request's messages: the endpoint
 // actor must never block on a slow consumer.
 type inbox struct {
-	mu     sync.Mutex
-	items  []any
-	notify chan struct{}
-	closed bool
+	// handOff: the inbox of a scan read in its caller's goroutine (a
+	// short scan, a lookup): the endpoint actor yields the processor to
+	// its reader after each message rather than deliver the next ones
+	// first. Set before the stream's first request.
+	handOff bool
+	mu      sync.Mutex
+	items   []any
+	notify  chan struct{}
+	closed  bool
 }
 
 func newInbox() *inbox { return &inbox{notify: make(chan struct{}, 1)} }

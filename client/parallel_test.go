@@ -104,7 +104,18 @@ func TestParallelScanBoundsBuffer(t *testing.T) {
 	if buffered > maxBytes+2*batch || waiting == 0 {
 		t.Fatalf("%d bytes buffered with MaxBufferBytes %d and batches of about %d bytes; %d goroutines wait for room", buffered, maxBytes, batch, waiting)
 	}
-	n := 1
+	readFakeRows(t, rows, 1)
+	if st := rows.Stats(); st.Tablets != 4 || st.Rows != fakeRows {
+		t.Fatalf("stats %+v, want 4 tablets and %d rows", st, fakeRows)
+	}
+	t.Logf("%d bytes buffered, %d goroutines waiting, after one row", buffered, waiting)
+}
+
+// readFakeRows reads the rest of a scan of the fake's whole table, whose
+// rows before the n-th the caller took, and fails unless they are the
+// fake's, in order, to the last.
+func readFakeRows(t *testing.T, rows *Rows, n int) {
+	t.Helper()
 	for rows.Next() {
 		if r := rows.Row(); !bytes.Equal(r.Key, fakeRowKey(n)) || string(r.Value) != fmt.Sprintf("v%d", n) {
 			t.Fatalf("row %d is %s=%s", n, r.Key, r.Value)
@@ -114,10 +125,6 @@ func TestParallelScanBoundsBuffer(t *testing.T) {
 	if rows.Err() != nil || n != fakeRows {
 		t.Fatalf("%d rows, err %v", n, rows.Err())
 	}
-	if st := rows.Stats(); st.Tablets != 4 || st.Rows != fakeRows {
-		t.Fatalf("stats %+v, want 4 tablets and %d rows", st, fakeRows)
-	}
-	t.Logf("%d bytes buffered, %d goroutines waiting, after one row", buffered, waiting)
 }
 
 // TestParallelScanLimit: limits inside the first tablet, at and around

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
+	"runtime"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -293,6 +294,9 @@ func (r *Rows) Next() bool {
 			r.batch = b.rows
 			r.counted += b.counted
 			r.proofs.put(b.proof)
+			// A batch per time slice at most: goroutines woken meanwhile
+			// (a short scan's) run before the caller goes on (bulkSlots).
+			runtime.Gosched()
 			continue
 		}
 		if r.run == nil {
@@ -378,6 +382,8 @@ var errStopped = errors.New("client: scan closed")
 type tabletRun struct {
 	r        *Rows
 	stop     <-chan struct{} // closed by Close of a parallel scan; nil otherwise
+	bulk     *bulkSlots      // a parallel scan's: held while a message is handled; nil otherwise
+	short    bool            // a scan of one tablet in its caller's goroutine: while it waits for a message, bulk work waits (bulkSlots)
 	cur      *tabletstream.TabletStream
 	in       *inbox   // its inbox
 	ids      []string // its request ids
@@ -404,6 +410,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	if err != nil {
 		return nil, err
 	}
+	in.handOff = stop == nil
 	cfg := tabletstream.StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, BatchBytes: c.cfg.BatchBytes, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
@@ -424,7 +431,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 			ErrUnverified, r.table, r.meta.GetGeneration(), err)
 	}
 	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats,
-		tablet: p.Tablet}
+		tablet: p.Tablet, short: stop == nil && len(r.pieces) == 1}
 	stats.Tablets++
 	if err := t.apply(t.cur.Start(time.Now())); err != nil {
 		t.abandon()
@@ -438,6 +445,15 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 func (t *tabletRun) step() error {
 	m, closed := t.in.take()
 	if m != nil {
+		if t.bulk != nil {
+			if !t.bulk.acquire(t.stop, t.r.ctx.Done()) {
+				if err := t.r.ctx.Err(); err != nil {
+					return t.ctxErr(err)
+				}
+				return errStopped
+			}
+			defer t.bulk.release()
+		}
 		now := time.Now()
 		if ev, ok := m.(coordEvent); ok {
 			if ev.lost {
@@ -470,6 +486,11 @@ func (t *tabletRun) step() error {
 			t.timer.Reset(wake.Sub(now))
 		}
 		tc = t.timer.C
+	}
+	if t.short {
+		bulk := t.r.c.bulk
+		bulk.shortWaiting()
+		defer bulk.shortHeard()
 	}
 	select {
 	case <-ctx.Done():

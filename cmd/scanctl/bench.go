@@ -42,7 +42,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	window := fs.Uint("window", 0, "`N` batches in flight per tablet stream (client.Config.Window); 0 = the client's default")
 	batchRows := fs.Uint("batch-rows", 0, "`N` rows per batch at most (client.Config.BatchRows); 0 = the server's default")
 	batchBytes := fs.Uint("batch-bytes", 0, "`BYTES` of rows per batch (client.Config.BatchBytes); 0 = the server's default")
-	traceFile := fs.String("trace", "", "write an execution trace of this process over the timed scans to `FILE` (go tool trace)")
+	traceFile := fs.String("trace", "", "write an execution trace of this process over the timed scans and the --lookups (the --reader pass too, when on) to `FILE` (go tool trace)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
 	if _, err := parse("bench", g, fs, args, out); err != nil {
@@ -129,7 +129,11 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 				}
 			}
 		}
-		stopTrace()
+		if *lookups == 0 {
+			stopTrace()
+		} else {
+			defer stopTrace() // after the lookups (the reader, when on, runs before them)
+		}
 		if err := stopProfile(); err != nil {
 			return err
 		}
@@ -172,11 +176,15 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 		for range n {
 			k := keys[r.IntN(len(keys))]
 			start := time.Now()
-			rows := c.Scan(ctx, table, client.SingleKey(k), client.ScanOptions{})
 			got := 0
-			for rows.Next() {
-				got++
-			}
+			var rows *client.Rows
+			// A region per lookup in the --trace.
+			trace.WithRegion(ctx, "lookup", func() {
+				rows = c.Scan(ctx, table, client.SingleKey(k), client.ScanOptions{})
+				for rows.Next() {
+					got++
+				}
+			})
 			lat = append(lat, time.Since(start))
 			if err := rows.Err(); err != nil {
 				return nil, err
@@ -194,6 +202,7 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 	sctx, stop := context.WithCancel(ctx)
 	scans := make(chan error, 1)
 	var scanned atomic.Int64
+	scanStart := time.Now()
 	go func() {
 		for sctx.Err() == nil {
 			res, _, err := benchScan(sctx, c, table, opts, 0)
@@ -207,7 +216,9 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 	}()
 	busy, err := run()
 	stop()
-	if serr := <-scans; serr != nil {
+	serr := <-scans
+	scanTook := time.Since(scanStart)
+	if serr != nil {
 		return fmt.Errorf("whole-table scan beside the lookups: %w", serr)
 	}
 	if err != nil {
@@ -223,7 +234,7 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 			float64(q(0.99))/float64(q(0.5)), sched*1e3)
 	}
 	line("idle", idle, sched.p99[0])
-	line(fmt.Sprintf("during whole-table scans (%d rows scanned)", scanned.Load()), busy, sched.p99[1])
+	line(fmt.Sprintf("during whole-table scans (%d rows scanned, %.3f M rows/s)", scanned.Load(), float64(scanned.Load())/scanTook.Seconds()/1e6), busy, sched.p99[1])
 	return tw.Flush()
 }
 

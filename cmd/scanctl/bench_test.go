@@ -66,7 +66,7 @@ func TestBench(t *testing.T) {
 	// Counts: rows, no bytes streamed to the caller; lookups: one row
 	// each, six figures (p50 .. p99/p50 and the scheduling latency).
 	for _, re := range []string{`count, parallel 1 \(median of 2\)\s+20000\s+0\.0\s`, `count, parallel 3 \(median of 2\)\s+20000\s+0\.0\s`,
-		`idle\s+50(\s+[0-9.]+){6}\s*$`, `during whole-table scans \(\d+ rows scanned\)\s+50(\s+[0-9.]+){6}\s*$`, `one-row lookups .* sched p99 ms\s*$`} {
+		`idle\s+50(\s+[0-9.]+){6}\s*$`, `during whole-table scans \(\d+ rows scanned, [0-9.]+ M rows/s\)\s+50(\s+[0-9.]+){6}\s*$`, `one-row lookups .* sched p99 ms\s*$`} {
 		if !regexp.MustCompile(`(?m)^\s*` + re).MatchString(out) {
 			t.Errorf("no line %q in:\n%s", re, out)
 		}

@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"scanserver":                          {"wire", "messages", "tablets", "cache", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
 	"scanflow":                            {"messages", "selection"},
 	"coordinator":                         {"wire", "messages", "tablets", "selection", "scanflow", "bus", "internal/remoting", "internal/metrics", "internal/actorenv"},
-	"client":                              {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets", "internal/tabletstream", "internal/clientsys", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
+	"client":                              {"wire", "messages", "tablets", "bus", "internal/remoting", "internal/secrets", "internal/tabletstream", "internal/clientsys", "internal/actorenv", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},
 	"internal/tabletstream":               {"wire", "messages", "tablets"},
 	"internal/clientsys":                  {},
 	"gateway":                             {"client", "tablets", "api/scanplane/v1", "api/scanplane/v1/scanplanev1connect"},

@@ -1,0 +1,140 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/messages"
+)
+
+// TestBulkWaitsForShortScans: bulk work waits while a short scan waits
+// for a message, until it is heard or for shortWait at most; slots bound
+// the goroutines doing bulk work at once; a closed stop ends a wait.
+func TestBulkWaitsForShortScans(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBulkSlots(1)
+		acquired := func(stop <-chan struct{}) <-chan time.Duration {
+			got := make(chan time.Duration, 1)
+			start := time.Now()
+			go func() {
+				if b.acquire(stop, nil) {
+					got <- time.Since(start)
+				} else {
+					got <- -1
+				}
+			}()
+			return got
+		}
+		pending := func(got <-chan time.Duration, what string) {
+			t.Helper()
+			synctest.Wait()
+			select {
+			case d := <-got:
+				t.Fatalf("%s: bulk work went on after %v", what, d)
+			default:
+			}
+		}
+
+		// Heard: the bulk work goes on at once.
+		b.shortWaiting()
+		got := acquired(nil)
+		pending(got, "a short scan waits")
+		b.shortHeard()
+		if d := <-got; d != 0 {
+			t.Fatalf("bulk work went on %v after the short scan heard its message, want at once", d)
+		}
+
+		// The slot is held: a second goroutine waits for it.
+		got = acquired(nil)
+		pending(got, "the one slot is held")
+		b.release()
+		if d := <-got; d != 0 {
+			t.Fatalf("bulk work went on %v after the slot was released, want at once", d)
+		}
+		if p := b.peak.Load(); p != 1 {
+			t.Fatalf("%d goroutines held one slot at once", p)
+		}
+		b.release()
+
+		// Not heard: the bulk work goes on after shortWait.
+		b.shortWaiting()
+		if d := <-acquired(nil); d != shortWait {
+			t.Fatalf("bulk work went on after %v while a short scan waited, want %v", d, shortWait)
+		}
+		b.release()
+
+		// Stopped while waiting.
+		stop := make(chan struct{})
+		got = acquired(stop)
+		pending(got, "stop not yet closed")
+		close(stop)
+		if d := <-got; d != -1 {
+			t.Fatal("acquire took a slot after stop was closed")
+		}
+		b.shortHeard()
+	})
+}
+
+// TestParallelScanTakesBulkSlots: the goroutines of a parallel scan over
+// 4 tablets handle their messages within the client's bulk slots (one
+// here), and every row comes in order; a lookup leaves no short scan
+// marked waiting, whether it ends or is cancelled.
+func TestParallelScanTakesBulkSlots(t *testing.T) {
+	c := fakeTable(t)
+	c.bulk = newBulkSlots(1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rows := c.Scan(ctx, "t", Range{}, ScanOptions{AllowUnverified: true, Parallel: 4})
+	defer rows.Close()
+	readFakeRows(t, rows, 0)
+	if p := c.bulk.peak.Load(); p != 1 {
+		t.Fatalf("at most %d goroutines of the parallel scan handled messages at once, want 1 (its one slot)", p)
+	}
+
+	for _, cancelled := range []bool{false, true} {
+		lctx, lcancel := context.WithCancel(ctx)
+		if cancelled {
+			lcancel()
+		}
+		rows := c.Scan(lctx, "t", SingleKey(fakeRowKey(30)), ScanOptions{AllowUnverified: true})
+		got := 0
+		for rows.Next() {
+			got++
+		}
+		rows.Close()
+		lcancel()
+		if !cancelled && (got != 1 || rows.Err() != nil) {
+			t.Fatalf("lookup: %d rows, err %v", got, rows.Err())
+		}
+		c.bulk.mu.Lock()
+		waiting := c.bulk.waiting
+		c.bulk.mu.Unlock()
+		if waiting != 0 {
+			t.Fatalf("after a lookup (cancelled %v): %d short scans still marked waiting", cancelled, waiting)
+		}
+	}
+}
+
+// TestEndpointDeliversInline: the endpoint actor hands a row batch to its
+// request's inbox on the goroutine that delivers it, before Send
+// returns: no goroutine hand-off between the remote reader and the
+// stream.
+func TestEndpointDeliversInline(t *testing.T) {
+	sys := actor.NewActorSystem()
+	defer sys.Shutdown()
+	c := &Client{sys: sys, inboxes: map[string]*inbox{}}
+	pid := sys.Root.Spawn(c.endpointProps())
+	in := newInbox()
+	c.inboxes["r1"] = in
+	for i := range 3 {
+		sys.Root.Send(pid, &messages.RowBatch{RequestId: "r1", Attempt: uint32(i + 1)})
+		m, _ := in.take()
+		if b, ok := m.(*messages.RowBatch); !ok || b.GetAttempt() != uint32(i+1) {
+			t.Fatalf("message %d: the inbox holds %v when Send returns", i+1, m)
+		}
+	}
+}
