@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -36,6 +37,10 @@ const (
 	edgeAccount = "EDGE"
 )
 
+// streamedResponseWait bounds how long a request through the edge
+// account's service imports may receive responses.
+const streamedResponseWait = 10 * time.Second
+
 // edgeRole reports whether users of role live in the edge account.
 func edgeRole(role string) bool { return role == RoleClient || role == RoleScanServer }
 
@@ -63,7 +68,13 @@ func userAccounts(users []CertUser) (data, edge *server.Account, err error) {
 	}
 	data.Name = dataAccount
 	exportService := func(subj string) error {
-		if err := data.AddServiceExport(subj, []*server.Account{edge}); err != nil {
+		// Streamed: a request may have several responses (a batched
+		// direct get answers with one message per key), each mapped
+		// back to the requester until the threshold passes.
+		if err := data.AddServiceExportWithResponse(subj, server.Streamed, []*server.Account{edge}); err != nil {
+			return fmt.Errorf("natsserver: export service %s: %w", subj, err)
+		}
+		if err := data.SetServiceExportResponseThreshold(subj, streamedResponseWait); err != nil {
 			return fmt.Errorf("natsserver: export service %s: %w", subj, err)
 		}
 		if err := edge.AddServiceImport(data, subj, subj); err != nil {
