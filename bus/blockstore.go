@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +49,8 @@ type BlockStore struct {
 	// async publishes PutAsync's messages: a JetStream context of its
 	// own, so its pending-ack bound and ack timeout are PutAsync's.
 	async jetstream.JetStream
+	// replies takes the answers to GetMany's requests.
+	replies replyMux
 }
 
 // BlockStore binds the blocks bucket, creating it if missing (file storage,
@@ -396,6 +400,155 @@ func (b *BlockStore) tableKeys(octx context.Context, table string, first time.Du
 			}
 		case <-tctx.Done():
 			return nil, silentErr(tctx.Err())
+		}
+	}
+}
+
+// MaxGetMany is the most keys one GetMany reads.
+const MaxGetMany = 64
+
+// GetMany reads the values of keys with one request to JetStream (a
+// batched direct get of the keys' last messages: one round trip for all
+// of them) and returns those it read, by key. A key absent from the
+// result was not read: never stored, deleted, not yet on the replica
+// that answered, or unreadable there; Get reads it alone and says which
+// (GetMany is for reading ahead, where a key not read is read later).
+// An error means nothing usable came back. Like Get, it is bounded by
+// Config.OpTimeout and sent again after Config.ReadTry without an
+// answer. At most MaxGetMany keys; duplicates are read once. The
+// returned slices are the caller's.
+func (b *BlockStore) GetMany(ctx context.Context, keys []string) (map[string][]byte, error) {
+	if len(keys) > MaxGetMany {
+		return nil, fmt.Errorf("bus: block get of %d keys: at most %d", len(keys), MaxGetMany)
+	}
+	bySubj := make(map[string]string, len(keys))
+	subjs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if k == "" {
+			return nil, errors.New("bus: block get: empty key")
+		}
+		s := b.subjects + escapeKey(k, true)
+		if _, dup := bySubj[s]; !dup {
+			bySubj[s] = k
+			subjs = append(subjs, s)
+		}
+	}
+	if len(subjs) == 0 {
+		return map[string][]byte{}, nil
+	}
+	got, err := timedRead(b.conn, ctx, func(octx context.Context) (map[string][]byte, error) {
+		return b.directGetLast(octx, kvStreamPrefix+b.conn.cfg.BlocksBucket, subjs, bySubj)
+	})
+	if err != nil {
+		return nil, b.conn.storeErr(ctx, fmt.Sprintf("block get of %d keys", len(subjs)), err)
+	}
+	return got, nil
+}
+
+// statusHeader and descriptionHeader carry a NATS status message's code
+// and text (nats.go parses the status line into them).
+const (
+	statusHeader      = "Status"
+	descriptionHeader = "Description"
+)
+
+// directGetLast asks stream's replicas for the last message of each of
+// subjs (JetStream's batched direct get, "multi_last"), and returns the
+// data of those answered that are not delete or purge markers, under
+// names[subject]. It reads the answers until the end-of-batch status.
+func (b *BlockStore) directGetLast(ctx context.Context, stream string, subjs []string, names map[string]string) (map[string][]byte, error) {
+	req, err := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+		Batch     int      `json:"batch"`
+	}{subjs, len(subjs)})
+	if err != nil {
+		return nil, err
+	}
+	// Every answer and the end fit: none is dropped.
+	inbox, answers, done, err := b.replies.open(b.conn.nc, len(subjs)+1)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	if err := b.conn.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(subjs))
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-answers:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		switch st := m.Header.Get(statusHeader); st {
+		case "":
+		case "204": // end of the batch
+			return out, nil
+		case "404": // none of the keys
+			return out, nil
+		case "503":
+			return nil, nats.ErrNoResponders
+		default:
+			return nil, fmt.Errorf("direct get of %d subjects: status %s %s", len(subjs), st, m.Header.Get(descriptionHeader))
+		}
+		if m.Header.Get(kvOperationHeader) != "" {
+			continue // a delete or purge marker
+		}
+		if k, ok := names[m.Header.Get(jetstream.SubjectHeader)]; ok {
+			out[k] = m.Data
+		}
+	}
+}
+
+// replyMux takes the answers to many requests on one subscription to a
+// wildcard inbox, as nats.go's requests do: a subscription per request
+// would be a SUB and an UNSUB each, sent to every server of the
+// cluster. Safe for concurrent use.
+type replyMux struct {
+	mu      sync.Mutex
+	prefix  string // the inbox; a request's replies go to prefix.<n>
+	sub     *nats.Subscription
+	next    uint64
+	waiting map[string]chan *nats.Msg
+}
+
+// open returns a reply subject of its own and the channel its answers
+// arrive on (room for room answers; more are dropped), and done, which
+// must be called when no more answers are wanted.
+func (r *replyMux) open(nc *nats.Conn, room int) (subject string, answers <-chan *nats.Msg, done func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.sub == nil || !r.sub.IsValid() {
+		prefix := nc.NewInbox()
+		sub, err := nc.Subscribe(prefix+".*", r.deliver)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		r.prefix, r.sub, r.waiting = prefix, sub, map[string]chan *nats.Msg{}
+	}
+	r.next++
+	subject = r.prefix + "." + strconv.FormatUint(r.next, 36)
+	ch := make(chan *nats.Msg, room)
+	r.waiting[subject] = ch
+	waiting := r.waiting
+	return subject, ch, func() {
+		r.mu.Lock()
+		delete(waiting, subject)
+		r.mu.Unlock()
+	}, nil
+}
+
+// deliver hands an answer to its request's channel, or drops it (a late
+// answer to a request that ended, or one beyond its room).
+func (r *replyMux) deliver(m *nats.Msg) {
+	r.mu.Lock()
+	ch := r.waiting[m.Subject]
+	r.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- m:
+		default:
 		}
 	}
 }

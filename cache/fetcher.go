@@ -77,25 +77,36 @@ func (f *Fetcher) FetchDecoded(ctx context.Context, key string, decode func([]by
 			return dv, true, nil
 		}
 	}
-	// Flights of decoded values are apart from raw ones: their results
-	// differ in type. "\x00" never occurs in an object key.
-	v, err := f.flight(ctx, "\x00"+key, key, func() (any, error) {
+	v, err := f.flight(ctx, decodedFlight(key), key, func() (any, error) {
 		data, err := f.store.Get(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
 		}
-		dv, n, err := decode(data)
-		if err != nil {
-			return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
-		}
-		if large && !f.cache.hasRoom(max(n, cost(data))) {
-			f.cache.bypassed.Add(1)
-		} else if f.cache.setDecoded(key, data, dv, n) {
-			f.cache.Wait()
-		}
-		return dv, nil
+		return f.fill(key, data, decode, large)
 	})
 	return v, false, err
+}
+
+// decodedFlight is the flight key of a decoded fetch of key. Flights of
+// decoded values are apart from raw ones: their results differ in type.
+// "\x00" never occurs in an object key.
+func decodedFlight(key string) string { return "\x00" + key }
+
+// fill decodes the object read under key and offers the value to the
+// cache (for a large scan only into free room; see WithScan), waiting
+// until the cache applied it, so that a caller arriving after the flight
+// finds it cached rather than reading it again.
+func (f *Fetcher) fill(key string, data []byte, decode func([]byte) (any, int64, error), large bool) (any, error) {
+	dv, n, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
+	}
+	if large && !f.cache.hasRoom(max(n, cost(data))) {
+		f.cache.bypassed.Add(1)
+	} else if f.cache.setDecoded(key, data, dv, n) {
+		f.cache.Wait()
+	}
+	return dv, nil
 }
 
 // flight runs load once for all concurrent callers of the same flight

@@ -34,3 +34,9 @@ func noteRead(ctx context.Context) bool {
 	s, _ := ctx.Value(scanKey{}).(*scanReads)
 	return s != nil && s.n.Add(1) > LargeScanReads
 }
+
+// isLarge reports whether ctx's scan is large, without counting a fetch.
+func isLarge(ctx context.Context) bool {
+	s, _ := ctx.Value(scanKey{}).(*scanReads)
+	return s != nil && s.n.Load() > LargeScanReads
+}

@@ -143,7 +143,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		h.Close()
 		return fmt.Errorf("scanserver: spawn echo actor: %w", err)
 	}
-	fetcher := h.cache.Fetcher(retryingStore{h.store})
+	fetcher := h.cache.Fetcher(retrying(h.store))
 	source := blockSource(h.store)
 	gens := &lazyMetaStore{conn: h.conn}
 	for i := 0; i < h.cfg.Servers; i++ {

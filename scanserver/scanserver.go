@@ -124,6 +124,8 @@ type ServerCounters struct {
 	Rows     atomic.Uint64 // rows sent in row batches
 	Bytes    atomic.Uint64 // key and value bytes sent in row batches
 	Probes   atomic.Uint64 // Prequal probes answered (probe.go)
+	// ReadAhead counts blocks read ahead of scans in batches (readahead.go).
+	ReadAhead atomic.Uint64
 	// Finished counts ended scans by messages.ErrorCode (index 0: ok).
 	Finished [metrics.NumOutcomes]atomic.Uint64
 }
@@ -810,7 +812,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	sctx := cache.WithScan(job.ctx)
 	fetcher := s.fetcher
 	if s.cfg.Env.Go == nil {
-		ra := newReadAhead(sctx, s.fetcher, files, rng.End)
+		ra := newReadAhead(sctx, s.fetcher, files, rng.End, &s.counters.ReadAhead)
 		defer ra.close()
 		fetcher = ra
 	}

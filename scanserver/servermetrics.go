@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/internal/metrics"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -73,7 +74,7 @@ type serverMetrics struct {
 	mu      sync.Mutex
 	servers []serverSeries
 
-	queueLen, running, workersDesc, scans, finished, busy, rows, bytes, probes, info *prometheus.Desc
+	queueLen, running, workersDesc, scans, finished, busy, rows, bytes, probes, readAhead, info *prometheus.Desc
 }
 
 func newServerMetrics(host string, workers int) *serverMetrics {
@@ -96,6 +97,7 @@ func newServerMetrics(host string, workers int) *serverMetrics {
 		rows:        d("rows_streamed_total", "Rows sent to clients in row batches."),
 		bytes:       d("bytes_streamed_total", "Key and value bytes sent to clients in row batches."),
 		probes:      d("probes_answered_total", "Prequal probes answered (requests in flight and a latency estimate)."),
+		readAhead:   d("readahead_blocks_total", "Blocks read ahead of scans, several to a store request, after a scan missed a block in the host cache."),
 		info:        d("server_info", "Always 1: maps a scan server's stable name (server, host/index) to its current actor address (address; it changes at a restart).", "address"),
 	}
 }
@@ -110,12 +112,24 @@ func (m *serverMetrics) add(id string, c *ServerCounters) {
 // under SourceCache or store. Two clock reads and one histogram update per
 // block (a block holds hundreds of rows).
 func (m *serverMetrics) timed(f tablets.BlockFetcher, store string) tablets.BlockFetcher {
-	return &timedFetcher{inner: f, cache: m.fetch.WithLabelValues(SourceCache), store: m.fetch.WithLabelValues(store)}
+	t := &timedFetcher{inner: f, cache: m.fetch.WithLabelValues(SourceCache), store: m.fetch.WithLabelValues(store)}
+	if p, ok := f.(cache.Prefetcher); ok {
+		return timedPrefetcher{t, p}
+	}
+	return t
+}
+
+// timedPrefetcher is a timedFetcher over a fetcher that reads ahead in
+// batches (cache.Prefetcher), which it passes through untimed: the
+// fetches that find the blocks are timed.
+type timedPrefetcher struct {
+	*timedFetcher
+	cache.Prefetcher
 }
 
 // Describe implements prometheus.Collector.
 func (m *serverMetrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.queueLen, m.running, m.workersDesc, m.scans, m.finished, m.busy, m.rows, m.bytes, m.probes, m.info} {
+	for _, d := range []*prometheus.Desc{m.queueLen, m.running, m.workersDesc, m.scans, m.finished, m.busy, m.rows, m.bytes, m.probes, m.readAhead, m.info} {
 		ch <- d
 	}
 	m.fetch.Describe(ch)
@@ -145,6 +159,7 @@ func (m *serverMetrics) Collect(ch chan<- prometheus.Metric) {
 		n(m.rows, c.Rows.Load())
 		n(m.bytes, c.Bytes.Load())
 		n(m.probes, c.Probes.Load())
+		n(m.readAhead, c.ReadAhead.Load())
 		var always [len(c.Finished)]bool
 		for _, code := range alwaysOutcomes {
 			always[code] = true

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/cache"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -29,4 +30,21 @@ func (s retryingStore) Get(ctx context.Context, key string) (data []byte, err er
 		return err
 	})
 	return data, err
+}
+
+// retrying wraps store in a retryingStore, which also reads many objects
+// at once (cache.ManyGetter) if store does: GetMany is not retried, a
+// read ahead that fails leaves its blocks to the scan's own Gets.
+func retrying(store tablets.BlockStore) tablets.BlockStore {
+	if mg, ok := store.(cache.ManyGetter); ok {
+		return retryingManyStore{retryingStore{store}, mg}
+	}
+	return retryingStore{store}
+}
+
+// retryingManyStore is a retryingStore over a store that reads many
+// objects at once.
+type retryingManyStore struct {
+	retryingStore
+	cache.ManyGetter
 }
