@@ -73,6 +73,16 @@ func newCluster(t *testing.T, n int, routes func(i int, addrs []string) []string
 // JetStream has a metadata leader. All of them must start: nats-server
 // elects the first leader of a new cluster only once every node its
 // routes name is up (empty logs never form a quorum of a subset).
+// skipLongClusterTest leaves a test out of -short: a three-node cluster
+// that loses and regains nodes, which takes seconds of elections. The
+// full run (.ci/run) keeps it.
+func skipLongClusterTest(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("three nodes losing and regaining members: left out of -short")
+	}
+}
+
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
 	tc := newCluster(t, n, func(_ int, addrs []string) []string { return addrs })
@@ -168,6 +178,7 @@ func tableGen(name string, gen uint64) *messages.TableMeta {
 // and store dir rejoins every replica group, and with two of three nodes
 // down, operations fail with ErrUnavailable within OpTimeout.
 func TestClusterReplicas3(t *testing.T) {
+	skipLongClusterTest(t)
 	t.Parallel()
 	const opTimeout = 2 * time.Second
 	start := time.Now()

@@ -104,6 +104,7 @@ type procNode struct {
 // process, and returns once every one listens.
 func startProcCluster(t *testing.T, n int) ([]*procNode, []natsserver.ServerConfig) {
 	t.Helper()
+	skipLongClusterTest(t)
 	routes := freeAddrs(t, n)
 	var cfgs []natsserver.ServerConfig
 	var nodes []*procNode

@@ -16,6 +16,7 @@ import (
 // returns the value, read again from the leader or another replica,
 // instead of ErrCorrupt.
 func TestBlockStoreCorruptReplicaReadElsewhere(t *testing.T) {
+	skipLongClusterTest(t)
 	t.Parallel()
 	tc := startCluster(t, 3)
 	bucket := bus.DefaultConfig().BlocksBucket
