@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/scanplane/scanplane/localcluster"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"google.golang.org/protobuf/proto"
 )
 
 // target is the cluster under test: a local cluster of real processes the
@@ -36,6 +38,11 @@ type target struct {
 	client    *client.Client
 	hbSub     *bus.Subscription
 	cache     *cacheTracker
+
+	// scanTable and scanOpts: what the workload scans, Table or its
+	// unverified copy (Config.Unverified).
+	scanTable string
+	scanOpts  client.ScanOptions
 
 	mu         sync.Mutex
 	flagFaults []string // flag faults of the fault host, read by hostArgs
@@ -331,8 +338,58 @@ func (t *target) usePolicy(ctx context.Context, ps PolicySpec) error {
 }
 
 // ensureTable ingests the generated table unless it exists with the same
-// shape and content, and waits until a scan of it works.
+// shape and content, and waits until a scan of it works; with
+// Config.Unverified, then its copy without block roots.
 func (t *target) ensureTable(ctx context.Context) (*messages.TableMeta, error) {
+	tm, err := t.ensureVerifiedTable(ctx)
+	if err != nil || !t.cfg.Unverified {
+		return tm, err
+	}
+	meta, err := t.conn.MetaStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	name := t.cfg.Table + "-unverified"
+	if err := publishUnverified(ctx, meta, tm, name); err != nil {
+		return nil, err
+	}
+	_ = t.conn.PublishMetaChanged(&messages.TableMeta{Name: name})
+	t.scanTable, t.scanOpts = name, client.ScanOptions{AllowUnverified: true}
+	t.cfg.logf("scanning %s: table %s's files without block roots", name, t.cfg.Table)
+	return tm, t.probe(ctx, 30*time.Second)
+}
+
+// publishUnverified makes name's next generation a copy of tm that names
+// the same files without their block roots.
+func publishUnverified(ctx context.Context, meta *bus.MetaStore, tm *messages.TableMeta, name string) error {
+	prev, err := meta.Current(ctx, name)
+	if errors.Is(err, bus.ErrNotFound) {
+		prev, err = 0, nil
+	}
+	if err != nil {
+		return fmt.Errorf("loadtest: table %s: %w", name, err)
+	}
+	full, err := meta.Get(ctx, tm.GetName(), tm.GetGeneration()) // files filled in from manifests
+	if err != nil {
+		return fmt.Errorf("loadtest: table %s: %w", tm.GetName(), err)
+	}
+	cp := proto.Clone(full).(*messages.TableMeta)
+	cp.Name, cp.Generation = name, prev+1
+	for _, tab := range cp.GetTablets() {
+		tab.GetRef().Table, tab.GetRef().Generation = name, cp.Generation
+		tab.Manifests = nil // the files are in the record now
+		for _, f := range tab.GetFiles() {
+			f.BlockRoots = nil
+		}
+	}
+	if err := meta.Publish(ctx, cp, prev); err != nil {
+		return fmt.Errorf("loadtest: publish %s: %w", name, err)
+	}
+	return nil
+}
+
+// ensureVerifiedTable is ensureTable for Config.Table itself.
+func (t *target) ensureVerifiedTable(ctx context.Context) (*messages.TableMeta, error) {
 	cfg := t.cfg
 	meta, err := t.conn.MetaStore(ctx)
 	if err != nil {
@@ -386,7 +443,7 @@ func (t *target) probe(ctx context.Context, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loadtest: table %s not scannable within %v: %w", t.cfg.Table, timeout, err)
+			return fmt.Errorf("loadtest: table %s not scannable within %v: %w", cmp.Or(t.scanTable, t.cfg.Table), timeout, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -400,7 +457,8 @@ func (t *target) probe(ctx context.Context, timeout time.Duration) error {
 // holds the rows read before it.
 func (t *target) scan(ctx context.Context, rng tablets.Range) (Tally, error) {
 	var tally Tally
-	for row, err := range t.client.All(ctx, t.cfg.Table, rng, client.ScanOptions{}) {
+	table := cmp.Or(t.scanTable, t.cfg.Table)
+	for row, err := range t.client.All(ctx, table, rng, t.scanOpts) {
 		if err != nil {
 			return tally, err
 		}

@@ -209,6 +209,10 @@ type Config struct {
 	// ScanRows: a short scan reads 1..ScanRows rows (uniform); default 100
 	// (YCSB workload E).
 	ScanRows int
+	// Unverified scans a copy of Table published without block roots, with
+	// client.ScanOptions.AllowUnverified: no proofs sent, none checked. A
+	// run with it beside one without gives what verification costs.
+	Unverified bool
 	// FullTablet: fraction of scans that read a whole tablet; default
 	// 0.001 (a whole tablet is ~30× a short scan: at 1% these scans alone
 	// would set the p99).

@@ -36,7 +36,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		Cluster: ClusterInfo{Hosts: cfg.Hosts, ServersPerHost: cfg.ServersPerHost, Zones: cfg.Zones, Local: cfg.Local()},
 		Workload: WorkloadInfo{Clients: cfg.Clients, Rows: cfg.Rows, Tablets: cfg.Tablets, Zipf: cfg.Zipf, ScanRows: cfg.ScanRows,
 			DurationS: cfg.Duration.Seconds(), WarmupS: cfg.Warmup.Seconds(), RateScansS: cfg.Rate, Loop: "open", FullTablet: cfg.FullTablet,
-			Seed: cfg.Seed, Table: cfg.Table, SlowPause: cfg.SlowPause, SlowFactor: cfg.SlowFactor, HotTablet: cfg.hotTablet(), HotShare: cfg.HotShare},
+			Seed: cfg.Seed, Table: cfg.Table, Unverified: cfg.Unverified, SlowPause: cfg.SlowPause, SlowFactor: cfg.SlowFactor, HotTablet: cfg.hotTablet(), HotShare: cfg.HotShare},
 		Results: []Result{}, Machine: MachineInfo{CPUs: runtime.NumCPU(), LoadAvgStart: loadAvg()}}
 	if cfg.Rate == 0 {
 		rep.Workload.Loop = "closed"
