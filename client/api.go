@@ -256,9 +256,14 @@ func (a *API) Status(ctx context.Context) (*scanplanev1.StatusResponse, error) {
 // unary runs call on the addresses in failover order, each attempt
 // bounded by RequestTimeout.
 func (a *API) unary(ctx context.Context, name string, call func(context.Context, scanplanev1connect.ScanServiceClient) error) error {
+	return a.unaryWithin(ctx, name, a.cfg.RequestTimeout, call)
+}
+
+// unaryWithin is unary with each attempt bounded by timeout.
+func (a *API) unaryWithin(ctx context.Context, name string, timeout time.Duration, call func(context.Context, scanplanev1connect.ScanServiceClient) error) error {
 	f := a.newFailover()
 	for {
-		actx, cancel := context.WithTimeout(ctx, a.cfg.RequestTimeout)
+		actx, cancel := context.WithTimeout(ctx, timeout)
 		err := call(actx, f.svc())
 		cancel()
 		if err == nil {

@@ -37,11 +37,12 @@ type Config struct {
 	// MaxRequestTime: the deadline a scan request carries when the scan's
 	// context has none, so every flow in the coordinator ends; default 1h.
 	MaxRequestTime time.Duration
-	// Listen: the client's own actor endpoint (rows stream to it);
-	// default 127.0.0.1:0 (ephemeral).
+	// Listen: the actor path's own endpoint (New, Dial), which the scan
+	// servers dial to stream rows; default 127.0.0.1:0 (ephemeral).
+	// NewAPI ignores it: an API opens no listening socket.
 	Listen string
-	// Advertise: host:port servers use to reach this client; default the
-	// listen address.
+	// Advertise: host:port the scan servers use to reach the actor
+	// path's endpoint; default the listen address. Ignored by NewAPI.
 	Advertise string
 	// BatchRows asks servers for at most this many rows per batch; 0 =
 	// the server's default.

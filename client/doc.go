@@ -1,7 +1,20 @@
 // Package client is scanplane's Go client library: it scans key ranges of
 // the tables of a scanplane cluster.
 //
-// Connect with Dial (New and Start in one step): Config.NATSURL names the
+// The default way to scan is NewAPI: an API scans through the public API
+// (scanplane.v1) that every coordinator serves on its HTTP port
+// (Config.API; empty: DefaultAPIAddrs, the coordinators of `scanctl
+// up`). It only dials (no actor system, no NATS unless
+// Config.APIReadMeta, no listening socket), so it scans from behind NAT
+// and from outside the cluster's network; its Scan, All and Count read a
+// range like Client's, checking every row's proof, failing over to the
+// next coordinator and resuming after the last key received.
+//
+// Dial (New and Start in one step) opts into the actor path, for
+// clients inside the cluster's network: the scan servers dial the
+// client's own actor endpoint (Config.Listen, Config.Advertise) and
+// stream rows straight to it; a Client also ingests, routes, batch-scans
+// and reads tablets in parallel. Config.NATSURL names the
 // cluster's NATS nodes (DefaultNATSURLs: the three nodes of `scanctl
 // up`); the client finds the coordinators from the leases they keep on
 // NATS, or uses Config.Coordinators. A cluster started with a secrets
@@ -34,13 +47,6 @@
 // ErrOverloaded, ErrStorage, ...). ErrDeadlineExceeded is
 // context.DeadlineExceeded: a scan's deadline passed, in the client or in
 // the cluster.
-//
-// NewAPI builds an API: a client of the public API (scanplane.v1) that
-// every coordinator serves on its HTTP port, for a program the scan
-// servers cannot dial back (behind NAT, outside the cluster's network).
-// It only dials (no actor system, no NATS, no listening socket); its
-// Scan and All read a range in key order like Client's, failing over to
-// the next of Config.API and resuming after the last key received.
 //
 // Ingest and NewWriter write a table (the admin role's certificate on a
 // secured cluster: AdminTLSFromSecrets): rows in any order, in bounded

@@ -10,15 +10,17 @@ import (
 	"github.com/scanplane/scanplane/client"
 )
 
-// Scan a key range of the table "demo" on the cluster `scanctl up` runs.
+// Scan a key range of the table "demo" on the cluster `scanctl up` runs,
+// the default way: through a coordinator's HTTP port (DefaultAPIAddrs),
+// opening no listening socket.
 func Example() {
 	ctx := context.Background()
-	c, err := client.Dial(ctx, client.DefaultConfig())
+	a, err := client.NewAPI(client.DefaultConfig())
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close()
-	rows := c.Scan(ctx, "demo", client.KeyRange([]byte("row000000100"), []byte("row000000200")), client.ScanOptions{})
+	defer a.Close()
+	rows := a.Scan(ctx, "demo", client.KeyRange([]byte("row000000100"), []byte("row000000200")), client.ScanOptions{})
 	defer rows.Close()
 	for rows.Next() {
 		r := rows.Row()

@@ -50,7 +50,7 @@ func TestConnectionFloodFromOneSource(t *testing.T) {
 		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
 		start := time.Now()
-		out, err := exec.CommandContext(sctx, scanctl, "scan", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secretsDir,
+		out, err := exec.CommandContext(sctx, scanctl, "scan", "--via", "actor", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secretsDir,
 			"--table", table, "--count", "--timeout", "50s").CombinedOutput()
 		took := time.Since(start)
 		if err != nil {

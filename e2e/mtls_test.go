@@ -269,7 +269,7 @@ func TestMutualTLSCoordinators(t *testing.T) {
 	for i := 0; i < cl.Coordinators(); i++ {
 		addr := cl.CoordinatorProc(i).Ready.Actor
 		sctx, cancel := context.WithTimeout(ctx, 40*time.Second)
-		out, err := exec.CommandContext(sctx, scanctl, "scan", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secDir,
+		out, err := exec.CommandContext(sctx, scanctl, "scan", "--via", "actor", "--nats", cl.NATSURL(), "--coordinator", addr, "--secrets", secDir,
 			"--table", table, "--count", "--timeout", "30s").CombinedOutput()
 		cancel()
 		if err != nil || strings.TrimSpace(string(out)) != strconv.Itoa(len(truth)) {

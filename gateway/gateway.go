@@ -50,7 +50,7 @@ type Config struct {
 	// FlushDelay: rows wait at most this long for their batch to fill
 	// before they are sent; default 10ms.
 	FlushDelay time.Duration
-	// MaxScans: scans this server runs at once; one more is refused
+	// MaxScans: scans (and counts) this server runs at once; one more is refused
 	// with RESOURCE_EXHAUSTED. Each holds up to the client's
 	// ScanOptions.MaxBufferBytes of rows plus two batches. Default 64.
 	MaxScans int
@@ -147,6 +147,24 @@ func (s *Server) mayScan(p Principal, table string) error {
 	return nil
 }
 
+// acquire takes a scan slot if one is free; release gives it back.
+func (s *Server) acquire() bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) release() { <-s.slots }
+
+// overloaded is the status of a call refused for want of a scan slot.
+func (s *Server) overloaded() error {
+	return toStatus(fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
+		client.ErrOverloaded, s.cfg.MaxScans))
+}
+
 // checkScan validates a request: one line naming the bad value.
 func checkScan(m *scanplanev1.ScanRequest) error {
 	if err := tablets.ValidateTableName(m.GetTable()); err != nil {
@@ -199,13 +217,10 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	if err := checkScan(m); err != nil {
 		return toStatus(err)
 	}
-	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	default:
-		return toStatus(fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
-			client.ErrOverloaded, s.cfg.MaxScans))
+	if !s.acquire() {
+		return s.overloaded()
 	}
+	defer s.release()
 	if err := s.mayScan(PrincipalOf(ctx), m.GetTable()); err != nil {
 		return err
 	}
@@ -296,6 +311,35 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 		}
 		t.Reset(s.cfg.FlushDelay)
 	}
+}
+
+// Count counts the rows of the range at the scan servers through the
+// coordinator's client (which verifies the counts), after the checks a
+// Scan passes: the request's values, a free scan slot (a count holds
+// one), the principal's table grant.
+func (s *Server) Count(ctx context.Context, req *connect.Request[scanplanev1.CountRequest]) (*connect.Response[scanplanev1.CountResponse], error) {
+	m := req.Msg
+	if err := checkScan(&scanplanev1.ScanRequest{Table: m.GetTable(), Start: m.GetStart(), End: m.GetEnd(), Limit: m.GetLimit()}); err != nil {
+		return nil, toStatus(err)
+	}
+	if !s.acquire() {
+		return nil, s.overloaded()
+	}
+	defer s.release()
+	if err := s.mayScan(PrincipalOf(ctx), m.GetTable()); err != nil {
+		return nil, err
+	}
+	c, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	n, err := c.Count(ctx, m.GetTable(), client.KeyRange(m.GetStart(), m.GetEnd()),
+		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit())})
+	if err != nil {
+		s.log.Debug("gateway: count failed", "table", m.GetTable(), "err", err)
+		return nil, toStatus(err)
+	}
+	return connect.NewResponse(&scanplanev1.CountResponse{Rows: n}), nil
 }
 
 // ListTables lists the tables with their current generation.

@@ -218,11 +218,20 @@ func TestScanChecks(t *testing.T) {
 		if connect.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("scan %v: %v; want code %v naming %s", tc.req, err, tc.code, tc.says)
 		}
+		if len(tc.req.GetHeldManifests()) > 0 {
+			continue // a Count has no held_manifests
+		}
+		m := tc.req
+		_, err = c.Count(context.Background(), connect.NewRequest(&scanplanev1.CountRequest{Table: m.GetTable(), Start: m.GetStart(),
+			End: m.GetEnd(), Limit: m.GetLimit()}))
+		if connect.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("count %v: %v; want code %v naming %s", tc.req, err, tc.code, tc.says)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(asked, ",") != "secret,t" {
-		t.Errorf("MayScan asked for %q; want secret,t (every valid request, before the client)", asked)
+	if strings.Join(asked, ",") != "secret,secret,t,t" {
+		t.Errorf("MayScan asked for %q; want secret,secret,t,t (every valid scan and count, before the client)", asked)
 	}
 }
 
@@ -249,6 +258,9 @@ func TestMaxScans(t *testing.T) {
 	<-entered
 	if err := scanErr(c, &scanplanev1.ScanRequest{Table: "t"}); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "1 scans running") {
 		t.Fatalf("second scan with MaxScans 1: %v; want RESOURCE_EXHAUSTED naming 1 scans running", err)
+	}
+	if _, err := c.Count(context.Background(), connect.NewRequest(&scanplanev1.CountRequest{Table: "t"})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("a count with MaxScans 1 and a scan running: %v; want RESOURCE_EXHAUSTED", err)
 	}
 	free()
 	if err := <-held; connect.CodeOf(err) != connect.CodeUnavailable {

@@ -91,7 +91,7 @@ func init() {
 		{"demo", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--rows 100000] [--tablets 8] [--scans 200]", "start a local cluster, ingest sample data, scan it, verify and print results, stop", runDemo},
 		{"up", "[--coordinators 3] [--hosts 3] [--servers-per-host 2] [--zones 1] [--data ./data] [--profiles FILE] [--port-base 4222] [--secure]", "run a local cluster of real processes in the foreground until Ctrl-C", runUp},
 		{"ingest", "--table T [--splits N | --split-keys a,b,c] (FILE | - | --generate ROWS)", "load a table from TSV (key<TAB>value) or synthetic rows", runIngest},
-		{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count] [--parallel N]", "print key<TAB>value lines of a range in key order", runScan},
+		{"scan", "--table T [--start K] [--end K] [--hint scan_type=X] [--limit N] [--count] [--api ADDRS] [--via actor [--parallel N]]", "print key<TAB>value lines of a range in key order (through a coordinator's HTTP port; --via actor: the in-cluster path)", runScan},
 		{"bench", "--table T [--parallel 1,4] [--rounds N] [--max-buffer BYTES] [--warmup=false] [--reader=false]", "time whole-table scans beside the tablets reader alone over the same blocks: rows/s, MB/s", runBench},
 		{"tables", "[--table T] | drop --table T [--generation G]", "list every table's generations (current and kept for rollback); drop deletes a table, or one non-current generation, with its blocks", runTables},
 		{"rollback", "--table T --generation G [--blocks-dir DIR]", "make a kept generation of a table current again (scanctl tables lists them)", runRollback},
@@ -252,8 +252,10 @@ func parse(name string, g *globals, fs *flag.FlagSet, args []string, out io.Writ
 	return pos, nil
 }
 
-// connect starts a client for the cluster named by the globals.
-func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client, error) {
+// clientConfig is the client configuration the globals name: NATS,
+// coordinators, logger, TLS from --secrets (the command's role), and
+// the command's tuning.
+func clientConfig(g *globals, errOut io.Writer) (client.Config, error) {
 	cfg := client.DefaultConfig()
 	cfg.NATSURL = g.nats
 	if g.coordinator != "" {
@@ -263,7 +265,7 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 	}
 	log, err := cliutil.Logger(errOut, g.logLevel, g.logFormat)
 	if err != nil {
-		return nil, usageError{err}
+		return cfg, usageError{err}
 	}
 	cfg.Logger = log
 	if g.tune != nil {
@@ -275,8 +277,17 @@ func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client,
 			role = "client"
 		}
 		if cfg.TLS, err = cliutil.RemoteTLS(dir, role); err != nil {
-			return nil, usageError{err}
+			return cfg, usageError{err}
 		}
+	}
+	return cfg, nil
+}
+
+// connect starts a client for the cluster named by the globals.
+func connect(ctx context.Context, g *globals, errOut io.Writer) (*client.Client, error) {
+	cfg, err := clientConfig(g, errOut)
+	if err != nil {
+		return nil, err
 	}
 	c, err := client.New(cfg)
 	if err != nil {

@@ -31,6 +31,8 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	parallel := fs.Int("parallel", 0, "read `N` tablets at once, rows still in key order (0 = the client's default; 1 = one at a time)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
+	var v viaFlags
+	v.register(fs)
 	if _, err := parse("scan", g, fs, args, out); err != nil {
 		return err
 	}
@@ -52,22 +54,67 @@ func runScan(ctx context.Context, g *globals, args []string, out, errOut io.Writ
 	if err := opts.Validate(); err != nil {
 		return usageError{fmt.Errorf("--parallel: %w", err)}
 	}
+	if err := v.check(fs, *parallel); err != nil {
+		return err
+	}
+	if v.via == viaAPI {
+		return withAPI(ctx, g, &v, errOut, func(ctx context.Context, a *client.API) error {
+			return printScan(ctx, apiScanner{a}, out, *table, rng, opts, *count, rf)
+		})
+	}
 	return withClient(ctx, g, errOut, func(ctx context.Context, c *client.Client) error {
-		return printScan(ctx, c, out, *table, rng, opts, *count, rf)
+		return printScan(ctx, actorScanner{c}, out, *table, rng, opts, *count, rf)
 	})
 }
 
-func printScan(ctx context.Context, c *client.Client, out io.Writer, table string, rng tablets.Range, opts client.ScanOptions, count bool, rf rowfmt.Config) error {
+// scanner is what printScan needs of a client: the rows of a range, or
+// their number counted at the scan servers.
+type scanner interface {
+	count(ctx context.Context, table string, rng tablets.Range, opts client.ScanOptions) (uint64, error)
+	scan(ctx context.Context, table string, rng tablets.Range, opts client.ScanOptions) rowsIter
+}
+
+// rowsIter is a scan's rows (client.Rows, client.APIRows).
+type rowsIter interface {
+	Next() bool
+	Row() client.Row
+	Err() error
+	Close() error
+}
+
+// actorScanner scans through the actor remote.
+type actorScanner struct{ c *client.Client }
+
+func (s actorScanner) count(ctx context.Context, table string, rng tablets.Range, opts client.ScanOptions) (uint64, error) {
+	return s.c.Count(ctx, table, rng, opts)
+}
+
+func (s actorScanner) scan(ctx context.Context, table string, rng tablets.Range, opts client.ScanOptions) rowsIter {
+	return s.c.Scan(ctx, table, rng, opts)
+}
+
+// apiScanner scans through the public API.
+type apiScanner struct{ a *client.API }
+
+func (s apiScanner) count(ctx context.Context, table string, rng tablets.Range, opts client.ScanOptions) (uint64, error) {
+	return s.a.Count(ctx, table, rng, opts)
+}
+
+func (s apiScanner) scan(ctx context.Context, table string, rng tablets.Range, opts client.ScanOptions) rowsIter {
+	return s.a.Scan(ctx, table, rng, opts)
+}
+
+func printScan(ctx context.Context, c scanner, out io.Writer, table string, rng tablets.Range, opts client.ScanOptions, count bool, rf rowfmt.Config) error {
 	if count {
 		// Answered at the scan servers: whole blocks are proven by count.
-		n, err := c.Count(ctx, table, rng, opts)
+		n, err := c.count(ctx, table, rng, opts)
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintln(out, n)
 		return err
 	}
-	rows := c.Scan(ctx, table, rng, opts)
+	rows := c.scan(ctx, table, rng, opts)
 	defer rows.Close()
 	w := bufio.NewWriterSize(out, 64<<10)
 	defer w.Flush()

@@ -75,6 +75,7 @@ func TestTimeoutHonouredWhateverIsDead(t *testing.T) {
 		{[]string{"reload"}, 2 * time.Second, "127.0.0.1:1"},
 		{[]string{"route", "--table", "t", "--row", "row000000005"}, 2 * time.Second, "127.0.0.1:1"},
 		{[]string{"scan", "--table", "t"}, 2 * time.Second, "deadline exceeded"},
+		{[]string{"scan", "--table", "t", "--via", "actor"}, 2 * time.Second, "deadline exceeded"},
 	} {
 		args := append(append([]string{}, tc.args...), "--nats", nats, "--coordinator", "127.0.0.1:1", "--timeout", tc.timeout.String())
 		r := runProc(t, bin, args...)
@@ -93,16 +94,21 @@ func TestTimeoutHonouredWhateverIsDead(t *testing.T) {
 func TestScanFailsNamingLostCoordinator(t *testing.T) {
 	bin := buildScanctl(t)
 	nats := natsWithTable(t, bin, 100, 1)
-	r := runProc(t, bin, "scan", "--table", "t", "--nats", nats, "--coordinator", "127.0.0.1:1", "--timeout", "60s")
-	want := "scanctl scan: client: no coordinator: coordinator 127.0.0.1:1 was lost"
-	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
-		t.Fatalf("exit %d, stderr %q; want exit 1 and one line starting %q", r.code, r.stderr, want)
-	}
-	if r.elapsed > 30*time.Second {
-		t.Fatalf("took %v: the loss should be noticed in seconds, not at the 60s timeout", r.elapsed)
+	for via, want := range map[string]string{
+		// Through the API: the coordinator's HTTP address is unknown.
+		"api":   "scanctl scan: client: no coordinator: coordinator 127.0.0.1:1 did not answer on NATS " + nats,
+		"actor": "scanctl scan: client: no coordinator: coordinator 127.0.0.1:1 was lost",
+	} {
+		r := runProc(t, bin, "scan", "--via", via, "--table", "t", "--nats", nats, "--coordinator", "127.0.0.1:1", "--timeout", "60s")
+		if r.code != 1 || !strings.HasPrefix(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Fatalf("--via %s: exit %d, stderr %q; want exit 1 and one line starting %q", via, r.code, r.stderr, want)
+		}
+		if r.elapsed > 30*time.Second {
+			t.Fatalf("--via %s took %v: the loss should be noticed in seconds, not at the 60s timeout", via, r.elapsed)
+		}
 	}
 	// Without --coordinator and without a coordinator lease: at once.
-	r = runProc(t, bin, "status", "--nats", nats, "--timeout", "10s")
+	r := runProc(t, bin, "status", "--nats", nats, "--timeout", "10s")
 	if r.code != 1 || !strings.Contains(r.stderr, "no coordinator lease") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}

@@ -517,6 +517,128 @@ func (x *Row) GetValue() []byte {
 	return nil
 }
 
+type CountRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// table, start, end, limit and hints as in ScanRequest.
+	Table         string            `protobuf:"bytes,1,opt,name=table,proto3" json:"table,omitempty"`
+	Start         []byte            `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End           []byte            `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	Limit         int64             `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Hints         map[string]string `protobuf:"bytes,5,rep,name=hints,proto3" json:"hints,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountRequest) Reset() {
+	*x = CountRequest{}
+	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountRequest) ProtoMessage() {}
+
+func (x *CountRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountRequest.ProtoReflect.Descriptor instead.
+func (*CountRequest) Descriptor() ([]byte, []int) {
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CountRequest) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *CountRequest) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *CountRequest) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *CountRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *CountRequest) GetHints() map[string]string {
+	if x != nil {
+		return x.Hints
+	}
+	return nil
+}
+
+type CountResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rows: the rows of the range, at most the request's limit (if set).
+	Rows          uint64 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountResponse) Reset() {
+	*x = CountResponse{}
+	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountResponse) ProtoMessage() {}
+
+func (x *CountResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountResponse.ProtoReflect.Descriptor instead.
+func (*CountResponse) Descriptor() ([]byte, []int) {
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *CountResponse) GetRows() uint64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
 type ListTablesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -525,7 +647,7 @@ type ListTablesRequest struct {
 
 func (x *ListTablesRequest) Reset() {
 	*x = ListTablesRequest{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +659,7 @@ func (x *ListTablesRequest) String() string {
 func (*ListTablesRequest) ProtoMessage() {}
 
 func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[5]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +672,7 @@ func (x *ListTablesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesRequest.ProtoReflect.Descriptor instead.
 func (*ListTablesRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{5}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{7}
 }
 
 type ListTablesResponse struct {
@@ -563,7 +685,7 @@ type ListTablesResponse struct {
 
 func (x *ListTablesResponse) Reset() {
 	*x = ListTablesResponse{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +697,7 @@ func (x *ListTablesResponse) String() string {
 func (*ListTablesResponse) ProtoMessage() {}
 
 func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[6]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +710,7 @@ func (x *ListTablesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTablesResponse.ProtoReflect.Descriptor instead.
 func (*ListTablesResponse) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{6}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListTablesResponse) GetTables() []*Table {
@@ -614,7 +736,7 @@ type Table struct {
 
 func (x *Table) Reset() {
 	*x = Table{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +748,7 @@ func (x *Table) String() string {
 func (*Table) ProtoMessage() {}
 
 func (x *Table) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[7]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +761,7 @@ func (x *Table) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Table.ProtoReflect.Descriptor instead.
 func (*Table) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{7}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Table) GetName() string {
@@ -685,7 +807,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +819,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[8]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +832,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{8}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{10}
 }
 
 type StatusResponse struct {
@@ -733,7 +855,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +867,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[9]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +880,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{9}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StatusResponse) GetMemberId() string {
@@ -818,7 +940,7 @@ type Coordinator struct {
 
 func (x *Coordinator) Reset() {
 	*x = Coordinator{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[10]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +952,7 @@ func (x *Coordinator) String() string {
 func (*Coordinator) ProtoMessage() {}
 
 func (x *Coordinator) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[10]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +965,7 @@ func (x *Coordinator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Coordinator.ProtoReflect.Descriptor instead.
 func (*Coordinator) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{10}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Coordinator) GetMemberId() string {
@@ -900,7 +1022,7 @@ type ScanServer struct {
 
 func (x *ScanServer) Reset() {
 	*x = ScanServer{}
-	mi := &file_scanplane_v1_scan_proto_msgTypes[11]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1034,7 @@ func (x *ScanServer) String() string {
 func (*ScanServer) ProtoMessage() {}
 
 func (x *ScanServer) ProtoReflect() protoreflect.Message {
-	mi := &file_scanplane_v1_scan_proto_msgTypes[11]
+	mi := &file_scanplane_v1_scan_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1047,7 @@ func (x *ScanServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanServer.ProtoReflect.Descriptor instead.
 func (*ScanServer) Descriptor() ([]byte, []int) {
-	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{11}
+	return file_scanplane_v1_scan_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanServer) GetId() string {
@@ -1031,7 +1153,19 @@ const file_scanplane_v1_scan_proto_rawDesc = "" +
 	"\x04tail\x18\a \x01(\fR\x04tail\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x13\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xd9\x01\n" +
+	"\fCountRequest\x12\x14\n" +
+	"\x05table\x18\x01 \x01(\tR\x05table\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\x03R\x05limit\x12;\n" +
+	"\x05hints\x18\x05 \x03(\v2%.scanplane.v1.CountRequest.HintsEntryR\x05hints\x1a8\n" +
+	"\n" +
+	"HintsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"#\n" +
+	"\rCountResponse\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\x04R\x04rows\"\x13\n" +
 	"\x11ListTablesRequest\"A\n" +
 	"\x12ListTablesResponse\x12+\n" +
 	"\x06tables\x18\x01 \x03(\v2\x13.scanplane.v1.TableR\x06tables\"\x7f\n" +
@@ -1066,9 +1200,10 @@ const file_scanplane_v1_scan_proto_rawDesc = "" +
 	"\x05alive\x18\x05 \x01(\bR\x05alive\x12\x1b\n" +
 	"\tqueue_len\x18\x06 \x01(\rR\bqueueLen\x12\x1b\n" +
 	"\tin_flight\x18\a \x01(\rR\binFlight\x12&\n" +
-	"\x0fcache_hit_ratio\x18\b \x01(\x01R\rcacheHitRatio2\xee\x01\n" +
+	"\x0fcache_hit_ratio\x18\b \x01(\x01R\rcacheHitRatio2\xb5\x02\n" +
 	"\vScanService\x12?\n" +
-	"\x04Scan\x12\x19.scanplane.v1.ScanRequest\x1a\x1a.scanplane.v1.ScanResponse0\x01\x12T\n" +
+	"\x04Scan\x12\x19.scanplane.v1.ScanRequest\x1a\x1a.scanplane.v1.ScanResponse0\x01\x12E\n" +
+	"\x05Count\x12\x1a.scanplane.v1.CountRequest\x1a\x1b.scanplane.v1.CountResponse\"\x03\x90\x02\x01\x12T\n" +
 	"\n" +
 	"ListTables\x12\x1f.scanplane.v1.ListTablesRequest\x1a .scanplane.v1.ListTablesResponse\"\x03\x90\x02\x01\x12H\n" +
 	"\x06Status\x12\x1b.scanplane.v1.StatusRequest\x1a\x1c.scanplane.v1.StatusResponse\"\x03\x90\x02\x01B=Z;github.com/scanplane/scanplane/api/scanplane/v1;scanplanev1b\x06proto3"
@@ -1085,41 +1220,47 @@ func file_scanplane_v1_scan_proto_rawDescGZIP() []byte {
 	return file_scanplane_v1_scan_proto_rawDescData
 }
 
-var file_scanplane_v1_scan_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_scanplane_v1_scan_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_scanplane_v1_scan_proto_goTypes = []any{
 	(*ScanRequest)(nil),        // 0: scanplane.v1.ScanRequest
 	(*ScanResponse)(nil),       // 1: scanplane.v1.ScanResponse
 	(*RowProof)(nil),           // 2: scanplane.v1.RowProof
 	(*BlockProof)(nil),         // 3: scanplane.v1.BlockProof
 	(*Row)(nil),                // 4: scanplane.v1.Row
-	(*ListTablesRequest)(nil),  // 5: scanplane.v1.ListTablesRequest
-	(*ListTablesResponse)(nil), // 6: scanplane.v1.ListTablesResponse
-	(*Table)(nil),              // 7: scanplane.v1.Table
-	(*StatusRequest)(nil),      // 8: scanplane.v1.StatusRequest
-	(*StatusResponse)(nil),     // 9: scanplane.v1.StatusResponse
-	(*Coordinator)(nil),        // 10: scanplane.v1.Coordinator
-	(*ScanServer)(nil),         // 11: scanplane.v1.ScanServer
-	nil,                        // 12: scanplane.v1.ScanRequest.HintsEntry
+	(*CountRequest)(nil),       // 5: scanplane.v1.CountRequest
+	(*CountResponse)(nil),      // 6: scanplane.v1.CountResponse
+	(*ListTablesRequest)(nil),  // 7: scanplane.v1.ListTablesRequest
+	(*ListTablesResponse)(nil), // 8: scanplane.v1.ListTablesResponse
+	(*Table)(nil),              // 9: scanplane.v1.Table
+	(*StatusRequest)(nil),      // 10: scanplane.v1.StatusRequest
+	(*StatusResponse)(nil),     // 11: scanplane.v1.StatusResponse
+	(*Coordinator)(nil),        // 12: scanplane.v1.Coordinator
+	(*ScanServer)(nil),         // 13: scanplane.v1.ScanServer
+	nil,                        // 14: scanplane.v1.ScanRequest.HintsEntry
+	nil,                        // 15: scanplane.v1.CountRequest.HintsEntry
 }
 var file_scanplane_v1_scan_proto_depIdxs = []int32{
-	12, // 0: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
+	14, // 0: scanplane.v1.ScanRequest.hints:type_name -> scanplane.v1.ScanRequest.HintsEntry
 	4,  // 1: scanplane.v1.ScanResponse.rows:type_name -> scanplane.v1.Row
 	2,  // 2: scanplane.v1.ScanResponse.proofs:type_name -> scanplane.v1.RowProof
 	3,  // 3: scanplane.v1.RowProof.blocks:type_name -> scanplane.v1.BlockProof
-	7,  // 4: scanplane.v1.ListTablesResponse.tables:type_name -> scanplane.v1.Table
-	10, // 5: scanplane.v1.StatusResponse.coordinators:type_name -> scanplane.v1.Coordinator
-	11, // 6: scanplane.v1.StatusResponse.servers:type_name -> scanplane.v1.ScanServer
-	0,  // 7: scanplane.v1.ScanService.Scan:input_type -> scanplane.v1.ScanRequest
-	5,  // 8: scanplane.v1.ScanService.ListTables:input_type -> scanplane.v1.ListTablesRequest
-	8,  // 9: scanplane.v1.ScanService.Status:input_type -> scanplane.v1.StatusRequest
-	1,  // 10: scanplane.v1.ScanService.Scan:output_type -> scanplane.v1.ScanResponse
-	6,  // 11: scanplane.v1.ScanService.ListTables:output_type -> scanplane.v1.ListTablesResponse
-	9,  // 12: scanplane.v1.ScanService.Status:output_type -> scanplane.v1.StatusResponse
-	10, // [10:13] is the sub-list for method output_type
-	7,  // [7:10] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	15, // 4: scanplane.v1.CountRequest.hints:type_name -> scanplane.v1.CountRequest.HintsEntry
+	9,  // 5: scanplane.v1.ListTablesResponse.tables:type_name -> scanplane.v1.Table
+	12, // 6: scanplane.v1.StatusResponse.coordinators:type_name -> scanplane.v1.Coordinator
+	13, // 7: scanplane.v1.StatusResponse.servers:type_name -> scanplane.v1.ScanServer
+	0,  // 8: scanplane.v1.ScanService.Scan:input_type -> scanplane.v1.ScanRequest
+	5,  // 9: scanplane.v1.ScanService.Count:input_type -> scanplane.v1.CountRequest
+	7,  // 10: scanplane.v1.ScanService.ListTables:input_type -> scanplane.v1.ListTablesRequest
+	10, // 11: scanplane.v1.ScanService.Status:input_type -> scanplane.v1.StatusRequest
+	1,  // 12: scanplane.v1.ScanService.Scan:output_type -> scanplane.v1.ScanResponse
+	6,  // 13: scanplane.v1.ScanService.Count:output_type -> scanplane.v1.CountResponse
+	8,  // 14: scanplane.v1.ScanService.ListTables:output_type -> scanplane.v1.ListTablesResponse
+	11, // 15: scanplane.v1.ScanService.Status:output_type -> scanplane.v1.StatusResponse
+	12, // [12:16] is the sub-list for method output_type
+	8,  // [8:12] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_scanplane_v1_scan_proto_init() }
@@ -1133,7 +1274,7 @@ func file_scanplane_v1_scan_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scanplane_v1_scan_proto_rawDesc), len(file_scanplane_v1_scan_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

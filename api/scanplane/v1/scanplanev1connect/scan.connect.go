@@ -50,6 +50,8 @@ const (
 const (
 	// ScanServiceScanProcedure is the fully-qualified name of the ScanService's Scan RPC.
 	ScanServiceScanProcedure = "/scanplane.v1.ScanService/Scan"
+	// ScanServiceCountProcedure is the fully-qualified name of the ScanService's Count RPC.
+	ScanServiceCountProcedure = "/scanplane.v1.ScanService/Count"
 	// ScanServiceListTablesProcedure is the fully-qualified name of the ScanService's ListTables RPC.
 	ScanServiceListTablesProcedure = "/scanplane.v1.ScanService/ListTables"
 	// ScanServiceStatusProcedure is the fully-qualified name of the ScanService's Status RPC.
@@ -70,6 +72,13 @@ type ScanServiceClient interface {
 	// CANCELLED, DEADLINE_EXCEEDED or INTERNAL. Rows sent before an error
 	// are correct rows of the range, in order.
 	Scan(context.Context, *connect.Request[v1.ScanRequest]) (*connect.ServerStreamForClient[v1.ScanResponse], error)
+	// Count answers how many rows [start, end) of a table holds (at most
+	// limit; 0 = all), counted at the scan servers: whole blocks count by
+	// their proven row counts, without sending their rows. The
+	// coordinator's client verifies the counts against the table's block
+	// roots; the caller cannot check them itself (a Scan with proofs is
+	// the end-to-end check). Errors as Scan's.
+	Count(context.Context, *connect.Request[v1.CountRequest]) (*connect.Response[v1.CountResponse], error)
 	// ListTables lists the tables with their current generation.
 	ListTables(context.Context, *connect.Request[v1.ListTablesRequest]) (*connect.Response[v1.ListTablesResponse], error)
 	// Status describes the coordinator that answers, the live
@@ -94,6 +103,13 @@ func NewScanServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(scanServiceMethods.ByName("Scan")),
 			connect.WithClientOptions(opts...),
 		),
+		count: connect.NewClient[v1.CountRequest, v1.CountResponse](
+			httpClient,
+			baseURL+ScanServiceCountProcedure,
+			connect.WithSchema(scanServiceMethods.ByName("Count")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		listTables: connect.NewClient[v1.ListTablesRequest, v1.ListTablesResponse](
 			httpClient,
 			baseURL+ScanServiceListTablesProcedure,
@@ -114,6 +130,7 @@ func NewScanServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 // scanServiceClient implements ScanServiceClient.
 type scanServiceClient struct {
 	scan       *connect.Client[v1.ScanRequest, v1.ScanResponse]
+	count      *connect.Client[v1.CountRequest, v1.CountResponse]
 	listTables *connect.Client[v1.ListTablesRequest, v1.ListTablesResponse]
 	status     *connect.Client[v1.StatusRequest, v1.StatusResponse]
 }
@@ -121,6 +138,11 @@ type scanServiceClient struct {
 // Scan calls scanplane.v1.ScanService.Scan.
 func (c *scanServiceClient) Scan(ctx context.Context, req *connect.Request[v1.ScanRequest]) (*connect.ServerStreamForClient[v1.ScanResponse], error) {
 	return c.scan.CallServerStream(ctx, req)
+}
+
+// Count calls scanplane.v1.ScanService.Count.
+func (c *scanServiceClient) Count(ctx context.Context, req *connect.Request[v1.CountRequest]) (*connect.Response[v1.CountResponse], error) {
+	return c.count.CallUnary(ctx, req)
 }
 
 // ListTables calls scanplane.v1.ScanService.ListTables.
@@ -147,6 +169,13 @@ type ScanServiceHandler interface {
 	// CANCELLED, DEADLINE_EXCEEDED or INTERNAL. Rows sent before an error
 	// are correct rows of the range, in order.
 	Scan(context.Context, *connect.Request[v1.ScanRequest], *connect.ServerStream[v1.ScanResponse]) error
+	// Count answers how many rows [start, end) of a table holds (at most
+	// limit; 0 = all), counted at the scan servers: whole blocks count by
+	// their proven row counts, without sending their rows. The
+	// coordinator's client verifies the counts against the table's block
+	// roots; the caller cannot check them itself (a Scan with proofs is
+	// the end-to-end check). Errors as Scan's.
+	Count(context.Context, *connect.Request[v1.CountRequest]) (*connect.Response[v1.CountResponse], error)
 	// ListTables lists the tables with their current generation.
 	ListTables(context.Context, *connect.Request[v1.ListTablesRequest]) (*connect.Response[v1.ListTablesResponse], error)
 	// Status describes the coordinator that answers, the live
@@ -167,6 +196,13 @@ func NewScanServiceHandler(svc ScanServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(scanServiceMethods.ByName("Scan")),
 		connect.WithHandlerOptions(opts...),
 	)
+	scanServiceCountHandler := connect.NewUnaryHandler(
+		ScanServiceCountProcedure,
+		svc.Count,
+		connect.WithSchema(scanServiceMethods.ByName("Count")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	scanServiceListTablesHandler := connect.NewUnaryHandler(
 		ScanServiceListTablesProcedure,
 		svc.ListTables,
@@ -185,6 +221,8 @@ func NewScanServiceHandler(svc ScanServiceHandler, opts ...connect.HandlerOption
 		switch r.URL.Path {
 		case ScanServiceScanProcedure:
 			scanServiceScanHandler.ServeHTTP(w, r)
+		case ScanServiceCountProcedure:
+			scanServiceCountHandler.ServeHTTP(w, r)
 		case ScanServiceListTablesProcedure:
 			scanServiceListTablesHandler.ServeHTTP(w, r)
 		case ScanServiceStatusProcedure:
@@ -200,6 +238,10 @@ type UnimplementedScanServiceHandler struct{}
 
 func (UnimplementedScanServiceHandler) Scan(context.Context, *connect.Request[v1.ScanRequest], *connect.ServerStream[v1.ScanResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("scanplane.v1.ScanService.Scan is not implemented"))
+}
+
+func (UnimplementedScanServiceHandler) Count(context.Context, *connect.Request[v1.CountRequest]) (*connect.Response[v1.CountResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("scanplane.v1.ScanService.Count is not implemented"))
 }
 
 func (UnimplementedScanServiceHandler) ListTables(context.Context, *connect.Request[v1.ListTablesRequest]) (*connect.Response[v1.ListTablesResponse], error) {
