@@ -413,6 +413,12 @@ func (r *APIRows) Next() bool {
 				continue
 			}
 			b, err := r.pv.message(r.ctx, r.st.Msg())
+			if errors.Is(err, errCoordinatorBehind) {
+				_ = r.st.Close()
+				r.st = nil
+				r.retry(err)
+				continue
+			}
 			if err != nil {
 				r.fail(fmt.Errorf("from %s: %w", r.fo.addr(), err))
 				return false

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -179,6 +180,13 @@ type apiProofs struct {
 	held map[[sha256.Size]byte][]byte
 }
 
+// errCoordinatorBehind: a request's first message names a generation
+// older than the one current when the scan began and no row was handed
+// over: the coordinator has not yet learnt of a new generation (its
+// metadata watch lags an ingest), so the request is asked again, of the
+// next coordinator, within CoordinatorWait.
+var errCoordinatorBehind = errors.New("the coordinator is behind the table's current generation")
+
 // maxUnproven bounds the bytes of rows an API client holds without a
 // proof: a proof follows its block's rows, and a block is far smaller.
 const maxUnproven = 64 << 20
@@ -211,7 +219,7 @@ func (p *apiProofs) load(ctx context.Context, m *scanplanev1.ScanResponse) error
 	case p.gen != 0 && gen != p.gen:
 		return fmt.Errorf("%w: table %q was re-ingested during the scan (generation %d, then %d): scan again", ErrStaleGeneration, p.table, p.gen, gen)
 	case gen < p.minGen:
-		return fmt.Errorf("%w: the coordinator scanned generation %d of table %q, older than the current %d", ErrStaleGeneration, gen, p.table, p.minGen)
+		return fmt.Errorf("%w: %w: the coordinator scanned generation %d of table %q, older than the current %d", ErrStaleGeneration, errCoordinatorBehind, gen, p.table, p.minGen)
 	}
 	var meta *messages.TableMeta
 	if p.a.cfg.APIReadMeta {
