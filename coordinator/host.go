@@ -70,6 +70,9 @@ type serverState struct {
 	// servers and shares the others' pub between views.
 	pub     *pubServer
 	changed bool
+	// reconnect: a connect to the server came back undelivered; its next
+	// heartbeat sends it again.
+	reconnect bool
 }
 
 // touch records that s's load or counts changed: the next publish copies it.
@@ -119,6 +122,12 @@ func (h *HostActor) Receive(c actor.Context) {
 			// which answers it, opening its connection to us.
 			c.Request(pid, &messages.Cancel{Reason: "connect"})
 		}
+	case *actor.DeadLetterResponse:
+		// Only connects are requests from here: one was not delivered
+		// (the remote's endpoint to the server's address was failing, or
+		// the server was not there yet). Its target may be unnamed.
+		h.connectLost(m.Target)
+		return
 	case *hostEvent:
 		if !h.onEvent(now, m) {
 			return // nothing changed: no new view
@@ -170,18 +179,29 @@ func (h *HostActor) clear() {
 	h.status.Delete(h.host)
 }
 
-// onHeartbeat updates a server; it returns the server's PID when it is new
-// (or a new incarnation).
+// onHeartbeat updates a server; it returns the server's PID when a
+// connect is to be sent to it: it is new (or a new incarnation), it comes
+// back into the view, or a connect to it was not delivered.
 func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID {
 	id := selection.ServerID(m.GetServer())
 	s := h.servers[id]
 	if m.GetLeaving() {
-		if s != nil {
+		// Only the incarnation that leaves: a goodbye of an earlier one,
+		// delivered after its successor's first heartbeat, is not about
+		// the server that runs now.
+		if s != nil && (m.GetIncarnation() == "" || m.GetIncarnation() == s.load.Incarnation) {
 			h.markDead(now, s)
 		}
 		return nil
 	}
 	var fresh *actor.PID
+	if s != nil && (!s.load.Alive || s.reconnect) {
+		// Back after being out of the view (an endpoint that terminated
+		// took the coordinator's connection with it), or its connect was
+		// lost: open the connection again.
+		fresh = actor.NewPID(m.GetPid().GetAddress(), m.GetPid().GetId())
+		s.reconnect = false
+	}
 	if s == nil || s.load.Incarnation != m.GetIncarnation() {
 		fresh = actor.NewPID(m.GetPid().GetAddress(), m.GetPid().GetId())
 		// New server or a restarted one: fresh counters.
@@ -207,6 +227,17 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID
 	}
 	s.touch()
 	return fresh
+}
+
+// connectLost marks for a new connect the server at target (every server
+// of the host when target is nil: protoactor's dead-letter answer does
+// not always name it).
+func (h *HostActor) connectLost(target *actor.PID) {
+	for _, s := range h.servers {
+		if target == nil || (s.load.Address == target.GetAddress() && s.load.ActorID == target.GetId()) {
+			s.reconnect = true
+		}
+	}
 }
 
 // gone marks dead the servers m names.

@@ -780,7 +780,8 @@ func kill(p *Proc) error {
 }
 
 // Restart starts host i again (after Kill) with the same flags; it waits
-// until its servers are alive in every coordinator's view.
+// until its servers are alive in every coordinator's view, or until the
+// new process exits (an error: Supervise then restarts it again).
 func (c *Cluster) Restart(ctx context.Context, i int) error {
 	old := c.Host(i)
 	old.stop(5 * time.Second)
@@ -796,13 +797,38 @@ func (c *Cluster) Restart(ctx context.Context, i int) error {
 	}
 	c.hosts[i] = p
 	c.mu.Unlock()
-	return c.WaitServers(ctx, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
+	return whileRunning(ctx, p, func(ctx context.Context) error {
+		return c.WaitServers(ctx, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
+	})
+}
+
+// whileRunning runs wait, a wait for the cluster to see the new process
+// p, and ends it early when p exits: a restarted process that dies before
+// it is seen is reported at once (errExited, with how it ended), so that
+// its supervisor restarts it after its back-off instead of after
+// ReadyTimeout.
+func whileRunning(ctx context.Context, p *Proc, wait func(context.Context) error) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.done:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	err := wait(wctx)
+	if err != nil && !p.Alive() && ctx.Err() == nil {
+		return fmt.Errorf("%w: %s (pid %d) exited (%v) before every coordinator saw it", errExited, p.Name, p.PID(), p.exitErr())
+	}
+	return err
 }
 
 // RestartCoordinator starts coordinator i again (after KillCoordinator,
 // or stops it first) with the same name, ports and data directory; it
 // waits until the coordinator is ready (its embedded NATS node rejoined
-// and JetStream answers) and sees every scan server alive.
+// and JetStream answers) and sees every scan server alive, or until the
+// new process exits (an error).
 func (c *Cluster) RestartCoordinator(ctx context.Context, i int) error {
 	c.mu.Lock()
 	co := c.coords[i]
@@ -821,7 +847,9 @@ func (c *Cluster) RestartCoordinator(ctx context.Context, i int) error {
 	}
 	co.proc = p
 	c.mu.Unlock()
-	return c.waitServersOf(ctx, []int{i}, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
+	return whileRunning(ctx, p, func(ctx context.Context) error {
+		return c.waitServersOf(ctx, []int{i}, c.cfg.Hosts*c.cfg.ServersPerHost, c.cfg.ReadyTimeout)
+	})
 }
 
 // Status fetches coordinator 0's /status.

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/selection"
 	"github.com/scanplane/scanplane/tablets"
 )
 
@@ -287,4 +289,62 @@ func (w *world) blamedBy(by string, byCoordinator bool, addr string, requests []
 		return
 	}
 	w.problem("%s blamed %s (%s; requests %v, since %s) though it had no fault", by, server, what, requests, fmtDur(from.Sub(epoch)))
+}
+
+// settleBeats: after the last fault, the run goes on this many heartbeat
+// intervals with a calm network before the views are checked.
+const settleBeats = 4
+
+// settle runs the cluster on with the network's faults off until
+// settleBeats heartbeat intervals after the last fault ended (faultsEnd)
+// or after now, whichever is later: the scans are over; what still
+// happens is heartbeats, sweeps and idle actors stopping.
+func (w *world) settle(faultsEnd time.Time) {
+	w.net.cfg.Drop, w.net.cfg.Duplicate, w.net.cfg.Reorder, w.net.cfg.Late = 0, 0, 0, 0
+	stop := maxTime(w.s.now, faultsEnd).Add(settleBeats * w.cfg.Server.Heartbeat)
+	for w.s.step(stop) {
+		for _, c := range w.s.crashed {
+			w.problem("%s", c)
+		}
+		w.s.crashed = nil
+		if w.s.steps >= w.cfg.MaxEvents {
+			w.problem("no convergence while settling: %d events by %s", w.s.steps, fmtDur(w.s.now.Sub(epoch)))
+			return
+		}
+	}
+}
+
+// checkViews: once settled, every running coordinator's view has every
+// server of every running host alive, in its current incarnation, and the
+// coordinator reached that incarnation with a connect (which opens the
+// connections both ways before its first scan) — unless the network
+// dropped messages in the run, which may have been that connect. A
+// server left out after a restart, whatever the order in which its
+// heartbeats, the old incarnation's endpoint-terminated event and the dead
+// letters of a failing endpoint arrived, is the stuck view.
+func (w *world) checkViews() {
+	for _, c := range w.coords {
+		if c.proc.state != procUp || c.co == nil {
+			continue
+		}
+		v := c.co.View()
+		for _, h := range w.hosts {
+			p := h.proc
+			if p.state != procUp {
+				continue
+			}
+			inc := fmt.Sprintf("%s-i%d", p.addr, p.inc)
+			for i, id := range h.ids {
+				switch s := v.Server(selection.ServerID(id)); {
+				case s == nil:
+					w.problem("%s's view has no server %s (host up since incarnation %d)", c.proc.addr, id, p.inc)
+				case !s.Alive || s.Incarnation != inc:
+					w.problem("%s's view has server %s alive=%v in incarnation %q, want alive in %q", c.proc.addr, id, s.Alive, s.Incarnation, inc)
+				}
+				if w.cfg.Net.Drop == 0 && !w.net.connects[connectKey{c.proc.addr, h.pids[i].Address + "/" + h.pids[i].Id, p.inc}] {
+					w.problem("%s never reached server %s of incarnation %d with a connect", c.proc.addr, id, p.inc)
+				}
+			}
+		}
+	}
 }

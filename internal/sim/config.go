@@ -34,6 +34,10 @@ type ServerModel struct {
 type ProcFaults struct {
 	HostPauses, HostKills   int // scanserver processes SIGSTOPped / SIGKILLed
 	CoordPauses, CoordKills int // coordinators likewise
+	// HostRestartRaces: scanserver processes killed and restarted at once
+	// on the same address while every coordinator's endpoint to the
+	// address is still failing (restartRace).
+	HostRestartRaces int
 	// Panics: actor panics injected (a router, a tablet actor or a scan
 	// server); Reloads: profile reloads on every coordinator, during scans.
 	Panics, Reloads int
@@ -56,7 +60,7 @@ type ProcFaults struct {
 }
 
 func (f ProcFaults) any() bool {
-	return f.HostPauses+f.HostKills+f.CoordPauses+f.CoordKills+f.Panics+f.Reloads > 0 || f.Skew != 0
+	return f.HostPauses+f.HostKills+f.HostRestartRaces+f.CoordPauses+f.CoordKills+f.Panics+f.Reloads > 0 || f.Skew != 0
 }
 
 // Config is one simulated run. ConfigFor derives one from a seed; every

@@ -57,7 +57,11 @@
 // incarnation (messages in flight to the old one are lost; messages sent
 // to a dead address come back to the sender as dead letters, as
 // protoactor's remote reports them, which is what makes a coordinator
-// re-route a request it forwarded to a dead owner), coordinators' leases
+// re-route a request it forwarded to a dead owner), a host restarted at
+// once while each coordinator's endpoint to its address still fails (its
+// messages there come back as dead letters until the old incarnation's
+// endpoint-terminated event, which arrives after the new incarnation's
+// first heartbeats), coordinators' leases
 // expiring while they are dead or paused (the others drop them from the
 // members and take their tablets; the paused one learns when it runs
 // again), clock skew, actor panics (router, tablet actor, scan server),
@@ -68,7 +72,10 @@
 // left on a server FlowBound after it ended (unless a fault touched it)
 // and nothing anywhere at the end (flows, in-flight counts of the host
 // actors, server jobs); a client avoids only servers that had a fault;
-// and a run without faults completes every scan within CalmBound. The
+// a run without faults completes every scan within CalmBound; and, a few
+// heartbeats after the last fault, every running coordinator's view has
+// every server of every running host alive in its current incarnation,
+// reached by the coordinator's connect. The
 // mutants (mutants_test.go) break what is around the actors — servers
 // that lie (the scan server's own FaultConfig.Lie, or rows changed on the
 // wire) to clients that skip the proofs, lost Cancels, lost accept

@@ -40,6 +40,12 @@ func (w *world) scheduleFaults() time.Time {
 		h := w.hosts[s.rng.IntN(len(w.hosts))]
 		kill(h.proc, h.start)
 	}
+	for range f.HostRestartRaces {
+		h := w.hosts[s.rng.IntN(len(w.hosts))]
+		at, d := s.uniform(0, f.Window), s.uniform(time.Millisecond, restartRaceMax)
+		s.after(at, "restart race", func() { w.restartRace(h, d) })
+		note(s.now.Add(at + d + endpointBackoff))
+	}
 	for range f.CoordPauses {
 		c := w.coords[s.rng.IntN(len(w.coords))]
 		pause(c.proc, func() { w.leaseWatch(c) }, func() { w.leaseBack(c) })
@@ -121,6 +127,59 @@ func (w *world) kill(p *proc, d time.Duration, never bool, restart func()) {
 		w.trace.printf("FAULT %s restarts", p.addr)
 		restart()
 	})
+}
+
+// endpointBackoff is how long protoactor's endpoint writer waits after a
+// failed connect before it reports the endpoint terminated (one try, then
+// its 2 s sleep: remoting.StartSystem's MaxRetryCount 1). restartRaceMax
+// bounds the restart of restartRace.
+const (
+	endpointBackoff = 2 * time.Second
+	restartRaceMax  = 100 * time.Millisecond
+)
+
+// restartRace kills h's process and restarts it on the same address d
+// later, while each coordinator's remote endpoint to the address is still
+// failing: a coordinator that sent the old incarnation anything after it
+// died has an endpoint writer whose connect failed and who sleeps out its
+// back-off before it publishes EndpointTerminatedEvent. Until then every
+// message the coordinator sends to the address — the new incarnation's
+// connect among them — comes back a dead letter, and the event arrives
+// after the new incarnation's first heartbeats (the stuck-view interleaving
+// of a host restarted by supervision).
+func (w *world) restartRace(h *hostProc, d time.Duration) {
+	p := h.proc
+	if p.state != procUp {
+		return
+	}
+	w.trace.printf("FAULT %s killed, restarts in %v with every coordinator's endpoint to it failing", p.addr, d)
+	w.stats.Kinds["restart race"]++
+	w.faults.procStart(p.addr, "dead", w.s.now)
+	p.kill()
+	for k, jp := range w.jobs {
+		if jp == p {
+			delete(w.jobs, k)
+		}
+	}
+	last := w.s.now
+	for _, c := range w.coords {
+		cp := c.proc
+		if cp.state == procDead {
+			continue
+		}
+		until := w.s.now.Add(d + w.s.uniform(time.Millisecond, endpointBackoff))
+		last = maxTime(last, until)
+		w.net.failing[[2]string{cp.addr, p.addr}] = failingEndpoint{inc: cp.inc, until: until}
+		cp.at(until.Sub(w.s.now), cp.inc, "endpoint terminated", func() { endpointLost(cp, p.addr) }, nil)
+	}
+	w.s.after(d, "restart", func() {
+		w.faults.procEnd(p.addr, "dead", w.s.now)
+		w.trace.printf("FAULT %s restarts", p.addr)
+		h.start()
+	})
+	// Scans that met the failing endpoints had a fault.
+	w.faults.procStart(p.addr, "behind a failing endpoint", w.s.now)
+	w.s.at(last, "endpoints terminated", func() { w.faults.procEnd(p.addr, "behind a failing endpoint", w.s.now) })
 }
 
 // detect tells p's peers that it died: coordinators see its endpoint

@@ -222,3 +222,17 @@ func TestVerifiedClientSurvivesLyingServers(t *testing.T) {
 	}
 	t.Logf("%d scans failed with a named error; no wrong row", failed)
 }
+
+// The heartbeats of a restarted host's new incarnation never reach one
+// coordinator: the settled view check finds its servers missing there.
+func TestHarnessCatchesUnseenRestart(t *testing.T) {
+	cfg := func(seed uint64) Config {
+		c := calmConfig(seed)
+		c.Faults.HostRestartRaces, c.Faults.Window = 1, c.ScanStartMax
+		return c
+	}
+	drop := func(to string, hb *messages.Heartbeat) bool {
+		return to == "coord-1:8090" && strings.HasSuffix(hb.GetIncarnation(), "-i2")
+	}
+	hunt(t, 20, cfg, func() mutations { return mutations{heartbeat: drop} }, "coord-1:8090's view has server")
+}

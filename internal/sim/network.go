@@ -26,6 +26,23 @@ type network struct {
 	cfg      NetFaults
 	last     map[[2]string]time.Time // last arrival per connection
 	inFlight int
+	// failing: the endpoints (from, to address) whose connect failed and
+	// that report it at until (restartRace); what incarnation inc of from
+	// sends to the address until then is a dead letter.
+	failing map[[2]string]failingEndpoint
+	// connects: the connects (a host actor's empty Cancel) delivered, by
+	// coordinator, server PID and server incarnation.
+	connects map[connectKey]bool
+}
+
+type failingEndpoint struct {
+	inc   int
+	until time.Time
+}
+
+type connectKey struct {
+	from, to string
+	inc      int
 }
 
 // netProcess is the actor.Process of every remote PID in one incarnation
@@ -115,6 +132,21 @@ func (n *network) send(from *proc, inc int, sender, to *actor.PID, msg proto.Mes
 		return
 	}
 	key := [2]string{from.addr, to.Address}
+	if f, ok := n.failing[key]; ok && f.inc == inc && s.now.Before(f.until) {
+		// Queued behind the failed connect: the writer answers it once
+		// its back-off is over, as protoactor's does (a DeadLetterResponse
+		// to a request's sender, else a dead-letter event).
+		w.trace.printf("%s -> %s: %s dead-lettered at %s (the endpoint is failing)", from.addr, to, describe(msg), fmtDur(f.until.Sub(epoch)))
+		w.stats.Kinds["dead letter of a failing endpoint"]++
+		from.at(f.until.Sub(s.now), inc, "dead letter", func() {
+			if sender != nil {
+				from.sys.Root.Send(sender, &actor.DeadLetterResponse{Target: to})
+				return
+			}
+			from.sys.EventStream.Publish(&actor.DeadLetterEvent{PID: to, Message: msg})
+		}, nil)
+		return
+	}
 	at := s.now.Add(s.uniform(n.cfg.MinDelay, n.cfg.MaxDelay))
 	fault := ""
 	switch {
@@ -153,7 +185,12 @@ func (n *network) send(from *proc, inc int, sender, to *actor.PID, msg proto.Mes
 		n.inFlight++
 		s.at(at, "deliver", func() {
 			n.inFlight--
-			target.run(tinc, func() { n.deliver(target, sender, to, proto.Clone(msg)) }, func() {
+			target.run(tinc, func() {
+				if c, ok := msg.(*messages.Cancel); ok && c.GetReason() == "connect" {
+					n.connects[connectKey{from.addr, to.Address + "/" + to.Id, tinc}] = true
+				}
+				n.deliver(target, sender, to, proto.Clone(msg))
+			}, func() {
 				w.trace.printf("%s lost on its way to %s: the process died", describe(msg), to)
 			})
 		})

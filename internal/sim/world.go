@@ -72,6 +72,9 @@ type mutations struct {
 	// tablet's block roots (a client that ignores the proofs).
 	noVerify bool
 	count    map[string]map[string]int
+	// heartbeat loses a heartbeat on its way to coordinator to (a NATS
+	// that stops carrying a host's heartbeats).
+	heartbeat func(to string, hb *messages.Heartbeat) bool
 }
 
 // any reports whether the run has a broken server: a mutation that
@@ -167,7 +170,8 @@ func run(cfg Config, trace bool, mut mutations) (*Result, error) {
 	}
 	w.trace = &tracer{on: trace, clock: w.s, hash: fnv.New64a()}
 	w.faults = newFaultLog(w.s)
-	w.net = &network{w: w, cfg: cfg.Net, last: map[[2]string]time.Time{}}
+	w.net = &network{w: w, cfg: cfg.Net, last: map[[2]string]time.Time{}, failing: map[[2]string]failingEndpoint{},
+		connects: map[connectKey]bool{}}
 	if err := w.ingest(rand.New(rand.NewPCG(cfg.Seed, 0x7ab1e))); err != nil {
 		return nil, err
 	}
@@ -178,6 +182,10 @@ func run(cfg Config, trace bool, mut mutations) (*Result, error) {
 	}
 	w.loop(quietAfter.Add(cfg.LeakBound))
 	w.finalChecks()
+	if len(w.problems) == 0 {
+		w.settle(quietAfter)
+		w.checkViews()
+	}
 	w.shutdown()
 	w.stats.Runs = 1
 	w.stats.Events = w.s.steps
@@ -568,6 +576,10 @@ func (w *world) publish(from *proc, to *coordProc, hb *messages.Heartbeat) {
 	case s.chance(w.net.cfg.Late):
 		w.faults.message(from.addr, to.proc.addr, hb, "late")
 		at = s.uniform(w.net.cfg.MaxDelay, w.net.cfg.LateMax)
+	}
+	if w.mut.heartbeat != nil && w.mut.heartbeat(to.proc.addr, hb) {
+		w.trace.printf("heartbeat %s -> %s DROPPED BY THE MUTANT", hb.GetServer(), to.proc.addr)
+		return
 	}
 	hb = proto.Clone(hb).(*messages.Heartbeat)
 	tp := to.proc
