@@ -32,6 +32,10 @@ type client struct {
 	policy   selection.Policy
 	prober   selection.Prober
 	decays   []selection.DecayParams
+	// answers: probe answers on their way here, in arrival order, from
+	// ansHead (probes.go).
+	answers []probeAnswer
+	ansHead int
 
 	srv []srvState // by server
 	// sig: the load signals every coordinator receives (client.sync).
@@ -285,13 +289,16 @@ type signals struct {
 	// busy: the server's Busy counters after its last signal; never
 	// modified (a new slice per signal).
 	busy [][]selection.DecayedCount
+	// zero: empty counters, one per decay, never modified.
+	zero []selection.DecayedCount
 }
 
 func newSignals(servers int, decays []selection.DecayParams) *signals {
 	g := &signals{decays: decays, n: make([]int, servers), lastBusy: make([]int, servers), queue: make([]int, servers),
 		busy: make([][]selection.DecayedCount, servers)}
+	g.zero = make([]selection.DecayedCount, len(decays))
 	for i := range g.busy {
-		g.busy[i] = make([]selection.DecayedCount, len(decays))
+		g.busy[i] = g.zero
 	}
 	return g
 }

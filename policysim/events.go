@@ -1,6 +1,10 @@
 package policysim
 
-import "github.com/scanplane/scanplane/scanflow"
+import (
+	"slices"
+
+	"github.com/scanplane/scanplane/scanflow"
+)
 
 // evKind names a simulation event.
 type evKind uint8
@@ -19,8 +23,7 @@ const (
 	evHeartbeatIn                   // the report reaches every coordinator
 	evRateSwitch                    // the servers' rates are redrawn
 	evSweep                         // coordinators drop servers that missed heartbeats
-	evProbe                         // a prequal probe reaches the server
-	evProbeReply                    // its answer reaches the coordinator
+	evProbes                        // a decision's prequal probes reach their servers (probes.go)
 	evHang                          // the hung server stops
 )
 
@@ -50,14 +53,30 @@ type event struct {
 	hb    *beat
 }
 
-// eventQ is a binary min-heap by (at, seq): equal times pop in push order,
-// which makes a run deterministic. The heap holds keys and slot numbers
-// only (no pointers: sifting needs no write barriers); the events wait in
-// slots, reused once popped.
+// eventQ holds the events in order of (at, seq): equal times pop in push
+// order, which makes a run deterministic. Most events come a fixed delay
+// after the moment they are pushed (a message's network latency, a
+// server's accept notice, the first busy timeouts): pushed at a
+// non-decreasing now with increasing seq, the events of one delay are in
+// (at, seq) order already, so each such delay (a lane) is a FIFO. The
+// others wait in a binary min-heap, which holds keys and slot numbers only
+// (no pointers: sifting needs no write barriers); those events wait in
+// slots, reused once popped. The first event is the least of the heap's
+// top and the lanes' heads.
 type eventQ struct {
 	h     []qkey
 	slots []event
 	free  []int32
+	lanes []lane
+	// inLanes counts the events in the lanes.
+	inLanes int
+}
+
+// lane is the FIFO of the events pushed delay after their push.
+type lane struct {
+	delay int64
+	ev    []event
+	head  int
 }
 
 type qkey struct {
@@ -70,7 +89,34 @@ func (a qkey) less(b qkey) bool {
 	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
 }
 
-func (q *eventQ) push(e event) {
+// setLanes gives each of delays (distinct, >= 0) a lane. The queue must
+// be empty, and from then on every push must pass the time of the
+// latest pop or later as now (non-decreasing).
+func (q *eventQ) setLanes(delays []int64) {
+	q.lanes = q.lanes[:0]
+	for _, d := range delays {
+		if d < 0 || slices.ContainsFunc(q.lanes, func(l lane) bool { return l.delay == d }) {
+			continue
+		}
+		q.lanes = append(q.lanes, lane{delay: d})
+	}
+}
+
+// push adds e, pushed at now.
+func (q *eventQ) push(e event, now int64) {
+	d := e.at - now
+	for i := range q.lanes {
+		if l := &q.lanes[i]; l.delay == d {
+			if l.head > 0 && l.head*2 >= len(l.ev) {
+				n := copy(l.ev, l.ev[l.head:])
+				clear(l.ev[n:])
+				l.ev, l.head = l.ev[:n], 0
+			}
+			l.ev = append(l.ev, e)
+			q.inLanes++
+			return
+		}
+	}
 	var slot int32
 	if n := len(q.free); n > 0 {
 		slot = q.free[n-1]
@@ -94,7 +140,44 @@ func (q *eventQ) push(e event) {
 	q.h[i] = k
 }
 
+// first returns where the first event waits (-1: the heap's top, else
+// its lane) and its time; the queue must not be empty.
+func (q *eventQ) first() (src int, at int64) {
+	src = -1
+	var seq uint64
+	if len(q.h) > 0 {
+		at, seq = q.h[0].at, q.h[0].seq
+	}
+	for i := range q.lanes {
+		l := &q.lanes[i]
+		if l.head == len(l.ev) {
+			continue
+		}
+		e := &l.ev[l.head]
+		if src == -1 && len(q.h) == 0 || e.at < at || (e.at == at && e.seq < seq) {
+			src, at, seq = i, e.at, e.seq
+		}
+	}
+	return src, at
+}
+
+// pop removes and returns the first event.
 func (q *eventQ) pop() event {
+	src, _ := q.first()
+	return q.popFrom(src)
+}
+
+// popFrom removes and returns the first event, which waits at src
+// (first).
+func (q *eventQ) popFrom(src int) event {
+	if src >= 0 {
+		l := &q.lanes[src]
+		e := l.ev[l.head]
+		l.ev[l.head] = event{}
+		l.head++
+		q.inLanes--
+		return e
+	}
 	top := q.h[0]
 	n := len(q.h) - 1
 	last := q.h[n]
@@ -127,6 +210,18 @@ func (q *eventQ) compact(dead func(*event) bool) {
 	for i := n/2 - 1; i >= 0; i-- {
 		q.down(i, n)
 	}
+	for i := range q.lanes {
+		l := &q.lanes[i]
+		live := l.ev[:0]
+		for j := l.head; j < len(l.ev); j++ {
+			if !dead(&l.ev[j]) {
+				live = append(live, l.ev[j])
+			}
+		}
+		clear(l.ev[len(live):])
+		q.inLanes -= len(l.ev) - l.head - len(live)
+		l.ev, l.head = live, 0
+	}
 }
 
 // down sifts the key at i down the first n keys of the heap.
@@ -150,7 +245,4 @@ func (q *eventQ) down(i, n int) {
 	q.h[i] = k
 }
 
-// peek is the time of the first event; the queue must not be empty.
-func (q *eventQ) peek() int64 { return q.h[0].at }
-
-func (q *eventQ) len() int { return len(q.h) }
+func (q *eventQ) len() int { return len(q.h) + q.inLanes }

@@ -86,13 +86,19 @@ func (s *server) stopRunning(a *attempt) {
 // 8 of its last 128 finished scans that ended within 2 s and arrived at
 // the RIF nearest the one asked (newer first on equal distance); 0 with
 // none.
+//
+// The samples wait in a ring; byRIF lists each RIF's samples (ring
+// slots), oldest first. Samples end in the order they are added, so the
+// ones too old to count are the oldest of each list, and the nearest
+// ones are found RIF by RIF outward from the one asked, newest first.
 type estimator struct {
-	rif  []int
-	lat  []int64
-	end  []int64
-	seq  []int
-	n    int
-	next int
+	rif   []int
+	lat   []int64
+	end   []int64
+	seq   []int
+	byRIF [][]int32
+	n     int
+	next  int
 }
 
 const (
@@ -103,43 +109,69 @@ const (
 
 func (e *estimator) add(end int64, rif int, lat int64) {
 	e.n++
-	if len(e.rif) < estSamples {
+	slot := len(e.rif)
+	if slot < estSamples {
 		e.rif, e.lat, e.end, e.seq = append(e.rif, rif), append(e.lat, lat), append(e.end, end), append(e.seq, e.n)
-		return
+	} else {
+		slot = e.next
+		// The sample replaced is the oldest: the first of its RIF's list.
+		old := e.byRIF[e.rif[slot]]
+		e.byRIF[e.rif[slot]] = append(old[:0], old[1:]...)
+		e.rif[slot], e.lat[slot], e.end[slot], e.seq[slot] = rif, lat, end, e.n
+		e.next = (e.next + 1) % estSamples
 	}
-	e.rif[e.next], e.lat[e.next], e.end[e.next], e.seq[e.next] = rif, lat, end, e.n
-	e.next = (e.next + 1) % estSamples
+	for len(e.byRIF) <= rif {
+		e.byRIF = append(e.byRIF, nil)
+	}
+	e.byRIF[rif] = append(e.byRIF[rif], int32(slot))
 }
 
 func (e *estimator) estimate(now int64, rif int) int64 {
-	// near: the nearest samples so far, best first; dist and seq theirs.
-	var near, dist, seq [estNearest]int
+	var lats [estNearest]int64
 	k := 0
-	for i, r := range e.rif {
-		if now-e.end[i] > estMaxAge {
-			continue
+	fresh := func(slot int32) bool { return now-e.end[slot] <= estMaxAge }
+	for d := 0; k < len(lats); d++ {
+		lo, hi := rif-d, rif+d
+		if lo < 0 && hi >= len(e.byRIF) {
+			break
 		}
-		d, sq := max(r-rif, rif-r), e.seq[i]
-		// Sample i comes before near[j] when nearer, or as near and newer.
-		if k == len(near) && !(d < dist[k-1] || (d == dist[k-1] && sq > seq[k-1])) {
-			continue
+		var a, b []int32
+		if lo >= 0 && lo < len(e.byRIF) {
+			a = e.byRIF[lo]
 		}
-		j := min(k, len(near)-1)
-		for j > 0 && (d < dist[j-1] || (d == dist[j-1] && sq > seq[j-1])) {
-			near[j], dist[j], seq[j] = near[j-1], dist[j-1], seq[j-1]
-			j--
+		if d > 0 && hi < len(e.byRIF) {
+			b = e.byRIF[hi]
 		}
-		near[j], dist[j], seq[j] = i, d, sq
-		if k < len(near) {
+		// Merge the two lists newest first (equal distance: the newer
+		// sample first), stopping at the first sample too old in each.
+		i, j := len(a)-1, len(b)-1
+		if i >= 0 && !fresh(a[i]) {
+			i = -1
+		}
+		if j >= 0 && !fresh(b[j]) {
+			j = -1
+		}
+		for k < len(lats) && (i >= 0 || j >= 0) {
+			var slot int32
+			if j < 0 || (i >= 0 && e.seq[a[i]] > e.seq[b[j]]) {
+				slot = a[i]
+				i--
+				if i >= 0 && !fresh(a[i]) {
+					i = -1
+				}
+			} else {
+				slot = b[j]
+				j--
+				if j >= 0 && !fresh(b[j]) {
+					j = -1
+				}
+			}
+			lats[k] = e.lat[slot]
 			k++
 		}
 	}
 	if k == 0 {
 		return 0
-	}
-	var lats [estNearest]int64
-	for i := 0; i < k; i++ {
-		lats[i] = e.lat[near[i]]
 	}
 	for i := 1; i < k; i++ {
 		for j := i; j > 0 && lats[j] < lats[j-1]; j-- {

@@ -30,6 +30,11 @@ type request struct {
 	answered bool       // first data reached the client
 	done     bool
 	failed   bool
+	// The flow, the first attempt and room for the attempts list live in
+	// the request: one allocation per request instead of four.
+	flowMem scanflow.ScanFlow
+	att1    attempt
+	attsMem [1]*attempt
 }
 
 // Result is what one run records.
@@ -93,7 +98,14 @@ type sim struct {
 	dhead     int
 	// compactAt: the queue length at which its dead events are dropped.
 	compactAt int
-	fin       *messages.ScanFinished
+	// cur: the sequence number of the event being processed (0 for a
+	// deadline, which goes before the events of its time).
+	cur uint64
+	// batches: the servers of each evProbes event, by its val; a batch
+	// is free again once its event is processed.
+	batches     [][]int32
+	freeBatches []int32
+	fin         *messages.ScanFinished
 	// req is every flow's ScanRequest: the model's flows read nothing of
 	// it but the request id in their errors, which no result shows.
 	req *messages.ScanRequest
@@ -174,21 +186,26 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 		}
 		c.prober, _ = c.policy.(selection.Prober)
 		c.srv = make([]srvState, cfg.Servers)
-		nd := len(c.decays)
-		counts := make([]selection.DecayedCount, 3*nd*cfg.Servers) // every server's counters, in one array
-		for k, sv := range s.servers {
-			cs := counts[3*nd*k : 3*nd*(k+1)]
-			c.srv[k].work = selection.ServerLoad{ID: sv.id, Host: s.hostNames[sv.host], Group: selection.DefaultGroup,
-				Address: "sim", ActorID: string(sv.id), Incarnation: "1", Alive: true, Workers: cfg.Workers,
-				Errors: cs[:nd:nd], Slowdowns: cs[nd : 2*nd : 2*nd], Busy: cs[2*nd:], LastHeartbeat: epoch}
-		}
 		if s.sig == nil {
 			s.sig = newSignals(cfg.Servers, c.decays)
+		}
+		// Every counter starts empty: the servers' counters are the
+		// signals' empty ones, shared by every coordinator until it
+		// counts something there (client.own). Reading one array that
+		// stays in the cache instead of one per coordinator and server
+		// reads the same values.
+		zero := s.sig.zero
+		for k, sv := range s.servers {
+			c.srv[k].work = selection.ServerLoad{ID: sv.id, Host: s.hostNames[sv.host], Group: selection.DefaultGroup,
+				Address: "sim", ActorID: string(sv.id), Incarnation: "1", Alive: true, Workers: cfg.Workers,
+				Errors: zero, Slowdowns: zero, Busy: zero, LastHeartbeat: epoch}
+			c.srv[k].shared = true
 		}
 		c.sig = s.sig
 		c.sets = make([]*setView, nsets)
 		s.clients = append(s.clients, c)
 	}
+	s.q.setLanes(s.laneDelays())
 	// Periodic processes, each host's heartbeat at its own phase.
 	for h := range s.hosts {
 		s.push(event{at: s.rng.Int64N(int64(cfg.Heartbeat)), kind: evHeartbeat, srv: int32(h)})
@@ -205,6 +222,21 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 	s.loop()
 	slices.Sort(s.res.Latencies)
 	return s.res, nil
+}
+
+// laneDelays are the delays most events are pushed with (eventQ): a
+// message's one or two network hops, the accept notice, the stall timer,
+// the heartbeat period, and the busy timeouts of the attempt plans at the
+// server and, with the slack, at the coordinator.
+func (s *sim) laneDelays() []int64 {
+	ow := int64(s.cfg.OneWay)
+	d := []int64{ow, 2 * ow, int64(acceptNoticeDelay), int64(s.cfg.Flow.StartStall), int64(s.cfg.Heartbeat)}
+	for _, p := range s.clients[0].profile.AttemptPlans {
+		if p.BusyTimeout > 0 {
+			d = append(d, int64(p.BusyTimeout), int64(p.BusyTimeout+s.cfg.Flow.BusySlack))
+		}
+	}
+	return d
 }
 
 // deadline is a flow's deadline timer.
@@ -258,7 +290,7 @@ func (s *sim) push(e event) {
 	s.seq++
 	e.seq = s.seq
 	s.res.Events++
-	s.q.push(e)
+	s.q.push(e, s.now)
 	if s.q.len() >= s.compactAt {
 		s.q.compact(s.dead)
 		s.compactAt = max(2*s.q.len(), minCompact)
@@ -303,6 +335,34 @@ func (s *sim) setMembers(i int32) []int32 {
 	return m
 }
 
+// lookup returns the index of the server with that ID. IDs are "s"
+// and the index in five or more digits: the digits name the server when
+// its ID is id, the map the others.
+func (s *sim) lookup(id selection.ServerID) (int32, bool) {
+	if len(id) >= 6 && id[0] == 's' {
+		n := 0
+		for k := 1; k < len(id); k++ {
+			c := id[k]
+			if c < '0' || c > '9' || n > len(s.servers) {
+				n = -1
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		if n >= 0 && n < len(s.servers) && s.servers[n].id == id {
+			return int32(n), true
+		}
+	}
+	i, ok := s.ids[id]
+	return i, ok
+}
+
+// index is lookup's index, 0 for an unknown ID.
+func (s *sim) index(id selection.ServerID) int32 {
+	i, _ := s.lookup(id)
+	return i
+}
+
 // builder is replica set i's ViewBuilder.
 func (s *sim) builder(i int32) *selection.ViewBuilder {
 	if s.builders[i] == nil {
@@ -332,15 +392,17 @@ func (s *sim) running() bool { return s.measured < s.cfg.Requests || s.open > 0 
 
 func (s *sim) loop() {
 	for s.q.len() > 0 {
-		if d := s.nextDeadline(); d != nil && d.at <= s.q.peek() {
-			s.now = d.at
+		src, at := s.q.first()
+		if d := s.nextDeadline(); d != nil && d.at <= at {
+			// A deadline goes before the events of its time.
+			s.now, s.cur = d.at, 0
 			if !d.req.flow.Done() {
 				s.apply(d.req, d.req.flow.OnTimer(s.t(s.now), scanflow.TimerDeadline, 0, d.req.pick))
 			}
 			continue
 		}
-		e := s.q.pop()
-		s.now = e.at
+		e := s.q.popFrom(src)
+		s.now, s.cur = e.at, e.seq
 		switch e.kind {
 		case evArrival:
 			s.arrival()
@@ -380,16 +442,8 @@ func (s *sim) loop() {
 			if s.running() {
 				s.push(event{at: s.now + sweepEvery, kind: evSweep})
 			}
-		case evProbe:
-			sv := s.servers[e.srv]
-			if sv.hung {
-				continue
-			}
-			rif := len(sv.running) + sv.queued
-			s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evProbeReply, cl: e.cl, srv: e.srv, n: uint32(rif), val: sv.est.estimate(s.now, rif)})
-		case evProbeReply:
-			c := e.cl
-			c.prober.AddProbe(selection.ProbeReply{Server: s.servers[e.srv].id, RIF: int(e.n), Latency: time.Duration(e.val), At: s.t(s.now)}, c.rng)
+		case evProbes:
+			s.probes(e)
 		case evHang:
 			s.servers[e.srv].hung = true
 		}
@@ -417,7 +471,8 @@ func (s *sim) arrival() {
 	if c.states[key] == nil {
 		c.states[key] = &selection.TabletState{}
 	}
-	r.flow = scanflow.NewScanFlow(s.req, time.Time{}, s.cfg.Flow, c.profile.TimeToWaitForScanServers, nil)
+	r.flowMem = *scanflow.NewScanFlow(s.req, time.Time{}, s.cfg.Flow, c.profile.TimeToWaitForScanServers, nil)
+	r.flow, r.atts = &r.flowMem, r.attsMem[:0]
 	s.apply(r, r.flow.Start(s.t(s.now), r.pick))
 }
 
@@ -433,10 +488,13 @@ func (r *request) pick(now time.Time, history []selection.Attempt, hedge bool) (
 	in := &s.in
 	*in = selection.Input{Tablet: s.tablets[r.key], Profile: c.profile, Attempts: history, Hedge: hedge, View: c.view(s, r.set, s.now),
 		Now: now, Rand: c.rng, State: c.states[r.key], LocalHost: "coordinator"}
+	if c.prober != nil {
+		s.takeAnswers(c)
+	}
 	d, err := c.policy.Select(in)
 	if err == nil && c.prober != nil {
-		for _, id := range c.prober.ProbeTargets(in) {
-			s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evProbe, cl: c, srv: s.ids[id]})
+		if ids := c.prober.ProbeTargets(in); len(ids) > 0 {
+			s.pushProbes(c, ids)
 		}
 	}
 	*in = selection.Input{}
@@ -451,11 +509,15 @@ func (s *sim) apply(r *request, acts []scanflow.Action) {
 		switch act.Kind {
 		case scanflow.ActDispatch:
 			fa := act.Attempt
-			i, ok := s.ids[fa.Sel.Server]
+			i, ok := s.lookup(fa.Sel.Server)
 			if !ok {
 				panic("policysim: policy chose unknown server " + string(fa.Sel.Server))
 			}
-			a := &attempt{req: r, n: fa.N, srv: i, hedge: fa.Sel.Hedge, busyTimeout: int64(fa.Decision.BusyTimeout)}
+			a := &r.att1
+			if fa.N != 1 {
+				a = new(attempt)
+			}
+			*a = attempt{req: r, n: fa.N, srv: i, hedge: fa.Sel.Hedge, busyTimeout: int64(fa.Decision.BusyTimeout)}
 			for len(r.atts) < int(fa.N) {
 				r.atts = append(r.atts, nil)
 			}
