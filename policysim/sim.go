@@ -49,6 +49,8 @@ type Result struct {
 	// Events: simulation events scheduled; each is processed, or dropped
 	// once processing it can change nothing (eventQ.compact).
 	Events int
+	// Diag: with Config.Diagnose, what the policy saw when it chose.
+	Diag *Diag
 }
 
 // Quantile returns the q quantile (0..1) of the latencies (nearest rank).
@@ -98,6 +100,7 @@ type sim struct {
 	// it but the request id in their errors, which no result shows.
 	req *messages.ScanRequest
 	in  selection.Input
+	dg  *diag // nil unless Config.Diagnose
 }
 
 // Run simulates cfg with the policy named policy whose profiles document
@@ -202,8 +205,14 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 		s.push(event{at: int64(cfg.Warmup), kind: evHang, srv: 0})
 	}
 	s.push(event{at: s.nextGap(), kind: evArrival})
+	if cfg.Diagnose {
+		s.dg = newDiag(s)
+	}
 	s.loop()
 	slices.Sort(s.res.Latencies)
+	if s.dg != nil {
+		s.res.Diag = s.dg.result()
+	}
 	return s.res, nil
 }
 
@@ -434,6 +443,9 @@ func (r *request) pick(now time.Time, history []selection.Attempt, hedge bool) (
 	*in = selection.Input{Tablet: s.tablets[r.key], Profile: c.profile, Attempts: history, Hedge: hedge, View: c.view(s, r.set, s.now),
 		Now: now, Rand: c.rng, State: c.states[r.key], LocalHost: "coordinator"}
 	d, err := c.policy.Select(in)
+	if s.dg != nil {
+		s.dg.pick(r, in, d, err)
+	}
 	if err == nil && c.prober != nil {
 		for _, id := range c.prober.ProbeTargets(in) {
 			s.push(event{at: s.now + int64(s.cfg.OneWay), kind: evProbe, cl: c, srv: s.ids[id]})
@@ -619,6 +631,9 @@ func (s *sim) clientMessage(a *attempt, m msgKind, val int64) {
 	c.heard(now, a.srv)
 	if m == msgStarted {
 		c.queueReport(a.srv, int(val))
+		if s.dg != nil {
+			s.dg.report(c, a.srv)
+		}
 	}
 	if r.flow.Done() {
 		return
@@ -633,6 +648,9 @@ func (s *sim) clientMessage(a *attempt, m msgKind, val int64) {
 			r.answered = true
 			if r.measured {
 				s.res.Latencies = append(s.res.Latencies, time.Duration(s.now-r.arrival))
+				if s.dg != nil {
+					s.dg.latency(r, time.Duration(s.now-r.arrival))
+				}
 			}
 		}
 		// One block per scan, read in the service time: the tablet
