@@ -68,7 +68,8 @@ type sim struct {
 	q         eventQ
 	seq       uint64
 	now       int64
-	rng       *rand.Rand
+	rng       *rand.Rand // the workload and the servers' rates
+	svc       *rand.Rand // service times
 	servers   []*server
 	hosts     [][]int32
 	hostNames []string
@@ -110,7 +111,13 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), ids: map[selection.ServerID]int32{},
+	// Two streams: what a policy cannot change (arrivals, their keys and
+	// coordinators, the rate switches) draws from rng alone, so every
+	// policy of a seed meets the same workload and the same slow servers;
+	// service times, drawn as scans start in an order the policy sets,
+	// draw from svc.
+	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), svc: rand.New(rand.NewPCG(cfg.Seed, 0x5e7c)),
+		ids: map[selection.ServerID]int32{},
 		res: &Result{Config: cfg, Policy: policy}, horizon: math.MaxInt64, compactAt: minCompact,
 		req: &messages.ScanRequest{RequestId: "sim"}}
 	s.interval = int64(float64(time.Second) / (cfg.Utilization * cfg.Capacity()))
@@ -554,7 +561,7 @@ func (s *sim) start(sv *server, a *attempt) {
 	if sv.fast {
 		mean /= s.cfg.RateFactor
 	}
-	d := int64(s.rng.ExpFloat64() * mean)
+	d := int64(s.svc.ExpFloat64() * mean)
 	s.push(event{at: s.now + d, kind: evServiceDone, att: a})
 	if d > int64(acceptNoticeDelay) {
 		s.push(event{at: s.now + int64(acceptNoticeDelay), kind: evNotice, att: a})
