@@ -175,6 +175,33 @@ func TestAdaptiveInFlightWeight(t *testing.T) {
 	}
 }
 
+// TestAdaptiveHomeBand: with no cost of leaving home and the home server
+// two queued scans (half a scan per worker) above the others, the default
+// homeBand (1) keeps the scan home; homeBand 0 sends it to the shortest
+// queue; homeBand 0.4 still leaves home (0.5 > 0.4).
+func TestAdaptiveHomeBand(t *testing.T) {
+	tab := tablet(5)
+	base := hostsView(6, 1, func(s *ServerLoad) { s.Workers, s.Active = 4, 4 })
+	order := HostOrder(tab, base, "")
+	v := modView(base, func(s *ServerLoad) {
+		if s.Host == order[0] {
+			s.QueueLen = 2
+		}
+	})
+	noSpill := func(o *Options) { o.SpillCost = 0 }
+	for _, c := range []struct {
+		band float64
+		home bool
+	}{{1, true}, {0, false}, {0.4, false}, {0.6, true}} {
+		h := adHarness{t, adProfile(noSpill, func(o *Options) { o.HomeBand = c.band }), tab}
+		for seed := uint64(0); seed < 30; seed++ {
+			if d := h.must(v, nil, false, seed); (d.Host == order[0]) != c.home {
+				t.Fatalf("homeBand %v: %s, home %s, want home %v", c.band, d.Host, order[0], c.home)
+			}
+		}
+	}
+}
+
 func TestAdaptiveAvoidance(t *testing.T) {
 	base := hostsView(6, 2)
 	tab := tablet(8)
