@@ -16,7 +16,7 @@ import (
 // state and draws no random number: a run gives the same Result with and
 // without it.
 type Diag struct {
-	// Decisions: first attempts of measured requests (no hedge, no retry).
+	// Decisions: first attempts of counted requests (no hedge, no retry).
 	Decisions int `json:"decisions"`
 	// NotShortest: the chosen replica had more scans (running + queued)
 	// at its server than another replica when chosen; Excess: their mean
@@ -47,7 +47,7 @@ type Diag struct {
 	HomeLonger float64 `json:"home_longer_by_workers"`
 	Away       float64 `json:"away"`
 	AwayNoGain float64 `json:"away_no_gain"`
-	// Classes: the measured requests by their replicas' state on arrival.
+	// Classes: the counted requests by their replicas' state on arrival.
 	Classes []DiagClass `json:"classes"`
 }
 
@@ -249,7 +249,7 @@ func (g *diag) pick(r *request, in *selection.Input, d selection.Decision, err e
 	}
 }
 
-// latency: measured request r got its first data after d.
+// latency: counted request r got its first data after d.
 func (g *diag) latency(r *request, d time.Duration) {
 	var cl uint8
 	if r.id < len(g.class) {

@@ -6,7 +6,7 @@ import (
 )
 
 // TestDiagChangesNothing: a run with Diagnose gives the same latencies and
-// events as one without, and its classes cover every measured request.
+// events as one without, and its classes cover every counted request.
 func TestDiagChangesNothing(t *testing.T) {
 	cfg := small(t)
 	cfg.Requests = 6000
