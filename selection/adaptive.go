@@ -199,6 +199,11 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	s := c.g.alive[i]
 	w := max(1, s.Workers)
 	sc := c.adQueue(s)/float64(w) + a.spill*float64(r)
+	if lw := a.o.LatencyWeight; lw > 0 && c.v.StartLatencyP50 > 0 {
+		// This coordinator's own recent start latencies there: fresher
+		// than a queue report when its scans went there since.
+		sc += lw * max(0, float64(c.v.StartLatencyOf(s, c.now))/float64(c.v.StartLatencyP50)-1)
+	}
 	if e := c.v.ErrorsOf(s, a.decay, c.now); e > 0 {
 		sc += adErrWeight * float64(min(e, adErrCap))
 	}

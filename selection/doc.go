@@ -174,6 +174,7 @@
 //	| spillHosts                      | 2              | adaptive                 | hosts after home scored before falling back to all servers |
 //	| inFlightWeight                  | 0              | adaptive                 | scans added to a server's reported queue per scan of ours in flight there (0 = the larger of the two) |
 //	| homeBand                        | 1              | adaptive                 | near-best band (queued scans per worker) in which the host nearest home wins |
+//	| latencyWeight                   | 0              | adaptive                 | score per median by which a server's start-latency estimate exceeds StartLatencyP50 (0 = none) |
 //	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long scores +8 and is not a sibling-hedge target (0 = ignore) |
 //	| decayTime                       | 10s            | peak-ewma                | τ of the peak-EWMA latency (Finagle's decayTime; > 0) |
 //	| defaultRTT                      | 0s             | peak-ewma                | estimate of a server with no sample (tower's default_rtt); 0 = Finagle's: 0, penalty once in flight |
@@ -240,6 +241,9 @@
 //     of every server's scans, so a count grows with traffic and would
 //     push a busy server's traffic to its sibling and back; the latency
 //     estimate measures slowness per scan.
+//     + latencyWeight (0) × max(0, L/StartLatencyP50 − 1), L the
+//     server's start-latency estimate: the queue this coordinator's own
+//     scans met there, which shows before a report of it arrives
 //     + 8 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
 //     whose fraction of tripped or erroring servers reaches
 //     zoneBlackoutPercent)

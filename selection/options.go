@@ -159,6 +159,13 @@ type Options struct {
 	// no cache is kept, 0 with inFlightWeight (which then spreads the
 	// coordinators' scans) follows the queues more closely. 1.
 	HomeBand float64
+	// LatencyWeight ("latencyWeight"): adaptive adds this much score per
+	// median by which a server's start-latency estimate
+	// (LoadView.StartLatencyOf) exceeds the recent median start latency
+	// (StartLatencyP50): a queue this coordinator's own scans met shows
+	// there before a report of it arrives. 0 = none (the slowness term
+	// alone, which starts at 1.5 medians). 0.
+	LatencyWeight float64
 	// StaleHeartbeat ("staleHeartbeat"): a host whose newest heartbeat is
 	// older than this (relative to LoadView.At) is suspect: its servers
 	// score +8 and a hedge does not go to a sibling on it. 0 = ignore
@@ -446,6 +453,7 @@ var optionSpecs = []optionSpec{
 	floatOpt("spillCost", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.SpillCost }),
 	floatOpt("inFlightWeight", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.InFlightWeight }),
 	floatOpt("homeBand", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.HomeBand }),
+	floatOpt("latencyWeight", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.LatencyWeight }),
 	intOpt("spillHosts", adaptOnly, 0, 1000, func(o *Options) *int { return &o.SpillHosts }),
 	durOpt("staleHeartbeat", adaptOnly, func(o *Options) *time.Duration { return &o.StaleHeartbeat }),
 	durOpt("decayTime", peakOnly, func(o *Options) *time.Duration { return &o.DecayTime }),
