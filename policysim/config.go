@@ -85,6 +85,9 @@ type Config struct {
 	// Flow is the coordinator's flow configuration. Default
 	// scanflow.DefaultFlowConfig().
 	Flow scanflow.FlowConfig
+	// Diagnose: record Result.Diag (what the policy saw and what was so
+	// when it chose; it changes no result). Default off.
+	Diagnose bool
 }
 
 // DefaultConfig returns the documented defaults (C3's setting at

@@ -54,6 +54,8 @@ type Result struct {
 	// Events: simulation events scheduled; each is processed, or dropped
 	// once processing it can change nothing (eventQ.compact).
 	Events int
+	// Diag: with Config.Diagnose, what the policy saw when it chose.
+	Diag *Diag
 }
 
 // Quantile returns the q quantile (0..1) of the latencies (nearest rank).
@@ -71,7 +73,8 @@ type sim struct {
 	q         eventQ
 	seq       uint64
 	now       int64
-	rng       *rand.Rand
+	rng       *rand.Rand // the workload and the servers' rates
+	svc       *rand.Rand // service times
 	servers   []*server
 	hosts     [][]int32
 	hostNames []string
@@ -110,6 +113,7 @@ type sim struct {
 	// it but the request id in their errors, which no result shows.
 	req *messages.ScanRequest
 	in  selection.Input
+	dg  *diag // nil unless Config.Diagnose
 }
 
 // Run simulates cfg with the policy named policy whose profiles document
@@ -119,7 +123,13 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), ids: map[selection.ServerID]int32{},
+	// Two streams: what a policy cannot change (arrivals, their keys and
+	// coordinators, the rate switches) draws from rng alone, so every
+	// policy of a seed meets the same workload and the same slow servers;
+	// service times, drawn as scans start in an order the policy sets,
+	// draw from svc.
+	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), svc: rand.New(rand.NewPCG(cfg.Seed, 0x5e7c)),
+		ids: map[selection.ServerID]int32{},
 		res: &Result{Config: cfg, Policy: policy}, horizon: math.MaxInt64, compactAt: minCompact,
 		req: &messages.ScanRequest{RequestId: "sim"}}
 	s.interval = int64(float64(time.Second) / (cfg.Utilization * cfg.Capacity()))
@@ -219,8 +229,14 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 		s.push(event{at: int64(cfg.Warmup), kind: evHang, srv: 0})
 	}
 	s.push(event{at: s.nextGap(), kind: evArrival})
+	if cfg.Diagnose {
+		s.dg = newDiag(s)
+	}
 	s.loop()
 	slices.Sort(s.res.Latencies)
+	if s.dg != nil {
+		s.res.Diag = s.dg.result()
+	}
 	return s.res, nil
 }
 
@@ -492,6 +508,9 @@ func (r *request) pick(now time.Time, history []selection.Attempt, hedge bool) (
 		s.takeAnswers(c)
 	}
 	d, err := c.policy.Select(in)
+	if s.dg != nil {
+		s.dg.pick(r, in, d, err)
+	}
 	if err == nil && c.prober != nil {
 		if ids := c.prober.ProbeTargets(in); len(ids) > 0 {
 			s.pushProbes(c, ids)
@@ -604,7 +623,7 @@ func (s *sim) start(sv *server, a *attempt) {
 	if sv.fast {
 		mean /= s.cfg.RateFactor
 	}
-	d := int64(s.rng.ExpFloat64() * mean)
+	d := int64(s.svc.ExpFloat64() * mean)
 	s.push(event{at: s.now + d, kind: evServiceDone, att: a})
 	if d > int64(acceptNoticeDelay) {
 		s.push(event{at: s.now + int64(acceptNoticeDelay), kind: evNotice, att: a})
@@ -681,6 +700,9 @@ func (s *sim) clientMessage(a *attempt, m msgKind, val int64) {
 	c.heard(now, a.srv)
 	if m == msgStarted {
 		c.queueReport(a.srv, int(val))
+		if s.dg != nil {
+			s.dg.report(c, a.srv)
+		}
 	}
 	if r.flow.Done() {
 		return
@@ -695,6 +717,9 @@ func (s *sim) clientMessage(a *attempt, m msgKind, val int64) {
 			r.answered = true
 			if r.measured {
 				s.res.Latencies = append(s.res.Latencies, time.Duration(s.now-r.arrival))
+				if s.dg != nil {
+					s.dg.latency(r, time.Duration(s.now-r.arrival))
+				}
 			}
 		}
 		// One block per scan, read in the service time: the tablet

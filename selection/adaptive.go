@@ -27,7 +27,6 @@ const (
 	adSilenceMemory = 4 * time.Second
 	adZonePenalty   = 8.0
 	adStalePenalty  = 8.0
-	adColdBand      = 1.0 // host choice: near-best band where home wins
 	adTemperature   = 0.5 // softness of the pick among a host's servers
 	adCutoff        = 3.0 // a host's servers this much worse get nothing
 	adSiblingSlowAt = 2   // sibling hedge needs StartLatency < this × p95
@@ -200,6 +199,11 @@ func (c *call) score(i int32, r int, a *adCtx) float64 {
 	s := c.g.alive[i]
 	w := max(1, s.Workers)
 	sc := c.adQueue(s)/float64(w) + a.spill*float64(r)
+	if lw := a.o.LatencyWeight; lw > 0 && c.v.StartLatencyP50 > 0 {
+		// This coordinator's own recent start latencies there: fresher
+		// than a queue report when its scans went there since.
+		sc += lw * max(0, float64(c.v.StartLatencyOf(s, c.now))/float64(c.v.StartLatencyP50)-1)
+	}
 	if e := c.v.ErrorsOf(s, a.decay, c.now); e > 0 {
 		sc += adErrWeight * float64(min(e, adErrCap))
 	}
@@ -233,9 +237,9 @@ func (c *call) adQueue(s *ServerLoad) float64 {
 }
 
 // coldPick scores cands and picks in two steps. The host: the one nearest
-// home among the servers scoring within adColdBand of the best (home wins
+// home among the servers scoring within homeBand of the best (home wins
 // near-ties, so the cache is kept; a scan leaves home only when that saves
-// more than spillCost + adColdBand). The server on that host: random with
+// more than spillCost + homeBand). The server on that host: random with
 // probability ∝ exp(−(score − host best)/adTemperature), none adCutoff or
 // more worse. Siblings near each other share the traffic (no herding on a
 // stale view), and one a little worse still gets some, which keeps its
@@ -252,7 +256,7 @@ func (c *call) coldPick(cands []int32, a *adCtx, rankOf func(int32) int) int32 {
 	c.st.scores = scores
 	minRank := math.MaxInt
 	for k, i := range cands {
-		if scores[k] <= best+adColdBand {
+		if scores[k] <= best+a.o.HomeBand {
 			minRank = min(minRank, rankOf(c.g.hostOf[i]))
 		}
 	}

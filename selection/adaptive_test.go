@@ -175,6 +175,61 @@ func TestAdaptiveInFlightWeight(t *testing.T) {
 	}
 }
 
+// TestAdaptiveHomeBand: with no cost of leaving home and the home server
+// two queued scans (half a scan per worker) above the others, the default
+// homeBand (1) keeps the scan home; homeBand 0 sends it to the shortest
+// queue; homeBand 0.4 still leaves home (0.5 > 0.4).
+func TestAdaptiveHomeBand(t *testing.T) {
+	tab := tablet(5)
+	base := hostsView(6, 1, func(s *ServerLoad) { s.Workers, s.Active = 4, 4 })
+	order := HostOrder(tab, base, "")
+	v := modView(base, func(s *ServerLoad) {
+		if s.Host == order[0] {
+			s.QueueLen = 2
+		}
+	})
+	noSpill := func(o *Options) { o.SpillCost = 0 }
+	for _, c := range []struct {
+		band float64
+		home bool
+	}{{1, true}, {0, false}, {0.4, false}, {0.6, true}} {
+		h := adHarness{t, adProfile(noSpill, func(o *Options) { o.HomeBand = c.band }), tab}
+		for seed := uint64(0); seed < 30; seed++ {
+			if d := h.must(v, nil, false, seed); (d.Host == order[0]) != c.home {
+				t.Fatalf("homeBand %v: %s, home %s, want home %v", c.band, d.Host, order[0], c.home)
+			}
+		}
+	}
+}
+
+// TestAdaptiveLatencyWeight: the home server's start latency is 1.4
+// medians, below what the slowness term counts (1.5 medians of the
+// servers' estimates, the p95): with latencyWeight 0 the scan stays home;
+// with 3 it scores 1.2 more, beyond the home band (1), and goes away.
+func TestAdaptiveLatencyWeight(t *testing.T) {
+	tab := tablet(5)
+	base := hostsView(6, 1, func(s *ServerLoad) { s.Workers, s.Active, s.StartLatency = 4, 4, time.Millisecond })
+	base.StartLatencyP50, base.StartLatencyP95 = time.Millisecond, 5*time.Millisecond
+	order := HostOrder(tab, base, "")
+	v := modView(base, func(s *ServerLoad) {
+		if s.Host == order[0] {
+			s.StartLatency = 1400 * time.Microsecond
+		}
+	})
+	noSpill := func(o *Options) { o.SpillCost = 0 }
+	for _, c := range []struct {
+		weight float64
+		home   bool
+	}{{0, true}, {3, false}, {2, true}} {
+		h := adHarness{t, adProfile(noSpill, func(o *Options) { o.LatencyWeight = c.weight }), tab}
+		for seed := uint64(0); seed < 30; seed++ {
+			if d := h.must(v, nil, false, seed); (d.Host == order[0]) != c.home {
+				t.Fatalf("latencyWeight %v: %s, home %s, want home %v", c.weight, d.Host, order[0], c.home)
+			}
+		}
+	}
+}
+
 func TestAdaptiveAvoidance(t *testing.T) {
 	base := hostsView(6, 2)
 	tab := tablet(8)

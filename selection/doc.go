@@ -173,6 +173,8 @@
 //	| spillCost                       | 4              | adaptive                 | score per host rank away from home (queued scans per worker) |
 //	| spillHosts                      | 2              | adaptive                 | hosts after home scored before falling back to all servers |
 //	| inFlightWeight                  | 0              | adaptive                 | scans added to a server's reported queue per scan of ours in flight there (0 = the larger of the two) |
+//	| homeBand                        | 1              | adaptive                 | near-best band (queued scans per worker) in which the host nearest home wins |
+//	| latencyWeight                   | 0              | adaptive                 | score per median by which a server's start-latency estimate exceeds StartLatencyP50 (0 = none) |
 //	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long scores +8 and is not a sibling-hedge target (0 = ignore) |
 //	| decayTime                       | 10s            | peak-ewma                | τ of the peak-EWMA latency (Finagle's decayTime; > 0) |
 //	| defaultRTT                      | 0s             | peak-ewma                | estimate of a server with no sample (tower's default_rtt); 0 = Finagle's: 0, penalty once in flight |
@@ -239,6 +241,9 @@
 //     of every server's scans, so a count grows with traffic and would
 //     push a busy server's traffic to its sibling and back; the latency
 //     estimate measures slowness per scan.
+//     + latencyWeight (0) × max(0, L/StartLatencyP50 − 1), L the
+//     server's start-latency estimate: the queue this coordinator's own
+//     scans met there, which shows before a report of it arrives
 //     + 8 when its zone is avoided (zone avoidance: with ≥ 2 zones, a zone
 //     whose fraction of tripped or erroring servers reaches
 //     zoneBlackoutPercent)
@@ -250,10 +255,14 @@
 //     every server of a host where an attempt of this scan timed out or
 //     stalled: no answer at all means the host process may be paused or
 //     hung, and its siblings share it. The host is the one nearest home
-//     among the servers scoring within 1 of the best, so home wins
-//     near-ties (the cache) and a scan leaves home only when the home
-//     host's queues exceed the next hosts' by more than spillCost + 1; it
-//     comes back when they drain. On that host the server is random with
+//     among the servers scoring within homeBand (1) of the best, so home
+//     wins near-ties (the cache) and a scan leaves home only when the home
+//     host's queues exceed the next hosts' by more than spillCost +
+//     homeBand; it comes back when they drain. The band also spreads the
+//     scans of coordinators choosing on the same stale reports over the
+//     tablets' home hosts; with homeBand 0 a large inFlightWeight (16)
+//     spreads them instead, and scans follow the queues more closely,
+//     which suits servers with no cache to keep. On that host the server is random with
 //     probability ∝ exp(−(score − host best)/0.5), none 3 or more worse (a
 //     soft version of Prequal's "cold" set): siblings near each other share
 //     the traffic instead of herding onto one while the view is stale, and

@@ -151,6 +151,21 @@ type Options struct {
 	// suits many coordinators without a cache to keep. 0 = the larger of
 	// the report and our scans in flight. 0.
 	InFlightWeight float64
+	// HomeBand ("homeBand"): the host a scan goes to is the one nearest
+	// home among the servers scoring within this much of the best (in
+	// queued scans per worker): home wins near-ties, which keeps the
+	// cache, and scans of coordinators sharing a stale view spread over
+	// the tablets' home hosts instead of herding onto one server. Where
+	// no cache is kept, 0 with inFlightWeight (which then spreads the
+	// coordinators' scans) follows the queues more closely. 1.
+	HomeBand float64
+	// LatencyWeight ("latencyWeight"): adaptive adds this much score per
+	// median by which a server's start-latency estimate
+	// (LoadView.StartLatencyOf) exceeds the recent median start latency
+	// (StartLatencyP50): a queue this coordinator's own scans met shows
+	// there before a report of it arrives. 0 = none (the slowness term
+	// alone, which starts at 1.5 medians). 0.
+	LatencyWeight float64
 	// StaleHeartbeat ("staleHeartbeat"): a host whose newest heartbeat is
 	// older than this (relative to LoadView.At) is suspect: its servers
 	// score +8 and a hedge does not go to a sibling on it. 0 = ignore
@@ -279,6 +294,7 @@ func DefaultOptions(policy string) Options {
 		HedgeDelayDefault:               50 * time.Millisecond,
 		SpillCost:                       4,
 		SpillHosts:                      2,
+		HomeBand:                        1,
 		StaleHeartbeat:                  2 * time.Second,
 		DecayTime:                       defaultDecayTime,
 		C3Clients:                       1,
@@ -436,6 +452,8 @@ var optionSpecs = []optionSpec{
 	durOpt("hedgeDelayDefault", adaptOnly, func(o *Options) *time.Duration { return &o.HedgeDelayDefault }),
 	floatOpt("spillCost", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.SpillCost }),
 	floatOpt("inFlightWeight", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.InFlightWeight }),
+	floatOpt("homeBand", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.HomeBand }),
+	floatOpt("latencyWeight", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.LatencyWeight }),
 	intOpt("spillHosts", adaptOnly, 0, 1000, func(o *Options) *int { return &o.SpillHosts }),
 	durOpt("staleHeartbeat", adaptOnly, func(o *Options) *time.Duration { return &o.StaleHeartbeat }),
 	durOpt("decayTime", peakOnly, func(o *Options) *time.Duration { return &o.DecayTime }),

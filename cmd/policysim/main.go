@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +43,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	plots := fs.String("plot", "", "directory to write a latency CDF plot per setting into (empty: none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file (empty: none)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the runs to this file at the end (empty: none)")
+	diagnose := fs.Bool("diag", false, "also print per run one JSON line of what the policy saw when it chose (policysim.Diag)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -90,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		cfg.Seed = *seed
+		cfg.Diagnose = *diagnose
 		if *requests > 0 {
 			cfg.Requests = *requests
 		}
@@ -120,6 +123,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 					return 1
 				}
 			}
+			if r.Diag != nil {
+				if err := writeDiag(stdout, r); err != nil {
+					fmt.Fprintln(stderr, err)
+					return 1
+				}
+			}
 			rs = append(rs, r)
 		}
 		if *plots != "" {
@@ -139,6 +148,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+// writeDiag writes r's Diag as one JSON object and a newline.
+func writeDiag(w io.Writer, r *policysim.Result) error {
+	b, err := json.Marshal(struct {
+		Setting     string          `json:"setting"`
+		Utilization float64         `json:"utilization"`
+		Servers     int             `json:"servers"`
+		Policy      string          `json:"policy"`
+		Diag        *policysim.Diag `json:"diag"`
+	}{r.Config.Setting, r.Config.Utilization, r.Config.Servers, r.Policy, r.Diag})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // writeHeapProfile writes the allocation profile (every allocation since
