@@ -130,6 +130,7 @@ type Rows struct {
 	par     *prefetch       // parallel: the tablets being read
 	batch   []tablets.Entry // rows received, not yet returned (from bi)
 	bi      int             // rows of batch returned; the current row is batch[bi-1]
+	fast    int             // Next may return rows up to this one of batch without next (0: none)
 	last    []byte          // the last key of the batches before batch (ordered scans)
 	slabs   slabPool        // the batches' Entry slabs, recycled
 	err     error
@@ -244,7 +245,7 @@ func (r *Rows) Close() error {
 	if r.par != nil {
 		r.par.close()
 	}
-	r.done = true
+	r.done, r.fast = true, 0
 	return nil
 }
 
@@ -253,7 +254,7 @@ func (r *Rows) Next() bool {
 	// Most rows: the next one of the batch in hand, in a call the
 	// compiler inlines; the first row of a batch, a limit, the end of a
 	// batch and errors take next.
-	if r.bi > 0 && r.bi < len(r.batch) && r.opts.Limit == 0 && r.err == nil && !r.done {
+	if r.bi < r.fast {
 		r.bi++
 		r.stats.Rows++
 		return true
@@ -285,6 +286,9 @@ func (r *Rows) next() bool {
 			}
 			r.bi++
 			r.stats.Rows++
+			if r.opts.Limit == 0 {
+				r.fast = len(r.batch) // the batch's first row is checked
+			}
 			return true
 		}
 		if n := len(r.batch); n > 0 && !r.unordered {
@@ -294,7 +298,7 @@ func (r *Rows) next() bool {
 		// returned stay as they were (they alias the batch's bytes, which
 		// the next batch's rows replace rather than overwrite).
 		r.slabs.put(r.batch)
-		r.batch, r.bi = nil, 0
+		r.batch, r.bi, r.fast = nil, 0, 0
 		if r.par != nil {
 			b, ok, err := r.par.take()
 			switch {
@@ -359,7 +363,7 @@ func (r *Rows) next() bool {
 }
 
 func (r *Rows) fail(err error) {
-	r.err = err
+	r.err, r.fast = err, 0
 	if r.run != nil {
 		r.run.abandon()
 		r.run = nil

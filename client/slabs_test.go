@@ -75,3 +75,26 @@ func TestScanRecyclesSlabs(t *testing.T) {
 		t.Logf("parallel %d: %d slabs for %d batches", par, made, st.Batches)
 	}
 }
+
+// TestRowsNextAfterClose: Next, whose common case skips the checks of a
+// scan's state, returns no row after Close, even inside a batch.
+func TestRowsNextAfterClose(t *testing.T) {
+	c := fakeTable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, par := range []int{1, 4} {
+		rows := c.Scan(ctx, "t", Range{}, ScanOptions{AllowUnverified: true, Parallel: par})
+		for i := range 3 {
+			if !rows.Next() || !bytes.Equal(rows.Row().Key, fakeRowKey(i)) {
+				t.Fatalf("parallel %d: row %d: %s, err %v", par, i, rows.Row().Key, rows.Err())
+			}
+		}
+		if rows.bi >= len(rows.batch) {
+			t.Fatalf("parallel %d: the test needs a batch of more than 3 rows", par)
+		}
+		rows.Close()
+		if rows.Next() {
+			t.Fatalf("parallel %d: a row after Close: %s", par, rows.Row().Key)
+		}
+	}
+}
