@@ -934,7 +934,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, b)
-		bufs.sent(seq, packed)
+		if !last {
+			bufs.sent(seq, packed) // the last batch's buffer is never needed again
+		}
 		s.counters.Rows.Add(uint64(send))
 		s.counters.Bytes.Add(uint64(sendKV))
 		// First data: ScanStarted{first_data}, unless this batch is also
