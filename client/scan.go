@@ -130,7 +130,9 @@ type Rows struct {
 	par     *prefetch       // parallel: the tablets being read
 	batch   []tablets.Entry // rows received, not yet returned (from bi)
 	bi      int             // rows of batch returned; the current row is batch[bi-1]
+	fast    int             // Next may return rows up to this one of batch without next (0: none)
 	last    []byte          // the last key of the batches before batch (ordered scans)
+	slabs   slabPool        // the batches' Entry slabs, recycled
 	err     error
 	done    bool
 	stats   ScanStats
@@ -243,12 +245,24 @@ func (r *Rows) Close() error {
 	if r.par != nil {
 		r.par.close()
 	}
-	r.done = true
+	r.done, r.fast = true, 0
 	return nil
 }
 
 // Next advances to the next row.
 func (r *Rows) Next() bool {
+	// Most rows: the next one of the batch in hand, in a call the
+	// compiler inlines; the first row of a batch, a limit, the end of a
+	// batch and errors take next.
+	if r.bi < r.fast {
+		r.bi++
+		r.stats.Rows++
+		return true
+	}
+	return r.next()
+}
+
+func (r *Rows) next() bool {
 	for {
 		if r.err != nil || r.done {
 			return false
@@ -272,14 +286,19 @@ func (r *Rows) Next() bool {
 			}
 			r.bi++
 			r.stats.Rows++
+			if r.opts.Limit == 0 {
+				r.fast = len(r.batch) // the batch's first row is checked
+			}
 			return true
 		}
 		if n := len(r.batch); n > 0 && !r.unordered {
 			r.last = r.batch[n-1].Key
 		}
-		// Not batch[:0]: the slab aliases the batch's bytes, which the
-		// next batch's rows replace rather than overwrite.
-		r.batch, r.bi = nil, 0
+		// The slab goes back for a later batch to decode into; the rows
+		// returned stay as they were (they alias the batch's bytes, which
+		// the next batch's rows replace rather than overwrite).
+		r.slabs.put(r.batch)
+		r.batch, r.bi, r.fast = nil, 0, 0
 		if r.par != nil {
 			b, ok, err := r.par.take()
 			switch {
@@ -344,7 +363,7 @@ func (r *Rows) Next() bool {
 }
 
 func (r *Rows) fail(err error) {
-	r.err = err
+	r.err, r.fast = err, 0
 	if r.run != nil {
 		r.run.abandon()
 		r.run = nil
@@ -414,7 +433,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	cfg := tabletstream.StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, BatchBytes: c.cfg.BatchBytes, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
-		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter, Limit: limit, CountOnly: r.count}
+		RequestID: c.nextRequestID, ByOwner: c.byOwner(), Jitter: halfJitter, Limit: limit, CountOnly: r.count, Slabs: r.slabs.get}
 	if r.opts.BatchRows > 0 {
 		cfg.BatchRows = r.opts.BatchRows
 	}

@@ -853,15 +853,16 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	var held []*messages.BlockProof // proofs for the next batch besides the prover's (LieCount)
 	self := wire.FromPID(s.self)
 	// A batch's rows go into one packed buffer (RowBatch.packed_rows),
-	// allocated per batch (a sent batch belongs to the message, so it is
-	// never reused), sized from the previous batch: one allocation per
-	// batch in the steady state. A batch that reaches its size is cut at
-	// the last block end it holds (Prover.Cut), so that its proofs cover
-	// all its rows and the client holds none back; the rows past the cut
-	// (less than a block) start the next batch. Rows are copied a run
+	// sized from the previous batch: a buffer of a batch the client
+	// acknowledged (sendBufs), or a new one. A batch that reaches its
+	// size is cut at the last block end it holds (Prover.Cut), so that
+	// its proofs cover all its rows and the client holds none back; the
+	// rows past the cut (less than a block) start the next batch. Rows are copied a run
 	// of a block at a time (Iterator.NextRun: the packed encoding is a
 	// block's own); those of a lying server one at a time.
 	var packed []byte
+	bufs := sendBufs{remote: job.client != nil && job.client.GetAddress() != s.sys.Address()}
+	var lastKeyBuf []byte // fin.LastKey's own bytes
 	nrows, lastKeyAt, lastKeyLen, sizeHint := 0, 0, 0, 0
 	kv := 0          // key and value bytes in the batch (the Bytes counter)
 	lied := 0        // rows the batch has beyond the honest ones (FaultConfig.Lie)
@@ -913,7 +914,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		dig.AddPacked(sent, send) // one hash call per batch, equal to Add per row
 		sum := dig.Sum()
 		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
-		fin.LastKey = lastKey
+		// A copy: the batch's buffer is reused once the client has it.
+		lastKeyBuf = append(lastKeyBuf[:0], lastKey...)
+		fin.LastKey = lastKeyBuf
 		proofs := prover.Take()
 		if held != nil {
 			proofs, held = append(held, proofs...), nil
@@ -931,6 +934,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		}
 		job.sent.Store(seq) // before the send: the ack can come back at once
 		s.sys.Root.Send(job.client, b)
+		if !last {
+			bufs.sent(seq, packed) // the last batch's buffer is never needed again
+		}
 		s.counters.Rows.Add(uint64(send))
 		s.counters.Bytes.Add(uint64(sendKV))
 		// First data: ScanStarted{first_data}, unless this batch is also
@@ -944,8 +950,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		rest := packed[sendBytes:]
 		packed, nrows, kv, lied = nil, nrows-send, kv-sendKV, 0
 		if nrows > 0 {
-			packed = make([]byte, len(rest), max(len(rest), sizeHint+sizeHint/8))
-			copy(packed, rest)
+			packed = append(bufs.get(max(len(rest), sizeHint+sizeHint/8), job.acked.Load()), rest...)
 			j := len(marks) - 1
 			for j > 0 && marks[j-1].rows > send {
 				j--
@@ -966,7 +971,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	for {
 		for runs {
 			if packed == nil {
-				packed = make([]byte, 0, max(256, min(sizeHint+sizeHint/8, batchBytes+batchBytes/8)))
+				packed = bufs.get(max(256, min(sizeHint+sizeHint/8, batchBytes+batchBytes/8)), job.acked.Load())
 			}
 			maxRows := batchRows - nrows
 			if req.Limit > 0 {

@@ -54,18 +54,28 @@ func PackedKey(b []byte) []byte {
 func UnpackRows(b []byte, hint int) ([]Entry, error) {
 	// Every row takes at least 2 bytes: a hint from the network cannot
 	// make a slab larger than the batch warrants.
-	rows := make([]Entry, 0, max(0, min(hint, len(b)/2)))
+	return AppendUnpacked(make([]Entry, 0, max(0, min(hint, len(b)/2))), b)
+}
+
+// AppendUnpacked is UnpackRows appending to dst: a caller that recycles
+// its slabs passes one emptied (dst[:0]) and makes no allocation while
+// it is large enough. On error it returns nil; dst's contents past its
+// length are then undefined. Row numbers in errors count from b's
+// first row.
+func AppendUnpacked(dst []Entry, b []byte) ([]Entry, error) {
+	rows := dst
+	base := len(dst)
 	for off := 0; off < len(b); {
-		kl, next, err := packedLen(b, off, len(rows), "key", MaxKeyLen)
+		kl, next, err := packedLen(b, off, len(rows)-base, "key", MaxKeyLen)
 		if err != nil {
 			return nil, err
 		}
-		vl, next, err := packedLen(b, next, len(rows), "value", MaxValueLen)
+		vl, next, err := packedLen(b, next, len(rows)-base, "value", MaxValueLen)
 		if err != nil {
 			return nil, err
 		}
 		if kl+vl > len(b)-next {
-			return nil, fmt.Errorf("%w: packed row %d: key and value of %d+%d bytes at byte %d (%d left)", ErrCorrupt, len(rows), kl, vl, off, len(b)-next)
+			return nil, fmt.Errorf("%w: packed row %d: key and value of %d+%d bytes at byte %d (%d left)", ErrCorrupt, len(rows)-base, kl, vl, off, len(b)-next)
 		}
 		k, v := next+kl, next+kl+vl
 		rows = append(rows, Entry{Key: b[next:k:k], Value: b[k:v:v]})
@@ -100,18 +110,26 @@ func packedLen(b []byte, off, row int, what string, limit int) (int, int, error)
 // batch with both, or with packed rows that do not decode, is an error
 // wrapping ErrCorrupt that names the batch's seq.
 func BatchRows(b *messages.RowBatch, hint int) ([]Entry, error) {
+	n := len(b.GetRows())
+	if p := b.GetPackedRows(); len(p) > 0 {
+		n = max(0, min(hint, len(p)/2)) // as UnpackRows bounds it
+	}
+	return AppendBatchRows(make([]Entry, 0, n), b)
+}
+
+// AppendBatchRows is BatchRows appending to dst (see AppendUnpacked).
+func AppendBatchRows(dst []Entry, b *messages.RowBatch) ([]Entry, error) {
 	p := b.GetPackedRows()
 	if len(p) == 0 {
-		rows := make([]Entry, len(b.GetRows()))
-		for i, r := range b.GetRows() {
-			rows[i] = Entry{Key: r.GetKey(), Value: r.GetValue()}
+		for _, r := range b.GetRows() {
+			dst = append(dst, Entry{Key: r.GetKey(), Value: r.GetValue()})
 		}
-		return rows, nil
+		return dst, nil
 	}
 	if len(b.GetRows()) > 0 {
 		return nil, fmt.Errorf("%w: batch %d has both rows (%d) and packed_rows", ErrCorrupt, b.GetSeq(), len(b.GetRows()))
 	}
-	rows, err := UnpackRows(p, hint)
+	rows, err := AppendUnpacked(dst, p)
 	if err != nil {
 		return nil, fmt.Errorf("batch %d: %w", b.GetSeq(), err)
 	}

@@ -181,3 +181,48 @@ func TestBatchRows(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendUnpacked: decoding into a recycled slab gives UnpackRows's
+// rows after what the slab holds, allocates nothing while the slab is
+// large enough, and names rows from the batch's first in errors.
+func TestAppendUnpacked(t *testing.T) {
+	rows := GenerateRows(200)
+	var b []byte
+	for _, e := range rows {
+		b = AppendPackedRow(b, e.Key, e.Value)
+	}
+	want, err := UnpackRows(b, len(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := Entry{Key: []byte("head")}
+	slab := make([]Entry, 0, len(rows)+1)
+	got, err := AppendUnpacked(append(slab, head), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(rows)+1 || &got[0] != &slab[:1][0] || !bytes.Equal(got[0].Key, head.Key) {
+		t.Fatalf("%d rows (want %d), slab reused: %v", len(got), len(rows)+1, &got[0] == &slab[:1][0])
+	}
+	for i, e := range want {
+		if !bytes.Equal(got[i+1].Key, e.Key) || !bytes.Equal(got[i+1].Value, e.Value) {
+			t.Fatalf("row %d: %q=%q, want %q=%q", i, got[i+1].Key, got[i+1].Value, e.Key, e.Value)
+		}
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if _, err := AppendUnpacked(slab[:0], b); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("AppendUnpacked into a large enough slab: %v allocations per batch, want 0", n)
+	}
+	bad := append(AppendPackedRow(nil, []byte("k"), []byte("v")), 0x80)
+	if rs, err := AppendUnpacked(append(slab[:0], head, head), bad); !errors.Is(err, ErrCorrupt) || rs != nil ||
+		!strings.Contains(err.Error(), "packed row 1: bad key length at byte 4") {
+		t.Fatalf("corrupt: %v (%d rows), want ErrCorrupt naming packed row 1 at byte 4", err, len(rs))
+	}
+	batch := &messages.RowBatch{Seq: 9, PackedRows: b}
+	if got, err := AppendBatchRows(slab[:0], batch); err != nil || len(got) != len(rows) || &got[0] != &slab[:1][0] {
+		t.Fatalf("AppendBatchRows: %d rows, %v", len(got), err)
+	}
+}

@@ -143,6 +143,13 @@ type StreamConfig struct {
 	// row (an empty range's) are yielded too, so that the caller can
 	// forward them to a client that verifies.
 	KeepProofs bool
+	// Slabs, when set, returns an empty slab (length 0) with room for at
+	// least n rows, whose array nothing else uses: a batch's rows are
+	// decoded into it, and an ActYield's Rows use it or an array of
+	// their own, never one another yield's rows use. The caller may so
+	// recycle a yield's Rows once it is done with them. nil: a new slab
+	// per batch.
+	Slabs func(n int) []tablets.Entry
 }
 
 // Back-off after a coordinator answers OVERLOADED: the request is sent
@@ -575,8 +582,20 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 			return s.reject(now, err.Error())
 		}
 	}
-	// The batch's own row count sizes the slab (UnpackRows bounds it).
-	rows, err := tablets.BatchRows(b, int(min(b.GetRowCount()-min(b.GetRowCount(), r.digest.Rows()), 1<<20)))
+	// The batch's own row count sizes the slab, bounded as UnpackRows
+	// bounds it: every packed row takes at least 2 bytes.
+	hint := int(min(b.GetRowCount()-min(b.GetRowCount(), r.digest.Rows()), 1<<20))
+	var rows []tablets.Entry
+	var err error
+	if s.cfg.Slabs != nil {
+		n := len(b.GetRows())
+		if p := b.GetPackedRows(); len(p) > 0 {
+			n = min(hint, len(p)/2)
+		}
+		rows, err = tablets.AppendBatchRows(s.cfg.Slabs(n), b)
+	} else {
+		rows, err = tablets.BatchRows(b, hint)
+	}
 	if err != nil {
 		return s.reject(now, err.Error())
 	}
