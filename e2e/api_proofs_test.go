@@ -26,15 +26,15 @@ import (
 type apiLie int
 
 const (
-	lieNone      apiLie = iota
-	lieForge            // the row's value is altered
-	lieDrop             // the row is left out (its RowProof counts one row fewer)
-	lieAdd              // a made-up row follows it (its RowProof counts one more)
-	lieSwap             // it and the next row swap places
-	lieStrip            // every message goes without its proofs
-	lieTruncate         // the stream ends with OK before the row
-	lieRecordOld        // the first message names an older generation, with its real record
-	lieRecordOldOnce    // lieRecordOld in the first request only: a coordinator behind the current generation, then caught up
+	lieNone          apiLie = iota
+	lieForge                // the row's value is altered
+	lieDrop                 // the row is left out (its RowProof counts one row fewer)
+	lieAdd                  // a made-up row follows it (its RowProof counts one more)
+	lieSwap                 // it and the next row swap places
+	lieStrip                // every message goes without its proofs
+	lieTruncate             // the stream ends with OK before the row
+	lieRecordOld            // the first message names an older generation, with its real record
+	lieRecordOldOnce        // lieRecordOld in the first request only: a coordinator behind the current generation, then caught up
 )
 
 func (l apiLie) String() string {
