@@ -260,25 +260,7 @@ func TestAPIClientSecured(t *testing.T) {
 	root := sourceRoot(t)
 	prog := buildUserProgram(t, ctx, root, apiUserProgram)
 	scanctl := clustertest.BuildTool(t, ctx, "scanctl")
-	secDir := filepath.Join(t.TempDir(), "secrets")
-	for _, args := range [][]string{{"secrets", "init", "--dir", secDir}, {"secrets", "client", "alice", "--dir", secDir, "--tables", "demo"}} {
-		if out, err := exec.CommandContext(ctx, scanctl, args...).CombinedOutput(); err != nil {
-			t.Fatalf("scanctl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	aliceDir := filepath.Join(t.TempDir(), "alice")
-	if err := os.Mkdir(aliceDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for from, to := range map[string]string{"ca.crt": "ca.crt", "alice.crt": "client.crt", "alice.key": "client.key"} {
-		data, err := os.ReadFile(filepath.Join(secDir, from))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(aliceDir, to), data, 0o600)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	secDir, aliceDir := aliceSecrets(t, ctx, scanctl)
 	dataDir := t.TempDir()
 	cl := clustertest.Start(t, ctx, localcluster.Config{Hosts: 2, ServersPerHost: 2, DataDir: dataDir,
 		Heartbeat: 200 * time.Millisecond, ReadyTimeout: 60 * time.Second, Secrets: secDir})
@@ -493,4 +475,32 @@ func BenchmarkAPIClientScan(b *testing.B) {
 	b.ReportMetric(kinds[0].t.Seconds()/kinds[1].t.Seconds(), "api/go")
 	b.ReportMetric(kinds[3].t.Seconds()/kinds[1].t.Seconds(), "api/api-plain")
 	b.ReportMetric(kinds[3].t.Seconds()/kinds[2].t.Seconds(), "api-nats/api-plain")
+}
+
+// aliceSecrets makes a cluster's secrets with scanctl (secrets init) and
+// a client certificate for alice that may scan only the table demo, and
+// copies alice's certificate, key and the CA into a directory of their
+// own as client.crt, client.key and ca.crt, as a user given them would.
+func aliceSecrets(t *testing.T, ctx context.Context, scanctl string) (secDir, aliceDir string) {
+	t.Helper()
+	secDir = filepath.Join(t.TempDir(), "secrets")
+	for _, args := range [][]string{{"secrets", "init", "--dir", secDir}, {"secrets", "client", "alice", "--dir", secDir, "--tables", "demo"}} {
+		if out, err := exec.CommandContext(ctx, scanctl, args...).CombinedOutput(); err != nil {
+			t.Fatalf("scanctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	aliceDir = filepath.Join(t.TempDir(), "alice")
+	if err := os.Mkdir(aliceDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range map[string]string{"ca.crt": "ca.crt", "alice.crt": "client.crt", "alice.key": "client.key"} {
+		data, err := os.ReadFile(filepath.Join(secDir, from))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(aliceDir, to), data, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return secDir, aliceDir
 }

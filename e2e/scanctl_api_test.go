@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,25 +132,7 @@ func testScanctlScanNoListen(t *testing.T, secure bool) {
 		DataDir: t.TempDir()}
 	var clientArgs []string
 	if secure {
-		secDir := filepath.Join(t.TempDir(), "secrets")
-		for _, args := range [][]string{{"secrets", "init", "--dir", secDir}, {"secrets", "client", "alice", "--dir", secDir, "--tables", "demo"}} {
-			if out, err := exec.CommandContext(ctx, scanctl, args...).CombinedOutput(); err != nil {
-				t.Fatalf("scanctl %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-		}
-		aliceDir := filepath.Join(t.TempDir(), "alice")
-		if err := os.Mkdir(aliceDir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		for from, to := range map[string]string{"ca.crt": "ca.crt", "alice.crt": "client.crt", "alice.key": "client.key"} {
-			data, err := os.ReadFile(filepath.Join(secDir, from))
-			if err == nil {
-				err = os.WriteFile(filepath.Join(aliceDir, to), data, 0o600)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
+		secDir, aliceDir := aliceSecrets(t, ctx, scanctl)
 		cfg.Secrets = secDir
 		clientArgs = []string{"--secrets", aliceDir}
 	}
