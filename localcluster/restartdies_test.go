@@ -22,25 +22,9 @@ func TestSuperviseRestartsARestartThatDies(t *testing.T) {
 		t.Skip("starts real processes (skipped with -short)")
 	}
 	ctx := context.Background()
-	bins, err := BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := Start(ctx, Config{Coordinators: 1, Hosts: 2, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
-		Heartbeat: 100 * time.Millisecond, ReadyTimeout: 10 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out testutil.SyncBuffer
-	sctx, stop := context.WithCancel(ctx)
-	supervised := make(chan error, 1)
-	go func() {
-		supervised <- cl.Supervise(sctx, SuperviseConfig{Out: &out, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
-	}()
+	cl, out, stop := startSupervised(t, ctx, 2, 10*time.Minute)
 	defer func() {
-		stop()
-		if err := <-supervised; err != nil {
+		if err := stop(); err != nil {
 			t.Error(err)
 		}
 	}()

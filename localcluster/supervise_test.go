@@ -52,22 +52,7 @@ func TestSuperviseRestartsWhatDies(t *testing.T) {
 		t.Skip("starts real processes (skipped with -short)")
 	}
 	ctx := context.Background()
-	bins, err := BuildFromSource(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := Start(ctx, Config{Coordinators: 1, Hosts: 1, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
-		Heartbeat: 100 * time.Millisecond, ReadyTimeout: 60 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out testutil.SyncBuffer
-	sctx, stop := context.WithCancel(ctx)
-	supervised := make(chan error, 1)
-	go func() {
-		supervised <- cl.Supervise(sctx, SuperviseConfig{Out: &out, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
-	}()
+	cl, out, stop := startSupervised(t, ctx, 1, 60*time.Second)
 	waitNew := func(name string, old *Proc, current func() *Proc) {
 		t.Helper()
 		if !testutil.Poll(90*time.Second, func() bool {
@@ -96,8 +81,33 @@ func TestSuperviseRestartsWhatDies(t *testing.T) {
 			t.Errorf("supervisor output lacks %q:\n%s", want, got)
 		}
 	}
-	stop()
-	if err := <-supervised; err != nil {
+	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startSupervised starts a cluster of one coordinator and hosts hosts of
+// one server each (binaries built from source, heartbeats every 100 ms)
+// under Supervise with back-offs from 50 ms to 1 s. It returns the
+// cluster, closed when the test ends, what supervision writes, and stop,
+// which ends supervision and returns Supervise's error.
+func startSupervised(t *testing.T, ctx context.Context, hosts int, ready time.Duration) (*Cluster, *testutil.SyncBuffer, func() error) {
+	t.Helper()
+	bins, err := BuildFromSource(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := Start(ctx, Config{Coordinators: 1, Hosts: hosts, ServersPerHost: 1, DataDir: t.TempDir(), BinDir: bins,
+		Heartbeat: 100 * time.Millisecond, ReadyTimeout: ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	out := &testutil.SyncBuffer{}
+	sctx, cancel := context.WithCancel(ctx)
+	supervised := make(chan error, 1)
+	go func() {
+		supervised <- cl.Supervise(sctx, SuperviseConfig{Out: out, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second})
+	}()
+	return cl, out, func() error { cancel(); return <-supervised }
 }
