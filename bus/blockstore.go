@@ -329,7 +329,9 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 // delivers nothing. So a watcher that delivered nothing within
 // Config.ReadTry (doubled per try) is dropped and another one made, as a
 // read that got no answer is sent again; one that delivers runs until
-// every key came or OpTimeout.
+// every key came or OpTimeout. A watcher that JetStream refuses for the
+// moment (its system electing a leader after a node stopped, 503) is
+// asked for again after a wait of the same bound, at most a second.
 func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
 	octx, cancel := b.conn.opCtx(ctx)
 	defer cancel()
@@ -338,11 +340,33 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 		if err == nil {
 			return keys, nil
 		}
-		if !errors.Is(err, errListSilent) || octx.Err() != nil {
+		silent, refused := errors.Is(err, errListSilent), refusedForNow(err)
+		if !silent && !refused || octx.Err() != nil {
 			return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
 		}
-		b.conn.checkNode(octx, min(try, maxNodeCheck))
+		if silent {
+			b.conn.checkNode(octx, min(try, maxNodeCheck))
+			continue
+		}
+		t := time.NewTimer(min(try, time.Second))
+		select {
+		case <-t.C:
+		case <-octx.Done():
+		}
+		t.Stop()
 	}
+}
+
+// refusedForNow reports whether JetStream refused a watcher for the
+// moment (503: its system or the stream electing a leader): the
+// jetstream package's APIError, or nats.go's own one, which a key
+// watcher's push consumer returns.
+func refusedForNow(err error) bool {
+	var legacy *nats.APIError
+	if errors.As(err, &legacy) {
+		return legacy.Code == 503 || legacy.ErrorCode == nats.JSErrCodeJetStreamNotAvailable
+	}
+	return transientBucketErr(err, true) && !errors.Is(err, ErrUnavailable)
 }
 
 // errListSilent: a listing's watcher was made or delivered nothing

@@ -136,6 +136,9 @@ func classify(err error) error {
 		}
 		return ErrStorage
 	}
+	if legacy := (*nats.APIError)(nil); errors.As(err, &legacy) && legacy.Code == 503 {
+		return ErrUnavailable // a key watcher's push consumer's error
+	}
 	switch {
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrTimeout),
 		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, jetstream.ErrConnectionClosed),
