@@ -50,7 +50,7 @@ func (f *flooder) flood(addr string, tm *messages.TableMeta, rate int, d time.Du
 // TestStartScanFloodEndsWithIt: a client that asks for scans at a high
 // rate and never acknowledges a batch holds no scan server's workers or
 // queue beyond a bound, so that scans of an honest client complete again
-// within 5 s of the flood's end. The honest scan's own time, measured
+// within 5 s of the flood's end. The honest scan's own time, taken
 // before the flood on the same machine, is added to that bound and
 // bounds each scan (at least 3 s, 4 times it), so that a slow machine
 // is not taken for a held server. E2E_FLOOD sets the flood's length
