@@ -147,34 +147,50 @@ func (s *Server) mayScan(p Principal, table string) error {
 	return nil
 }
 
-// acquire takes a scan slot if one is free; release gives it back.
-func (s *Server) acquire() bool {
+// admit runs the checks a scan or a count passes after its request's
+// values and before it reads a row: a free scan slot (one more is
+// refused with RESOURCE_EXHAUSTED), the principal's grant of table, a
+// started client. The caller calls release once done.
+func (s *Server) admit(ctx context.Context, table string) (c *client.Client, release func(), err error) {
 	select {
 	case s.slots <- struct{}{}:
-		return true
 	default:
-		return false
+		return nil, nil, toStatus(fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
+			client.ErrOverloaded, s.cfg.MaxScans))
 	}
+	defer func() {
+		if err != nil {
+			<-s.slots
+		}
+	}()
+	if err = s.mayScan(PrincipalOf(ctx), table); err != nil {
+		return nil, nil, err
+	}
+	if c, err = s.client(); err != nil {
+		return nil, nil, err
+	}
+	return c, func() { <-s.slots }, nil
 }
 
-func (s *Server) release() { <-s.slots }
-
-// overloaded is the status of a call refused for want of a scan slot.
-func (s *Server) overloaded() error {
-	return toStatus(fmt.Errorf("%w: %d scans running, the most this coordinator serves at once (gateway MaxScans); retry later",
-		client.ErrOverloaded, s.cfg.MaxScans))
+// checkRange validates what a scan and a count share: one line naming
+// the bad value.
+func checkRange(table string, start, end []byte, limit int64) error {
+	if err := tablets.ValidateTableName(table); err != nil {
+		return err
+	}
+	if err := (tablets.Range{Start: start, End: end}).Validate(); err != nil {
+		return err
+	}
+	if limit < 0 {
+		return fmt.Errorf("%w: limit %d must be >= 0 (0 = every row of the range)", client.ErrBadRequest, limit)
+	}
+	return nil
 }
 
-// checkScan validates a request: one line naming the bad value.
+// checkScan validates a scan request: one line naming the bad value.
 func checkScan(m *scanplanev1.ScanRequest) error {
-	if err := tablets.ValidateTableName(m.GetTable()); err != nil {
+	if err := checkRange(m.GetTable(), m.GetStart(), m.GetEnd(), m.GetLimit()); err != nil {
 		return err
-	}
-	if err := (tablets.Range{Start: m.GetStart(), End: m.GetEnd()}).Validate(); err != nil {
-		return err
-	}
-	if m.GetLimit() < 0 {
-		return fmt.Errorf("%w: limit %d must be >= 0 (0 = every row of the range)", client.ErrBadRequest, m.GetLimit())
 	}
 	if n := len(m.GetHeldManifests()); n > MaxHeldManifests {
 		return fmt.Errorf("%w: held_manifests lists %d manifests, more than %d", client.ErrBadRequest, n, MaxHeldManifests)
@@ -217,17 +233,11 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 	if err := checkScan(m); err != nil {
 		return toStatus(err)
 	}
-	if !s.acquire() {
-		return s.overloaded()
-	}
-	defer s.release()
-	if err := s.mayScan(PrincipalOf(ctx), m.GetTable()); err != nil {
-		return err
-	}
-	c, err := s.client()
+	c, release, err := s.admit(ctx, m.GetTable())
 	if err != nil {
 		return err
 	}
+	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	proofs := m.GetProofs()
@@ -319,20 +329,14 @@ func (s *Server) Scan(ctx context.Context, req *connect.Request[scanplanev1.Scan
 // one), the principal's table grant.
 func (s *Server) Count(ctx context.Context, req *connect.Request[scanplanev1.CountRequest]) (*connect.Response[scanplanev1.CountResponse], error) {
 	m := req.Msg
-	if err := checkScan(&scanplanev1.ScanRequest{Table: m.GetTable(), Start: m.GetStart(), End: m.GetEnd(), Limit: m.GetLimit()}); err != nil {
+	if err := checkRange(m.GetTable(), m.GetStart(), m.GetEnd(), m.GetLimit()); err != nil {
 		return nil, toStatus(err)
 	}
-	if !s.acquire() {
-		return nil, s.overloaded()
-	}
-	defer s.release()
-	if err := s.mayScan(PrincipalOf(ctx), m.GetTable()); err != nil {
-		return nil, err
-	}
-	c, err := s.client()
+	c, release, err := s.admit(ctx, m.GetTable())
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	n, err := c.Count(ctx, m.GetTable(), client.KeyRange(m.GetStart(), m.GetEnd()),
 		client.ScanOptions{Hints: m.GetHints(), Limit: uint64(m.GetLimit())})
 	if err != nil {
