@@ -44,15 +44,29 @@ func ConfigFromEnv() (Config, error) {
 		cfg.TLS = tlsCfg
 	}
 	if v := os.Getenv(APIEnv); v != "" {
-		for _, a := range strings.Split(v, ",") {
-			a = strings.TrimSpace(a)
-			if _, _, err := net.SplitHostPort(a); err != nil {
-				return Config{}, fmt.Errorf("client: %s=%q: %q is not host:port (a coordinator's HTTP address)", APIEnv, v, a)
-			}
-			cfg.API = append(cfg.API, a)
+		api, err := ParseAPIAddrs(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("client: %s=%q: %w", APIEnv, v, err)
 		}
+		cfg.API = api
 	}
 	return cfg, nil
+}
+
+// ParseAPIAddrs parses a comma-separated list of coordinators' HTTP
+// addresses (host:port, as $SCANPLANE_API and Config.API take them),
+// trimming the spaces around each; an entry that is not host:port is an
+// error naming it.
+func ParseAPIAddrs(list string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		a = strings.TrimSpace(a)
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("%q is not host:port (a coordinator's HTTP address)", a)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // checkNATSURLs checks a comma-separated list of NATS URLs: each

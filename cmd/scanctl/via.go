@@ -47,6 +47,9 @@ type viaFlags struct {
 	via  string
 	api  string
 	meta string
+	// addrs: --api's addresses (or $SCANPLANE_API's), set by check; nil
+	// when neither names any.
+	addrs []string
 }
 
 func (v *viaFlags) register(fs *flag.FlagSet) {
@@ -81,24 +84,14 @@ func (v *viaFlags) check(fs *flag.FlagSet, parallel int) error {
 	if v.api == "" {
 		v.api = strings.TrimSpace(os.Getenv(client.APIEnv))
 	}
-	for _, a := range v.addrs() {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return usageError{fmt.Errorf("--api %q: %q is not host:port (a coordinator's HTTP address)", v.api, a)}
+	if v.api != "" {
+		addrs, err := client.ParseAPIAddrs(v.api)
+		if err != nil {
+			return usageError{fmt.Errorf("--api %q: %w", v.api, err)}
 		}
+		v.addrs = addrs
 	}
 	return nil
-}
-
-// addrs are the --api addresses (or $SCANPLANE_API's), none when unset.
-func (v *viaFlags) addrs() []string {
-	if v.api == "" {
-		return nil
-	}
-	var out []string
-	for _, a := range strings.Split(v.api, ",") {
-		out = append(out, strings.TrimSpace(a))
-	}
-	return out
 }
 
 // withAPI runs fn with an API client for the globals' cluster under the
@@ -114,7 +107,7 @@ func withAPI(ctx context.Context, g *globals, v *viaFlags, errOut io.Writer, fn 
 		return err
 	}
 	cfg.Coordinators = nil // actor addresses: apiAddrs maps them to HTTP ones
-	cfg.API = v.addrs()
+	cfg.API = v.addrs
 	cfg.APIReadMeta = v.meta == metaNATS
 	if len(cfg.API) == 0 || cfg.APIReadMeta {
 		// Connect to NATS first, as the actor path does: a NATS that
