@@ -106,7 +106,9 @@ func withAPI(ctx context.Context, g *globals, v *viaFlags, errOut io.Writer, fn 
 	if err != nil {
 		return err
 	}
-	cfg.Coordinators = nil // actor addresses: apiAddrs maps them to HTTP ones
+	// --coordinator's actor addresses: apiAddrs maps them to HTTP ones.
+	want := cfg.Coordinators
+	cfg.Coordinators = nil
 	cfg.API = v.addrs
 	cfg.APIReadMeta = v.meta == metaNATS
 	if len(cfg.API) == 0 || cfg.APIReadMeta {
@@ -119,7 +121,7 @@ func withAPI(ctx context.Context, g *globals, v *viaFlags, errOut io.Writer, fn 
 			return natsError(ctx, g, fmt.Errorf("client: connect to NATS %s: %w", cfg.NATSURL, err))
 		}
 		if len(cfg.API) == 0 {
-			cfg.API, err = apiAddrs(ctx, conn, g)
+			cfg.API, err = apiAddrs(ctx, conn, cfg.NATSURL, want)
 		}
 		conn.Close()
 		if err != nil {
@@ -134,17 +136,12 @@ func withAPI(ctx context.Context, g *globals, v *viaFlags, errOut io.Writer, fn 
 	return fn(ctx, a)
 }
 
-// apiAddrs asks the coordinators on NATS (bus.Discover) for their HTTP
-// addresses, those of --coordinator in its order when it is set, until
-// it has them or apiDiscoverWait passed. An address with a wildcard host
-// (--http 0.0.0.0:8091) is left out: it names no host to dial.
-func apiAddrs(ctx context.Context, conn *bus.Conn, g *globals) ([]string, error) {
-	var want []string
-	if g.coordinator != "" {
-		for _, a := range strings.Split(g.coordinator, ",") {
-			want = append(want, strings.TrimSpace(a))
-		}
-	}
+// apiAddrs asks the coordinators on NATS natsURL (bus.Discover) for
+// their HTTP addresses, those whose actor address want names
+// (--coordinator) in its order when it is set, until it has them or
+// apiDiscoverWait passed. An address with a wildcard host (--http
+// 0.0.0.0:8091) is left out: it names no host to dial.
+func apiAddrs(ctx context.Context, conn *bus.Conn, natsURL string, want []string) ([]string, error) {
 	start := time.Now()
 	var lastErr error
 	for {
@@ -159,10 +156,10 @@ func apiAddrs(ctx context.Context, conn *bus.Conn, g *globals) ([]string, error)
 		if ctx.Err() != nil || time.Since(start) >= apiDiscoverWait {
 			waited := time.Since(start).Round(100 * time.Millisecond)
 			err := fmt.Errorf("%w: none answered on NATS %s with an HTTP address to scan through within %v (is a coordinator running? or name one's HTTP address with --api)",
-				client.ErrNoCoordinator, g.nats, waited)
+				client.ErrNoCoordinator, natsURL, waited)
 			if len(want) > 0 {
 				err = fmt.Errorf("%w: coordinator %s did not answer on NATS %s with its HTTP address within %v (is it running? or name its HTTP address with --api)",
-					client.ErrNoCoordinator, strings.Join(want, ", "), g.nats, waited)
+					client.ErrNoCoordinator, strings.Join(want, ", "), natsURL, waited)
 			}
 			if ctx.Err() != nil {
 				err = fmt.Errorf("%w: %w", err, ctx.Err())
