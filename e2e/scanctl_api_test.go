@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scanplane/scanplane/client"
 	"github.com/scanplane/scanplane/internal/cliutil"
 	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/localcluster"
@@ -41,8 +42,7 @@ type scanctlResult struct {
 // the rest and waits for it to end.
 func runScanctlScan(t *testing.T, ctx context.Context, scanctl string, args ...string) scanctlResult {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, scanctl, args...)
-	cmd.Env = withoutEnv(cliutil.SecretsEnv, "SCANPLANE_API")
+	cmd := scanctlCmd(ctx, scanctl, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +71,15 @@ func runScanctlScan(t *testing.T, ctx context.Context, scanctl string, args ...s
 		t.Fatalf("scanctl %q: %v", args, err)
 	}
 	return res
+}
+
+// scanctlCmd is scanctl with args, in this process's environment less
+// the variables that would pick its secrets or API addresses instead of
+// its flags.
+func scanctlCmd(ctx context.Context, scanctl string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, scanctl, args...)
+	cmd.Env = withoutEnv(cliutil.SecretsEnv, client.APIEnv)
+	return cmd
 }
 
 // withoutEnv is the process's environment without the variables names.
@@ -185,7 +194,7 @@ func testScanctlScanNoListen(t *testing.T, secure bool) {
 		{[]string{"--count"}, []byte(strconv.Itoa(len(truth)) + "\n")},
 		{[]string{"--start", string(truth[a].Key), "--limit", "10"}, tsv(t, truth[a:a+10])},
 	} {
-		out, err := exec.CommandContext(ctx, scanctl, append(append([]string{}, base...), tc.args...)...).Output()
+		out, err := scanctlCmd(ctx, scanctl, append(append([]string{}, base...), tc.args...)...).Output()
 		if err != nil || !bytes.Equal(out, tc.want) {
 			t.Errorf("scanctl scan %q: %v, printed %q; want %q", tc.args, err, trim(out), trim(tc.want))
 		}
@@ -195,7 +204,7 @@ func testScanctlScanNoListen(t *testing.T, secure bool) {
 	}
 	other := append([]string{"scan", "--nats", cl.NATSURL(), "--table", "other", "--timeout", "2m"}, clientArgs...)
 	for _, args := range [][]string{other, append(other, "--count")} {
-		cmd := exec.CommandContext(ctx, scanctl, args...)
+		cmd := scanctlCmd(ctx, scanctl, args...)
 		var out, errOut bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
 		err := cmd.Run()
