@@ -70,8 +70,7 @@ func (a *API) discovered(st *scanplanev1.StatusResponse) {
 		configured: old.configured}
 	for _, c := range st.GetCoordinators() {
 		addr := c.GetHttpAddress()
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil || host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() || next.index(addr) >= 0 {
+		if !dialable(addr) || next.index(addr) >= 0 {
 			continue
 		}
 		next.addrs = append(next.addrs, addr)
@@ -88,6 +87,17 @@ func (a *API) discovered(st *scanplanev1.StatusResponse) {
 		a.log.Debug("client: api: coordinators discovered", "addrs", next.addrs[next.configured:])
 		a.eps.Store(next)
 	}
+}
+
+// dialable reports whether addr is host:port with a host to dial: not
+// empty, not a wildcard such as 0.0.0.0 or ::.
+func dialable(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsUnspecified()
 }
 
 // discover asks svc, which just answered, for the live coordinators
