@@ -145,7 +145,6 @@ func (p *prefetch) read(i int) error {
 		p.addStats(st, &reported)
 		return err
 	}
-	t.bulk = p.r.c.bulk
 	for {
 		for _, b := range pending {
 			if err := p.put(i, b); err != nil {

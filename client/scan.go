@@ -401,7 +401,6 @@ var errStopped = errors.New("client: scan closed")
 type tabletRun struct {
 	r        *Rows
 	stop     <-chan struct{} // closed by Close of a parallel scan; nil otherwise
-	bulk     *bulkSlots      // a parallel scan's: held while a message is handled; nil otherwise
 	short    bool            // a scan of one tablet in its caller's goroutine: while it waits for a message, bulk work waits (bulkSlots)
 	cur      *tabletstream.TabletStream
 	in       *inbox   // its inbox
@@ -464,14 +463,17 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 func (t *tabletRun) step() error {
 	m, closed := t.in.take()
 	if m != nil {
-		if t.bulk != nil {
-			if !t.bulk.acquire(t.stop, t.r.ctx.Done()) {
+		if t.stop != nil {
+			// A parallel scan's goroutine: it handles the message in
+			// one of the client's bulk slots.
+			bulk := t.r.c.bulk
+			if !bulk.acquire(t.stop, t.r.ctx.Done()) {
 				if err := t.r.ctx.Err(); err != nil {
 					return t.ctxErr(err)
 				}
 				return errStopped
 			}
-			defer t.bulk.release()
+			defer bulk.release()
 		}
 		now := time.Now()
 		if ev, ok := m.(coordEvent); ok {
