@@ -53,3 +53,37 @@ func TestBadInputNamesIt(t *testing.T) {
 		}
 	}
 }
+
+// TestDiagLines: -diag adds after each run's -json line one line naming
+// the run and holding its Diag.
+func TestDiagLines(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := run([]string{"-preset", "small", "-json", "-diag", "-requests", "2000", "-policies", "random,adaptive"}, &out, &errs)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want 4 lines, got %q", out.String())
+	}
+	for i, want := range []string{"random", "adaptive"} {
+		var row struct {
+			Setting string  `json:"setting"`
+			Servers int     `json:"servers"`
+			Policy  string  `json:"policy"`
+			Util    float64 `json:"utilization"`
+			Diag    *struct {
+				Decisions int               `json:"decisions"`
+				Classes   []json.RawMessage `json:"classes"`
+			} `json:"diag"`
+		}
+		line := lines[2*i+1]
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if row.Policy != want || row.Setting != "small" || row.Servers != 12 || row.Util <= 0 ||
+			row.Diag == nil || row.Diag.Decisions == 0 || len(row.Diag.Classes) == 0 {
+			t.Errorf("line %d: %s", 2*i+1, line)
+		}
+	}
+}
