@@ -85,5 +85,19 @@ func TestDiagLines(t *testing.T) {
 			row.Diag == nil || row.Diag.Decisions == 0 || len(row.Diag.Classes) == 0 {
 			t.Errorf("line %d: %s", 2*i+1, line)
 		}
+		// The fields docs/policysim.md lists.
+		var raw struct {
+			Diag map[string]json.RawMessage `json:"diag"`
+		}
+		if err := json.Unmarshal([]byte(line), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"decisions", "not_shortest", "excess_scans", "picked_scans", "shortest_scans",
+			"view_not_shortest", "view_bias_scans", "view_error_scans", "info_age_ms", "info_older_100ms",
+			"home", "away", "home_longer_by_workers", "away_no_gain", "classes"} {
+			if _, ok := raw.Diag[k]; !ok {
+				t.Errorf("line %d: diag lacks %q: %s", 2*i+1, k, line)
+			}
+		}
 	}
 }
