@@ -348,12 +348,7 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 			b.conn.checkNode(octx, min(try, maxNodeCheck))
 			continue
 		}
-		t := time.NewTimer(min(try, time.Second))
-		select {
-		case <-t.C:
-		case <-octx.Done():
-		}
-		t.Stop()
+		_ = backoff.Sleep(octx, min(try, time.Second), nil) // octx's end is seen by the next try
 	}
 }
 
