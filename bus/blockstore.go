@@ -348,24 +348,17 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 			b.conn.checkNode(octx, min(try, maxNodeCheck))
 			continue
 		}
-		t := time.NewTimer(min(try, time.Second))
-		select {
-		case <-t.C:
-		case <-octx.Done():
-		}
-		t.Stop()
+		_ = backoff.Sleep(octx, min(try, time.Second), nil) // octx's end is seen by the next try
 	}
 }
 
 // refusedForNow reports whether JetStream refused a watcher for the
-// moment (503: its system or the stream electing a leader): the
-// jetstream package's APIError, or nats.go's own one, which a key
-// watcher's push consumer returns.
+// moment (503: its system or the stream electing a leader), as it may
+// refuse to open a bucket (transientBucketErr): the jetstream package's
+// APIError, or nats.go's own one, which a key watcher's push consumer
+// returns (classify). A try that already took its bound (ErrUnavailable)
+// is not a refusal.
 func refusedForNow(err error) bool {
-	var legacy *nats.APIError
-	if errors.As(err, &legacy) {
-		return legacy.Code == 503 || legacy.ErrorCode == nats.JSErrCodeJetStreamNotAvailable
-	}
 	return transientBucketErr(err, true) && !errors.Is(err, ErrUnavailable)
 }
 
