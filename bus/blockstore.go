@@ -331,7 +331,8 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 // read that got no answer is sent again; one that delivers runs until
 // every key came or OpTimeout. A watcher that JetStream refuses for the
 // moment (its system electing a leader after a node stopped, 503) is
-// asked for again after a wait of the same bound, at most a second.
+// asked for again after a wait of the same bound, at least
+// minRefusedWait (ReadTry may be 0) and at most a second.
 func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
 	octx, cancel := b.conn.opCtx(ctx)
 	defer cancel()
@@ -348,7 +349,7 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 			b.conn.checkNode(octx, min(try, maxNodeCheck))
 			continue
 		}
-		_ = backoff.Sleep(octx, min(try, time.Second), nil) // octx's end is seen by the next try
+		_ = backoff.Sleep(octx, min(max(try, minRefusedWait), time.Second), nil) // octx's end is seen by the next try
 	}
 }
 
@@ -361,6 +362,10 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 func refusedForNow(err error) bool {
 	return transientBucketErr(err, true) && !errors.Is(err, ErrUnavailable)
 }
+
+// minRefusedWait is the shortest wait before a watcher JetStream refused
+// is asked for again.
+const minRefusedWait = 100 * time.Millisecond
 
 // errListSilent: a listing's watcher was made or delivered nothing
 // within its try's bound.
