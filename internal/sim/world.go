@@ -324,17 +324,22 @@ func (w *world) newScan(c *clientProc) *scanRun {
 
 // loop runs events until every scan ended and nothing of them is left,
 // or until the hard stop.
-func (w *world) loop(stop time.Time) {
+func (w *world) loop(stop time.Time) { w.runUntil(stop, "no convergence", w.quiet) }
+
+// runUntil runs events until stop, or until done (checked every 64
+// events; nil: never) holds; a crash is a problem, and so is reaching
+// MaxEvents, reported as what.
+func (w *world) runUntil(stop time.Time, what string, done func() bool) {
 	for w.s.step(stop) {
 		for _, c := range w.s.crashed {
 			w.problem("%s", c)
 		}
 		w.s.crashed = nil
 		if w.s.steps >= w.cfg.MaxEvents {
-			w.problem("no convergence: %d events by %s", w.s.steps, fmtDur(w.s.now.Sub(epoch)))
+			w.problem("%s: %d events by %s", what, w.s.steps, fmtDur(w.s.now.Sub(epoch)))
 			return
 		}
-		if w.s.steps%64 == 0 && w.quiet() {
+		if done != nil && w.s.steps%64 == 0 && done() {
 			return
 		}
 	}
