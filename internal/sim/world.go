@@ -287,7 +287,8 @@ func (w *world) clientAt(p *proc) *clientProc {
 // between two keys that may or may not be rows.
 func (w *world) newScan(c *clientProc) *scanRun {
 	r := w.s.rng
-	sr := &scanRun{n: len(w.scans), cl: c, tablet: r.IntN(len(w.truth.refs)), hint: w.cfg.Hints[r.IntN(len(w.cfg.Hints))]}
+	sr := &scanRun{n: len(w.scans), cl: c, tablet: r.IntN(len(w.truth.refs)), hint: w.cfg.Hints[r.IntN(len(w.cfg.Hints))],
+		sentTo: map[string]string{}}
 	if w.cfg.Unplaceable != "" && r.IntN(25) == 0 {
 		sr.hint = w.cfg.Unplaceable
 	}
