@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -323,7 +322,7 @@ func (w *world) checkViews() {
 			if p.state != procUp {
 				continue
 			}
-			inc := fmt.Sprintf("%s-i%d", p.addr, p.inc)
+			inc := h.incarnation(p.inc)
 			for i, id := range h.ids {
 				switch s := v.Server(selection.ServerID(id)); {
 				case s == nil:

@@ -553,6 +553,10 @@ func (h *hostProc) start() {
 	h.beat(inc)
 }
 
+// incarnation is the incarnation the servers of h's process
+// incarnation inc announce.
+func (h *hostProc) incarnation(inc int) string { return fmt.Sprintf("%s-i%d", h.proc.addr, inc) }
+
 // beat sends every server's heartbeat to every coordinator, now and then
 // every Heartbeat interval, while incarnation inc lives.
 func (h *hostProc) beat(inc int) {
@@ -560,7 +564,7 @@ func (h *hostProc) beat(inc int) {
 	for i, id := range h.ids {
 		c := h.counters[i]
 		hb := &messages.Heartbeat{Host: h.name, Server: id, Zone: h.zone, Group: "default", Pid: wire.FromPID(h.pids[i]),
-			Incarnation: fmt.Sprintf("%s-i%d", p.addr, inc), QueueLen: uint32(max(c.QueueLen.Load(), 0)), Active: uint32(max(c.Active.Load(), 0)),
+			Incarnation: h.incarnation(inc), QueueLen: uint32(max(c.QueueLen.Load(), 0)), Active: uint32(max(c.Active.Load(), 0)),
 			Workers: uint32(w.cfg.Server.Workers), SentUnixMs: p.now().UnixMilli(), BusyTotal: c.Busy.Load(),
 			IntervalMs: w.cfg.Server.Heartbeat.Milliseconds(), ScansTotal: c.Scans.Load()}
 		for _, co := range w.coords {
