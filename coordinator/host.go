@@ -223,7 +223,7 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID
 	}
 	s.reconnect = false
 	s.touch()
-	if !connect {
+	if !connect || !l.Alive { // no address: nothing to dial, no dead letter to come back
 		return nil
 	}
 	return actor.NewPID(l.Address, l.ActorID)
