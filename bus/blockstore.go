@@ -331,7 +331,8 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 // read that got no answer is sent again; one that delivers runs until
 // every key came or OpTimeout. A watcher that JetStream refuses for the
 // moment (its system electing a leader after a node stopped, 503) is
-// asked for again after a wait of the same bound, at most a second.
+// asked for again after a wait of the same bound, at least
+// minRefusedWait (ReadTry may be 0) and at most a second.
 func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
 	octx, cancel := b.conn.opCtx(ctx)
 	defer cancel()
@@ -348,26 +349,23 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 			b.conn.checkNode(octx, min(try, maxNodeCheck))
 			continue
 		}
-		t := time.NewTimer(min(try, time.Second))
-		select {
-		case <-t.C:
-		case <-octx.Done():
-		}
-		t.Stop()
+		_ = backoff.Sleep(octx, min(max(try, minRefusedWait), time.Second), nil) // octx's end is seen by the next try
 	}
 }
 
 // refusedForNow reports whether JetStream refused a watcher for the
-// moment (503: its system or the stream electing a leader): the
-// jetstream package's APIError, or nats.go's own one, which a key
-// watcher's push consumer returns.
+// moment (503: its system or the stream electing a leader), as it may
+// refuse to open a bucket (transientBucketErr): the jetstream package's
+// APIError, or nats.go's own one, which a key watcher's push consumer
+// returns (classify). A try that already took its bound (ErrUnavailable)
+// is not a refusal.
 func refusedForNow(err error) bool {
-	var legacy *nats.APIError
-	if errors.As(err, &legacy) {
-		return legacy.Code == 503 || legacy.ErrorCode == nats.JSErrCodeJetStreamNotAvailable
-	}
 	return transientBucketErr(err, true) && !errors.Is(err, ErrUnavailable)
 }
+
+// minRefusedWait is the shortest wait before a watcher JetStream refused
+// is asked for again.
+const minRefusedWait = 100 * time.Millisecond
 
 // errListSilent: a listing's watcher was made or delivered nothing
 // within its try's bound.

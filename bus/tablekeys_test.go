@@ -2,9 +2,11 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -47,5 +49,34 @@ func TestTableKeysAsksAgainWhileJetStreamElects(t *testing.T) {
 	}
 	if n := kv.refuse.Load(); n >= 0 {
 		t.Fatalf("%d refusals left, want none", n+1)
+	}
+}
+
+// alwaysRefusingKV refuses every watcher as JetStream does while it has
+// no leader.
+type alwaysRefusingKV struct {
+	jetstream.KeyValue
+	calls atomic.Int32
+}
+
+func (kv *alwaysRefusingKV) WatchFiltered(context.Context, []string, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	kv.calls.Add(1)
+	return nil, &jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}
+}
+
+// TestTableKeysWaitsBetweenRefusals: with ReadTry 0, a listing JetStream
+// keeps refusing waits at least minRefusedWait between asks and fails
+// with ErrUnavailable at OpTimeout instead of asking in a tight loop.
+func TestTableKeysWaitsBetweenRefusals(t *testing.T) {
+	ctx := testCtx(t)
+	store := blockStore(t, connect(t, startServer(t)))
+	store.conn.cfg.ReadTry, store.conn.cfg.OpTimeout = 0, 500*time.Millisecond
+	kv := &alwaysRefusingKV{KeyValue: store.kv}
+	store.kv = kv
+	if _, err := store.TableKeys(ctx, "t"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("listing refused throughout: %v, want ErrUnavailable", err)
+	}
+	if n := kv.calls.Load(); n > int32(500*time.Millisecond/minRefusedWait)+1 {
+		t.Fatalf("%d watchers asked for within OpTimeout %v, want at most one per %v", n, 500*time.Millisecond, minRefusedWait)
 	}
 }

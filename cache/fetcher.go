@@ -78,13 +78,19 @@ func (f *Fetcher) FetchDecoded(ctx context.Context, key string, decode func([]by
 		}
 	}
 	v, err := f.flight(ctx, decodedFlight(key), key, func() (any, error) {
-		data, err := f.store.Get(ctx, key)
-		if err != nil {
-			return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
-		}
-		return f.fill(key, data, decode, large)
+		return f.loadDecoded(ctx, key, decode, large)
 	})
 	return v, false, err
+}
+
+// loadDecoded reads key from the store and fills the cache with its
+// decoded value (fill).
+func (f *Fetcher) loadDecoded(ctx context.Context, key string, decode func([]byte) (any, int64, error), large bool) (any, error) {
+	data, err := f.store.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("cache: fetch %s: %w", key, err)
+	}
+	return f.fill(key, data, decode, large)
 }
 
 // decodedFlight is the flight key of a decoded fetch of key. Flights of

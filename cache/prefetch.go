@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"fmt"
 
 	"golang.org/x/sync/singleflight"
 )
@@ -36,7 +35,8 @@ var _ Prefetcher = (*Fetcher)(nil)
 // objects it read; ctx bounds the reads. Errors are left to the callers
 // that fetch the objects.
 func (f *Fetcher) Prefetch(ctx context.Context, keys []string, decode func(i int, data []byte) (any, int64, error)) int {
-	if isLarge(ctx) && !f.cache.hasRoom(int64(len(keys))*blockSize) {
+	large := isLarge(ctx)
+	if large && !f.cache.hasRoom(int64(len(keys))*blockSize) {
 		return 0
 	}
 	mg, ok := f.store.(ManyGetter)
@@ -52,11 +52,11 @@ func (f *Fetcher) Prefetch(ctx context.Context, keys []string, decode func(i int
 		}
 		return n
 	}
-	large := isLarge(ctx)
 	var want []string
-	for _, k := range keys {
+	var wantAt []int // wantAt[j]: the index in keys of want[j]
+	for i, k := range keys {
 		if _, ok := f.cache.rc.Get(k); !ok {
-			want = append(want, k)
+			want, wantAt = append(want, k), append(wantAt, i)
 		}
 	}
 	if len(want) == 0 {
@@ -70,17 +70,13 @@ func (f *Fetcher) Prefetch(ctx context.Context, keys []string, decode func(i int
 	var got map[string][]byte
 	flights := make([]<-chan singleflight.Result, len(want))
 	for j, k := range want {
-		i := indexOf(keys, k)
+		dec := func(b []byte) (any, int64, error) { return decode(wantAt[j], b) }
 		flights[j] = f.group.DoChan(decodedFlight(k), func() (any, error) {
 			<-done
-			data, ok := got[k]
-			if !ok {
-				var err error
-				if data, err = f.store.Get(ctx, k); err != nil {
-					return nil, fmt.Errorf("cache: fetch %s: %w", k, err)
-				}
+			if data, ok := got[k]; ok {
+				return f.fill(k, data, dec, large)
 			}
-			return f.fill(k, data, func(b []byte) (any, int64, error) { return decode(i, b) }, large)
+			return f.loadDecoded(ctx, k, dec, large)
 		})
 	}
 	got, _ = mg.GetMany(ctx, want)
@@ -89,13 +85,4 @@ func (f *Fetcher) Prefetch(ctx context.Context, keys []string, decode func(i int
 		<-ch
 	}
 	return len(got)
-}
-
-func indexOf(keys []string, k string) int {
-	for i, x := range keys {
-		if x == k {
-			return i
-		}
-	}
-	return -1
 }

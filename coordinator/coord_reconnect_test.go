@@ -7,7 +7,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/selection"
 )
 
 // connectCounter stands for a scan server: it counts the connects (empty
@@ -30,12 +29,6 @@ func (r *rig) spawnCounter(name string) (*actor.PID, *connectCounter) {
 	}
 	r.t.Cleanup(func() { _ = r.as.Root.StopFuture(pid).Wait() })
 	return pid, c
-}
-
-// alive reports whether server id is alive in the view.
-func (r *rig) alive(id string) bool {
-	s := r.co.board.View().Server(selection.ServerID(id))
-	return s != nil && s.Alive
 }
 
 // A server marked dead when its address's endpoint terminated (the

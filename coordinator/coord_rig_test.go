@@ -146,11 +146,14 @@ func (r *rig) spawnServer(host string, idx int, cfg servertest.Config, deps serv
 	}
 	r.servers = append(r.servers, pid)
 	r.heartbeat(host, id, pid, "inc1", cfg.Workers)
-	r.waitFor("server "+id+" in the view", func() bool {
-		s := r.co.board.View().Server(selection.ServerID(id))
-		return s != nil && s.Alive
-	})
+	r.waitFor("server "+id+" in the view", func() bool { return r.alive(id) })
 	return pid
+}
+
+// alive reports whether server id is alive in the view.
+func (r *rig) alive(id string) bool {
+	s := r.co.board.View().Server(selection.ServerID(id))
+	return s != nil && s.Alive
 }
 
 func (r *rig) heartbeat(host, id string, pid *actor.PID, incarnation string, workers int) {

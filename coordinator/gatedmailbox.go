@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/wire"
 	"google.golang.org/protobuf/proto"
@@ -34,18 +33,6 @@ type gatedMailbox struct {
 	actor.Mailbox
 	gate *stopGate
 }
-
-// inlineDispatcher runs a tablet actor's messages on the goroutine that
-// delivers them (the remote reader of the peer's connection, a timer, the
-// router) instead of starting a goroutine per burst of messages: a scan
-// request reaches the actor without a goroutine hand-off, and no fresh
-// goroutine grows its stack per scan. A tablet actor does not block in
-// Receive (it reads memory and sends; only protoactor's first send to a
-// remote address waits for that connection to open, as it does on any
-// goroutine), and a message for an actor that is running is queued for
-// the goroutine running it, so no deliverer waits for another. A
-// harness's Env.Dispatcher, when set, replaces it.
-func inlineDispatcher() actor.Dispatcher { return actorenv.InlineDispatcher() }
 
 func gatedMailboxProducer(gate *stopGate) actor.MailboxProducer {
 	inner := actor.Unbounded()

@@ -194,16 +194,12 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID
 		}
 		return nil
 	}
-	var fresh *actor.PID
-	if s != nil && (!s.load.Alive || s.reconnect) {
-		// Back after being out of the view (an endpoint that terminated
-		// took the coordinator's connection with it), or its connect was
-		// lost: open the connection again.
-		fresh = actor.NewPID(m.GetPid().GetAddress(), m.GetPid().GetId())
-		s.reconnect = false
-	}
-	if s == nil || s.load.Incarnation != m.GetIncarnation() {
-		fresh = actor.NewPID(m.GetPid().GetAddress(), m.GetPid().GetId())
+	newInc := s == nil || s.load.Incarnation != m.GetIncarnation()
+	// A connect also when the server comes back into the view (an
+	// endpoint that terminated took the coordinator's connection with
+	// it) or its last connect was lost.
+	connect := newInc || !s.load.Alive || s.reconnect
+	if newInc {
 		// New server or a restarted one: fresh counters.
 		s = &serverState{load: selection.ServerLoad{ID: id, Host: h.host}}
 		s.load.Errors = make([]selection.DecayedCount, len(h.decays))
@@ -225,8 +221,12 @@ func (h *HostActor) onHeartbeat(now time.Time, m *messages.Heartbeat) *actor.PID
 	if s.interval <= 0 {
 		s.interval = time.Second
 	}
+	s.reconnect = false
 	s.touch()
-	return fresh
+	if !connect || !l.Alive { // no address: nothing to dial, no dead letter to come back
+		return nil
+	}
+	return actor.NewPID(l.Address, l.ActorID)
 }
 
 // connectLost marks for a new connect the server at target (every server

@@ -292,3 +292,25 @@ func TestHostActorQueueReportFromScanStarted(t *testing.T) {
 		t.Fatal("the same queue length again reported a change")
 	}
 }
+
+// TestHostActorConnectsOnlyToAnAddress: a heartbeat without an actor
+// address asks for no connect (there is nothing to dial); the first one
+// of the same incarnation that names its address does.
+func TestHostActorConnectsOnlyToAnAddress(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	h := newHostActor("h1", NewLoadBoard(clock, []selection.DecayParams{selection.DefaultDecay}), &sync.Map{}, 3, 5*time.Second, clock, nil)
+	hb := &messages.Heartbeat{Host: "h1", Server: "s0", Zone: "z", Group: "default", Incarnation: "i", IntervalMs: 1000}
+	for i := range 2 {
+		if pid := h.onHeartbeat(now, hb); pid != nil {
+			t.Fatalf("heartbeat %d without an address: connect to %v", i, pid)
+		}
+	}
+	hb.Pid = &messages.Pid{Address: "a0", Id: "s0"}
+	if pid := h.onHeartbeat(now, hb); pid == nil || pid.Address != "a0" || pid.Id != "s0" {
+		t.Fatalf("first heartbeat with its address: connect to %v, want a0/s0", pid)
+	}
+	if pid := h.onHeartbeat(now, hb); pid != nil {
+		t.Fatalf("the next heartbeat: connect to %v, want none", pid)
+	}
+}

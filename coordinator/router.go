@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
@@ -395,11 +396,17 @@ func (r *RouterActor) tablet(c actor.Context, meta *messages.TableMeta, idx int)
 	deps := r.deps
 	gate := &stopGate{reroute: deps.reroute}
 	epoch := r.epoch
+	// A tablet actor runs on the goroutine that delivers its messages
+	// (the remote reader of the peer's connection, a timer, the router):
+	// it never blocks in Receive (it reads memory and sends), and a
+	// message for it while it runs is queued for the goroutine running
+	// it, so no deliverer waits for another. A harness's Env.Dispatcher,
+	// when set, replaces that.
 	props := actor.PropsFromProducer(func() actor.Actor {
 		t := newTabletActor(deps, meta, tm)
 		t.gate, t.routerEpoch = gate, epoch
 		return t
-	}, co.cfg.Env.Props(actor.WithMailbox(gatedMailboxProducer(gate)), actor.WithDispatcher(inlineDispatcher()))...)
+	}, co.cfg.Env.Props(actor.WithMailbox(gatedMailboxProducer(gate)), actor.WithDispatcher(actorenv.InlineDispatcher()))...)
 	pid, err := c.SpawnNamed(props, id)
 	if err != nil {
 		// Cannot happen: every spawn has a new id.

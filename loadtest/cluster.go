@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,8 +38,8 @@ type target struct {
 	hbSub     *bus.Subscription
 	cache     *cacheTracker
 
-	// scanTable and scanOpts: what the workload scans, Table or its
-	// unverified copy (Config.Unverified).
+	// scanTable and scanOpts: what the workload scans, Table (set by
+	// startTarget) or its unverified copy (Config.Unverified).
 	scanTable string
 	scanOpts  client.ScanOptions
 
@@ -65,7 +64,7 @@ func autoCacheBytes(tableBytes int64, hosts int) int64 {
 }
 
 func startTarget(ctx context.Context, cfg Config) (_ *target, err error) {
-	t := &target{cfg: cfg, cache: newCacheTracker(), profiles: cfg.ProfilesFile}
+	t := &target{cfg: cfg, cache: newCacheTracker(), profiles: cfg.ProfilesFile, scanTable: cfg.Table}
 	defer func() {
 		if err != nil {
 			t.close()
@@ -443,7 +442,7 @@ func (t *target) probe(ctx context.Context, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("loadtest: table %s not scannable within %v: %w", cmp.Or(t.scanTable, t.cfg.Table), timeout, err)
+			return fmt.Errorf("loadtest: table %s not scannable within %v: %w", t.scanTable, timeout, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -457,8 +456,7 @@ func (t *target) probe(ctx context.Context, timeout time.Duration) error {
 // holds the rows read before it.
 func (t *target) scan(ctx context.Context, rng tablets.Range) (Tally, error) {
 	var tally Tally
-	table := cmp.Or(t.scanTable, t.cfg.Table)
-	for row, err := range t.client.All(ctx, table, rng, t.scanOpts) {
+	for row, err := range t.client.All(ctx, t.scanTable, rng, t.scanOpts) {
 		if err != nil {
 			return tally, err
 		}

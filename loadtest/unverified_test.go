@@ -37,11 +37,28 @@ func TestUnverifiedScansACopyWithoutRoots(t *testing.T) {
 	}
 	c := clustertest.Client(t, ctx, cl.NATSURL(), nil)
 	rng := tablets.Range{End: tablets.RowKey(10)}
-	for _, err := range c.All(ctx, cfg.Table+"-unverified", rng, client.ScanOptions{}) {
-		if !errors.Is(err, client.ErrUnverified) {
-			t.Fatalf("scan of the copy without AllowUnverified: %v, want ErrUnverified", err)
+	refused := func(table string) {
+		t.Helper()
+		for _, err := range c.All(ctx, table, rng, client.ScanOptions{}) {
+			if !errors.Is(err, client.ErrUnverified) {
+				t.Fatalf("scan of %s without AllowUnverified: %v, want ErrUnverified", table, err)
+			}
+			return
 		}
-		return
+		t.Fatalf("scan of %s without AllowUnverified yielded nothing", table)
 	}
-	t.Fatal("scan of the copy without AllowUnverified yielded nothing")
+	refused(cfg.Table + "-unverified")
+	// What the workload's scans read: that copy, unverified rows allowed.
+	tg, err := startTarget(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.close()
+	if _, err := tg.ensureTable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !tg.scanOpts.AllowUnverified {
+		t.Fatalf("the workload scans %s with %+v, want unverified rows allowed", tg.scanTable, tg.scanOpts)
+	}
+	refused(tg.scanTable)
 }

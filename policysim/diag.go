@@ -88,18 +88,17 @@ func newDiag(s *sim) *diag {
 	g := &diag{s: s, reported: make([]int64, len(s.clients)*s.cfg.Servers), lat: map[string][]time.Duration{}}
 	n := s.cfg.Servers
 	g.setLoad = make([]float64, n)
-	for key := range s.cfg.Keys {
-		if s.keyCDF == nil {
+	if s.keyCDF == nil {
+		for key := range s.cfg.Keys {
 			g.setLoad[key%n] += 1 / float64(s.cfg.Keys)
 		}
+		return g
 	}
-	if s.keyCDF != nil {
-		// keyPerm: popularity rank → key.
-		prev := 0.0
-		for r, c := range s.keyCDF {
-			g.setLoad[s.keyPerm[r]%int32(n)] += c - prev
-			prev = c
-		}
+	// keyPerm: popularity rank → key.
+	prev := 0.0
+	for r, c := range s.keyCDF {
+		g.setLoad[s.keyPerm[r]%int32(n)] += c - prev
+		prev = c
 	}
 	return g
 }
@@ -122,16 +121,18 @@ func (g *diag) rate(i int32) float64 {
 // classify is request r's class on arrival.
 func (g *diag) classify(r *request) uint8 {
 	s := g.s
+	if s.cfg.Replication == 0 {
+		return 0
+	}
 	n := int32(s.cfg.Servers)
 	avg := 1.0
 	if s.cfg.RateSwitch > 0 {
 		avg = (1 + s.cfg.RateFactor) / 2
 	}
-	slow := func(i int32) bool { return g.rate((i%n+n)%n) < avg }
-	var cl uint8
-	if s.cfg.Replication == 0 {
-		return 0
-	}
+	// ring is the server at position i of the ring, i may be out of
+	// [0, n).
+	ring := func(i int32) int32 { return (i%n + n) % n }
+	slow := func(i int32) bool { return g.rate(ring(i)) < avg }
 	R := int32(s.cfg.Replication)
 	k := uint8(0)
 	for j := range R {
@@ -139,7 +140,7 @@ func (g *diag) classify(r *request) uint8 {
 			k++
 		}
 	}
-	cl = min(k, 15)
+	cl := min(k, 15)
 	if g.setLoad[r.set]*float64(n) >= 2 {
 		cl |= 1 << 6
 	}
@@ -161,10 +162,10 @@ func (g *diag) classify(r *request) uint8 {
 	}
 	capacity, load := 0.0, 0.0
 	for i := a; i <= b; i++ {
-		capacity += g.rate((i%n + n) % n)
+		capacity += g.rate(ring(i))
 	}
 	for j := a; j < a+sets; j++ {
-		load += g.setLoad[(j%n+n)%n]
+		load += g.setLoad[ring(j)]
 	}
 	// Capacity in scans per mean service time at μ, load in the same.
 	capacity *= float64(s.cfg.Workers)

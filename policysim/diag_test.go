@@ -1,16 +1,19 @@
 package policysim
 
 import (
+	"math"
 	"slices"
 	"testing"
 )
 
 // TestDiagChangesNothing: a run with Diagnose gives the same latencies and
 // events as one without, and its classes cover every counted request.
+// prequal draws from the coordinator's random source at every decision,
+// so a draw by the diagnosis shows in its run.
 func TestDiagChangesNothing(t *testing.T) {
 	cfg := small(t)
 	cfg.Requests = 6000
-	for _, p := range []string{"adaptive", "c3"} {
+	for _, p := range []string{"adaptive", "c3", "prequal"} {
 		plain := run(t, cfg, p)
 		dc := cfg
 		dc.Diagnose = true
@@ -40,7 +43,7 @@ func TestDiagChangesNothing(t *testing.T) {
 		if p == "adaptive" && d.Home+d.Away < 0.999 {
 			t.Errorf("adaptive: home %.3f + away %.3f of decisions, not every one", d.Home, d.Away)
 		}
-		if d.Picked < d.Shortest || d.Excess != d.Picked-d.Shortest && d.Excess-(d.Picked-d.Shortest) > 1e-9 {
+		if d.Picked < d.Shortest || math.Abs(d.Excess-(d.Picked-d.Shortest)) > 1e-9 {
 			t.Errorf("%s: picked %.3f, shortest %.3f, excess %.3f", p, d.Picked, d.Shortest, d.Excess)
 		}
 	}

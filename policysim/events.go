@@ -1,6 +1,7 @@
 package policysim
 
 import (
+	"math"
 	"slices"
 
 	"github.com/scanplane/scanplane/scanflow"
@@ -144,21 +145,20 @@ func (q *eventQ) push(e event, now int64) {
 // its lane) and its time; the queue must not be empty.
 func (q *eventQ) first() (src int, at int64) {
 	src = -1
-	var seq uint64
+	best := qkey{at: math.MaxInt64, seq: math.MaxUint64}
 	if len(q.h) > 0 {
-		at, seq = q.h[0].at, q.h[0].seq
+		best = q.h[0]
 	}
 	for i := range q.lanes {
 		l := &q.lanes[i]
 		if l.head == len(l.ev) {
 			continue
 		}
-		e := &l.ev[l.head]
-		if src == -1 && len(q.h) == 0 || e.at < at || (e.at == at && e.seq < seq) {
-			src, at, seq = i, e.at, e.seq
+		if k := (qkey{at: l.ev[l.head].at, seq: l.ev[l.head].seq}); k.less(best) {
+			src, best = i, k
 		}
 	}
-	return src, at
+	return src, best.at
 }
 
 // pop removes and returns the first event.

@@ -129,7 +129,14 @@ func (e *estimator) add(end int64, rif int, lat int64) {
 func (e *estimator) estimate(now int64, rif int) int64 {
 	var lats [estNearest]int64
 	k := 0
-	fresh := func(slot int32) bool { return now-e.end[slot] <= estMaxAge }
+	// newest is i when list[i] ended within estMaxAge, else -1: the
+	// samples before it ended earlier, too old as well.
+	newest := func(list []int32, i int) int {
+		if i >= 0 && now-e.end[list[i]] > estMaxAge {
+			return -1
+		}
+		return i
+	}
 	for d := 0; k < len(lats); d++ {
 		lo, hi := rif-d, rif+d
 		if lo < 0 && hi >= len(e.byRIF) {
@@ -144,27 +151,13 @@ func (e *estimator) estimate(now int64, rif int) int64 {
 		}
 		// Merge the two lists newest first (equal distance: the newer
 		// sample first), stopping at the first sample too old in each.
-		i, j := len(a)-1, len(b)-1
-		if i >= 0 && !fresh(a[i]) {
-			i = -1
-		}
-		if j >= 0 && !fresh(b[j]) {
-			j = -1
-		}
+		i, j := newest(a, len(a)-1), newest(b, len(b)-1)
 		for k < len(lats) && (i >= 0 || j >= 0) {
 			var slot int32
 			if j < 0 || (i >= 0 && e.seq[a[i]] > e.seq[b[j]]) {
-				slot = a[i]
-				i--
-				if i >= 0 && !fresh(a[i]) {
-					i = -1
-				}
+				slot, i = a[i], newest(a, i-1)
 			} else {
-				slot = b[j]
-				j--
-				if j >= 0 && !fresh(b[j]) {
-					j = -1
-				}
+				slot, j = b[j], newest(b, j-1)
 			}
 			lats[k] = e.lat[slot]
 			k++

@@ -857,9 +857,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	// acknowledged (sendBufs), or a new one. A batch that reaches its
 	// size is cut at the last block end it holds (Prover.Cut), so that
 	// its proofs cover all its rows and the client holds none back; the
-	// rows past the cut (less than a block) start the next batch. Rows are copied a run
-	// of a block at a time (Iterator.NextRun: the packed encoding is a
-	// block's own); those of a lying server one at a time.
+	// rows past the cut (less than a block) start the next batch. Rows
+	// are copied a run of a block at a time (Iterator.NextRun: the packed
+	// encoding is a block's own); those of a lying server one at a time.
 	var packed []byte
 	bufs := sendBufs{remote: job.client != nil && job.client.GetAddress() != s.sys.Address()}
 	var lastKeyBuf []byte // fin.LastKey's own bytes

@@ -2,6 +2,7 @@ package selection
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -45,6 +46,17 @@ func (h adHarness) must(v *LoadView, att []Attempt, hedge bool, seed uint64) Dec
 		h.t.Fatal(err)
 	}
 	return d
+}
+
+// wantHome fails the test unless, for each of 30 seeds, the scan goes to
+// host home exactly when want is; what names the case.
+func (h adHarness) wantHome(v *LoadView, home string, want bool, what string) {
+	h.t.Helper()
+	for seed := uint64(0); seed < 30; seed++ {
+		if d := h.must(v, nil, false, seed); (d.Host == home) != want {
+			h.t.Fatalf("%s: %s, home %s, want home %v", what, d.Host, home, want)
+		}
+	}
 }
 
 func TestAdaptiveHomeHost(t *testing.T) {
@@ -194,11 +206,7 @@ func TestAdaptiveHomeBand(t *testing.T) {
 		home bool
 	}{{1, true}, {0, false}, {0.4, false}, {0.6, true}} {
 		h := adHarness{t, adProfile(noSpill, func(o *Options) { o.HomeBand = c.band }), tab}
-		for seed := uint64(0); seed < 30; seed++ {
-			if d := h.must(v, nil, false, seed); (d.Host == order[0]) != c.home {
-				t.Fatalf("homeBand %v: %s, home %s, want home %v", c.band, d.Host, order[0], c.home)
-			}
-		}
+		h.wantHome(v, order[0], c.home, fmt.Sprintf("homeBand %v", c.band))
 	}
 }
 
@@ -222,11 +230,7 @@ func TestAdaptiveLatencyWeight(t *testing.T) {
 		home   bool
 	}{{0, true}, {3, false}, {2, true}} {
 		h := adHarness{t, adProfile(noSpill, func(o *Options) { o.LatencyWeight = c.weight }), tab}
-		for seed := uint64(0); seed < 30; seed++ {
-			if d := h.must(v, nil, false, seed); (d.Host == order[0]) != c.home {
-				t.Fatalf("latencyWeight %v: %s, home %s, want home %v", c.weight, d.Host, order[0], c.home)
-			}
-		}
+		h.wantHome(v, order[0], c.home, fmt.Sprintf("latencyWeight %v", c.weight))
 	}
 }
 

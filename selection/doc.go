@@ -262,14 +262,14 @@
 //     scans of coordinators choosing on the same stale reports over the
 //     tablets' home hosts; with homeBand 0 a large inFlightWeight (16)
 //     spreads them instead, and scans follow the queues more closely,
-//     which suits servers with no cache to keep. On that host the server is random with
-//     probability ∝ exp(−(score − host best)/0.5), none 3 or more worse (a
-//     soft version of Prequal's "cold" set): siblings near each other share
-//     the traffic instead of herding onto one while the view is stale, and
-//     a sibling one point worse still gets about 1/8 as much, which keeps
-//     its latency estimate fresh so it can come back (a hard cut-off
-//     starves it of the samples that would forgive it). A busy home server
-//     is thus retried on a sibling first. (Defaults chosen with the
+//     which suits servers with no cache to keep. On that host the server
+//     is random with probability ∝ exp(−(score − host best)/0.5), none 3
+//     or more worse (a soft version of Prequal's "cold" set): siblings
+//     near each other share the traffic instead of herding onto one while
+//     the view is stale, and a sibling one point worse still gets about
+//     1/8 as much, which keeps its latency estimate fresh so it can come
+//     back (a hard cut-off starves it of the samples that would forgive
+//     it). A busy home server is thus retried on a sibling first. (Defaults chosen with the
 //     simulation in sim_test.go and the load test: spilling too eagerly
 //     loses more to cache misses than it saves in queueing.)
 //  3. If no server of those hosts is usable, power of two choices over all

@@ -52,10 +52,13 @@ func PackedKey(b []byte) []byte {
 // error wrapping ErrCorrupt that names the row and byte offset; keys and
 // values beyond MaxKeyLen / MaxValueLen are refused.
 func UnpackRows(b []byte, hint int) ([]Entry, error) {
-	// Every row takes at least 2 bytes: a hint from the network cannot
-	// make a slab larger than the batch warrants.
-	return AppendUnpacked(make([]Entry, 0, max(0, min(hint, len(b)/2))), b)
+	return AppendUnpacked(make([]Entry, 0, unpackCap(b, hint)), b)
 }
+
+// unpackCap is the slab UnpackRows makes for b: hint rows, bounded by
+// b's size. Every row takes at least 2 bytes: a hint from the network
+// cannot make a slab larger than the batch warrants.
+func unpackCap(b []byte, hint int) int { return max(0, min(hint, len(b)/2)) }
 
 // AppendUnpacked is UnpackRows appending to dst: a caller that recycles
 // its slabs passes one emptied (dst[:0]) and makes no allocation while
@@ -63,8 +66,7 @@ func UnpackRows(b []byte, hint int) ([]Entry, error) {
 // length are then undefined. Row numbers in errors count from b's
 // first row.
 func AppendUnpacked(dst []Entry, b []byte) ([]Entry, error) {
-	rows := dst
-	base := len(dst)
+	rows, base := dst, len(dst)
 	for off := 0; off < len(b); {
 		kl, next, err := packedLen(b, off, len(rows)-base, "key", MaxKeyLen)
 		if err != nil {
@@ -110,11 +112,17 @@ func packedLen(b []byte, off, row int, what string, limit int) (int, int, error)
 // batch with both, or with packed rows that do not decode, is an error
 // wrapping ErrCorrupt that names the batch's seq.
 func BatchRows(b *messages.RowBatch, hint int) ([]Entry, error) {
-	n := len(b.GetRows())
+	return AppendBatchRows(make([]Entry, 0, BatchRowsCap(b, hint)), b)
+}
+
+// BatchRowsCap is the slab BatchRows makes for b given hint: room for
+// every row of rows, or for packed_rows as UnpackRows bounds it. A caller
+// of AppendBatchRows with recycled slabs sizes a slab by it.
+func BatchRowsCap(b *messages.RowBatch, hint int) int {
 	if p := b.GetPackedRows(); len(p) > 0 {
-		n = max(0, min(hint, len(p)/2)) // as UnpackRows bounds it
+		return unpackCap(p, hint)
 	}
-	return AppendBatchRows(make([]Entry, 0, n), b)
+	return len(b.GetRows())
 }
 
 // AppendBatchRows is BatchRows appending to dst (see AppendUnpacked).

@@ -152,18 +152,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 // writeDiag writes r's Diag as one JSON object and a newline.
 func writeDiag(w io.Writer, r *policysim.Result) error {
-	b, err := json.Marshal(struct {
+	return json.NewEncoder(w).Encode(struct {
 		Setting     string          `json:"setting"`
 		Utilization float64         `json:"utilization"`
 		Servers     int             `json:"servers"`
 		Policy      string          `json:"policy"`
 		Diag        *policysim.Diag `json:"diag"`
 	}{r.Config.Setting, r.Config.Utilization, r.Config.Servers, r.Policy, r.Diag})
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(append(b, '\n'))
-	return err
 }
 
 // writeHeapProfile writes the allocation profile (every allocation since

@@ -53,3 +53,51 @@ func TestBadInputNamesIt(t *testing.T) {
 		}
 	}
 }
+
+// TestDiagLines: -diag adds after each run's -json line one line naming
+// the run and holding its Diag.
+func TestDiagLines(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := run([]string{"-preset", "small", "-json", "-diag", "-requests", "2000", "-policies", "random,adaptive"}, &out, &errs)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("want 4 lines, got %q", out.String())
+	}
+	for i, want := range []string{"random", "adaptive"} {
+		var row struct {
+			Setting string  `json:"setting"`
+			Servers int     `json:"servers"`
+			Policy  string  `json:"policy"`
+			Util    float64 `json:"utilization"`
+			Diag    *struct {
+				Decisions int               `json:"decisions"`
+				Classes   []json.RawMessage `json:"classes"`
+			} `json:"diag"`
+		}
+		line := lines[2*i+1]
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if row.Policy != want || row.Setting != "small" || row.Servers != 12 || row.Util <= 0 ||
+			row.Diag == nil || row.Diag.Decisions == 0 || len(row.Diag.Classes) == 0 {
+			t.Errorf("line %d: %s", 2*i+1, line)
+		}
+		// The fields docs/policysim.md lists.
+		var raw struct {
+			Diag map[string]json.RawMessage `json:"diag"`
+		}
+		if err := json.Unmarshal([]byte(line), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"decisions", "not_shortest", "excess_scans", "picked_scans", "shortest_scans",
+			"view_not_shortest", "view_bias_scans", "view_error_scans", "info_age_ms", "info_older_100ms",
+			"home", "away", "home_longer_by_workers", "away_no_gain", "classes"} {
+			if _, ok := raw.Diag[k]; !ok {
+				t.Errorf("line %d: diag lacks %q: %s", 2*i+1, k, line)
+			}
+		}
+	}
+}

@@ -136,14 +136,14 @@ func (e Env) Block(ctx context.Context, wake <-chan struct{}, ready func() bool,
 
 // InlineDispatcher runs an actor's messages on the goroutine that
 // delivers them (protoactor's synchronized dispatcher), handling up to
-// InlineThroughput in a row before it yields the processor: a message
+// inlineThroughput in a row before it yields the processor: a message
 // reaches the actor without a goroutine hand-off, and no fresh goroutine
 // grows its stack per burst. Only for actors that never block in
 // Receive: a blocked actor would stop its deliverer.
-func InlineDispatcher() actor.Dispatcher { return actor.NewSynchronizedDispatcher(InlineThroughput) }
+func InlineDispatcher() actor.Dispatcher { return actor.NewSynchronizedDispatcher(inlineThroughput) }
 
-// InlineThroughput is protoactor's default throughput.
-const InlineThroughput = 300
+// inlineThroughput is protoactor's default throughput.
+const inlineThroughput = 300
 
 // Props returns opts with e's dispatcher and middleware added when it has
 // them.

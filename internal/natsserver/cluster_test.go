@@ -69,10 +69,6 @@ func newCluster(t *testing.T, n int, routes func(i int, addrs []string) []string
 	return tc
 }
 
-// startCluster starts n nodes, each routed to all, and waits until their
-// JetStream has a metadata leader. All of them must start: nats-server
-// elects the first leader of a new cluster only once every node its
-// routes name is up (empty logs never form a quorum of a subset).
 // skipLongClusterTest leaves a test out of -short: a three-node cluster
 // that loses and regains nodes, which takes seconds of elections. The
 // full run (.ci/run) keeps it.
@@ -83,6 +79,10 @@ func skipLongClusterTest(t *testing.T) {
 	}
 }
 
+// startCluster starts n nodes, each routed to all, and waits until their
+// JetStream has a metadata leader. All of them must start: nats-server
+// elects the first leader of a new cluster only once every node its
+// routes name is up (empty logs never form a quorum of a subset).
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
 	tc := newCluster(t, n, func(_ int, addrs []string) []string { return addrs })

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -301,17 +300,7 @@ const settleBeats = 4
 // happens is heartbeats, sweeps and idle actors stopping.
 func (w *world) settle(faultsEnd time.Time) {
 	w.net.cfg.Drop, w.net.cfg.Duplicate, w.net.cfg.Reorder, w.net.cfg.Late = 0, 0, 0, 0
-	stop := maxTime(w.s.now, faultsEnd).Add(settleBeats * w.cfg.Server.Heartbeat)
-	for w.s.step(stop) {
-		for _, c := range w.s.crashed {
-			w.problem("%s", c)
-		}
-		w.s.crashed = nil
-		if w.s.steps >= w.cfg.MaxEvents {
-			w.problem("no convergence while settling: %d events by %s", w.s.steps, fmtDur(w.s.now.Sub(epoch)))
-			return
-		}
-	}
+	w.runUntil(maxTime(w.s.now, faultsEnd).Add(settleBeats*w.cfg.Server.Heartbeat), "no convergence while settling", nil)
 }
 
 // checkViews: once settled, every running coordinator's view has every
@@ -333,7 +322,7 @@ func (w *world) checkViews() {
 			if p.state != procUp {
 				continue
 			}
-			inc := fmt.Sprintf("%s-i%d", p.addr, p.inc)
+			inc := h.incarnation(p.inc)
 			for i, id := range h.ids {
 				switch s := v.Server(selection.ServerID(id)); {
 				case s == nil:

@@ -211,9 +211,6 @@ func (c *clientProc) do(sr *scanRun, acts []tabletstream.StreamAction) {
 			}
 			sr.avoid = slices.Clone(req.GetAvoidServers())
 			sr.requests = append(sr.requests, req.GetRequestId())
-			if sr.sentTo == nil {
-				sr.sentTo = map[string]string{}
-			}
 			sr.sentTo[req.GetRequestId()] = a.Coordinator
 			sr.heardAt = now
 			c.byReq[req.GetRequestId()] = sr

@@ -111,6 +111,17 @@ func (w *world) kill(p *proc, d time.Duration, never bool, restart func()) {
 			w.leaseWatch(c)
 		}
 	}
+	w.down(p)
+	w.detect(p)
+	if never {
+		return
+	}
+	w.restartAfter(p, d, restart)
+}
+
+// down ends p's incarnation: it is dead for the fault log from now, and
+// its jobs are gone.
+func (w *world) down(p *proc) {
 	w.faults.procStart(p.addr, "dead", w.s.now)
 	p.kill()
 	for k, jp := range w.jobs {
@@ -118,10 +129,10 @@ func (w *world) kill(p *proc, d time.Duration, never bool, restart func()) {
 			delete(w.jobs, k)
 		}
 	}
-	w.detect(p)
-	if never {
-		return
-	}
+}
+
+// restartAfter runs restart d from now, when p's death (down) ends.
+func (w *world) restartAfter(p *proc, d time.Duration, restart func()) {
 	w.s.after(d, "restart", func() {
 		w.faults.procEnd(p.addr, "dead", w.s.now)
 		w.trace.printf("FAULT %s restarts", p.addr)
@@ -154,13 +165,7 @@ func (w *world) restartRace(h *hostProc, d time.Duration) {
 	}
 	w.trace.printf("FAULT %s killed, restarts in %v with every coordinator's endpoint to it failing", p.addr, d)
 	w.stats.Kinds["restart race"]++
-	w.faults.procStart(p.addr, "dead", w.s.now)
-	p.kill()
-	for k, jp := range w.jobs {
-		if jp == p {
-			delete(w.jobs, k)
-		}
-	}
+	w.down(p)
 	last := w.s.now
 	for _, c := range w.coords {
 		cp := c.proc
@@ -172,11 +177,7 @@ func (w *world) restartRace(h *hostProc, d time.Duration) {
 		w.net.failing[[2]string{cp.addr, p.addr}] = failingEndpoint{inc: cp.inc, until: until}
 		cp.at(until.Sub(w.s.now), cp.inc, "endpoint terminated", func() { endpointLost(cp, p.addr) }, nil)
 	}
-	w.s.after(d, "restart", func() {
-		w.faults.procEnd(p.addr, "dead", w.s.now)
-		w.trace.printf("FAULT %s restarts", p.addr)
-		h.start()
-	})
+	w.restartAfter(p, d, h.start)
 	// Scans that met the failing endpoints had a fault.
 	w.faults.procStart(p.addr, "behind a failing endpoint", w.s.now)
 	w.s.at(last, "endpoints terminated", func() { w.faults.procEnd(p.addr, "behind a failing endpoint", w.s.now) })

@@ -287,7 +287,8 @@ func (w *world) clientAt(p *proc) *clientProc {
 // between two keys that may or may not be rows.
 func (w *world) newScan(c *clientProc) *scanRun {
 	r := w.s.rng
-	sr := &scanRun{n: len(w.scans), cl: c, tablet: r.IntN(len(w.truth.refs)), hint: w.cfg.Hints[r.IntN(len(w.cfg.Hints))]}
+	sr := &scanRun{n: len(w.scans), cl: c, tablet: r.IntN(len(w.truth.refs)), hint: w.cfg.Hints[r.IntN(len(w.cfg.Hints))],
+		sentTo: map[string]string{}}
 	if w.cfg.Unplaceable != "" && r.IntN(25) == 0 {
 		sr.hint = w.cfg.Unplaceable
 	}
@@ -324,17 +325,22 @@ func (w *world) newScan(c *clientProc) *scanRun {
 
 // loop runs events until every scan ended and nothing of them is left,
 // or until the hard stop.
-func (w *world) loop(stop time.Time) {
+func (w *world) loop(stop time.Time) { w.runUntil(stop, "no convergence", w.quiet) }
+
+// runUntil runs events until stop, or until done (checked every 64
+// events; nil: never) holds; a crash is a problem, and so is reaching
+// MaxEvents, reported as what.
+func (w *world) runUntil(stop time.Time, what string, done func() bool) {
 	for w.s.step(stop) {
 		for _, c := range w.s.crashed {
 			w.problem("%s", c)
 		}
 		w.s.crashed = nil
 		if w.s.steps >= w.cfg.MaxEvents {
-			w.problem("no convergence: %d events by %s", w.s.steps, fmtDur(w.s.now.Sub(epoch)))
+			w.problem("%s: %d events by %s", what, w.s.steps, fmtDur(w.s.now.Sub(epoch)))
 			return
 		}
-		if w.s.steps%64 == 0 && w.quiet() {
+		if done != nil && w.s.steps%64 == 0 && done() {
 			return
 		}
 	}
@@ -547,6 +553,10 @@ func (h *hostProc) start() {
 	h.beat(inc)
 }
 
+// incarnation is the incarnation the servers of h's process
+// incarnation inc announce.
+func (h *hostProc) incarnation(inc int) string { return fmt.Sprintf("%s-i%d", h.proc.addr, inc) }
+
 // beat sends every server's heartbeat to every coordinator, now and then
 // every Heartbeat interval, while incarnation inc lives.
 func (h *hostProc) beat(inc int) {
@@ -554,7 +564,7 @@ func (h *hostProc) beat(inc int) {
 	for i, id := range h.ids {
 		c := h.counters[i]
 		hb := &messages.Heartbeat{Host: h.name, Server: id, Zone: h.zone, Group: "default", Pid: wire.FromPID(h.pids[i]),
-			Incarnation: fmt.Sprintf("%s-i%d", p.addr, inc), QueueLen: uint32(max(c.QueueLen.Load(), 0)), Active: uint32(max(c.Active.Load(), 0)),
+			Incarnation: h.incarnation(inc), QueueLen: uint32(max(c.QueueLen.Load(), 0)), Active: uint32(max(c.Active.Load(), 0)),
 			Workers: uint32(w.cfg.Server.Workers), SentUnixMs: p.now().UnixMilli(), BusyTotal: c.Busy.Load(),
 			IntervalMs: w.cfg.Server.Heartbeat.Milliseconds(), ScansTotal: c.Scans.Load()}
 		for _, co := range w.coords {
