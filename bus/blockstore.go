@@ -325,8 +325,10 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 // table name, [A-Za-z0-9_-]). Deleted keys are not listed.
 //
 // The listing is a watcher, whose consumer JetStream places on one
-// replica of the bucket; a replica whose node is paused or cut off
-// delivers nothing. So a watcher that delivered nothing within
+// replica of the bucket: it lists what that replica holds, which may
+// miss keys put a moment before on a replica still behind (a sweep
+// that deletes what it lists leaves those for its next run), and a
+// replica whose node is paused or cut off delivers nothing. So a watcher that delivered nothing within
 // Config.ReadTry (doubled per try) is dropped and another one made, as a
 // read that got no answer is sent again; one that delivers runs until
 // every key came or OpTimeout. A watcher that JetStream refuses for the

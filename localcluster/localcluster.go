@@ -39,6 +39,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/scanplane/scanplane/internal/freeport"
+	"github.com/scanplane/scanplane/internal/procstop"
 	"github.com/scanplane/scanplane/internal/readyfile"
 	"github.com/scanplane/scanplane/internal/secrets"
 	"github.com/scanplane/scanplane/messages"
@@ -749,10 +750,11 @@ func (c *Cluster) Host(i int) *Proc {
 // Hosts is the number of hosts.
 func (c *Cluster) Hosts() int { return len(c.hosts) }
 
-// Signal sends sig to host i's process.
+// Signal sends sig to host i's process; a SIGSTOP returns once every
+// thread of it is stopped.
 func (c *Cluster) Signal(i int, sig syscall.Signal) error { return signal(c.Host(i), sig) }
 
-// SignalCoordinator sends sig to coordinator i's process.
+// SignalCoordinator sends sig to coordinator i's process, as Signal.
 func (c *Cluster) SignalCoordinator(i int, sig syscall.Signal) error {
 	return signal(c.CoordinatorProc(i), sig)
 }
@@ -761,8 +763,14 @@ func signal(p *Proc, sig syscall.Signal) error {
 	if !p.Alive() {
 		return fmt.Errorf("localcluster: %s is not running", p.Name)
 	}
+	if sig == syscall.SIGSTOP {
+		return procstop.Stop(p.cmd.Process.Pid, stopWait)
+	}
 	return p.cmd.Process.Signal(sig)
 }
+
+// stopWait bounds the wait for a SIGSTOPped process's threads to stop.
+const stopWait = 30 * time.Second
 
 // Kill SIGKILLs host i and waits for it to exit.
 func (c *Cluster) Kill(i int) error { return kill(c.Host(i)) }

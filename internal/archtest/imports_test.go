@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	"api/scanplane/v1":                    {},
 	"api/scanplane/v1/scanplanev1connect": {"api/scanplane/v1"},
 	"loadtest":                            {"client", "messages", "tablets", "bus", "selection", "localcluster"},
-	"localcluster":                        {"messages", "internal/secrets", "internal/readyfile", "internal/backoff", "internal/freeport"},
+	"localcluster":                        {"messages", "internal/secrets", "internal/readyfile", "internal/backoff", "internal/freeport", "internal/procstop"},
 	"internal/cliutil":                    {"internal/secrets", "internal/netlimit"},
 	"internal/secrets":                    {"internal/grants"},
 	"internal/grants":                     {},
@@ -44,6 +44,7 @@ var allowed = map[string][]string{
 	"internal/backoff":                    {},
 	"internal/netlimit":                   {},
 	"internal/freeport":                   {},
+	"internal/procstop":                   {},
 	"internal/testutil":                   {}, // imported by tests only: no package lists it
 	"internal/actorenv":                   {},
 	"e2e":                                 {},

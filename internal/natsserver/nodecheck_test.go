@@ -9,13 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
+	"github.com/scanplane/scanplane/internal/procstop"
+	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 // TestReadLeavesPausedNode: a connection that knows three nodes lists a
-// table's blocks and reads one, in a bucket at replicas 3, while its own
-// node is SIGSTOPped (and stays stopped). The listing that gets nothing
+// table's blocks and reads one, in a bucket at replicas 3 whose every
+// replica holds them, while its own node is SIGSTOPped (and stays
+// stopped). The listing that gets nothing
 // checks the node, finds it silent, and moves the connection to another
 // node, where the listing (a watcher whose consumer may again land on
 // the stopped node's replica, and is then made again) and the read are
@@ -42,13 +47,27 @@ func TestReadLeavesPausedNode(t *testing.T) {
 	if _, err := retry(60*time.Second, func(ctx context.Context) error { return blocks.Put(ctx, "t.k", want) }); err != nil {
 		t.Fatalf("put: %v", err)
 	}
+	// Every replica holds the block before the node stops: a listing's
+	// consumer on a replica that has not applied the put yet lists
+	// nothing, which is not what this test is about. A second put, of
+	// another table, carries the first one's commit to every replica that
+	// receives it.
+	if _, err := retry(60*time.Second, func(ctx context.Context) error { return blocks.Put(ctx, "u.k", want) }); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	testutil.Eventually(t, 60*time.Second, "every replica of the blocks bucket has every put", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		info, err := kvStreamInfo(ctx, conn, bus.DefaultConfig().BlocksBucket)
+		return err == nil && currentReplicas(info) == 3 && !slices.ContainsFunc(info.Cluster.Replicas, func(p *jetstream.PeerInfo) bool { return p.Lag > 0 })
+	})
 	on := conn.NATS().ConnectedServerName()
 	paused := slices.IndexFunc(cfgs, func(c natsserver.ServerConfig) bool { return c.Name == on })
 	if paused < 0 {
 		t.Fatalf("connected to %q, none of the nodes", on)
 	}
 	proc := nodes[paused].cmd.Process
-	if err := proc.Signal(syscall.SIGSTOP); err != nil {
+	if err := procstop.Stop(proc.Pid, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
