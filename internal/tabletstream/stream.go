@@ -588,11 +588,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	var rows []tablets.Entry
 	var err error
 	if s.cfg.Slabs != nil {
-		n := len(b.GetRows())
-		if p := b.GetPackedRows(); len(p) > 0 {
-			n = min(hint, len(p)/2)
-		}
-		rows, err = tablets.AppendBatchRows(s.cfg.Slabs(n), b)
+		rows, err = tablets.AppendBatchRows(s.cfg.Slabs(tablets.BatchRowsCap(b, hint)), b)
 	} else {
 		rows, err = tablets.BatchRows(b, hint)
 	}
