@@ -428,10 +428,21 @@ func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 		return
 	}
 	key := ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
-	if s.pending[key] != nil || s.running[key] != nil {
-		return // duplicate delivery
-	}
 	now := s.now()
+	if held := s.pending[key]; held != nil || s.running[key] != nil {
+		if held == nil {
+			held = s.running[key]
+		}
+		if from := wire.ToPID(m.GetTabletActor()); from != nil && !held.tablet.Equal(from) {
+			// The same attempt from another tablet actor: a second flow
+			// of the request, at a coordinator that took another copy of
+			// it. That flow is told busy, so it goes on elsewhere rather
+			// than waiting for an answer this server never sends it and
+			// blaming the server.
+			s.replyBusy(&scanJob{key: key, req: m, tablet: from, received: now}, now)
+		}
+		return // a duplicate delivery of the attempt this server holds
+	}
 	if addr := m.GetClient().GetAddress(); s.isSilent(addr, now) {
 		s.counters.countFinished(messages.ErrorCode_ERROR_CODE_BAD_REQUEST)
 		fin := &messages.ScanFinished{RequestId: m.GetRequestId(), Attempt: m.GetAttempt(), Server: s.id, Error: messages.ErrorCode_ERROR_CODE_BAD_REQUEST,

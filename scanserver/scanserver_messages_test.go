@@ -100,3 +100,35 @@ func TestServerEmptyScanFinishesSeparately(t *testing.T) {
 		t.Fatalf("%d batches for an empty range", n)
 	}
 }
+
+// An attempt the server holds, sent again by another tablet actor (a
+// second flow of the request at another coordinator), is answered busy
+// to that actor, so it goes on elsewhere instead of waiting for an
+// answer; sent again by its own tablet actor it is a duplicate delivery,
+// answered nothing.
+func TestServerSameAttemptFromAnotherTabletActor(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 2000, tablets: 1})
+	r.addServer("h1", 0, DefaultScanServerConfig(), nil)
+	owner, other := r.newProbe(), r.newProbe()
+	tm := r.table.GetTablets()[0]
+	start := func(tablet *probe) {
+		r.as.Root.Send(r.servers[0], &messages.StartScan{RequestId: "twice", Attempt: 1, Client: wire.FromPID(owner.pid), TabletActor: wire.FromPID(tablet.pid),
+			Tablet: tm.GetRef(), Files: tm.GetFiles(), Range: &messages.KeyRange{}, BatchRows: 10, Window: 1,
+			BusyTimeoutUs: time.Minute.Microseconds()})
+	}
+	isBusy := func(m any) bool {
+		b, ok := m.(*messages.Busy)
+		return ok && b.GetRequestId() == "twice" && b.GetAttempt() == 1
+	}
+	start(owner)
+	owner.wait(r, "the first batch (the scan then waits for its ack)", isBatch("twice", 1))
+	start(owner)
+	start(other)
+	other.wait(r, "Busy to the other tablet actor", isBusy)
+	if n := len(owner.all(isBusy)); n != 0 {
+		t.Fatalf("the attempt's own tablet actor got %d Busy for a duplicate delivery, want 0", n)
+	}
+	if n := len(owner.all(isBatch("twice", 0))); n != 1 {
+		t.Fatalf("%d batches, want 1: the duplicates started nothing", n)
+	}
+}
