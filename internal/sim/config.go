@@ -202,6 +202,7 @@ func ConfigFor(seed uint64) Config {
 		if r.IntN(2) == 0 {
 			f.Skew = 5 * time.Second
 		}
+		f.HostRestartRaces = r.IntN(2)
 	}
 	return c
 }
