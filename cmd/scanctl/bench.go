@@ -436,11 +436,11 @@ func printBench(out io.Writer, windows []int, results, counts map[int][]benchRes
 }
 
 // benchGCPercent is --gogc's default. The process runs whole-table scans
-// beside its lookups: its live heap is small (tens of MiB) and its
-// transport allocates each message received twice (the envelope, then
-// the batch), so at GOGC 100 it collects several times a second; each
-// cycle takes a processor from the lookups and makes the goroutines that
-// allocate (the stream readers, the lookup) assist it.
+// beside its lookups: its live heap is small and its transport allocates
+// each message received twice (the envelope, then the batch), so at
+// GOGC 100 it collects many times per scan; each cycle takes a processor
+// from the lookups and makes the goroutines that allocate (the stream
+// readers, the lookup) assist it. The price is a larger heap.
 const benchGCPercent = 400
 
 // gcPercent is the GC percentage runBench sets for --gogc flag, if any:
