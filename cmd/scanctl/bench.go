@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"runtime/metrics"
 	"runtime/trace"
 	"slices"
@@ -42,6 +43,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	window := fs.Uint("window", 0, "`N` batches in flight per tablet stream (client.Config.Window); 0 = the client's default")
 	batchRows := fs.Uint("batch-rows", 0, "`N` rows per batch at most (client.Config.BatchRows); 0 = the server's default")
 	batchBytes := fs.Uint("batch-bytes", 0, "`BYTES` of rows per batch (client.Config.BatchBytes); 0 = the server's default")
+	gogc := fs.Int("gogc", 0, "the garbage collector's target `PERCENT` for this process (debug.SetGCPercent); 0 = "+strconv.Itoa(benchGCPercent)+" unless $GOGC is set")
 	traceFile := fs.String("trace", "", "write an execution trace of this process over the timed scans and the --lookups (the --reader pass too, when on) to `FILE` (go tool trace)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
@@ -62,6 +64,12 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	}
 	if *lookups < 0 {
 		return usageError{fmt.Errorf("--lookups %d: want >= 0", *lookups)}
+	}
+	if *gogc < 0 {
+		return usageError{fmt.Errorf("--gogc %d: want >= 0", *gogc)}
+	}
+	if pct, ok := gcPercent(*gogc, os.LookupEnv); ok {
+		defer debug.SetGCPercent(debug.SetGCPercent(pct))
 	}
 	if *lookups > 0 && !*warmup {
 		return usageError{errors.New("--lookups needs --warmup (it samples the keys to look up)")}
@@ -169,9 +177,12 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 	}
 	r := rand.New(rand.NewPCG(27, 1))
 	var sched schedLatency
+	var gcs gcCycles
 	run := func() ([]time.Duration, error) {
 		sched.start()
+		gcs.start()
 		defer sched.stop()
+		defer gcs.stop()
 		lat := make([]time.Duration, 0, n)
 		for range n {
 			k := keys[r.IntN(len(keys))]
@@ -225,16 +236,16 @@ func benchLookups(ctx context.Context, c *client.Client, out io.Writer, table st
 		return fmt.Errorf("lookups during whole-table scans: %w", err)
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "one-row lookups\tn\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99/p50\tsched p99 ms\t")
-	line := func(what string, lat []time.Duration, sched float64) {
+	fmt.Fprintln(tw, "one-row lookups\tn\tp50 ms\tp90 ms\tp99 ms\tmax ms\tp99/p50\tsched p99 ms\tGC cycles\t")
+	line := func(what string, lat []time.Duration, sched float64, gcs uint64) {
 		slices.Sort(lat)
 		q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
 		ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t\n", what, len(lat), ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(lat[len(lat)-1]),
-			float64(q(0.99))/float64(q(0.5)), sched*1e3)
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.1f\t%.2f\t%d\t\n", what, len(lat), ms(q(0.5)), ms(q(0.9)), ms(q(0.99)), ms(lat[len(lat)-1]),
+			float64(q(0.99))/float64(q(0.5)), sched*1e3, gcs)
 	}
-	line("idle", idle, sched.p99[0])
-	line(fmt.Sprintf("during whole-table scans (%d rows scanned, %.3f M rows/s)", scanned.Load(), float64(scanned.Load())/scanTook.Seconds()/1e6), busy, sched.p99[1])
+	line("idle", idle, sched.p99[0], gcs.n[0])
+	line(fmt.Sprintf("during whole-table scans (%d rows scanned, %.3f M rows/s)", scanned.Load(), float64(scanned.Load())/scanTook.Seconds()/1e6), busy, sched.p99[1], gcs.n[1])
 	return tw.Flush()
 }
 
@@ -423,6 +434,46 @@ func printBench(out io.Writer, windows []int, results, counts map[int][]benchRes
 	}
 	tw.Flush()
 }
+
+// benchGCPercent is --gogc's default. The process runs whole-table scans
+// beside its lookups: its live heap is small and its transport allocates
+// each message received twice (the envelope, then the batch), so at
+// GOGC 100 it collects many times per scan; each cycle takes a processor
+// from the lookups and makes the goroutines that allocate (the stream
+// readers, the lookup) assist it. The price is a larger heap.
+const benchGCPercent = 400
+
+// gcPercent is the GC percentage runBench sets for --gogc flag, if any:
+// the flag's when set, else benchGCPercent unless $GOGC is set (then the
+// runtime's own, from it, stays).
+func gcPercent(flag int, env func(string) (string, bool)) (int, bool) {
+	if flag > 0 {
+		return flag, true
+	}
+	if _, set := env("GOGC"); set {
+		return 0, false
+	}
+	return benchGCPercent, true
+}
+
+// gcCycles counts this process's completed GC cycles over each set of
+// lookups (runtime/metrics /gc/cycles/total:gc-cycles).
+type gcCycles struct {
+	from uint64
+	n    []uint64
+}
+
+func gcCount() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+func (g *gcCycles) start() { g.from = gcCount() }
+func (g *gcCycles) stop()  { g.n = append(g.n, gcCount()-g.from) }
 
 // schedLatency is the p99 of this process's goroutine scheduling latency
 // (runtime/metrics /sched/latencies:seconds: how long runnable goroutines

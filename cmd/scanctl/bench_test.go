@@ -25,12 +25,40 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "--table", "t", "--parallel", "1,x"}, `"x" is not a window`},
 		{[]string{"bench", "--table", "t", "--rounds", "0"}, "--rounds 0"},
 		{[]string{"bench", "--table", "t", "--max-buffer", "-1"}, "--max-buffer -1"},
+		{[]string{"bench", "--table", "t", "--gogc", "-1"}, "--gogc -1: want >= 0"},
 		{[]string{"bench", "--table", "bad name"}, "--table"},
 		{[]string{"scan", "--table", "t", "--parallel", "-2"}, "--parallel: client: ScanOptions.Parallel -2"},
 	} {
 		code, out, errOut := runCapture(c.args...)
 		if code != 2 || !strings.Contains(out+errOut, c.want) {
 			t.Errorf("scanctl %v: exit %d, output %q %q; want exit 2 mentioning %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}
+
+// TestGCPercent: --gogc sets the GC percentage; without it, bench sets
+// benchGCPercent unless $GOGC is set.
+func TestGCPercent(t *testing.T) {
+	unset := func(string) (string, bool) { return "", false }
+	set := func(k string) (string, bool) { return "200", k == "GOGC" }
+	for _, c := range []struct {
+		flag   int
+		gogc   bool // $GOGC set
+		want   int
+		wantOK bool
+	}{
+		{0, false, benchGCPercent, true},
+		{0, true, 0, false},
+		{150, false, 150, true},
+		{150, true, 150, true},
+	} {
+		env := unset
+		if c.gogc {
+			env = set
+		}
+		got, ok := gcPercent(c.flag, env)
+		if got != c.want || ok != c.wantOK {
+			t.Errorf("gcPercent(%d, $GOGC set %v) = %d, %v; want %d, %v", c.flag, c.gogc, got, ok, c.want, c.wantOK)
 		}
 	}
 }
@@ -66,7 +94,7 @@ func TestBench(t *testing.T) {
 	// Counts: rows, no bytes streamed to the caller; lookups: one row
 	// each, six figures (p50 .. p99/p50 and the scheduling latency).
 	for _, re := range []string{`count, parallel 1 \(median of 2\)\s+20000\s+0\.0\s`, `count, parallel 3 \(median of 2\)\s+20000\s+0\.0\s`,
-		`idle\s+50(\s+[0-9.]+){6}\s*$`, `during whole-table scans \(\d+ rows scanned, [0-9.]+ M rows/s\)\s+50(\s+[0-9.]+){6}\s*$`, `one-row lookups .* sched p99 ms\s*$`} {
+		`idle\s+50(\s+[0-9.]+){7}\s*$`, `during whole-table scans \(\d+ rows scanned, [0-9.]+ M rows/s\)\s+50(\s+[0-9.]+){7}\s*$`, `one-row lookups .* sched p99 ms\s+GC cycles\s*$`} {
 		if !regexp.MustCompile(`(?m)^\s*` + re).MatchString(out) {
 			t.Errorf("no line %q in:\n%s", re, out)
 		}
