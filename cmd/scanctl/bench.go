@@ -43,7 +43,7 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	window := fs.Uint("window", 0, "`N` batches in flight per tablet stream (client.Config.Window); 0 = the client's default")
 	batchRows := fs.Uint("batch-rows", 0, "`N` rows per batch at most (client.Config.BatchRows); 0 = the server's default")
 	batchBytes := fs.Uint("batch-bytes", 0, "`BYTES` of rows per batch (client.Config.BatchBytes); 0 = the server's default")
-	gogc := fs.Int("gogc", 0, "the garbage collector's target `PERCENT` for this process (debug.SetGCPercent); 0 = "+strconv.Itoa(benchGCPercent)+" unless $GOGC is set")
+	gogc := fs.Int("gogc", 0, "the garbage collector's target `PERCENT` for this process (debug.SetGCPercent); 0 = the runtime's ($GOGC, else 100)")
 	traceFile := fs.String("trace", "", "write an execution trace of this process over the timed scans and the --lookups (the --reader pass too, when on) to `FILE` (go tool trace)")
 	h := hints{}
 	fs.Var(h, "hint", "scan hint `KEY=VALUE`, e.g. scan_type=batch (repeatable)")
@@ -68,8 +68,8 @@ func runBench(ctx context.Context, g *globals, args []string, out, errOut io.Wri
 	if *gogc < 0 {
 		return usageError{fmt.Errorf("--gogc %d: want >= 0", *gogc)}
 	}
-	if pct, ok := gcPercent(*gogc, os.LookupEnv); ok {
-		defer debug.SetGCPercent(debug.SetGCPercent(pct))
+	if *gogc > 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(*gogc))
 	}
 	if *lookups > 0 && !*warmup {
 		return usageError{errors.New("--lookups needs --warmup (it samples the keys to look up)")}
@@ -433,27 +433,6 @@ func printBench(out io.Writer, windows []int, results, counts map[int][]benchRes
 		line("reader alone (warm host cache)", rd)
 	}
 	tw.Flush()
-}
-
-// benchGCPercent is --gogc's default. The process runs whole-table scans
-// beside its lookups: its live heap is small and its transport allocates
-// each message received twice (the envelope, then the batch), so at
-// GOGC 100 it collects many times per scan; each cycle takes a processor
-// from the lookups and makes the goroutines that allocate (the stream
-// readers, the lookup) assist it. The price is a larger heap.
-const benchGCPercent = 400
-
-// gcPercent is the GC percentage runBench sets for --gogc flag, if any:
-// the flag's when set, else benchGCPercent unless $GOGC is set (then the
-// runtime's own, from it, stays).
-func gcPercent(flag int, env func(string) (string, bool)) (int, bool) {
-	if flag > 0 {
-		return flag, true
-	}
-	if _, set := env("GOGC"); set {
-		return 0, false
-	}
-	return benchGCPercent, true
 }
 
 // gcCycles counts this process's completed GC cycles over each set of

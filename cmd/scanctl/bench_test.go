@@ -36,33 +36,6 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
-// TestGCPercent: --gogc sets the GC percentage; without it, bench sets
-// benchGCPercent unless $GOGC is set.
-func TestGCPercent(t *testing.T) {
-	unset := func(string) (string, bool) { return "", false }
-	set := func(k string) (string, bool) { return "200", k == "GOGC" }
-	for _, c := range []struct {
-		flag   int
-		gogc   bool // $GOGC set
-		want   int
-		wantOK bool
-	}{
-		{0, false, benchGCPercent, true},
-		{0, true, 0, false},
-		{150, false, 150, true},
-		{150, true, 150, true},
-	} {
-		env := unset
-		if c.gogc {
-			env = set
-		}
-		got, ok := gcPercent(c.flag, env)
-		if got != c.want || ok != c.wantOK {
-			t.Errorf("gcPercent(%d, $GOGC set %v) = %d, %v; want %d, %v", c.flag, c.gogc, got, ok, c.want, c.wantOK)
-		}
-	}
-}
-
 // TestBench, on a real cluster: scanctl bench prints one line per
 // --parallel value and one for the reader alone, each with every row of
 // the table and the same bytes (the command checks the reader's rows and
