@@ -816,6 +816,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		defer ra.close()
 		fetcher = ra
 	}
+	// The reader and the prover read the same index and blocks: fetched
+	// once for both.
+	fetcher = tablets.NewScanMemo(fetcher)
 	reader := tablets.NewTabletReader(files, fetcher)
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
