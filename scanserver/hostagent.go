@@ -40,6 +40,11 @@ type HostAgentConfig struct {
 	FaultServer int
 	// Cache: the host block cache (default 256 MiB).
 	Cache cache.Config
+	// DigestBytes: the budget of the host's cache of block digest trees
+	// (tablets.DigestCache), which outlives the blocks in Cache; 0
+	// (default) = Cache.MaxBytes/4. A block's digests take a
+	// small fraction of its bytes.
+	DigestBytes int64
 	// HeartbeatInterval: how often each server announces itself; default 1s.
 	HeartbeatInterval time.Duration
 	Logger            *slog.Logger
@@ -67,6 +72,8 @@ func (c HostAgentConfig) Validate() error {
 		return fmt.Errorf("scanserver: host agent Servers %d must be in [1, 256]", c.Servers)
 	case c.FaultServer < -1 || c.FaultServer >= c.Servers:
 		return fmt.Errorf("scanserver: host agent FaultServer %d must be -1 or a server index < %d", c.FaultServer, c.Servers)
+	case c.DigestBytes < 0:
+		return fmt.Errorf("scanserver: host agent DigestBytes %d must be >= 0 (0 = Cache.MaxBytes/4)", c.DigestBytes)
 	case c.HeartbeatInterval < 10*time.Millisecond:
 		return fmt.Errorf("scanserver: host agent HeartbeatInterval %v must be >= 10ms", c.HeartbeatInterval)
 	}
@@ -144,6 +151,11 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		return fmt.Errorf("scanserver: spawn echo actor: %w", err)
 	}
 	fetcher := h.cache.Fetcher(retrying(h.store))
+	digestBytes := h.cfg.DigestBytes
+	if digestBytes == 0 {
+		digestBytes = max(h.cfg.Cache.MaxBytes/4, 1)
+	}
+	digests := tablets.NewDigestCache(digestBytes)
 	source := blockSource(h.store)
 	gens := &lazyMetaStore{conn: h.conn}
 	for i := 0; i < h.cfg.Servers; i++ {
@@ -154,7 +166,7 @@ func (h *HostAgent) Start(ctx context.Context) error {
 		}
 		counters := &ServerCounters{}
 		newActor := func() *ScanServerActor {
-			a := NewScanServerActor(scfg, ServerDeps{ID: id, Host: h.cfg.Host, Fetcher: fetcher, Gens: gens, System: h.sys.Actors,
+			a := NewScanServerActor(scfg, ServerDeps{ID: id, Host: h.cfg.Host, Fetcher: fetcher, Digests: digests, Gens: gens, System: h.sys.Actors,
 				Life: h.life, Counters: counters, OnBusy: h.publishBusy, Logger: h.log})
 			a.guard = h.sys.Guard
 			a.stages = h.metrics.stageObservers()

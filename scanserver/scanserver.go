@@ -249,6 +249,7 @@ type ScanServerActor struct {
 	host     string
 	cfg      ScanServerConfig
 	fetcher  tablets.BlockFetcher
+	digests  *tablets.DigestCache
 	gate     *pauseGate
 	sys      *actor.ActorSystem
 	self     *actor.PID
@@ -298,6 +299,10 @@ type ServerDeps struct {
 	ID, Host string
 	// Fetcher reads the blocks; required.
 	Fetcher tablets.BlockFetcher
+	// Digests keeps the digest trees of the blocks proofs are built
+	// from, shared by the host's servers; nil: each block's are computed
+	// whenever a scan proves rows of it and its Block has none.
+	Digests *tablets.DigestCache
 	// Gens, when set, tells a block of a generation newer ingests deleted
 	// (STALE_GENERATION) from a lost one (CORRUPT_BLOCK); nil: never.
 	Gens wire.GenerationSource
@@ -340,7 +345,7 @@ func NewScanServerActor(cfg ScanServerConfig, deps ServerDeps) *ScanServerActor 
 		fetcher = &faultyFetcher{inner: fetcher, gate: gate, factor: cfg.Fault.SlowFactor, floor: floor}
 	}
 	return &ScanServerActor{
-		id: deps.ID, host: deps.Host, cfg: cfg, fetcher: fetcher, gens: deps.Gens, gate: gate, sys: deps.System,
+		id: deps.ID, host: deps.Host, cfg: cfg, fetcher: fetcher, digests: deps.Digests, gens: deps.Gens, gate: gate, sys: deps.System,
 		queue:   NewServerQueue(cfg.Workers, cfg.MaxQueue),
 		pending: map[ScanKey]*scanJob{}, running: map[ScanKey]*scanJob{},
 		counters: deps.Counters, onBusy: deps.OnBusy, log: deps.Logger.With("server", deps.ID), life: deps.Life,
@@ -827,10 +832,14 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 		defer ra.close()
 		fetcher = ra
 	}
+	// The reader and the prover read the same index and blocks: fetched
+	// once for both.
+	fetcher = tablets.NewScanMemo(fetcher)
 	reader := tablets.NewTabletReader(files, fetcher)
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
 	prover := tablets.NewProver(sctx, files, fetcher, rng, after)
+	prover.UseDigests(s.digests)
 	// A count-only scan sends the rows of its first block (first), then
 	// the counted proofs of the blocks up to countTo instead of their
 	// rows, then the rows from countTo on (Prover.CountSpan).

@@ -39,6 +39,7 @@ type Prover struct {
 	// countF, countB: the block a count-only scan counts up to
 	// (CountSpan), exclusive.
 	countF, countB int
+	dc             *DigestCache // nil: none (UseDigests)
 }
 
 // NewProver returns a Prover for a scan of files (as NewTabletReader's)
@@ -59,6 +60,19 @@ func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, r
 		}
 	}
 	return p
+}
+
+// UseDigests makes p take the digests of the blocks it proves from c
+// when their Block has none yet, and keep there those it computes. Call
+// it before Start.
+func (p *Prover) UseDigests(c *DigestCache) { p.dc = c }
+
+// digests makes sure block b of file f, blk, has its digests, through
+// p's DigestCache.
+func (p *Prover) digests(f, b int, blk *Block) {
+	if blk.nodes.Load() == nil {
+		p.dc.withDigests(BlockKey(p.r.files[f].GetId(), b), blk, &p.m)
+	}
 }
 
 // Start finds the scan's first row and proves what precedes it: the row
@@ -209,6 +223,7 @@ func (p *Prover) close(proof *messages.BlockProof, f, b, extra int) error {
 	if err != nil {
 		return err
 	}
+	p.digests(f, b, blk)
 	proof.Siblings = blk.RangeProof(&p.m, lo/ChunkRows, Chunks(hi))
 	p.out = append(p.out, proof)
 	return nil
@@ -369,6 +384,7 @@ func (p *Prover) Count(max int) (rows uint64, more bool, err error) {
 		if err != nil {
 			return rows, false, err
 		}
+		p.digests(p.f, p.b, blk)
 		p.out = append(p.out, &messages.BlockProof{Block: uint32(p.base[p.f] + p.b), Leaves: blk.entries, Rows: blk.entries,
 			Counted: true, Siblings: blk.CountProof(&p.m)})
 		rows += uint64(blk.entries)
