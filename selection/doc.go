@@ -263,7 +263,8 @@
 //     scans of coordinators choosing on the same stale reports over the
 //     tablets' home hosts; with homeBand 0 a large inFlightWeight (16)
 //     spreads them instead, and scans follow the queues more closely,
-//     which suits servers with no cache to keep. On that host the server
+//     which suits servers with no cache to keep (cacheAffinity false sets
+//     both, and latencyWeight 2). On that host the server
 //     is random with probability ∝ exp(−(score − host best)/0.5), none 3
 //     or more worse (a soft version of Prequal's "cold" set): siblings
 //     near each other share the traffic instead of herding onto one while
