@@ -10,10 +10,16 @@ import (
 	"github.com/scanplane/scanplane/selection"
 )
 
-// DefaultPolicies are the policies a preset compares: the project's and
-// the baselines.
-var DefaultPolicies = []string{selection.PolicyAdaptive, selection.PolicyC3, LeastOutstanding, selection.PolicyRoundRobin,
-	selection.PolicyRandom, selection.PolicyBookKeeper, selection.PolicyPeakEWMA, selection.PolicyPrequal}
+// DefaultPolicies are the policies a preset compares: the project's,
+// adaptive both with its defaults and without cache affinity (the
+// simulated servers keep no cache), and the baselines.
+var DefaultPolicies = []string{selection.PolicyAdaptive, AdaptiveNoCache, selection.PolicyC3, LeastOutstanding,
+	selection.PolicyRoundRobin, selection.PolicyRandom, selection.PolicyBookKeeper, selection.PolicyPeakEWMA,
+	selection.PolicyPrequal}
+
+// AdaptiveNoCache is adaptive for servers with no block cache to keep
+// (docs/policies.md, adaptive).
+const AdaptiveNoCache = selection.PolicyAdaptive + ":cacheAffinity=false"
 
 // Presets returns the settings of a preset:
 //

@@ -87,18 +87,26 @@ func (s *server) stopRunning(a *attempt) {
 // the RIF nearest the one asked (newer first on equal distance); 0 with
 // none.
 //
-// The samples wait in a ring; byRIF lists each RIF's samples (ring
-// slots), oldest first. Samples end in the order they are added, so the
-// ones too old to count are the oldest of each list, and the nearest
-// ones are found RIF by RIF outward from the one asked, newest first.
+// The samples wait in a ring, each one's fields side by side (an
+// estimate reads a sample's end, order and latency together); byRIF
+// lists each RIF's samples (ring slots), oldest first. Samples end in
+// the order they are added, so the ones too old to count are the oldest
+// of each list, and the nearest ones are found RIF by RIF outward from
+// the one asked, newest first.
 type estimator struct {
-	rif   []int
-	lat   []int64
-	end   []int64
-	seq   []int
+	smp   []estSample
 	byRIF [][]int32
 	n     int
 	next  int
+}
+
+// estSample is one finished scan: when it ended, its latency, its number
+// among the server's samples (larger is newer) and its RIF at arrival.
+type estSample struct {
+	end int64
+	lat int64
+	seq int
+	rif int
 }
 
 const (
@@ -109,15 +117,15 @@ const (
 
 func (e *estimator) add(end int64, rif int, lat int64) {
 	e.n++
-	slot := len(e.rif)
+	slot := len(e.smp)
 	if slot < estSamples {
-		e.rif, e.lat, e.end, e.seq = append(e.rif, rif), append(e.lat, lat), append(e.end, end), append(e.seq, e.n)
+		e.smp = append(e.smp, estSample{end: end, lat: lat, seq: e.n, rif: rif})
 	} else {
 		slot = e.next
 		// The sample replaced is the oldest: the first of its RIF's list.
-		old := e.byRIF[e.rif[slot]]
-		e.byRIF[e.rif[slot]] = append(old[:0], old[1:]...)
-		e.rif[slot], e.lat[slot], e.end[slot], e.seq[slot] = rif, lat, end, e.n
+		old := e.byRIF[e.smp[slot].rif]
+		e.byRIF[e.smp[slot].rif] = append(old[:0], old[1:]...)
+		e.smp[slot] = estSample{end: end, lat: lat, seq: e.n, rif: rif}
 		e.next = (e.next + 1) % estSamples
 	}
 	for len(e.byRIF) <= rif {
@@ -129,10 +137,11 @@ func (e *estimator) add(end int64, rif int, lat int64) {
 func (e *estimator) estimate(now int64, rif int) int64 {
 	var lats [estNearest]int64
 	k := 0
+	smp := e.smp
 	// newest is i when list[i] ended within estMaxAge, else -1: the
 	// samples before it ended earlier, too old as well.
 	newest := func(list []int32, i int) int {
-		if i >= 0 && now-e.end[list[i]] > estMaxAge {
+		if i >= 0 && now-smp[list[i]].end > estMaxAge {
 			return -1
 		}
 		return i
@@ -154,12 +163,12 @@ func (e *estimator) estimate(now int64, rif int) int64 {
 		i, j := newest(a, len(a)-1), newest(b, len(b)-1)
 		for k < len(lats) && (i >= 0 || j >= 0) {
 			var slot int32
-			if j < 0 || (i >= 0 && e.seq[a[i]] > e.seq[b[j]]) {
+			if j < 0 || (i >= 0 && smp[a[i]].seq > smp[b[j]].seq) {
 				slot, i = a[i], newest(a, i-1)
 			} else {
 				slot, j = b[j], newest(b, j-1)
 			}
-			lats[k] = e.lat[slot]
+			lats[k] = smp[slot].lat
 			k++
 		}
 	}

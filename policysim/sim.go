@@ -212,7 +212,7 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 			c.srv[k].shared = true
 		}
 		c.sig = s.sig
-		c.sets = make([]*setView, nsets)
+		c.sets = make([]setView, nsets)
 		s.clients = append(s.clients, c)
 	}
 	s.q.setLanes(s.laneDelays())
@@ -338,15 +338,15 @@ func (s *sim) nextGap() int64 {
 }
 
 // setMembers lists the servers of replica set i: the ring's consecutive
-// servers from i, or every server.
-func (s *sim) setMembers(i int32) []int32 {
+// servers from i, or every server; appended to buf[:0].
+func (s *sim) setMembers(i int32, buf []int32) []int32 {
 	r := s.cfg.Replication
 	if r == 0 {
 		r = s.cfg.Servers
 	}
-	m := make([]int32, r)
-	for k := range m {
-		m[k] = (i + int32(k)) % int32(s.cfg.Servers)
+	m := buf[:0]
+	for k := range r {
+		m = append(m, (i+int32(k))%int32(s.cfg.Servers))
 	}
 	return m
 }

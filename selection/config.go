@@ -443,6 +443,7 @@ func parseProfile(idx int, raw json.RawMessage, warns *[]string) (*Profile, erro
 		}
 		p.AttemptPlans = append([]AttemptPlan(nil), defaultPlans...)
 	}
+	applyCacheAffinity(p.Policy, &p.Options, p.Explicit)
 	if f, err := validateOptions(p.Policy, &p.Options); err != nil {
 		return nil, pe.field(f, err)
 	}

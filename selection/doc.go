@@ -175,6 +175,7 @@
 //	| inFlightWeight                  | 0              | adaptive                 | scans added to a server's reported queue per scan of ours in flight there (0 = the larger of the two) |
 //	| homeBand                        | 1              | adaptive                 | near-best band (queued scans per worker) in which the host nearest home wins |
 //	| latencyWeight                   | 0              | adaptive                 | score per median by which a server's start-latency estimate exceeds StartLatencyP50 (0 = none) |
+//	| cacheAffinity                   | true           | adaptive                 | false: no block cache to keep scans home for; homeBand, inFlightWeight and latencyWeight default to 0, 16 and 2 |
 //	| staleHeartbeat                  | 2s             | adaptive                 | a host with no heartbeat for this long scores +8 and is not a sibling-hedge target (0 = ignore) |
 //	| decayTime                       | 10s            | peak-ewma                | τ of the peak-EWMA latency (Finagle's decayTime; > 0) |
 //	| defaultRTT                      | 0s             | peak-ewma                | estimate of a server with no sample (tower's default_rtt); 0 = Finagle's: 0, penalty once in flight |
@@ -262,7 +263,8 @@
 //     scans of coordinators choosing on the same stale reports over the
 //     tablets' home hosts; with homeBand 0 a large inFlightWeight (16)
 //     spreads them instead, and scans follow the queues more closely,
-//     which suits servers with no cache to keep. On that host the server
+//     which suits servers with no cache to keep (cacheAffinity false sets
+//     both, and latencyWeight 2). On that host the server
 //     is random with probability ∝ exp(−(score − host best)/0.5), none 3
 //     or more worse (a soft version of Prequal's "cold" set): siblings
 //     near each other share the traffic instead of herding onto one while

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,6 +167,13 @@ type Options struct {
 	// there before a report of it arrives. 0 = none (the slowness term
 	// alone, which starts at 1.5 medians). 0.
 	LatencyWeight float64
+	// CacheAffinity ("cacheAffinity"): whether the scan servers keep a
+	// block cache worth keeping a tablet's scans on its home host. false
+	// sets the defaults of HomeBand to 0, InFlightWeight to 16 and
+	// LatencyWeight to 2, each unless the profile sets it: scans follow
+	// the queues, and coordinators sharing servers spread their scans
+	// instead of herding on the same reports. true.
+	CacheAffinity bool
 	// StaleHeartbeat ("staleHeartbeat"): a host whose newest heartbeat is
 	// older than this (relative to LoadView.At) is suspect: its servers
 	// score +8 and a hedge does not go to a sibling on it. 0 = ignore
@@ -295,6 +303,7 @@ func DefaultOptions(policy string) Options {
 		SpillCost:                       4,
 		SpillHosts:                      2,
 		HomeBand:                        1,
+		CacheAffinity:                   true,
 		StaleHeartbeat:                  2 * time.Second,
 		DecayTime:                       defaultDecayTime,
 		C3Clients:                       1,
@@ -454,6 +463,16 @@ var optionSpecs = []optionSpec{
 	floatOpt("inFlightWeight", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.InFlightWeight }),
 	floatOpt("homeBand", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.HomeBand }),
 	floatOpt("latencyWeight", adaptOnly, 0, 1e6, false, func(o *Options) *float64 { return &o.LatencyWeight }),
+	{"cacheAffinity", adaptOnly,
+		func(o *Options, raw json.RawMessage) error {
+			var b bool
+			if err := json.Unmarshal(raw, &b); err != nil {
+				return fmt.Errorf("want true or false, got %s", raw)
+			}
+			o.CacheAffinity = b
+			return nil
+		},
+		func(o *Options) string { return strconv.FormatBool(o.CacheAffinity) }},
 	intOpt("spillHosts", adaptOnly, 0, 1000, func(o *Options) *int { return &o.SpillHosts }),
 	durOpt("staleHeartbeat", adaptOnly, func(o *Options) *time.Duration { return &o.StaleHeartbeat }),
 	durOpt("decayTime", peakOnly, func(o *Options) *time.Duration { return &o.DecayTime }),
@@ -533,6 +552,32 @@ func optionsFor(policy string) []string {
 		}
 	}
 	return out
+}
+
+// Adaptive's defaults without cache affinity (Options.CacheAffinity).
+const (
+	noCacheHomeBand       = 0
+	noCacheInFlightWeight = 16
+	noCacheLatencyWeight  = 2
+)
+
+// applyCacheAffinity gives an adaptive profile without cache affinity
+// its defaults for the options it did not set (explicit lists the ones it
+// did).
+func applyCacheAffinity(policy string, o *Options, explicit []string) {
+	if policy != PolicyAdaptive || o.CacheAffinity {
+		return
+	}
+	for _, d := range []struct {
+		name string
+		v    float64
+		f    *float64
+	}{{"homeBand", noCacheHomeBand, &o.HomeBand}, {"inFlightWeight", noCacheInFlightWeight, &o.InFlightWeight},
+		{"latencyWeight", noCacheLatencyWeight, &o.LatencyWeight}} {
+		if !slices.Contains(explicit, d.name) {
+			*d.f = d.v
+		}
+	}
 }
 
 // validateOptions checks cross-option constraints.
