@@ -34,17 +34,8 @@ func proveRange(t *testing.T, m mapFetcher, ref *messages.FileRef, rows []Entry,
 // are those built without the cache; a budget smaller than the digests
 // keeps the cache within it.
 func TestDigestCacheKeepsDigestsAcrossBlockReads(t *testing.T) {
-	w := NewFileWriter("f", 2048)
 	rows := GenerateRows(400)
-	for _, e := range rows {
-		if err := w.Add(e.Key, e.Value); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := w.Finish()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := encodeFile(t, 2048, rows)
 	m := mapFetcher{IndexKey(f.ID): f.Index} // raw bytes: every fetch decodes a new Block
 	for i, b := range f.Blocks {
 		m[BlockKey(f.ID, i)] = b

@@ -48,11 +48,10 @@ func refRoot(rows []Entry) Digest {
 	return sha256.Sum256(append(append(binary.AppendUvarint([]byte{0x02}, uint64(len(rows))), top[:]...), whole[:]...))
 }
 
-// oneBlock writes rows as a file of one block and returns the block and
-// its recorded root.
-func oneBlock(t testing.TB, rows []Entry) (*Block, Digest) {
+// encodeFile writes rows as file "f" of blocks of blockSize bytes.
+func encodeFile(t testing.TB, blockSize int, rows []Entry) *EncodedFile {
 	t.Helper()
-	w := NewFileWriter("f", MaxBlockSize)
+	w := NewFileWriter("f", blockSize)
 	for _, e := range rows {
 		if err := w.Add(e.Key, e.Value); err != nil {
 			t.Fatal(err)
@@ -62,6 +61,14 @@ func oneBlock(t testing.TB, rows []Entry) (*Block, Digest) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// oneBlock writes rows as a file of one block and returns the block and
+// its recorded root.
+func oneBlock(t testing.TB, rows []Entry) (*Block, Digest) {
+	t.Helper()
+	f := encodeFile(t, MaxBlockSize, rows)
 	if len(f.Blocks) != 1 || len(f.Roots) != DigestSize {
 		t.Fatalf("%d rows: %d blocks, %d root bytes", len(rows), len(f.Blocks), len(f.Roots))
 	}
