@@ -103,13 +103,18 @@ func ParseFault(spec string) ([]string, error) {
 
 // PolicySpec is one entry of Config.Policies: a selection policy name
 // (selection.PolicyNames()) with an optional ":hedge" or ":nohedge"
-// suffix. clickhouse-* policies hedge by default in the load test
-// (ClickHouse's use_hedged_requests defaults to 1) and adaptive always has
-// its own budgeted hedging; ":nohedge" turns hedging off.
+// suffix, or a suffix of profile options ":name=value+name=value", as
+// policysim's -policies takes them ("adaptive:cacheAffinity=false").
+// clickhouse-* policies hedge by default in the load test (ClickHouse's
+// use_hedged_requests defaults to 1) and adaptive always has its own
+// budgeted hedging; ":nohedge" turns hedging off.
 type PolicySpec struct {
 	Label  string // as written; the name in the report
 	Policy string // selection policy
 	Hedge  bool   // the profile's "hedge" option (only for policies that have it)
+	// Options: profile options, "name=value" joined by "+"; a value is
+	// JSON, else a string. An option the policy does not read is refused.
+	Options string
 }
 
 // hedgeable reports whether a policy has the "hedge" option.
@@ -132,14 +137,19 @@ func ParsePolicy(s string) (PolicySpec, error) {
 	}
 	ps := PolicySpec{Label: strings.TrimSpace(s), Policy: name, Hedge: hedgeable(name)}
 	if hasSuffix {
-		switch suffix {
-		case "hedge", "nohedge":
+		switch {
+		case suffix == "hedge" || suffix == "nohedge":
 			if !hedgeable(name) {
 				return PolicySpec{}, fmt.Errorf("%w: Policies: %q: policy %s has no hedge option", ErrBadConfig, s, name)
 			}
 			ps.Hedge = suffix == "hedge"
+		case strings.Contains(suffix, "="):
+			ps.Options = suffix
+			if _, err := ProfilesJSON(ps, 1); err != nil {
+				return PolicySpec{}, fmt.Errorf("%w: Policies: %q: %w", ErrBadConfig, s, err)
+			}
 		default:
-			return PolicySpec{}, fmt.Errorf("%w: Policies: %q: suffix must be :hedge or :nohedge", ErrBadConfig, s)
+			return PolicySpec{}, fmt.Errorf("%w: Policies: %q: suffix must be :hedge, :nohedge or options :name=value[+name=value]", ErrBadConfig, s)
 		}
 	}
 	return ps, nil

@@ -217,14 +217,38 @@ func TestParseFaultAndPolicy(t *testing.T) {
 		t.Error("unknown fault kind accepted")
 	}
 	for spec, want := range map[string]PolicySpec{
-		"clickhouse-random":         {Label: "clickhouse-random", Policy: "clickhouse-random", Hedge: true},
-		"clickhouse-random:nohedge": {Label: "clickhouse-random:nohedge", Policy: "clickhouse-random"},
-		"adaptive":                  {Label: "adaptive", Policy: "adaptive", Hedge: true},
-		"random":                    {Label: "random", Policy: "random"},
+		"clickhouse-random":            {Label: "clickhouse-random", Policy: "clickhouse-random", Hedge: true},
+		"clickhouse-random:nohedge":    {Label: "clickhouse-random:nohedge", Policy: "clickhouse-random"},
+		"adaptive":                     {Label: "adaptive", Policy: "adaptive", Hedge: true},
+		"random":                       {Label: "random", Policy: "random"},
+		"adaptive:cacheAffinity=false": {Label: "adaptive:cacheAffinity=false", Policy: "adaptive", Hedge: true, Options: "cacheAffinity=false"},
+		"c3:c3Clients=4":               {Label: "c3:c3Clients=4", Policy: "c3", Options: "c3Clients=4"},
 	} {
 		if got, err := ParsePolicy(spec); err != nil || got != want {
 			t.Errorf("ParsePolicy(%q) = %+v, %v; want %+v", spec, got, err, want)
 		}
+	}
+	for spec, want := range map[string]string{
+		"adaptive:bogus=1":           "bogus",
+		"random:cacheAffinity=false": "cacheAffinity",
+		"adaptive:homeBand=x":        "homeBand",
+		"adaptive:=1":                "not name=value",
+		"adaptive:sometimes":         "suffix must be",
+	} {
+		if _, err := ParsePolicy(spec); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParsePolicy(%q) = %v; want an error naming %q", spec, err, want)
+		}
+	}
+	ps, err := ParsePolicy("adaptive:cacheAffinity=false+hedgeBudget=0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := ProfilesJSON(ps, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"cacheAffinity": false`) || !strings.Contains(string(data), `"hedgeBudget": 0.1`) {
+		t.Errorf("profiles for %s lack its options:\n%s", ps.Label, data)
 	}
 }
 

@@ -30,12 +30,30 @@ func ProfilesJSON(ps PolicySpec, serversPerHost int) ([]byte, error) {
 	if hedgeable(ps.Policy) {
 		prof["hedge"] = ps.Hedge
 	}
+	if ps.Options != "" {
+		for _, kv := range strings.Split(ps.Options, "+") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("loadtest: option %q of policy %s is not name=value", kv, ps.Label)
+			}
+			var val any
+			if json.Unmarshal([]byte(v), &val) != nil {
+				val = v
+			}
+			prof[k] = val
+		}
+	}
 	data, err := json.MarshalIndent([]any{prof}, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := selection.ParseProfiles(data); err != nil {
+	profs, err := selection.ParseProfiles(data)
+	if err != nil {
 		return nil, fmt.Errorf("loadtest: profiles for %s: %w", ps.Label, err)
+	}
+	if w := profs.Warnings(); len(w) > 0 {
+		// An option the policy does not read is a typo here.
+		return nil, fmt.Errorf("loadtest: profiles for %s: %s", ps.Label, strings.Join(w, "; "))
 	}
 	return append(data, '\n'), nil
 }

@@ -152,7 +152,7 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.IntVar(&c.AntagonistThreads, "antagonist-threads", c.AntagonistThreads, "antagonist: busy threads of the CPU burner (all on its one CPU)")
 	fs.IntVar(&c.AntagonistCPU, "antagonist-cpu", c.AntagonistCPU, "antagonist: the CPU the burner and the fault host's scanserver are pinned to (-1 = the scanserver's lowest)")
 	fs.Var(&listFlag{p: &c.Policies}, "policies", "`POLICIES` to compare, repeatable or comma separated ("+strings.Join(selection.PolicyNames(), ", ")+
-		"; suffix :hedge or :nohedge; clickhouse-* hedge unless :nohedge; \"current\" = a running cluster's own profiles)")
+		"; suffix :hedge or :nohedge, or profile options :name=value[+name=value]; clickhouse-* hedge unless :nohedge; \"current\" = a running cluster's own profiles)")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "workload seed")
 	fs.StringVar(&o.out, "out", o.out, "`DIR` for report.json and the plots (\"\" = none)")
 	fs.BoolVar(&o.quick, "quick", o.quick, "smoke test of about 20 s: accumulo-host and adaptive under slow-server, smaller cluster, table and phases (explicit flags still apply)")
