@@ -31,16 +31,8 @@ func ProfilesJSON(ps PolicySpec, serversPerHost int) ([]byte, error) {
 		prof["hedge"] = ps.Hedge
 	}
 	if ps.Options != "" {
-		for _, kv := range strings.Split(ps.Options, "+") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return nil, fmt.Errorf("loadtest: option %q of policy %s is not name=value", kv, ps.Label)
-			}
-			var val any
-			if json.Unmarshal([]byte(v), &val) != nil {
-				val = v
-			}
-			prof[k] = val
+		if err := selection.SetProfileOptions(prof, ps.Options); err != nil {
+			return nil, fmt.Errorf("loadtest: policy %s: %w", ps.Label, err)
 		}
 	}
 	data, err := json.MarshalIndent([]any{prof}, "", "  ")

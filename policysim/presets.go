@@ -125,16 +125,8 @@ func ProfilesJSON(policy string, cfg Config) ([]byte, error) {
 		prof["c3Clients"] = cfg.Clients
 	}
 	if opts != "" {
-		for _, kv := range strings.Split(opts, "+") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return nil, fmt.Errorf("%w: option %q of policy %q is not name=value", ErrBadConfig, kv, policy)
-			}
-			var val any
-			if json.Unmarshal([]byte(v), &val) != nil {
-				val = v
-			}
-			prof[k] = val
+		if err := selection.SetProfileOptions(prof, opts); err != nil {
+			return nil, fmt.Errorf("%w: policy %q: %w", ErrBadConfig, policy, err)
 		}
 	}
 	data, err := json.Marshal([]any{prof})

@@ -603,3 +603,22 @@ func validateOptions(policy string, o *Options) (field string, err error) {
 	}
 	return "", nil
 }
+
+// SetProfileOptions sets, in prof (one profile of a profiles document),
+// the options of a "name=value+name=value" list, as cmd/policysim's and
+// cmd/loadtest's -policies take them after a policy's name: a value that
+// parses as JSON is that JSON value, else the string.
+func SetProfileOptions(prof map[string]any, list string) error {
+	for _, kv := range strings.Split(list, "+") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%w: option %q is not name=value", ErrBadConfig, kv)
+		}
+		var val any
+		if json.Unmarshal([]byte(v), &val) != nil {
+			val = v
+		}
+		prof[k] = val
+	}
+	return nil
+}
