@@ -434,11 +434,12 @@ func (s *ScanServerActor) onStartScan(m *messages.StartScan) {
 	}
 	key := ScanKey{RequestID: m.RequestId, Attempt: m.Attempt}
 	now := s.now()
-	if held := s.pending[key]; held != nil || s.running[key] != nil {
-		if held == nil {
-			held = s.running[key]
-		}
-		if from := wire.ToPID(m.GetTabletActor()); from != nil && !held.tablet.Equal(from) {
+	held := s.pending[key]
+	if held == nil {
+		held = s.running[key]
+	}
+	if held != nil {
+		if from := wire.ToPID(m.GetTabletActor()); !held.tablet.Equal(from) { // ValidateStartScan: from is not nil
 			// The same attempt from another tablet actor: a second flow
 			// of the request, at a coordinator that took another copy of
 			// it. That flow is told busy, so it goes on elsewhere rather
