@@ -336,6 +336,19 @@ func BenchmarkFloorSHA256(b *testing.B) {
 	}
 }
 
+// BenchmarkFloorBLAKE3Block: whole(blk) of a block of the default size
+// (tablets.MerkleHasher.Whole, BLAKE3 in one pass): what a client hashes
+// to prove a scan's whole blocks, per row.
+func BenchmarkFloorBLAKE3Block(b *testing.B) {
+	buf := make([]byte, tablets.DefaultBlockSize)
+	var m tablets.MerkleHasher
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		_ = m.Whole(buf)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*(len(buf)/floorRow)), "ns/row")
+}
+
 // BenchmarkFloorGRPCStream64KiB: a server-streaming gRPC call over
 // loopback TCP that sends b.N messages of 64 KiB, received and copied
 // out by the client.
