@@ -101,8 +101,20 @@ func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
 }
 
-// Unmarshal decodes data into v (which copies what it keeps).
+// Unmarshal decodes data into v (which copies what it keeps), or, for
+// the *aliasedRecv of an aliasingStream, into its message with the
+// envelopes' bodies pointing into the buffer it hands over (recv.go).
 func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*aliasedRecv); ok {
+		buf := data.MaterializeToBuffer(c.pool)
+		aliased, err := decodeRemoteMessage(buf.ReadOnlyData(), r.msg)
+		if err != nil || !aliased {
+			buf.Free()
+			return err
+		}
+		r.buf = buf
+		return nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("remoting: cannot unmarshal into %T: not a proto.Message", v)

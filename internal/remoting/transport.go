@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
+	"google.golang.org/grpc/mem"
 )
 
 // Transport sizes of the gRPC connections under every actor system of
@@ -58,6 +59,15 @@ func TransportOptions(creds credentials.TransportCredentials, guard *Guard, serv
 // guard and logs them on guard's logger, at most lim.LogBurst lines per
 // lim.LogEvery and then one with the number held back.
 func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard, lim RemoteLimits, server ...grpc.ServerOption) []remote.ConfigOption {
+	return transportOptions(creds, guard, lim, newBufferPool(), server...)
+}
+
+// transportOptions is TransportOptionsLimits with the buffer pool of both
+// directions' frames and messages.
+func transportOptions(creds credentials.TransportCredentials, guard *Guard, lim RemoteLimits, pool mem.BufferPool, server ...grpc.ServerOption) []remote.ConfigOption {
+	// Received messages point into their receive buffers (recv.go): that
+	// interceptor comes first, so the Guard and protoactor see its stream.
+	server = append([]grpc.ServerOption{grpc.ChainStreamInterceptor(recvAliasing)}, server...)
 	server = append(server, guard.ServerOptions()...)
 	if creds == nil {
 		creds = insecure.NewCredentials()
@@ -70,7 +80,6 @@ func TransportOptionsLimits(creds credentials.TransportCredentials, guard *Guard
 	server = append(server, lim.serverOptions()...)
 	// The frames and messages of both directions in buffers of one pool
 	// that does not clear them (bufpool.go).
-	pool := newBufferPool()
 	codec := protoCodec{pool: pool}
 	server = append(server,
 		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow), grpc.MaxRecvMsgSize(lim.MaxMessage),
