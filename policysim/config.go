@@ -82,6 +82,10 @@ type Config struct {
 	SlowFactor float64
 	// Seed of every random choice of the run. Default 1.
 	Seed uint64
+	// ServiceSeed, when not 0, seeds the service times instead of Seed:
+	// the same workload (arrivals, keys, coordinators, slow servers) with
+	// other service times, another sample of the same setting. Default 0.
+	ServiceSeed uint64
 	// Flow is the coordinator's flow configuration. Default
 	// scanflow.DefaultFlowConfig().
 	Flow scanflow.FlowConfig

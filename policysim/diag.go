@@ -49,6 +49,41 @@ type Diag struct {
 	AwayNoGain float64 `json:"away_no_gain"`
 	// Classes: the counted requests by their replicas' state on arrival.
 	Classes []DiagClass `json:"classes"`
+	// Tail: the slowest counted requests, those at or above the run's p99
+	// and at or above its p99.9: what they were and where their time went.
+	Tail []DiagTail `json:"tail"`
+}
+
+// DiagTail describes the counted requests at or above one latency
+// quantile of the run. Latency is the wait before the answering attempt
+// was sent (earlier attempts: busy answers, timeouts; or the hedge
+// delay), the network, the answering attempt's wait in its server's
+// queue and its service time; Before, Queue and Service are their means.
+type DiagTail struct {
+	Quantile float64 `json:"quantile"`
+	FromMs   float64 `json:"from_ms"`
+	Requests int     `json:"requests"`
+	// Trapped, Tight: shares of the tail in those classes (Classes).
+	Trapped float64 `json:"trapped"`
+	Tight   float64 `json:"tight"`
+	// First, Retry, Hedge: shares answered by the first attempt, by a
+	// later attempt sent after earlier ones failed (busy, timeout), and
+	// by a hedge.
+	First float64 `json:"first"`
+	Retry float64 `json:"retry"`
+	Hedge float64 `json:"hedge"`
+	// Attempts: the mean number of the answering attempt.
+	Attempts  float64 `json:"attempts"`
+	BeforeMs  float64 `json:"before_ms"`
+	QueueMs   float64 `json:"queue_ms"`
+	ServiceMs float64 `json:"service_ms"`
+	// Excess, Picked, ViewPicked: the first decision's scans at the
+	// chosen replica over the replica with fewest, at the chosen one,
+	// and the chosen one's load in the view (Diag's fields, for these
+	// requests).
+	Excess     float64 `json:"excess_scans"`
+	Picked     float64 `json:"picked_scans"`
+	ViewPicked float64 `json:"view_picked_scans"`
 }
 
 // DiagClass is the latency of one class of requests.
@@ -78,10 +113,26 @@ type diag struct {
 	reported []int64
 	// setLoad: each replica set's share of the arrivals.
 	setLoad []float64
-	// class of each request by id: bit 0–3 slow replicas, bits 4–5
-	// trapped (1) or tight (2), bit 6 hot.
-	class []uint8
-	lat   map[string][]time.Duration
+	// req: each request's record, by id.
+	req []diagReq
+	lat map[string][]time.Duration
+}
+
+// diagReq is what the diagnosis keeps of one request.
+type diagReq struct {
+	// class: bit 0–3 slow replicas, bits 4–5 trapped (1) or tight (2),
+	// bit 6 hot.
+	class uint8
+	// decided: the first decision was recorded (excess, picked, view).
+	decided               bool
+	excess, picked, viewP int32
+	// Of a counted answered request (lat > 0): its latency, and the
+	// answering attempt's number, hedge flag, send time after arrival,
+	// queue wait and service time (ns).
+	lat                    int64
+	n                      uint32
+	hedge                  bool
+	before, queue, service int64
 }
 
 func newDiag(s *sim) *diag {
@@ -184,10 +235,10 @@ func (g *diag) pick(r *request, in *selection.Input, d selection.Decision, err e
 	s := g.s
 	first := len(in.Attempts) == 0 && !in.Hedge
 	if first {
-		for len(g.class) <= r.id {
-			g.class = append(g.class, 0)
+		for len(g.req) <= r.id {
+			g.req = append(g.req, diagReq{})
 		}
-		g.class[r.id] = g.classify(r)
+		g.req[r.id].class = g.classify(r)
 	}
 	if !first || !r.measured || err != nil {
 		return
@@ -232,6 +283,8 @@ func (g *diag) pick(r *request, in *selection.Input, d selection.Decision, err e
 	g.excess += pa - minA
 	g.picked += pa
 	g.shortest += minA
+	rec := &g.req[r.id]
+	rec.decided, rec.excess, rec.picked, rec.viewP = true, int32(pa-minA), int32(pa), int32(pickedV)
 	switch d.Placement {
 	case selection.PlacementHome:
 		g.home++
@@ -250,11 +303,17 @@ func (g *diag) pick(r *request, in *selection.Input, d selection.Decision, err e
 	}
 }
 
-// latency: counted request r got its first data after d.
-func (g *diag) latency(r *request, d time.Duration) {
+// latency: counted request r got its first data after d, from attempt
+// a, whose answer took one-way latency ow to arrive.
+func (g *diag) latency(r *request, a *attempt, d time.Duration, ow int64) {
 	var cl uint8
-	if r.id < len(g.class) {
-		cl = g.class[r.id]
+	if r.id < len(g.req) {
+		rec := &g.req[r.id]
+		cl = rec.class
+		rec.lat, rec.n, rec.hedge = int64(d), a.n, a.hedge
+		rec.before = a.arrived - ow - r.arrival
+		rec.queue = a.began - a.arrived
+		rec.service = g.s.now - ow - a.began
 	}
 	k := "slow=" + strconv.Itoa(int(cl&15))
 	g.lat[k] = append(g.lat[k], d)
@@ -303,5 +362,58 @@ func (g *diag) result() *Diag {
 		}
 		d.Classes = append(d.Classes, DiagClass{Class: k, Share: float64(len(v)) / float64(max(1, total)), P99: q(0.99), P999: q(0.999)})
 	}
+	for _, q := range []float64{0.99, 0.999} {
+		d.Tail = append(d.Tail, g.tail(q))
+	}
 	return &d
+}
+
+// tail is the DiagTail of the counted requests at or above the run's q
+// quantile (nearest rank, as Result.Quantile).
+func (g *diag) tail(q float64) DiagTail {
+	lats := g.s.res.Latencies // sorted by Run before result
+	t := DiagTail{Quantile: q}
+	if len(lats) == 0 {
+		return t
+	}
+	from := lats[min(max(int(math.Ceil(q*float64(len(lats))))-1, 0), len(lats)-1)]
+	t.FromMs = ms(from)
+	var decided int
+	for i := range g.req {
+		rec := &g.req[i]
+		if rec.lat <= 0 || rec.lat < int64(from) {
+			continue
+		}
+		t.Requests++
+		switch rec.class >> 4 & 3 {
+		case 1:
+			t.Trapped++
+		case 2:
+			t.Tight++
+		}
+		switch {
+		case rec.hedge:
+			t.Hedge++
+		case rec.n > 1:
+			t.Retry++
+		default:
+			t.First++
+		}
+		t.Attempts += float64(rec.n)
+		t.BeforeMs += float64(rec.before)
+		t.QueueMs += float64(rec.queue)
+		t.ServiceMs += float64(rec.service)
+		if rec.decided {
+			decided++
+			t.Excess += float64(rec.excess)
+			t.Picked += float64(rec.picked)
+			t.ViewPicked += float64(rec.viewP)
+		}
+	}
+	n, nd := float64(max(1, t.Requests)), float64(max(1, decided))
+	t.Trapped, t.Tight = t.Trapped/n, t.Tight/n
+	t.First, t.Retry, t.Hedge, t.Attempts = t.First/n, t.Retry/n, t.Hedge/n, t.Attempts/n
+	t.BeforeMs, t.QueueMs, t.ServiceMs = t.BeforeMs/n/1e6, t.QueueMs/n/1e6, t.ServiceMs/n/1e6
+	t.Excess, t.Picked, t.ViewPicked = t.Excess/nd, t.Picked/nd, t.ViewPicked/nd
+	return t
 }

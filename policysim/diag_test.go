@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestDiagChangesNothing: a run with Diagnose gives the same latencies and
@@ -88,6 +89,46 @@ func TestDiagClassify(t *testing.T) {
 		slowRun(c.from, c.n)
 		if got := g.classify(&request{set: c.set}); got != c.want {
 			t.Errorf("run of %d slow from %d, set %d: class %#x, want %#x", c.n, c.from, c.set, got, c.want)
+		}
+	}
+}
+
+// TestDiagTail: the tail holds the requests at or above the quantile,
+// its shares sum to 1, and the parts of their latency add up to it: the
+// wait before the answering attempt, its queue wait and service time,
+// and the two one-way latencies.
+func TestDiagTail(t *testing.T) {
+	cfg := small(t)
+	cfg.Requests, cfg.Diagnose = 6000, true
+	for _, p := range []string{"adaptive", "c3"} {
+		r := run(t, cfg, p)
+		if len(r.Diag.Tail) != 2 {
+			t.Fatalf("%s: %d tails, want p99 and p99.9", p, len(r.Diag.Tail))
+		}
+		for _, tl := range r.Diag.Tail {
+			from := r.Quantile(tl.Quantile)
+			var n int
+			var sum time.Duration
+			for _, l := range r.Latencies {
+				if l >= from {
+					n++
+					sum += l
+				}
+			}
+			if tl.Requests != n || tl.FromMs != ms(from) {
+				t.Errorf("%s q%.3f: %d requests from %.3f ms, want %d from %.3f", p, tl.Quantile, tl.Requests, tl.FromMs, n, ms(from))
+			}
+			if s := tl.First + tl.Retry + tl.Hedge; math.Abs(s-1) > 1e-9 {
+				t.Errorf("%s q%.3f: first %.3f + retry %.3f + hedge %.3f = %.3f, not 1", p, tl.Quantile, tl.First, tl.Retry, tl.Hedge, s)
+			}
+			mean := float64(sum) / float64(n) / 1e6
+			parts := tl.BeforeMs + tl.QueueMs + tl.ServiceMs + 2*cfg.OneWay.Seconds()*1e3
+			if math.Abs(mean-parts) > 1e-6*mean {
+				t.Errorf("%s q%.3f: mean latency %.6f ms, parts add to %.6f", p, tl.Quantile, mean, parts)
+			}
+			if tl.Picked < tl.Excess || tl.Trapped+tl.Tight > 1 {
+				t.Errorf("%s q%.3f: %+v", p, tl.Quantile, tl)
+			}
 		}
 	}
 }

@@ -127,8 +127,12 @@ func Run(cfg Config, policy string, profilesJSON []byte) (*Result, error) {
 	// coordinators, the rate switches) draws from rng alone, so every
 	// policy of a seed meets the same workload and the same slow servers;
 	// service times, drawn as scans start in an order the policy sets,
-	// draw from svc.
-	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), svc: rand.New(rand.NewPCG(cfg.Seed, 0x5e7c)),
+	// draw from svc, seeded apart with ServiceSeed.
+	svcSeed := cfg.Seed
+	if cfg.ServiceSeed != 0 {
+		svcSeed = cfg.ServiceSeed
+	}
+	s := &sim{cfg: cfg, policy: policy, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5ca9)), svc: rand.New(rand.NewPCG(svcSeed, 0x5e7c)),
 		ids: map[selection.ServerID]int32{},
 		res: &Result{Config: cfg, Policy: policy}, horizon: math.MaxInt64, compactAt: minCompact,
 		req: &messages.ScanRequest{RequestId: "sim"}}
@@ -718,7 +722,7 @@ func (s *sim) clientMessage(a *attempt, m msgKind, val int64) {
 			if r.measured {
 				s.res.Latencies = append(s.res.Latencies, time.Duration(s.now-r.arrival))
 				if s.dg != nil {
-					s.dg.latency(r, time.Duration(s.now-r.arrival))
+					s.dg.latency(r, a, time.Duration(s.now-r.arrival), int64(s.cfg.OneWay))
 				}
 			}
 		}

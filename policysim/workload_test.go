@@ -1,6 +1,9 @@
 package policysim
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestSameWorkloadAcrossPolicies: every policy of a seed meets the same
 // arrivals and the same slow servers, so their request classes (which
@@ -32,4 +35,28 @@ func sameShares(a, b []DiagClass) bool {
 		}
 	}
 	return true
+}
+
+// TestServiceSeed: another ServiceSeed keeps the workload (arrivals and
+// the slow servers, so the request classes) and changes the service
+// times; ServiceSeed equal to Seed is the run without it.
+func TestServiceSeed(t *testing.T) {
+	cfg := small(t)
+	cfg.Requests, cfg.Diagnose = 6000, true
+	base := run(t, cfg, "c3")
+	same := cfg
+	same.ServiceSeed = cfg.Seed
+	if r := run(t, same, "c3"); !slices.Equal(r.Latencies, base.Latencies) {
+		t.Errorf("ServiceSeed = Seed changed the run")
+	}
+	other := cfg
+	other.ServiceSeed = cfg.Seed + 1
+	r := run(t, other, "c3")
+	if r.Arrivals != base.Arrivals || !sameShares(r.Diag.Classes, base.Diag.Classes) {
+		t.Errorf("ServiceSeed changed the workload: %d arrivals, classes %+v; want %d, %+v", r.Arrivals, r.Diag.Classes,
+			base.Arrivals, base.Diag.Classes)
+	}
+	if slices.Equal(r.Latencies, base.Latencies) {
+		t.Errorf("ServiceSeed %d gave the latencies of seed %d", other.ServiceSeed, cfg.Seed)
+	}
 }

@@ -38,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	warmup := fs.Duration("warmup", -1, "unmeasured time before the measurement (negative: the preset's)")
 	heartbeat := fs.Duration("heartbeat", 0, "period of the servers' load reports (0: the preset's, 1s)")
 	seed := fs.Uint64("seed", 1, "random seed of every run")
+	serviceSeed := fs.Uint64("service-seed", 0, "seed of the service times alone (0: -seed): the same workload with other service times")
 	only := fs.String("setting", "", "run only the preset's settings of this name")
 	onlyU := fs.Float64("utilization", 0, "run only the preset's settings at this utilization (0: all)")
 	plots := fs.String("plot", "", "directory to write a latency CDF plot per setting into (empty: none)")
@@ -91,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if (*only != "" && cfg.Setting != *only) || (*onlyU != 0 && cfg.Utilization != *onlyU) {
 			continue
 		}
-		cfg.Seed = *seed
+		cfg.Seed, cfg.ServiceSeed = *seed, *serviceSeed
 		cfg.Diagnose = *diagnose
 		if *requests > 0 {
 			cfg.Requests = *requests
