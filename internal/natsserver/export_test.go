@@ -17,3 +17,16 @@ func (s *EmbeddedServer) HeardPeers() int {
 	defer s.quorum.mu.Unlock()
 	return len(s.quorum.heard)
 }
+
+// RouteInBytes is the bytes this node received over its routes.
+func (s *EmbeddedServer) RouteInBytes() int64 {
+	rz, err := s.srv.Routez(nil)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	for _, r := range rz.Routes {
+		n += r.InBytes
+	}
+	return n
+}
