@@ -25,6 +25,22 @@ func localCluster(t *testing.T) *testCluster {
 	return tc
 }
 
+// waitDirectGets waits until every node's replica of the blocks bucket
+// takes direct gets: a follower subscribes to them once it is nearly
+// current.
+func waitDirectGets(t testing.TB, tc *testCluster) {
+	t.Helper()
+	stream := "KV_" + bus.DefaultConfig().BlocksBucket
+	testutil.EventuallyErr(t, 30*time.Second, "every replica takes direct gets", func() error {
+		for i, n := range tc.nodes {
+			if !n.ServesDirectGets(stream) {
+				return fmt.Errorf("not %s", tc.cfgs[i].Name)
+			}
+		}
+		return nil
+	})
+}
+
 // TestDirectGetsStayOnTheNode: on nodes with LocalDirectGets, block reads
 // of a client (Get and GetMany, both direct gets) are answered by the
 // replica of the node it is connected to: the node receives none of the
@@ -44,19 +60,7 @@ func TestDirectGetsStayOnTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A follower's replica takes direct gets once it is (nearly)
-	// current; until then its node has no responder for them.
-	subj := fmt.Sprintf("$JS.API.DIRECT.GET.KV_%s.$KV.%[1]s.t.g1.t0.cafe.b3", bus.DefaultConfig().BlocksBucket)
-	testutil.EventuallyErr(t, 30*time.Second, "node 2's replica answers a direct get", func() error {
-		m, err := reader.NATS().Request(subj, nil, 5*time.Second)
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(m.Data, want["t.g1.t0.cafe.b3"]) {
-			return fmt.Errorf("status %q", m.Header.Get("Status"))
-		}
-		return nil
-	})
+	waitDirectGets(t, tc)
 	var keys []string
 	for k := range want {
 		keys = append(keys, k)
