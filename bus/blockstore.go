@@ -195,10 +195,29 @@ func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return b.missing(ctx, key, ek)
 	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		return b.fromLeader(ctx, key, ek)
+	}
 	if err != nil {
 		return nil, b.conn.storeErr(ctx, "block get "+key, err)
 	}
 	return e.Value(), nil
+}
+
+// fromLeader reads key from the stream's leader after a direct get had
+// no responders: no replica took it. A node that keeps the direct gets
+// of the blocks on its own replica (natsserver.ServerConfig.LocalDirectGets)
+// answers so while its replica catches up, or when it holds none. A key
+// the leader cannot read either is explained by missing.
+func (b *BlockStore) fromLeader(ctx context.Context, key, ek string) ([]byte, error) {
+	data, _, deleted, err := b.conn.leaderGet(ctx, b.conn.cfg.BlocksBucket, b.subjects+ek)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound), err == nil && deleted:
+		return b.missing(ctx, key, ek)
+	case err != nil:
+		return nil, b.conn.storeErr(ctx, "block get "+key+" from the stream leader", err)
+	}
+	return data, nil
 }
 
 // missing explains a Get that found nothing: JetStream answers a read of
@@ -207,11 +226,13 @@ func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 // subject index still counts the message. So a key the index counts is
 // read again elsewhere before it is given up: from the stream's leader
 // (a get that is not direct), then by direct gets, which the other
-// replicas of a replicated bucket may answer (a direct get goes to the
-// replica on the client's own server first). Only when every read fails
+// replicas of a replicated bucket may answer (a direct get goes to a
+// replica picked at random, unless the nodes keep direct gets on their
+// own replica: then to the one on the client's server). Only when every read fails
 // is it ErrCorrupt; a key the index does not count (never written,
 // deleted, or gone with a damaged file block the server dropped on
-// restart) is ErrNotFound.
+// restart) is ErrNotFound. Direct gets no replica takes count as reads
+// that failed.
 func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error) {
 	notFound := fmt.Errorf("bus: block %s: %w", key, ErrNotFound)
 	subj := b.subjects + ek
@@ -238,8 +259,8 @@ func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error
 			return b.stream.GetLastMsgForSubject(octx, subj)
 		})
 		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-			continue
+		case errors.Is(err, jetstream.ErrMsgNotFound), errors.Is(err, nats.ErrNoResponders):
+			continue // no replica took it, or this one cannot read it either
 		case err != nil:
 			return nil, b.conn.storeErr(ctx, "block get "+key, err)
 		case m.Header.Get(kvOperationHeader) != "":

@@ -28,7 +28,7 @@ import (
 // freeAddrs picks n route addresses on 127.0.0.1 below the kernel's
 // ephemeral range (freeport.PickN); every node of a test cluster needs
 // every node's route port before the first one starts.
-func freeAddrs(t *testing.T, n int) []string {
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	addrs, err := freeport.PickN("127.0.0.1", n)
 	if err != nil {
@@ -39,14 +39,14 @@ func freeAddrs(t *testing.T, n int) []string {
 
 // testCluster is n embedded servers routed to each other.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	cfgs  []natsserver.ServerConfig
 	nodes []*natsserver.EmbeddedServer // nil while a node is down
 }
 
 // newCluster configures n nodes; routes(i, addrs) lists the routes of
 // node i given every node's route address. No node is started.
-func newCluster(t *testing.T, n int, routes func(i int, addrs []string) []string) *testCluster {
+func newCluster(t testing.TB, n int, routes func(i int, addrs []string) []string) *testCluster {
 	t.Helper()
 	addrs := freeAddrs(t, n)
 	tc := &testCluster{t: t}

@@ -22,6 +22,10 @@
 // new cluster elects its first leader only once every node its routes
 // name (at least two) is up; after that a majority keeps JetStream
 // running (what bus's buckets then keep: see package bus, Clustering).
+// ServerConfig.LocalDirectGets keeps the direct gets of named streams on
+// the node a client sent them to, answered by its own replica: the
+// coordinator sets it for the blocks bucket when every node holds a
+// replica.
 //
 // Concurrency contract: an EmbeddedServer is safe for concurrent use; its
 // guards and watches run on goroutines of their own until Close, which

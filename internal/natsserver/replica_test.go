@@ -12,13 +12,13 @@ import (
 // TestBlockStoreCorruptReplicaReadElsewhere: bytes flipped in the block
 // files of one replica (not the leader) of the blocks bucket of a
 // three-node cluster, read through a client connected to that node,
-// whose direct gets its own replica answers first. Every Get still
-// returns the value, read again from the leader or another replica,
-// instead of ErrCorrupt.
+// whose direct gets its own replica answers (the nodes keep direct gets
+// local: LocalDirectGets). Every Get still returns the value, read
+// again from the leader, instead of ErrCorrupt.
 func TestBlockStoreCorruptReplicaReadElsewhere(t *testing.T) {
 	skipLongClusterTest(t)
 	t.Parallel()
-	tc := startCluster(t, 3)
+	tc := localCluster(t)
 	bucket := bus.DefaultConfig().BlocksBucket
 	conn := dial(t, tc.nodes[0], func(c *bus.Config) { c.Replicas = 3 })
 	bs, err := conn.BlockStore(ctxFor(t, 30*time.Second))
@@ -52,6 +52,7 @@ func TestBlockStoreCorruptReplicaReadElsewhere(t *testing.T) {
 		}
 		return nil
 	})
+	waitDirectGets(t, tc)
 	files := blockFiles(t, tc.cfgs[victim].StoreDir, bucket)
 	t.Logf("%d block files", len(files))
 	for _, f := range files {

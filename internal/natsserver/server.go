@@ -63,6 +63,20 @@ type ServerConfig struct {
 	// every node, this one included (a route to itself is ignored).
 	// JetStream needs at least one route. Default none.
 	Routes []string
+	// LocalDirectGets names streams (e.g. "KV_scanplane-blocks") whose
+	// direct gets this node answers from its own replica only: it takes
+	// no notice of the other nodes' direct-get subscriptions of these
+	// streams (the routes' export permissions deny them), so a client's
+	// direct get never crosses a route and neither does its answer.
+	// Without it a direct get goes to any replica of the stream, picked
+	// at random, and its answer comes back over a route. A node with no
+	// replica of the stream, or one still catching up (JetStream
+	// subscribes a follower to direct gets once it is nearly current),
+	// answers a direct get of it with no responders, and clients must
+	// read from the stream's leader then (bus.BlockStore does). So every
+	// node of the cluster should hold a replica (replicas = nodes) and
+	// be configured alike. Clustered only. Default none.
+	LocalDirectGets []string
 	// ReadyTimeout bounds how long StartServer waits for the server to
 	// accept connections. Default 10s.
 	ReadyTimeout time.Duration
@@ -171,6 +185,9 @@ func (c ServerConfig) Validate() error {
 		if len(c.Routes) > 0 {
 			return errors.New("natsserver: ServerConfig.Routes given without ServerConfig.ClusterListen (a standalone server has no routes)")
 		}
+		if len(c.LocalDirectGets) > 0 {
+			return errors.New("natsserver: ServerConfig.LocalDirectGets given without ServerConfig.ClusterListen (a standalone server answers every direct get itself)")
+		}
 		return nil
 	}
 	if _, _, err := parseListen(c.ClusterListen); err != nil {
@@ -185,6 +202,11 @@ func (c ServerConfig) Validate() error {
 		return errors.New("natsserver: ServerConfig.Routes is empty: a clustered JetStream server needs at least one route (list every node's nats-route://host:port)")
 	case c.Name == "" && c.Port == -1:
 		return errors.New("natsserver: ServerConfig.Name is empty and Port is random: a clustered server needs a stable name (set Name, or a fixed Port for the default <host>-<port>)")
+	}
+	for i, st := range c.LocalDirectGets {
+		if st == "" || strings.ContainsAny(st, " \t\r\n.*>") {
+			return fmt.Errorf("natsserver: ServerConfig.LocalDirectGets[%d] %q: want a stream name (no white space, '.', '*' or '>')", i, st)
+		}
 	}
 	for i, r := range c.Routes {
 		if _, err := parseRoute(r); err != nil {
@@ -314,6 +336,7 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 			u, _ := parseRoute(r)
 			opts.Routes = append(opts.Routes, u)
 		}
+		opts.Cluster.Permissions = localDirectGets(cfg.LocalDirectGets)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -384,6 +407,28 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	}
 	return es, nil
 }
+
+// localDirectGets is the route permissions that keep the direct gets of
+// streams on the node a client sent them to (ServerConfig.LocalDirectGets):
+// the other nodes' direct-get subscriptions of those streams are refused
+// ("export" is what a node passes on to a route), so a node delivers a
+// direct get only to its own replica. nil when there are none.
+func localDirectGets(streams []string) *server.RoutePermissions {
+	if len(streams) == 0 {
+		return nil
+	}
+	var deny []string
+	for _, st := range streams {
+		// The two subscriptions of a replica: by request body, and last
+		// by the subject appended.
+		deny = append(deny, directGetPrefix+st, directGetPrefix+st+".>")
+	}
+	return &server.RoutePermissions{Export: &server.SubjectPermission{Deny: deny}}
+}
+
+// directGetPrefix begins the subjects of JetStream's direct gets,
+// followed by the stream's name.
+const directGetPrefix = "$JS.API.DIRECT.GET."
 
 // tlsTimeout bounds a TLS handshake on the client and route ports. It is
 // above nats-server's default of 2 s, which a loaded machine can exceed.

@@ -44,7 +44,7 @@ func storeServer(t *testing.T, dir string, port int, maxStore int64) (*natsserve
 	return srv, p
 }
 
-func dial(t *testing.T, srv *natsserver.EmbeddedServer, mod func(*bus.Config)) *bus.Conn {
+func dial(t testing.TB, srv *natsserver.EmbeddedServer, mod func(*bus.Config)) *bus.Conn {
 	t.Helper()
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.Name = srv.ClientURL(), t.Name()
@@ -59,7 +59,7 @@ func dial(t *testing.T, srv *natsserver.EmbeddedServer, mod func(*bus.Config)) *
 	return c
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
@@ -340,7 +340,7 @@ func TestIngestIntoFullStore(t *testing.T) {
 
 // putRandomBlocks puts n blocks of 48 KiB of seeded random bytes into bs
 // and returns them by key.
-func putRandomBlocks(t *testing.T, bs *bus.BlockStore, n int, seed uint64) map[string][]byte {
+func putRandomBlocks(t testing.TB, bs *bus.BlockStore, n int, seed uint64) map[string][]byte {
 	t.Helper()
 	rnd := rand.New(rand.NewPCG(seed, seed+1))
 	want := map[string][]byte{}
