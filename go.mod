@@ -28,6 +28,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941
 	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
+	lukechampine.com/blake3 v1.4.1
 )
 
 require (

@@ -8,8 +8,6 @@ import (
 	"hash"
 	"math/bits"
 	"sort"
-
-	"github.com/zeebo/blake3"
 )
 
 // The row digest tree of a block: what ingest records per block in the
@@ -82,8 +80,8 @@ var ErrBadProof = errors.New("tablets: rows not proven against the block roots")
 // is ready to use; it keeps a hash state and scratch buffers between
 // calls and is not safe for concurrent use.
 type MerkleHasher struct {
-	h   hash.Hash      // the leaf being hashed (BeginLeaf, Write, EndLeaf)
-	w   *blake3.Hasher // the whole block being hashed (BeginWhole, WriteWhole, EndWhole)
+	h   hash.Hash    // the leaf being hashed (BeginLeaf, Write, EndLeaf)
+	w   *wholeHasher // the whole block being hashed (BeginWhole, WriteWhole, EndWhole)
 	sum []byte
 	buf []byte
 	in  [1 + 2*DigestSize]byte
@@ -124,8 +122,7 @@ func (m *MerkleHasher) Leaf(packed []byte) Digest {
 // returns it.
 func (m *MerkleHasher) BeginWhole() {
 	if m.w == nil {
-		m.w = blake3.New()
-		m.sum = make([]byte, 0, DigestSize)
+		m.w = new(wholeHasher)
 	}
 	m.w.Reset()
 }
@@ -137,7 +134,7 @@ func (m *MerkleHasher) WriteWhole(p []byte) {
 
 // EndWhole returns the BLAKE3 hash of the bytes written since BeginWhole.
 func (m *MerkleHasher) EndWhole() Digest {
-	return Digest(m.w.Sum(m.sum[:0]))
+	return m.w.Sum()
 }
 
 // Whole is whole(blk) of a block whose rows, packed, are body.
