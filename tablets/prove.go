@@ -40,6 +40,16 @@ type Prover struct {
 	// (CountSpan), exclusive.
 	countF, countB int
 	dc             *DigestCache // nil: none (UseDigests)
+	// last: the blocks block returned last, which a short scan's
+	// proof reads several times (its first row, its head, its tail,
+	// its siblings).
+	last [2]provenBlock
+}
+
+// provenBlock is block b of file f.
+type provenBlock struct {
+	f, b int
+	blk  *Block
 }
 
 // NewProver returns a Prover for a scan of files (as NewTabletReader's)
@@ -249,13 +259,24 @@ func (p *Prover) index(i int) (*FileIndex, error) {
 	return ix, nil
 }
 
-// block returns block b of file i.
+// block returns block b of file i: one of the last two it returned, or
+// read through the fetcher.
 func (p *Prover) block(i, b int) (*Block, error) {
+	for _, l := range p.last {
+		if l.blk != nil && l.f == i && l.b == b {
+			return l.blk, nil
+		}
+	}
 	ix, err := p.index(i)
 	if err != nil {
 		return nil, err
 	}
-	return p.r.readBlock(p.ctx, i, ix, b)
+	blk, err := p.r.readBlock(p.ctx, i, ix, b)
+	if err != nil {
+		return nil, err
+	}
+	p.last[1], p.last[0] = p.last[0], provenBlock{f: i, b: b, blk: blk}
+	return blk, nil
 }
 
 // readIndex fetches and checks the index of file i, as a scan does.
