@@ -118,6 +118,28 @@ func TestProverCut(t *testing.T) {
 // memo, reads the block once through the fetcher and builds the
 // siblings in two allocations (their bytes and the slice of them).
 func TestProverShortScanAllocs(t *testing.T) {
+	scan := shortProof(t)
+	scan() // fills the memo and the block's digests
+	if got := testing.AllocsPerRun(100, scan); got > 13 {
+		t.Errorf("%.0f allocations per short scan's proof, want at most 13", got)
+	}
+}
+
+// BenchmarkProveShortScan: the scan server's cost of proving a short
+// scan (38 rows inside one block, its index and block in the scan's
+// memo, its digests computed), per scan.
+func BenchmarkProveShortScan(b *testing.B) {
+	scan := shortProof(b)
+	scan()
+	b.ReportAllocs()
+	for b.Loop() {
+		scan()
+	}
+}
+
+// shortProof returns a function that proves a scan of 38 rows inside a
+// block of a file of 2000 rows, the scan's memo shared by its calls.
+func shortProof(t testing.TB) func() {
 	w := NewFileWriter("f", 4096)
 	for i := range 2000 {
 		if err := w.Add(fmt.Appendf(nil, "k%04d", i), []byte("value")); err != nil {
@@ -152,8 +174,5 @@ func TestProverShortScanAllocs(t *testing.T) {
 			t.Fatalf("want one proof with head and tail rows, got %v", ps)
 		}
 	}
-	scan() // fills the memo and the block's digests
-	if got := testing.AllocsPerRun(100, scan); got > 13 {
-		t.Errorf("%.0f allocations per short scan's proof, want at most 13", got)
-	}
+	return scan
 }

@@ -571,3 +571,19 @@ func TestRootsAllocs(t *testing.T) {
 		t.Errorf("Roots of 7 blocks: %.0f allocations, want 1", n)
 	}
 }
+
+// BenchmarkVerifyShortScan: the client's cost of checking a short scan
+// (38 rows inside one block, a proof with head and tail rows), per scan.
+func BenchmarkVerifyShortScan(b *testing.B) {
+	roots, rng, packed, rows, proofs := shortScan(b, 103, 141)
+	b.ReportAllocs()
+	for b.Loop() {
+		v := newVerifier(roots, rng, nil, 0)
+		if _, err := v.batch(packed, rows, proofs); err != nil {
+			b.Fatal(err)
+		}
+		if err := v.finish(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
