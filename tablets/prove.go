@@ -23,7 +23,7 @@ import (
 // the cut (head, tail). A Prover belongs to one goroutine.
 type Prover struct {
 	ctx   context.Context
-	r     *TabletReader
+	r     TabletReader
 	rng   Range
 	m     MerkleHasher
 	ixs   []*FileIndex // loaded on demand
@@ -40,6 +40,9 @@ type Prover struct {
 	// (CountSpan), exclusive.
 	countF, countB int
 	dc             *DigestCache // nil: none (UseDigests)
+	// ixBuf, baseBuf back ixs and base for tablets of up to two files.
+	ixBuf   [2]*FileIndex
+	baseBuf [2]int
 	// last: the blocks block returned last, which a short scan's
 	// proof reads several times (its first row, its head, its tail,
 	// its siblings).
@@ -57,8 +60,12 @@ type provenBlock struct {
 // a file has no block roots (ingested without digests) it proves
 // nothing.
 func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, rng Range, after []byte) *Prover {
-	p := &Prover{ctx: ctx, r: NewTabletReader(files, f), rng: rng.After(after), ixs: make([]*FileIndex, len(files))}
-	p.base = make([]int, len(files))
+	p := &Prover{ctx: ctx, r: *NewTabletReader(files, f), rng: rng.After(after)}
+	if len(files) <= len(p.ixBuf) {
+		p.ixs, p.base = p.ixBuf[:len(files)], p.baseBuf[:len(files)]
+	} else {
+		p.ixs, p.base = make([]*FileIndex, len(files)), make([]int, len(files))
+	}
 	for i := 1; i < len(files); i++ {
 		p.base[i] = p.base[i-1] + int(files[i-1].GetBlocks())
 	}
