@@ -17,10 +17,11 @@ import (
 //
 // Usage: Start, then Rows(n) after each n rows sent, Finish at a
 // successful end; Take returns the proofs completed since the last Take.
-// Every proof's block is read again (through the fetcher's cache) for
-// its siblings, which the block computes once and keeps, and, for a
-// block cut by the scan's bounds, the rows that complete the chunks at
-// the cut (head, tail). A Prover belongs to one goroutine.
+// Every proof's block is read through the fetcher (the Prover keeps the
+// last two it read) for its siblings, which the block computes once and
+// keeps, and, for a block cut by the scan's bounds, the rows that
+// complete the chunks at the cut (head, tail). A Prover belongs to one
+// goroutine.
 type Prover struct {
 	ctx   context.Context
 	r     TabletReader
@@ -43,9 +44,9 @@ type Prover struct {
 	// ixBuf, baseBuf back ixs and base for tablets of up to two files.
 	ixBuf   [2]*FileIndex
 	baseBuf [2]int
-	// last: the blocks block returned last, which a short scan's
-	// proof reads several times (its first row, its head, its tail,
-	// its siblings).
+	// last: the two blocks the method block returned last, most
+	// recent first; a short scan's proof needs its block several times
+	// (its first row, its head, its tail, its siblings).
 	last [2]provenBlock
 }
 
