@@ -83,9 +83,10 @@ type MerkleHasher struct {
 	h   hash.Hash    // the leaf being hashed (BeginLeaf, Write, EndLeaf)
 	w   *wholeHasher // the whole block being hashed (BeginWhole, WriteWhole, EndWhole)
 	sum []byte
-	buf []byte
-	in  [1 + 2*DigestSize]byte
-	pre [1]byte
+	// leaf receives EndLeaf's sum: no allocation per leaf.
+	leaf Digest
+	in   [1 + 2*DigestSize]byte
+	pre  [1]byte
 }
 
 // BeginLeaf starts the leaf hash of a chunk; Write adds its rows' packed
@@ -93,7 +94,6 @@ type MerkleHasher struct {
 func (m *MerkleHasher) BeginLeaf() {
 	if m.h == nil {
 		m.h = sha256.New()
-		m.sum = make([]byte, 0, DigestSize)
 	}
 	m.h.Reset()
 	m.pre[0] = leafPrefix
@@ -107,7 +107,7 @@ func (m *MerkleHasher) Write(p []byte) {
 
 // EndLeaf returns the leaf hash of the bytes written since BeginLeaf.
 func (m *MerkleHasher) EndLeaf() Digest {
-	return Digest(m.h.Sum(m.sum[:0]))
+	return Digest(m.h.Sum(m.leaf[:0]))
 }
 
 // Leaf is the leaf hash of a chunk whose rows, packed, are packed.
@@ -155,12 +155,12 @@ func (m *MerkleHasher) Inner(l, r Digest) Digest {
 // seal is the block root of a block of n rows whose tree's top node is
 // top and whose rows' BLAKE3 hash is whole.
 func (m *MerkleHasher) seal(n int, top, whole Digest) Digest {
-	b := append(m.buf[:0], rootPrefix)
-	b = binary.AppendUvarint(b, uint64(n))
-	b = append(b, top[:]...)
-	b = append(b, whole[:]...)
-	m.buf = b
-	return sha256.Sum256(b)
+	var in [1 + binary.MaxVarintLen64 + 2*DigestSize]byte
+	in[0] = rootPrefix
+	k := 1 + binary.PutUvarint(in[1:], uint64(n))
+	k += copy(in[k:], top[:])
+	k += copy(in[k:], whole[:])
+	return sha256.Sum256(in[:k])
 }
 
 // tree is the top node of the tree over leaves (at least one).
@@ -378,20 +378,37 @@ func (b *Block) PackedRows(lo, hi int) []byte {
 // sibling of a whole-block proof (WholeRoot).
 func (b *Block) RangeProof(m *MerkleHasher, lo, hi int) [][]byte {
 	d := b.digests(m)
-	var ds []Digest
-	if m := Chunks(int(b.entries)); lo == 0 && hi == m {
-		ds = append(ds, d.nodes[nodeKey(0, m)])
+	n := Chunks(int(b.entries))
+	var flat []byte
+	if lo == 0 && hi == n {
+		top := d.nodes[nodeKey(0, n)]
+		flat = append(make([]byte, 0, DigestSize), top[:]...)
 	} else {
-		ds = AppendRangeProof(nil, m, lo, hi, func(a, c int) Digest { return d.nodes[nodeKey(a, c)] })
-		ds = append(ds, d.whole)
+		// At most two siblings per level of the tree, and whole(b).
+		flat = make([]byte, 0, (2*bits.Len(uint(n))+1)*DigestSize)
+		flat = d.appendSiblings(flat, 0, n, lo, hi)
+		flat = append(flat, d.whole[:]...)
 	}
-	out := make([][]byte, len(ds))
-	flat := make([]byte, len(ds)*DigestSize)
-	for i := range ds {
+	out := make([][]byte, len(flat)/DigestSize)
+	for i := range out {
 		out[i] = flat[i*DigestSize : (i+1)*DigestSize : (i+1)*DigestSize]
-		copy(out[i], ds[i][:])
 	}
 	return out
+}
+
+// appendSiblings appends to flat the nodes that prove chunks [lo, hi)
+// within the subtree over chunks [a, c), as AppendRangeProof orders
+// them.
+func (d *blockDigests) appendSiblings(flat []byte, a, c, lo, hi int) []byte {
+	switch {
+	case c <= lo || a >= hi:
+		node := d.nodes[nodeKey(a, c)]
+		return append(flat, node[:]...)
+	case lo <= a && c <= hi:
+		return flat
+	}
+	k := splitSize(c - a)
+	return d.appendSiblings(d.appendSiblings(flat, a, a+k, lo, hi), a+k, c, lo, hi)
 }
 
 // index is the row number of the row at byte offset off of the body

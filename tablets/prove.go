@@ -17,13 +17,14 @@ import (
 //
 // Usage: Start, then Rows(n) after each n rows sent, Finish at a
 // successful end; Take returns the proofs completed since the last Take.
-// Every proof's block is read again (through the fetcher's cache) for
-// its siblings, which the block computes once and keeps, and, for a
-// block cut by the scan's bounds, the rows that complete the chunks at
-// the cut (head, tail). A Prover belongs to one goroutine.
+// Every proof's block is read through the fetcher (the Prover keeps the
+// last two it read) for its siblings, which the block computes once and
+// keeps, and, for a block cut by the scan's bounds, the rows that
+// complete the chunks at the cut (head, tail). A Prover belongs to one
+// goroutine.
 type Prover struct {
 	ctx   context.Context
-	r     *TabletReader
+	r     TabletReader
 	rng   Range
 	m     MerkleHasher
 	ixs   []*FileIndex // loaded on demand
@@ -40,6 +41,19 @@ type Prover struct {
 	// (CountSpan), exclusive.
 	countF, countB int
 	dc             *DigestCache // nil: none (UseDigests)
+	// ixBuf, baseBuf back ixs and base for tablets of up to two files.
+	ixBuf   [2]*FileIndex
+	baseBuf [2]int
+	// last: the two blocks the method block returned last, most
+	// recent first; a short scan's proof needs its block several times
+	// (its first row, its head, its tail, its siblings).
+	last [2]provenBlock
+}
+
+// provenBlock is block b of file f.
+type provenBlock struct {
+	f, b int
+	blk  *Block
 }
 
 // NewProver returns a Prover for a scan of files (as NewTabletReader's)
@@ -47,8 +61,12 @@ type Prover struct {
 // a file has no block roots (ingested without digests) it proves
 // nothing.
 func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, rng Range, after []byte) *Prover {
-	p := &Prover{ctx: ctx, r: NewTabletReader(files, f), rng: rng.After(after), ixs: make([]*FileIndex, len(files))}
-	p.base = make([]int, len(files))
+	p := &Prover{ctx: ctx, r: *NewTabletReader(files, f), rng: rng.After(after)}
+	if len(files) <= len(p.ixBuf) {
+		p.ixs, p.base = p.ixBuf[:len(files)], p.baseBuf[:len(files)]
+	} else {
+		p.ixs, p.base = make([]*FileIndex, len(files)), make([]int, len(files))
+	}
 	for i := 1; i < len(files); i++ {
 		p.base[i] = p.base[i-1] + int(files[i-1].GetBlocks())
 	}
@@ -249,13 +267,24 @@ func (p *Prover) index(i int) (*FileIndex, error) {
 	return ix, nil
 }
 
-// block returns block b of file i.
+// block returns block b of file i: one of the last two it returned, or
+// read through the fetcher.
 func (p *Prover) block(i, b int) (*Block, error) {
+	for _, l := range p.last {
+		if l.blk != nil && l.f == i && l.b == b {
+			return l.blk, nil
+		}
+	}
 	ix, err := p.index(i)
 	if err != nil {
 		return nil, err
 	}
-	return p.r.readBlock(p.ctx, i, ix, b)
+	blk, err := p.r.readBlock(p.ctx, i, ix, b)
+	if err != nil {
+		return nil, err
+	}
+	p.last[1], p.last[0] = p.last[0], provenBlock{f: i, b: b, blk: blk}
+	return blk, nil
 }
 
 // readIndex fetches and checks the index of file i, as a scan does.

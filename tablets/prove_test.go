@@ -112,3 +112,69 @@ func TestProverCut(t *testing.T) {
 		}
 	}
 }
+
+// TestProverShortScanAllocs: proving a short scan inside one block (a
+// proof with head and tail rows), its index and block in the scan's
+// memo, reads the block once through the fetcher, builds the siblings
+// in two allocations (their bytes and the slice of them), and allocates
+// the Prover, its reader and its per-file state for a one-file tablet
+// at once.
+func TestProverShortScanAllocs(t *testing.T) {
+	scan := shortProof(t)
+	scan() // fills the memo and the block's digests
+	if got := testing.AllocsPerRun(100, scan); got > 10 {
+		t.Errorf("%.0f allocations per short scan's proof, want at most 10", got)
+	}
+}
+
+// BenchmarkProveShortScan: the scan server's cost of proving a short
+// scan (38 rows inside one block, its index and block in the scan's
+// memo, its digests computed), per scan.
+func BenchmarkProveShortScan(b *testing.B) {
+	scan := shortProof(b)
+	scan()
+	b.ReportAllocs()
+	for b.Loop() {
+		scan()
+	}
+}
+
+// shortProof returns a function that proves a scan of 38 rows inside a
+// block of a file of 2000 rows, the scan's memo shared by its calls.
+func shortProof(t testing.TB) func() {
+	w := NewFileWriter("f", 4096)
+	for i := range 2000 {
+		if err := w.Add(fmt.Appendf(nil, "k%04d", i), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mapFetcher{IndexKey(f.ID): f.Index}
+	for i, b := range f.Blocks {
+		m[BlockKey(f.ID, i)] = b
+	}
+	files := []*messages.FileRef{f.Ref()}
+	rng := Range{Start: []byte("k0103"), End: []byte("k0141")}
+	memo := NewScanMemo(m)
+	ctx := context.Background()
+	scan := func() {
+		p := NewProver(ctx, files, memo, rng, nil)
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Rows(38); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Finish(false); err != nil {
+			t.Fatal(err)
+		}
+		ps := p.Take()
+		if len(ps) != 1 || len(ps[0].GetHead()) == 0 || len(ps[0].GetTail()) == 0 {
+			t.Fatalf("want one proof with head and tail rows, got %v", ps)
+		}
+	}
+	return scan
+}

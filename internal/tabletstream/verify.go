@@ -12,7 +12,11 @@ import (
 // (messages.BlockProof numbers blocks so), or an error wrapping
 // ErrNoDigests naming the first file that has none.
 func Roots(tm *messages.TabletMeta) ([]tablets.Digest, error) {
-	var roots []tablets.Digest
+	n := 0
+	for _, f := range tm.GetFiles() {
+		n += len(f.GetBlockRoots()) / tablets.DigestSize
+	}
+	roots := make([]tablets.Digest, 0, n)
 	for _, f := range tm.GetFiles() {
 		r := f.GetBlockRoots()
 		if len(r) != int(f.GetBlocks())*tablets.DigestSize {
@@ -65,6 +69,7 @@ type segment struct {
 func newVerifier(roots []tablets.Digest, rng tablets.Range, lastKey []byte, limit uint64) *verifier {
 	v := &verifier{roots: roots, rng: rng.After(lastKey), limit: limit}
 	v.feed.m = &v.m
+	v.feed.leaves = v.feed.leafBuf[:0]
 	return v
 }
 
@@ -109,11 +114,14 @@ func (v *verifier) batch(packed []byte, rows []tablets.Entry, proofs []*messages
 // proof checks one block proof covering rows (the next rows of the stream).
 func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	g, first, n := int(p.GetBlock()), int(p.GetFirst()), int(p.GetLeaves())
-	head, err := tablets.UnpackRows(p.GetHead(), 0)
+	// Head and tail hold less than a chunk's rows each in an honest
+	// proof: decoded into arrays on the stack.
+	var headRows, tailRows [tablets.ChunkRows]tablets.Entry
+	head, err := tablets.AppendUnpacked(headRows[:0], p.GetHead())
 	if err != nil {
 		return fmt.Errorf("proof of block %d: head: %w", g, err)
 	}
-	tail, err := tablets.UnpackRows(p.GetTail(), 0)
+	tail, err := tablets.AppendUnpacked(tailRows[:0], p.GetTail())
 	if err != nil {
 		return fmt.Errorf("proof of block %d: tail: %w", g, err)
 	}
@@ -235,6 +243,8 @@ type leafFeed struct {
 	end    int // the row past the chunk being hashed
 	open   int // rows of that chunk hashed so far
 	leaves []tablets.Digest
+	// leafBuf holds the leaves of a short scan's proof.
+	leafBuf [8]tablets.Digest
 }
 
 // start begins the chunks from row first (a chunk's first row) of a

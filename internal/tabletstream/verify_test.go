@@ -497,3 +497,93 @@ func BenchmarkVerifyWholeBlocks(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 }
+
+// shortScan is what an honest server sends for a scan of rows [lo, hi)
+// of a tablet of blocks of several chunks (keys as verifyTablet's), in
+// one batch, and the tablet's roots.
+func shortScan(t testing.TB, lo, hi int) ([]tablets.Digest, tablets.Range, []byte, []tablets.Entry, []*messages.BlockProof) {
+	t.Helper()
+	files, f, _ := verifyTablet(t, 2000, 2000, 4096)
+	roots, err := Roots(&messages.TabletMeta{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := tablets.Range{Start: fmt.Appendf(nil, "k%04d", 2*lo), End: fmt.Appendf(nil, "k%04d", 2*hi)}
+	ctx := context.Background()
+	it := tablets.NewTabletReader(files, f).Scan(ctx, rng, nil)
+	p := tablets.NewProver(ctx, files, f, rng, nil)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var rows []tablets.Entry
+	for it.Next() {
+		e := it.Entry()
+		rows = append(rows, tablets.Entry{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Rows(len(rows)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Finish(false); err != nil {
+		t.Fatal(err)
+	}
+	packed, rows := packRows(t, rows)
+	return roots, rng, packed, rows, p.Take()
+}
+
+// TestVerifyShortScanAllocs: checking a short scan's rows inside one
+// block (a proof with head and tail rows) allocates the verifier, its
+// list of segments and its hash state only: head and tail rows are not
+// decoded into new slices, and the leaves, the leaf sums and the root's
+// input need no buffer of their own.
+func TestVerifyShortScanAllocs(t *testing.T) {
+	roots, rng, packed, rows, proofs := shortScan(t, 103, 141)
+	if len(proofs) != 1 || len(proofs[0].GetHead()) == 0 || len(proofs[0].GetTail()) == 0 {
+		t.Fatalf("want one proof with head and tail rows, got %v", proofs)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		v := newVerifier(roots, rng, nil, 0)
+		got, err := v.batch(packed, rows, proofs)
+		if err != nil || len(got) != len(rows) {
+			t.Fatalf("%d rows of %d, %v", len(got), len(rows), err)
+		}
+		if err := v.finish(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 3 {
+		t.Errorf("%.0f allocations per short scan, want at most 3 (the verifier, its segments, its hash state)", allocs)
+	}
+}
+
+// TestRootsAllocs: a tablet's roots come in one slice of their size.
+func TestRootsAllocs(t *testing.T) {
+	tm := &messages.TabletMeta{Files: []*messages.FileRef{
+		{Id: "f", Blocks: 3, BlockRoots: make([]byte, 3*tablets.DigestSize)},
+		{Id: "g", Blocks: 4, BlockRoots: make([]byte, 4*tablets.DigestSize)}}}
+	if n := testing.AllocsPerRun(100, func() {
+		if r, err := Roots(tm); err != nil || len(r) != 7 {
+			t.Fatalf("%d roots, %v", len(r), err)
+		}
+	}); n != 1 {
+		t.Errorf("Roots of 7 blocks: %.0f allocations, want 1", n)
+	}
+}
+
+// BenchmarkVerifyShortScan: the client's cost of checking a short scan
+// (38 rows inside one block, a proof with head and tail rows), per scan.
+func BenchmarkVerifyShortScan(b *testing.B) {
+	roots, rng, packed, rows, proofs := shortScan(b, 103, 141)
+	b.ReportAllocs()
+	for b.Loop() {
+		v := newVerifier(roots, rng, nil, 0)
+		if _, err := v.batch(packed, rows, proofs); err != nil {
+			b.Fatal(err)
+		}
+		if err := v.finish(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
