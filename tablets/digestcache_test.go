@@ -36,10 +36,7 @@ func proveRange(t *testing.T, m mapFetcher, ref *messages.FileRef, rows []Entry,
 func TestDigestCacheKeepsDigestsAcrossBlockReads(t *testing.T) {
 	rows := GenerateRows(400)
 	f := encodeFile(t, 2048, rows)
-	m := mapFetcher{IndexKey(f.ID): f.Index} // raw bytes: every fetch decodes a new Block
-	for i, b := range f.Blocks {
-		m[BlockKey(f.ID, i)] = b
-	}
+	m := fetcherOf(f)
 	if len(f.Blocks) < 4 {
 		t.Fatalf("%d blocks, want several", len(f.Blocks))
 	}

@@ -10,6 +10,16 @@ import (
 
 type mapFetcher map[string][]byte
 
+// fetcherOf is a mapFetcher of f's index and blocks, raw bytes: every
+// fetch decodes a new Block.
+func fetcherOf(f *EncodedFile) mapFetcher {
+	m := mapFetcher{IndexKey(f.ID): f.Index}
+	for i, b := range f.Blocks {
+		m[BlockKey(f.ID, i)] = b
+	}
+	return m
+}
+
 func (m mapFetcher) FetchBlock(_ context.Context, key string) ([]byte, bool, error) {
 	if d, ok := m[key]; ok {
 		return d, false, nil
@@ -30,10 +40,7 @@ func TestProverWithoutRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := mapFetcher{IndexKey(f.ID): f.Index}
-	for i, b := range f.Blocks {
-		m[BlockKey(f.ID, i)] = b
-	}
+	m := fetcherOf(f)
 	ref := f.Ref()
 	for _, name := range []string{"with roots", "without roots"} {
 		if name == "without roots" {
@@ -152,10 +159,7 @@ func shortProof(t testing.TB) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := mapFetcher{IndexKey(f.ID): f.Index}
-	for i, b := range f.Blocks {
-		m[BlockKey(f.ID, i)] = b
-	}
+	m := fetcherOf(f)
 	files := []*messages.FileRef{f.Ref()}
 	rng := Range{Start: []byte("k0103"), End: []byte("k0141")}
 	memo := NewScanMemo(m)
