@@ -108,13 +108,7 @@ func TestBlockGetWithoutLocalReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := -1
-	for i, cfg := range tc.cfgs {
-		if cfg.Name != info.Cluster.Leader {
-			other = i
-			break
-		}
-	}
+	other := tc.notLeading(info)
 	reader := dial(t, tc.nodes[other], nil)
 	rbs, err := reader.BlockStore(ctxFor(t, 30*time.Second))
 	if err != nil {
