@@ -94,10 +94,31 @@ func TestDiagLines(t *testing.T) {
 		}
 		for _, k := range []string{"decisions", "not_shortest", "excess_scans", "picked_scans", "shortest_scans",
 			"view_not_shortest", "view_bias_scans", "view_error_scans", "info_age_ms", "info_older_100ms",
-			"home", "away", "home_longer_by_workers", "away_no_gain", "classes"} {
+			"home", "away", "home_longer_by_workers", "away_no_gain", "classes", "tail"} {
 			if _, ok := raw.Diag[k]; !ok {
 				t.Errorf("line %d: diag lacks %q: %s", 2*i+1, k, line)
 			}
 		}
+	}
+}
+
+// TestServiceSeedFlag: -service-seed equal to -seed is the run without
+// it, and another one gives the run other latencies.
+func TestServiceSeedFlag(t *testing.T) {
+	line := func(extra ...string) string {
+		t.Helper()
+		var out, errs bytes.Buffer
+		args := append([]string{"-preset", "small", "-json", "-requests", "2000", "-policies", "c3", "-seed", "3"}, extra...)
+		if code := run(args, &out, &errs); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs.String())
+		}
+		return strings.TrimSpace(out.String())
+	}
+	base := line()
+	if same := line("-service-seed", "3"); same != base {
+		t.Errorf("-service-seed 3 of -seed 3: %s, want the run without it: %s", same, base)
+	}
+	if other := line("-service-seed", "4"); other == base {
+		t.Errorf("-service-seed 4 gave the run of -seed 3: %s", other)
 	}
 }

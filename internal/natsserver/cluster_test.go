@@ -137,6 +137,22 @@ func kvStreamInfo(ctx context.Context, c *bus.Conn, bucket string) (*jetstream.S
 	return st.Info(ctx)
 }
 
+// notLeading returns the index of the first node of tc that does not
+// lead the stream info describes.
+func (tc *testCluster) notLeading(info *jetstream.StreamInfo) int {
+	tc.t.Helper()
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		tc.t.Fatalf("stream %s has no leader", info.Config.Name)
+	}
+	for i, cfg := range tc.cfgs {
+		if cfg.Name != info.Cluster.Leader {
+			return i
+		}
+	}
+	tc.t.Fatalf("every node is named %s, the leader of stream %s", info.Cluster.Leader, info.Config.Name)
+	return -1
+}
+
 // currentReplicas counts the leader and the current, online followers of
 // a bucket's stream.
 func currentReplicas(info *jetstream.StreamInfo) int {

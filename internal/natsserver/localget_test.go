@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
 )
 
@@ -108,13 +110,7 @@ func TestBlockGetWithoutLocalReplica(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := -1
-	for i, cfg := range tc.cfgs {
-		if cfg.Name != info.Cluster.Leader {
-			other = i
-			break
-		}
-	}
+	other := tc.notLeading(info)
 	reader := dial(t, tc.nodes[other], nil)
 	rbs, err := reader.BlockStore(ctxFor(t, 30*time.Second))
 	if err != nil {
@@ -132,5 +128,57 @@ func TestBlockGetWithoutLocalReplica(t *testing.T) {
 	}
 	if _, err := rbs.Get(ctxFor(t, 30*time.Second), "t.g1.t0.cafe.b99"); !errors.Is(err, bus.ErrNotFound) {
 		t.Fatalf("Get of a key never put: %v, want ErrNotFound", err)
+	}
+}
+
+// TestBlockGetCorruptWithoutLocalReplica: a block damaged on disk on the
+// only replica, read through a node that holds none while the nodes keep
+// direct gets local. The direct gets that Get tries after the leader's
+// read failed find no replica to answer; Get reports ErrCorrupt, not
+// the store as unavailable.
+func TestBlockGetCorruptWithoutLocalReplica(t *testing.T) {
+	skipLongClusterTest(t)
+	t.Parallel()
+	tc := localCluster(t)
+	bucket := bus.DefaultConfig().BlocksBucket
+	writer := dial(t, tc.nodes[0], func(c *bus.Config) { c.Replicas = 1 })
+	bs, err := writer.BlockStore(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := putRandomBlocks(t, bs, 120, 11)
+	info, err := kvStreamInfo(ctxFor(t, 30*time.Second), writer, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := tc.notLeading(info)
+	holder := slices.IndexFunc(tc.cfgs, func(c natsserver.ServerConfig) bool { return c.Name == info.Cluster.Leader })
+	// Restart the holder so that it reads blocks from disk, not from the
+	// cache it keeps of blocks written recently.
+	tc.stop(holder)
+	tc.startAndWait(holder, holder+1)
+	reader := dial(t, tc.nodes[other], nil)
+	testutil.EventuallyErr(t, 30*time.Second, "the blocks' stream led again", func() error {
+		info, err := kvStreamInfo(ctxFor(t, 30*time.Second), reader, bucket)
+		if err != nil {
+			return err
+		}
+		if info.Cluster == nil || info.Cluster.Leader != tc.cfgs[holder].Name {
+			return fmt.Errorf("cluster %+v", info.Cluster)
+		}
+		return nil
+	})
+	rbs, err := reader.BlockStore(ctxFor(t, 30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range blockFiles(t, tc.cfgs[holder].StoreDir, bucket) {
+		flipBytes(t, f, 8, 0.3, 0.7)
+	}
+	ok, corrupt, _, slowest := readBack(t, rbs, want, false)
+	t.Logf("through %s, the one replica on %s damaged: %d keys intact, %d ErrCorrupt; slowest Get %v",
+		tc.cfgs[other].Name, tc.cfgs[holder].Name, ok, corrupt, slowest)
+	if corrupt == 0 {
+		t.Fatal("no Get reported the damage")
 	}
 }

@@ -30,13 +30,7 @@ func TestBlockStoreCorruptReplicaReadElsewhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := -1
-	for i, cfg := range tc.cfgs {
-		if cfg.Name != info.Cluster.Leader {
-			victim = i
-			break
-		}
-	}
+	victim := tc.notLeading(info)
 	// Restart the victim so that it reads blocks from disk, not from the
 	// cache it keeps of blocks written recently, and wait until its
 	// replica is current again.

@@ -336,7 +336,7 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 			u, _ := parseRoute(r)
 			opts.Routes = append(opts.Routes, u)
 		}
-		opts.Cluster.Permissions = localDirectGets(cfg.LocalDirectGets)
+		opts.Cluster.Permissions = localDirectGetPermissions(cfg.LocalDirectGets)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
@@ -408,12 +408,13 @@ func StartServer(cfg ServerConfig) (*EmbeddedServer, error) {
 	return es, nil
 }
 
-// localDirectGets is the route permissions that keep the direct gets of
-// streams on the node a client sent them to (ServerConfig.LocalDirectGets):
-// the other nodes' direct-get subscriptions of those streams are refused
-// ("export" is what a node passes on to a route), so a node delivers a
-// direct get only to its own replica. nil when there are none.
-func localDirectGets(streams []string) *server.RoutePermissions {
+// localDirectGetPermissions is the route permissions that keep the
+// direct gets of streams on the node a client sent them to
+// (ServerConfig.LocalDirectGets): the other nodes' direct-get
+// subscriptions of those streams are refused ("export" is what a node
+// passes on to a route), so a node delivers a direct get only to its own
+// replica. nil when there are none.
+func localDirectGetPermissions(streams []string) *server.RoutePermissions {
 	if len(streams) == 0 {
 		return nil
 	}

@@ -28,6 +28,12 @@ func TestServerConfigValidate(t *testing.T) {
 	if err := DefaultServerConfig().Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
+	local := DefaultServerConfig()
+	local.ClusterListen, local.Routes = "127.0.0.1:6222", []string{"nats-route://127.0.0.1:6222"}
+	local.LocalDirectGets = []string{"KV_scanplane-blocks", "KV_b"}
+	if err := local.Validate(); err != nil {
+		t.Fatalf("clustered config keeping direct gets local: %v", err)
+	}
 	for _, tc := range []struct {
 		field string
 		mod   func(*ServerConfig)
@@ -52,6 +58,13 @@ func TestServerConfigValidate(t *testing.T) {
 		{"Routes[1]", func(c *ServerConfig) { c.Routes = append(c.Routes, "nats-route://127.0.0.1") }},
 		{"Routes[1]", func(c *ServerConfig) { c.Routes = append(c.Routes, "nats-route://127.0.0.1:6223/x") }},
 		{"Name", func(c *ServerConfig) { c.Port = -1 }}, // clustered, random client port, no name
+		{"LocalDirectGets given without", func(c *ServerConfig) {
+			c.ClusterListen, c.Routes, c.LocalDirectGets = "", nil, []string{"KV_b"}
+		}},
+		{"LocalDirectGets[0]", func(c *ServerConfig) { c.LocalDirectGets = []string{""} }},
+		{"LocalDirectGets[1]", func(c *ServerConfig) { c.LocalDirectGets = []string{"KV_b", "KV.b"} }},
+		{"LocalDirectGets[0]", func(c *ServerConfig) { c.LocalDirectGets = []string{"KV_*"} }},
+		{"LocalDirectGets[0]", func(c *ServerConfig) { c.LocalDirectGets = []string{"KV >"} }},
 	} {
 		c := DefaultServerConfig()
 		c.ClusterListen, c.Routes = "127.0.0.1:6222", []string{"nats-route://127.0.0.1:6222"}

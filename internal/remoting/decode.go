@@ -13,8 +13,8 @@ import (
 //
 // protoactor's remote sends every actor message between two processes as
 // an envelope of a MessageBatch, its body (message_data) a serialized
-// message. proto.Unmarshal copies every bytes field, so a received batch
-// cost a copy of every body into fresh memory before protoactor's reader
+// message. proto.Unmarshal copies every bytes field, so decoding a batch
+// with it copies every body into fresh memory before protoactor's reader
 // deserializes that body (another unmarshal, which copies what the actor
 // message keeps). decodeRemoteMessage decodes a MessageBatch with the
 // bodies pointing into the receive buffer instead, and aliasingStream

@@ -2,6 +2,7 @@ package remoting
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -150,6 +151,64 @@ func TestAliasingStreamHoldsBufferUntilNextRecv(t *testing.T) {
 	}
 	if n := pool.outstanding(); received != len(msgs) || n != 0 {
 		t.Fatalf("%d messages received, %d buffers not freed after the handler returned; want %d, 0", received, n, len(msgs))
+	}
+}
+
+// TestAliasingStreamFreesOnReturn: a handler that returns before the
+// stream ends (protoactor's reader does on a batch it cannot handle)
+// leaves no receive buffer held: the stream frees the last one.
+func TestAliasingStreamFreesOnReturn(t *testing.T) {
+	pool := newPoisonPool()
+	var msgs [][]byte
+	for seq := range 2 {
+		data, err := proto.Marshal(rowBatchMessage("a:1", seq, 2, 4<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, data)
+	}
+	ss := &codecStream{codec: protoCodec{pool: pool}, pool: pool, msgs: msgs}
+	errStop := errors.New("stop after the first message")
+	handler := func(_ any, s grpc.ServerStream) error {
+		if err := s.RecvMsg(&remote.RemoteMessage{}); err != nil {
+			return err
+		}
+		if n := pool.outstanding(); n != 1 {
+			t.Errorf("after the first message: %d buffers held, want 1", n)
+		}
+		return errStop
+	}
+	if err := recvAliasing(nil, ss, &grpc.StreamServerInfo{}, handler); !errors.Is(err, errStop) {
+		t.Fatalf("recvAliasing: %v, want the handler's error", err)
+	}
+	if n := pool.outstanding(); n != 0 {
+		t.Fatalf("%d buffers held after the handler returned mid-stream, want 0", n)
+	}
+}
+
+// TestAliasingStreamMalformedMessage: a message that does not decode
+// fails RecvMsg and leaves no receive buffer held, neither its own nor
+// the previous message's.
+func TestAliasingStreamMalformedMessage(t *testing.T) {
+	pool := newPoisonPool()
+	data, err := proto.Marshal(rowBatchMessage("a:1", 0, 2, 4<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := &codecStream{codec: protoCodec{pool: pool}, pool: pool, msgs: [][]byte{data, data[:len(data)-1]}}
+	var recvErr error
+	handler := func(_ any, s grpc.ServerStream) error {
+		if err := s.RecvMsg(&remote.RemoteMessage{}); err != nil {
+			return err
+		}
+		recvErr = s.RecvMsg(&remote.RemoteMessage{})
+		if n := pool.outstanding(); n != 0 {
+			t.Errorf("after a message that does not decode: %d buffers held, want 0", n)
+		}
+		return recvErr
+	}
+	if err := recvAliasing(nil, ss, &grpc.StreamServerInfo{}, handler); err == nil || err != recvErr {
+		t.Fatalf("recvAliasing: %v, want the error of the truncated message", err)
 	}
 }
 
