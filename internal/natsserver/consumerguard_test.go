@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -114,10 +115,28 @@ func TestNATSClientConsumers(t *testing.T) {
 // TestNATSClusterConsumerGuard: on a secured 3-node cluster, a durable
 // consumer (three replicas, a Raft group) that the client certificate
 // creates through one node is deleted by the guards, while a scan
-// server's metadata watch through another node is left alone.
+// server's metadata watch through another node is left alone: it sees
+// the generation published after the delete. On failure the test prints
+// its trace: its steps, what the watch delivered, the scan server
+// connection's log, the nodes' warnings and the stream's consumers.
 func TestNATSClusterConsumerGuard(t *testing.T) {
 	ctx := context.Background()
-	tc, dir := secureCluster(t)
+	var trace testutil.SyncBuffer
+	start := time.Now()
+	note := func(format string, args ...any) {
+		fmt.Fprintf(&trace, "%7.3fs "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
+	traceLog := func(level slog.Level, args ...any) *slog.Logger {
+		return slog.New(slog.NewTextHandler(&trace, &slog.HandlerOptions{Level: level})).With(args...)
+	}
+	dir := newSecrets(t)
+	tc := newCluster(t, 3, func(_ int, addrs []string) []string { return addrs })
+	for i := range tc.cfgs {
+		secure(t, &tc.cfgs[i], dir, nil)
+		tc.cfgs[i].Logger = traceLog(slog.LevelWarn, "node", i)
+	}
+	tc.startAndWait(0, 3)
+	note("cluster up")
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.TLS, cfg.Replicas = tc.nodes[0].ClientURL(), roleTLS(t, dir, "coordinator"), 3
 	coord, err := bus.Connect(ctx, cfg)
@@ -125,6 +144,13 @@ func TestNATSClusterConsumerGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer coord.Close()
+	const stream = "KV_scanplane-meta"
+	defer func() {
+		if t.Failed() {
+			logConsumers(coord, stream, note)
+			t.Logf("trace:\n%s", trace.String())
+		}
+	}()
 	cmeta, err := coord.MetaStore(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -132,21 +158,31 @@ func TestNATSClusterConsumerGuard(t *testing.T) {
 	if err := cmeta.Publish(ctx, tableGen("t", 1), 0); err != nil {
 		t.Fatal(err)
 	}
-	ss := roleConn(t, tc.nodes[2], dir, "scanserver")
+	note("published generation 1")
+	ss := roleConnLog(t, tc.nodes[2].ClientURL(), dir, "scanserver", traceLog(slog.LevelInfo, "conn", "scanserver"))
 	smeta, err := ss.MetaStore(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	watched := make(chan uint64, 16)
-	go func() { _ = smeta.Watch(wctx, func(_ string, gen uint64) { watched <- gen }) }()
+	watchErr := make(chan error, 1)
+	go func() {
+		watchErr <- smeta.Watch(wctx, func(table string, gen uint64) {
+			note("watch delivered table %q generation %d", table, gen)
+			select {
+			case watched <- gen:
+			case <-wctx.Done():
+			}
+		})
+	}()
 
 	cl := roleConn(t, tc.nodes[1], dir, "client")
-	const stream = "KV_scanplane-meta"
 	if _, err := cl.JetStream().CreateConsumer(ctx, stream, jetstream.ConsumerConfig{Durable: "kept", FilterSubject: "$KV.scanplane-meta.>"}); err != nil {
 		t.Fatal(err)
 	}
+	note("client created durable consumer")
 	guardDeleted := func() uint64 {
 		var n uint64
 		for _, node := range tc.nodes {
@@ -155,25 +191,60 @@ func TestNATSClusterConsumerGuard(t *testing.T) {
 		return n
 	}
 	// Gone, and by a guard: a lookup racing the creation can also answer
-	// not found.
+	// not found. A lookup of a consumer whose group is being removed can
+	// go unanswered: each one is bounded, so a slow answer costs a try,
+	// not the wait.
 	testutil.EventuallyErr(t, 15*time.Second, "a guard to delete the client's durable consumer", func() error {
-		_, err := coord.JetStream().Consumer(ctx, stream, "kept")
+		lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err := coord.JetStream().Consumer(lctx, stream, "kept")
 		if errors.Is(err, jetstream.ErrConsumerNotFound) && guardDeleted() > 0 {
 			return nil
 		}
 		return fmt.Errorf("lookup: %v, guards deleted %d", err, guardDeleted())
 	})
+	note("guards deleted the durable consumer")
 	if err := cmeta.Publish(ctx, tableGen("t", 2), 1); err != nil {
 		t.Fatal(err)
 	}
+	note("published generation 2")
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
 	for gen := uint64(0); gen != 2; {
 		select {
 		case gen = <-watched:
-		case <-wctx.Done():
-			t.Fatal("the scan server's metadata watch missed generation 2")
+		case err := <-watchErr:
+			if err != nil {
+				t.Fatalf("the scan server's metadata watch: %v", err)
+			}
+			watchErr = nil // set up; it delivers from its own goroutine
+		case <-deadline.C:
+			t.Fatal("the scan server's metadata watch missed generation 2 (30 s after its publish)")
 		}
 	}
 	if deleted := guardDeleted(); deleted != 1 {
 		t.Fatalf("the guards deleted %d consumers, want 1 (the durable)", deleted)
+	}
+}
+
+// logConsumers notes the stream's state and its consumers: which exist,
+// on which node, what each delivered and has pending.
+func logConsumers(c *bus.Conn, stream string, note func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.JetStream().Stream(ctx, stream)
+	if err != nil {
+		note("stream %s: %v", stream, err)
+		return
+	}
+	info := st.CachedInfo()
+	note("stream %s: last seq %d, leader %s", stream, info.State.LastSeq, info.Cluster.Leader)
+	lister := st.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		note("consumer %s on %s: durable %q, deliver subject %q, delivered stream seq %d, pending %d, last active %v",
+			ci.Name, ci.Cluster.Leader, ci.Config.Durable, ci.Config.DeliverSubject, ci.Delivered.Stream, ci.NumPending, ci.Delivered.Last)
+	}
+	if err := lister.Err(); err != nil {
+		note("list consumers: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,8 +99,15 @@ func roleConn(t *testing.T, srv *natsserver.EmbeddedServer, dir, role string) *b
 // roleConnURL connects to url with role's certificate through bus.Connect.
 func roleConnURL(t *testing.T, url, dir, role string) *bus.Conn {
 	t.Helper()
+	return roleConnLog(t, url, dir, role, nil)
+}
+
+// roleConnLog is roleConnURL with the connection's log going to log
+// (nil: discarded).
+func roleConnLog(t *testing.T, url, dir, role string, log *slog.Logger) *bus.Conn {
+	t.Helper()
 	cfg := bus.DefaultConfig()
-	cfg.URL, cfg.Name, cfg.TLS = url, role, roleTLS(t, dir, role)
+	cfg.URL, cfg.Name, cfg.TLS, cfg.Logger = url, role, roleTLS(t, dir, role), log
 	cfg.OpTimeout, cfg.BucketWait = 2*time.Second, 0
 	cfg.ReadOnly = role == "client" || role == "scanserver"
 	c, err := bus.Connect(context.Background(), cfg)
