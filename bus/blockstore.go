@@ -193,7 +193,7 @@ func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 	ek := escapeKey(key, true)
 	e, err := timedRead(b.conn, ctx, func(octx context.Context) (jetstream.KeyValueEntry, error) { return b.kv.Get(octx, ek) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return b.missing(ctx, key, ek)
+		return b.missing(ctx, key, ek, false)
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return b.fromLeader(ctx, key, ek)
@@ -208,12 +208,15 @@ func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 // no responders: no replica took it. A node that keeps the direct gets
 // of the blocks on its own replica (natsserver.ServerConfig.LocalDirectGets)
 // answers so while its replica catches up, or when it holds none. A key
-// the leader cannot read either is explained by missing.
+// the leader cannot read either is explained by missing, which does not
+// ask the leader again.
 func (b *BlockStore) fromLeader(ctx context.Context, key, ek string) ([]byte, error) {
 	data, _, deleted, err := b.conn.leaderGet(ctx, b.conn.cfg.BlocksBucket, b.subjects+ek)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound), err == nil && deleted:
-		return b.missing(ctx, key, ek)
+	case err == nil && deleted:
+		return nil, fmt.Errorf("bus: block %s: %w", key, ErrNotFound) // a delete or purge marker
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return b.missing(ctx, key, ek, true)
 	case err != nil:
 		return nil, b.conn.storeErr(ctx, "block get "+key+" from the stream leader", err)
 	}
@@ -232,8 +235,8 @@ func (b *BlockStore) fromLeader(ctx context.Context, key, ek string) ([]byte, er
 // is it ErrCorrupt; a key the index does not count (never written,
 // deleted, or gone with a damaged file block the server dropped on
 // restart) is ErrNotFound. Direct gets no replica takes count as reads
-// that failed.
-func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error) {
+// that failed. leaderRead: the leader was already asked and had no copy.
+func (b *BlockStore) missing(ctx context.Context, key, ek string, leaderRead bool) ([]byte, error) {
 	notFound := fmt.Errorf("bus: block %s: %w", key, ErrNotFound)
 	subj := b.subjects + ek
 	info, err := timed(b.conn, ctx, func(octx context.Context) (*jetstream.StreamInfo, error) {
@@ -245,14 +248,16 @@ func (b *BlockStore) missing(ctx context.Context, key, ek string) ([]byte, error
 	if info.State.Subjects[subj] == 0 {
 		return nil, notFound
 	}
-	data, _, deleted, err := b.conn.leaderGet(ctx, b.conn.cfg.BlocksBucket, subj)
-	switch {
-	case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
-		return nil, b.conn.storeErr(ctx, "block get "+key+" from the stream leader", err)
-	case err == nil && deleted:
-		return nil, notFound // a delete or purge marker
-	case err == nil:
-		return data, nil
+	if !leaderRead {
+		data, _, deleted, err := b.conn.leaderGet(ctx, b.conn.cfg.BlocksBucket, subj)
+		switch {
+		case err != nil && !errors.Is(err, jetstream.ErrMsgNotFound):
+			return nil, b.conn.storeErr(ctx, "block get "+key+" from the stream leader", err)
+		case err == nil && deleted:
+			return nil, notFound // a delete or purge marker
+		case err == nil:
+			return data, nil
+		}
 	}
 	for range corruptRereads {
 		m, err := timed(b.conn, ctx, func(octx context.Context) (*jetstream.RawStreamMsg, error) {
