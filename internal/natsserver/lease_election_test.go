@@ -68,14 +68,6 @@ func (v *leaseView) count() int {
 // a process of its own can be killed or stopped as a machine can.
 const nodeEnv = "SCANPLANE_TEST_NATS_NODE"
 
-func TestMain(m *testing.M) {
-	if spec := os.Getenv(nodeEnv); spec != "" {
-		runNode(spec)
-		return
-	}
-	os.Exit(m.Run())
-}
-
 // runNode starts the node spec describes, says "ready" on stdout and runs
 // until the process is killed.
 func runNode(spec string) {
