@@ -523,11 +523,38 @@ func (m *MetaStore) Tables(ctx context.Context) ([]string, error) {
 // instead of after the library's idle-heartbeat timeout. If the new
 // consumer cannot be set up yet (JetStream still starting), it retries
 // with a back-off of up to 2 s, logging at warn.
+//
+// If the first watcher cannot be set up, Watch returns the error and
+// watches nothing (see WatchRetrying).
 func (m *MetaStore) Watch(ctx context.Context, fn func(table string, gen uint64)) error {
+	return m.watch(ctx, fn, false)
+}
+
+// WatchRetrying is Watch for a caller that has no other way to learn of
+// new generations: when the first watcher cannot be set up (JetStream
+// not ready, no answer), it returns that error at once but keeps setting
+// one up in the background, with the back-off Watch uses after a
+// reconnect, until one is set up, ctx ends or the connection closes;
+// from then on fn gets every table's current generation and every change,
+// as from Watch.
+func (m *MetaStore) WatchRetrying(ctx context.Context, fn func(table string, gen uint64)) error {
+	return m.watch(ctx, fn, true)
+}
+
+// watch is Watch, or WatchRetrying when retry is set.
+func (m *MetaStore) watch(ctx context.Context, fn func(table string, gen uint64), retry bool) error {
 	reconnected := m.conn.reconnectSignal() // before the watcher: no reconnect is missed
 	w, err := m.kv.Watch(ctx, currentWatchKeys)
 	if err != nil {
-		return m.conn.storeErr(ctx, "watch tables", err)
+		err = m.conn.storeErr(ctx, "watch tables", err)
+		if retry && ctx.Err() == nil && !m.conn.nc.IsClosed() {
+			go func() {
+				if w, reconnected := m.rewatch(ctx, reconnected); w != nil {
+					m.watchLoop(ctx, w, reconnected, fn, make(chan struct{}))
+				}
+			}()
+		}
+		return err
 	}
 	initial := make(chan struct{})
 	go m.watchLoop(ctx, w, reconnected, fn, initial)

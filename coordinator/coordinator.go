@@ -522,16 +522,19 @@ type memberAnnouncer interface {
 	Announce(ctx context.Context) error
 }
 
-// metaWatcher is a MetaSource that reports current-generation changes
+// metaWatcher is a MetaSource that reports current-generation changes,
+// and keeps setting up its watch when the first set-up fails
 // (bus.MetaStore does).
 type metaWatcher interface {
-	Watch(ctx context.Context, fn func(table string, gen uint64)) error
+	WatchRetrying(ctx context.Context, fn func(table string, gen uint64)) error
 }
 
 // watchMeta drops cached table generations that no scan can ask for any
 // more: when generation N becomes current, those older than N−1 (ingest
-// keeps the previous one readable). Without a watching source the cache
-// keeps what it loaded.
+// keeps the previous one readable). A watch whose first set-up fails is
+// set up again in the background until it is or Close; until then the
+// cache keeps what it loaded. Without a watching source the cache keeps
+// what it loaded.
 func (c *Coordinator) watchMeta() {
 	w, ok := c.meta.src.(metaWatcher)
 	if !ok {
@@ -539,10 +542,10 @@ func (c *Coordinator) watchMeta() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c.stopWatch = cancel
-	err := w.Watch(ctx, c.onCurrent)
+	err := w.WatchRetrying(ctx, c.onCurrent)
 	if err != nil {
 		c.metrics.NATSError(NATSOpMetaWatch)
-		c.log.Warn("metadata watch failed; cached table generations are kept", "err", err)
+		c.log.Warn("metadata watch failed; setting it up again in the background, cached table generations are kept meanwhile", "err", err)
 	}
 }
 
