@@ -8,9 +8,11 @@ import (
 )
 
 // bulkSlots lets a Client's short scans go before its bulk work. Bulk
-// work is what the goroutines of parallel scans do with a stream message
-// (unpack, verify, yield); short scans are scans of one tablet read in
-// the caller's goroutine (a lookup). A short scan's request and rows pass
+// work is what scans of several tablets do with a stream message
+// (unpack, verify, yield), whether the goroutines of a parallel scan or
+// the caller of one that reads a tablet at a time (Parallel 1, a limit)
+// do it; short scans are scans of one tablet read in the caller's
+// goroutine (a lookup). A short scan's request and rows pass
 // through several goroutines of the process (the remote's writers and
 // readers, the caller); when bulk work keeps every processor busy, each
 // of those hand-offs waits behind it, so:

@@ -119,6 +119,43 @@ func TestParallelScanTakesBulkSlots(t *testing.T) {
 	}
 }
 
+// TestSerialScanTakesBulkSlots: a scan of several tablets read one at a
+// time in its caller's goroutine (Parallel 1) handles its messages in
+// the client's bulk slots, as a parallel scan does, and gives every row
+// in order; a scan within one tablet (a lookup, a short range) takes no
+// slot.
+func TestSerialScanTakesBulkSlots(t *testing.T) {
+	c := fakeTable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c.bulk = newBulkSlots(1)
+	rows := c.Scan(ctx, "t", Range{}, ScanOptions{AllowUnverified: true, Parallel: 1})
+	defer rows.Close()
+	readFakeRows(t, rows, 0)
+	if rows.par != nil {
+		t.Fatal("the scan with Parallel 1 ran a prefetch")
+	}
+	if p := c.bulk.peak.Load(); p != 1 {
+		t.Fatalf("the scan of 4 tablets read one at a time held %d bulk slots at most, want its 1", p)
+	}
+
+	for _, rng := range []Range{SingleKey(fakeRowKey(30)), KeyRange(fakeRowKey(26), fakeRowKey(40))} {
+		c.bulk = newBulkSlots(1)
+		rows := c.Scan(ctx, "t", rng, ScanOptions{AllowUnverified: true, Parallel: 1})
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		if rows.Err() != nil || n == 0 {
+			t.Fatalf("scan of %s: %d rows, err %v", rng, n, rows.Err())
+		}
+		if p := c.bulk.peak.Load(); p != 0 {
+			t.Fatalf("the scan of %s within one tablet took a bulk slot", rng)
+		}
+	}
+}
+
 // TestEndpointDeliversInline: the endpoint actor hands a row batch to its
 // request's inbox on the goroutine that delivers it, before Send
 // returns: no goroutine hand-off between the remote reader and the

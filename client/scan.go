@@ -399,9 +399,13 @@ var errStopped = errors.New("client: scan closed")
 // stream's actions, waits for its events (messages, coordinator events,
 // timers, the context, stop) and hands the rows it yields to yield.
 type tabletRun struct {
-	r        *Rows
-	stop     <-chan struct{} // closed by Close of a parallel scan; nil otherwise
-	short    bool            // a scan of one tablet in its caller's goroutine: while it waits for a message, bulk work waits (bulkSlots)
+	r     *Rows
+	stop  <-chan struct{} // closed by Close of a parallel scan; nil otherwise
+	short bool            // a scan of one tablet in its caller's goroutine: while it waits for a message, bulk work waits (bulkSlots)
+	// bulk: a piece of a scan of several tablets, read by a goroutine of
+	// its prefetch or, one tablet at a time, by its caller: it handles
+	// each message in one of the client's bulk slots.
+	bulk     bool
 	cur      *tabletstream.TabletStream
 	in       *inbox   // its inbox
 	ids      []string // its request ids
@@ -449,7 +453,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 			ErrUnverified, r.table, r.meta.GetGeneration(), err)
 	}
 	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats,
-		tablet: p.Tablet, short: stop == nil && len(r.pieces) == 1}
+		tablet: p.Tablet, short: stop == nil && len(r.pieces) == 1, bulk: stop != nil || len(r.pieces) > 1}
 	stats.Tablets++
 	if err := t.apply(t.cur.Start(time.Now())); err != nil {
 		t.abandon()
@@ -463,9 +467,9 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 func (t *tabletRun) step() error {
 	m, closed := t.in.take()
 	if m != nil {
-		if t.stop != nil {
-			// A parallel scan's goroutine: it handles the message in
-			// one of the client's bulk slots.
+		if t.bulk {
+			// A scan of several tablets, parallel or not: it handles the
+			// message in one of the client's bulk slots.
 			bulk := t.r.c.bulk
 			if !bulk.acquire(t.stop, t.r.ctx.Done()) {
 				if err := t.r.ctx.Err(); err != nil {
