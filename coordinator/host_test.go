@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -9,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/selection"
 	"google.golang.org/protobuf/proto"
@@ -312,5 +316,40 @@ func TestHostActorConnectsOnlyToAnAddress(t *testing.T) {
 	}
 	if pid := h.onHeartbeat(now, hb); pid != nil {
 		t.Fatalf("the next heartbeat: connect to %v, want none", pid)
+	}
+}
+
+// TestHostActorRunsOnSender: a host actor (hostProps) handles a message
+// on the goroutine that sends it, so a tablet actor's dispatch is on the
+// board when its send returns (no goroutine started per burst of events).
+func TestHostActorRunsOnSender(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return remoting.DiscardLogger() }))
+	defer sys.Shutdown()
+	t0 := time.Unix(1000, 0)
+	now := func() time.Time { return t0 }
+	d := &registryDeps{board: NewLoadBoard(now, []selection.DecayParams{selection.DefaultDecay}), status: &sync.Map{}, hostPIDs: &sync.Map{},
+		misses: 3, forget: time.Minute, sweepEvery: time.Minute, now: now}
+	pid := sys.Root.Spawn(hostProps(d, "h1"))
+	defer func() { _ = sys.Root.StopFuture(pid).Wait() }()
+	const server = "h1:1/0"
+	inFlight := func() int {
+		d.board.mu.Lock()
+		defer d.board.mu.Unlock()
+		for _, l := range d.board.hosts["h1"] {
+			if l.ID == server {
+				return l.InFlight
+			}
+		}
+		return -1
+	}
+	sys.Root.Send(pid, &messages.Heartbeat{Host: "h1", Server: server, Incarnation: "i1", Pid: &messages.Pid{Address: sys.Address(), Id: "nobody"}})
+	if got := inFlight(); got != 0 {
+		t.Fatalf("after the heartbeat's send: in flight %d, want the server on the board with 0", got)
+	}
+	for i := 1; i <= 100; i++ {
+		sys.Root.Send(pid, &hostEvent{kind: evDispatched, server: server, incarnation: "i1"})
+		if got := inFlight(); got != i {
+			t.Fatalf("after dispatch %d's send: in flight %d, want %d", i, got, i)
+		}
 	}
 }

@@ -49,7 +49,14 @@ type LoadBoard struct {
 	blockTimes selection.BlockTimes
 	latNext    int
 	latFull    bool
-	window     [10]struct {
+	// latTotal counts the start latencies ever recorded; latP50 and
+	// latP95 are the percentiles rebuild last selected, when latTotal was
+	// latAt (latSelects counts the selections).
+	latTotal, latAt uint64
+	latP50, latP95  time.Duration
+	latSelected     bool
+	latSelects      int
+	window          [10]struct {
 		sec               int64
 		dispatches, hedge uint64
 	}
@@ -57,6 +64,12 @@ type LoadBoard struct {
 	dirty atomic.Bool
 	cur   atomic.Pointer[selection.LoadView]
 }
+
+// latSelectEvery: a rebuild selects the start-latency percentiles again
+// once 1/latSelectEvery of the ring's samples (at least one) were
+// recorded since the last selection; in between a view carries the last
+// ones, which miss at most that share of the samples.
+const latSelectEvery = 32
 
 // NewLoadBoard returns an empty board. now is injected for tests.
 func NewLoadBoard(now func() time.Time, decays []selection.DecayParams) *LoadBoard {
@@ -132,6 +145,7 @@ func (b *LoadBoard) Decays() []selection.DecayParams {
 func (b *LoadBoard) RecordStartLatency(d time.Duration) {
 	b.mu.Lock()
 	b.lat[b.latNext] = d
+	b.latTotal++
 	b.latNext++
 	if b.latNext == len(b.lat) {
 		b.latNext, b.latFull = 0, true
@@ -219,12 +233,19 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 		m = len(b.lat)
 	}
 	if m >= 20 {
-		// Two selections in a reused buffer, not a sort: this runs on
-		// every rebuild, up to one per scan, where sorting the 1 024-entry
-		// ring would cost more than the rest of the rebuild.
-		b.latScratch = append(b.latScratch[:0], b.lat[:m]...)
-		v.StartLatencyP50 = selection.SelectKth(b.latScratch, m/2)
-		v.StartLatencyP95 = selection.SelectKth(b.latScratch, (m*95)/100)
+		// Two selections in a reused buffer, not a sort, and only once
+		// latSelectEvery of the ring's samples are new since the last:
+		// a rebuild runs up to once per scan, on the path from a
+		// ScanRequest to its StartScan, and one sample moves the
+		// percentiles of the ring's m little.
+		if !b.latSelected || b.latTotal-b.latAt >= uint64(max(1, m/latSelectEvery)) {
+			b.latScratch = append(b.latScratch[:0], b.lat[:m]...)
+			b.latP50 = selection.SelectKth(b.latScratch, m/2)
+			b.latP95 = selection.SelectKth(b.latScratch, (m*95)/100)
+			b.latAt, b.latSelected = b.latTotal, true
+			b.latSelects++
+		}
+		v.StartLatencyP50, v.StartLatencyP95 = b.latP50, b.latP95
 	}
 	sec := now.Unix()
 	for _, w := range b.window {

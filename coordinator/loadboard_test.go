@@ -81,6 +81,83 @@ func BenchmarkLoadBoardViewAfterChange(b *testing.B) {
 	}
 }
 
+// TestLoadBoardLatencyPercentilesSelectedPerShare: with a full latency
+// ring, a rebuild selects the start-latency percentiles again only once
+// 1/latSelectEvery of the ring is new; in between views carry the last
+// ones. With few samples every new one counts.
+func TestLoadBoardLatencyPercentilesSelectedPerShare(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	b.SetHost("h1", servers("h1", 2))
+	rebuild := func() *selection.LoadView {
+		t.Helper()
+		b.SetHost("h1", servers("h1", 2))
+		now = now.Add(time.Second)
+		return b.View()
+	}
+	for i := 0; i < 25; i++ {
+		b.RecordStartLatency(time.Millisecond)
+		rebuild()
+	}
+	if b.latSelects != 25-19 {
+		t.Fatalf("%d selections over the rebuilds with 20..25 samples, want one each", b.latSelects)
+	}
+	ring := len(b.lat)
+	for i := 25; i < ring; i++ {
+		b.RecordStartLatency(time.Millisecond)
+	}
+	if v := rebuild(); v.StartLatencyP50 != time.Millisecond || v.StartLatencyP95 != time.Millisecond {
+		t.Fatalf("p50 %v p95 %v, want 1ms", v.StartLatencyP50, v.StartLatencyP95)
+	}
+	selects := b.latSelects
+	share := ring / latSelectEvery
+	for i := 1; i < share; i++ {
+		b.RecordStartLatency(time.Second)
+		if v := rebuild(); v.StartLatencyP95 != time.Millisecond {
+			t.Fatalf("after %d new samples: p95 %v, want the last selection's 1ms", i, v.StartLatencyP95)
+		}
+	}
+	if b.latSelects != selects {
+		t.Fatalf("%d selections for %d new samples of a full ring, want none before %d", b.latSelects-selects, share-1, share)
+	}
+	b.RecordStartLatency(time.Second)
+	v := rebuild()
+	if b.latSelects != selects+1 {
+		t.Fatalf("%d selections after %d new samples, want 1", b.latSelects-selects, share)
+	}
+	if v.StartLatencyP50 != time.Millisecond || v.StartLatencyP95 != time.Millisecond {
+		t.Fatalf("p50 %v p95 %v with %d of %d samples at 1s", v.StartLatencyP50, v.StartLatencyP95, share, ring)
+	}
+	for i := 0; i < 2*share; i++ {
+		b.RecordStartLatency(time.Second)
+	}
+	if v := rebuild(); v.StartLatencyP95 != time.Second {
+		t.Fatalf("p95 %v with %d of %d samples at 1s, want 1s", v.StartLatencyP95, 3*share, ring)
+	}
+}
+
+// BenchmarkLoadBoardViewWithLatencies: one rebuild after one new start
+// latency in a full ring, on 3 hosts × 2 servers, as a one-row scan's
+// ScanRequest finds the board (the previous scan's events made it dirty).
+func BenchmarkLoadBoardViewWithLatencies(b *testing.B) {
+	now := time.Unix(0, 0)
+	board := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	for h := 0; h < 3; h++ {
+		board.SetHost(fmt.Sprintf("h%d", h), servers(fmt.Sprintf("h%d", h), 2))
+	}
+	for i := range board.lat {
+		board.RecordStartLatency(time.Duration(i%97) * time.Microsecond)
+	}
+	hosts := servers("h0", 2)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		board.RecordStartLatency(time.Duration(i%89) * time.Microsecond)
+		board.SetHost("h0", hosts)
+		now = now.Add(time.Second)
+		_ = board.View()
+	}
+}
+
 // TestHostActorLatencyForgives: a sample after a quiet spell blends into
 // the decayed estimate, so one fast start forgives an old slow one.
 func TestHostActorLatencyForgives(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/scanplane/scanplane/bus"
+	"github.com/scanplane/scanplane/internal/actorenv"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/wire"
 )
@@ -175,17 +176,25 @@ func (r *RegistryActor) onHeartbeat(c actor.Context, m *messages.Heartbeat) {
 }
 
 func (r *RegistryActor) spawnHost(c actor.Context, host string) *actor.PID {
-	d := r.d
-	props := actor.PropsFromProducer(func() actor.Actor {
-		h := newHostActor(host, d.board, d.status, d.misses, d.forget, d.now, d.counters)
-		h.live.SweepInterval = d.sweepEvery
-		return h
-	}, d.env.Props()...)
-	pid := c.Spawn(props)
+	pid := c.Spawn(hostProps(r.d, host))
 	r.hosts[host] = pid
 	r.byID[pid.Id] = host
 	r.d.hostPIDs.Store(host, pid)
 	return pid
+}
+
+// hostProps are the props of host's actor. It runs on the goroutine that
+// delivers its messages (a tablet actor's, the registry's, a timer's):
+// it never blocks in Receive (it updates its servers and publishes them
+// to the board), and a tablet actor's event is then applied before the
+// tablet actor goes on, without a goroutine started per burst of events.
+// A harness's Env.Dispatcher, when set, replaces that.
+func hostProps(d *registryDeps, host string) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		h := newHostActor(host, d.board, d.status, d.misses, d.forget, d.now, d.counters)
+		h.live.SweepInterval = d.sweepEvery
+		return h
+	}, d.env.Props(actor.WithDispatcher(actorenv.InlineDispatcher()))...)
 }
 
 // forgetHost drops a host from the registry's maps (its actor is stopping).

@@ -562,8 +562,8 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			e.targets[a.Attempt.N] = pid
 			e.incarnations[a.Attempt.N] = s.Incarnation
 			// The host actor hears of the dispatch before the StartScan
-			// goes: the goroutine readied last runs first on this
-			// processor, and that should be the StartScan's writer.
+			// goes: it runs here (hostProps), so nothing of it is left to
+			// run between the StartScan's writer and the write.
 			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
 			req := e.flow.Req
 			t.root.Send(pid, &messages.StartScan{RequestId: id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: wire.FromPID(t.self),
