@@ -108,6 +108,46 @@ func TestServerLeavesChecksumToProofs(t *testing.T) {
 	}
 }
 
+// A proven scan's batches end at block ends: each but the last holds the
+// whole blocks that fit in its batch_rows, its proofs cover all its rows,
+// and the next block would not have fit.
+func TestServerProvenBatchesEndAtBlockEnds(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 3000, tablets: 1})
+	srv := r.addServer("h1", 0, DefaultScanServerConfig(), nil)
+	p := r.newProbe()
+	const batchRows = 250
+	r.startScanWith(p, srv, "s", 0, 4, func(m *messages.StartScan) { m.BatchRows, m.ProofsChecked = batchRows, true })
+	batches, _ := r.drain(p, srv, "s")
+	if len(batches) < 3 {
+		t.Fatalf("%d batches; the test needs several", len(batches))
+	}
+	for i, b := range batches[:len(batches)-1] {
+		rows, proven := len(rowsOf(b)), 0
+		for _, pr := range b.GetProofs() {
+			proven += int(pr.GetRows())
+		}
+		ps, next := b.GetProofs(), batches[i+1].GetProofs()
+		if len(ps) == 0 || len(next) == 0 {
+			t.Fatalf("batch %d or the next has no proof", b.GetSeq())
+		}
+		last := ps[len(ps)-1]
+		if rows > batchRows || proven != rows || int(last.GetFirst())+len(mustUnpack(t, last.GetHead()))+int(last.GetRows()) != int(last.GetLeaves()) ||
+			rows+int(next[0].GetLeaves()) <= batchRows {
+			t.Fatalf("batch %d: %d rows, %d proven, its last proof %v, the next block %d rows: want whole blocks up to %d rows",
+				b.GetSeq(), rows, proven, last, next[0].GetLeaves(), batchRows)
+		}
+	}
+}
+
+func mustUnpack(t *testing.T, b []byte) []tablets.Entry {
+	t.Helper()
+	rows, err := tablets.UnpackRows(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
 // ScanFinished.duration_us is taken on ScanServerConfig.Clock, the
 // clock the server decides with: a clock that stands still gives 0.
 func TestServerDurationOnConfiguredClock(t *testing.T) {
