@@ -28,7 +28,8 @@
 // Every row is verified before it is handed over: against the block
 // digests ingest recorded in the table's metadata (a scan server's block
 // proofs must tie each row to them, and show that none is missing), and
-// against the batch's row count and checksum. If the server streaming a
+// against the batch's row count (and, for a table without digests, its
+// checksum). If the server streaming a
 // tablet dies, stalls, fails or sends rows that fail verification, the
 // client resumes after the last key it handed over, on another server; if the coordinator is lost, requests
 // go to another (or the same, once back) or the scan fails naming it.

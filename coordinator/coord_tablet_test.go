@@ -128,3 +128,30 @@ func TestTabletRetriesAttemptOnServerThatLeft(t *testing.T) {
 		})
 	}
 }
+
+// A ScanRequest's proofs_checked goes on to the scan server in the
+// StartScan: the batches of a table with block roots come with their
+// row counts and no checksum (the client checks the proofs instead).
+func TestProofsCheckedReachesServer(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 2000, tablets: 1})
+	r.addServer("h1", 0, servertest.Default(), nil)
+	req := r.request(0)
+	req.ProofsChecked = true
+	s := r.scan(req)
+	if s.err != nil || s.fin == nil || len(s.batches) < 2 {
+		t.Fatalf("scan: err %v, %d batches", s.err, len(s.batches))
+	}
+	proofs := 0
+	for _, b := range s.batches {
+		if b.GetChecksum() != 0 {
+			t.Fatalf("batch %d: checksum %x, want none", b.GetSeq(), b.GetChecksum())
+		}
+		proofs += len(b.GetProofs())
+	}
+	if proofs == 0 {
+		t.Fatal("no proofs")
+	}
+	if want := r.truthOf(0); len(s.rows) != len(want) || s.fin.GetRows() != uint64(len(want)) {
+		t.Fatalf("%d rows, finished with %d, want %d", len(s.rows), s.fin.GetRows(), len(want))
+	}
+}

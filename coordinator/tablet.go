@@ -570,7 +570,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 				Tablet: t.meta.GetRef(), Files: tablets.DispatchFiles(t.meta), Manifests: t.meta.GetManifests(), Range: req.Range, ResumeAfter: req.ResumeAfter,
 				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
 				TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit, Window: req.Window, Server: string(s.ID),
-				CountOnly: req.CountOnly})
+				CountOnly: req.CountOnly, ProofsChecked: req.ProofsChecked})
 			t.d.board.CountDispatch(a.Attempt.Sel.Hedge)
 			t.d.counters.dispatches.Add(1)
 			if a.Attempt.Sel.Hedge {

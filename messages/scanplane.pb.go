@@ -995,7 +995,13 @@ type ScanRequest struct {
 	// the rows: the scan server may prove whole blocks by their row count
 	// (BlockProof.counted) instead of sending their rows. Never with a
 	// limit.
-	CountOnly     bool `protobuf:"varint,18,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	CountOnly bool `protobuf:"varint,18,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	// proofs_checked: the client checks every row against the block
+	// proofs (it holds the table's block roots), which detect a changed,
+	// missing, extra or reordered row: a scan server that sends proofs
+	// leaves the checksum out (0) of RowBatch and ScanFinished; the row
+	// counts stay.
+	ProofsChecked bool `protobuf:"varint,19,opt,name=proofs_checked,json=proofsChecked,proto3" json:"proofs_checked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1145,6 +1151,13 @@ func (x *ScanRequest) GetTimeoutMs() int64 {
 func (x *ScanRequest) GetCountOnly() bool {
 	if x != nil {
 		return x.CountOnly
+	}
+	return false
+}
+
+func (x *ScanRequest) GetProofsChecked() bool {
+	if x != nil {
+		return x.ProofsChecked
 	}
 	return false
 }
@@ -1457,7 +1470,8 @@ type StartScan struct {
 	// files, for a tablet that keeps its files in manifests; the scan
 	// server loads and checks them from the metadata store.
 	Manifests     []*ManifestRef `protobuf:"bytes,17,rep,name=manifests,proto3" json:"manifests,omitempty"`
-	CountOnly     bool           `protobuf:"varint,18,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"` // as ScanRequest.count_only
+	CountOnly     bool           `protobuf:"varint,18,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`             // as ScanRequest.count_only
+	ProofsChecked bool           `protobuf:"varint,19,opt,name=proofs_checked,json=proofsChecked,proto3" json:"proofs_checked,omitempty"` // as ScanRequest.proofs_checked
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1607,6 +1621,13 @@ func (x *StartScan) GetManifests() []*ManifestRef {
 func (x *StartScan) GetCountOnly() bool {
 	if x != nil {
 		return x.CountOnly
+	}
+	return false
+}
+
+func (x *StartScan) GetProofsChecked() bool {
+	if x != nil {
+		return x.ProofsChecked
 	}
 	return false
 }
@@ -1800,7 +1821,7 @@ type RowBatch struct {
 	Server    string                 `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	ServerPid *Pid                   `protobuf:"bytes,6,opt,name=server_pid,json=serverPid,proto3" json:"server_pid,omitempty"` // where BatchAck and Cancel go
 	RowCount  uint64                 `protobuf:"varint,7,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`   // rows this attempt sent up to and including this batch
-	Checksum  uint64                 `protobuf:"fixed64,8,opt,name=checksum,proto3" json:"checksum,omitempty"`                  // tablets.RowDigest over those rows, in order
+	Checksum  uint64                 `protobuf:"fixed64,8,opt,name=checksum,proto3" json:"checksum,omitempty"`                  // tablets.RowDigest over those rows, in order; 0 when proofs_checked
 	// finished: set on the attempt's last batch when the server knew, as it
 	// sent the batch, that the scan ended with it successfully: the
 	// ScanFinished the client would otherwise get next (error unspecified,
@@ -2139,7 +2160,7 @@ type ScanFinished struct {
 	QueuedUs     int64                  `protobuf:"varint,11,opt,name=queued_us,json=queuedUs,proto3" json:"queued_us,omitempty"`
 	Cancelled    bool                   `protobuf:"varint,12,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	LastKey      []byte                 `protobuf:"bytes,13,opt,name=last_key,json=lastKey,proto3" json:"last_key,omitempty"`
-	Checksum     uint64                 `protobuf:"fixed64,14,opt,name=checksum,proto3" json:"checksum,omitempty"` // tablets.RowDigest over every row sent (rows = their count)
+	Checksum     uint64                 `protobuf:"fixed64,14,opt,name=checksum,proto3" json:"checksum,omitempty"` // tablets.RowDigest over every row sent (rows = their count); 0 when proofs_checked
 	// proofs: block proofs not sent in a RowBatch (a scan that ends
 	// without a final batch, an empty one included); see RowBatch.proofs.
 	Proofs        []*BlockProof `protobuf:"bytes,15,rep,name=proofs,proto3" json:"proofs,omitempty"`
@@ -3784,7 +3805,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"\fcluster_name\x18\r \x01(\tR\vclusterName\"-\n" +
 	"\x03Row\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xeb\x05\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x92\x06\n" +
 	"\vScanRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x122\n" +
@@ -3808,7 +3829,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x11 \x01(\x03R\ttimeoutMs\x12\x1d\n" +
 	"\n" +
-	"count_only\x18\x12 \x01(\bR\tcountOnly\x1a8\n" +
+	"count_only\x18\x12 \x01(\bR\tcountOnly\x12%\n" +
+	"\x0eproofs_checked\x18\x13 \x01(\bR\rproofsChecked\x1a8\n" +
 	"\n" +
 	"HintsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -3839,7 +3861,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"durationUs\x12\x1d\n" +
 	"\n" +
 	"plan_index\x18\x05 \x01(\rR\tplanIndex\x12\x14\n" +
-	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xb5\x05\n" +
+	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xdc\x05\n" +
 	"\tStartScan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3863,7 +3885,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"timeout_ms\x18\x10 \x01(\x03R\ttimeoutMs\x12@\n" +
 	"\tmanifests\x18\x11 \x03(\v2\".scanplane.internal.v1.ManifestRefR\tmanifests\x12\x1d\n" +
 	"\n" +
-	"count_only\x18\x12 \x01(\bR\tcountOnlyJ\x04\b\f\x10\r\"\xb7\x01\n" +
+	"count_only\x18\x12 \x01(\bR\tcountOnly\x12%\n" +
+	"\x0eproofs_checked\x18\x13 \x01(\bR\rproofsCheckedJ\x04\b\f\x10\r\"\xb7\x01\n" +
 	"\vScanStarted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +

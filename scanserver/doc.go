@@ -6,7 +6,9 @@
 // A ScanServerActor runs scans with a bounded worker pool and queue
 // (ServerQueue, pure) and streams RowBatches to clients with credit-based
 // flow control, each carrying the attempt's cumulative row count and
-// tablets.RowDigest checksum (ScanFinished carries the totals). It answers
+// tablets.RowDigest checksum (ScanFinished carries the totals), and the
+// block proofs of its rows; a scan whose client checks the proofs
+// (StartScan.proofs_checked) goes without the checksum. It answers
 // Busy when a scan cannot start within its busy timeout, honours Cancel —
 // except a Cancel{unless_streaming} for an attempt that already sent a
 // RowBatch, since the client may be reading that stream — and answers

@@ -157,10 +157,20 @@ func (p *probe) wait(r *rig, what string, pred func(any) bool) any {
 // startScan sends StartScan for all of tablet idx straight to a server;
 // p plays both the client and the tablet actor.
 func (r *rig) startScan(p *probe, server *actor.PID, id string, idx int, window uint32) {
+	r.startScanWith(p, server, id, idx, window, nil)
+}
+
+// startScanWith is startScan with the StartScan changed by edit (nil: none)
+// before it goes.
+func (r *rig) startScanWith(p *probe, server *actor.PID, id string, idx int, window uint32, edit func(*messages.StartScan)) {
 	tm := r.table.GetTablets()[idx]
-	r.as.Root.Send(server, &messages.StartScan{RequestId: id, Attempt: 1, Client: wire.FromPID(p.pid), TabletActor: wire.FromPID(p.pid),
+	m := &messages.StartScan{RequestId: id, Attempt: 1, Client: wire.FromPID(p.pid), TabletActor: wire.FromPID(p.pid),
 		Tablet: tm.GetRef(), Files: tm.GetFiles(), Range: &messages.KeyRange{Start: tm.GetRef().GetPrevEndRow(), End: tm.GetRef().GetEndRow()},
-		BatchRows: 50, Window: window, BusyTimeoutUs: time.Minute.Microseconds()})
+		BatchRows: 50, Window: window, BusyTimeoutUs: time.Minute.Microseconds()}
+	if edit != nil {
+		edit(m)
+	}
+	r.as.Root.Send(server, m)
 }
 
 // drain acknowledges every batch of attempt 1 of scan id on server until

@@ -875,10 +875,12 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	self := wire.FromPID(s.self)
 	// A batch's rows go into one packed buffer (RowBatch.packed_rows),
 	// sized from the previous batch: a buffer of a batch the client
-	// acknowledged (sendBufs), or a new one. A batch that reaches its
-	// size is cut at the last block end it holds (Prover.Cut), so that
-	// its proofs cover all its rows and the client holds none back; the
-	// rows past the cut (less than a block) start the next batch. Rows
+	// acknowledged (sendBufs), or a new one. A proven batch takes rows
+	// up to the last block end within its row count (Prover.Cut), so
+	// that its proofs cover all its rows and the client holds none back;
+	// one that reaches its size in bytes first is cut at the last block
+	// end it holds, and the rows past the cut (less than a block) start
+	// the next batch. Rows
 	// are copied a run of a block at a time (Iterator.NextRun: the packed
 	// encoding is a block's own); those of a lying server one at a time.
 	var packed []byte
@@ -889,8 +891,12 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	lied := 0        // rows the batch has beyond the honest ones (FaultConfig.Lie)
 	var marks []mark // the ends of the runs of rows in packed, in order
 	runs := lie == ""
-	// dig covers the rows sent, folded in per batch as it goes out.
+	// dig covers the rows sent, folded in per batch as it goes out; only
+	// counted when the client checks the prover's proofs instead
+	// (proofs_checked).
 	var dig tablets.RowDigest
+	hash := !req.ProofsChecked || !prover.Proves()
+	proven := runs && prover.Proves()
 	// flush sends the batch in hand; last: the scan ends with it (the
 	// iterator is exhausted or the limit reached), so it carries fin.
 	flush := func(last bool) error {
@@ -932,7 +938,11 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			}
 		}
 		sent := packed[:sendBytes:sendBytes]
-		dig.AddPacked(sent, send) // one hash call per batch, equal to Add per row
+		if hash {
+			dig.AddPacked(sent, send) // one hash call per batch, equal to Add per row
+		} else {
+			dig.Count(send)
+		}
 		sum := dig.Sum()
 		fin.Batches, fin.Rows, fin.Checksum = seq, dig.Rows(), sum
 		// A copy: the batch's buffer is reused once the client has it.
@@ -994,7 +1004,20 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			if packed == nil {
 				packed = bufs.get(max(256, min(sizeHint+sizeHint/8, batchBytes+batchBytes/8)), job.acked.Load())
 			}
-			maxRows := batchRows - nrows
+			// A proven batch ends at the last block end within batchRows
+			// (Prover.Cut from the batch's first row): no row past it is
+			// read into the batch, to be copied into the next one.
+			end := batchRows
+			if proven {
+				k, err := prover.Cut(batchRows)
+				if err != nil {
+					return false, err
+				}
+				if k > nrows {
+					end = k
+				}
+			}
+			maxRows := end - nrows
 			if req.Limit > 0 {
 				maxRows = min(maxRows, int(min(req.Limit-dig.Rows(), uint64(batchRows)))-nrows)
 			}
@@ -1010,7 +1033,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			if req.Limit > 0 && dig.Rows()+uint64(nrows) >= req.Limit {
 				break
 			}
-			if nrows >= batchRows || len(packed) >= batchBytes {
+			if nrows >= end || len(packed) >= batchBytes {
 				if err := flush(false); err != nil {
 					return false, err
 				}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -54,6 +56,96 @@ func TestServerBatchesCarryCountAndChecksum(t *testing.T) {
 				idx, fin.GetRows(), fin.GetChecksum(), fin.GetBatches(), dig.Rows(), dig.Sum(), len(batches))
 		}
 	}
+}
+
+// A scan whose client checks the proofs (StartScan.proofs_checked) of a
+// table with block roots carries the row counts and proofs, and no
+// checksum (0), in its batches and its ScanFinished; the same scan of
+// the files without block roots, which no proof covers, carries the
+// checksum whatever the request says.
+func TestServerLeavesChecksumToProofs(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 3000, tablets: 1})
+	srv := r.addServer("h1", 0, DefaultScanServerConfig(), nil)
+	p := r.newProbe()
+	for _, roots := range []bool{true, false} {
+		id := fmt.Sprintf("roots-%v", roots)
+		r.startScanWith(p, srv, id, 0, 4, func(m *messages.StartScan) {
+			m.ProofsChecked = true
+			if !roots {
+				files := make([]*messages.FileRef, len(m.Files))
+				for i, f := range m.Files {
+					files[i] = proto.CloneOf(f)
+					files[i].BlockRoots = nil
+				}
+				m.Files = files
+			}
+		})
+		batches, fin := r.drain(p, srv, id)
+		if len(batches) < 2 {
+			t.Fatalf("%s: %d batches; the test needs several", id, len(batches))
+		}
+		var dig tablets.RowDigest
+		proofs := 0
+		for _, b := range batches {
+			for _, row := range rowsOf(b) {
+				dig.Add(row.Key, row.Value)
+			}
+			proofs += len(b.GetProofs())
+			want := dig.Sum()
+			if roots {
+				want = 0
+			}
+			if b.GetRowCount() != dig.Rows() || b.GetChecksum() != want {
+				t.Fatalf("%s batch %d: row_count %d checksum %x, want %d and %x", id, b.GetSeq(), b.GetRowCount(), b.GetChecksum(), dig.Rows(), want)
+			}
+		}
+		if roots != (proofs > 0) {
+			t.Fatalf("%s: %d proofs", id, proofs)
+		}
+		if want := r.truthOf(0); dig.Rows() != uint64(len(want)) || fin.GetRows() != dig.Rows() || fin.GetChecksum() != batches[len(batches)-1].GetChecksum() {
+			t.Fatalf("%s: %d rows received, finished with rows %d checksum %x; want %d rows", id, dig.Rows(), fin.GetRows(), fin.GetChecksum(), len(want))
+		}
+	}
+}
+
+// A proven scan's batches end at block ends: each but the last holds the
+// whole blocks that fit in its batch_rows, its proofs cover all its rows,
+// and the next block would not have fit.
+func TestServerProvenBatchesEndAtBlockEnds(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 3000, tablets: 1})
+	srv := r.addServer("h1", 0, DefaultScanServerConfig(), nil)
+	p := r.newProbe()
+	const batchRows = 250
+	r.startScanWith(p, srv, "s", 0, 4, func(m *messages.StartScan) { m.BatchRows, m.ProofsChecked = batchRows, true })
+	batches, _ := r.drain(p, srv, "s")
+	if len(batches) < 3 {
+		t.Fatalf("%d batches; the test needs several", len(batches))
+	}
+	for i, b := range batches[:len(batches)-1] {
+		rows, proven := len(rowsOf(b)), 0
+		for _, pr := range b.GetProofs() {
+			proven += int(pr.GetRows())
+		}
+		ps, next := b.GetProofs(), batches[i+1].GetProofs()
+		if len(ps) == 0 || len(next) == 0 {
+			t.Fatalf("batch %d or the next has no proof", b.GetSeq())
+		}
+		last := ps[len(ps)-1]
+		if rows > batchRows || proven != rows || int(last.GetFirst())+len(mustUnpack(t, last.GetHead()))+int(last.GetRows()) != int(last.GetLeaves()) ||
+			rows+int(next[0].GetLeaves()) <= batchRows {
+			t.Fatalf("batch %d: %d rows, %d proven, its last proof %v, the next block %d rows: want whole blocks up to %d rows",
+				b.GetSeq(), rows, proven, last, next[0].GetLeaves(), batchRows)
+		}
+	}
+}
+
+func mustUnpack(t *testing.T, b []byte) []tablets.Entry {
+	t.Helper()
+	rows, err := tablets.UnpackRows(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
 
 // ScanFinished.duration_us is taken on ScanServerConfig.Clock, the

@@ -80,6 +80,10 @@ func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, r
 	return p
 }
 
+// Proves reports whether p proves the scan's rows: false when the files
+// have no block roots or the range holds no key.
+func (p *Prover) Proves() bool { return !p.empty }
+
 // UseDigests makes p take the digests of the blocks it proves from c
 // when their Block has none yet, and keep there those it computes. Call
 // it before Start.

@@ -42,7 +42,9 @@ import (
 //   - Every batch is verified before its rows are yielded: its seq follows
 //     the previous one, and its cumulative row_count and checksum
 //     (tablets.RowDigest) equal what the client computed over the rows of
-//     the attempt so far. A mismatch — a lost, repeated or altered row —
+//     the attempt so far (with Verify the count only: the proofs check
+//     the rows' bytes, and a batch that fails them is handled as a
+//     mismatch). A mismatch — a lost, repeated or altered row —
 //     resumes after the last yielded key, avoiding that server; the
 //     batch's rows are never yielded. ScanFinished of the winner must
 //     match the same totals, else the stream resumes. The last batch may
@@ -298,8 +300,9 @@ type streamRequest struct {
 	server    string
 	serverPID *messages.Pid
 	lastSeq   uint64
-	ackedSeq  uint64 // the last seq acknowledged
-	digest    tablets.RowDigest
+	ackedSeq  uint64            // the last seq acknowledged
+	received  uint64            // rows received from the accepted attempt
+	digest    tablets.RowDigest // their checksum; not computed when verify is set
 	lastData  time.Time
 	verify    *verifier // nil: StreamConfig.Verify is off
 	yielded   bool      // an ActYield of this request was returned
@@ -584,7 +587,7 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	}
 	// The batch's own row count sizes the slab, bounded as UnpackRows
 	// bounds it: every packed row takes at least 2 bytes.
-	hint := int(min(b.GetRowCount()-min(b.GetRowCount(), r.digest.Rows()), 1<<20))
+	hint := int(min(b.GetRowCount()-min(b.GetRowCount(), r.received), 1<<20))
 	var rows []tablets.Entry
 	var err error
 	if s.cfg.Slabs != nil {
@@ -596,21 +599,30 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 		return s.reject(now, err.Error())
 	}
 	packed := b.GetPackedRows()
-	if len(packed) > 0 {
-		r.digest.AddPacked(packed, len(rows)) // the bytes Add would hash, row by row
-	} else {
-		for _, row := range rows {
-			r.digest.Add(row.Key, row.Value)
-			if r.verify != nil {
+	r.received += uint64(len(rows))
+	switch {
+	case r.verify != nil:
+		// The proofs check every row's bytes: a changed, missing, extra or
+		// reordered row fails them, and a batch that fails them is refused
+		// below as a checksum mismatch is. So a verified stream does not
+		// compute the checksum, which only catches transport faults.
+		if len(packed) == 0 {
+			for _, row := range rows {
 				packed = tablets.AppendPackedRow(packed, row.Key, row.Value) // what the proofs hash
 			}
+		}
+	case len(packed) > 0:
+		r.digest.AddPacked(packed, len(rows)) // the bytes Add would hash, row by row
+	default:
+		for _, row := range rows {
+			r.digest.Add(row.Key, row.Value)
 		}
 	}
 	// A server that leaves the counts out (zero) fails this like any other
 	// mismatch: an unverifiable batch is never yielded.
-	if b.GetRowCount() != r.digest.Rows() || b.GetChecksum() != r.digest.Sum() {
+	if b.GetRowCount() != r.received || r.verify == nil && b.GetChecksum() != r.digest.Sum() {
 		return s.reject(now, fmt.Sprintf("batch %d: %d rows with checksum %016x received, server counts %d with %016x",
-			b.GetSeq(), r.digest.Rows(), r.digest.Sum(), b.GetRowCount(), b.GetChecksum()))
+			b.GetSeq(), r.received, r.digest.Sum(), b.GetRowCount(), b.GetChecksum()))
 	}
 	// Keys strictly increasing and the first and last in the range: then
 	// every key between them is in it too (a range is an interval).
@@ -746,9 +758,9 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 		r.accepted, r.server = m.GetAttempt(), m.GetServer()
 	}
 	if ok {
-		if m.GetBatches() != r.lastSeq || m.GetRows() != r.digest.Rows() || m.GetChecksum() != r.digest.Sum() {
+		if m.GetBatches() != r.lastSeq || m.GetRows() != r.received || r.verify == nil && m.GetChecksum() != r.digest.Sum() {
 			return s.resume(now, nil, fmt.Sprintf("finished with %d batches, %d rows, checksum %016x; received %d, %d, %016x",
-				m.GetBatches(), m.GetRows(), m.GetChecksum(), r.lastSeq, r.digest.Rows(), r.digest.Sum()), true)
+				m.GetBatches(), m.GetRows(), m.GetChecksum(), r.lastSeq, r.received, r.digest.Sum()), true)
 		}
 		var acts []StreamAction
 		if v := r.verify; v != nil {
@@ -920,7 +932,7 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 		Range: &messages.KeyRange{Start: s.rng.Start, End: s.rng.End}, ResumeAfter: bytes.Clone(s.lastKey),
 		BatchRows: s.cfg.BatchRows, BatchBytes: s.cfg.BatchBytes, Hints: s.cfg.Hints, AvoidServers: slices.Clone(s.avoid), ResumeCount: uint32(s.resumes),
 		Window: s.cfg.Window, TimeoutMs: wire.TimeoutMs(deadline.Sub(now)), AvoidCoordinators: s.lostCoordinators(),
-		CountOnly: s.cfg.CountOnly && s.cfg.Verify && s.cfg.Limit == 0}
+		CountOnly: s.cfg.CountOnly && s.cfg.Verify && s.cfg.Limit == 0, ProofsChecked: s.cfg.Verify}
 	if s.cfg.Limit > 0 {
 		req.Limit = s.cfg.Limit - s.rows
 	}
