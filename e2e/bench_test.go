@@ -216,9 +216,8 @@ func BenchmarkOneRowScan(b *testing.B) {
 	key := func(i int) int { return (i * 7919) % len(f.truth) }
 	// Warm connections, tablet actors and caches: every row the timed
 	// scans read is read once first, so that they measure scans the
-	// servers have served before (after a sample of every 499th row the
-	// first scans of the other rows were still slower, and made the
-	// tail).
+	// servers have served before, not the first scan of a region of a
+	// tablet, which is slower.
 	for i := 0; i < max(b.N, 200); i++ {
 		if err := f.scan(ctx, key(i), key(i)+1); err != nil {
 			b.Fatal(err)
