@@ -3,6 +3,7 @@ package tabletstream
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -201,6 +202,94 @@ func TestVerifiedStreamRefusesTransportFaults(t *testing.T) {
 		var se *ScanError
 		if !errors.As(r.err, &se) || se.Code != messages.ErrorCode_ERROR_CODE_RESUME_LIMIT || !strings.Contains(se.Message, "4 times") {
 			t.Fatalf("err %v: want the resume limit's error", r.err)
+		}
+	})
+}
+
+// TestVerifiedStreamChecksCountsOnly: a verified stream compares the row
+// counts, not the checksum. It takes the batches of a server that puts
+// the checksum in anyway (one that does not know proofs_checked), and
+// refuses a count that does not match, in a batch or in ScanFinished,
+// naming the counts and no checksum, which it does not compute.
+func TestVerifiedStreamChecksCountsOnly(t *testing.T) {
+	// withChecksum gives m the checksum an older server sends.
+	withChecksum := func(dig *tablets.RowDigest, m any) {
+		switch m := m.(type) {
+		case *messages.RowBatch:
+			rows, err := tablets.UnpackRows(m.PackedRows, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range rows {
+				dig.Add(e.Key, e.Value)
+			}
+			m.Checksum = dig.Sum()
+			if m.Finished != nil {
+				m.Finished.Checksum = dig.Sum()
+			}
+		case *messages.ScanFinished:
+			m.Checksum = dig.Sum()
+		}
+	}
+	t.Run("checksums sent", func(t *testing.T) {
+		r, files, f, truth := verifiedRun(t)
+		a := newProvenAttempt(t, "r1", "s1", files, f, nil)
+		var dig tablets.RowDigest
+		for m := a.message(); m != nil && !r.done; m = a.message() {
+			withChecksum(&dig, m)
+			r.do(r.s.OnMessage(t0, m))
+			if r.err != nil || r.s.Stats().Rejected > 0 {
+				t.Fatalf("%v (stats %+v)", r.err, r.s.Stats())
+			}
+		}
+		if !r.done || !equalEntries(r.yielded, truth) {
+			t.Fatalf("done %v, %d rows yielded, want the %d of the ingest", r.done, len(r.yielded), len(truth))
+		}
+	})
+	reason := func(t *testing.T, acts []StreamAction) string {
+		t.Helper()
+		cs := find(acts, ActSendCancel)
+		if len(cs) != 1 {
+			t.Fatalf("actions %v, want one cancel", acts)
+		}
+		return cs[0].Msg.(*messages.Cancel).GetReason()
+	}
+	t.Run("a batch's count off", func(t *testing.T) {
+		r, files, f, _ := verifiedRun(t)
+		a := newProvenAttempt(t, "r1", "s1", files, f, nil)
+		var dig tablets.RowDigest
+		b := a.message().(*messages.RowBatch)
+		withChecksum(&dig, b)
+		b.RowCount++
+		if got, want := reason(t, r.do(r.s.OnMessage(t0, b))), fmt.Sprintf("batch 1: %d rows received, server counts %d", b.RowCount-1, b.RowCount); got != want {
+			t.Fatalf("refused because %q, want %q", got, want)
+		}
+	})
+	t.Run("ScanFinished's count off", func(t *testing.T) {
+		r, files, f, _ := verifiedRun(t)
+		a := newProvenAttempt(t, "r1", "s1", files, f, nil)
+		var dig tablets.RowDigest
+		var fin *messages.ScanFinished
+		for m := a.message(); m != nil; m = a.message() {
+			withChecksum(&dig, m)
+			if b, ok := m.(*messages.RowBatch); ok && b.Finished != nil {
+				fin, b.Finished = b.Finished, nil
+				r.do(r.s.OnMessage(t0, b))
+				continue
+			}
+			if sf, ok := m.(*messages.ScanFinished); ok {
+				fin = sf
+				continue
+			}
+			r.do(r.s.OnMessage(t0, m))
+		}
+		if fin == nil || r.done || r.err != nil || r.s.Stats().Rejected > 0 {
+			t.Fatalf("before ScanFinished: done %v, err %v, stats %+v", r.done, r.err, r.s.Stats())
+		}
+		fin.Rows++
+		want := fmt.Sprintf("finished with %d batches, %d rows; received %d, %d", fin.Batches, fin.Rows, fin.Batches, fin.Rows-1)
+		if got := reason(t, r.do(r.s.OnMessage(t0, fin))); got != want {
+			t.Fatalf("refused because %q, want %q", got, want)
 		}
 	})
 }

@@ -620,7 +620,11 @@ func (s *TabletStream) onBatch(now time.Time, b *messages.RowBatch) []StreamActi
 	}
 	// A server that leaves the counts out (zero) fails this like any other
 	// mismatch: an unverifiable batch is never yielded.
-	if b.GetRowCount() != r.received || r.verify == nil && b.GetChecksum() != r.digest.Sum() {
+	if r.verify != nil && b.GetRowCount() != r.received {
+		// No checksum to name: the stream does not compute it.
+		return s.reject(now, fmt.Sprintf("batch %d: %d rows received, server counts %d", b.GetSeq(), r.received, b.GetRowCount()))
+	}
+	if r.verify == nil && (b.GetRowCount() != r.received || b.GetChecksum() != r.digest.Sum()) {
 		return s.reject(now, fmt.Sprintf("batch %d: %d rows with checksum %016x received, server counts %d with %016x",
 			b.GetSeq(), r.received, r.digest.Sum(), b.GetRowCount(), b.GetChecksum()))
 	}
@@ -758,7 +762,11 @@ func (s *TabletStream) onFinished(now time.Time, m *messages.ScanFinished) []Str
 		r.accepted, r.server = m.GetAttempt(), m.GetServer()
 	}
 	if ok {
-		if m.GetBatches() != r.lastSeq || m.GetRows() != r.received || r.verify == nil && m.GetChecksum() != r.digest.Sum() {
+		if r.verify != nil && (m.GetBatches() != r.lastSeq || m.GetRows() != r.received) {
+			return s.resume(now, nil, fmt.Sprintf("finished with %d batches, %d rows; received %d, %d",
+				m.GetBatches(), m.GetRows(), r.lastSeq, r.received), true)
+		}
+		if r.verify == nil && (m.GetBatches() != r.lastSeq || m.GetRows() != r.received || m.GetChecksum() != r.digest.Sum()) {
 			return s.resume(now, nil, fmt.Sprintf("finished with %d batches, %d rows, checksum %016x; received %d, %d, %016x",
 				m.GetBatches(), m.GetRows(), m.GetChecksum(), r.lastSeq, r.received, r.digest.Sum()), true)
 		}
