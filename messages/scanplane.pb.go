@@ -1821,7 +1821,7 @@ type RowBatch struct {
 	Server    string                 `protobuf:"bytes,5,opt,name=server,proto3" json:"server,omitempty"`
 	ServerPid *Pid                   `protobuf:"bytes,6,opt,name=server_pid,json=serverPid,proto3" json:"server_pid,omitempty"` // where BatchAck and Cancel go
 	RowCount  uint64                 `protobuf:"varint,7,opt,name=row_count,json=rowCount,proto3" json:"row_count,omitempty"`   // rows this attempt sent up to and including this batch
-	Checksum  uint64                 `protobuf:"fixed64,8,opt,name=checksum,proto3" json:"checksum,omitempty"`                  // tablets.RowDigest over those rows, in order; 0 when proofs_checked
+	Checksum  uint64                 `protobuf:"fixed64,8,opt,name=checksum,proto3" json:"checksum,omitempty"`                  // tablets.RowDigest over those rows, in order; 0 when proofs_checked and the files have block roots
 	// finished: set on the attempt's last batch when the server knew, as it
 	// sent the batch, that the scan ended with it successfully: the
 	// ScanFinished the client would otherwise get next (error unspecified,
@@ -2160,7 +2160,7 @@ type ScanFinished struct {
 	QueuedUs     int64                  `protobuf:"varint,11,opt,name=queued_us,json=queuedUs,proto3" json:"queued_us,omitempty"`
 	Cancelled    bool                   `protobuf:"varint,12,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
 	LastKey      []byte                 `protobuf:"bytes,13,opt,name=last_key,json=lastKey,proto3" json:"last_key,omitempty"`
-	Checksum     uint64                 `protobuf:"fixed64,14,opt,name=checksum,proto3" json:"checksum,omitempty"` // tablets.RowDigest over every row sent (rows = their count); 0 when proofs_checked
+	Checksum     uint64                 `protobuf:"fixed64,14,opt,name=checksum,proto3" json:"checksum,omitempty"` // tablets.RowDigest over every row sent (rows = their count); 0 when proofs_checked and the files have block roots
 	// proofs: block proofs not sent in a RowBatch (a scan that ends
 	// without a final batch, an empty one included); see RowBatch.proofs.
 	Proofs        []*BlockProof `protobuf:"bytes,15,rep,name=proofs,proto3" json:"proofs,omitempty"`
