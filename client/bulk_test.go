@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/scanplane/scanplane/messages"
+	"github.com/scanplane/scanplane/tablets"
 )
 
 // TestBulkWaitsForShortScans: bulk work waits while a short scan waits
@@ -152,6 +153,51 @@ func TestSerialScanTakesBulkSlots(t *testing.T) {
 		}
 		if p := c.bulk.peak.Load(); p != 0 {
 			t.Fatalf("the scan of %s within one tablet took a bulk slot", rng)
+		}
+	}
+}
+
+// TestOnlyShortScansTakeHandOff: the endpoint actor yields the processor
+// to the reader of a short scan (one range within one tablet) after each
+// of its messages; the streams of a scan of several tablets, read one at
+// a time by its caller or by a prefetch's goroutines, are bulk work and
+// wait their turn.
+func TestOnlyShortScansTakeHandOff(t *testing.T) {
+	c := fakeTable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	defer close(stop)
+	for _, tc := range []struct {
+		name  string
+		rng   Range
+		stop  <-chan struct{}
+		short bool
+	}{
+		{"a lookup", SingleKey(fakeRowKey(30)), nil, true},
+		{"a range within one tablet", KeyRange(fakeRowKey(26), fakeRowKey(40)), nil, true},
+		{"a scan of 4 tablets read by its caller", Range{}, nil, false},
+		{"a scan of 4 tablets read by a prefetch", Range{}, stop, false},
+	} {
+		rows := c.Scan(ctx, "t", tc.rng, ScanOptions{AllowUnverified: true, Parallel: 1})
+		if err := rows.plan(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		run, err := rows.startRun(rows.pieces[0], 0, tc.stop, &rows.stats, func([]tablets.Entry, uint64, *proofSeg) {})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		handOff, short, bulk := run.in.handOff, run.short, run.bulk
+		// Read the piece to its end: no connection is left half made.
+		for !run.finished {
+			if err := run.step(); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		}
+		run.abandon()
+		rows.Close()
+		if handOff != tc.short || short != tc.short || bulk == tc.short {
+			t.Fatalf("%s: hand-off %v, short %v, bulk %v; want hand-off and short %v", tc.name, handOff, short, bulk, tc.short)
 		}
 	}
 }

@@ -133,10 +133,10 @@ func (c *Client) self() *messages.Pid { return &messages.Pid{Address: c.rx.Addre
 // inbox is an unbounded queue of one request's messages: the endpoint
 // actor must never block on a slow consumer.
 type inbox struct {
-	// handOff: the inbox of a scan read in its caller's goroutine (a
-	// short scan, a lookup): the endpoint actor yields the processor to
-	// its reader after each message rather than deliver the next ones
-	// first. Set before the stream's first request.
+	// handOff: the inbox of a short scan (one range within one tablet,
+	// read in its caller's goroutine: a lookup): the endpoint actor
+	// yields the processor to its reader after each message rather than
+	// deliver the next ones first. Set before the stream's first request.
 	handOff bool
 	mu      sync.Mutex
 	items   []any

@@ -432,7 +432,10 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	if err != nil {
 		return nil, err
 	}
-	in.handOff = stop == nil
+	// A short scan's reader runs as soon as its message is in; bulk
+	// work, serial or parallel, waits its turn (bulkSlots).
+	short := stop == nil && len(r.pieces) == 1
+	in.handOff = short
 	cfg := tabletstream.StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, BatchBytes: c.cfg.BatchBytes, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
 		CoordinatorWait: c.cfg.CoordinatorWait, MaxResumes: c.cfg.MaxResumes, Coordinators: coords, Lost: lost,
@@ -453,7 +456,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 			ErrUnverified, r.table, r.meta.GetGeneration(), err)
 	}
 	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats,
-		tablet: p.Tablet, short: stop == nil && len(r.pieces) == 1, bulk: stop != nil || len(r.pieces) > 1}
+		tablet: p.Tablet, short: short, bulk: !short}
 	stats.Tablets++
 	if err := t.apply(t.cur.Start(time.Now())); err != nil {
 		t.abandon()
