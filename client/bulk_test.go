@@ -158,8 +158,8 @@ func TestSerialScanTakesBulkSlots(t *testing.T) {
 }
 
 // TestOnlyShortScansTakeHandOff: the endpoint actor yields the processor
-// to the reader of a short scan (one range within one tablet) after each
-// of its messages; the streams of a scan of several tablets, read one at
+// to the reader of a short scan (one range within one tablet, or a seek:
+// a limit of at most shortLimit rows) after each of its messages; the streams of a scan of several tablets, read one at
 // a time by its caller or by a prefetch's goroutines, are bulk work and
 // wait their turn.
 func TestOnlyShortScansTakeHandOff(t *testing.T) {
@@ -171,19 +171,23 @@ func TestOnlyShortScansTakeHandOff(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		rng   Range
+		limit uint64
 		stop  <-chan struct{}
 		short bool
 	}{
-		{"a lookup", SingleKey(fakeRowKey(30)), nil, true},
-		{"a range within one tablet", KeyRange(fakeRowKey(26), fakeRowKey(40)), nil, true},
-		{"a scan of 4 tablets read by its caller", Range{}, nil, false},
-		{"a scan of 4 tablets read by a prefetch", Range{}, stop, false},
+		{"a lookup", SingleKey(fakeRowKey(30)), 0, nil, true},
+		{"a range within one tablet", KeyRange(fakeRowKey(26), fakeRowKey(40)), 0, nil, true},
+		{"a seek: a scan of 4 tablets with a limit of 1", Range{}, 1, nil, true},
+		{"a scan of 4 tablets with a limit of shortLimit", Range{}, shortLimit, nil, true},
+		{"a scan of 4 tablets with a limit above shortLimit", Range{}, shortLimit + 1, nil, false},
+		{"a scan of 4 tablets read by its caller", Range{}, 0, nil, false},
+		{"a scan of 4 tablets read by a prefetch", Range{}, 0, stop, false},
 	} {
 		rows := c.Scan(ctx, "t", tc.rng, ScanOptions{AllowUnverified: true, Parallel: 1})
 		if err := rows.plan(); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		run, err := rows.startRun(rows.pieces[0], 0, tc.stop, &rows.stats, func([]tablets.Entry, uint64, *proofSeg) {})
+		run, err := rows.startRun(rows.pieces[0], tc.limit, tc.stop, &rows.stats, func([]tablets.Entry, uint64, *proofSeg) {})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

@@ -419,6 +419,10 @@ type tabletRun struct {
 
 // startRun starts the stream of one piece of the scan (limit: rows
 // wanted from it, 0 = all).
+// shortLimit is the largest limit of a scan of several tablets read by
+// its caller that still counts as a short scan (bulkSlots).
+const shortLimit = 100
+
 func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, stats *ScanStats, yield func([]tablets.Entry, uint64, *proofSeg)) (*tabletRun, error) {
 	c := r.c
 	if c.rx == nil {
@@ -433,8 +437,11 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 		return nil, err
 	}
 	// A short scan's reader runs as soon as its message is in; bulk
-	// work, serial or parallel, waits its turn (bulkSlots).
-	short := stop == nil && len(r.pieces) == 1
+	// work, serial or parallel, waits its turn (bulkSlots). A scan of
+	// several tablets read by its caller with a limit of at most
+	// shortLimit rows (a seek) reads no more than a lookup does, so it
+	// is short too.
+	short := stop == nil && (len(r.pieces) == 1 || (limit > 0 && limit <= shortLimit))
 	in.handOff = short
 	cfg := tabletstream.StreamConfig{Client: c.self(), BatchRows: c.cfg.BatchRows, BatchBytes: c.cfg.BatchBytes, Window: c.cfg.Window, Hints: r.opts.Hints,
 		MaxRequestTime: c.cfg.MaxRequestTime, StallTimeout: c.cfg.StallTimeout, IdleTimeout: c.cfg.IdleTimeout,
