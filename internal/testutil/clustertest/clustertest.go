@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -103,7 +105,13 @@ func StartAlways(t testing.TB, ctx context.Context, cfg localcluster.Config) *lo
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := filepath.Join(cfg.DataDir, "logs")
 	t.Cleanup(func() {
+		if t.Failed() {
+			// The data directory is usually a t.TempDir(), gone after
+			// the test: what the processes logged is printed here.
+			t.Logf("the cluster's process logs, last %d lines each (no DEBUG):\n%s", failedLogLines, logTails(logs, failedLogLines))
+		}
 		t0 := time.Now()
 		cl.Close()
 		if _, bench := t.(*testing.B); !bench { // a benchmark's log is printed always, amid its results
@@ -111,6 +119,36 @@ func StartAlways(t testing.TB, ctx context.Context, cfg localcluster.Config) *lo
 		}
 	})
 	return cl
+}
+
+// failedLogLines is how many lines of each process's log a failed test
+// prints.
+const failedLogLines = 40
+
+// logTails returns, for every *.log file in dir (a cluster's logs
+// directory), its name and its last n lines that are not DEBUG.
+func logTails(dir string, n int) string {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(&b, "== %s: %v\n", filepath.Base(f), err)
+			continue
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+			if l != "" && !strings.Contains(l, "level=DEBUG") {
+				lines = append(lines, l)
+			}
+		}
+		fmt.Fprintf(&b, "== %s (%d lines, the last %d):\n", filepath.Base(f), len(lines), min(n, len(lines)))
+		for _, l := range lines[max(0, len(lines)-n):] {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
 }
 
 // BuildTool builds the command ./cmd/NAME of the source tree the working

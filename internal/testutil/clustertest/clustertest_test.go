@@ -3,9 +3,12 @@ package clustertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +99,29 @@ func TestCheckScan(t *testing.T) {
 	}
 	if wrong, failed := CheckScan(ctx, c, "nope", truth, 0, 300, client.ScanOptions{}); wrong != nil || failed == nil || errors.Unwrap(failed) == nil {
 		t.Errorf("unknown table: wrong %v, failed %v; want a failed scan", wrong, failed)
+	}
+}
+
+// TestLogTails: a failed test prints each process log's last lines
+// without DEBUG, named by file.
+func TestLogTails(t *testing.T) {
+	dir := t.TempDir()
+	var c strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&c, "time=x level=INFO msg=line%d\n", i)
+		fmt.Fprintf(&c, "time=x level=DEBUG msg=debug%d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "coordinator1.log"), []byte(c.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "host1.log"), []byte("level=WARN msg=only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := logTails(dir, 3)
+	want := "== coordinator1.log (50 lines, the last 3):\n" +
+		"time=x level=INFO msg=line47\ntime=x level=INFO msg=line48\ntime=x level=INFO msg=line49\n" +
+		"== host1.log (1 lines, the last 1):\nlevel=WARN msg=only\n"
+	if got != want {
+		t.Fatalf("logTails:\n%s\nwant:\n%s", got, want)
 	}
 }
