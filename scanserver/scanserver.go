@@ -897,9 +897,17 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	var dig tablets.RowDigest
 	hash := !req.ProofsChecked || !prover.Proves()
 	proven := runs && prover.Proves()
+	// end is the row count at which the batch in hand goes out; -1 until
+	// worked out for it. A proven batch ends at the last block end within
+	// batchRows (Prover.Cut from the batch's first row, which moves only
+	// when a batch goes out): no row past it is read into the batch, to
+	// be copied into the next one.
+	end := -1
 	// flush sends the batch in hand; last: the scan ends with it (the
 	// iterator is exhausted or the limit reached), so it carries fin.
+	// The next batch's end is worked out anew.
 	flush := func(last bool) error {
+		end = -1
 		seq := fin.Batches + 1
 		if err := s.waitWindow(job, seq, uint64(window)); err != nil {
 			return err
@@ -1004,17 +1012,16 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			if packed == nil {
 				packed = bufs.get(max(256, min(sizeHint+sizeHint/8, batchBytes+batchBytes/8)), job.acked.Load())
 			}
-			// A proven batch ends at the last block end within batchRows
-			// (Prover.Cut from the batch's first row): no row past it is
-			// read into the batch, to be copied into the next one.
-			end := batchRows
-			if proven {
-				k, err := prover.Cut(batchRows)
-				if err != nil {
-					return false, err
-				}
-				if k > nrows {
-					end = k
+			if end < 0 {
+				end = batchRows
+				if proven {
+					k, err := prover.Cut(batchRows)
+					if err != nil {
+						return false, err
+					}
+					if k > nrows {
+						end = k
+					}
 				}
 			}
 			maxRows := end - nrows
