@@ -10,6 +10,7 @@ import (
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -25,19 +26,13 @@ func TestMetaWatchSetUpAgainAfterItFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	bc := bus.DefaultConfig()
-	bc.URL = srv.ClientURL()
-	conn, err := bus.Connect(ctx, bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
+	conn := clustertest.Connect(t, ctx, srv.ClientURL(), nil)
 	meta, err := conn.MetaStore(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No stream behind the bucket: the watch's consumer cannot be made.
-	if err := conn.JetStream().DeleteStream(ctx, "KV_"+bc.MetaBucket); err != nil {
+	if err := conn.JetStream().DeleteStream(ctx, "KV_"+bus.DefaultConfig().MetaBucket); err != nil {
 		t.Fatal(err)
 	}
 
