@@ -399,13 +399,13 @@ var errStopped = errors.New("client: scan closed")
 // stream's actions, waits for its events (messages, coordinator events,
 // timers, the context, stop) and hands the rows it yields to yield.
 type tabletRun struct {
-	r     *Rows
-	stop  <-chan struct{} // closed by Close of a parallel scan; nil otherwise
-	short bool            // a scan of one tablet in its caller's goroutine: while it waits for a message, bulk work waits (bulkSlots)
-	// bulk: a piece of a scan of several tablets, read by a goroutine of
-	// its prefetch or, one tablet at a time, by its caller: it handles
-	// each message in one of the client's bulk slots.
-	bulk     bool
+	r    *Rows
+	stop <-chan struct{} // closed by Close of a parallel scan; nil otherwise
+	// short: a lookup-like scan read in its caller's goroutine (one
+	// tablet, or a seek): while it waits for a message, bulk work waits
+	// (bulkSlots). Any other run is bulk work: it handles each message
+	// in one of the client's bulk slots.
+	short    bool
 	cur      *tabletstream.TabletStream
 	in       *inbox   // its inbox
 	ids      []string // its request ids
@@ -463,7 +463,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 			ErrUnverified, r.table, r.meta.GetGeneration(), err)
 	}
 	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats,
-		tablet: p.Tablet, short: short, bulk: !short}
+		tablet: p.Tablet, short: short}
 	stats.Tablets++
 	if err := t.apply(t.cur.Start(time.Now())); err != nil {
 		t.abandon()
@@ -477,7 +477,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 func (t *tabletRun) step() error {
 	m, closed := t.in.take()
 	if m != nil {
-		if t.bulk {
+		if !t.short {
 			// A scan of several tablets, parallel or not: it handles the
 			// message in one of the client's bulk slots.
 			bulk := t.r.c.bulk

@@ -54,7 +54,6 @@ type LoadBoard struct {
 	// latAt (latSelects counts the selections).
 	latTotal, latAt uint64
 	latP50, latP95  time.Duration
-	latSelected     bool
 	latSelects      int
 	window          [10]struct {
 		sec               int64
@@ -238,11 +237,11 @@ func (b *LoadBoard) rebuild() *selection.LoadView {
 		// a rebuild runs up to once per scan, on the path from a
 		// ScanRequest to its StartScan, and one sample moves the
 		// percentiles of the ring's m little.
-		if !b.latSelected || b.latTotal-b.latAt >= uint64(max(1, m/latSelectEvery)) {
+		if b.latSelects == 0 || b.latTotal-b.latAt >= uint64(max(1, m/latSelectEvery)) {
 			b.latScratch = append(b.latScratch[:0], b.lat[:m]...)
 			b.latP50 = selection.SelectKth(b.latScratch, m/2)
 			b.latP95 = selection.SelectKth(b.latScratch, (m*95)/100)
-			b.latAt, b.latSelected = b.latTotal, true
+			b.latAt = b.latTotal
 			b.latSelects++
 		}
 		v.StartLatencyP50, v.StartLatencyP95 = b.latP50, b.latP95
