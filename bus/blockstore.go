@@ -360,10 +360,12 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 // every key came or OpTimeout. A watcher that JetStream refuses for the
 // moment (its system electing a leader after a node stopped, 503) is
 // asked for again after a wait of the same bound, at least
-// minRefusedWait (ReadTry may be 0) and at most a second.
+// minRefusedWait (ReadTry may be 0) and at most a second, and only while
+// OpTimeout has not passed: the listing then fails with the refusal.
 func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
 	octx, cancel := b.conn.opCtx(ctx)
 	defer cancel()
+	deadline, _ := octx.Deadline()
 	for try := b.conn.cfg.ReadTry; ; try *= 2 {
 		keys, err := b.tableKeys(octx, table, try)
 		if err == nil {
@@ -377,7 +379,13 @@ func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, err
 			b.conn.checkNode(octx, min(try, maxNodeCheck))
 			continue
 		}
-		_ = backoff.Sleep(octx, min(max(try, minRefusedWait), time.Second), nil) // octx's end is seen by the next try
+		// The deadline is read from the clock as well as from octx: octx
+		// ends only once its timer's goroutine has run, which may come
+		// after the wait's own timer, and a watcher asked for then would
+		// be one more ask past OpTimeout.
+		if backoff.Sleep(octx, min(max(try, minRefusedWait), time.Second), nil) != nil || !time.Now().Before(deadline) {
+			return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+		}
 	}
 }
 

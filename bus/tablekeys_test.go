@@ -65,18 +65,23 @@ func (kv *alwaysRefusingKV) WatchFiltered(context.Context, []string, ...jetstrea
 }
 
 // TestTableKeysWaitsBetweenRefusals: with ReadTry 0, a listing JetStream
-// keeps refusing waits at least minRefusedWait between asks and fails
-// with ErrUnavailable at OpTimeout instead of asking in a tight loop.
+// keeps refusing waits at least minRefusedWait between asks, asks
+// nothing after OpTimeout, and fails with ErrUnavailable then instead of
+// asking in a tight loop. The first ask comes at the earliest when
+// OpTimeout starts and each later one at least minRefusedWait after the
+// one before, so all of them before OpTimeout's end are at most
+// OpTimeout/minRefusedWait however late any of them runs.
 func TestTableKeysWaitsBetweenRefusals(t *testing.T) {
 	ctx := testCtx(t)
 	store := blockStore(t, connect(t, startServer(t)))
-	store.conn.cfg.ReadTry, store.conn.cfg.OpTimeout = 0, 500*time.Millisecond
+	const opTimeout = 500 * time.Millisecond
+	store.conn.cfg.ReadTry, store.conn.cfg.OpTimeout = 0, opTimeout
 	kv := &alwaysRefusingKV{KeyValue: store.kv}
 	store.kv = kv
 	if _, err := store.TableKeys(ctx, "t"); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("listing refused throughout: %v, want ErrUnavailable", err)
 	}
-	if n := kv.calls.Load(); n > int32(500*time.Millisecond/minRefusedWait)+1 {
-		t.Fatalf("%d watchers asked for within OpTimeout %v, want at most one per %v", n, 500*time.Millisecond, minRefusedWait)
+	if n := kv.calls.Load(); n > int32(opTimeout/minRefusedWait) {
+		t.Fatalf("%d watchers asked for, want at most %d: one per %v within OpTimeout %v", n, opTimeout/minRefusedWait, minRefusedWait, opTimeout)
 	}
 }
