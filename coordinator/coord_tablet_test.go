@@ -91,9 +91,13 @@ func idleStopLosesNoRequest(t *testing.T, direct bool) {
 func TestTabletRetriesAttemptOnServerThatLeft(t *testing.T) {
 	for _, how := range []string{"leaving", "new incarnation"} {
 		t.Run(how, func(t *testing.T) {
-			// StartStall would retry the stuck attempt too, after a while:
-			// make it long, so that only the check can.
-			r := newRig(t, rigOpts{rows: 500, tablets: 1, coord: func(c *CoordinatorConfig) { c.Flow.StartStall = time.Hour }})
+			// StartStall would retry the stuck attempt too, after a while,
+			// and so would the busy timeout when the stuck server's accept
+			// notice comes later than the timeout and its slack (a loaded
+			// machine; the retry then goes to the same server, the only one
+			// yet): make both long, so that only the check can.
+			r := newRig(t, rigOpts{rows: 500, tablets: 1, profiles: longBusyTimeoutProfile,
+				coord: func(c *CoordinatorConfig) { c.Flow.StartStall = time.Hour }})
 			gate := testutil.NewGatedFetcher(tablets.StoreFetcher{Store: r.store})
 			t.Cleanup(func() { close(gate.Open) })
 			a := r.addServer("ha", 0, servertest.Default(), gate)
@@ -128,6 +132,11 @@ func TestTabletRetriesAttemptOnServerThatLeft(t *testing.T) {
 		})
 	}
 }
+
+// longBusyTimeoutProfile is the default policy with a busy timeout no
+// test waits out: an attempt that got no answer yet never times out.
+const longBusyTimeoutProfile = `[{"isDefault":true,"policy":"accumulo-host","maxBusyTimeout":"1h",
+  "attemptPlans":[{"servers":"100%","busyTimeout":"1h"}]}]`
 
 // A ScanRequest's proofs_checked goes on to the scan server in the
 // StartScan: the batches of a table with block roots come with their
