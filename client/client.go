@@ -122,7 +122,7 @@ func (c *Client) start(ctx context.Context) error {
 	}
 	if sys := clientsys.System(ctx); sys != nil {
 		c.sys = sys
-	} else if err := c.startSystem(); err != nil {
+	} else if err := c.startSystem(ctx); err != nil {
 		return err
 	}
 	c.evSub = c.sys.EventStream.Subscribe(c.onEndpointEvent)
@@ -160,8 +160,8 @@ func (c *Client) start(ctx context.Context) error {
 	return nil
 }
 
-func (c *Client) startSystem() error {
-	pr, err := acquireRemote(c.cfg, c.log)
+func (c *Client) startSystem(ctx context.Context) error {
+	pr, err := acquireRemote(ctx, c.cfg, c.log)
 	if err != nil {
 		return err
 	}
@@ -172,8 +172,8 @@ func (c *Client) startSystem() error {
 // closeWait bounds how long Close waits for the actor remote to stop. A
 // remote left stopping in the background keeps goroutines that read
 // gRPC's global logger, which the next remote started in the same process
-// writes (protoactor's Remote.Start): a data race in processes that start
-// client after client. 3 s leaves room for a slow stop; a dead peer costs
+// writes (protoactor's Remote.Start): that start waits for the stop to
+// end (acquireRemote). 3 s leaves room for a slow stop; a dead peer costs
 // no more.
 const closeWait = 3 * time.Second
 

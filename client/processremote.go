@@ -1,10 +1,12 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -20,11 +22,17 @@ import (
 // (remote.Start), unsynchronised, while the gRPC code of any remote
 // already running reads it. So clients of one process that start their
 // own actor system share one: the first of a given Listen, Advertise and
-// TLS starts it, the last to close stops it. This is the only state the
-// package keeps per process; it exists because the library's is.
+// TLS starts it, the last to close stops it. A remote whose stop
+// outlasted its last client's Close still reads the logger until it is
+// stopped, so no remote starts until every such stop has ended. This is
+// the only state the package keeps per process; it exists because the
+// library's is.
 var processRemotes = struct {
 	mu sync.Mutex
 	m  map[remoteKey]*processRemote
+	// stopping: the stops that outlasted their release, each closed when
+	// it ends.
+	stopping []chan struct{}
 }{m: map[remoteKey]*processRemote{}}
 
 // remoteKey says which clients may share a remote: those that listen,
@@ -44,14 +52,31 @@ type processRemote struct {
 }
 
 // acquireRemote returns the actor system the client's Listen, Advertise
-// and TLS share, starting it if no running client has.
-func acquireRemote(cfg Config, log *slog.Logger) (*processRemote, error) {
+// and TLS share, starting it if no running client has; a start first
+// waits, within ctx, for the stops of earlier remotes that still run.
+func acquireRemote(ctx context.Context, cfg Config, log *slog.Logger) (*processRemote, error) {
 	key := remoteKey{listen: cfg.Listen, advertise: cfg.Advertise, tls: cfg.TLS}
 	processRemotes.mu.Lock()
 	defer processRemotes.mu.Unlock()
-	if pr := processRemotes.m[key]; pr != nil {
-		pr.refs++
-		return pr, nil
+	for {
+		if pr := processRemotes.m[key]; pr != nil {
+			pr.refs++
+			return pr, nil
+		}
+		processRemotes.stopping = slices.DeleteFunc(processRemotes.stopping, isClosed)
+		if len(processRemotes.stopping) == 0 {
+			break
+		}
+		// Wait without the lock: Close of other clients goes on meanwhile.
+		stop := processRemotes.stopping[0]
+		processRemotes.mu.Unlock()
+		select {
+		case <-stop:
+		case <-ctx.Done():
+			processRemotes.mu.Lock()
+			return nil, fmt.Errorf("client: start: waiting for an earlier actor remote of this process to stop: %w", ctx.Err())
+		}
+		processRemotes.mu.Lock()
 	}
 	pr, err := startProcessRemote(cfg, log)
 	if err != nil {
@@ -62,9 +87,10 @@ func acquireRemote(cfg Config, log *slog.Logger) (*processRemote, error) {
 	return pr, nil
 }
 
-// release drops a client's share; the last one stops the remote (within
-// wait: a remote left stopping keeps goroutines that read gRPC's logger)
-// and shuts the system down.
+// release drops a client's share; the last one stops the remote, waits
+// for the stop at most wait (a stop that takes longer goes on in the
+// background, and the next remote's start waits for it), and shuts the
+// system down.
 func (pr *processRemote) release(cfg Config, wait time.Duration, log *slog.Logger) {
 	key := remoteKey{listen: cfg.Listen, advertise: cfg.Advertise, tls: cfg.TLS}
 	processRemotes.mu.Lock()
@@ -78,15 +104,27 @@ func (pr *processRemote) release(cfg Config, wait time.Duration, log *slog.Logge
 	go func() {
 		defer close(done)
 		// Inbound streams stop at once; the outbound endpoints stop once
-		// no stream handler runs (internal/remoting).
-		pr.stops.Stop(pr.rem, wait)
+		// no stream handler runs (internal/remoting), which it waits for
+		// closeWait whatever the caller's wait.
+		pr.stops.Stop(pr.rem, closeWait)
 	}()
 	select {
 	case <-done:
 	case <-time.After(wait):
 		log.Debug("actor remote still stopping; not waiting for it", "waited", wait)
+		processRemotes.stopping = append(processRemotes.stopping, done)
 	}
 	pr.sys.Shutdown()
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func startProcessRemote(cfg Config, log *slog.Logger) (*processRemote, error) {

@@ -2,12 +2,16 @@ package client
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/scanplane/scanplane/internal/clientsys"
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/messages"
 )
 
 // TestClientsShareTheProcessRemote: two clients of one process that
@@ -70,6 +74,35 @@ func TestClientsShareTheProcessRemote(t *testing.T) {
 	defer again.Close()
 	if again.sys == a.sys {
 		t.Fatal("a client started after every other closed reuses a stopped remote")
+	}
+}
+
+// TestRemoteStartsAfterALateStop: a remote whose stop outlasts the wait
+// of its last client's Close goes on stopping; its endpoints read gRPC's
+// logger as they close their connections, and a remote started meanwhile
+// rewrites it (the race detector reports that). So the next start waits
+// for that stop to end first.
+func TestRemoteStartsAfterALateStop(t *testing.T) {
+	cfg := DefaultConfig()
+	log := slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pr, err := acquireRemote(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An endpoint with a gRPC connection, to an address where nobody
+	// listens; released without a wait, the remote stops in the
+	// background.
+	pr.sys.Root.Send(actor.NewPID("127.0.0.1:5", "nobody"), &messages.Cancel{RequestId: "r"})
+	pr.release(cfg, 0, log)
+	again, err := acquireRemote(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.release(cfg, closeWait, log)
+	if again == pr {
+		t.Fatal("a stopped remote was handed out again")
 	}
 }
 
