@@ -72,7 +72,8 @@ func fakeCoordinatorMain(mode string) int {
 		case *messages.StatusRequest:
 			ctx.Respond(&messages.StatusReply{TabletActors: 1})
 		case *messages.ScanRequest:
-			say("request %s %d", m.GetRequestId(), m.GetTablet().GetIndex())
+			say("request %s tablet %d after %q at %s", m.GetRequestId(), m.GetTablet().GetIndex(), m.GetResumeAfter(),
+				time.Now().Format("15:04:05.000"))
 			if mode == "serve" {
 				serveFake(ctx, m, self)
 			}
@@ -218,6 +219,19 @@ func (f *fakeCoord) waitLine(prefix string) string {
 	return line
 }
 
+// requestLines returns the fake's request lines, whole.
+func (f *fakeCoord) requestLines() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, l := range f.lines {
+		if strings.HasPrefix(l, "request ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // requests returns the request ids the fake received.
 func (f *fakeCoord) requests() []string {
 	f.mu.Lock()
@@ -314,8 +328,9 @@ func TestLeaseLossMovesRequests(t *testing.T) {
 			}
 
 			type result struct {
-				rows []Row
-				err  error
+				rows  []Row
+				err   error
+				stats ScanStats
 			}
 			res := make(chan result, 1)
 			go func() {
@@ -326,7 +341,7 @@ func TestLeaseLossMovesRequests(t *testing.T) {
 				for rows.Next() {
 					out = append(out, rows.Row())
 				}
-				res <- result{out, rows.Err()}
+				res <- result{out, rows.Err(), rows.Stats()}
 			}()
 			held.waitLine("request ")
 			start := time.Now()
@@ -354,7 +369,12 @@ func TestLeaseLossMovesRequests(t *testing.T) {
 			testutil.Poll(10*time.Second, func() bool { return len(serving.requests()) >= 4 })
 			heldIDs, servedIDs := held.requests(), serving.requests()
 			if len(heldIDs) != 1 || len(servedIDs) != 4 || slices.Contains(servedIDs, heldIDs[0]) {
-				t.Fatalf("held coordinator got %v, serving one %v; want 1 and 4 requests, the resent one under a new id", heldIDs, servedIDs)
+				// The fakes' lines name each request's tablet, resume key and
+				// time, and the stats count resumes: together they tell a
+				// request the lease moved from one a timeout sent again.
+				t.Fatalf("held coordinator got %v, serving one %v; want 1 and 4 requests, the resent one under a new id\n"+
+					"lease went at %s; scan %+v\nheld: %q\nserving: %q", heldIDs, servedIDs, start.Format("15:04:05.000"), r.stats,
+					held.requestLines(), serving.requestLines())
 			}
 			if addrs, _ := c.Coordinators(); !slices.Equal(addrs, []string{serving.addr}) {
 				t.Fatalf("coordinators after the lease went: %v", addrs)
