@@ -26,6 +26,10 @@ type rigOpts struct {
 	profiles      string // JSON; empty = built-in default
 	coord         func(*CoordinatorConfig)
 	meta          func(MetaSource) MetaSource // wraps the metadata source
+	// noDone: the client sends no ScanDone for a scan that ended with its
+	// winner's ScanFinished (as client.Client); else it sends one after
+	// every scan.
+	noDone bool
 }
 
 type rig struct {
@@ -100,7 +104,7 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	}
 	life, cancel := context.WithCancel(ctx)
 	r.life = life
-	r.cl = &rigClient{scans: map[string]*rigScan{}}
+	r.cl = &rigClient{scans: map[string]*rigScan{}, noDone: o.noDone}
 	r.client = r.as.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r.cl }))
 	t.Cleanup(func() {
 		cancel()
@@ -275,6 +279,7 @@ type rigScan struct {
 // rigClient is the scan client actor.
 type rigClient struct {
 	scans  map[string]*rigScan
+	noDone bool // rigOpts.noDone
 	router *actor.PID
 	// tabletActors: by tablet index, from ScanRouted (direct scans only).
 	tabletActors map[uint32]*actor.PID
@@ -384,6 +389,10 @@ func (c *rigClient) finish(ctx actor.Context, s *rigScan, m *messages.ScanFinish
 	if m.GetError() == messages.ErrorCode_ERROR_CODE_UNSPECIFIED &&
 		(m.GetRows() != s.dig.Rows() || m.GetChecksum() != s.dig.Sum()) && s.protoErr == "" {
 		s.protoErr = fmt.Sprintf("finished: rows %d checksum %x, received %d rows checksum %x", m.GetRows(), m.GetChecksum(), s.dig.Rows(), s.dig.Sum())
+	}
+	if c.noDone && m.GetError() == messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		c.end(s)
+		return
 	}
 	to := c.router
 	if pid := c.tabletActors[s.req.GetTablet().GetIndex()]; s.direct && pid != nil {

@@ -127,7 +127,7 @@ func TestDirectRequestToStoppedTabletActor(t *testing.T) {
 // (direct), alternating in blocks of 200 so both see the same machine.
 // Reported per path: p50-µs and allocs/scan of the whole process.
 func BenchmarkScanPath(b *testing.B) {
-	r := newRig(b, rigOpts{rows: 4000, tablets: 8})
+	r := newRig(b, rigOpts{rows: 4000, tablets: 8, noDone: true}) // as client.Client
 	r.addServer("h1", 0, servertest.Default(), nil)
 	key := func(i int) []byte { return r.truth[(i*7919)%len(r.truth)].Key }
 	oneRow := func(i int) *messages.ScanRequest {

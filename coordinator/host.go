@@ -34,7 +34,7 @@ type hostEvent struct {
 	kind     hostEventKind
 	server   selection.ServerID
 	result   selection.AttemptResult
-	latency  time.Duration
+	latency  time.Duration // evLatency; evEnded: a start latency sample too when > 0
 	queueLen int
 	hedge    bool // evDispatched: a hedged dispatch
 	// incarnation, when set, is the server incarnation the event is
@@ -278,6 +278,9 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 			s.counts.hedges++
 		}
 	case evEnded:
+		if e.latency > 0 {
+			h.startLatency(now, l, e.latency) // the attempt's first batch was its last
+		}
 		if l.InFlight > 0 {
 			l.InFlight--
 		}
@@ -323,22 +326,7 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 			l.Slowdowns[i] = l.Slowdowns[i].Add(now, d, 1)
 		}
 	case evLatency:
-		// Blend into the estimate as it stands now (decayed toward the
-		// fleet median since its last sample), not the raw old value: a
-		// server shunned after one slow start must be forgiven by its next
-		// fast one.
-		prev := l.StartLatency
-		if v := h.board.Latest(); v != nil {
-			prev = v.StartLatencyOf(l, now) // the fleet median changes slowly: no rebuild
-		}
-		if prev == 0 {
-			l.StartLatency = e.latency
-		} else {
-			l.StartLatency = (prev*3 + e.latency) / 4
-		}
-		l.StartLatencyAt = now
-		l.ConsecutiveFailures = 0
-		answered(now, l)
+		h.startLatency(now, l, e.latency)
 	case evBusySignal:
 		h.busy(now, l)
 		l.QueueLen = e.queueLen
@@ -349,6 +337,26 @@ func (h *HostActor) onEvent(now time.Time, e *hostEvent) bool {
 	}
 	s.touch()
 	return true
+}
+
+// startLatency records a start latency sample of the server: the time to
+// an attempt's first data. It is blended into the estimate as it stands
+// now (decayed toward the fleet median since its last sample), not the raw
+// old value: a server shunned after one slow start must be forgiven by its
+// next fast one.
+func (h *HostActor) startLatency(now time.Time, l *selection.ServerLoad, latency time.Duration) {
+	prev := l.StartLatency
+	if v := h.board.Latest(); v != nil {
+		prev = v.StartLatencyOf(l, now) // the fleet median changes slowly: no rebuild
+	}
+	if prev == 0 {
+		l.StartLatency = latency
+	} else {
+		l.StartLatency = (prev*3 + latency) / 4
+	}
+	l.StartLatencyAt = now
+	l.ConsecutiveFailures = 0
+	answered(now, l)
 }
 
 // answered records an answer from the server: it is not silent (see

@@ -180,6 +180,32 @@ func TestHostActorLatencyForgives(t *testing.T) {
 	}
 }
 
+// TestHostActorEndedWithLatency: an attempt whose first batch was its
+// last ends with one evEnded carrying its start latency, which the host
+// records as an evLatency before it would: the sample, the answer, the
+// in-flight count.
+func TestHostActorEndedWithLatency(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := NewLoadBoard(func() time.Time { return now }, []selection.DecayParams{selection.DefaultDecay})
+	h := newHostActor("h1", b, &sync.Map{}, 3, time.Minute, func() time.Time { return now }, nil)
+	h.servers["s"] = &serverState{load: selection.ServerLoad{ID: "s", Host: "h1", Alive: true,
+		Errors: make([]selection.DecayedCount, 1), Slowdowns: make([]selection.DecayedCount, 1), Busy: make([]selection.DecayedCount, 1)}}
+	l := &h.servers["s"].load
+	h.onEvent(now, &hostEvent{kind: evDispatched, server: "s"})
+	now = now.Add(time.Millisecond)
+	h.onEvent(now, &hostEvent{kind: evEnded, server: "s", result: selection.Started, latency: 700 * time.Microsecond})
+	if l.StartLatency != 700*time.Microsecond || !l.StartLatencyAt.Equal(now) || l.InFlight != 0 ||
+		!l.UnansweredSince.IsZero() || !l.LastAnswer.Equal(now) {
+		t.Fatalf("after evEnded with a latency: %+v", l)
+	}
+	// Without one, the estimate stays.
+	h.onEvent(now, &hostEvent{kind: evDispatched, server: "s"})
+	h.onEvent(now.Add(time.Millisecond), &hostEvent{kind: evEnded, server: "s", result: selection.Started})
+	if l.StartLatency != 700*time.Microsecond || !l.StartLatencyAt.Equal(now) {
+		t.Fatalf("evEnded without a latency changed the estimate: %v at %v", l.StartLatency, l.StartLatencyAt)
+	}
+}
+
 // TestHostActorTracksSilence: a dispatch starts a silence that only an
 // answer from the server ends (first data, busy, error, a finished scan),
 // never a timeout, a stall or a cancellation decided by the coordinator.

@@ -215,8 +215,14 @@ func (t *TabletActor) Receive(c actor.Context) {
 			t.apply(now, m.RequestId, e, e.flow.OnBusy(now, m.GetAttempt(), t.picker(e)))
 		}
 	case *messages.ScanFinished:
-		t.heard(m.GetServer())
-		if e := t.answered(m.GetRequestId(), m.GetAttempt(), m.GetServer(), "ScanFinished"); e != nil {
+		e := t.answered(m.GetRequestId(), m.GetAttempt(), m.GetServer(), "ScanFinished")
+		if a := e.attempt(m.GetAttempt()); a == nil || !a.Live() || !a.Sent() || m.GetError() != messages.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			// Not for a live attempt's success: it is accounted to its
+			// server as started (evEnded), which records the answer as
+			// evAnswer would, so one host event and one publish fewer.
+			t.heard(m.GetServer())
+		}
+		if e != nil {
 			t.recordBlockTime(e, m)
 			t.apply(now, m.RequestId, e, e.flow.OnFinished(now, t.stale(m), t.picker(e)))
 		}
@@ -263,6 +269,15 @@ func (t *TabletActor) answered(id string, n uint32, server, what string) *flowEn
 		return nil
 	}
 	return e
+}
+
+// attempt is attempt n of e's flow; nil when e is nil or has no such
+// attempt.
+func (e *flowEntry) attempt(n uint32) *FlowAttempt {
+	if e == nil {
+		return nil
+	}
+	return e.flow.Attempt(n)
 }
 
 // stopTimers stops the lost-check and idle timers.
@@ -586,7 +601,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			}
 		case ActAccount:
 			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evEnded, server: a.Attempt.Sel.Server, result: a.Result,
-				incarnation: e.incarnations[a.Attempt.N]})
+				latency: a.Latency, incarnation: e.incarnations[a.Attempt.N]})
 			switch a.Result {
 			case selection.Busy:
 				t.d.counters.busy.Add(1)
@@ -596,9 +611,15 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 		case ActSlowdown:
 			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evSlowdown, server: a.Attempt.Sel.Server, incarnation: e.incarnations[a.Attempt.N]})
 		case ActLatency:
+			t.d.board.RecordStartLatency(a.Latency)
+			if len(acts) > 0 && acts[0].Kind == ActAccount && acts[0].Attempt == a.Attempt {
+				// The attempt ends at once (its first batch was its
+				// last): its latency rides in the evEnded, one host event.
+				acts[0].Latency = a.Latency
+				continue
+			}
 			t.hostEvent(a.Attempt.Sel.Host, &hostEvent{kind: evLatency, server: a.Attempt.Sel.Server, latency: a.Latency,
 				incarnation: e.incarnations[a.Attempt.N]})
-			t.d.board.RecordStartLatency(a.Latency)
 		case ActTimer:
 			var n uint32
 			if a.Attempt != nil {

@@ -32,7 +32,10 @@ import (
 //   - The first RowBatch seen decides the winner: its attempt is accepted,
 //     every other attempt of the request that sends a RowBatch gets a
 //     Cancel straight to its server, and ScanFinished or errors of losers
-//     are ignored. ScanDone names the winner.
+//     are ignored. A request given up (resumed, sent elsewhere, or the
+//     caller stopped reading) gets a ScanDone marked abandoned naming the
+//     winner; a request that ends with its winner's ScanFinished needs
+//     none (finish).
 //   - With StreamConfig.Verify, rows are also checked against the block
 //     roots of the table's metadata (verify.go): a row is yielded once a
 //     block proof covers it, and the stream is complete only once the
@@ -1025,16 +1028,18 @@ func (s *TabletStream) cancelAttempt(acts []StreamAction, id string, attempt uin
 	return append(acts, StreamAction{Kind: ActSendCancel, Server: pid, Msg: &messages.Cancel{RequestId: id, Attempt: attempt, Reason: why}})
 }
 
+// finish ends the stream on its winner's successful ScanFinished (alone or
+// inside the last batch). It sends no ScanDone: the scan server sends the
+// same ScanFinished to the tablet actor, and a successful ScanFinished of
+// any attempt ends the flow there (scanflow.ScanFlow.OnFinished), cancelling
+// any other attempt unless it streams; a loser that streamed to us was
+// cancelled when its batch arrived. Should that ScanFinished be lost with
+// its server, the flow ends as for any lost server (retried, and the new
+// attempt's batch is a straggler the client cancels) or at its deadline.
 func (s *TabletStream) finish() []StreamAction {
-	r := s.req
 	s.req = nil
 	s.state = stateDone
-	var acts []StreamAction
-	if !r.coordLost && !s.isLost(r.coord) {
-		acts = append(acts, StreamAction{Kind: ActSendDone, Coordinator: r.coord,
-			Msg: &messages.ScanDone{RequestId: r.id, WinnerAttempt: r.accepted, Tablet: s.ref}})
-	}
-	return append(acts, StreamAction{Kind: ActFinish})
+	return []StreamAction{{Kind: ActFinish}}
 }
 
 // finishNoRequest ends a stream whose limit is reached without asking again.

@@ -194,12 +194,8 @@ func TestStreamHappyPath(t *testing.T) {
 	}
 	r.do(r.s.OnMessage(t0.Add(2*time.Millisecond), a.batch(rows[4:])))
 	acts = r.do(r.s.OnMessage(t0.Add(3*time.Millisecond), a.finished()))
-	if kinds(acts) != "send-done,finish" {
-		t.Fatalf("finish: %v", acts)
-	}
-	done := acts[0].Msg.(*messages.ScanDone)
-	if acts[0].Coordinator != coordA || done.WinnerAttempt != 1 || done.Abandoned || done.RequestId != "r1" {
-		t.Fatalf("ScanDone %v to %s", done, acts[0].Coordinator)
+	if kinds(acts) != "finish" {
+		t.Fatalf("finish: %v, want no ScanDone (the server's ScanFinished ends the flow)", acts)
 	}
 	sameRows(t, r.yielded, rows)
 	if !r.s.Done() || !r.s.NextWakeup().IsZero() {
@@ -213,7 +209,7 @@ func TestStreamHappyPath(t *testing.T) {
 // TestStreamOneWinner: the client alone decides the
 // winner — the first RowBatch seen — cancels other attempts' streams
 // straight at their servers, ignores the losers' ends, and names the
-// winner in ScanDone.
+// winner in no ScanDone: the winner's ScanFinished ends the flow.
 func TestStreamOneWinner(t *testing.T) {
 	rows := testRows(6)
 	r := newRun(t, streamConfig())
@@ -242,7 +238,7 @@ func TestStreamOneWinner(t *testing.T) {
 	}
 	r.do(r.s.OnMessage(t0, a2.batch(rows[3:])))
 	acts = r.do(r.s.OnMessage(t0, a2.finished()))
-	if kinds(acts) != "send-done,finish" || acts[0].Msg.(*messages.ScanDone).WinnerAttempt != 2 {
+	if kinds(acts) != "finish" {
 		t.Fatalf("finish: %v", acts)
 	}
 	sameRows(t, r.yielded, rows)
@@ -337,7 +333,7 @@ func TestStreamPackedRows(t *testing.T) {
 	b3 := a.batch(cloneRows(rows[7:]))
 	pack(b3)
 	b3.Finished = a.finished()
-	if kinds(r.do(r.s.OnMessage(t0, b3))) != "yield,send-done,finish" {
+	if kinds(r.do(r.s.OnMessage(t0, b3))) != "yield,finish" {
 		t.Fatalf("packed final batch: %v", r.last)
 	}
 	sameRows(t, r.yielded, rows)
@@ -556,7 +552,7 @@ func TestStreamCoordinatorLostBeforeData(t *testing.T) {
 	a := newAttempt("r2", 1, "s2")
 	r.do(r.s.OnMessage(t0, a.batch(rows)))
 	acts = r.do(r.s.OnMessage(t0, a.finished()))
-	if kinds(acts) != "send-done,finish" || acts[0].Coordinator != coordB {
+	if kinds(acts) != "finish" {
 		t.Fatalf("finish: %v", acts)
 	}
 	sameRows(t, r.yielded, rows)
@@ -803,7 +799,7 @@ func TestStreamEmptyPiece(t *testing.T) {
 	r := newRun(t, streamConfig())
 	r.do(r.s.Start(t0))
 	acts := r.do(r.s.OnMessage(t0, newAttempt("r1", 1, "s1").finished()))
-	if kinds(acts) != "send-done,finish" || acts[0].Msg.(*messages.ScanDone).WinnerAttempt != 1 {
+	if kinds(acts) != "finish" {
 		t.Fatalf("empty: %v", acts)
 	}
 }
@@ -1076,8 +1072,9 @@ func (a *attempt) finalBatch(rows []*messages.Row) *messages.RowBatch {
 
 // TestStreamFinalBatch: a last batch carrying the ScanFinished
 // ends the tablet at once: its rows are yielded, it is not acknowledged,
-// and the coordinator gets ScanDone naming the winner. A one-row scan is
-// then one request, one batch and one ScanDone on the client's side.
+// and the coordinator gets no ScanDone (the server's ScanFinished ends the
+// flow). A one-row scan is then one request and one batch on the client's
+// side.
 func TestStreamFinalBatch(t *testing.T) {
 	for _, n := range []int{1, 7} {
 		t.Run(fmt.Sprintf("%d rows", n), func(t *testing.T) {
@@ -1092,11 +1089,8 @@ func TestStreamFinalBatch(t *testing.T) {
 			} else {
 				acts = r.do(r.s.OnMessage(t0, a.finalBatch(rows)))
 			}
-			if kinds(acts) != "yield,send-done,finish" {
-				t.Fatalf("final batch: %v, want yield, ScanDone, finish (no ack)", acts)
-			}
-			if d := acts[1].Msg.(*messages.ScanDone); d.WinnerAttempt != 1 || d.Abandoned || acts[1].Coordinator != coordA {
-				t.Fatalf("ScanDone %v to %s", d, acts[1].Coordinator)
+			if kinds(acts) != "yield,finish" {
+				t.Fatalf("final batch: %v, want yield, finish (no ack, no ScanDone)", acts)
 			}
 			sameRows(t, r.yielded, rows)
 			if !r.s.Done() || !r.s.NextWakeup().IsZero() {
