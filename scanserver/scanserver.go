@@ -30,7 +30,9 @@ type ScanServerConfig struct {
 	// MaxQueue: scans waiting for a worker beyond Workers; default 64.
 	MaxQueue int
 	// BatchRows: rows per RowBatch when the request says 0; default 2000
-	// (with BatchBytes, whichever comes first). Per batch the server and
+	// (with BatchBytes, whichever comes first). A proven stream's batch
+	// then ends at the first block end at or past it, if that is within
+	// twice it, else at the last block end within it. Per batch the server and
 	// the client each pay a message, an ack and a wake-up, so larger
 	// batches stream a tablet faster.
 	BatchRows int
@@ -786,6 +788,23 @@ func (s *ScanServerActor) tabletFiles(ctx context.Context, req *messages.StartSc
 // count-only scan (about 100 bytes each).
 const maxCountedProofs = 512
 
+// provenEnd is the row count at which a proven batch ends, counted
+// from the batch's first row: the last block end within batchRows; or,
+// when batchRows is the server's own (the request asked for none), the
+// first block end at or past it if that is within twice batchRows, so
+// that cutting at block ends does not make a proven stream's batches,
+// each a message, an acknowledgement and a wake-up on both sides,
+// smaller than another stream's.
+func provenEnd(p *tablets.Prover, batchRows int, own bool) (int, error) {
+	if own {
+		k, err := p.CutPast(batchRows)
+		if err != nil || k <= 2*batchRows {
+			return k, err
+		}
+	}
+	return p.Cut(batchRows)
+}
+
 // stream sends the scan's batches to the client. final reports that the
 // last batch carried fin (RowBatch.finished): the scan succeeded and fin
 // is complete and shared with the client's message.
@@ -876,7 +895,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	// A batch's rows go into one packed buffer (RowBatch.packed_rows),
 	// sized from the previous batch: a buffer of a batch the client
 	// acknowledged (sendBufs), or a new one. A proven batch takes rows
-	// up to the last block end within its row count (Prover.Cut), so
+	// up to a block end (provenEnd), so
 	// that its proofs cover all its rows and the client holds none back;
 	// one that reaches its size in bytes first is cut at the last block
 	// end it holds, and the rows past the cut (less than a block) start
@@ -898,10 +917,10 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	hash := !req.ProofsChecked || !prover.Proves()
 	proven := runs && prover.Proves()
 	// end is the row count at which the batch in hand goes out; -1 until
-	// worked out for it. A proven batch ends at the last block end within
-	// batchRows (Prover.Cut from the batch's first row, which moves only
-	// when a batch goes out): no row past it is read into the batch, to
-	// be copied into the next one.
+	// worked out for it. A proven batch ends at a block end (provenEnd
+	// from the batch's first row, which moves only when a batch goes
+	// out): no row past it is read into the batch, to be copied into the
+	// next one.
 	end := -1
 	// flush sends the batch in hand; last: the scan ends with it (the
 	// iterator is exhausted or the limit reached), so it carries fin.
@@ -1015,7 +1034,7 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			if end < 0 {
 				end = batchRows
 				if proven {
-					k, err := prover.Cut(batchRows)
+					k, err := provenEnd(prover, batchRows, req.BatchRows == 0)
 					if err != nil {
 						return false, err
 					}

@@ -139,6 +139,39 @@ func TestServerProvenBatchesEndAtBlockEnds(t *testing.T) {
 	}
 }
 
+// A proven scan that leaves batch_rows to the server: each batch but the
+// last holds whole blocks up to the first block end at or past the
+// server's BatchRows, so block ends do not make its batches smaller.
+func TestServerProvenBatchesPastServerBatchRows(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 3000, tablets: 1})
+	cfg := DefaultScanServerConfig()
+	const batchRows = 250
+	cfg.BatchRows = batchRows
+	srv := r.addServer("h1", 0, cfg, nil)
+	p := r.newProbe()
+	r.startScanWith(p, srv, "s", 0, 4, func(m *messages.StartScan) { m.BatchRows, m.ProofsChecked = 0, true })
+	batches, fin := r.drain(p, srv, "s")
+	if len(batches) < 3 || fin.GetRows() != uint64(len(r.truthOf(0))) {
+		t.Fatalf("%d batches, %d rows; the test needs several batches of all %d rows", len(batches), fin.GetRows(), len(r.truthOf(0)))
+	}
+	for _, b := range batches[:len(batches)-1] {
+		rows, proven := len(rowsOf(b)), 0
+		ps := b.GetProofs()
+		for _, pr := range ps {
+			proven += int(pr.GetRows())
+		}
+		if len(ps) == 0 {
+			t.Fatalf("batch %d has no proof", b.GetSeq())
+		}
+		last := ps[len(ps)-1]
+		if proven != rows || int(last.GetFirst())+len(mustUnpack(t, last.GetHead()))+int(last.GetRows()) != int(last.GetLeaves()) ||
+			rows < batchRows || rows-int(last.GetRows()) >= batchRows || rows > 2*batchRows {
+			t.Fatalf("batch %d: %d rows, %d proven, its last proof %v: want whole blocks up to the first block end at or past %d rows",
+				b.GetSeq(), rows, proven, last, batchRows)
+		}
+	}
+}
+
 func mustUnpack(t *testing.T, b []byte) []tablets.Entry {
 	t.Helper()
 	rows, err := tablets.UnpackRows(b, 0)

@@ -347,6 +347,30 @@ func (p *Prover) Cut(n int) (int, error) {
 	return k, nil
 }
 
+// CutPast returns the smallest k >= n such that the stream's next k
+// rows end at the end of a block, or the rows left in the stream's
+// files when fewer: a batch that may hold more than n rows takes whole
+// blocks up to the first block end at or past n. It reads only file
+// indexes.
+func (p *Prover) CutPast(n int) (int, error) {
+	if p.empty {
+		return 0, nil
+	}
+	k, f, b, l := 0, p.f, p.b, p.l
+	for f < len(p.r.files) && k < n {
+		ix, err := p.index(f)
+		if err != nil {
+			return 0, err
+		}
+		k += int(ix.Blocks[b].Entries) - l
+		b, l = b+1, 0
+		for f < len(p.r.files) && b >= int(p.r.files[f].GetBlocks()) {
+			f, b = f+1, 0
+		}
+	}
+	return k, nil
+}
+
 // CountSpan plans a count-only scan (messages.BlockProof.counted), after
 // Start: the blocks after the stream's first block and before the last
 // block that holds rows of the range are counted whole instead of sent.

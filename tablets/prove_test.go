@@ -120,6 +120,67 @@ func TestProverCut(t *testing.T) {
 	}
 }
 
+// TestProverCutPast: from any position of a scan, CutPast(n) is the
+// smallest k >= n such that the next k rows end at a block end, or the
+// rows left when none does.
+func TestProverCutPast(t *testing.T) {
+	m := mapFetcher{}
+	var files []*messages.FileRef
+	var ends []int // the stream's row count at each block end
+	rows := 0
+	for fi := range 2 {
+		w := NewFileWriter(fmt.Sprintf("f%d", fi), 200)
+		for i := range 90 {
+			if err := w.Add(fmt.Appendf(nil, "k%d%03d", fi, i), []byte("value")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := w.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[IndexKey(f.ID)] = f.Index
+		for i, b := range f.Blocks {
+			m[BlockKey(f.ID, i)] = b
+		}
+		ix, err := DecodeIndex(f.Index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range ix.Blocks {
+			rows += int(h.Entries)
+			ends = append(ends, rows)
+		}
+		files = append(files, f.Ref())
+	}
+	if len(ends) < 6 {
+		t.Fatalf("%d blocks: want several per file", len(ends))
+	}
+	for pos := 0; pos < rows; pos += 7 {
+		p := NewProver(context.Background(), files, m, Range{}, nil)
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Rows(pos); err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n <= rows-pos+3; n += 5 {
+			want := rows - pos
+			if n == 0 {
+				want = 0
+			}
+			for i := len(ends) - 1; i >= 0 && n > 0; i-- {
+				if e := ends[i] - pos; e > 0 && e >= n {
+					want = e
+				}
+			}
+			if got, err := p.CutPast(n); err != nil || got != want {
+				t.Fatalf("at row %d, CutPast(%d) = %d, %v; want %d", pos, n, got, err, want)
+			}
+		}
+	}
+}
+
 // TestProverShortScanAllocs: proving a short scan inside one block (a
 // proof with head and tail rows), its index and block in the scan's
 // memo, reads the block once through the fetcher, builds the siblings

@@ -95,7 +95,7 @@ func (v *verifier) batch(packed []byte, rows []tablets.Entry, proofs []*messages
 		}
 		k := int(p.GetRows())
 		if k > len(v.pending)-n {
-			return nil, fmt.Errorf("proof of block %d covers %d rows, %d received", p.GetBlock(), k, len(v.pending)-n)
+			return nil, fmt.Errorf("%w: proof of block %d covers %d rows, %d received", tablets.ErrBadProof, p.GetBlock(), k, len(v.pending)-n)
 		}
 		if err := v.proof(p, v.pending[n:n+k]); err != nil {
 			return nil, err
@@ -303,7 +303,7 @@ func (v *verifier) finish() error {
 	}
 	switch {
 	case len(v.pending) > 0:
-		return fmt.Errorf("%d rows without a proof", len(v.pending))
+		return fmt.Errorf("%w: %d rows without a proof", tablets.ErrBadProof, len(v.pending))
 	case v.ended, v.limit > 0 && v.rows >= v.limit, v.rng.Empty(), len(v.roots) == 0:
 		return nil
 	case v.started && v.g >= len(v.roots):

@@ -346,7 +346,8 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 
 // TestVerifierWholeBlocks: a scan of whole blocks is proven by their
 // rows' BLAKE3 hashes; a forged, dropped, added or swapped row in any of
-// them is refused.
+// them is refused with tablets.ErrBadProof, in the last block of a batch
+// too (a proof that covers more rows than came, a row no proof covers).
 func TestVerifierWholeBlocks(t *testing.T) {
 	files, f, truth := verifyTablet(t, 500, 200, 600)
 	roots, err := Roots(&messages.TabletMeta{Files: files})
@@ -385,10 +386,26 @@ func TestVerifierWholeBlocks(t *testing.T) {
 		} {
 			bs := whole()
 			bs[0].rows = lie(bs[0].rows)
-			if got, err := check(t, roots, tablets.Range{}, nil, 0, bs); err == nil {
-				t.Fatalf("row %d %s: accepted, %d rows", i, name, len(got))
+			if got, err := check(t, roots, tablets.Range{}, nil, 0, bs); !errors.Is(err, tablets.ErrBadProof) {
+				t.Fatalf("row %d %s: %d rows, %v; want %v", i, name, len(got), err, tablets.ErrBadProof)
 			}
 		}
+	}
+}
+
+// TestVerifierRowPastTheLastProof: a row after the last row the proofs
+// cover is never released, and the stream fails with tablets.ErrBadProof.
+func TestVerifierRowPastTheLastProof(t *testing.T) {
+	files, f, truth := verifyTablet(t, 500, 200, 600)
+	roots, err := Roots(&messages.TabletMeta{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := serve(t, files, f, tablets.Range{}, nil, 0, 1000)
+	last := truth[len(truth)-1]
+	bs[0].rows = append(bs[0].rows, tablets.Entry{Key: append(bytes.Clone(last.Key), 'x'), Value: []byte("v")})
+	if got, err := check(t, roots, tablets.Range{}, nil, 0, bs); !errors.Is(err, tablets.ErrBadProof) || !equalEntries(got, truth) {
+		t.Fatalf("%d rows released, %v; want the %d true rows and %v", len(got), err, len(truth), tablets.ErrBadProof)
 	}
 }
 
