@@ -68,3 +68,21 @@ type nodeCheck struct {
 // NodesLeft reports how many times the connection left its NATS node
 // because the node did not answer a check after a read got no answer.
 func (c *Conn) NodesLeft() uint64 { return c.nodesLeft.Load() }
+
+// watchNode checks the connection's node every interval (checkNode, as
+// after a read that got no answer) until the connection closes.
+func (c *Conn) watchNode(interval time.Duration) {
+	defer c.watching.Done()
+	ctx, cancel := c.untilClosed(context.Background())
+	defer cancel()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.checkNode(ctx, maxNodeCheck)
+		}
+	}
+}
