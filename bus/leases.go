@@ -424,32 +424,21 @@ func (l *Lease) Close() error {
 // holds (it drops a lease not renewed for TTL, by its own clock). Invalid
 // entries are skipped (see Invalid).
 func (s *LeaseStore) List(ctx context.Context) ([]*messages.ClusterInfo, error) {
-	octx, cancel := s.conn.opCtx(ctx)
-	defer cancel()
-	w, err := s.kv.WatchAll(octx, jetstream.IgnoreDeletes())
+	entries, err := s.conn.listEntries(ctx, s.kv, "list leases", false, ">")
 	if err != nil {
-		return nil, s.conn.storeErr(ctx, "list leases", s.conn.opErr(ctx, octx, err))
+		return nil, err
 	}
-	defer stopWatcher(w)
 	var out []*messages.ClusterInfo
-	for {
-		select {
-		case <-octx.Done():
-			return nil, s.conn.storeErr(ctx, "list leases", s.conn.opErr(ctx, octx, octx.Err()))
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return nil, fmt.Errorf("bus: list leases: %w: watcher ended", ErrUnavailable)
-			case e == nil:
-				slices.SortFunc(out, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.GetMemberId(), b.GetMemberId()) })
-				return out, nil
-			case e.Operation() == jetstream.KeyValuePut:
-				if ci := s.decode(e); ci != nil {
-					out = append(out, ci)
-				}
-			}
+	for _, e := range entries {
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		if ci := s.decode(e); ci != nil {
+			out = append(out, ci)
 		}
 	}
+	slices.SortFunc(out, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.GetMemberId(), b.GetMemberId()) })
+	return out, nil
 }
 
 // Watch calls fn (serially, never concurrently) with the full set of live
