@@ -50,10 +50,11 @@ type Config struct {
 	// NodeCheck is how often the connection asks its NATS node for a
 	// PONG (answered within a second, see checkNode), whether or not it
 	// reads: a node that is paused, hung or cut off without closing its
-	// connections is left for another node of the cluster within about
-	// NodeCheck plus a second, where nats.go's own pings take PingsOut+1
-	// intervals of PingInterval, and a connection that only publishes
-	// (heartbeats) never notices otherwise. A connection that knows no
+	// connections (it sends nothing while the PONG is due) is left for
+	// another node of the cluster within about NodeCheck plus a second,
+	// where nats.go's own pings take PingsOut+1 intervals of
+	// PingInterval, and a connection that only publishes (heartbeats)
+	// never notices otherwise. A connection that knows no
 	// other node stays. 0 = the node is checked only after a read got no
 	// answer. Default 1s.
 	NodeCheck time.Duration
