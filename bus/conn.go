@@ -47,6 +47,17 @@ type Config struct {
 	// idempotent: a late answer to an earlier try is dropped. 0 = one try
 	// of OpTimeout. Default 1s.
 	ReadTry time.Duration
+	// NodeCheck is how often the connection asks its NATS node for a
+	// PONG (answered within a second, see checkNode), whether or not it
+	// reads: a node that is paused, hung or cut off without closing its
+	// connections (it sends nothing while the PONG is due) is left for
+	// another node of the cluster within about NodeCheck plus a second,
+	// where nats.go's own pings take PingsOut+1 intervals of
+	// PingInterval, and a connection that only publishes (heartbeats)
+	// never notices otherwise. A connection that knows no
+	// other node stays. 0 = the node is checked only after a read got no
+	// answer. Default 1s.
+	NodeCheck time.Duration
 	// BlocksBucket is the JetStream KV bucket holding tablet-file blocks.
 	// Default "scanplane-blocks".
 	BlocksBucket string
@@ -100,6 +111,7 @@ func DefaultConfig() Config {
 		ConnectTimeout: 5 * time.Second,
 		OpTimeout:      10 * time.Second,
 		ReadTry:        time.Second,
+		NodeCheck:      time.Second,
 		BlocksBucket:   "scanplane-blocks",
 		MetaBucket:     "scanplane-meta",
 		BucketWait:     time.Minute,
@@ -117,6 +129,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bus: Config.OpTimeout %s: must be positive", c.OpTimeout)
 	case c.ReadTry < 0:
 		return fmt.Errorf("bus: Config.ReadTry %s: must be >= 0", c.ReadTry)
+	case c.NodeCheck < 0:
+		return fmt.Errorf("bus: Config.NodeCheck %s: must be >= 0", c.NodeCheck)
 	case !validBucket(c.BlocksBucket):
 		return fmt.Errorf("bus: Config.BlocksBucket %q: want 1+ characters of [A-Za-z0-9_-]", c.BlocksBucket)
 	case !validBucket(c.MetaBucket):
@@ -190,6 +204,8 @@ type Conn struct {
 	nodeCheck *nodeCheck
 	// nodesLeft counts the nodes left for not answering a check.
 	nodesLeft atomic.Uint64
+	// watching is the node watch (watchNode), waited for by Close.
+	watching sync.WaitGroup
 }
 
 // Connect dials NATS (failing if no server answers within ConnectTimeout or
@@ -277,6 +293,10 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, fmt.Errorf("bus: jetstream: %w", err)
 	}
 	c.nc, c.js = nc, js
+	if cfg.NodeCheck > 0 {
+		c.watching.Add(1)
+		go c.watchNode(cfg.NodeCheck)
+	}
 	return c, nil
 }
 
@@ -325,6 +345,7 @@ func (c *Conn) JetStream() jetstream.JetStream { return c.js }
 func (c *Conn) Close() {
 	c.closeOnce.Do(func() { close(c.closed) })
 	c.nc.Close()
+	c.watching.Wait()
 	c.warnings.Stop()
 }
 

@@ -424,32 +424,21 @@ func (l *Lease) Close() error {
 // holds (it drops a lease not renewed for TTL, by its own clock). Invalid
 // entries are skipped (see Invalid).
 func (s *LeaseStore) List(ctx context.Context) ([]*messages.ClusterInfo, error) {
-	octx, cancel := s.conn.opCtx(ctx)
-	defer cancel()
-	w, err := s.kv.WatchAll(octx, jetstream.IgnoreDeletes())
+	entries, err := s.conn.listEntries(ctx, s.kv, "list leases", false, ">")
 	if err != nil {
-		return nil, s.conn.storeErr(ctx, "list leases", s.conn.opErr(ctx, octx, err))
+		return nil, err
 	}
-	defer stopWatcher(w)
 	var out []*messages.ClusterInfo
-	for {
-		select {
-		case <-octx.Done():
-			return nil, s.conn.storeErr(ctx, "list leases", s.conn.opErr(ctx, octx, octx.Err()))
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return nil, fmt.Errorf("bus: list leases: %w: watcher ended", ErrUnavailable)
-			case e == nil:
-				slices.SortFunc(out, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.GetMemberId(), b.GetMemberId()) })
-				return out, nil
-			case e.Operation() == jetstream.KeyValuePut:
-				if ci := s.decode(e); ci != nil {
-					out = append(out, ci)
-				}
-			}
+	for _, e := range entries {
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		if ci := s.decode(e); ci != nil {
+			out = append(out, ci)
 		}
 	}
+	slices.SortFunc(out, func(a, b *messages.ClusterInfo) int { return strings.Compare(a.GetMemberId(), b.GetMemberId()) })
+	return out, nil
 }
 
 // Watch calls fn (serially, never concurrently) with the full set of live
@@ -485,15 +474,20 @@ func (s *LeaseStore) List(ctx context.Context) ([]*messages.ClusterInfo, error) 
 // closes.
 func (s *LeaseStore) Watch(ctx context.Context, fn func(live []*messages.ClusterInfo)) error {
 	reconnected := s.conn.reconnectSignal() // before the watcher: no reconnect is missed
-	w, err := s.kv.WatchAll(ctx)
+	wctx, wcancel := watchCtx(ctx)
+	w, err := s.kv.WatchAll(wctx)
 	if err != nil {
+		wcancel()
 		return s.conn.storeErr(ctx, "watch leases", err)
 	}
 	lw := &leaseWatch{s: s, fn: fn, live: map[string]*leaseEntry{}, revs: revisions{}, syncing: map[string]bool{}, initial: make(chan struct{}),
 		lastRenewal: time.Now()}
 	s.watched.Store(true)
 	initial := lw.initial
-	go lw.loop(ctx, w, reconnected)
+	go func() {
+		defer wcancel()
+		lw.loop(ctx, wctx, w, reconnected)
+	}()
 	select {
 	case <-initial:
 	case <-ctx.Done():
@@ -532,7 +526,9 @@ type leaseWatch struct {
 	behind bool
 }
 
-func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}) {
+// loop runs the watch until ctx ends or the Conn closes; wctx is
+// watchCtx(ctx), for the watchers.
+func (lw *leaseWatch) loop(ctx, wctx context.Context, w jetstream.KeyWatcher, reconnected <-chan struct{}) {
 	c := lw.s.conn
 	defer func() {
 		if w != nil {
@@ -545,7 +541,7 @@ func (lw *leaseWatch) loop(ctx context.Context, w jetstream.KeyWatcher, reconnec
 		if w != nil {
 			stopWatcher(w)
 		}
-		if w, reconnected = c.rewatch(ctx, "lease watch", reconnected, func() (jetstream.KeyWatcher, error) { return lw.s.kv.WatchAll(ctx) }); w == nil {
+		if w, reconnected = c.rewatch(ctx, "lease watch", reconnected, func() (jetstream.KeyWatcher, error) { return lw.s.kv.WatchAll(wctx) }); w == nil {
 			return false
 		}
 		lw.syncing = map[string]bool{}
@@ -895,6 +891,19 @@ func (c *Conn) rewatch(ctx context.Context, what string, reconnected <-chan stru
 		default:
 		}
 	}
+}
+
+// watchCtx returns a context for a long-lived key watcher that ends
+// when ctx ends but has no deadline: nats.go bounds the request that
+// makes the watcher's consumer by ctx's deadline when it has one, else
+// by the JetStream context's timeout (5 s). JetStream may put the
+// consumer on a node that does not answer (stopped, cut off); the
+// request then fails within seconds and the watcher is asked for again
+// (rewatch), rather than waiting until ctx's deadline.
+func watchCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	return wctx, func() { stop(); cancel() }
 }
 
 // untilClosed returns a context that also ends when the Conn closes.

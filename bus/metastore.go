@@ -384,20 +384,15 @@ func (m *MetaStore) DeleteManifest(ctx context.Context, table string, gen uint64
 // Manifests lists the table's stored manifests (tablets.ManifestStore).
 func (m *MetaStore) Manifests(ctx context.Context, table string) ([]tablets.ManifestID, error) {
 	prefix := tablesPrefix + escapeKey(table, false) + "."
-	octx, cancel := m.conn.opCtx(ctx)
-	defer cancel()
-	lister, err := m.kv.ListKeysFiltered(octx, prefix+"*.*")
+	entries, err := m.conn.listEntries(ctx, m.kv, fmt.Sprintf("list manifests of %q", table), true, prefix+"*.*")
 	if err != nil {
-		return nil, m.conn.storeErr(ctx, fmt.Sprintf("list manifests of %q", table), m.conn.opErr(ctx, octx, err))
+		return nil, err
 	}
 	var out []tablets.ManifestID
-	for key := range lister.Keys() {
-		if id, ok := tablets.ParseManifestName(strings.TrimPrefix(key, prefix)); ok {
+	for _, e := range entries {
+		if id, ok := tablets.ParseManifestName(strings.TrimPrefix(e.Key(), prefix)); ok {
 			out = append(out, id)
 		}
-	}
-	if err := octx.Err(); err != nil {
-		return nil, m.conn.storeErr(ctx, fmt.Sprintf("list manifests of %q", table), m.conn.opErr(ctx, octx, err))
 	}
 	return out, nil
 }
@@ -492,15 +487,13 @@ func (m *MetaStore) DeleteTable(ctx context.Context, table string, prev uint64) 
 
 // Tables lists the tables that have a current generation, sorted.
 func (m *MetaStore) Tables(ctx context.Context) ([]string, error) {
-	octx, cancel := m.conn.opCtx(ctx)
-	defer cancel()
-	lister, err := m.kv.ListKeysFiltered(octx, currentWatchKeys)
+	entries, err := m.conn.listEntries(ctx, m.kv, "list tables", true, currentWatchKeys)
 	if err != nil {
-		return nil, m.conn.storeErr(ctx, "list tables", m.conn.opErr(ctx, octx, err))
+		return nil, err
 	}
 	var tables []string
-	for key := range lister.Keys() {
-		if t, ok := tableOfCurrentKey(key); ok {
+	for _, e := range entries {
+		if t, ok := tableOfCurrentKey(e.Key()); ok {
 			tables = append(tables, t)
 		}
 	}

@@ -3,6 +3,8 @@ package bus
 import (
 	"context"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // maxNodeCheck bounds the wait for a node's answer to checkNode's PING.
@@ -18,8 +20,9 @@ const maxNodeCheck = time.Second
 // first); the caller then sends its read again. One check runs at a time
 // per connection: a caller that finds one running waits for it (or for
 // ctx) and gets its result. A node that answers (a stream electing its
-// leader, a slow replica) is kept. A connection that is not connected
-// (reconnecting, closed) has no node to answer: false.
+// leader, a slow replica) is kept, and so is one whose PONG is late but
+// which sends the connection messages meanwhile. A connection that is
+// not connected (reconnecting, closed) has no node to answer: false.
 func (c *Conn) checkNode(ctx context.Context, wait time.Duration) (answered bool) {
 	c.mu.Lock()
 	if running := c.nodeCheck; running != nil {
@@ -46,8 +49,25 @@ func (c *Conn) checkNode(ctx context.Context, wait time.Duration) (answered bool
 		return false // no connection (a Conn built bare), reconnecting already, or closed
 	}
 	server, start := nc.ConnectedServerName(), time.Now()
-	if err := nc.FlushTimeout(wait); err == nil || !nc.IsConnected() {
-		return err == nil
+	for in := received(nc); ; {
+		if err := nc.FlushTimeout(wait); err == nil || !nc.IsConnected() {
+			return err == nil
+		}
+		// The PONG is queued behind what the node sends this connection,
+		// and the node reads the PING after what the connection sent
+		// before it: under heavy traffic, or on a starved machine, the
+		// PONG of a node that works can take longer than wait. A node
+		// that sent messages meanwhile is not silent: it is asked again,
+		// and kept (false, nats.go's pings decide) once busyNodeWait
+		// passed or ctx ended.
+		now := received(nc)
+		if now == in {
+			break
+		}
+		if time.Since(start) >= busyNodeWait || ctx.Err() != nil {
+			return false
+		}
+		in = now
 	}
 	if len(nc.Servers()) < 2 {
 		return false // nowhere else to go: nats.go's pings decide
@@ -56,6 +76,18 @@ func (c *Conn) checkNode(ctx context.Context, wait time.Duration) (answered bool
 	c.log.Warn("NATS node does not answer; moving to another", "server", server, "waited", time.Since(start).Round(time.Millisecond))
 	_ = nc.ForceReconnect()
 	return false
+}
+
+// busyNodeWait bounds how long checkNode keeps asking a node that sends
+// messages but does not answer its PING in time: nats.go's own pings
+// find a connection stale after about as long.
+const busyNodeWait = PingInterval * PingsOut
+
+// received counts the messages and payload bytes the connection has
+// received from its node.
+func received(nc *nats.Conn) [2]uint64 {
+	st := nc.Stats()
+	return [2]uint64{st.InMsgs, st.InBytes}
 }
 
 // nodeCheck is a running checkNode: done is closed when it ends, and
@@ -68,3 +100,21 @@ type nodeCheck struct {
 // NodesLeft reports how many times the connection left its NATS node
 // because the node did not answer a check after a read got no answer.
 func (c *Conn) NodesLeft() uint64 { return c.nodesLeft.Load() }
+
+// watchNode checks the connection's node every interval (checkNode, as
+// after a read that got no answer) until the connection closes.
+func (c *Conn) watchNode(interval time.Duration) {
+	defer c.watching.Done()
+	ctx, cancel := c.untilClosed(context.Background())
+	defer cancel()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.checkNode(ctx, maxNodeCheck)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,9 +86,9 @@ func TestCheckConfigWarnings(t *testing.T) {
 	}
 }
 
-// TestNATSSetup: the embedded server's cluster settings and the default
-// replica count follow the flags; no node keeps the blocks' direct gets
-// on its own replica.
+// TestNATSSetup: the embedded server's cluster settings, the default
+// replica count, and whether the nodes keep the blocks' direct gets on
+// their own replica (only when every node holds one) follow the flags.
 func TestNATSSetup(t *testing.T) {
 	base := options{natsListen: "127.0.0.1:4222", data: "d"}
 	three := "nats-route://127.0.0.1:6222,nats-route://127.0.0.1:6223,nats-route://127.0.0.1:6224"
@@ -97,23 +98,24 @@ func TestNATSSetup(t *testing.T) {
 		set      bool
 		replicas int
 		cluster  bool
+		local    bool
 	}{
-		{"standalone", func(*options) {}, false, 1, false},
-		{"standalone, --replicas 2", func(o *options) { o.replicas = 2 }, true, 2, false},
-		{"external", func(o *options) { o.natsURL = "nats://a:4222,nats://b:4222" }, false, 1, false},
-		{"external, --replicas 3", func(o *options) { o.natsURL = "nats://a:4222"; o.replicas = 3 }, true, 3, false},
-		{"three nodes, all routes", func(o *options) { o.natsCluster, o.natsRoutes = "127.0.0.1:6222", three }, false, 3, true},
+		{"standalone", func(*options) {}, false, 1, false, false},
+		{"standalone, --replicas 2", func(o *options) { o.replicas = 2 }, true, 2, false, false},
+		{"external", func(o *options) { o.natsURL = "nats://a:4222,nats://b:4222" }, false, 1, false, false},
+		{"external, --replicas 3", func(o *options) { o.natsURL = "nats://a:4222"; o.replicas = 3 }, true, 3, false, false},
+		{"three nodes, all routes", func(o *options) { o.natsCluster, o.natsRoutes = "127.0.0.1:6222", three }, false, 3, true, true},
 		{"three nodes, the other two", func(o *options) {
 			o.natsCluster, o.natsRoutes = "127.0.0.1:6222", "nats-route://127.0.0.1:6223, nats-route://127.0.0.1:6224"
-		}, false, 3, true},
+		}, false, 3, true, true},
 		{"two nodes", func(o *options) {
 			o.natsCluster, o.natsRoutes = "127.0.0.1:6222", "nats-route://127.0.0.1:6222,nats-route://127.0.0.1:6223"
-		}, false, 1, true},
+		}, false, 1, true, false},
 		{"two nodes, --replicas 2", func(o *options) {
 			o.natsCluster, o.natsRoutes, o.replicas = "127.0.0.1:6222", "nats-route://127.0.0.1:6222,nats-route://127.0.0.1:6223", 2
-		}, true, 2, true},
-		{"three nodes, --replicas 1", func(o *options) { o.natsCluster, o.natsRoutes, o.replicas = "127.0.0.1:6222", three, 1 }, true, 1, true},
-		{"three nodes, --replicas 2", func(o *options) { o.natsCluster, o.natsRoutes, o.replicas = "127.0.0.1:6222", three, 2 }, true, 2, true},
+		}, true, 2, true, true},
+		{"three nodes, --replicas 1", func(o *options) { o.natsCluster, o.natsRoutes, o.replicas = "127.0.0.1:6222", three, 1 }, true, 1, true, false},
+		{"three nodes, --replicas 2", func(o *options) { o.natsCluster, o.natsRoutes, o.replicas = "127.0.0.1:6222", three, 2 }, true, 2, true, false},
 	} {
 		o := base
 		tc.mod(&o)
@@ -131,8 +133,8 @@ func TestNATSSetup(t *testing.T) {
 		if sc != nil && sc.Clustered() != tc.cluster {
 			t.Errorf("%s: clustered %v, want %v", tc.name, sc.Clustered(), tc.cluster)
 		}
-		if sc != nil && len(sc.LocalDirectGets) > 0 {
-			t.Errorf("%s: LocalDirectGets %v, want none", tc.name, sc.LocalDirectGets)
+		if local := sc != nil && slices.Equal(sc.LocalDirectGets, []string{"KV_scanplane-blocks"}); local != tc.local {
+			t.Errorf("%s: LocalDirectGets %v, want them kept local: %v", tc.name, sc.LocalDirectGets, tc.local)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/secrets"
 )
@@ -17,11 +18,10 @@ import (
 // (nil with an external --nats) and the JetStream replica count of the
 // buckets this coordinator creates. replicasSet says whether --replicas
 // was given; without it the count is 3 for an embedded node clustered
-// with at least two other nodes' routes (3+ nodes), else 1. It leaves
-// natsserver.ServerConfig.LocalDirectGets off: a scan must fail with
-// the lost quorum named soon after two of three nodes stop
-// (TestQuorumLossNamedEarly), and with direct gets kept local it does
-// not. Errors name the flag.
+// with at least two other nodes' routes (3+ nodes), else 1. When the
+// replicas are as many as the nodes the routes name, every node answers
+// the direct gets of the blocks from its own replica
+// (natsserver.ServerConfig.LocalDirectGets). Errors name the flag.
 func natsSetup(o options, replicasSet bool) (*natsserver.ServerConfig, int, error) {
 	if replicasSet && (o.replicas < 1 || o.replicas > 5) {
 		return nil, 0, fmt.Errorf("--replicas %d: want 1..5 (and at most the number of NATS nodes)", o.replicas)
@@ -70,6 +70,11 @@ func natsSetup(o options, replicasSet bool) (*natsserver.ServerConfig, int, erro
 	others := otherRoutes(o.natsCluster, sc.Routes)
 	if !replicasSet && others >= 2 {
 		replicas = 3
+	}
+	if replicas > others {
+		// Every node holds a replica of the blocks: each answers the
+		// block reads of its own clients from its own.
+		sc.LocalDirectGets = []string{"KV_" + bus.DefaultConfig().BlocksBucket}
 	}
 	return &sc, replicas, nil
 }

@@ -92,3 +92,49 @@ func TestReadLeavesPausedNode(t *testing.T) {
 		t.Errorf("the connection is on %q after the read, want another node than the stopped %s", now, on)
 	}
 }
+
+// TestIdleConnectionLeavesPausedNode: a connection that knows three
+// nodes and reads nothing (a scan server that only publishes heartbeats)
+// leaves its node for another within a few seconds of the node's
+// SIGSTOP: its node check (bus.Config.NodeCheck) finds the node silent.
+// nats.go's own pings would take PingsOut+1 intervals of PingInterval,
+// 6 s at least.
+func TestIdleConnectionLeavesPausedNode(t *testing.T) {
+	t.Parallel()
+	nodes, cfgs := startProcCluster(t, 3)
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.url
+	}
+	cfg := bus.DefaultConfig()
+	cfg.URL, cfg.Name, cfg.NodeCheck = strings.Join(urls, ","), t.Name(), 250*time.Millisecond
+	conn, err := bus.Connect(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(conn.Close)
+	on := conn.NATS().ConnectedServerName()
+	paused := slices.IndexFunc(cfgs, func(c natsserver.ServerConfig) bool { return c.Name == on })
+	if paused < 0 {
+		t.Fatalf("connected to %q, none of the nodes", on)
+	}
+	proc := nodes[paused].cmd.Process
+	if err := procstop.Stop(proc.Pid, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	stopped := time.Now()
+	bound := bus.PingInterval*bus.PingsOut - time.Second
+	moved := func() bool {
+		nc := conn.NATS()
+		return nc.IsConnected() && nc.ConnectedServerName() != on
+	}
+	if !testutil.Poll(bound, moved) {
+		t.Fatalf("the connection is still on %q (connected: %v) %v after node %s stopped, want another node within %v",
+			conn.NATS().ConnectedServerName(), conn.NATS().IsConnected(), time.Since(stopped).Round(time.Millisecond), on, bound)
+	}
+	t.Logf("left node %s for %s %v after it stopped", on, conn.NATS().ConnectedServerName(), time.Since(stopped).Round(time.Millisecond))
+	if n := conn.NodesLeft(); n != 1 {
+		t.Errorf("the connection left %d nodes for not answering a check, want 1 (the stopped one)", n)
+	}
+}
