@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -354,39 +353,20 @@ func purgeSubject(c *Conn, ctx context.Context, st jetstream.Stream, subj string
 // replica of the bucket: it lists what that replica holds, which may
 // miss keys put a moment before on a replica still behind (a sweep
 // that deletes what it lists leaves those for its next run), and a
-// replica whose node is paused or cut off delivers nothing. So a watcher that delivered nothing within
-// Config.ReadTry (doubled per try) is dropped and another one made, as a
-// read that got no answer is sent again; one that delivers runs until
-// every key came or OpTimeout. A watcher that JetStream refuses for the
-// moment (its system electing a leader after a node stopped, 503) is
-// asked for again after a wait of the same bound, at least
-// minRefusedWait (ReadTry may be 0) and at most a second, and only while
-// OpTimeout has not passed: the listing then fails with the refusal.
+// replica whose node is paused or cut off delivers nothing; the
+// listing's tries and their bounds are listEntries'.
 func (b *BlockStore) TableKeys(ctx context.Context, table string) ([]string, error) {
-	octx, cancel := b.conn.opCtx(ctx)
-	defer cancel()
-	deadline, _ := octx.Deadline()
-	for try := b.conn.cfg.ReadTry; ; try *= 2 {
-		keys, err := b.tableKeys(octx, table, try)
-		if err == nil {
-			return keys, nil
-		}
-		silent, refused := errors.Is(err, errListSilent), refusedForNow(err)
-		if !silent && !refused || octx.Err() != nil {
-			return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
-		}
-		if silent {
-			b.conn.checkNode(octx, min(try, maxNodeCheck))
-			continue
-		}
-		// The deadline is read from the clock as well as from octx: octx
-		// ends only once its timer's goroutine has run, which may come
-		// after the wait's own timer, and a watcher asked for then would
-		// be one more ask past OpTimeout.
-		if backoff.Sleep(octx, min(max(try, minRefusedWait), time.Second), nil) != nil || !time.Now().Before(deadline) {
-			return nil, b.conn.storeErr(ctx, "list blocks of "+table, b.conn.opErr(ctx, octx, err))
+	entries, err := b.conn.listEntries(ctx, b.kv, "list blocks of "+table, true, escapeKey(table, false)+".>")
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if key, ok := unescapeKey(e.Key()); ok {
+			keys = append(keys, key)
 		}
 	}
+	return keys, nil
 }
 
 // refusedForNow reports whether JetStream refused a watcher for the
@@ -406,61 +386,6 @@ const minRefusedWait = 100 * time.Millisecond
 // errListSilent: a listing's watcher was made or delivered nothing
 // within its try's bound.
 var errListSilent = errors.New("bus: the key watcher delivered nothing")
-
-// tableKeys is one try of TableKeys: a watcher that must be made and
-// deliver its first entry within first (0: no bound of its own), else the
-// try ends with errListSilent, and then delivers every key within octx.
-func (b *BlockStore) tableKeys(octx context.Context, table string, first time.Duration) ([]string, error) {
-	// The watcher lives in tctx, ended when this try ends, or after first
-	// when nothing came.
-	tctx, tcancel := context.WithCancelCause(octx)
-	defer tcancel(nil)
-	var delivered atomic.Bool
-	if first > 0 {
-		t := time.AfterFunc(first, func() {
-			if !delivered.Load() {
-				tcancel(errListSilent)
-			}
-		})
-		defer t.Stop()
-	}
-	silentErr := func(err error) error {
-		if errors.Is(context.Cause(tctx), errListSilent) {
-			return fmt.Errorf("%w: %w within %s", ErrUnavailable, errListSilent, first)
-		}
-		return err
-	}
-	// A watcher of the keys rather than ListKeysFiltered: a listing that
-	// ends early (OpTimeout) must drain its watcher (stopWatcher), or the
-	// delivery blocked on the watcher's full channel stays for good.
-	w, err := b.kv.WatchFiltered(tctx, []string{escapeKey(table, false) + ".>"}, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
-	if err != nil {
-		return nil, silentErr(err)
-	}
-	defer stopWatcher(w)
-	var keys []string
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				err := tctx.Err()
-				if err == nil {
-					err = errors.New("the key watcher ended before every key was listed")
-				}
-				return nil, silentErr(err)
-			}
-			delivered.Store(true)
-			if e == nil { // every key delivered
-				return keys, nil
-			}
-			if key, ok := unescapeKey(e.Key()); ok {
-				keys = append(keys, key)
-			}
-		case <-tctx.Done():
-			return nil, silentErr(tctx.Err())
-		}
-	}
-}
 
 // MaxGetMany is the most keys one GetMany reads.
 const MaxGetMany = 64

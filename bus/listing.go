@@ -24,12 +24,15 @@ import (
 // connection's node (checkNode) and makes a new watcher, whose consumer
 // lands elsewhere or on a node that answers by then. A watcher
 // JetStream refuses for the moment (its stream electing a leader) is
-// asked for again after a short wait. All tries are within
+// asked for again after a wait of the try's bound, at least
+// minRefusedWait and at most a second, and only while OpTimeout has not
+// passed. All tries are within
 // Config.OpTimeout; a listing that ends early is an error, never a
 // partial list. what names the listing in errors.
 func (c *Conn) listEntries(ctx context.Context, kv jetstream.KeyValue, what string, metaOnly bool, filters ...string) ([]jetstream.KeyValueEntry, error) {
 	octx, cancel := c.opCtx(ctx)
 	defer cancel()
+	deadline, _ := octx.Deadline()
 	for try := c.cfg.ReadTry; ; try *= 2 {
 		entries, err := listTry(octx, kv, try, metaOnly, filters)
 		if err == nil {
@@ -43,7 +46,13 @@ func (c *Conn) listEntries(ctx context.Context, kv jetstream.KeyValue, what stri
 			c.checkNode(octx, min(try, maxNodeCheck))
 			continue
 		}
-		_ = backoff.Sleep(octx, min(max(try, minRefusedWait), time.Second), nil) // octx's end is seen by the next try
+		// The deadline is read from the clock as well as from octx: octx
+		// ends only once its timer's goroutine has run, which may come
+		// after the wait's own timer, and a watcher asked for then would
+		// be one more ask past OpTimeout.
+		if backoff.Sleep(octx, min(max(try, minRefusedWait), time.Second), nil) != nil || !time.Now().Before(deadline) {
+			return nil, c.storeErr(ctx, what, c.opErr(ctx, octx, err))
+		}
 	}
 }
 
