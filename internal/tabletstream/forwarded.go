@@ -10,7 +10,8 @@ import (
 // Verifier checks a stream of rows and block proofs that a server
 // forwarded (a coordinator's public API with proofs) against a tablet's
 // block roots, as a TabletStream checks a scan server's: one Verifier
-// per stream, from its lower bound. It is not safe for concurrent use.
+// per stream, from its lower bound. Its errors wrap tablets.ErrBadProof.
+// It is not safe for concurrent use.
 type Verifier struct{ v *verifier }
 
 // NewVerifier checks the rows of rng after lastKey (nil: from rng's

@@ -40,7 +40,9 @@ func Roots(tm *messages.TabletMeta) ([]tablets.Digest, error) {
 // they arrived, a chunk of rows (tablets.ChunkRows) per leaf. A
 // count-only stream's counted blocks (BlockProof.counted) add to the
 // count (takeCounted) once rows sent before and after them show them to
-// be in the range.
+// be in the range. Every error it returns wraps tablets.ErrBadProof: the
+// roots are the ingest's, so rows or proofs that do not line up with
+// them are the server's (or a relay's) fault, whichever check sees it.
 type verifier struct {
 	roots []tablets.Digest
 	rng   tablets.Range // what the request still asks for (its lower bound inclusive)
@@ -119,33 +121,33 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	var headRows, tailRows [tablets.ChunkRows]tablets.Entry
 	head, err := tablets.AppendUnpacked(headRows[:0], p.GetHead())
 	if err != nil {
-		return fmt.Errorf("proof of block %d: head: %w", g, err)
+		return fmt.Errorf("%w: proof of block %d: head: %w", tablets.ErrBadProof, g, err)
 	}
 	tail, err := tablets.AppendUnpacked(tailRows[:0], p.GetTail())
 	if err != nil {
-		return fmt.Errorf("proof of block %d: tail: %w", g, err)
+		return fmt.Errorf("%w: proof of block %d: tail: %w", tablets.ErrBadProof, g, err)
 	}
 	switch {
 	case v.ended:
-		return fmt.Errorf("proof of block %d after the row past the range's end", g)
+		return fmt.Errorf("%w: proof of block %d after the row past the range's end", tablets.ErrBadProof, g)
 	case g >= len(v.roots):
-		return fmt.Errorf("proof of block %d: the tablet has %d blocks", g, len(v.roots))
+		return fmt.Errorf("%w: proof of block %d: the tablet has %d blocks", tablets.ErrBadProof, g, len(v.roots))
 	case n < 1 || n > tablets.MaxProofLeaves || first%tablets.ChunkRows != 0 || first+len(head)+len(rows)+len(tail) > n:
 		return fmt.Errorf("%w: proof of block %d: rows %d..%d+%d+%d of %d, not from a chunk's first row", tablets.ErrBadProof,
 			g, first, len(head), len(rows), len(tail), n)
 	case !v.started && len(head) > 0:
 		if before := head[len(head)-1].Key; len(v.rng.Start) == 0 || bytes.Compare(before, v.rng.Start) >= 0 {
-			return fmt.Errorf("block %d row %d: key %s is not below the range %s", g, first+len(head)-1, tablets.FormatKey(before), v.rng)
+			return fmt.Errorf("%w: block %d row %d: key %s is not below the range %s", tablets.ErrBadProof, g, first+len(head)-1, tablets.FormatKey(before), v.rng)
 		}
 	case !v.started && (g != 0 || first != 0):
-		return fmt.Errorf("the first proof (block %d row %d) shows neither the tablet's first row nor the row below the range %s", g, first, v.rng)
+		return fmt.Errorf("%w: the first proof (block %d row %d) shows neither the tablet's first row nor the row below the range %s", tablets.ErrBadProof, g, first, v.rng)
 	case v.started && (len(head) > 0 || g != v.g || first != v.l):
-		return fmt.Errorf("proof of block %d row %d (%d head rows), the stream is at block %d row %d", g, first, len(head), v.g, v.l)
+		return fmt.Errorf("%w: proof of block %d row %d (%d head rows), the stream is at block %d row %d", tablets.ErrBadProof, g, first, len(head), v.g, v.l)
 	}
 	// Rows are consecutive rows of the ingest, in key order: the range
 	// holds them all if it holds the first of the stream and the last.
 	if len(rows) > 0 && (v.rows == 0 && !v.rng.Contains(rows[0].Key) || !v.rng.Contains(rows[len(rows)-1].Key)) {
-		return fmt.Errorf("block %d: rows outside the range %s", g, v.rng)
+		return fmt.Errorf("%w: block %d: rows outside the range %s", tablets.ErrBadProof, g, v.rng)
 	}
 	v.feed.start(n, first, first == 0 && first+len(head)+len(rows)+len(tail) == n)
 	v.feed.rows(p.GetHead(), head)
@@ -199,15 +201,15 @@ func (v *verifier) countedProof(p *messages.BlockProof) error {
 	g, n := int(p.GetBlock()), int(p.GetLeaves())
 	switch {
 	case v.limit > 0:
-		return fmt.Errorf("counted proof of block %d in a scan with a limit", g)
+		return fmt.Errorf("%w: counted proof of block %d in a scan with a limit", tablets.ErrBadProof, g)
 	case v.rows == 0:
-		return fmt.Errorf("counted proof of block %d before any row of the stream", g)
+		return fmt.Errorf("%w: counted proof of block %d before any row of the stream", tablets.ErrBadProof, g)
 	case v.ended:
-		return fmt.Errorf("counted proof of block %d after the row past the range's end", g)
+		return fmt.Errorf("%w: counted proof of block %d after the row past the range's end", tablets.ErrBadProof, g)
 	case g != v.g || v.l != 0:
-		return fmt.Errorf("counted proof of block %d, the stream is at block %d row %d", g, v.g, v.l)
+		return fmt.Errorf("%w: counted proof of block %d, the stream is at block %d row %d", tablets.ErrBadProof, g, v.g, v.l)
 	case g >= len(v.roots):
-		return fmt.Errorf("counted proof of block %d: the tablet has %d blocks", g, len(v.roots))
+		return fmt.Errorf("%w: counted proof of block %d: the tablet has %d blocks", tablets.ErrBadProof, g, len(v.roots))
 	case p.GetFirst() != 0 || int(p.GetRows()) != n || len(p.GetHead()) > 0 || len(p.GetTail()) > 0:
 		return fmt.Errorf("%w: counted proof of block %d: rows %d..+%d of %d with %d head and %d tail bytes, not the whole block",
 			tablets.ErrBadProof, g, p.GetFirst(), p.GetRows(), n, len(p.GetHead()), len(p.GetTail()))
@@ -296,7 +298,7 @@ func (v *verifier) finish() error {
 		// Counted rows after the last row sent are in the range only if
 		// it runs to the tablet's end and they reach it.
 		if len(v.rng.End) > 0 || v.g < len(v.roots) {
-			return fmt.Errorf("%d counted rows after the last row sent, not shown to be below the range's end %s", v.blind, v.rng)
+			return fmt.Errorf("%w: %d counted rows after the last row sent, not shown to be below the range's end %s", tablets.ErrBadProof, v.blind, v.rng)
 		}
 		v.counted += v.blind
 		v.blind = 0
@@ -309,7 +311,7 @@ func (v *verifier) finish() error {
 	case v.started && v.g >= len(v.roots):
 		return nil // the tablet's last row was proven
 	case !v.started:
-		return fmt.Errorf("no proof for the range %s", v.rng)
+		return fmt.Errorf("%w: no proof for the range %s", tablets.ErrBadProof, v.rng)
 	}
-	return fmt.Errorf("the stream ended at block %d row %d without showing the end of the range %s", v.g, v.l, v.rng)
+	return fmt.Errorf("%w: the stream ended at block %d row %d without showing the end of the range %s", tablets.ErrBadProof, v.g, v.l, v.rng)
 }

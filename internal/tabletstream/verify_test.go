@@ -212,8 +212,9 @@ func verifyScans(t *testing.T, files []*messages.FileRef, f memFetcher, truth []
 }
 
 // TestVerifierCatchesLies: rows changed, dropped, added, reordered, an
-// empty answer, a stream cut short or proofs left out are refused; no
-// row past the lie is released.
+// empty answer, a stream cut short, a block left out or proofs left out
+// are refused with tablets.ErrBadProof (what the API client's caller
+// sees); no row past the lie is released.
 func TestVerifierCatchesLies(t *testing.T) {
 	t.Run("small blocks", func(t *testing.T) { verifyLies(t, 100, 40, 100) })
 	t.Run("chunks", func(t *testing.T) { verifyLies(t, 500, 200, 600) })
@@ -328,12 +329,31 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 		"ends early with a false end row": func(t *testing.T, bs []served) []served {
 			return serve(t, files, f, tablets.Range{Start: rng.Start, End: []byte("k0101")}, nil, 0, 4)
 		},
+		"block left out": func(t *testing.T, bs []served) []served {
+			// One batch per proof, with the rows it covers; then a block
+			// in the middle left out, its rows and its proof.
+			var rows []tablets.Entry
+			var ps []*messages.BlockProof
+			for _, b := range bs {
+				rows, ps = append(rows, b.rows...), append(ps, b.proofs...)
+			}
+			var out []served
+			for _, p := range ps {
+				k := int(p.GetRows())
+				out = append(out, served{rows: rows[:k], proofs: []*messages.BlockProof{p}})
+				rows = rows[k:]
+			}
+			if len(out) < 3 {
+				t.Skipf("%d proofs: no block in the middle", len(out))
+			}
+			return slices.Delete(out, len(out)/2, len(out)/2+1)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			bs := lie(t, honest())
 			got, err := check(t, roots, rng, nil, 0, bs)
-			if err == nil {
-				t.Fatalf("lie accepted: %d rows released", len(got))
+			if !errors.Is(err, tablets.ErrBadProof) {
+				t.Fatalf("lie: %d rows released, %v; want %v", len(got), err, tablets.ErrBadProof)
 			}
 			// What was released is a true prefix of the answer.
 			if w := want(truth, rng, nil, 0); len(got) > len(w) || !equalEntries(got, w[:len(got)]) {
