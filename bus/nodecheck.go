@@ -12,7 +12,7 @@ const maxNodeCheck = time.Second
 
 // checkNode asks the connection's NATS node for a PONG within wait and
 // reports whether it answered, after a read got no answer or a watch
-// went quiet: a node that is paused, hung or cut off does not
+// went quiet, and every Config.NodeCheck (watchNode): a node that is paused, hung or cut off does not
 // answer, and nats.go's own pings notice it only after PingsOut+1
 // intervals, while every read and request through it goes unanswered.
 // A node that does not answer is left for another of the cluster's
@@ -98,7 +98,8 @@ type nodeCheck struct {
 }
 
 // NodesLeft reports how many times the connection left its NATS node
-// because the node did not answer a check after a read got no answer.
+// because the node did not answer a check: one after a read that got no
+// answer, or the periodic one (Config.NodeCheck).
 func (c *Conn) NodesLeft() uint64 { return c.nodesLeft.Load() }
 
 // watchNode checks the connection's node every interval (checkNode, as
