@@ -2378,9 +2378,9 @@ func (x *Cancel) GetUnlessStreaming() bool {
 // ScanDone: client -> tablet actor, the client gave up the request
 // (abandoned: it resumes, sends the request elsewhere, or stopped reading)
 // after reading winner_attempt's stream; the tablet actor cancels what
-// still runs. A request that its winner's ScanFinished ended needs none:
-// that ScanFinished ends the flow. One not abandoned (the client has every
-// row) ends the flow too.
+// still runs. Not abandoned, the client has every row of a winner that
+// sent more than one batch; it ends the flow too. A winner of one batch
+// gets none: its ScanFinished ends the flow.
 type ScanDone struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`

@@ -1029,16 +1029,26 @@ func (s *TabletStream) cancelAttempt(acts []StreamAction, id string, attempt uin
 }
 
 // finish ends the stream on its winner's successful ScanFinished (alone or
-// inside the last batch). It sends no ScanDone: the scan server sends the
-// same ScanFinished to the tablet actor, and a successful ScanFinished of
-// any attempt ends the flow there (scanflow.ScanFlow.OnFinished), cancelling
-// any other attempt unless it streams; a loser that streamed to us was
-// cancelled when its batch arrived. Should that ScanFinished be lost with
-// its server, the flow ends as for any lost server (retried, and the new
-// attempt's batch is a straggler the client cancels) or at its deadline.
+// inside the last batch). The scan server sends the same ScanFinished to
+// the tablet actor, and a successful ScanFinished of any attempt ends the
+// flow there (scanflow.ScanFlow.OnFinished), cancelling any other attempt
+// unless it streams; a loser that streamed to us was cancelled when its
+// batch arrived. So a winner that sent at most one batch gets no
+// ScanDone: should its ScanFinished be lost, the flow ends as for any
+// lost server, or by the tablet actor's retry of an attempt that gave no
+// first data. A winner that sent more batches told the tablet actor of
+// its first data, after which only ScanFinished or ScanDone ends the flow
+// before its deadline; it gets a ScanDone naming it.
 func (s *TabletStream) finish() []StreamAction {
+	r := s.req
 	s.req = nil
 	s.state = stateDone
+	if r.lastSeq > 1 && !r.coordLost && !s.isLost(r.coord) {
+		return []StreamAction{
+			{Kind: ActSendDone, Coordinator: r.coord, Msg: &messages.ScanDone{RequestId: r.id, WinnerAttempt: r.accepted, Tablet: s.ref}},
+			{Kind: ActFinish},
+		}
+	}
 	return []StreamAction{{Kind: ActFinish}}
 }
 

@@ -194,8 +194,12 @@ func TestStreamHappyPath(t *testing.T) {
 	}
 	r.do(r.s.OnMessage(t0.Add(2*time.Millisecond), a.batch(rows[4:])))
 	acts = r.do(r.s.OnMessage(t0.Add(3*time.Millisecond), a.finished()))
-	if kinds(acts) != "finish" {
-		t.Fatalf("finish: %v, want no ScanDone (the server's ScanFinished ends the flow)", acts)
+	if kinds(acts) != "send-done,finish" {
+		t.Fatalf("finish: %v, want a ScanDone (the winner sent more than one batch)", acts)
+	}
+	done := acts[0].Msg.(*messages.ScanDone)
+	if acts[0].Coordinator != coordA || done.WinnerAttempt != 1 || done.Abandoned || done.RequestId != "r1" {
+		t.Fatalf("ScanDone %v to %s", done, acts[0].Coordinator)
 	}
 	sameRows(t, r.yielded, rows)
 	if !r.s.Done() || !r.s.NextWakeup().IsZero() {
@@ -209,7 +213,7 @@ func TestStreamHappyPath(t *testing.T) {
 // TestStreamOneWinner: the client alone decides the
 // winner — the first RowBatch seen — cancels other attempts' streams
 // straight at their servers, ignores the losers' ends, and names the
-// winner in no ScanDone: the winner's ScanFinished ends the flow.
+// winner, which sent two batches, in ScanDone.
 func TestStreamOneWinner(t *testing.T) {
 	rows := testRows(6)
 	r := newRun(t, streamConfig())
@@ -238,7 +242,7 @@ func TestStreamOneWinner(t *testing.T) {
 	}
 	r.do(r.s.OnMessage(t0, a2.batch(rows[3:])))
 	acts = r.do(r.s.OnMessage(t0, a2.finished()))
-	if kinds(acts) != "finish" {
+	if kinds(acts) != "send-done,finish" || acts[0].Msg.(*messages.ScanDone).WinnerAttempt != 2 {
 		t.Fatalf("finish: %v", acts)
 	}
 	sameRows(t, r.yielded, rows)
@@ -333,7 +337,7 @@ func TestStreamPackedRows(t *testing.T) {
 	b3 := a.batch(cloneRows(rows[7:]))
 	pack(b3)
 	b3.Finished = a.finished()
-	if kinds(r.do(r.s.OnMessage(t0, b3))) != "yield,finish" {
+	if kinds(r.do(r.s.OnMessage(t0, b3))) != "yield,send-done,finish" {
 		t.Fatalf("packed final batch: %v", r.last)
 	}
 	sameRows(t, r.yielded, rows)
@@ -1072,9 +1076,10 @@ func (a *attempt) finalBatch(rows []*messages.Row) *messages.RowBatch {
 
 // TestStreamFinalBatch: a last batch carrying the ScanFinished
 // ends the tablet at once: its rows are yielded, it is not acknowledged,
-// and the coordinator gets no ScanDone (the server's ScanFinished ends the
-// flow). A one-row scan is then one request and one batch on the client's
-// side.
+// and the coordinator gets no ScanDone when it was the only batch (the
+// server's ScanFinished ends the flow), one naming the winner after more
+// batches. A one-row scan is then one request and one batch on the
+// client's side.
 func TestStreamFinalBatch(t *testing.T) {
 	for _, n := range []int{1, 7} {
 		t.Run(fmt.Sprintf("%d rows", n), func(t *testing.T) {
@@ -1089,8 +1094,17 @@ func TestStreamFinalBatch(t *testing.T) {
 			} else {
 				acts = r.do(r.s.OnMessage(t0, a.finalBatch(rows)))
 			}
-			if kinds(acts) != "yield,finish" {
-				t.Fatalf("final batch: %v, want yield, finish (no ack, no ScanDone)", acts)
+			want := "yield,finish"
+			if n > 4 {
+				want = "yield,send-done,finish"
+			}
+			if kinds(acts) != want {
+				t.Fatalf("final batch: %v, want %s (no ack)", acts, want)
+			}
+			if n > 4 {
+				if d := acts[1].Msg.(*messages.ScanDone); d.WinnerAttempt != 1 || d.Abandoned || acts[1].Coordinator != coordA {
+					t.Fatalf("ScanDone %v to %s", d, acts[1].Coordinator)
+				}
 			}
 			sameRows(t, r.yielded, rows)
 			if !r.s.Done() || !r.s.NextWakeup().IsZero() {
