@@ -796,13 +796,11 @@ const maxCountedProofs = 512
 // each a message, an acknowledgement and a wake-up on both sides,
 // smaller than another stream's.
 func provenEnd(p *tablets.Prover, batchRows int, own bool) (int, error) {
-	if own {
-		k, err := p.CutPast(batchRows)
-		if err != nil || k <= 2*batchRows {
-			return k, err
-		}
+	within, past, err := p.Cuts(batchRows)
+	if own && past <= 2*batchRows {
+		return past, err
 	}
-	return p.Cut(batchRows)
+	return within, err
 }
 
 // stream sends the scan's batches to the client. final reports that the

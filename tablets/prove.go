@@ -325,26 +325,8 @@ func (r *TabletReader) readBlock(ctx context.Context, i int, ix *FileIndex, b in
 // client releases them without holding any back. It reads only file
 // indexes.
 func (p *Prover) Cut(n int) (int, error) {
-	if p.empty {
-		return 0, nil
-	}
-	k, f, b, l := 0, p.f, p.b, p.l
-	for f < len(p.r.files) {
-		ix, err := p.index(f)
-		if err != nil {
-			return 0, err
-		}
-		left := int(ix.Blocks[b].Entries) - l
-		if k+left > n {
-			break
-		}
-		k += left
-		b, l = b+1, 0
-		for f < len(p.r.files) && b >= int(p.r.files[f].GetBlocks()) {
-			f, b = f+1, 0
-		}
-	}
-	return k, nil
+	within, _, err := p.Cuts(n)
+	return within, err
 }
 
 // CutPast returns the smallest k >= n such that the stream's next k
@@ -353,22 +335,31 @@ func (p *Prover) Cut(n int) (int, error) {
 // blocks up to the first block end at or past n. It reads only file
 // indexes.
 func (p *Prover) CutPast(n int) (int, error) {
+	_, past, err := p.Cuts(n)
+	return past, err
+}
+
+// Cuts returns Cut(n) and CutPast(n) from one walk of the block ends.
+func (p *Prover) Cuts(n int) (within, past int, err error) {
 	if p.empty {
-		return 0, nil
+		return 0, 0, nil
 	}
 	k, f, b, l := 0, p.f, p.b, p.l
 	for f < len(p.r.files) && k < n {
 		ix, err := p.index(f)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		k += int(ix.Blocks[b].Entries) - l
+		if k <= n {
+			within = k
+		}
 		b, l = b+1, 0
 		for f < len(p.r.files) && b >= int(p.r.files[f].GetBlocks()) {
 			f, b = f+1, 0
 		}
 	}
-	return k, nil
+	return within, k, nil
 }
 
 // CountSpan plans a count-only scan (messages.BlockProof.counted), after
