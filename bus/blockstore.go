@@ -183,8 +183,10 @@ func (b *BlockStore) PutAsync(ctx context.Context, key string, data []byte) (wai
 
 // Get returns the value of key; a missing key gives an error wrapping
 // ErrNotFound, a key JetStream still indexes but cannot read (its stored
-// message is damaged on disk) one wrapping ErrCorrupt. The returned slice
-// is the caller's.
+// message is damaged on disk) one wrapping ErrCorrupt. A key is missing
+// only on the word of the stream's leader: a replica that did not find
+// it may be behind, and without a leader Get cannot tell (ErrUnavailable).
+// The returned slice is the caller's.
 func (b *BlockStore) Get(ctx context.Context, key string) ([]byte, error) {
 	if key == "" {
 		return nil, fmt.Errorf("bus: block get: empty key: %w", ErrNotFound)
@@ -235,6 +237,10 @@ func (b *BlockStore) fromLeader(ctx context.Context, key, ek string) ([]byte, er
 // deleted, or gone with a damaged file block the server dropped on
 // restart) is ErrNotFound. Direct gets no replica takes count as reads
 // that failed. leaderRead: the leader was already asked and had no copy.
+// Only the leader's stream info says whether the index counts a key:
+// without a leader a replica answers it from what it has, which may be
+// behind, so whether the key exists is unknown: ErrUnavailable (as a
+// read from the leader is then, which JetStream answers 503).
 func (b *BlockStore) missing(ctx context.Context, key, ek string, leaderRead bool) ([]byte, error) {
 	notFound := fmt.Errorf("bus: block %s: %w", key, ErrNotFound)
 	subj := b.subjects + ek
@@ -243,6 +249,14 @@ func (b *BlockStore) missing(ctx context.Context, key, ek string, leaderRead boo
 	})
 	if err != nil {
 		return nil, b.conn.storeErr(ctx, "block get "+key+": stream info", err)
+	}
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		// A replica answers the stream info from its own state when its
+		// group has no leader; it may be behind (paused, cut off, or
+		// alone when too few nodes are up for a quorum), so a key it
+		// lacks may exist.
+		return nil, fmt.Errorf("bus: block %s: %w: stream %s has no leader (too few NATS nodes up for a quorum, or node %s cut off from them) and the replica that answered may be behind: whether the block exists is unknown",
+			key, ErrUnavailable, kvStreamPrefix+b.conn.cfg.BlocksBucket, b.conn.nc.ConnectedServerName())
 	}
 	if info.State.Subjects[subj] == 0 {
 		return nil, notFound

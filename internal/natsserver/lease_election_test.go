@@ -96,6 +96,13 @@ type procNode struct {
 // process, and returns once every one listens.
 func startProcCluster(t *testing.T, n int) ([]*procNode, []natsserver.ServerConfig) {
 	t.Helper()
+	return startProcClusterWith(t, n, nil)
+}
+
+// startProcClusterWith is startProcCluster with each node's
+// configuration changed by mod (nil: none) before it starts.
+func startProcClusterWith(t *testing.T, n int, mod func(*natsserver.ServerConfig)) ([]*procNode, []natsserver.ServerConfig) {
+	t.Helper()
 	skipLongClusterTest(t)
 	routes := freeAddrs(t, n)
 	var cfgs []natsserver.ServerConfig
@@ -108,44 +115,55 @@ func startProcCluster(t *testing.T, n int) ([]*procNode, []natsserver.ServerConf
 		for _, a := range routes {
 			cfg.Routes = append(cfg.Routes, "nats-route://"+a)
 		}
-		spec, err := json.Marshal(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), nodeEnv+"="+string(spec))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		ready := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if url, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-					ready <- url
-				}
-			}
-		}()
-		node := &procNode{cmd: cmd}
-		select {
-		case node.url = <-ready:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("node %d did not start within 30s", i)
+		if mod != nil {
+			mod(&cfg)
 		}
 		cfgs = append(cfgs, cfg)
-		nodes = append(nodes, node)
+		nodes = append(nodes, startProcNode(t, cfg))
 	}
 	return nodes, cfgs
+}
+
+// startProcNode starts the node cfg describes in a child process (again,
+// after it was killed: same name, store and route address, another
+// client port) and returns once it listens. The test's cleanup kills it.
+func startProcNode(t *testing.T, cfg natsserver.ServerConfig) *procNode {
+	t.Helper()
+	spec, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), nodeEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if url, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
+				ready <- url
+			}
+		}
+	}()
+	node := &procNode{cmd: cmd}
+	select {
+	case node.url = <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node %s did not start within 30s", cfg.Name)
+	}
+	return node
 }
 
 // procDial connects to the given client URLs with replicas 3.
