@@ -743,7 +743,7 @@ func (s *ScanServerActor) run(job *scanJob) {
 	if err != nil {
 		fin.Error, fin.ErrorMessage = errorCode(err), fmt.Sprintf("scan server %s, tablet %s/%d: %v", s.id, req.GetTablet().GetTable(), req.GetTablet().GetIndex(), err)
 		fin.Cancelled = fin.Error == messages.ErrorCode_ERROR_CODE_CANCELLED
-		if bus.IsNotFound(err) {
+		if fin.Error == messages.ErrorCode_ERROR_CODE_CORRUPT_BLOCK && bus.IsNotFound(err) {
 			t := req.GetTablet()
 			ctx, cancel := context.WithTimeout(s.life, staleCheckTimeout)
 			cur, stale := wire.Stale(ctx, s.gens, t.GetTable(), t.GetGeneration())
@@ -1196,6 +1196,11 @@ func errorCode(err error) messages.ErrorCode {
 		return messages.ErrorCode_ERROR_CODE_CANCELLED
 	case errors.Is(err, context.DeadlineExceeded):
 		return messages.ErrorCode_ERROR_CODE_DEADLINE_EXCEEDED
+	case errors.Is(err, bus.ErrUnavailable):
+		// The store could not answer, or could not say whether an object
+		// exists (no leader for its stream): retryable, whatever else the
+		// error names.
+		return messages.ErrorCode_ERROR_CODE_STORAGE
 	case errors.Is(err, tablets.ErrCorrupt), errors.Is(err, bus.ErrCorrupt), bus.IsNotFound(err):
 		// A missing object is named by the metadata being read: retrying
 		// elsewhere reads the same shared store.
