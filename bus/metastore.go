@@ -403,7 +403,8 @@ func (m *MetaStore) Manifests(ctx context.Context, table string) ([]tablets.Mani
 //
 // The list is the stream leader's: the subjects its stream info counts,
 // each checked with a get from the leader (a purged record leaves a
-// marker that the count includes). A key listing (an ordered consumer)
+// marker that the count includes); without a leader it is an error
+// wrapping ErrUnavailable. A key listing (an ordered consumer)
 // or a direct get may be served by a replica that is behind and miss a
 // generation written a moment ago; the orphan sweep deletes the objects
 // of every generation this list leaves out, so a stale list would delete
@@ -417,6 +418,11 @@ func (m *MetaStore) Generations(ctx context.Context, table string) ([]uint64, er
 	})
 	if err != nil {
 		return nil, m.conn.storeErr(ctx, what, err)
+	}
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		// Without a leader a replica answers from its own state, which
+		// may lack generations written while it was cut off.
+		return nil, fmt.Errorf("bus: %s: %w: stream %s has no leader, and the replica that answered may be behind", what, ErrUnavailable, kvStreamPrefix+m.conn.cfg.MetaBucket)
 	}
 	var gens []uint64
 	for subj, n := range info.State.Subjects {
