@@ -30,6 +30,11 @@ type LeaseConfig struct {
 	// so a restarted standalone server still has the bucket; history 1;
 	// Config.Replicas of the Conn). Default "scanplane-coordinators".
 	Bucket string
+	// Clock reads the time a lease holder judges its renewals by: the gap
+	// between two successful ones (Lease.Lapsed) and Lease.Unrenewed.
+	// Renewals are sent every Renew of real time whatever it says. nil =
+	// time.Now. Default nil.
+	Clock func() time.Time
 }
 
 // DefaultLeaseConfig returns the defaults documented on LeaseConfig.
@@ -260,7 +265,7 @@ func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*L
 		cancel()
 		return nil, err
 	}
-	l.lastOK, l.lastRev = time.Now(), rev
+	l.lastOK, l.lastRev = l.now(), rev
 	l.lastPut.Store(l.lastOK.UnixNano())
 	go l.renewLoop()
 	return l, nil
@@ -279,9 +284,18 @@ func (s *LeaseStore) Announce(ctx context.Context, ci *messages.ClusterInfo) (*L
 // coordinator rejoins under a new member id).
 func (l *Lease) Lapsed() <-chan struct{} { return l.lapsed }
 
-// Unrenewed is how long ago the lease was last written successfully.
+// Unrenewed is how long ago the lease was last written successfully, by
+// LeaseConfig.Clock.
 func (l *Lease) Unrenewed() time.Duration {
-	return time.Since(time.Unix(0, l.lastPut.Load()))
+	return l.now().Sub(time.Unix(0, l.lastPut.Load()))
+}
+
+// now reads LeaseConfig.Clock.
+func (l *Lease) now() time.Time {
+	if c := l.store.cfg.Clock; c != nil {
+		return c()
+	}
+	return time.Now()
 }
 
 // Info returns a copy of the content the next renewal sends.
@@ -360,7 +374,7 @@ func (l *Lease) renewLoop() {
 			if l.store.leaderless(min(cfg.TTL/2, time.Second)) {
 				// No holder can renew now, and watchers hold their expiry
 				// meanwhile: this time does not count toward a lapse.
-				l.lastOK = time.Now()
+				l.lastOK = l.now()
 			}
 			n := l.failures.Add(1)
 			if !failing || n%10 == 0 {
@@ -368,7 +382,7 @@ func (l *Lease) renewLoop() {
 			}
 			failing = true
 		default:
-			now := time.Now()
+			now := l.now()
 			l.lastPut.Store(now.UnixNano())
 			if gap := now.Sub(l.lastOK); gap > cfg.TTL {
 				if others, watched := l.store.othersLive(l.key); watched && storeOutage(rev, l.lastRev, others, cfg) {

@@ -378,45 +378,74 @@ func TestLeaseWatchHoldsExpiryWhileDisconnected(t *testing.T) {
 	w.waitIDs([]string{"a"}, 10*time.Second)
 }
 
+// TestLeaseLapsedAfterRenewalsStoppedLongerThanTTL: renewals that
+// succeed less than TTL apart by the lease's clock are no lapse, however
+// late the machine runs them; the first renewal that succeeds more than
+// TTL after the previous one (the store was down meanwhile) reports the
+// lapse. The lease's clock moves only when the test moves it: by 0.9 ×
+// TTL after each renewal, and by 1.05 × TTL during the outage, so the
+// lapse check is pinned between the two.
 func TestLeaseLapsedAfterRenewalsStoppedLongerThanTTL(t *testing.T) {
 	r := startRestartable(t)
-	// A TTL of ten renewals: a loaded machine that runs a renewal late
-	// does not make it a lapse.
-	cfg := LeaseConfig{TTL: time.Second, Renew: 100 * time.Millisecond, Bucket: "lapse"}
+	var clock manualClock
+	clock.set(time.Now())
+	cfg := LeaseConfig{TTL: time.Second, Renew: 100 * time.Millisecond, Bucket: "lapse", Clock: clock.now}
 	holder := connect(t, r.srv)
 	l := announce(t, leaseStore(t, holder, cfg), leaseInfo("a", "127.0.0.1:1"))
-	// No lapse while renewals succeed, over twice the TTL's worth of
-	// them. A renewal shows as Unrenewed dropping.
-	want := int(2 * cfg.TTL / cfg.Renew)
-	renewals, last := 0, l.Unrenewed()
-	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d renewals", want), func() bool {
+	lapsed := func() bool {
 		select {
 		case <-l.Lapsed():
-			t.Fatalf("lapsed while renewals succeed (%d seen)", renewals)
+			return true
 		default:
+			return false
 		}
-		u := l.Unrenewed()
-		if u < last {
-			renewals++
+	}
+	// A renewal shows as Unrenewed 0: it ran at the clock's present time.
+	// The clock then moves on by step, so it moves at most once between
+	// two renewals: no two are more than step apart.
+	step := cfg.TTL * 9 / 10
+	const want = 20
+	renewals := 0
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d renewals", want), func() bool {
+		if lapsed() {
+			t.Fatalf("lapsed while renewals succeed at most %v apart (TTL %v; %d seen)", step, cfg.TTL, renewals)
 		}
-		last = u
-		return renewals >= want
+		if l.Unrenewed() != 0 {
+			return false
+		}
+		if renewals++; renewals == want {
+			return true
+		}
+		clock.advance(step)
+		return false
 	})
-	// The server is down for longer than the TTL: renewals fail; the
-	// first one that succeeds afterwards reports the lapse.
+	// The server goes down; once a renewal has failed (the renewer is
+	// past its check of the last success), the outage lasts 1.05 × TTL
+	// by the lease's clock.
+	failures := l.Failures()
 	r.srv.Close()
-	// The outage lasts until the lease has gone unrenewed for 2 × TTL.
-	eventually(t, "no renewal for 2 × TTL", func() bool { return l.Unrenewed() > 2*cfg.TTL })
+	eventually(t, "a renewal fails", func() bool { return l.Failures() > failures })
+	if lapsed() {
+		t.Fatalf("lapsed while renewals succeed at most %v apart (TTL %v)", step, cfg.TTL)
+	}
+	clock.advance(cfg.TTL + cfg.Renew/2)
 	r.start()
 	select {
 	case <-l.Lapsed():
 	case <-time.After(15 * time.Second):
-		t.Fatalf("no lapse reported after a %v outage (renewal failures %d)", 2*cfg.TTL, l.Failures())
+		t.Fatalf("no lapse reported after a %v outage (renewal failures %d)", cfg.TTL+cfg.Renew/2, l.Failures())
 	}
 	if got := l.Info().GetMemberId(); got != "a" {
 		t.Fatalf("Info member id %q", got)
 	}
 }
+
+// manualClock is a clock (LeaseConfig.Clock) that moves only when told.
+type manualClock struct{ ns atomic.Int64 }
+
+func (c *manualClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) set(t time.Time)         { c.ns.Store(t.UnixNano()) }
+func (c *manualClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // TestLeaseWatchForgivesItsOwnPause: an expiry check that runs late (the
 // watching process was stopped) does not count the time it was stopped

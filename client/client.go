@@ -30,6 +30,10 @@ type Client struct {
 	shared *processRemote // the process's remote this client holds a share of; nil with a system of the process's own (internal/clientsys)
 	rx     *actor.PID
 	evSub  *eventstream.Subscription
+	bgCtx  context.Context // of the watches and probes; ended by watch (Close)
+	// gate: every send through the actor remote passes it; Close shuts
+	// it before the remote stops.
+	gate sendGate
 
 	mu      sync.Mutex
 	inboxes map[string]*inbox              // by request id
@@ -38,7 +42,7 @@ type Client struct {
 	files   *tablets.TabletFiles           // tablets' files loaded from manifests (tabletMeta); nil until first used
 	current map[string]uint64              // current generation per table, from the KV watch
 	watch   context.CancelFunc
-	bg      sync.WaitGroup // the metadata and lease watches, stopped by watch
+	bg      sync.WaitGroup // the metadata and lease watches and the probes, stopped by watch
 	closed  bool
 	coord   coordDirectory
 	// tabletActors: where a tablet's requests go without the router.
@@ -107,6 +111,9 @@ func (c *Client) start(ctx context.Context) error {
 	if closed {
 		return ErrClosed
 	}
+	// The context of what runs in the background for the client's life
+	// (watches, probes); Close ends it.
+	c.bgCtx, c.watch = context.WithCancel(context.Background())
 	bc := bus.DefaultConfig()
 	bc.URL = c.cfg.NATSURL
 	bc.Name = "scanplane-client-" + c.id
@@ -136,8 +143,7 @@ func (c *Client) start(ctx context.Context) error {
 	// ones (a new incarnation). Both run in the background for the
 	// client's life: a JetStream electing a leader after a NATS node was
 	// lost answers nothing for seconds, and a scan needs neither at once.
-	wctx, cancel := context.WithCancel(context.Background())
-	c.watch = cancel
+	wctx := c.bgCtx
 	c.bg.Add(2)
 	go func() {
 		defer c.bg.Done()
@@ -177,9 +183,10 @@ func (c *Client) startSystem(ctx context.Context) error {
 // no more.
 const closeWait = 3 * time.Second
 
-// Close stops the client; running scans fail with ErrClosed. It returns
-// within about three seconds whatever is dead: it does not wait for a
-// graceful remote shutdown (peers see the connection drop).
+// Close stops the client; running scans fail with ErrClosed, and so do
+// calls that would send after Close began. It returns within about three
+// seconds whatever is dead: it does not wait for a graceful remote
+// shutdown (peers see the connection drop).
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -194,6 +201,9 @@ func (c *Client) Close() error {
 		in.close()
 	}
 	c.mu.Unlock()
+	// Sends under way end first, and none starts after: the remote's
+	// stop below must not meet one (sendGate).
+	c.gate.shut()
 	if c.watch != nil {
 		c.watch()
 		c.bg.Wait()

@@ -54,7 +54,11 @@ func (c *Client) request(ctx context.Context, msg any) (any, error) {
 			// timing out a hair before ctx reports its deadline).
 			timeout = time.Until(dl) + 100*time.Millisecond
 		}
-		res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(addr), msg, timeout))
+		fut, ok := c.requestFuture(c.routerPID(addr), msg, timeout)
+		if !ok {
+			return nil, ErrClosed
+		}
+		res, err := waitFuture(ctx, fut)
 		if err == nil {
 			return res, nil
 		}
@@ -137,7 +141,11 @@ func (c *Client) StatusOf(ctx context.Context, addr string) (*Status, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl) + 100*time.Millisecond
 	}
-	res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(addr), &messages.StatusRequest{}, timeout))
+	f, ok := c.requestFuture(c.routerPID(addr), &messages.StatusRequest{}, timeout)
+	if !ok {
+		return nil, ErrClosed
+	}
+	res, err := waitFuture(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s did not answer a status request: %w", ErrNoCoordinator, addr, err)
 	}
@@ -387,7 +395,12 @@ func (c *Client) reloadEach(ctx context.Context, addrs []string, timeout time.Du
 		go func() {
 			defer wg.Done()
 			out[i].Coordinator = a
-			res, err := waitFuture(ctx, c.sys.Root.RequestFuture(c.routerPID(a), &messages.ReloadProfiles{}, timeout))
+			var res any
+			f, sent := c.requestFuture(c.routerPID(a), &messages.ReloadProfiles{}, timeout)
+			err := ErrClosed
+			if sent {
+				res, err = waitFuture(ctx, f)
+			}
 			r, ok := res.(*messages.ReloadReply)
 			switch {
 			case err != nil:

@@ -167,7 +167,8 @@ func (c *Client) dropEndpoint(addr string) {
 	c.mu.Lock()
 	sys := c.sys
 	c.mu.Unlock()
-	if sys != nil {
+	if sys != nil && c.gate.enter() {
+		defer c.gate.leave()
 		sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
 	}
 }
@@ -450,8 +451,20 @@ const probeEvery = 500 * time.Millisecond
 // once a TCP connection to the address succeeds: an actor message to a
 // dead address makes the actor system's endpoint for it retry with a
 // back-off, and messages sent meanwhile (a scan request to the restarted
-// coordinator) would wait behind it.
+// coordinator) would wait behind it. Close ends it and waits for it.
 func (c *Client) probe() {
+	c.mu.Lock()
+	if c.closed {
+		c.coord.probing = false
+		c.mu.Unlock()
+		return
+	}
+	// Added while not closed, so before Close waits for c.bg.
+	c.bg.Add(1)
+	ctx := c.bgCtx
+	c.mu.Unlock()
+	defer c.bg.Done()
+	var dialer net.Dialer
 	for {
 		c.mu.Lock()
 		var lost []string
@@ -460,23 +473,32 @@ func (c *Client) probe() {
 				lost = append(lost, a)
 			}
 		}
-		if len(lost) == 0 || len(c.streams) == 0 || c.closed {
+		if len(lost) == 0 || len(c.streams) == 0 || c.closed || ctx.Err() != nil {
 			c.coord.probing = false
 			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
 		for _, a := range lost {
-			conn, err := net.DialTimeout("tcp", a, probeEvery)
+			dctx, cancel := context.WithTimeout(ctx, probeEvery)
+			conn, err := dialer.DialContext(dctx, "tcp", a)
+			cancel()
 			if err != nil {
 				continue
 			}
 			conn.Close()
-			res, err := c.sys.Root.RequestFuture(c.routerPID(a), &messages.StatusRequest{}, 2*probeEvery).Result()
+			f, ok := c.requestFuture(c.routerPID(a), &messages.StatusRequest{}, 2*probeEvery)
+			if !ok {
+				break
+			}
+			res, err := waitFuture(ctx, f)
 			if _, ok := res.(*messages.StatusReply); ok && err == nil {
 				c.coordUp(a)
 			}
 		}
-		time.Sleep(probeEvery)
+		select {
+		case <-ctx.Done():
+		case <-time.After(probeEvery):
+		}
 	}
 }

@@ -51,7 +51,7 @@ func (c *Client) receive(ctx actor.Context) {
 	} else if b, ok := ctx.Message().(*messages.RowBatch); ok {
 		// A straggler of a finished request: stop it.
 		if p := b.GetServerPid(); p != nil {
-			c.sys.Root.Send(actor.NewPID(p.Address, p.Id), &messages.Cancel{RequestId: b.RequestId, Attempt: b.Attempt, Reason: "request already done"})
+			c.send(actor.NewPID(p.Address, p.Id), &messages.Cancel{RequestId: b.RequestId, Attempt: b.Attempt, Reason: "request already done"})
 		}
 	}
 }
@@ -125,8 +125,6 @@ func newRequestID() string {
 	}
 	return hex.EncodeToString(b[:])
 }
-
-func (c *Client) send(pid *actor.PID, msg any) { c.sys.Root.Send(pid, msg) }
 
 func (c *Client) self() *messages.Pid { return &messages.Pid{Address: c.rx.Address, Id: c.rx.Id} }
 

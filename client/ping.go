@@ -32,7 +32,11 @@ func (c *Client) Ping(ctx context.Context, addr string) (time.Duration, error) {
 	t := time.Now()
 	// The future's own timeout bounds the wait (ctx only shortens it): no
 	// extra goroutine in the path being timed.
-	res, err := c.sys.Root.RequestFuture(actor.NewPID(addr, wire.EchoName), probe, timeout).Result()
+	f, ok := c.requestFuture(actor.NewPID(addr, wire.EchoName), probe, timeout)
+	if !ok {
+		return 0, ErrClosed
+	}
+	res, err := f.Result()
 	rtt := time.Since(t)
 	if err != nil {
 		return 0, fmt.Errorf("client: ping %s: %w", addr, err)
