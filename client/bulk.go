@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/scanplane/scanplane/wire"
 )
 
 // bulkSlots lets a Client's short scans go before its bulk work. Bulk
@@ -23,7 +25,12 @@ import (
 //     run first;
 //   - while a short scan waits for a message, bulk work waits for it to
 //     arrive, at most shortWait per message, so that a stream of short
-//     scans slows bulk scans but does not stop them.
+//     scans slows bulk scans but does not stop them;
+//   - a bulk stream that starts within shortRecent of a short scan's
+//     start asks for a window of at most besideShortWindow batches: a
+//     short scan's batch comes to the client on the connection of its
+//     server's process, behind the batches that process sent before it,
+//     and the client's reader decodes each of them first.
 //
 // The scan servers stop sending a stream whose messages wait, after its
 // window. Safe for concurrent use.
@@ -31,6 +38,9 @@ type bulkSlots struct {
 	ch chan struct{}
 	// busy and peak count the holders now and the most at once.
 	busy, peak atomic.Int32
+
+	// lastShort: when the latest short scan started (UnixNano).
+	lastShort atomic.Int64
 
 	mu sync.Mutex
 	// waiting counts the short scans waiting for a message; quiet is
@@ -42,6 +52,14 @@ type bulkSlots struct {
 // shortWait bounds how long bulk work waits for short scans per message.
 const shortWait = 5 * time.Millisecond
 
+// shortRecent and besideShortWindow: a bulk stream that starts within
+// shortRecent of a short scan's start has at most besideShortWindow
+// batches in flight.
+const (
+	shortRecent       = time.Second
+	besideShortWindow = 2
+)
+
 // newBulkSlots returns slots for n goroutines at once.
 func newBulkSlots(n int) *bulkSlots {
 	q := make(chan struct{})
@@ -51,6 +69,22 @@ func newBulkSlots(n int) *bulkSlots {
 
 // bulkGoroutines is how many goroutines of a Client do bulk work at once.
 func bulkGoroutines() int { return max(1, runtime.GOMAXPROCS(0)-1) }
+
+// shortStarted notes that a short scan starts at now.
+func (b *bulkSlots) shortStarted(now time.Time) { b.lastShort.Store(now.UnixNano()) }
+
+// bulkWindow is the window of a bulk stream that starts at now, given the
+// client's window w (0: the servers' default).
+func (b *bulkSlots) bulkWindow(now time.Time, w uint32) uint32 {
+	last := b.lastShort.Load()
+	if last == 0 || now.UnixNano()-last >= int64(shortRecent) {
+		return w
+	}
+	if w == 0 {
+		w = wire.DefaultWindow
+	}
+	return min(w, besideShortWindow)
+}
 
 // shortWaiting and shortHeard bracket a short scan's wait for a message.
 func (b *bulkSlots) shortWaiting() {

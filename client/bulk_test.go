@@ -225,3 +225,55 @@ func TestEndpointDeliversInline(t *testing.T) {
 		}
 	}
 }
+
+// TestBulkWindowBesideShortScans: a bulk stream that starts within
+// shortRecent of a short scan's start asks for at most besideShortWindow
+// batches in flight; one that starts later, or before any short scan,
+// the client's window.
+func TestBulkWindowBesideShortScans(t *testing.T) {
+	c := fakeTable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	window := func(rng Range) (uint32, bool) {
+		t.Helper()
+		rows := c.Scan(ctx, "t", rng, ScanOptions{AllowUnverified: true, Parallel: 1})
+		defer rows.Close()
+		if err := rows.plan(); err != nil {
+			t.Fatal(err)
+		}
+		run, err := rows.startRun(rows.pieces[0], 0, nil, &rows.stats, func([]tablets.Entry, uint64, *proofSeg) {})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer run.abandon()
+		for !run.finished {
+			if err := run.step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return run.window, run.short
+	}
+	c.cfg.Window = DefaultWindow
+	if w, short := window(Range{}); short || w != DefaultWindow {
+		t.Fatalf("a bulk stream before any short scan: window %d (short %v), want %d", w, short, DefaultWindow)
+	}
+	if w, short := window(SingleKey(fakeRowKey(30))); !short || w != DefaultWindow {
+		t.Fatalf("a lookup: window %d (short %v), want %d", w, short, DefaultWindow)
+	}
+	if w, _ := window(Range{}); w != besideShortWindow {
+		t.Fatalf("a bulk stream right after a lookup: window %d, want %d", w, besideShortWindow)
+	}
+	c.cfg.Window = 1
+	if w, _ := window(Range{}); w != 1 {
+		t.Fatalf("a bulk stream right after a lookup, client window 1: window %d, want 1", w)
+	}
+	c.cfg.Window = 0 // the servers' default
+	if w, _ := window(Range{}); w != besideShortWindow {
+		t.Fatalf("a bulk stream right after a lookup, the servers' window: window %d, want %d", w, besideShortWindow)
+	}
+	c.cfg.Window = DefaultWindow
+	c.bulk.lastShort.Add(-int64(shortRecent)) // the lookup started shortRecent earlier
+	if w, _ := window(Range{}); w != DefaultWindow {
+		t.Fatalf("a bulk stream shortRecent after a lookup: window %d, want %d", w, DefaultWindow)
+	}
+}

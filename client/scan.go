@@ -405,7 +405,10 @@ type tabletRun struct {
 	// tablet, or a seek): while it waits for a message, bulk work waits
 	// (bulkSlots). Any other run is bulk work: it handles each message
 	// in one of the client's bulk slots.
-	short    bool
+	short bool
+	// window: the batches in flight its requests ask for (0: the
+	// servers' default).
+	window   uint32
 	cur      *tabletstream.TabletStream
 	in       *inbox   // its inbox
 	ids      []string // its request ids
@@ -450,6 +453,12 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	if r.opts.BatchRows > 0 {
 		cfg.BatchRows = r.opts.BatchRows
 	}
+	if now := time.Now(); short {
+		c.bulk.shortStarted(now)
+	} else {
+		// Few bytes ahead of the short scans' batches (bulkSlots).
+		cfg.Window = c.bulk.bulkWindow(now, cfg.Window)
+	}
 	if d, ok := r.ctx.Deadline(); ok {
 		cfg.Deadline = d
 	}
@@ -463,7 +472,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 			ErrUnverified, r.table, r.meta.GetGeneration(), err)
 	}
 	t := &tabletRun{r: r, stop: stop, cur: tabletstream.NewTabletStream(cfg, tm.GetRef(), p.Range), in: in, yield: yield, stats: stats,
-		tablet: p.Tablet, short: short}
+		tablet: p.Tablet, short: short, window: cfg.Window}
 	stats.Tablets++
 	if err := t.apply(t.cur.Start(time.Now())); err != nil {
 		t.abandon()
