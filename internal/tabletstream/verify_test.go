@@ -10,6 +10,7 @@ import (
 
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"google.golang.org/protobuf/proto"
 )
 
 // memFetcher serves blocks and indexes from memory.
@@ -321,7 +322,7 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 				t.Skipf("the last proof (rows %d..%d) has no stream rows in a chunk of its own", first, end)
 			}
 			var m tablets.MerkleHasher
-			p.Tail, p.Siblings = nil, blockOf(t, files, f, int(p.Block)).RangeProof(&m, first/tablets.ChunkRows, last)
+			p.Tail, p.SiblingsPacked = nil, blockOf(t, files, f, int(p.Block)).RangeProof(&m, first/tablets.ChunkRows, last)
 			rows := bs[len(bs)-1].rows
 			rows[len(rows)-1].Value = []byte("EVIL")
 			return bs
@@ -377,7 +378,7 @@ func TestVerifierWholeBlocks(t *testing.T) {
 	whole := func() []served { return serve(t, files, f, tablets.Range{}, nil, 0, 1000) }
 	for _, bs := range [][]served{whole()} {
 		for _, p := range bs[0].proofs {
-			if p.First != 0 || len(p.Head) > 0 || len(p.Tail) > 0 || p.Rows != p.Leaves || len(p.Siblings) != 1 {
+			if p.First != 0 || len(p.Head) > 0 || len(p.Tail) > 0 || p.Rows != p.Leaves || len(p.SiblingsPacked) != tablets.DigestSize {
 				t.Fatalf("proof of block %d is not a whole block's: %v", p.Block, p)
 			}
 		}
@@ -519,7 +520,7 @@ func BenchmarkVerifyWholeBlocks(b *testing.B) {
 			b.Fatal(err)
 		}
 		proofs = append(proofs, &messages.BlockProof{Block: uint32(i), Leaves: h.Entries, Rows: h.Entries,
-			Siblings: blk.RangeProof(&m, 0, tablets.Chunks(blk.Entries()))})
+			SiblingsPacked: blk.RangeProof(&m, 0, tablets.Chunks(blk.Entries()))})
 	}
 	packed, rows := packRows(b, rows)
 	b.ResetTimer()
@@ -622,5 +623,88 @@ func BenchmarkVerifyShortScan(b *testing.B) {
 		if err := v.finish(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestVerifierSiblingsEitherField: a proof's siblings are read from
+// BlockProof.siblings_packed, which the Prover fills, or from the
+// repeated siblings field; a proof with both, a repeated sibling not of
+// tablets.DigestSize bytes (even when the bytes together are right) or a
+// changed sibling byte is refused with tablets.ErrBadProof.
+func TestVerifierSiblingsEitherField(t *testing.T) {
+	roots, rng, packed, rows, proofs := shortScan(t, 103, 141)
+	if len(proofs) != 1 || len(proofs[0].GetSiblingsPacked()) < 2*tablets.DigestSize || len(proofs[0].GetSiblings()) > 0 {
+		t.Fatalf("want one proof with its siblings packed, got %v", proofs)
+	}
+	split := func(b []byte, at ...int) [][]byte {
+		var out [][]byte
+		for _, k := range at {
+			out = append(out, bytes.Clone(b[:k]))
+			b = b[k:]
+		}
+		return append(out, bytes.Clone(b))
+	}
+	d := tablets.DigestSize
+	sib := proofs[0].GetSiblingsPacked()
+	var each []int
+	for k := d; k < len(sib); k += d {
+		each = append(each, d)
+	}
+	for name, tc := range map[string]struct {
+		change func(p *messages.BlockProof)
+		ok     bool
+	}{
+		"packed":  {func(p *messages.BlockProof) {}, true},
+		"each":    {func(p *messages.BlockProof) { p.Siblings, p.SiblingsPacked = split(p.SiblingsPacked, each...), nil }, true},
+		"both":    {func(p *messages.BlockProof) { p.Siblings = split(p.SiblingsPacked, each...) }, false},
+		"shifted": {func(p *messages.BlockProof) { p.Siblings, p.SiblingsPacked = split(p.SiblingsPacked, d-1), nil }, false},
+		"packed, a byte flipped": {func(p *messages.BlockProof) {
+			p.SiblingsPacked = bytes.Clone(p.SiblingsPacked)
+			p.SiblingsPacked[d+3] ^= 1
+		}, false},
+		"each, a byte flipped": {func(p *messages.BlockProof) {
+			p.Siblings, p.SiblingsPacked = split(p.SiblingsPacked, each...), nil
+			p.Siblings[1][3] ^= 1
+		}, false},
+		"packed, a byte short": {func(p *messages.BlockProof) { p.SiblingsPacked = p.SiblingsPacked[:len(p.SiblingsPacked)-1] }, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := proto.Clone(proofs[0]).(*messages.BlockProof)
+			tc.change(p)
+			v := newVerifier(roots, rng, nil, 0)
+			got, err := v.batch(packed, rows, []*messages.BlockProof{p})
+			if err == nil {
+				err = v.finish()
+			}
+			if tc.ok && (err != nil || !equalEntries(got, rows)) {
+				t.Fatalf("%d rows of %d, %v", len(got), len(rows), err)
+			}
+			if !tc.ok && !errors.Is(err, tablets.ErrBadProof) {
+				t.Fatalf("released %d rows, err %v, want ErrBadProof", len(got), err)
+			}
+		})
+	}
+}
+
+// TestBlockProofDecodeAllocs: a short scan's proof, as the Prover
+// builds it, decodes in at most 4 allocations (the message, its head,
+// tail and siblings), however many siblings it has.
+func TestBlockProofDecodeAllocs(t *testing.T) {
+	_, _, _, _, proofs := shortScan(t, 103, 141)
+	b, err := proto.Marshal(&messages.RowBatch{Proofs: proofs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rb messages.RowBatch
+	allocs := testing.AllocsPerRun(100, func() {
+		rb = messages.RowBatch{}
+		if err := proto.Unmarshal(b, &rb); err != nil || len(rb.Proofs) != 1 {
+			t.Fatalf("%v, %d proofs", err, len(rb.Proofs))
+		}
+	})
+	// RowBatch's proofs slice and the BlockProof, head, tail, siblings.
+	if allocs > 5 {
+		t.Errorf("%.0f allocations to decode a batch with one proof of %d siblings, want at most 5", allocs,
+			(len(proofs[0].GetSiblingsPacked())+32*len(proofs[0].GetSiblings()))/tablets.DigestSize)
 	}
 }
