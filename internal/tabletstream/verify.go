@@ -61,6 +61,8 @@ type verifier struct {
 	segs           []segment       // the packed bytes of the pending rows, in order
 	feed           leafFeed
 	sibBuf         []byte // siblings of a proof that has them in BlockProof.siblings, packed
+	// leaves: proven leaf hashes shared with other verifiers (nil: none).
+	leaves *ProvenLeaves
 }
 
 // segment is packed bytes whose first rows rows are pending rows.
@@ -172,8 +174,13 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 		root, err = v.m.WholeRoot(n, v.m.EndWhole(), sib)
 	case v.feed.open > 0:
 		return fmt.Errorf("%w: proof of block %d ends at row %d, inside a chunk", tablets.ErrBadProof, g, v.feed.row)
+	case v.leaves != nil && v.leaves.proven(v.roots[g], n, first/tablets.ChunkRows, v.feed.leaves):
+		root = v.roots[g] // every leaf proven against this root before
 	default:
 		root, err = v.m.RangeRoot(n, first/tablets.ChunkRows, v.feed.leaves, sib)
+		if err == nil && root == v.roots[g] && v.leaves != nil {
+			v.leaves.add(root, n, first/tablets.ChunkRows, v.feed.leaves)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("block %d: %w", g, err)
