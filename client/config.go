@@ -114,8 +114,8 @@ type Config struct {
 	Logger       *slog.Logger
 }
 
-// DefaultProvenLeaves is Config.ProvenLeaves's default: the leaves of
-// about 1 GiB of rows of 100 bytes.
+// DefaultProvenLeaves is Config.ProvenLeaves's default: about 2 MiB,
+// the leaves of about 100 MB of rows of 100 bytes.
 const DefaultProvenLeaves = 1 << 16
 
 // DefaultNATSURLs are the NATS nodes of the local cluster `scanctl up`

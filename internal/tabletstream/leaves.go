@@ -88,6 +88,7 @@ func (p *ProvenLeaves) add(root tablets.Digest, n, lo int, leaves []tablets.Dige
 			return
 		}
 		if b != nil {
+			delete(s.blocks, root)
 			s.chunks -= len(b.leaves)
 		}
 		for r, o := range s.blocks { // map order: a block at random
