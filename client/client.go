@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/clientsys"
+	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
 )
@@ -49,6 +51,8 @@ type Client struct {
 	tabletActors tabletActorDirectory
 	// bulk: the slots its parallel scans handle messages in.
 	bulk *bulkSlots
+	// leaves: the leaf hashes its scans proved (Config.ProvenLeaves).
+	leaves *tabletstream.ProvenLeaves
 }
 
 // New checks the config; it does no IO.
@@ -70,7 +74,7 @@ func New(cfg Config) (*Client, error) {
 		streams: map[*inbox]struct{}{}, tables: map[string]*messages.TableMeta{}, current: map[string]uint64{},
 		coord: coordDirectory{discover: len(list) == 0, list: list, lost: map[string]string{}, connected: map[string]bool{},
 			instance: map[string]string{}, routers: map[string]string{}, leased: map[string]bool{}},
-		bulk: newBulkSlots(bulkGoroutines())}, nil
+		bulk: newBulkSlots(bulkGoroutines()), leaves: tabletstream.NewProvenLeaves(cmp.Or(cfg.ProvenLeaves, DefaultProvenLeaves))}, nil
 }
 
 // Dial is New and Start in one step: a started Client, or the reason it

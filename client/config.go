@@ -105,8 +105,18 @@ type Config struct {
 	// coordinator and the client but not a lying coordinator; NewAPI
 	// then needs no NATS. Ignored by New and Dial.
 	APIReadMeta bool
-	Logger      *slog.Logger
+	// ProvenLeaves: how many leaf hashes of proven row chunks (16 rows
+	// each) the client keeps, by block root, so that a scan of rows
+	// proven before needs only its rows' hashes, not the proof's inner
+	// hashes (rows that differ are checked in full as always; about 40
+	// bytes each). 0 = DefaultProvenLeaves; negative = none kept.
+	ProvenLeaves int
+	Logger       *slog.Logger
 }
+
+// DefaultProvenLeaves is Config.ProvenLeaves's default: about 2 MiB,
+// the leaves of about 100 MB of rows of 100 bytes.
+const DefaultProvenLeaves = 1 << 16
 
 // DefaultNATSURLs are the NATS nodes of the local cluster `scanctl up`
 // starts with its default ports (one per coordinator, three): scanctl's

@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	scanplanev1 "github.com/scanplane/scanplane/api/scanplane/v1"
+	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -53,7 +54,7 @@ func (r *Rows) TakeProofs() []*scanplanev1.RowProof {
 		rp := &scanplanev1.RowProof{Tablet: uint32(s.tablet), Restart: s.restart, Rows: uint32(s.rows), Finished: s.finished}
 		for _, p := range s.proofs {
 			rp.Blocks = append(rp.Blocks, &scanplanev1.BlockProof{Block: p.GetBlock(), Leaves: p.GetLeaves(), First: p.GetFirst(),
-				Rows: p.GetRows(), Siblings: p.GetSiblings(), Head: p.GetHead(), Tail: p.GetTail()})
+				Rows: p.GetRows(), Siblings: tabletstream.Siblings(p), Head: p.GetHead(), Tail: p.GetTail()})
 		}
 		out = append(out, rp)
 	}

@@ -465,7 +465,7 @@ func (r *Rows) startRun(p tablets.Piece, limit uint64, stop <-chan struct{}, sta
 	roots, err := tabletstream.Roots(tm)
 	switch {
 	case err == nil:
-		cfg.Verify, cfg.Roots, cfg.KeepProofs = true, roots, r.keepProofs()
+		cfg.Verify, cfg.Roots, cfg.KeepProofs, cfg.Leaves = true, roots, r.keepProofs(), c.leaves
 	case !r.opts.AllowUnverified:
 		c.closeStream(in, nil)
 		return nil, fmt.Errorf("%w: table %s generation %d: %v (ingested without digests: ingest it again, or scan with AllowUnverified)",

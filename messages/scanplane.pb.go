@@ -1976,14 +1976,22 @@ func (x *RowBatch) GetProofs() []*BlockProof {
 // empty head, first = 0 of block 0) or its last row no such row exists.
 // An empty result is a proof of adjacent rows below and past the range.
 type BlockProof struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Block    uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`   // the block's number within the tablet
-	Leaves   uint32                 `protobuf:"varint,2,opt,name=leaves,proto3" json:"leaves,omitempty"` // rows of the block (bound into its root)
-	First    uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`   // the block row of the first row covered (head's, else the stream's)
-	Rows     uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`     // rows of the stream covered (after head)
-	Siblings [][]byte               `protobuf:"bytes,7,rep,name=siblings,proto3" json:"siblings,omitempty"`
-	Head     []byte                 `protobuf:"bytes,8,opt,name=head,proto3" json:"head,omitempty"` // packed rows [first, first + len(head)), before the stream's
-	Tail     []byte                 `protobuf:"bytes,9,opt,name=tail,proto3" json:"tail,omitempty"` // packed rows after the stream's, to the end of their chunk
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Block  uint32                 `protobuf:"varint,1,opt,name=block,proto3" json:"block,omitempty"`   // the block's number within the tablet
+	Leaves uint32                 `protobuf:"varint,2,opt,name=leaves,proto3" json:"leaves,omitempty"` // rows of the block (bound into its root)
+	First  uint32                 `protobuf:"varint,3,opt,name=first,proto3" json:"first,omitempty"`   // the block row of the first row covered (head's, else the stream's)
+	Rows   uint32                 `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`     // rows of the stream covered (after head)
+	// siblings: the proof's sibling digests, 32 bytes each, in the order
+	// the root's walk takes them (tablets.MerkleHasher.RangeRoot); scan
+	// servers send them concatenated in siblings_packed instead (one field
+	// to marshal, one allocation to decode). A proof has them in one of
+	// the two; clients read either, and refuse a proof with both. Older
+	// clients do not read siblings_packed: a deployment runs one version
+	// of servers and clients (no mixed versions).
+	Siblings       [][]byte `protobuf:"bytes,7,rep,name=siblings,proto3" json:"siblings,omitempty"`
+	SiblingsPacked []byte   `protobuf:"bytes,11,opt,name=siblings_packed,json=siblingsPacked,proto3" json:"siblings_packed,omitempty"`
+	Head           []byte   `protobuf:"bytes,8,opt,name=head,proto3" json:"head,omitempty"` // packed rows [first, first + len(head)), before the stream's
+	Tail           []byte   `protobuf:"bytes,9,opt,name=tail,proto3" json:"tail,omitempty"` // packed rows after the stream's, to the end of their chunk
 	// counted: the proof covers all the block's rows (first = 0, rows =
 	// leaves, no head or tail) and none of them was sent: a count-only
 	// scan (ScanRequest.count_only) counts them. siblings are the top of
@@ -2057,6 +2065,13 @@ func (x *BlockProof) GetRows() uint32 {
 func (x *BlockProof) GetSiblings() [][]byte {
 	if x != nil {
 		return x.Siblings
+	}
+	return nil
+}
+
+func (x *BlockProof) GetSiblingsPacked() []byte {
+	if x != nil {
+		return x.SiblingsPacked
 	}
 	return nil
 }
@@ -3924,14 +3939,15 @@ const file_scanplane_proto_rawDesc = "" +
 	"\vpacked_rows\x18\n" +
 	" \x01(\fR\n" +
 	"packedRows\x129\n" +
-	"\x06proofs\x18\v \x03(\v2!.scanplane.internal.v1.BlockProofR\x06proofs\"\xce\x01\n" +
+	"\x06proofs\x18\v \x03(\v2!.scanplane.internal.v1.BlockProofR\x06proofs\"\xf7\x01\n" +
 	"\n" +
 	"BlockProof\x12\x14\n" +
 	"\x05block\x18\x01 \x01(\rR\x05block\x12\x16\n" +
 	"\x06leaves\x18\x02 \x01(\rR\x06leaves\x12\x14\n" +
 	"\x05first\x18\x03 \x01(\rR\x05first\x12\x12\n" +
 	"\x04rows\x18\x04 \x01(\rR\x04rows\x12\x1a\n" +
-	"\bsiblings\x18\a \x03(\fR\bsiblings\x12\x12\n" +
+	"\bsiblings\x18\a \x03(\fR\bsiblings\x12'\n" +
+	"\x0fsiblings_packed\x18\v \x01(\fR\x0esiblingsPacked\x12\x12\n" +
 	"\x04head\x18\b \x01(\fR\x04head\x12\x12\n" +
 	"\x04tail\x18\t \x01(\fR\x04tail\x12\x18\n" +
 	"\acounted\x18\n" +

@@ -187,14 +187,14 @@ func (m *MerkleHasher) BodyRoot(body []byte, n int, starts []uint32) Digest {
 }
 
 // WholeRoot is the block root that a block of n rows whose rows have the
-// BLAKE3 hash whole and a whole-block proof's siblings (one: the top of
-// the chunk tree) make. Any other number or size of siblings is an error
+// BLAKE3 hash whole and a whole-block proof's siblings (one, packed: the
+// top of the chunk tree) make. Any other size of siblings is an error
 // wrapping ErrBadProof.
-func (m *MerkleHasher) WholeRoot(n int, whole Digest, siblings [][]byte) (Digest, error) {
-	if n < 1 || n > MaxProofLeaves || len(siblings) != 1 || len(siblings[0]) != DigestSize {
-		return Digest{}, fmt.Errorf("%w: a proof of all %d rows of a block has %d siblings, want 1 of %d bytes", ErrBadProof, n, len(siblings), DigestSize)
+func (m *MerkleHasher) WholeRoot(n int, whole Digest, siblings []byte) (Digest, error) {
+	if n < 1 || n > MaxProofLeaves || len(siblings) != DigestSize {
+		return Digest{}, fmt.Errorf("%w: a proof of all %d rows of a block has %d bytes of siblings, want one of %d bytes", ErrBadProof, n, len(siblings), DigestSize)
 	}
-	return m.seal(n, Digest(siblings[0]), whole), nil
+	return m.seal(n, Digest(siblings), whole), nil
 }
 
 // appendChunkLeaves appends the leaf hash of every chunk of body (chunk i
@@ -237,45 +237,60 @@ func AppendRangeProof(dst []Digest, m, lo, hi int, node func(a, b int) Digest) [
 
 // RangeRoot is the block root that leaves (the leaf hashes of chunks
 // [lo, lo+len(leaves)) of a block of n rows) and siblings
-// (AppendRangeProof's, then whole(blk), 32 bytes each) make. An impossible shape, a
-// sibling of the wrong size, too few or too many siblings is an error
-// wrapping ErrBadProof.
-func (m *MerkleHasher) RangeRoot(n, lo int, leaves []Digest, siblings [][]byte) (Digest, error) {
+// (AppendRangeProof's, then whole(blk), packed: 32 bytes each, one after
+// another) make. An impossible shape, siblings not a whole number of
+// digests, too few or too many siblings is an error wrapping
+// ErrBadProof.
+func (m *MerkleHasher) RangeRoot(n, lo int, leaves []Digest, siblings []byte) (Digest, error) {
 	hi := lo + len(leaves)
 	if n < 1 || n > MaxProofLeaves || lo < 0 || len(leaves) == 0 || hi > Chunks(n) {
 		return Digest{}, fmt.Errorf("%w: chunks [%d, %d) of a block of %d rows", ErrBadProof, lo, hi, n)
 	}
-	i := 0
-	var bad error
-	var walk func(a, b int) Digest
-	walk = func(a, b int) Digest {
-		switch {
-		case bad != nil:
+	if len(siblings)%DigestSize != 0 {
+		return Digest{}, fmt.Errorf("%w: %d bytes of siblings, not a whole number of %d-byte digests", ErrBadProof, len(siblings), DigestSize)
+	}
+	w := rangeWalk{m: m, lo: lo, hi: hi, leaves: leaves, siblings: siblings}
+	top := w.node(0, Chunks(n))
+	if w.missing {
+		return Digest{}, fmt.Errorf("%w: %d siblings, the proof needs more", ErrBadProof, len(siblings)/DigestSize)
+	}
+	if len(w.siblings) != DigestSize {
+		return Digest{}, fmt.Errorf("%w: %d siblings, the proof uses %d and the whole block's hash", ErrBadProof,
+			len(siblings)/DigestSize, (len(siblings)-len(w.siblings))/DigestSize)
+	}
+	return m.seal(n, top, Digest(w.siblings)), nil
+}
+
+// rangeWalk computes RangeRoot's tree top: the nodes over chunks
+// [lo, hi) from leaves, the others from siblings, taken in order.
+type rangeWalk struct {
+	m        *MerkleHasher
+	lo, hi   int
+	leaves   []Digest
+	siblings []byte // not yet taken
+	missing  bool   // siblings ran out
+}
+
+// node is the root of the subtree over chunks [a, b).
+func (w *rangeWalk) node(a, b int) Digest {
+	switch {
+	case w.missing:
+		return Digest{}
+	case b <= w.lo || a >= w.hi:
+		if len(w.siblings) < DigestSize {
+			w.missing = true
 			return Digest{}
-		case b <= lo || a >= hi:
-			if i >= len(siblings) || len(siblings[i]) != DigestSize {
-				bad = fmt.Errorf("%w: sibling %d of %d missing or not %d bytes", ErrBadProof, i, len(siblings), DigestSize)
-				return Digest{}
-			}
-			d := Digest(siblings[i])
-			i++
-			return d
-		case b-a == 1:
-			return leaves[a-lo]
 		}
-		k := splitSize(b - a)
-		l := walk(a, a+k)
-		r := walk(a+k, b)
-		return m.Inner(l, r)
+		d := Digest(w.siblings[:DigestSize])
+		w.siblings = w.siblings[DigestSize:]
+		return d
+	case b-a == 1:
+		return w.leaves[a-w.lo]
 	}
-	top := walk(0, Chunks(n))
-	if bad != nil {
-		return Digest{}, bad
-	}
-	if i+1 != len(siblings) || len(siblings[i]) != DigestSize {
-		return Digest{}, fmt.Errorf("%w: %d siblings, the proof uses %d and the whole block's hash", ErrBadProof, len(siblings), i)
-	}
-	return m.seal(n, top, Digest(siblings[i])), nil
+	k := splitSize(b - a)
+	l := w.node(a, a+k)
+	r := w.node(a+k, b)
+	return w.m.Inner(l, r)
 }
 
 // RootAt returns the root of block number block of a file from its
@@ -289,16 +304,18 @@ func RootAt(roots []byte, block int) (Digest, bool) {
 }
 
 // nodeCost bounds the memory a Block's digest tree takes per chunk: its
-// leaf, at most one inner node above it, and their map entries.
+// leaf and at most one inner node above it, with room to spare.
 const nodeCost = 4 * DigestSize
-
-// nodeKey keys the tree node over chunks [lo, hi).
-func nodeKey(lo, hi int) uint64 { return uint64(lo)<<32 | uint64(hi) }
 
 // blockDigests are the digests of a Block's rows that proofs take
 // siblings from.
 type blockDigests struct {
-	nodes map[uint64]Digest // every node of the tree, by nodeKey
+	// nodes: every node of the tree in pre-order (a node, the subtree of
+	// its left child, that of its right child): the node over chunks
+	// [a, c) at index i has its left child (over [a, a+k), k =
+	// splitSize(c-a)) at i+1 and its right child at i+2k, since a subtree
+	// over k chunks has 2k-1 nodes. nodes[0] is the tree's top.
+	nodes []Digest
 	whole Digest
 }
 
@@ -315,23 +332,26 @@ func (b *Block) digests(m *MerkleHasher) *blockDigests {
 }
 
 // treeNodes computes every node of b's tree (its chunk leaves and each
-// node above them).
-func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
+// node above them), in pre-order (blockDigests.nodes).
+func (b *Block) treeNodes(m *MerkleHasher) []Digest {
 	leaves := m.appendChunkLeaves(make([]Digest, 0, len(b.restarts)), b.body, b.restarts)
-	out := make(map[uint64]Digest, 2*len(leaves))
-	var walk func(lo, hi int) Digest
-	walk = func(lo, hi int) Digest {
+	if len(leaves) == 0 {
+		return make([]Digest, 1) // no rows: a zero top, which no root binds
+	}
+	out := make([]Digest, 2*len(leaves)-1)
+	var walk func(lo, hi, i int) Digest
+	walk = func(lo, hi, i int) Digest {
 		var d Digest
 		if hi-lo == 1 {
 			d = leaves[lo]
 		} else {
 			k := splitSize(hi - lo)
-			d = m.Inner(walk(lo, lo+k), walk(lo+k, hi))
+			d = m.Inner(walk(lo, lo+k, i+1), walk(lo+k, hi, i+2*k))
 		}
-		out[nodeKey(lo, hi)] = d
+		out[i] = d
 		return d
 	}
-	walk(0, len(leaves))
+	walk(0, len(leaves), 0)
 	return out
 }
 
@@ -339,7 +359,7 @@ func (b *Block) treeNodes(m *MerkleHasher) map[uint64]Digest {
 // as for proofs).
 func (b *Block) Root(m *MerkleHasher) Digest {
 	d := b.digests(m)
-	return m.seal(int(b.entries), d.nodes[nodeKey(0, Chunks(int(b.entries)))], d.whole)
+	return m.seal(int(b.entries), d.nodes[0], d.whole)
 }
 
 // EntryAt returns row i of the block (0 <= i < Entries()).
@@ -373,42 +393,34 @@ func (b *Block) PackedRows(lo, hi int) []byte {
 }
 
 // RangeProof returns the siblings that prove chunks [lo, hi) of b
-// against its root (0 <= lo < hi <= Chunks(Entries())), 32 bytes each:
-// AppendRangeProof's and whole(b); for all of b's chunks, the one
+// against its root (0 <= lo < hi <= Chunks(Entries())), packed, 32 bytes
+// each (BlockProof.siblings_packed): AppendRangeProof's and whole(b); for
+// all of b's chunks, the one
 // sibling of a whole-block proof (WholeRoot).
-func (b *Block) RangeProof(m *MerkleHasher, lo, hi int) [][]byte {
+func (b *Block) RangeProof(m *MerkleHasher, lo, hi int) []byte {
 	d := b.digests(m)
 	n := Chunks(int(b.entries))
-	var flat []byte
 	if lo == 0 && hi == n {
-		top := d.nodes[nodeKey(0, n)]
-		flat = append(make([]byte, 0, DigestSize), top[:]...)
-	} else {
-		// At most two siblings per level of the tree, and whole(b).
-		flat = make([]byte, 0, (2*bits.Len(uint(n))+1)*DigestSize)
-		flat = d.appendSiblings(flat, 0, n, lo, hi)
-		flat = append(flat, d.whole[:]...)
+		return append(make([]byte, 0, DigestSize), d.nodes[0][:]...)
 	}
-	out := make([][]byte, len(flat)/DigestSize)
-	for i := range out {
-		out[i] = flat[i*DigestSize : (i+1)*DigestSize : (i+1)*DigestSize]
-	}
-	return out
+	// At most two siblings per level of the tree, and whole(b).
+	flat := make([]byte, 0, (2*bits.Len(uint(n))+1)*DigestSize)
+	flat = d.appendSiblings(flat, 0, n, 0, lo, hi)
+	return append(flat, d.whole[:]...)
 }
 
 // appendSiblings appends to flat the nodes that prove chunks [lo, hi)
-// within the subtree over chunks [a, c), as AppendRangeProof orders
-// them.
-func (d *blockDigests) appendSiblings(flat []byte, a, c, lo, hi int) []byte {
+// within the subtree over chunks [a, c), whose top is nodes[i], as
+// AppendRangeProof orders them.
+func (d *blockDigests) appendSiblings(flat []byte, a, c, i, lo, hi int) []byte {
 	switch {
 	case c <= lo || a >= hi:
-		node := d.nodes[nodeKey(a, c)]
-		return append(flat, node[:]...)
+		return append(flat, d.nodes[i][:]...)
 	case lo <= a && c <= hi:
 		return flat
 	}
 	k := splitSize(c - a)
-	return d.appendSiblings(d.appendSiblings(flat, a, a+k, lo, hi), a+k, c, lo, hi)
+	return d.appendSiblings(d.appendSiblings(flat, a, a+k, i+1, lo, hi), a+k, c, i+2*k, lo, hi)
 }
 
 // index is the row number of the row at byte offset off of the body

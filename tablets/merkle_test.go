@@ -127,7 +127,7 @@ func TestRangeProofsMatchRoot(t *testing.T) {
 		if got, _ := m.WholeRoot(n, m.Whole(blk.PackedRows(0, n-1)), sib); got == root {
 			t.Fatalf("n=%d whole block: a row less matches", n)
 		}
-		if _, err := m.WholeRoot(n, whole, append(sib, sib[0])); !errors.Is(err, ErrBadProof) {
+		if _, err := m.WholeRoot(n, whole, append(bytes.Clone(sib), sib...)); !errors.Is(err, ErrBadProof) {
 			t.Fatalf("n=%d whole block: two siblings: %v", n, err)
 		}
 		if got, _ := m.WholeRoot(n+1, whole, sib); got == root {
@@ -154,17 +154,19 @@ func TestRangeProofsMatchRoot(t *testing.T) {
 					t.Fatalf("n=%d [%d,%d): a changed chunk matches", n, lo, hi)
 				}
 				if len(sib) > 0 {
-					s2 := append([][]byte(nil), sib...)
-					s2[0] = bytes.Clone(s2[0])
-					s2[0][5] ^= 1
+					s2 := bytes.Clone(sib)
+					s2[5] ^= 1
 					if got, _ := m.RangeRoot(n, lo, leaves, s2); got == root {
 						t.Fatalf("n=%d [%d,%d): a changed sibling matches", n, lo, hi)
 					}
-					if _, err := m.RangeRoot(n, lo, leaves, sib[1:]); !errors.Is(err, ErrBadProof) {
+					if _, err := m.RangeRoot(n, lo, leaves, sib[DigestSize:]); !errors.Is(err, ErrBadProof) {
 						t.Fatalf("n=%d [%d,%d): a missing sibling: %v", n, lo, hi, err)
 					}
+					if _, err := m.RangeRoot(n, lo, leaves, sib[:len(sib)-1]); !errors.Is(err, ErrBadProof) {
+						t.Fatalf("n=%d [%d,%d): a sibling a byte short: %v", n, lo, hi, err)
+					}
 				}
-				if _, err := m.RangeRoot(n, lo, leaves, append(sib, make([]byte, DigestSize))); !errors.Is(err, ErrBadProof) {
+				if _, err := m.RangeRoot(n, lo, leaves, append(bytes.Clone(sib), make([]byte, DigestSize)...)); !errors.Is(err, ErrBadProof) {
 					t.Fatalf("n=%d [%d,%d): an extra sibling: %v", n, lo, hi, err)
 				}
 				if lo > 0 {

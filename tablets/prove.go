@@ -246,7 +246,7 @@ func (p *Prover) close(proof *messages.BlockProof, f, b, extra int) error {
 		return err
 	}
 	p.digests(f, b, blk)
-	proof.Siblings = blk.RangeProof(&p.m, lo/ChunkRows, Chunks(hi))
+	proof.SiblingsPacked = blk.RangeProof(&p.m, lo/ChunkRows, Chunks(hi))
 	p.out = append(p.out, proof)
 	return nil
 }
@@ -434,7 +434,7 @@ func (p *Prover) Count(max int) (rows uint64, more bool, err error) {
 		}
 		p.digests(p.f, p.b, blk)
 		p.out = append(p.out, &messages.BlockProof{Block: uint32(p.base[p.f] + p.b), Leaves: blk.entries, Rows: blk.entries,
-			Counted: true, Siblings: blk.CountProof(&p.m)})
+			Counted: true, SiblingsPacked: blk.CountProof(&p.m)})
 		rows += uint64(blk.entries)
 		p.next()
 	}
@@ -442,25 +442,23 @@ func (p *Prover) Count(max int) (rows uint64, more bool, err error) {
 }
 
 // CountProof returns the siblings of a counted proof of b
-// (messages.BlockProof.counted): the top of its chunk tree and whole(b),
-// 32 bytes each.
-func (b *Block) CountProof(m *MerkleHasher) [][]byte {
+// (messages.BlockProof.counted), packed: the top of its chunk tree, then
+// whole(b), 32 bytes each.
+func (b *Block) CountProof(m *MerkleHasher) []byte {
 	d := b.digests(m)
-	top := d.nodes[nodeKey(0, Chunks(int(b.entries)))]
-	flat := make([]byte, 2*DigestSize)
-	copy(flat, top[:])
-	copy(flat[DigestSize:], d.whole[:])
-	return [][]byte{flat[:DigestSize:DigestSize], flat[DigestSize:]}
+	flat := make([]byte, 0, 2*DigestSize)
+	flat = append(flat, d.nodes[0][:]...)
+	return append(flat, d.whole[:]...)
 }
 
 // CountRoot is the block root that a block of n rows and a counted
-// proof's siblings (the top of its chunk tree, then the BLAKE3 hash of
-// its rows) make: the root binds n, so a proof that checks out shows the
-// block's row count. Any other number or size of siblings is an error
+// proof's siblings (packed: the top of its chunk tree, then the BLAKE3
+// hash of its rows) make: the root binds n, so a proof that checks out
+// shows the block's row count. Siblings of any other size are an error
 // wrapping ErrBadProof.
-func (m *MerkleHasher) CountRoot(n int, siblings [][]byte) (Digest, error) {
-	if n < 1 || n > MaxProofLeaves || len(siblings) != 2 || len(siblings[0]) != DigestSize || len(siblings[1]) != DigestSize {
-		return Digest{}, fmt.Errorf("%w: a counted proof of a block of %d rows has %d siblings, want 2 of %d bytes", ErrBadProof, n, len(siblings), DigestSize)
+func (m *MerkleHasher) CountRoot(n int, siblings []byte) (Digest, error) {
+	if n < 1 || n > MaxProofLeaves || len(siblings) != 2*DigestSize {
+		return Digest{}, fmt.Errorf("%w: a counted proof of a block of %d rows has %d bytes of siblings, want 2 digests of %d bytes", ErrBadProof, n, len(siblings), DigestSize)
 	}
-	return m.seal(n, Digest(siblings[0]), Digest(siblings[1])), nil
+	return m.seal(n, Digest(siblings[:DigestSize]), Digest(siblings[DigestSize:])), nil
 }

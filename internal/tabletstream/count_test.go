@@ -219,7 +219,8 @@ func TestCountProofsCatchLies(t *testing.T) {
 		},
 		"digests made up": func(bs []served) ([]served, tablets.Range, uint64) {
 			i, at := countedAt(bs)
-			bs[i].proofs[at[0]].Siblings[1] = make([]byte, tablets.DigestSize)
+			p := bs[i].proofs[at[0]]
+			p.SiblingsPacked = append(bytes.Clone(p.SiblingsPacked[:tablets.DigestSize]), make([]byte, tablets.DigestSize)...)
 			return bs, rng, 0
 		},
 		"counted before any row": func(bs []served) ([]served, tablets.Range, uint64) {
@@ -228,7 +229,7 @@ func TestCountProofsCatchLies(t *testing.T) {
 			b0 := blockOf(t, files, f, 0)
 			var m tablets.MerkleHasher
 			n := uint32(b0.Entries())
-			lie := []served{{proofs: []*messages.BlockProof{{Block: 0, Leaves: n, Rows: n, Counted: true, Siblings: b0.CountProof(&m)}}}}
+			lie := []served{{proofs: []*messages.BlockProof{{Block: 0, Leaves: n, Rows: n, Counted: true, SiblingsPacked: b0.CountProof(&m)}}}}
 			rest := serveCount(t, files, f, tablets.Range{Start: b0.EntryAt(b0.Entries() - 1).Key, End: rng.End}, 7, 1000)
 			if p := rest[0].proofs[0]; p.GetBlock() != 0 || p.GetRows() != 1 {
 				t.Fatalf("the stream after block 0 starts with %v", p)
@@ -248,7 +249,7 @@ func TestCountProofsCatchLies(t *testing.T) {
 			var m tablets.MerkleHasher
 			end := tablets.ChunkEnd(0, blk.Entries())
 			cut = append(cut, served{proofs: []*messages.BlockProof{{Block: uint32(g), Leaves: uint32(blk.Entries()),
-				Tail: blk.PackedRows(0, end), Siblings: blk.RangeProof(&m, 0, 1)}}})
+				Tail: blk.PackedRows(0, end), SiblingsPacked: blk.RangeProof(&m, 0, 1)}}})
 			return cut, tablets.Range{Start: rng.Start, End: []byte("k0901")}, 0
 		},
 		"counted to an open end short of the tablet's": func(bs []served) ([]served, tablets.Range, uint64) {

@@ -131,9 +131,9 @@ func TestVerifiedStreamRefusesTransportFaults(t *testing.T) {
 		},
 		"bytes cut": func(b *messages.RowBatch) { b.PackedRows = b.PackedRows[:len(b.PackedRows)-3] },
 		"a proof's sibling byte flipped": func(b *messages.RowBatch) {
-			s := bytes.Clone(b.Proofs[0].Siblings[0])
+			s := bytes.Clone(b.Proofs[0].SiblingsPacked)
 			s[0] ^= 1
-			b.Proofs[0].Siblings[0] = s
+			b.Proofs[0].SiblingsPacked = s
 		},
 	}
 	for name, damage := range faults {

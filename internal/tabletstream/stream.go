@@ -148,6 +148,10 @@ type StreamConfig struct {
 	// row (an empty range's) are yielded too, so that the caller can
 	// forward them to a client that verifies.
 	KeepProofs bool
+	// Leaves, with Verify: leaf hashes of row chunks proven before, by
+	// this stream or others, that spare its verifier a proof's inner
+	// hashes, and where it keeps those it proves (nil: none).
+	Leaves *ProvenLeaves
 	// Slabs, when set, returns an empty slab (length 0) with room for at
 	// least n rows, whose array nothing else uses: a batch's rows are
 	// decoded into it, and an ActYield's Rows use it or an array of
@@ -950,6 +954,7 @@ func (s *TabletStream) send(now time.Time, acts []StreamAction, prefer, after st
 	s.req = &streamRequest{id: id, coord: addr, sentAt: now, heard: now}
 	if s.cfg.Verify {
 		s.req.verify = newVerifier(s.cfg.Roots, s.rng, s.lastKey, req.Limit)
+		s.req.verify.leaves = s.cfg.Leaves
 	}
 	s.stats.Requests++
 	return append(acts, StreamAction{Kind: ActSendRequest, Coordinator: addr, Msg: req})

@@ -60,6 +60,9 @@ type verifier struct {
 	pending        []tablets.Entry // rows received that no proof covered yet
 	segs           []segment       // the packed bytes of the pending rows, in order
 	feed           leafFeed
+	sibBuf         []byte // siblings of a proof that has them in BlockProof.siblings, packed
+	// leaves: proven leaf hashes shared with other verifiers (nil: none).
+	leaves *ProvenLeaves
 }
 
 // segment is packed bytes whose first rows rows are pending rows.
@@ -161,14 +164,23 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 		}
 	}
 	v.feed.rows(p.GetTail(), tail)
+	sib, err := v.siblings(p)
+	if err != nil {
+		return err
+	}
 	var root tablets.Digest
 	switch {
 	case v.feed.whole:
-		root, err = v.m.WholeRoot(n, v.m.EndWhole(), p.GetSiblings())
+		root, err = v.m.WholeRoot(n, v.m.EndWhole(), sib)
 	case v.feed.open > 0:
 		return fmt.Errorf("%w: proof of block %d ends at row %d, inside a chunk", tablets.ErrBadProof, g, v.feed.row)
+	case v.leaves != nil && v.leaves.proven(v.roots[g], n, first/tablets.ChunkRows, v.feed.leaves):
+		root = v.roots[g] // every leaf proven against this root before
 	default:
-		root, err = v.m.RangeRoot(n, first/tablets.ChunkRows, v.feed.leaves, p.GetSiblings())
+		root, err = v.m.RangeRoot(n, first/tablets.ChunkRows, v.feed.leaves, sib)
+		if err == nil && root == v.roots[g] && v.leaves != nil {
+			v.leaves.add(root, n, first/tablets.ChunkRows, v.feed.leaves)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("block %d: %w", g, err)
@@ -214,7 +226,11 @@ func (v *verifier) countedProof(p *messages.BlockProof) error {
 		return fmt.Errorf("%w: counted proof of block %d: rows %d..+%d of %d with %d head and %d tail bytes, not the whole block",
 			tablets.ErrBadProof, g, p.GetFirst(), p.GetRows(), n, len(p.GetHead()), len(p.GetTail()))
 	}
-	root, err := v.m.CountRoot(n, p.GetSiblings())
+	sib, err := v.siblings(p)
+	if err != nil {
+		return err
+	}
+	root, err := v.m.CountRoot(n, sib)
 	if err != nil {
 		return fmt.Errorf("block %d: %w", g, err)
 	}
@@ -224,6 +240,28 @@ func (v *verifier) countedProof(p *messages.BlockProof) error {
 	v.g, v.l = g+1, 0
 	v.blind += uint64(n)
 	return nil
+}
+
+// siblings returns p's siblings packed, 32 bytes each, from either of
+// its fields (BlockProof.siblings_packed, or siblings copied into
+// v.sibBuf). A proof with both, or a sibling of the repeated field not of
+// tablets.DigestSize bytes, is an error wrapping tablets.ErrBadProof.
+func (v *verifier) siblings(p *messages.BlockProof) ([]byte, error) {
+	packed, each := p.GetSiblingsPacked(), p.GetSiblings()
+	switch {
+	case len(each) == 0:
+		return packed, nil
+	case len(packed) > 0:
+		return nil, fmt.Errorf("%w: proof of block %d has siblings in both fields", tablets.ErrBadProof, p.GetBlock())
+	}
+	v.sibBuf = v.sibBuf[:0]
+	for i, s := range each {
+		if len(s) != tablets.DigestSize {
+			return nil, fmt.Errorf("%w: proof of block %d: sibling %d has %d bytes, want %d", tablets.ErrBadProof, p.GetBlock(), i, len(s), tablets.DigestSize)
+		}
+		v.sibBuf = append(v.sibBuf, s...)
+	}
+	return v.sibBuf, nil
 }
 
 // takeCounted returns the counted rows shown to be in the range since
@@ -314,4 +352,22 @@ func (v *verifier) finish() error {
 		return fmt.Errorf("%w: no proof for the range %s", tablets.ErrBadProof, v.rng)
 	}
 	return fmt.Errorf("%w: the stream ended at block %d row %d without showing the end of the range %s", tablets.ErrBadProof, v.g, v.l, v.rng)
+}
+
+// Siblings returns p's siblings one digest a slice, from either of its
+// fields (the public API's BlockProof has them so); the slices share
+// p's bytes. Packed bytes that are not a whole number of digests end in
+// a shorter slice, which the proof's check refuses.
+func Siblings(p *messages.BlockProof) [][]byte {
+	packed := p.GetSiblingsPacked()
+	if len(packed) == 0 {
+		return p.GetSiblings()
+	}
+	out := make([][]byte, 0, (len(packed)+tablets.DigestSize-1)/tablets.DigestSize)
+	for len(packed) > 0 {
+		k := min(len(packed), tablets.DigestSize)
+		out = append(out, packed[:k:k])
+		packed = packed[k:]
+	}
+	return append(out, p.GetSiblings()...)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
+	"google.golang.org/protobuf/proto"
 )
 
 // memFetcher serves blocks and indexes from memory.
@@ -125,7 +126,13 @@ func packRows(t testing.TB, rows []tablets.Entry) ([]byte, []tablets.Entry) {
 // check feeds what a server sent to a verifier and returns the rows it
 // released and the first error.
 func check(t testing.TB, roots []tablets.Digest, rng tablets.Range, after []byte, limit uint64, batches []served) ([]tablets.Entry, error) {
+	return checkKept(t, nil, roots, rng, after, limit, batches)
+}
+
+// checkKept is check with a verifier that uses the proven leaves pc.
+func checkKept(t testing.TB, pc *ProvenLeaves, roots []tablets.Digest, rng tablets.Range, after []byte, limit uint64, batches []served) ([]tablets.Entry, error) {
 	v := newVerifier(roots, rng, after, limit)
+	v.leaves = pc
 	var got []tablets.Entry
 	for _, b := range batches {
 		packed, rows := packRows(t, b.rows)
@@ -175,11 +182,33 @@ func TestVerifierHonestScans(t *testing.T) {
 		bounds := [][]byte{nil, key(0), key(31), key(32), key(34), key(63), key(98), key(201), key(398), key(400), key(997), key(998), key(1000)}
 		verifyScans(t, files, f, truth, bounds, [][]byte{nil, key(40), key(62), key(64)}, []uint64{0, 1, 15, 16, 17}, []int{1, 5, 64})
 	})
+	t.Run("kept chunks", func(t *testing.T) {
+		// The same scans twice with one set of proven leaves: the second
+		// pass checks most proofs against kept leaves; a small budget
+		// evicts as it goes.
+		files, f, truth := verifyTablet(t, 500, 200, 600)
+		bounds := [][]byte{nil, key(0), key(31), key(32), key(34), key(63), key(98), key(201), key(398), key(400), key(997), key(998), key(1000)}
+		for _, budget := range []int{1 << 12, 8 * leafShards} {
+			pc := NewProvenLeaves(budget)
+			for range 2 {
+				verifyScansKept(t, pc, files, f, truth, bounds, [][]byte{nil, key(62)}, []uint64{0, 17}, []int{5, 64})
+			}
+			if pc.Len() == 0 {
+				t.Fatalf("budget %d: no leaf kept", budget)
+			}
+		}
+	})
 }
 
 // verifyScans checks scans of every range between bounds, resumed after
 // each of afters, with each limit and batch size.
 func verifyScans(t *testing.T, files []*messages.FileRef, f memFetcher, truth []tablets.Entry, bounds, afters [][]byte, limits []uint64, batches []int) {
+	verifyScansKept(t, nil, files, f, truth, bounds, afters, limits, batches)
+}
+
+// verifyScansKept is verifyScans with verifiers that use the proven
+// leaves pc.
+func verifyScansKept(t *testing.T, pc *ProvenLeaves, files []*messages.FileRef, f memFetcher, truth []tablets.Entry, bounds, afters [][]byte, limits []uint64, batches []int) {
 	roots, err := Roots(&messages.TabletMeta{Files: files})
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +226,7 @@ func verifyScans(t *testing.T, files []*messages.FileRef, f memFetcher, truth []
 			for _, after := range afters {
 				for _, limit := range limits {
 					for _, batch := range batches {
-						got, err := check(t, roots, rng, after, limit, serve(t, files, f, rng, after, limit, batch))
+						got, err := checkKept(t, pc, roots, rng, after, limit, serve(t, files, f, rng, after, limit, batch))
 						if err != nil || !equalEntries(got, want(truth, rng, after, limit)) {
 							t.Fatalf("%s after %q limit %d batch %d: %d rows, want %d, err %v", rng, after, limit, batch,
 								len(got), len(want(truth, rng, after, limit)), err)
@@ -216,11 +245,14 @@ func verifyScans(t *testing.T, files []*messages.FileRef, f memFetcher, truth []
 // are refused with tablets.ErrBadProof (what the API client's caller
 // sees); no row past the lie is released.
 func TestVerifierCatchesLies(t *testing.T) {
-	t.Run("small blocks", func(t *testing.T) { verifyLies(t, 100, 40, 100) })
-	t.Run("chunks", func(t *testing.T) { verifyLies(t, 500, 200, 600) })
+	t.Run("small blocks", func(t *testing.T) { verifyLies(t, 100, 40, 100, false) })
+	t.Run("chunks", func(t *testing.T) { verifyLies(t, 500, 200, 600, false) })
+	// The leaves of the honest answer proven and kept before the lie
+	// (blocks of several chunks: a block of one is proven whole).
+	t.Run("kept leaves", func(t *testing.T) { verifyLies(t, 500, 200, 600, true) })
 }
 
-func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
+func verifyLies(t *testing.T, rowsN, perFile, blockSize int, kept bool) {
 	files, f, truth := verifyTablet(t, rowsN, perFile, blockSize)
 	roots, err := Roots(&messages.TabletMeta{Files: files})
 	if err != nil {
@@ -321,7 +353,7 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 				t.Skipf("the last proof (rows %d..%d) has no stream rows in a chunk of its own", first, end)
 			}
 			var m tablets.MerkleHasher
-			p.Tail, p.Siblings = nil, blockOf(t, files, f, int(p.Block)).RangeProof(&m, first/tablets.ChunkRows, last)
+			p.Tail, p.SiblingsPacked = nil, blockOf(t, files, f, int(p.Block)).RangeProof(&m, first/tablets.ChunkRows, last)
 			rows := bs[len(bs)-1].rows
 			rows[len(rows)-1].Value = []byte("EVIL")
 			return bs
@@ -350,8 +382,18 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
+			var pc *ProvenLeaves
+			if kept {
+				pc = NewProvenLeaves(1 << 12)
+				if _, err := checkKept(t, pc, roots, rng, nil, 0, honest()); err != nil {
+					t.Fatal(err)
+				}
+				if pc.Len() == 0 {
+					t.Fatal("the honest answer kept no leaf")
+				}
+			}
 			bs := lie(t, honest())
-			got, err := check(t, roots, rng, nil, 0, bs)
+			got, err := checkKept(t, pc, roots, rng, nil, 0, bs)
 			if !errors.Is(err, tablets.ErrBadProof) {
 				t.Fatalf("lie: %d rows released, %v; want %v", len(got), err, tablets.ErrBadProof)
 			}
@@ -377,7 +419,7 @@ func TestVerifierWholeBlocks(t *testing.T) {
 	whole := func() []served { return serve(t, files, f, tablets.Range{}, nil, 0, 1000) }
 	for _, bs := range [][]served{whole()} {
 		for _, p := range bs[0].proofs {
-			if p.First != 0 || len(p.Head) > 0 || len(p.Tail) > 0 || p.Rows != p.Leaves || len(p.Siblings) != 1 {
+			if p.First != 0 || len(p.Head) > 0 || len(p.Tail) > 0 || p.Rows != p.Leaves || len(p.SiblingsPacked) != tablets.DigestSize {
 				t.Fatalf("proof of block %d is not a whole block's: %v", p.Block, p)
 			}
 		}
@@ -519,7 +561,7 @@ func BenchmarkVerifyWholeBlocks(b *testing.B) {
 			b.Fatal(err)
 		}
 		proofs = append(proofs, &messages.BlockProof{Block: uint32(i), Leaves: h.Entries, Rows: h.Entries,
-			Siblings: blk.RangeProof(&m, 0, tablets.Chunks(blk.Entries()))})
+			SiblingsPacked: blk.RangeProof(&m, 0, tablets.Chunks(blk.Entries()))})
 	}
 	packed, rows := packRows(b, rows)
 	b.ResetTimer()
@@ -595,6 +637,69 @@ func TestVerifyShortScanAllocs(t *testing.T) {
 	}
 }
 
+// TestVerifyShortScanProvenLeaves: a short scan whose leaves were
+// proven before is checked against the kept leaves, without the proof's
+// siblings; the same scan with a forged row in any chunk, or another
+// scan's rows, still fails.
+func TestVerifyShortScanProvenLeaves(t *testing.T) {
+	roots, rng, packed, rows, proofs := shortScan(t, 103, 141)
+	run := func(pc *ProvenLeaves, packed []byte, rows []tablets.Entry, proofs []*messages.BlockProof) error {
+		v := newVerifier(roots, rng, nil, 0)
+		v.leaves = pc
+		got, err := v.batch(packed, rows, proofs)
+		if err != nil {
+			return err
+		}
+		if len(got) != len(rows) {
+			return fmt.Errorf("%d rows of %d", len(got), len(rows))
+		}
+		return v.finish()
+	}
+	noSiblings := func() []*messages.BlockProof {
+		p := proto.Clone(proofs[0]).(*messages.BlockProof)
+		p.Siblings, p.SiblingsPacked = nil, nil
+		return []*messages.BlockProof{p}
+	}
+	pc := NewProvenLeaves(1 << 12)
+	if err := run(pc, packed, rows, noSiblings()); err == nil {
+		t.Fatal("a proof without siblings passed with no leaf kept")
+	}
+	if err := run(pc, packed, rows, proofs); err != nil {
+		t.Fatal(err)
+	}
+	if n := pc.Len(); n != 1 {
+		t.Fatalf("leaves of %d blocks kept, want the proof's one", n)
+	}
+	if err := run(pc, packed, rows, noSiblings()); err != nil {
+		t.Fatalf("kept leaves not used: %v", err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := run(pc, packed, rows, proofs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 3 {
+		t.Errorf("%.0f allocations per short scan with its leaves kept, want at most 3 (the verifier, its segments, its hash state)", allocs)
+	}
+	for i := range rows {
+		p2 := bytes.Clone(packed)
+		r2, err := tablets.UnpackRows(p2, len(rows))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2[i].Value[0] ^= 1
+		if err := run(pc, p2, r2, proofs); err == nil {
+			t.Fatalf("row %d forged: accepted", i)
+		}
+	}
+	for _, lo := range []int{87, 104, 119} {
+		_, _, p3, r3, _ := shortScan(t, lo, lo+38)
+		if err := run(pc, p3, r3, proofs); err == nil {
+			t.Fatalf("rows from %d under the proof of rows from 103: accepted", lo)
+		}
+	}
+}
+
 // TestRootsAllocs: a tablet's roots come in one slice of their size.
 func TestRootsAllocs(t *testing.T) {
 	tm := &messages.TabletMeta{Files: []*messages.FileRef{
@@ -622,5 +727,106 @@ func BenchmarkVerifyShortScan(b *testing.B) {
 		if err := v.finish(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkVerifyShortScanProvenLeaves: BenchmarkVerifyShortScan with the
+// scan's leaves proven before (ProvenLeaves): no inner hashes.
+func BenchmarkVerifyShortScanProvenLeaves(b *testing.B) {
+	roots, rng, packed, rows, proofs := shortScan(b, 103, 141)
+	pc := NewProvenLeaves(1 << 12)
+	b.ReportAllocs()
+	for b.Loop() {
+		v := newVerifier(roots, rng, nil, 0)
+		v.leaves = pc
+		if _, err := v.batch(packed, rows, proofs); err != nil {
+			b.Fatal(err)
+		}
+		if err := v.finish(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestVerifierSiblingsEitherField: a proof's siblings are read from
+// BlockProof.siblings_packed, which the Prover fills, or from the
+// repeated siblings field; a proof with both, a repeated sibling not of
+// tablets.DigestSize bytes (even when the bytes together are right) or a
+// changed sibling byte is refused with tablets.ErrBadProof.
+func TestVerifierSiblingsEitherField(t *testing.T) {
+	roots, rng, packed, rows, proofs := shortScan(t, 103, 141)
+	if len(proofs) != 1 || len(proofs[0].GetSiblingsPacked()) < 2*tablets.DigestSize || len(proofs[0].GetSiblings()) > 0 {
+		t.Fatalf("want one proof with its siblings packed, got %v", proofs)
+	}
+	split := func(b []byte, at ...int) [][]byte {
+		var out [][]byte
+		for _, k := range at {
+			out = append(out, bytes.Clone(b[:k]))
+			b = b[k:]
+		}
+		return append(out, bytes.Clone(b))
+	}
+	d := tablets.DigestSize
+	sib := proofs[0].GetSiblingsPacked()
+	var each []int
+	for k := d; k < len(sib); k += d {
+		each = append(each, d)
+	}
+	for name, tc := range map[string]struct {
+		change func(p *messages.BlockProof)
+		ok     bool
+	}{
+		"packed":  {func(p *messages.BlockProof) {}, true},
+		"each":    {func(p *messages.BlockProof) { p.Siblings, p.SiblingsPacked = split(p.SiblingsPacked, each...), nil }, true},
+		"both":    {func(p *messages.BlockProof) { p.Siblings = split(p.SiblingsPacked, each...) }, false},
+		"shifted": {func(p *messages.BlockProof) { p.Siblings, p.SiblingsPacked = split(p.SiblingsPacked, d-1), nil }, false},
+		"packed, a byte flipped": {func(p *messages.BlockProof) {
+			p.SiblingsPacked = bytes.Clone(p.SiblingsPacked)
+			p.SiblingsPacked[d+3] ^= 1
+		}, false},
+		"each, a byte flipped": {func(p *messages.BlockProof) {
+			p.Siblings, p.SiblingsPacked = split(p.SiblingsPacked, each...), nil
+			p.Siblings[1][3] ^= 1
+		}, false},
+		"packed, a byte short": {func(p *messages.BlockProof) { p.SiblingsPacked = p.SiblingsPacked[:len(p.SiblingsPacked)-1] }, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := proto.Clone(proofs[0]).(*messages.BlockProof)
+			tc.change(p)
+			v := newVerifier(roots, rng, nil, 0)
+			got, err := v.batch(packed, rows, []*messages.BlockProof{p})
+			if err == nil {
+				err = v.finish()
+			}
+			if tc.ok && (err != nil || !equalEntries(got, rows)) {
+				t.Fatalf("%d rows of %d, %v", len(got), len(rows), err)
+			}
+			if !tc.ok && !errors.Is(err, tablets.ErrBadProof) {
+				t.Fatalf("released %d rows, err %v, want ErrBadProof", len(got), err)
+			}
+		})
+	}
+}
+
+// TestBlockProofDecodeAllocs: a short scan's proof, as the Prover
+// builds it, decodes in at most 4 allocations (the message, its head,
+// tail and siblings), however many siblings it has.
+func TestBlockProofDecodeAllocs(t *testing.T) {
+	_, _, _, _, proofs := shortScan(t, 103, 141)
+	b, err := proto.Marshal(&messages.RowBatch{Proofs: proofs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rb messages.RowBatch
+	allocs := testing.AllocsPerRun(100, func() {
+		rb = messages.RowBatch{}
+		if err := proto.Unmarshal(b, &rb); err != nil || len(rb.Proofs) != 1 {
+			t.Fatalf("%v, %d proofs", err, len(rb.Proofs))
+		}
+	})
+	// RowBatch's proofs slice and the BlockProof, head, tail, siblings.
+	if allocs > 5 {
+		t.Errorf("%.0f allocations to decode a batch with one proof of %d siblings, want at most 5", allocs,
+			(len(proofs[0].GetSiblingsPacked())+32*len(proofs[0].GetSiblings()))/tablets.DigestSize)
 	}
 }
