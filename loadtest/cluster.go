@@ -39,7 +39,8 @@ type target struct {
 	cache     *cacheTracker
 
 	// scanTable and scanOpts: what the workload scans, Table (set by
-	// startTarget) or its unverified copy (Config.Unverified).
+	// startTarget), with unverified rows allowed for Config.Unverified
+	// (whose scans read Table's generation without block roots).
 	scanTable string
 	scanOpts  client.ScanOptions
 
@@ -338,7 +339,11 @@ func (t *target) usePolicy(ctx context.Context, ps PolicySpec) error {
 
 // ensureTable ingests the generated table unless it exists with the same
 // shape and content, and waits until a scan of it works; with
-// Config.Unverified, then its copy without block roots.
+// Config.Unverified it then publishes a copy without block roots as the
+// table's next generation and scans that. The copy keeps the table's name
+// and every tablet's rows, so its tablets have the same selection keys
+// (table, end row, prev end row) and home hosts as the verified ones: the
+// two runs differ only in verification.
 func (t *target) ensureTable(ctx context.Context) (*messages.TableMeta, error) {
 	tm, err := t.ensureVerifiedTable(ctx)
 	if err != nil || !t.cfg.Unverified {
@@ -348,59 +353,99 @@ func (t *target) ensureTable(ctx context.Context) (*messages.TableMeta, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := t.cfg.Table + "-unverified"
-	if err := publishUnverified(ctx, meta, tm, name); err != nil {
+	gen, err := publishUnverified(ctx, meta, tm)
+	if err != nil {
 		return nil, err
 	}
-	_ = t.conn.PublishMetaChanged(&messages.TableMeta{Name: name})
-	t.scanTable, t.scanOpts = name, client.ScanOptions{AllowUnverified: true}
-	t.cfg.logf("scanning %s: table %s's files without block roots", name, t.cfg.Table)
+	_ = t.conn.PublishMetaChanged(&messages.TableMeta{Name: tm.GetName(), Generation: gen})
+	t.scanOpts = client.ScanOptions{AllowUnverified: true}
+	t.cfg.logf("scanning table %s generation %d: generation %d's files without block roots", tm.GetName(), gen, tm.GetGeneration())
 	return tm, t.probe(ctx, 30*time.Second)
 }
 
-// publishUnverified makes name's next generation a copy of tm that names
-// the same files without their block roots.
-func publishUnverified(ctx context.Context, meta *bus.MetaStore, tm *messages.TableMeta, name string) error {
-	prev, err := meta.Current(ctx, name)
-	if errors.Is(err, bus.ErrNotFound) {
-		prev, err = 0, nil
-	}
+// publishUnverified publishes, as the next generation of tm's table (one
+// past the newest stored), a copy of generation tm that names the same
+// files without their block roots, and returns its number. Older copies
+// without roots that are not current are deleted (metadata only: their
+// files belong to the verified generations), so repeated runs on one
+// cluster do not pile them up.
+func publishUnverified(ctx context.Context, meta *bus.MetaStore, tm *messages.TableMeta) (uint64, error) {
+	name, cur := tm.GetName(), tm.GetGeneration()
+	gens, err := meta.Generations(ctx, name)
 	if err != nil {
-		return fmt.Errorf("loadtest: table %s: %w", name, err)
+		return 0, fmt.Errorf("loadtest: table %s: %w", name, err)
 	}
-	full, err := meta.Get(ctx, tm.GetName(), tm.GetGeneration()) // files filled in from manifests
+	full, err := meta.Get(ctx, name, cur) // files filled in from manifests
 	if err != nil {
-		return fmt.Errorf("loadtest: table %s: %w", tm.GetName(), err)
+		return 0, fmt.Errorf("loadtest: table %s: %w", name, err)
+	}
+	for _, g := range gens {
+		if g == cur {
+			continue
+		}
+		if old, err := meta.Get(ctx, name, g); err == nil && !hasBlockRoots(old) {
+			if err := meta.DeleteGeneration(ctx, name, g); err != nil {
+				return 0, fmt.Errorf("loadtest: table %s: delete unverified generation %d: %w", name, g, err)
+			}
+		}
 	}
 	cp := proto.Clone(full).(*messages.TableMeta)
-	cp.Name, cp.Generation = name, prev+1
+	cp.Generation = max(cur, slices.Max(append(gens, 0))) + 1
 	for _, tab := range cp.GetTablets() {
-		tab.GetRef().Table, tab.GetRef().Generation = name, cp.Generation
+		tab.GetRef().Generation = cp.Generation
 		tab.Manifests = nil // the files are in the record now
 		for _, f := range tab.GetFiles() {
 			f.BlockRoots = nil
 		}
 	}
-	if err := meta.Publish(ctx, cp, prev); err != nil {
-		return fmt.Errorf("loadtest: publish %s: %w", name, err)
+	if err := meta.Publish(ctx, cp, cur); err != nil {
+		return 0, fmt.Errorf("loadtest: publish table %s generation %d: %w", name, cp.Generation, err)
 	}
-	return nil
+	return cp.Generation, nil
 }
 
-// ensureVerifiedTable is ensureTable for Config.Table itself.
+// hasBlockRoots reports whether every file of tm (its files filled in)
+// has block roots, so scans of it can be verified.
+func hasBlockRoots(tm *messages.TableMeta) bool {
+	for _, tab := range tm.GetTablets() {
+		for _, f := range tab.GetFiles() {
+			if len(f.GetBlockRoots()) == 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ensureVerifiedTable is ensureTable for Config.Table itself, scanned
+// verified. A current generation without block roots (the copy an
+// unverified run published) is never used: the newest stored generation
+// of the same shape with block roots is made current again (its files
+// are the ones the copy names), else the table is ingested anew.
 func (t *target) ensureVerifiedTable(ctx context.Context) (*messages.TableMeta, error) {
 	cfg := t.cfg
 	meta, err := t.conn.MetaStore(ctx)
 	if err != nil {
 		return nil, err
 	}
+	fits := func(tm *messages.TableMeta) bool {
+		return tm.Rows == uint64(cfg.Rows) && len(tm.Tablets) == cfg.Tablets
+	}
 	if gen, err := meta.Current(ctx, cfg.Table); err == nil && gen > 0 {
 		tm, err := meta.Get(ctx, cfg.Table, gen)
-		if err == nil && tm.Rows == uint64(cfg.Rows) && len(tm.Tablets) == cfg.Tablets {
+		switch {
+		case err != nil || !fits(tm):
+		case hasBlockRoots(tm):
 			if err := t.probe(ctx, 20*time.Second); err == nil {
 				cfg.logf("reusing table %s: generation %d, %d rows, %d tablets", cfg.Table, gen, tm.Rows, len(tm.Tablets))
 				return tm, nil
 			}
+		default:
+			tm, err := t.restoreVerified(ctx, meta, gen, fits)
+			if err == nil {
+				return tm, nil
+			}
+			cfg.logf("table %s: generation %d has no block roots and no verified generation could be restored (%v)", cfg.Table, gen, err)
 		}
 	}
 	store, err := t.conn.BlockStore(ctx)
@@ -423,6 +468,42 @@ func (t *target) ensureVerifiedTable(ctx context.Context) (*messages.TableMeta, 
 		return nil, err
 	}
 	return tm, nil
+}
+
+// restoreVerified makes the newest stored generation of the table that
+// fits and has block roots current again in place of generation cur
+// (tablets.Rollback checks its files are still stored), and waits until a
+// verified scan of it works.
+func (t *target) restoreVerified(ctx context.Context, meta *bus.MetaStore, cur uint64, fits func(*messages.TableMeta) bool) (*messages.TableMeta, error) {
+	table := t.cfg.Table
+	gens, err := meta.Generations(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(gens) - 1; i >= 0; i-- {
+		g := gens[i]
+		if g == cur {
+			continue
+		}
+		tm, err := meta.Get(ctx, table, g)
+		if err != nil || !fits(tm) || !hasBlockRoots(tm) {
+			continue
+		}
+		store, err := t.conn.BlockStore(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tablets.Rollback(ctx, store, meta, table, g); err != nil {
+			return nil, err
+		}
+		_ = t.conn.PublishMetaChanged(&messages.TableMeta{Name: table, Generation: g})
+		t.cfg.logf("table %s: generation %d (without block roots) replaced by verified generation %d again", table, cur, g)
+		if err := t.probe(ctx, 30*time.Second); err != nil {
+			return nil, err
+		}
+		return tm, nil
+	}
+	return nil, fmt.Errorf("no stored generation of %d rows, %d tablets with block roots", t.cfg.Rows, t.cfg.Tablets)
 }
 
 // probe scans the table's first rows until they are right (the

@@ -219,9 +219,14 @@ type Config struct {
 	// ScanRows: a short scan reads 1..ScanRows rows (uniform); default 100
 	// (YCSB workload E).
 	ScanRows int
-	// Unverified scans a copy of Table published without block roots, with
-	// client.ScanOptions.AllowUnverified: no proofs sent, none checked. A
-	// run with it beside one without gives what verification costs.
+	// Unverified publishes, as Table's next generation, a copy of its
+	// verified generation that names the same files without block roots,
+	// and scans it with client.ScanOptions.AllowUnverified: no proofs
+	// sent, none checked. The table name and tablet rows are unchanged,
+	// so every tablet has the same home hosts as in a verified run, and a
+	// run with it beside one without gives what verification costs. A
+	// run without it never scans such a generation: it makes the verified
+	// one current again.
 	Unverified bool
 	// FullTablet: fraction of scans that read a whole tablet; default
 	// 0.001 (a whole tablet is ~30× a short scan: at 1% these scans alone

@@ -76,7 +76,7 @@ type WorkloadInfo struct {
 	FullTablet float64 `json:"full_tablet"`
 	Seed       uint64  `json:"seed"`
 	Table      string  `json:"table"`
-	Unverified bool    `json:"unverified,omitempty"` // scans of Table's copy without block roots
+	Unverified bool    `json:"unverified,omitempty"` // scans of Table's generation without block roots
 	FaultHost  string  `json:"fault_host,omitempty"`
 	SlowPause  string  `json:"slow_pause,omitempty"`
 	SlowFactor float64 `json:"slow_factor,omitempty"`

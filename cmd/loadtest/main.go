@@ -134,7 +134,7 @@ func define(fs *flag.FlagSet, c *loadtest.Config, o *options) {
 	fs.Float64Var(&c.Zipf, "zipf", c.Zipf, "Zipfian constant of tablet popularity (0 = uniform, 0.99 = YCSB)")
 	fs.IntVar(&c.ScanRows, "scan-rows", c.ScanRows, "a short scan reads 1..N rows")
 	fs.Float64Var(&c.FullTablet, "full-tablet", c.FullTablet, "fraction of scans that read a whole tablet")
-	fs.BoolVar(&c.Unverified, "unverified", c.Unverified, "scan a copy of the table without block roots, unverified (the cost of verification: compare with a run without the flag)")
+	fs.BoolVar(&c.Unverified, "unverified", c.Unverified, "scan the table as a new generation without block roots, unverified: same tablets and home hosts (the cost of verification: compare with a run without the flag, which restores the verified generation)")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measurement window per policy and fault")
 	fs.DurationVar(&c.Warmup, "warmup", c.Warmup, "warm-up before each measurement window (not in the figures)")
 	fs.DurationVar(&c.ScanTimeout, "scan-timeout", c.ScanTimeout, "a scan not done after this long is an error")
