@@ -283,12 +283,15 @@ func TestGenerationsOnLaggingReplicaWithoutQuorum(t *testing.T) {
 	})
 }
 
-// procDialWith is procDial with the configuration changed by mod.
+// procDialWith is procDial with the configuration changed by mod (nil:
+// none).
 func procDialWith(t *testing.T, mod func(*bus.Config), urls ...string) *bus.Conn {
 	t.Helper()
 	cfg := bus.DefaultConfig()
 	cfg.URL, cfg.Name, cfg.Replicas = strings.Join(urls, ","), t.Name(), 3
-	mod(&cfg)
+	if mod != nil {
+		mod(&cfg)
+	}
 	c, err := bus.Connect(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)

@@ -169,14 +169,7 @@ func startProcNode(t *testing.T, cfg natsserver.ServerConfig) *procNode {
 // procDial connects to the given client URLs with replicas 3.
 func procDial(t *testing.T, urls ...string) *bus.Conn {
 	t.Helper()
-	cfg := bus.DefaultConfig()
-	cfg.URL, cfg.Name, cfg.Replicas = strings.Join(urls, ","), t.Name(), 3
-	c, err := bus.Connect(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return procDialWith(t, nil, urls...)
 }
 
 // TestLeaseSurvivesBucketLeaderLoss: three nodes, the lease bucket at
