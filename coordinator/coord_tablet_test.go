@@ -174,3 +174,24 @@ func TestProofsCheckedReachesServer(t *testing.T) {
 		t.Fatalf("%d rows, finished with %d, want %d", len(s.rows), s.fin.GetRows(), len(want))
 	}
 }
+
+// A tablet actor's StartScans carry its files without their block roots
+// (32 bytes a block), and say that they were left out
+// (tablets.DispatchFiles); TestProofsCheckedReachesServer shows the scan
+// server still proves the rows.
+func TestStartScanLeavesRootsOut(t *testing.T) {
+	r := newRig(t, rigOpts{rows: 2000, tablets: 1})
+	meta := r.table.GetTablets()[0]
+	if len(meta.GetFiles()) == 0 || len(meta.GetFiles()[0].GetBlockRoots()) == 0 {
+		t.Fatal("the rig's tablet has no files with block roots")
+	}
+	ta := newTabletActor(&tabletDeps{now: time.Now}, r.table, meta)
+	if !ta.rootsLeftOut || len(ta.files) != len(meta.GetFiles()) {
+		t.Fatalf("files %v, roots left out %v", ta.files, ta.rootsLeftOut)
+	}
+	for i, f := range ta.files {
+		if len(f.GetBlockRoots()) != 0 || f.GetId() != meta.GetFiles()[i].GetId() || f.GetBlocks() != meta.GetFiles()[i].GetBlocks() {
+			t.Fatalf("file %d dispatched as %v, recorded as %v", i, f, meta.GetFiles()[i])
+		}
+	}
+}

@@ -130,16 +130,21 @@ type TabletActor struct {
 	// routerEpoch: the router incarnation that spawned us (a router that
 	// restarts stops us; we then hand it our requests).
 	routerEpoch uint64
+	// files, rootsLeftOut: what every StartScan carries for the tablet
+	// (tablets.DispatchFiles).
+	files        []*messages.FileRef
+	rootsLeftOut bool
 }
 
 func newTabletActor(d *tabletDeps, table *messages.TableMeta, meta *messages.TabletMeta) *TabletActor {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d/%d", table.GetName(), table.GetGeneration(), meta.GetRef().GetIndex())
 	seed := h.Sum64() ^ uint64(d.now().UnixNano())
+	files, leftOut := tablets.DispatchFiles(meta)
 	return &TabletActor{d: d, table: table, meta: meta,
 		sel:   selection.Tablet{Table: table.GetName(), PrevEndRow: meta.GetRef().GetPrevEndRow(), EndRow: meta.GetRef().GetEndRow()},
 		rng:   rand.New(rand.NewPCG(seed, seed>>1|1)),
-		flows: map[string]*flowEntry{}}
+		flows: map[string]*flowEntry{}, files: files, rootsLeftOut: leftOut}
 }
 
 // Tablet is the tablet this actor serves.
@@ -582,7 +587,7 @@ func (t *TabletActor) apply(now time.Time, id string, e *flowEntry, acts []Actio
 			t.hostEvent(s.Host, &hostEvent{kind: evDispatched, server: s.ID, incarnation: s.Incarnation, hedge: a.Attempt.Sel.Hedge})
 			req := e.flow.Req
 			t.root.Send(pid, &messages.StartScan{RequestId: id, Attempt: a.Attempt.N, Client: req.Client, TabletActor: wire.FromPID(t.self),
-				Tablet: t.meta.GetRef(), Files: tablets.DispatchFiles(t.meta), Manifests: t.meta.GetManifests(), Range: req.Range, ResumeAfter: req.ResumeAfter,
+				Tablet: t.meta.GetRef(), Files: t.files, RootsLeftOut: t.rootsLeftOut, Manifests: t.meta.GetManifests(), Range: req.Range, ResumeAfter: req.ResumeAfter,
 				BatchRows: req.BatchRows, BatchBytes: req.BatchBytes, BusyTimeoutUs: a.Attempt.Decision.BusyTimeout.Microseconds(),
 				TimeoutMs: wire.TimeoutMs(e.flow.Deadline().Sub(now)), Limit: req.Limit, Window: req.Window, Server: string(s.ID),
 				CountOnly: req.CountOnly, ProofsChecked: req.ProofsChecked})

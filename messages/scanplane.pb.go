@@ -1472,6 +1472,11 @@ type StartScan struct {
 	Manifests     []*ManifestRef `protobuf:"bytes,17,rep,name=manifests,proto3" json:"manifests,omitempty"`
 	CountOnly     bool           `protobuf:"varint,18,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`             // as ScanRequest.count_only
 	ProofsChecked bool           `protobuf:"varint,19,opt,name=proofs_checked,json=proofsChecked,proto3" json:"proofs_checked,omitempty"` // as ScanRequest.proofs_checked
+	// roots_left_out: every file of files has block roots, which the
+	// request leaves out (the client checks the rows against its own copy
+	// of them): the scan server proves its rows as it would with them.
+	// A scan server needs the roots only to know that they exist.
+	RootsLeftOut  bool `protobuf:"varint,20,opt,name=roots_left_out,json=rootsLeftOut,proto3" json:"roots_left_out,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1628,6 +1633,13 @@ func (x *StartScan) GetCountOnly() bool {
 func (x *StartScan) GetProofsChecked() bool {
 	if x != nil {
 		return x.ProofsChecked
+	}
+	return false
+}
+
+func (x *StartScan) GetRootsLeftOut() bool {
+	if x != nil {
+		return x.RootsLeftOut
 	}
 	return false
 }
@@ -3881,7 +3893,7 @@ const file_scanplane_proto_rawDesc = "" +
 	"durationUs\x12\x1d\n" +
 	"\n" +
 	"plan_index\x18\x05 \x01(\rR\tplanIndex\x12\x14\n" +
-	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\xdc\x05\n" +
+	"\x05hedge\x18\x06 \x01(\bR\x05hedge\"\x82\x06\n" +
 	"\tStartScan\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3906,7 +3918,8 @@ const file_scanplane_proto_rawDesc = "" +
 	"\tmanifests\x18\x11 \x03(\v2\".scanplane.internal.v1.ManifestRefR\tmanifests\x12\x1d\n" +
 	"\n" +
 	"count_only\x18\x12 \x01(\bR\tcountOnly\x12%\n" +
-	"\x0eproofs_checked\x18\x13 \x01(\bR\rproofsCheckedJ\x04\b\f\x10\r\"\xb7\x01\n" +
+	"\x0eproofs_checked\x18\x13 \x01(\bR\rproofsChecked\x12$\n" +
+	"\x0eroots_left_out\x18\x14 \x01(\bR\frootsLeftOutJ\x04\b\f\x10\r\"\xb7\x01\n" +
 	"\vScanStarted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +

@@ -857,6 +857,9 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 	// The block proofs that let the client check the rows against the
 	// table's block roots go out with the batches (RowBatch.proofs).
 	prover := tablets.NewProver(sctx, files, fetcher, rng, after)
+	if req.RootsLeftOut && len(req.GetManifests()) == 0 {
+		prover.RootsLeftOut()
+	}
 	prover.UseDigests(s.digests)
 	// A count-only scan sends the rows of its first block (first), then
 	// the counted proofs of the blocks up to countTo instead of their

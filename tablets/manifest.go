@@ -213,12 +213,25 @@ func loadFiles(ctx context.Context, what string, gen uint64, refs []*messages.Ma
 
 // DispatchFiles is what a scan request carries for tablet t: its files,
 // or none when it keeps them in manifests (the request carries
-// t.Manifests and the scan server loads them, TabletFiles).
-func DispatchFiles(t *messages.TabletMeta) []*messages.FileRef {
+// t.Manifests and the scan server loads them, TabletFiles). The files
+// are copies without their block roots when every one has them
+// (rootsLeftOut): a scan server needs to know only that they exist, and
+// a tablet's roots are 32 bytes a block.
+func DispatchFiles(t *messages.TabletMeta) (files []*messages.FileRef, rootsLeftOut bool) {
 	if len(t.GetManifests()) > 0 {
-		return nil
+		return nil, false
 	}
-	return t.GetFiles()
+	files = t.GetFiles()
+	for _, f := range files {
+		if f.GetBlocks() == 0 || len(f.GetBlockRoots()) != int(f.GetBlocks())*DigestSize {
+			return files, false
+		}
+	}
+	out := make([]*messages.FileRef, len(files))
+	for i, f := range files {
+		out[i] = &messages.FileRef{Id: f.GetId(), Blocks: f.GetBlocks(), Entries: f.GetEntries(), Bytes: f.GetBytes()}
+	}
+	return out, len(out) > 0
 }
 
 // TabletFiles loads the files of a tablet that keeps them in manifests,

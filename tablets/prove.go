@@ -84,6 +84,18 @@ func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, r
 // have no block roots or the range holds no key.
 func (p *Prover) Proves() bool { return !p.empty }
 
+// RootsLeftOut tells p that the files have block roots that its caller
+// was not given (messages.StartScan.roots_left_out): p proves the rows
+// as it would with them. Call it before Start.
+func (p *Prover) RootsLeftOut() {
+	p.empty = p.rng.Empty()
+	for _, f := range p.r.files {
+		if f.GetBlocks() == 0 {
+			p.empty = true
+		}
+	}
+}
+
 // UseDigests makes p take the digests of the blocks it proves from c
 // when their Block has none yet, and keep there those it computes. Call
 // it before Start.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/scanplane/scanplane/messages"
 )
 
@@ -42,11 +44,15 @@ func TestProverWithoutRoots(t *testing.T) {
 	}
 	m := fetcherOf(f)
 	ref := f.Ref()
-	for _, name := range []string{"with roots", "without roots"} {
-		if name == "without roots" {
+	var withRoots []*messages.BlockProof
+	for _, name := range []string{"with roots", "without roots", "roots left out"} {
+		if name != "with roots" {
 			ref.BlockRoots = nil
 		}
 		p := NewProver(context.Background(), []*messages.FileRef{ref}, m, Range{Start: []byte("k010"), End: []byte("k020")}, nil)
+		if name == "roots left out" {
+			p.RootsLeftOut()
+		}
 		if err := p.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -56,9 +62,64 @@ func TestProverWithoutRoots(t *testing.T) {
 		if err := p.Finish(false); err != nil {
 			t.Fatal(err)
 		}
-		if got := len(p.Take()); (got > 0) != (name == "with roots") {
-			t.Errorf("%s: %d proofs", name, got)
+		got := p.Take()
+		if (len(got) > 0) != (name != "without roots") {
+			t.Errorf("%s: %d proofs", name, len(got))
 		}
+		switch name {
+		case "with roots":
+			withRoots = got
+		case "roots left out":
+			// The roots only say that the rows can be proven.
+			if len(got) != len(withRoots) {
+				t.Fatalf("%s: %d proofs, %d with the roots", name, len(got), len(withRoots))
+			}
+			for i := range got {
+				if !proto.Equal(got[i], withRoots[i]) {
+					t.Errorf("%s: proof %d %v, with the roots %v", name, i, got[i], withRoots[i])
+				}
+			}
+		}
+	}
+}
+
+// TestDispatchFiles: a scan request carries a tablet's files without
+// their block roots when every file has them, and says so; files
+// without roots go as they are, and a tablet kept in manifests sends
+// none. The tablet's own record is left as it was.
+func TestDispatchFiles(t *testing.T) {
+	w := NewFileWriter("f", 64)
+	for i := range 50 {
+		if err := w.Add(fmt.Appendf(nil, "k%03d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := f.Ref()
+	if len(ref.GetBlockRoots()) == 0 {
+		t.Fatal("the test file has no block roots")
+	}
+	meta := &messages.TabletMeta{Files: []*messages.FileRef{ref}}
+	files, leftOut := DispatchFiles(meta)
+	if !leftOut || len(files) != 1 || len(files[0].GetBlockRoots()) != 0 {
+		t.Fatalf("with roots: %v, left out %v; want the file without its roots", files, leftOut)
+	}
+	want := proto.CloneOf(ref)
+	want.BlockRoots = nil
+	if !proto.Equal(files[0], want) {
+		t.Fatalf("dispatched %v, want %v", files[0], want)
+	}
+	if len(meta.GetFiles()[0].GetBlockRoots()) != int(ref.GetBlocks())*DigestSize {
+		t.Fatal("the record lost its roots")
+	}
+	if files, leftOut := DispatchFiles(&messages.TabletMeta{Files: []*messages.FileRef{ref, want}}); leftOut || len(files) != 2 || files[0] != ref {
+		t.Fatalf("one file without roots: %v, left out %v; want the files as they are", files, leftOut)
+	}
+	if files, leftOut := DispatchFiles(&messages.TabletMeta{Manifests: []*messages.ManifestRef{{Files: 1}}}); leftOut || files != nil {
+		t.Fatalf("manifests: %v, left out %v; want none", files, leftOut)
 	}
 }
 
