@@ -29,9 +29,9 @@ func (m mapFetcher) FetchBlock(_ context.Context, key string) ([]byte, bool, err
 	return nil, false, fmt.Errorf("%w: %s", ErrNotFound, key)
 }
 
-// TestProverWithoutRoots: files ingested without block roots get no
-// proofs, and proving them never fails a scan.
-func TestProverWithoutRoots(t *testing.T) {
+// fiftyRowFile is file "f" of the rows k000..k049, in blocks of 64 bytes.
+func fiftyRowFile(t *testing.T) *EncodedFile {
+	t.Helper()
 	w := NewFileWriter("f", 64)
 	for i := range 50 {
 		if err := w.Add(fmt.Appendf(nil, "k%03d", i), []byte("v")); err != nil {
@@ -42,6 +42,13 @@ func TestProverWithoutRoots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// TestProverWithoutRoots: files ingested without block roots get no
+// proofs, and proving them never fails a scan.
+func TestProverWithoutRoots(t *testing.T) {
+	f := fiftyRowFile(t)
 	m := fetcherOf(f)
 	ref := f.Ref()
 	var withRoots []*messages.BlockProof
@@ -88,16 +95,7 @@ func TestProverWithoutRoots(t *testing.T) {
 // without roots go as they are, and a tablet kept in manifests sends
 // none. The tablet's own record is left as it was.
 func TestDispatchFiles(t *testing.T) {
-	w := NewFileWriter("f", 64)
-	for i := range 50 {
-		if err := w.Add(fmt.Appendf(nil, "k%03d", i), []byte("v")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := w.Finish()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fiftyRowFile(t)
 	ref := f.Ref()
 	if len(ref.GetBlockRoots()) == 0 {
 		t.Fatal("the test file has no block roots")
