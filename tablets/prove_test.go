@@ -3,6 +3,7 @@ package tablets
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -121,14 +122,12 @@ func TestDispatchFiles(t *testing.T) {
 	}
 }
 
-// TestProverCut: from any position of a scan, Cut(n) is the largest
-// k <= n such that the next k rows end at a block end, counted from the
-// blocks' row counts in the file indexes.
-func TestProverCut(t *testing.T) {
-	m := mapFetcher{}
-	var files []*messages.FileRef
-	var ends []int // the stream's row count at each block end
-	rows := 0
+// twoFileTablet is a tablet of two files of 90 rows each in blocks of
+// 200 bytes: its fetcher, its files, the stream's row count at each
+// block end, and its rows.
+func twoFileTablet(t *testing.T) (m mapFetcher, files []*messages.FileRef, ends []int, rows int) {
+	t.Helper()
+	m = mapFetcher{}
 	for fi := range 2 {
 		w := NewFileWriter(fmt.Sprintf("f%d", fi), 200)
 		for i := range 90 {
@@ -140,10 +139,7 @@ func TestProverCut(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m[IndexKey(f.ID)] = f.Index
-		for i, b := range f.Blocks {
-			m[BlockKey(f.ID, i)] = b
-		}
+		maps.Copy(m, fetcherOf(f))
 		ix, err := DecodeIndex(f.Index)
 		if err != nil {
 			t.Fatal(err)
@@ -157,6 +153,14 @@ func TestProverCut(t *testing.T) {
 	if len(ends) < 6 {
 		t.Fatalf("%d blocks: want several per file", len(ends))
 	}
+	return m, files, ends, rows
+}
+
+// TestProverCut: from any position of a scan, Cut(n) is the largest
+// k <= n such that the next k rows end at a block end, counted from the
+// blocks' row counts in the file indexes.
+func TestProverCut(t *testing.T) {
+	m, files, ends, rows := twoFileTablet(t)
 	for pos := 0; pos < rows; pos += 7 {
 		p := NewProver(context.Background(), files, m, Range{}, nil)
 		if err := p.Start(); err != nil {
@@ -183,38 +187,7 @@ func TestProverCut(t *testing.T) {
 // smallest k >= n such that the next k rows end at a block end, or the
 // rows left when none does.
 func TestProverCutPast(t *testing.T) {
-	m := mapFetcher{}
-	var files []*messages.FileRef
-	var ends []int // the stream's row count at each block end
-	rows := 0
-	for fi := range 2 {
-		w := NewFileWriter(fmt.Sprintf("f%d", fi), 200)
-		for i := range 90 {
-			if err := w.Add(fmt.Appendf(nil, "k%d%03d", fi, i), []byte("value")); err != nil {
-				t.Fatal(err)
-			}
-		}
-		f, err := w.Finish()
-		if err != nil {
-			t.Fatal(err)
-		}
-		m[IndexKey(f.ID)] = f.Index
-		for i, b := range f.Blocks {
-			m[BlockKey(f.ID, i)] = b
-		}
-		ix, err := DecodeIndex(f.Index)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, h := range ix.Blocks {
-			rows += int(h.Entries)
-			ends = append(ends, rows)
-		}
-		files = append(files, f.Ref())
-	}
-	if len(ends) < 6 {
-		t.Fatalf("%d blocks: want several per file", len(ends))
-	}
+	m, files, ends, rows := twoFileTablet(t)
 	for pos := 0; pos < rows; pos += 7 {
 		p := NewProver(context.Background(), files, m, Range{}, nil)
 		if err := p.Start(); err != nil {
