@@ -16,7 +16,6 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
-	"github.com/scanplane/scanplane/internal/procstop"
 	"github.com/scanplane/scanplane/internal/testutil"
 )
 
@@ -75,17 +74,7 @@ func pauseFollower(t *testing.T, bucket string, mod func(*natsserver.ServerConfi
 	l.nodes, l.cfgs = startProcClusterWith(t, 3, mod)
 	l.writer = procDialWith(t, shortOps, l.nodes[0].url, l.nodes[1].url, l.nodes[2].url)
 	write(l.writer)
-	var info *jetstream.StreamInfo
-	testutil.EventuallyErr(t, 60*time.Second, "3 current replicas of "+bucket, func() (err error) {
-		info, err = kvStreamInfo(ctxFor(t, 10*time.Second), l.writer, bucket)
-		if err != nil {
-			return err
-		}
-		if n := currentReplicas(info); n != 3 || slices.ContainsFunc(info.Cluster.Replicas, func(p *jetstream.PeerInfo) bool { return p.Lag > 0 }) {
-			return fmt.Errorf("%d current, %+v", n, info.Cluster.Replicas)
-		}
-		return nil
-	})
+	info := waitReplicasCurrent(t, l.writer, bucket)
 	// The lagging node is a follower: a paused leader would, once
 	// resumed, lead on for a moment (until it finds its quorum lost).
 	l.leader = slices.IndexFunc(l.cfgs, func(c natsserver.ServerConfig) bool { return c.Name == info.Cluster.Leader })
@@ -102,9 +91,7 @@ func pauseFollower(t *testing.T, bucket string, mod func(*natsserver.ServerConfi
 	testutil.Eventually(t, 30*time.Second, "the leader tells of "+name, func() bool {
 		return slices.Contains(observer.NATS().DiscoveredServers(), url)
 	})
-	if err := procstop.Stop(l.nodes[l.lagging].cmd.Process.Pid, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	pauseNode(t, l.nodes[l.lagging])
 	testutil.Eventually(t, 60*time.Second, "the leader drops its routes to the stopped "+name, func() bool {
 		return !slices.Contains(observer.NATS().DiscoveredServers(), url)
 	})

@@ -4,14 +4,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/procstop"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
 )
@@ -48,26 +44,10 @@ func TestLeaseWatchesWithANodePaused(t *testing.T) {
 		t.Cleanup(func() { _ = l.Close() })
 	}
 	announce("member-a")
-	testutil.Eventually(t, 60*time.Second, "every replica of the lease bucket is current", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		info, err := kvStreamInfo(ctx, conn, cfg.Bucket)
-		return err == nil && currentReplicas(info) == 3 && !slices.ContainsFunc(info.Cluster.Replicas, func(p *jetstream.PeerInfo) bool { return p.Lag > 0 })
-	})
+	waitReplicasCurrent(t, conn, cfg.Bucket)
 	const paused = 2 // the connection knows only the other two
-	proc := nodes[paused].cmd.Process
-	if err := procstop.Stop(proc.Pid, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
-	// JetStream's meta leader answers account info and places consumers:
-	// if it was the stopped node, wait for the next one.
-	if d, err := retry(60*time.Second, func(ctx context.Context) error {
-		_, err := conn.JetStream().AccountInfo(ctx)
-		return err
-	}); err != nil {
-		t.Fatalf("no JetStream meta leader %v after node %s stopped: %v", d, cfgs[paused].Name, err)
-	}
+	pauseNode(t, nodes[paused])
+	waitMetaLeader(t, conn, cfgs[paused].Name)
 	views := make([]*leaseView, 8)
 	for i := range views {
 		views[i] = &leaseView{}

@@ -5,15 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/scanplane/scanplane/bus"
-	"github.com/scanplane/scanplane/internal/procstop"
-	"github.com/scanplane/scanplane/internal/testutil"
 )
 
 // TestListingsWithANodePaused: a connection on a node that runs lists
@@ -48,27 +43,13 @@ func TestListingsWithANodePaused(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("publish: %v", err)
 	}
-	testutil.Eventually(t, 60*time.Second, "every replica of the meta bucket has every put", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		info, err := kvStreamInfo(ctx, conn, bus.DefaultConfig().MetaBucket)
-		return err == nil && currentReplicas(info) == 3 && !slices.ContainsFunc(info.Cluster.Replicas, func(p *jetstream.PeerInfo) bool { return p.Lag > 0 })
-	})
+	waitReplicasCurrent(t, conn, bus.DefaultConfig().MetaBucket)
 	on := conn.NATS().ConnectedServerName()
 	const paused = 2 // the connection knows only the other two
-	proc := nodes[paused].cmd.Process
-	if err := procstop.Stop(proc.Pid, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
-	// JetStream's meta leader answers account info and places consumers:
-	// if it was the stopped node, the listings wait for the next one.
-	if d, err := retry(60*time.Second, func(ctx context.Context) error {
-		_, err := conn.JetStream().AccountInfo(ctx)
-		return err
-	}); err != nil {
-		t.Fatalf("no JetStream meta leader %v after node %s stopped: %v", d, cfgs[paused].Name, err)
-	}
+	pauseNode(t, nodes[paused])
+	// If the stopped node led JetStream's meta group, the listings wait
+	// for the next leader.
+	waitMetaLeader(t, conn, cfgs[paused].Name)
 	t.Logf("connection on %s; %s paused", on, cfgs[paused].Name)
 	slow := 0
 	for i := range 20 {

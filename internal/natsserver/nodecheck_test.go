@@ -5,15 +5,11 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/natsserver"
-	"github.com/scanplane/scanplane/internal/procstop"
 	"github.com/scanplane/scanplane/internal/testutil"
 )
 
@@ -55,22 +51,13 @@ func TestReadLeavesPausedNode(t *testing.T) {
 	if _, err := retry(60*time.Second, func(ctx context.Context) error { return blocks.Put(ctx, "u.k", want) }); err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	testutil.Eventually(t, 60*time.Second, "every replica of the blocks bucket has every put", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		info, err := kvStreamInfo(ctx, conn, bus.DefaultConfig().BlocksBucket)
-		return err == nil && currentReplicas(info) == 3 && !slices.ContainsFunc(info.Cluster.Replicas, func(p *jetstream.PeerInfo) bool { return p.Lag > 0 })
-	})
+	waitReplicasCurrent(t, conn, bus.DefaultConfig().BlocksBucket)
 	on := conn.NATS().ConnectedServerName()
 	paused := slices.IndexFunc(cfgs, func(c natsserver.ServerConfig) bool { return c.Name == on })
 	if paused < 0 {
 		t.Fatalf("connected to %q, none of the nodes", on)
 	}
-	proc := nodes[paused].cmd.Process
-	if err := procstop.Stop(proc.Pid, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	pauseNode(t, nodes[paused])
 	stopped := time.Now()
 	keys, err := blocks.TableKeys(ctx, "t")
 	if err != nil || !slices.Equal(keys, []string{"t.k"}) {
@@ -118,11 +105,7 @@ func TestIdleConnectionLeavesPausedNode(t *testing.T) {
 	if paused < 0 {
 		t.Fatalf("connected to %q, none of the nodes", on)
 	}
-	proc := nodes[paused].cmd.Process
-	if err := procstop.Stop(proc.Pid, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
+	pauseNode(t, nodes[paused])
 	stopped := time.Now()
 	bound := bus.PingInterval*bus.PingsOut - time.Second
 	moved := func() bool {
