@@ -409,7 +409,7 @@ func publishUnverified(ctx context.Context, meta *bus.MetaStore, tm *messages.Ta
 func hasBlockRoots(tm *messages.TableMeta) bool {
 	for _, tab := range tm.GetTablets() {
 		for _, f := range tab.GetFiles() {
-			if len(f.GetBlockRoots()) == 0 {
+			if !tablets.HasBlockRoots(f) {
 				return false
 			}
 		}

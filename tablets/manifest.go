@@ -223,7 +223,7 @@ func DispatchFiles(t *messages.TabletMeta) (files []*messages.FileRef, rootsLeft
 	}
 	files = t.GetFiles()
 	for _, f := range files {
-		if f.GetBlocks() == 0 || len(f.GetBlockRoots()) != int(f.GetBlocks())*DigestSize {
+		if !HasBlockRoots(f) {
 			return files, false
 		}
 	}

@@ -73,11 +73,18 @@ func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, r
 	p.empty = p.rng.Empty()
 	for _, f := range files {
 		// Files ingested without digests: no client can check a proof.
-		if f.GetBlocks() == 0 || len(f.GetBlockRoots()) != int(f.GetBlocks())*DigestSize {
+		if !HasBlockRoots(f) {
 			p.empty = true
 		}
 	}
 	return p
+}
+
+// HasBlockRoots reports whether f has blocks and the root of each
+// (FileRef.block_roots), which the rows read from it are proven
+// against.
+func HasBlockRoots(f *messages.FileRef) bool {
+	return f.GetBlocks() > 0 && len(f.GetBlockRoots()) == int(f.GetBlocks())*DigestSize
 }
 
 // Proves reports whether p proves the scan's rows: false when the files
