@@ -244,21 +244,11 @@ func (b *BlockStore) fromLeader(ctx context.Context, key, ek string) ([]byte, er
 func (b *BlockStore) missing(ctx context.Context, key, ek string, leaderRead bool) ([]byte, error) {
 	notFound := fmt.Errorf("bus: block %s: %w", key, ErrNotFound)
 	subj := b.subjects + ek
-	info, err := timed(b.conn, ctx, func(octx context.Context) (*jetstream.StreamInfo, error) {
-		return b.stream.Info(octx, jetstream.WithSubjectFilter(subj))
-	})
+	counts, err := b.conn.subjectCounts(ctx, b.stream, b.conn.cfg.BlocksBucket, subj, "block get "+key)
 	if err != nil {
-		return nil, b.conn.storeErr(ctx, "block get "+key+": stream info", err)
+		return nil, err
 	}
-	if info.Cluster != nil && info.Cluster.Leader == "" {
-		// A replica answers the stream info from its own state when its
-		// group has no leader; it may be behind (paused, cut off, or
-		// alone when too few nodes are up for a quorum), so a key it
-		// lacks may exist.
-		return nil, fmt.Errorf("bus: block %s: %w: stream %s has no leader (too few NATS nodes up for a quorum, or node %s cut off from them) and the replica that answered may be behind: whether the block exists is unknown",
-			key, ErrUnavailable, kvStreamPrefix+b.conn.cfg.BlocksBucket, b.conn.nc.ConnectedServerName())
-	}
-	if info.State.Subjects[subj] == 0 {
+	if counts[subj] == 0 {
 		return nil, notFound
 	}
 	if !leaderRead {

@@ -113,3 +113,24 @@ func listTry(octx context.Context, kv jetstream.KeyValue, first time.Duration, m
 		}
 	}
 }
+
+// subjectCounts returns the message count of every subject of bucket's
+// stream that filter matches, as the stream's leader counts them
+// (what names the operation in errors). A stream without a leader is
+// answered by a replica from its own state, which may be behind
+// (paused, cut off, or alone when too few nodes are up for a quorum):
+// a subject it lacks may exist, so that is an error wrapping
+// ErrUnavailable.
+func (c *Conn) subjectCounts(ctx context.Context, stream jetstream.Stream, bucket, filter, what string) (map[string]uint64, error) {
+	info, err := timed(c, ctx, func(octx context.Context) (*jetstream.StreamInfo, error) {
+		return stream.Info(octx, jetstream.WithSubjectFilter(filter))
+	})
+	if err != nil {
+		return nil, c.storeErr(ctx, what+": stream info", err)
+	}
+	if info.Cluster != nil && info.Cluster.Leader == "" {
+		return nil, fmt.Errorf("bus: %s: %w: stream %s has no leader (too few NATS nodes up for a quorum, or node %s cut off from them) and the replica that answered may be behind: whether %s exists is unknown",
+			what, ErrUnavailable, kvStreamPrefix+bucket, c.nc.ConnectedServerName(), filter)
+	}
+	return info.State.Subjects, nil
+}

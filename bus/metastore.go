@@ -413,19 +413,12 @@ func (m *MetaStore) Generations(ctx context.Context, table string) ([]uint64, er
 	prefix := tablesPrefix + escapeKey(table, false) + "."
 	filter := m.subjects + prefix + "*"
 	what := fmt.Sprintf("list generations of %q", table)
-	info, err := timed(m.conn, ctx, func(octx context.Context) (*jetstream.StreamInfo, error) {
-		return m.stream.Info(octx, jetstream.WithSubjectFilter(filter))
-	})
+	counts, err := m.conn.subjectCounts(ctx, m.stream, m.conn.cfg.MetaBucket, filter, what)
 	if err != nil {
-		return nil, m.conn.storeErr(ctx, what, err)
-	}
-	if info.Cluster != nil && info.Cluster.Leader == "" {
-		// Without a leader a replica answers from its own state, which
-		// may lack generations written while it was cut off.
-		return nil, fmt.Errorf("bus: %s: %w: stream %s has no leader, and the replica that answered may be behind", what, ErrUnavailable, kvStreamPrefix+m.conn.cfg.MetaBucket)
+		return nil, err
 	}
 	var gens []uint64
-	for subj, n := range info.State.Subjects {
+	for subj, n := range counts {
 		digits, ok := strings.CutPrefix(strings.TrimPrefix(subj, m.subjects+prefix), "g")
 		if !ok || n == 0 {
 			continue
