@@ -56,6 +56,9 @@ type Prover struct {
 	// at: where Start found the scan's first row, for ScanAt (at.blk
 	// nil: Start read no block for it).
 	at startAt
+	// rd: the iterator state of the Prover's reads (readIndex,
+	// readBlock), reused.
+	rd Iterator
 }
 
 // provenBlock is block b of file f.
@@ -65,12 +68,14 @@ type provenBlock struct {
 	hit  bool // from the fetcher's cache
 }
 
-// NewProver returns a Prover for a scan of files (as NewTabletReader's)
-// over rng, resumed after the key after (nil: none). It does no IO. When
+// NewProver returns a Prover for a scan of files (as NewTabletReader's,
+// which must not change while the Prover is in use) over rng, resumed
+// after the key after (nil: none). It does no IO. When
 // a file has no block roots (ingested without digests) it proves
 // nothing.
 func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, rng Range, after []byte) *Prover {
-	p := &Prover{ctx: ctx, r: *NewTabletReader(files, f), rng: rng.After(after)}
+	// The files are the caller's: a Prover lives as long as one scan of them.
+	p := &Prover{ctx: ctx, r: TabletReader{files: files, f: f}, rng: rng.After(after)}
 	if len(files) <= len(p.ixBuf) {
 		p.ixs, p.ixHit, p.base = p.ixBuf[:len(files)], p.ixHitBuf[:len(files)], p.baseBuf[:len(files)]
 	} else {
@@ -295,7 +300,7 @@ func (p *Prover) index(i int) (*FileIndex, error) {
 	if ix := p.ixs[i]; ix != nil {
 		return ix, nil
 	}
-	ix, hit, err := p.r.readIndex(p.ctx, i)
+	ix, hit, err := p.r.readIndex(p.reader(), i)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +321,7 @@ func (p *Prover) block(i, b int) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	blk, hit, err := p.r.readBlock(p.ctx, i, ix, b)
+	blk, hit, err := p.r.readBlock(p.reader(), i, ix, b)
 	if err != nil {
 		return nil, err
 	}
@@ -325,10 +330,17 @@ func (p *Prover) block(i, b int) (*Block, error) {
 	return blk, nil
 }
 
-// readIndex fetches and checks the index of file i, as a scan does;
-// hit: it came from the fetcher's cache.
-func (r *TabletReader) readIndex(ctx context.Context, i int) (_ *FileIndex, hit bool, err error) {
-	s := &source{it: &Iterator{ctx: ctx, f: r.f}, ref: r.files[i]}
+// reader returns p.rd reset for a read of p's.
+func (p *Prover) reader() *Iterator {
+	p.rd = Iterator{ctx: p.ctx, f: p.r.f}
+	return &p.rd
+}
+
+// readIndex fetches and checks the index of file i, as a scan does,
+// with it (a new Iterator of r's fetcher); hit: it came from the
+// fetcher's cache.
+func (r *TabletReader) readIndex(it *Iterator, i int) (_ *FileIndex, hit bool, err error) {
+	s := &source{it: it, ref: r.files[i]}
 	key := IndexKey(s.ref.GetId())
 	v, err := s.fetch(key, true, decodeIndex)
 	if err != nil {
@@ -341,10 +353,11 @@ func (r *TabletReader) readIndex(ctx context.Context, i int) (_ *FileIndex, hit 
 	return ix, s.it.stats.IndexHits > 0, nil
 }
 
-// readBlock fetches and checks block b of file i, as a scan does; hit:
-// it came from the fetcher's cache.
-func (r *TabletReader) readBlock(ctx context.Context, i int, ix *FileIndex, b int) (_ *Block, hit bool, err error) {
-	s := &source{it: &Iterator{ctx: ctx, f: r.f}, ref: r.files[i], ix: ix, block: b - 1}
+// readBlock fetches and checks block b of file i, as a scan does, with
+// it (a new Iterator of r's fetcher); hit: it came from the fetcher's
+// cache.
+func (r *TabletReader) readBlock(it *Iterator, i int, ix *FileIndex, b int) (_ *Block, hit bool, err error) {
+	s := &source{it: it, ref: r.files[i], ix: ix, block: b - 1}
 	// nextBlock stops at a block past the range's end: the range is open.
 	if !s.nextBlock() {
 		if s.it.err != nil {

@@ -217,15 +217,14 @@ func TestProverCutPast(t *testing.T) {
 
 // TestProverShortScanAllocs: proving a short scan inside one block (a
 // proof with head and tail rows), its index and block in the scan's
-// memo, reads the block once through the fetcher, builds the siblings
-// in two allocations (their bytes and the slice of them), and allocates
-// the Prover, its reader and its per-file state for a one-file tablet
-// at once.
+// memo, takes at most 7 allocations: the Prover (its reader, its reads'
+// iterator and its per-file state for a one-file tablet inside it), the
+// keys of the index and the block, the proof, its siblings.
 func TestProverShortScanAllocs(t *testing.T) {
 	scan := shortProof(t)
 	scan() // fills the memo and the block's digests
-	if got := testing.AllocsPerRun(100, scan); got > 10 {
-		t.Errorf("%.0f allocations per short scan's proof, want at most 10", got)
+	if got := testing.AllocsPerRun(100, scan); got > 7 {
+		t.Errorf("%.0f allocations per short scan's proof, want at most 7", got)
 	}
 }
 
