@@ -19,9 +19,10 @@ import (
 // or reordered row) sends the proof through the whole check, as without
 // it.
 //
-// It keeps the leaves of at most its budget of chunks, and the rows of
-// at most its budget of bytes, dropping a block's leaves and rows at
-// random when a new block needs room. Safe for concurrent use.
+// It keeps the leaves of at most its budget of chunks, dropping a
+// block's leaves and rows at random when a new block needs room, and the
+// rows of at most its budget of bytes, dropping a block's rows (not its
+// leaves) at random when new rows need room. Safe for concurrent use.
 type ProvenLeaves struct {
 	shards [leafShards]leafShard
 }
@@ -162,6 +163,18 @@ func (s *leafShard) drop(r tablets.Digest, b *provenBlock) {
 	s.bytes -= b.bytes
 }
 
+// dropRows forgets the rows kept of block b; its leaves stay.
+func (s *leafShard) dropRows(b *provenBlock) {
+	if b.bytes == 0 {
+		return
+	}
+	for i := range b.rows {
+		b.rows[i].Store(nil)
+	}
+	s.bytes -= b.bytes
+	b.bytes = 0
+}
+
 // addRows keeps the rows of the chunks of f (the feed of a proof of
 // chunks from lo of the block of n rows with root root, checked against
 // root) that it hashed and still has, for the chunks whose leaves are
@@ -184,12 +197,12 @@ func (p *ProvenLeaves) addRows(root tablets.Digest, n, lo int, f *leafFeed) {
 			continue
 		}
 		size := h.size()
-		for r, o := range s.blocks { // map order: a block at random
+		for _, o := range s.blocks { // map order: a block at random
 			if s.bytes+size <= s.bytesBudget {
 				break
 			}
 			if o != b {
-				s.drop(r, o)
+				s.dropRows(o)
 			}
 		}
 		if s.bytes+size > s.bytesBudget {

@@ -49,7 +49,7 @@ func TestProvenLeavesBudget(t *testing.T) {
 }
 
 // TestProvenLeavesRowBudget: the rows kept stay within the budget of
-// bytes, pushing other blocks out; rows are kept only for chunks whose
+// bytes, pushing other blocks' rows out but not their leaves; rows are kept only for chunks whose
 // leaves are kept and proven, and read back as kept.
 func TestProvenLeavesRowBudget(t *testing.T) {
 	const n = 4 * tablets.ChunkRows
@@ -91,6 +91,10 @@ func TestProvenLeavesRowBudget(t *testing.T) {
 	}
 	if got := p.RowBytes(); got == 0 || got > 3*chunkBytes*leafShards {
 		t.Fatalf("%d bytes of rows kept", got)
+	}
+	// Rows make room by dropping other blocks' rows, not their leaves.
+	if got := p.Len(); got != 200 {
+		t.Fatalf("%d blocks' leaves kept, want all 200", got)
 	}
 }
 
