@@ -74,7 +74,7 @@ func New(cfg Config) (*Client, error) {
 		streams: map[*inbox]struct{}{}, tables: map[string]*messages.TableMeta{}, current: map[string]uint64{},
 		coord: coordDirectory{discover: len(list) == 0, list: list, lost: map[string]string{}, connected: map[string]bool{},
 			instance: map[string]string{}, routers: map[string]string{}, leased: map[string]bool{}},
-		bulk: newBulkSlots(bulkGoroutines()), leaves: tabletstream.NewProvenLeaves(cmp.Or(cfg.ProvenLeaves, DefaultProvenLeaves), cmp.Or(cfg.ProvenRowBytes, DefaultProvenRowBytes))}, nil
+		bulk: newBulkSlots(bulkGoroutines()), leaves: tabletstream.NewProvenLeaves(cmp.Or(cfg.ProvenLeaves, DefaultProvenLeaves))}, nil
 }
 
 // Dial is New and Start in one step: a started Client, or the reason it

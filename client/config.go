@@ -111,22 +111,12 @@ type Config struct {
 	// hashes (rows that differ are checked in full as always; about 40
 	// bytes each). 0 = DefaultProvenLeaves; negative = none kept.
 	ProvenLeaves int
-	// ProvenRowBytes: how many bytes of the proven chunks' rows the
-	// client keeps beside their leaf hashes, so that a chunk whose rows
-	// equal the kept ones, byte for byte, is not hashed again (rows that
-	// differ are hashed and checked in full as always). 0 =
-	// DefaultProvenRowBytes; negative = none kept. Ignored when no leaves
-	// are kept (ProvenLeaves negative).
-	ProvenRowBytes int
-	Logger         *slog.Logger
+	Logger       *slog.Logger
 }
 
 // DefaultProvenLeaves is Config.ProvenLeaves's default: about 2 MiB,
 // the leaves of about 100 MB of rows of 100 bytes.
 const DefaultProvenLeaves = 1 << 16
-
-// DefaultProvenRowBytes is Config.ProvenRowBytes's default: 16 MiB.
-const DefaultProvenRowBytes = 16 << 20
 
 // DefaultNATSURLs are the NATS nodes of the local cluster `scanctl up`
 // starts with its default ports (one per coordinator, three): scanctl's

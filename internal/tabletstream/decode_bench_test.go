@@ -46,5 +46,5 @@ func BenchmarkDecodeVerifyShortScan(b *testing.B) { benchDecodeVerify(b, nil) }
 // BenchmarkDecodeVerifyShortScanProvenLeaves: the same with the scan's
 // leaves proven before (ProvenLeaves).
 func BenchmarkDecodeVerifyShortScanProvenLeaves(b *testing.B) {
-	benchDecodeVerify(b, NewProvenLeaves(1<<12, 1<<20))
+	benchDecodeVerify(b, NewProvenLeaves(1<<12))
 }

@@ -1,7 +1,6 @@
 package tabletstream
 
 import (
-	"bytes"
 	"sync"
 	"testing"
 
@@ -13,7 +12,7 @@ import (
 // position under its root and row count.
 func TestProvenLeavesBudget(t *testing.T) {
 	const n = 10 * tablets.ChunkRows // 10 chunks a block
-	p := NewProvenLeaves(20*leafShards, 1<<20)
+	p := NewProvenLeaves(20 * leafShards)
 	leaf := func(b, i int) tablets.Digest { return tablets.Digest{byte(b), byte(b >> 8), byte(i), 1} }
 	root := func(b int) tablets.Digest { return tablets.Digest{byte(b % leafShards), byte(b), byte(b >> 8), 2} }
 	for b := range 200 {
@@ -43,58 +42,8 @@ func TestProvenLeavesBudget(t *testing.T) {
 			t.Errorf("%s: proven", name)
 		}
 	}
-	if NewProvenLeaves(0, 1<<20) != nil {
+	if NewProvenLeaves(0) != nil {
 		t.Error("a budget of 0 keeps leaves")
-	}
-}
-
-// TestProvenLeavesRowBudget: the rows kept stay within the budget of
-// bytes, pushing other blocks' rows out but not their leaves; rows are kept only for chunks whose
-// leaves are kept and proven, and read back as kept.
-func TestProvenLeavesRowBudget(t *testing.T) {
-	const n = 4 * tablets.ChunkRows
-	const chunkBytes = 1000
-	p := NewProvenLeaves(1<<12, 3*chunkBytes*leafShards) // three chunks' rows a shard
-	root := func(b int) tablets.Digest { return tablets.Digest{byte(b % leafShards), byte(b), byte(b >> 8), 3} }
-	rows := func(b, i int) []byte { return bytes.Repeat([]byte{byte(b), byte(i)}, chunkBytes/2) }
-	for b := range 200 {
-		var f leafFeed
-		for i := range 2 {
-			r := rows(b, i)
-			f.leaves = append(f.leaves, tablets.Digest{byte(b), byte(i), 4})
-			f.hashed[i] = pieces{p: [maxPieces][]byte{r[:100], r[100:]}, n: 2}
-		}
-		f.hashed[1].n = -1 // hashed as it came: nothing to keep
-		p.addRows(root(b), n, 1, &f)
-		if p.block(root(b), n) != nil {
-			t.Fatalf("block %d: rows kept before its leaves", b)
-		}
-		p.add(root(b), n, 1, f.leaves)
-		p.addRows(root(b), n, 1, &f)
-		k := p.block(root(b), n)
-		if c := k.kept(1); c == nil || !bytes.Equal(c.rows, rows(b, 0)) || c.leaf != f.leaves[0] {
-			t.Fatalf("block %d: chunk 1 not kept as added", b)
-		}
-		if k.kept(0) != nil || k.kept(2) != nil || k.kept(3) != nil {
-			t.Fatalf("block %d: rows kept for a chunk not hashed or not proven", b)
-		}
-	}
-	for i := range p.shards {
-		s := &p.shards[i]
-		sum := 0
-		for _, b := range s.blocks {
-			sum += b.bytes
-		}
-		if s.bytes > s.bytesBudget || s.bytes != sum {
-			t.Fatalf("shard %d: %d bytes of rows (blocks: %d), budget %d", i, s.bytes, sum, s.bytesBudget)
-		}
-	}
-	if got := p.RowBytes(); got == 0 || got > 3*chunkBytes*leafShards {
-		t.Fatalf("%d bytes of rows kept", got)
-	}
-	// Rows make room by dropping other blocks' rows, not their leaves.
-	if got := p.Len(); got != 200 {
-		t.Fatalf("%d blocks' leaves kept, want all 200", got)
 	}
 }
 
@@ -102,7 +51,7 @@ func TestProvenLeavesRowBudget(t *testing.T) {
 // ProvenLeaves (run with -race).
 func TestProvenLeavesConcurrent(t *testing.T) {
 	roots, rng, packed, rows, proofs := shortScan(t, 103, 141)
-	p := NewProvenLeaves(1<<12, 1<<20)
+	p := NewProvenLeaves(1 << 12)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {

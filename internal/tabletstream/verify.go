@@ -152,12 +152,7 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	if len(rows) > 0 && (v.rows == 0 && !v.rng.Contains(rows[0].Key) || !v.rng.Contains(rows[len(rows)-1].Key)) {
 		return fmt.Errorf("%w: block %d: rows outside the range %s", tablets.ErrBadProof, g, v.rng)
 	}
-	whole := first == 0 && first+len(head)+len(rows)+len(tail) == n
-	var kept *provenBlock
-	if !whole {
-		kept = v.leaves.block(v.roots[g], n)
-	}
-	v.feed.start(n, first, whole, kept)
+	v.feed.start(n, first, first == 0 && first+len(head)+len(rows)+len(tail) == n)
 	v.feed.rows(p.GetHead(), head)
 	for k := len(rows); k > 0; {
 		s := &v.segs[0]
@@ -192,9 +187,6 @@ func (v *verifier) proof(p *messages.BlockProof, rows []tablets.Entry) error {
 	}
 	if root != v.roots[g] {
 		return fmt.Errorf("%w: block %d rows %d..%d", tablets.ErrBadProof, g, first, v.feed.row-1)
-	}
-	if v.leaves != nil && v.feed.nhashed > 0 {
-		v.leaves.addRows(root, n, first/tablets.ChunkRows, &v.feed)
 	}
 	v.started = true
 	v.g, v.l = g, first+len(head)+len(rows)
@@ -282,8 +274,7 @@ func (v *verifier) takeCounted() uint64 {
 
 // leafFeed hashes a proof's rows, in order: all of them with one BLAKE3
 // pass when they are the whole block, else into the leaves of the chunks
-// they make up. A chunk whose rows equal the rows kept for it (kept)
-// takes the kept leaf instead of being hashed.
+// they make up.
 type leafFeed struct {
 	m      *tablets.MerkleHasher
 	whole  bool
@@ -291,36 +282,25 @@ type leafFeed struct {
 	row    int // block row of the next row
 	end    int // the row past the chunk being hashed
 	open   int // rows of that chunk hashed so far
-	lo     int // the chunk of the first leaf
 	leaves []tablets.Digest
 	// leafBuf holds the leaves of a short scan's proof.
 	leafBuf [8]tablets.Digest
-	kept    *provenBlock // the rows kept of the block (nil: none)
-	cur     pieces       // the open chunk's rows
-	// hashed[i]: the rows of leaf i when it was hashed (n > 0), which
-	// ProvenLeaves.addRows keeps once the proof checks out; nhashed: how
-	// many.
-	hashed  [8]pieces
-	nhashed int
-	// hashes counts the chunks hashed, over every proof of the feed.
-	hashes int
 }
 
 // start begins the chunks from row first (a chunk's first row) of a
-// block of n rows, or the whole block's hash; kept: the block's rows
-// kept, or nil.
-func (f *leafFeed) start(n, first int, whole bool, kept *provenBlock) {
+// block of n rows, or the whole block's hash.
+func (f *leafFeed) start(n, first int, whole bool) {
 	f.n, f.row, f.end, f.open, f.leaves, f.whole = n, first, tablets.ChunkEnd(first, n), 0, f.leaves[:0], whole
-	f.lo, f.kept, f.cur, f.nhashed = first/tablets.ChunkRows, kept, pieces{}, 0
 	if whole {
 		f.m.BeginWhole()
+		return
 	}
+	f.m.BeginLeaf()
 }
 
 // rows hashes rows, whose packed encoding is at the start of b, and
-// returns how many bytes of b they take: for a whole block one hash
-// Write per call; else each chunk's rows are held as pieces until the
-// chunk is complete.
+// returns how many bytes of b they take: one hash Write per chunk, or
+// for a whole block per call.
 func (f *leafFeed) rows(b []byte, rows []tablets.Entry) int {
 	start, off := 0, 0
 	if f.whole {
@@ -336,64 +316,16 @@ func (f *leafFeed) rows(b []byte, rows []tablets.Entry) int {
 		f.row++
 		f.open++
 		if f.row == f.end {
-			f.piece(b[start:off])
-			f.endChunk()
+			f.m.Write(b[start:off])
+			f.leaves = append(f.leaves, f.m.EndLeaf())
 			start, f.open, f.end = off, 0, tablets.ChunkEnd(f.row, f.n)
+			f.m.BeginLeaf()
 		}
 	}
 	if start < off {
-		f.piece(b[start:off])
+		f.m.Write(b[start:off])
 	}
 	return off
-}
-
-// piece adds q to the open chunk's rows: held, or hashed once the chunk
-// comes in more than maxPieces pieces.
-func (f *leafFeed) piece(q []byte) {
-	c := &f.cur
-	switch {
-	case c.n < 0:
-		f.m.Write(q)
-	case c.n < maxPieces:
-		c.p[c.n] = q
-		c.n++
-	default:
-		f.m.BeginLeaf()
-		for _, p := range c.p {
-			f.m.Write(p)
-		}
-		f.m.Write(q)
-		c.n = -1
-	}
-}
-
-// endChunk ends the open chunk with its leaf: the kept one when its rows
-// equal the kept rows, else their hash.
-func (f *leafFeed) endChunk() {
-	i := len(f.leaves)
-	if k := f.kept.kept(f.lo + i); k != nil && f.cur.equal(k.rows) {
-		f.leaves = append(f.leaves, k.leaf)
-		if i < len(f.hashed) {
-			f.hashed[i].n = 0
-		}
-		f.cur = pieces{}
-		return
-	}
-	if f.cur.n >= 0 {
-		f.m.BeginLeaf()
-		for _, p := range f.cur.p[:f.cur.n] {
-			f.m.Write(p)
-		}
-	}
-	f.leaves = append(f.leaves, f.m.EndLeaf())
-	f.hashes++
-	if i < len(f.hashed) {
-		f.hashed[i] = f.cur
-		if f.cur.n > 0 {
-			f.nhashed++
-		}
-	}
-	f.cur = pieces{}
 }
 
 // finish checks the end of a successful stream, after the proofs of its

@@ -189,7 +189,7 @@ func TestVerifierHonestScans(t *testing.T) {
 		files, f, truth := verifyTablet(t, 500, 200, 600)
 		bounds := [][]byte{nil, key(0), key(31), key(32), key(34), key(63), key(98), key(201), key(398), key(400), key(997), key(998), key(1000)}
 		for _, budget := range []int{1 << 12, 8 * leafShards} {
-			pc := NewProvenLeaves(budget, 1<<20)
+			pc := NewProvenLeaves(budget)
 			for range 2 {
 				verifyScansKept(t, pc, files, f, truth, bounds, [][]byte{nil, key(62)}, []uint64{0, 17}, []int{5, 64})
 			}
@@ -384,7 +384,7 @@ func verifyLies(t *testing.T, rowsN, perFile, blockSize int, kept bool) {
 		t.Run(name, func(t *testing.T) {
 			var pc *ProvenLeaves
 			if kept {
-				pc = NewProvenLeaves(1<<12, 1<<20)
+				pc = NewProvenLeaves(1 << 12)
 				if _, err := checkKept(t, pc, roots, rng, nil, 0, honest()); err != nil {
 					t.Fatal(err)
 				}
@@ -660,7 +660,7 @@ func TestVerifyShortScanProvenLeaves(t *testing.T) {
 		p.Siblings, p.SiblingsPacked = nil, nil
 		return []*messages.BlockProof{p}
 	}
-	pc := NewProvenLeaves(1<<12, 1<<20)
+	pc := NewProvenLeaves(1 << 12)
 	if err := run(pc, packed, rows, noSiblings()); err == nil {
 		t.Fatal("a proof without siblings passed with no leaf kept")
 	}
@@ -672,35 +672,6 @@ func TestVerifyShortScanProvenLeaves(t *testing.T) {
 	}
 	if err := run(pc, packed, rows, noSiblings()); err != nil {
 		t.Fatalf("kept leaves not used: %v", err)
-	}
-	// The scan's chunks' rows are kept: a repeat compares them with the
-	// kept rows and hashes none.
-	if pc.RowBytes() == 0 {
-		t.Fatal("no rows kept")
-	}
-	v := newVerifier(roots, rng, nil, 0)
-	v.leaves = pc
-	if _, err := v.batch(packed, rows, noSiblings()); err != nil {
-		t.Fatal(err)
-	}
-	if err := v.finish(); err != nil {
-		t.Fatal(err)
-	}
-	if v.feed.hashes != 0 {
-		t.Fatalf("%d chunks hashed with their rows kept, want 0", v.feed.hashes)
-	}
-	// Without rows kept every chunk is hashed.
-	nr := NewProvenLeaves(1<<12, 0)
-	if err := run(nr, packed, rows, proofs); err != nil {
-		t.Fatal(err)
-	}
-	v = newVerifier(roots, rng, nil, 0)
-	v.leaves = nr
-	if _, err := v.batch(packed, rows, noSiblings()); err != nil {
-		t.Fatal(err)
-	}
-	if v.feed.hashes == 0 || nr.RowBytes() != 0 {
-		t.Fatalf("no rows budget: %d chunks hashed, %d bytes of rows kept", v.feed.hashes, nr.RowBytes())
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		if err := run(pc, packed, rows, proofs); err != nil {
@@ -763,7 +734,7 @@ func BenchmarkVerifyShortScan(b *testing.B) {
 // scan's leaves proven before (ProvenLeaves): no inner hashes.
 func BenchmarkVerifyShortScanProvenLeaves(b *testing.B) {
 	roots, rng, packed, rows, proofs := shortScan(b, 103, 141)
-	pc := NewProvenLeaves(1<<12, 1<<20)
+	pc := NewProvenLeaves(1 << 12)
 	b.ReportAllocs()
 	for b.Loop() {
 		v := newVerifier(roots, rng, nil, 0)
