@@ -880,7 +880,8 @@ func (s *ScanServerActor) stream(job *scanJob, fin *messages.ScanFinished) (fina
 			}
 		}
 	}
-	it := reader.Scan(sctx, first, after)
+	// The reader starts where the prover found the first row.
+	it := reader.ScanAt(sctx, first, after, prover)
 	var prev tablets.ReadStats // of the iterators before it
 	readStats := func() (uint64, uint64) {
 		st := it.Stats()

@@ -28,6 +28,7 @@ type Prover struct {
 	rng   Range
 	m     MerkleHasher
 	ixs   []*FileIndex // loaded on demand
+	ixHit []bool       // ixs[i] came from the fetcher's cache
 	base  []int        // number of the first block of each file
 	empty bool         // nothing to prove: the range holds no key, or the files have no block roots
 
@@ -42,30 +43,43 @@ type Prover struct {
 	countF, countB int
 	dc             *DigestCache // nil: none (UseDigests)
 	// ixBuf, baseBuf back ixs and base for tablets of up to two files.
-	ixBuf   [2]*FileIndex
-	baseBuf [2]int
+	ixBuf    [2]*FileIndex
+	ixHitBuf [2]bool
+	baseBuf  [2]int
 	// last: the two blocks the method block returned last, most
 	// recent first; a short scan's proof needs its block several times
 	// (its first row, its head, its tail, its siblings).
 	last [2]provenBlock
+	// lastHit: the block the method block returned last came from the
+	// fetcher's cache.
+	lastHit bool
+	// at: where Start found the scan's first row, for ScanAt (at.blk
+	// nil: Start read no block for it).
+	at startAt
+	// rd: the iterator state of the Prover's reads (readIndex,
+	// readBlock), reused.
+	rd Iterator
 }
 
 // provenBlock is block b of file f.
 type provenBlock struct {
 	f, b int
 	blk  *Block
+	hit  bool // from the fetcher's cache
 }
 
-// NewProver returns a Prover for a scan of files (as NewTabletReader's)
-// over rng, resumed after the key after (nil: none). It does no IO. When
+// NewProver returns a Prover for a scan of files (as NewTabletReader's,
+// which must not change while the Prover is in use) over rng, resumed
+// after the key after (nil: none). It does no IO. When
 // a file has no block roots (ingested without digests) it proves
 // nothing.
 func NewProver(ctx context.Context, files []*messages.FileRef, f BlockFetcher, rng Range, after []byte) *Prover {
-	p := &Prover{ctx: ctx, r: *NewTabletReader(files, f), rng: rng.After(after)}
+	// The files are the caller's: a Prover lives as long as one scan of them.
+	p := &Prover{ctx: ctx, r: TabletReader{files: files, f: f}, rng: rng.After(after)}
 	if len(files) <= len(p.ixBuf) {
-		p.ixs, p.base = p.ixBuf[:len(files)], p.baseBuf[:len(files)]
+		p.ixs, p.ixHit, p.base = p.ixBuf[:len(files)], p.ixHitBuf[:len(files)], p.baseBuf[:len(files)]
 	} else {
-		p.ixs, p.base = make([]*FileIndex, len(files)), make([]int, len(files))
+		p.ixs, p.ixHit, p.base = make([]*FileIndex, len(files)), make([]bool, len(files)), make([]int, len(files))
 	}
 	for i := 1; i < len(files); i++ {
 		p.base[i] = p.base[i-1] + int(files[i-1].GetBlocks())
@@ -139,7 +153,11 @@ func (p *Prover) Start() error {
 			if err != nil {
 				return err
 			}
-			l = blk.index(blk.seek(p.rng.Start))
+			off := blk.seek(p.rng.Start)
+			l = blk.index(off)
+			if off < blk.end() {
+				p.at = startAt{file: i, block: b, off: off, ix: ix, blk: blk, indexCached: p.ixHit[i], blkCached: p.lastHit}
+			}
 		}
 		p.f, p.b, p.l = i, b, l
 		break
@@ -282,11 +300,11 @@ func (p *Prover) index(i int) (*FileIndex, error) {
 	if ix := p.ixs[i]; ix != nil {
 		return ix, nil
 	}
-	ix, err := p.r.readIndex(p.ctx, i)
+	ix, hit, err := p.r.readIndex(p.reader(), i)
 	if err != nil {
 		return nil, err
 	}
-	p.ixs[i] = ix
+	p.ixs[i], p.ixHit[i] = ix, hit
 	return ix, nil
 }
 
@@ -295,6 +313,7 @@ func (p *Prover) index(i int) (*FileIndex, error) {
 func (p *Prover) block(i, b int) (*Block, error) {
 	for _, l := range p.last {
 		if l.blk != nil && l.f == i && l.b == b {
+			p.lastHit = l.hit
 			return l.blk, nil
 		}
 	}
@@ -302,40 +321,51 @@ func (p *Prover) block(i, b int) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	blk, err := p.r.readBlock(p.ctx, i, ix, b)
+	blk, hit, err := p.r.readBlock(p.reader(), i, ix, b)
 	if err != nil {
 		return nil, err
 	}
-	p.last[1], p.last[0] = p.last[0], provenBlock{f: i, b: b, blk: blk}
+	p.last[1], p.last[0] = p.last[0], provenBlock{f: i, b: b, blk: blk, hit: hit}
+	p.lastHit = hit
 	return blk, nil
 }
 
-// readIndex fetches and checks the index of file i, as a scan does.
-func (r *TabletReader) readIndex(ctx context.Context, i int) (*FileIndex, error) {
-	s := &source{it: &Iterator{ctx: ctx, f: r.f}, ref: r.files[i]}
+// reader returns p.rd reset for a read of p's.
+func (p *Prover) reader() *Iterator {
+	p.rd = Iterator{ctx: p.ctx, f: p.r.f}
+	return &p.rd
+}
+
+// readIndex fetches and checks the index of file i, as a scan does,
+// with it (a new Iterator of r's fetcher); hit: it came from the
+// fetcher's cache.
+func (r *TabletReader) readIndex(it *Iterator, i int) (_ *FileIndex, hit bool, err error) {
+	s := &source{it: it, ref: r.files[i]}
 	key := IndexKey(s.ref.GetId())
 	v, err := s.fetch(key, true, decodeIndex)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ix := v.(*FileIndex)
 	if err := checkIndex(ix, s.ref); err != nil {
-		return nil, fmt.Errorf("tablets: index %s: %w", key, err)
+		return nil, false, fmt.Errorf("tablets: index %s: %w", key, err)
 	}
-	return ix, nil
+	return ix, s.it.stats.IndexHits > 0, nil
 }
 
-// readBlock fetches and checks block b of file i, as a scan does.
-func (r *TabletReader) readBlock(ctx context.Context, i int, ix *FileIndex, b int) (*Block, error) {
-	s := &source{it: &Iterator{ctx: ctx, f: r.f}, ref: r.files[i], ix: ix, block: b - 1}
+// readBlock fetches and checks block b of file i, as a scan does, with
+// it (a new Iterator of r's fetcher); hit: it came from the fetcher's
+// cache.
+func (r *TabletReader) readBlock(it *Iterator, i int, ix *FileIndex, b int) (_ *Block, hit bool, err error) {
+	s := &source{it: it, ref: r.files[i], ix: ix, block: b - 1}
 	// nextBlock stops at a block past the range's end: the range is open.
 	if !s.nextBlock() {
 		if s.it.err != nil {
-			return nil, s.it.err
+			return nil, false, s.it.err
 		}
-		return nil, fmt.Errorf("%w: file %s has no block %d", ErrCorrupt, r.files[i].GetId(), b)
+		return nil, false, fmt.Errorf("%w: file %s has no block %d", ErrCorrupt, r.files[i].GetId(), b)
 	}
-	return s.blk, nil
+	return s.blk, s.it.stats.CacheHits > 0, nil
 }
 
 // Cut returns the largest k <= n such that the stream's next k rows end

@@ -1,9 +1,11 @@
 package tablets
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -215,15 +217,14 @@ func TestProverCutPast(t *testing.T) {
 
 // TestProverShortScanAllocs: proving a short scan inside one block (a
 // proof with head and tail rows), its index and block in the scan's
-// memo, reads the block once through the fetcher, builds the siblings
-// in two allocations (their bytes and the slice of them), and allocates
-// the Prover, its reader and its per-file state for a one-file tablet
-// at once.
+// memo, takes at most 7 allocations: the Prover (its reader, its reads'
+// iterator and its per-file state for a one-file tablet inside it), the
+// keys of the index and the block, the proof, its siblings.
 func TestProverShortScanAllocs(t *testing.T) {
 	scan := shortProof(t)
 	scan() // fills the memo and the block's digests
-	if got := testing.AllocsPerRun(100, scan); got > 10 {
-		t.Errorf("%.0f allocations per short scan's proof, want at most 10", got)
+	if got := testing.AllocsPerRun(100, scan); got > 7 {
+		t.Errorf("%.0f allocations per short scan's proof, want at most 7", got)
 	}
 }
 
@@ -274,4 +275,74 @@ func shortProof(t testing.TB) func() {
 		}
 	}
 	return scan
+}
+
+// TestScanAt: an iterator from ScanAt, after its Prover started, yields
+// the rows and counts the fetches a Scan of the same range does, without
+// fetching again the index and the block in which the prover found the
+// first row.
+func TestScanAt(t *testing.T) {
+	ctx := context.Background()
+	m, files, _, _ := twoFileTablet(t)
+	key := func(f, i int) []byte { return fmt.Appendf(nil, "k%d%03d", f, i) }
+	bounds := [][]byte{nil, []byte("a"), key(0, 0), key(0, 1), key(0, 17), append(key(0, 17), 0), key(0, 40), key(0, 89),
+		append(key(0, 89), 0), key(1, 0), key(1, 33), key(1, 89), []byte("z")}
+	afters := [][]byte{nil, key(0, 20), key(1, 5)}
+	hinted := 0
+	for _, s := range bounds {
+		for _, e := range bounds {
+			rng := Range{Start: s, End: e}
+			if rng.Validate() != nil {
+				continue
+			}
+			for _, after := range afters {
+				cf := &countFetcher{objs: m, n: map[string]int{}, cached: true}
+				p := NewProver(ctx, files, cf, rng, after)
+				if err := p.Start(); err != nil {
+					t.Fatal(err)
+				}
+				before := maps.Clone(cf.n)
+				it := NewTabletReader(files, cf).ScanAt(ctx, rng, after, p)
+				got := drainEntries(t, it)
+				plain := NewTabletReader(files, m).Scan(ctx, rng, after)
+				want := drainEntries(t, plain)
+				name := fmt.Sprintf("%s after %q", rng, after)
+				if !slices.EqualFunc(got, want, func(a, b Entry) bool {
+					return bytes.Equal(a.Key, b.Key) && bytes.Equal(a.Value, b.Value)
+				}) {
+					t.Fatalf("%s: %d rows, want %d", name, len(got), len(want))
+				}
+				st, wst := it.Stats(), plain.Stats()
+				if st.BlocksRead != wst.BlocksRead || st.IndexReads != wst.IndexReads || st.CacheHits != st.BlocksRead || st.IndexHits != st.IndexReads {
+					t.Fatalf("%s: stats %+v, want the reads of %+v, all hits", name, st, wst)
+				}
+				if at := p.at; at.blk != nil {
+					hinted++
+					id := files[at.file].GetId()
+					for _, k := range []string{IndexKey(id), BlockKey(id, at.block)} {
+						if cf.n[k] != before[k] {
+							t.Fatalf("%s: %s fetched again", name, k)
+						}
+					}
+				}
+			}
+		}
+	}
+	if hinted == 0 {
+		t.Fatal("no scan started from its prover's position")
+	}
+}
+
+// drainEntries is every row of it, copied.
+func drainEntries(t *testing.T, it *Iterator) []Entry {
+	t.Helper()
+	var out []Entry
+	for it.Next() {
+		e := it.Entry()
+		out = append(out, Entry{Key: bytes.Clone(e.Key), Value: bytes.Clone(e.Value)})
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -63,6 +63,25 @@ func (r *TabletReader) Scan(ctx context.Context, rng Range, after []byte) *Itera
 	return it
 }
 
+// ScanAt is Scan for a scan whose Prover p, of the same files, started
+// (Prover.Start) with the same lower bound: the iterator takes the
+// index, the block and the first row's position that p found instead of
+// fetching and seeking them again, and counts the fetches p made of
+// them as its own.
+func (r *TabletReader) ScanAt(ctx context.Context, rng Range, after []byte, p *Prover) *Iterator {
+	it := r.Scan(ctx, rng, after)
+	if it.done || p.at.blk == nil || !bytes.Equal(it.rng.Start, p.rng.Start) || len(r.files) != len(p.r.files) {
+		return it
+	}
+	for i, f := range r.files {
+		if p.r.files[i] != f {
+			return it
+		}
+	}
+	it.at = p.at
+	return it
+}
+
 // ctxCheckEvery is how many rows an iterator returns between context
 // checks when it does not fetch (it always checks before a fetch).
 const ctxCheckEvery = 256
@@ -86,6 +105,19 @@ type Iterator struct {
 	rows    int
 	one     source     // the source of a one-file tablet
 	oneSrc  [1]*source // srcs of a one-file tablet
+	// at: where the scan's first row is, found by a Prover (ScanAt);
+	// at.blk nil: none.
+	at startAt
+}
+
+// startAt is the position of a scan's first row in file file: its
+// index, its block block and the row's offset off in it, and whether
+// the index and the block came from the fetcher's cache.
+type startAt struct {
+	file, block, off       int
+	ix                     *FileIndex
+	blk                    *Block
+	indexCached, blkCached bool
 }
 
 // Next advances to the next row and reports whether there is one. When it
@@ -364,6 +396,9 @@ func decodeIndex(data []byte) (any, int64, error) {
 // rows in range or on error (then it.err is set).
 func (s *source) init() bool {
 	it := s.it
+	if at := &it.at; at.blk != nil && at.file == s.ord {
+		return s.initAt(at)
+	}
 	key := IndexKey(s.ref.GetId())
 	v, err := s.fetch(key, true, decodeIndex)
 	if err != nil {
@@ -388,6 +423,21 @@ func (s *source) init() bool {
 		}
 		s.cur, s.next_ = s.blk.entry(off)
 	}
+	return s.inRange()
+}
+
+// initAt is init from the position at, which a Prover found in this
+// source's file with the same lower bound: the index and the block
+// checked as init checks them.
+func (s *source) initAt(at *startAt) bool {
+	s.countFetch(true, at.indexCached)
+	s.ix, s.block = at.ix, at.block
+	if h := s.ix.Blocks[s.block]; len(s.it.rng.End) > 0 && bytes.Compare(h.FirstKey, s.it.rng.End) >= 0 {
+		return false // as nextBlock: the block lies past the range's end
+	}
+	s.countFetch(false, at.blkCached)
+	s.blk = at.blk
+	s.cur, s.next_ = s.blk.entry(at.off)
 	return s.inRange()
 }
 
