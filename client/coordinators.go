@@ -167,8 +167,8 @@ func (c *Client) dropEndpoint(addr string) {
 	c.mu.Lock()
 	sys := c.sys
 	c.mu.Unlock()
-	if sys != nil && c.gate.enter() {
-		defer c.gate.leave()
+	if sys != nil && c.gate.Enter() {
+		defer c.gate.Leave()
 		sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
 	}
 }
