@@ -487,11 +487,10 @@ func (c *Client) probe() {
 				continue
 			}
 			conn.Close()
-			f, ok := c.requestFuture(c.routerPID(a), &messages.StatusRequest{}, 2*probeEvery)
-			if !ok {
+			res, err := c.ask(ctx, c.routerPID(a), &messages.StatusRequest{}, 2*probeEvery)
+			if errors.Is(err, ErrClosed) {
 				break
 			}
-			res, err := waitFuture(ctx, f)
 			if _, ok := res.(*messages.StatusReply); ok && err == nil {
 				c.coordUp(a)
 			}

@@ -1,9 +1,12 @@
 package client
 
 import (
+	"context"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/scanplane/scanplane/internal/remoting"
 )
 
 // send is Root.Send through the client's gate: nothing is sent once the
@@ -17,12 +20,18 @@ func (c *Client) send(pid *actor.PID, msg any) {
 	c.sys.Root.Send(pid, msg)
 }
 
-// requestFuture is Root.RequestFuture through the client's gate; the
-// future is nil (and ok false) once the client closes.
-func (c *Client) requestFuture(pid *actor.PID, msg any, timeout time.Duration) (f *actor.Future, ok bool) {
+// ask sends msg to pid through the client's gate, from a reply address
+// of its own (remoting.Reply), and waits for the answer: at most timeout,
+// or until ctx ends. It returns ErrClosed, having sent nothing, once the
+// client closes; actor.ErrDeadLetter when the request could not be
+// delivered, actor.ErrTimeout when nothing answered in time.
+func (c *Client) ask(ctx context.Context, pid *actor.PID, msg any, timeout time.Duration) (any, error) {
 	if !c.gate.Enter() {
-		return nil, false
+		return nil, ErrClosed
 	}
-	defer c.gate.Leave()
-	return c.sys.Root.RequestFuture(pid, msg, timeout), true
+	r := remoting.NewReply(c.sys)
+	defer r.Close()
+	c.sys.Root.RequestWithCustomSender(pid, msg, r.PID())
+	c.gate.Leave()
+	return r.Wait(ctx, timeout)
 }
