@@ -175,7 +175,7 @@ type System struct {
 	// sends to remote PIDs, so Close can stop the remote without racing
 	// protoactor's graceful shutdown (stop.go).
 	stops *Tracker
-	// Guard refuses what the remote does not serve (internal/remotestop).
+	// Guard refuses what the remote does not serve (guard.go).
 	Guard *Guard
 }
 
