@@ -21,11 +21,11 @@ import (
 
 // TestHostAgentCloseWhileServersSend: a host agent closes while its scan
 // servers send to remote PIDs — batches and their ends to a client,
-// ScanStarted and Busy to a tablet actor — because scans keep arriving
-// up to and through Close. protoactor's endpoint manager reads its state
-// unsynchronised on each of those sends and the remote's stop writes it,
-// which the race detector reports unless Close orders every send of the
-// servers and their workers before the stop.
+// ScanStarted and Busy to a tablet actor — because scans kept arriving
+// up to Close and its workers still stream them. protoactor's endpoint
+// manager reads its state unsynchronised on each of those sends and the
+// remote's stop writes it, which the race detector reports unless Close
+// orders every send of the servers and their workers before the stop.
 func TestHostAgentCloseWhileServersSend(t *testing.T) {
 	ctx := context.Background()
 	sc := natsserver.DefaultServerConfig()
@@ -104,5 +104,12 @@ func TestHostAgentCloseWhileServersSend(t *testing.T) {
 		}
 		return true
 	})
+	// The senders stop first: a scan server's actor runs its messages on
+	// the goroutine that delivers them, and Close's stop of the actor
+	// would run theirs for as long as they send. Its workers still
+	// stream the scans it started, and send their ends as Close cancels
+	// them.
+	closed.Store(true)
+	wg.Wait()
 	h.Close()
 }
