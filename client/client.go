@@ -15,6 +15,7 @@ import (
 
 	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/clientsys"
+	"github.com/scanplane/scanplane/internal/remoting"
 	"github.com/scanplane/scanplane/internal/tabletstream"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/tablets"
@@ -33,9 +34,11 @@ type Client struct {
 	rx     *actor.PID
 	evSub  *eventstream.Subscription
 	bgCtx  context.Context // of the watches and probes; ended by watch (Close)
-	// gate: every send through the actor remote passes it; Close shuts
-	// it before the remote stops.
-	gate sendGate
+	// gate: every send through the actor remote and every
+	// EndpointTerminatedEvent the client publishes passes it; Close shuts
+	// it first, so nothing is sent once the client closes and none meets
+	// the remote's stop (remoting.Gate).
+	gate remoting.Gate
 
 	mu      sync.Mutex
 	inboxes map[string]*inbox              // by request id
@@ -206,8 +209,8 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 	// Sends under way end first, and none starts after: the remote's
-	// stop below must not meet one (sendGate).
-	c.gate.shut()
+	// stop below must not meet one (remoting.Gate).
+	c.gate.Shut()
 	if c.watch != nil {
 		c.watch()
 		c.bg.Wait()

@@ -54,11 +54,10 @@ func (c *Client) request(ctx context.Context, msg any) (any, error) {
 			// timing out a hair before ctx reports its deadline).
 			timeout = time.Until(dl) + 100*time.Millisecond
 		}
-		fut, ok := c.requestFuture(c.routerPID(addr), msg, timeout)
-		if !ok {
+		res, err := c.ask(ctx, c.routerPID(addr), msg, timeout)
+		if errors.Is(err, ErrClosed) {
 			return nil, ErrClosed
 		}
-		res, err := waitFuture(ctx, fut)
 		if err == nil {
 			return res, nil
 		}
@@ -97,26 +96,6 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-// waitFuture waits for a future's result or for ctx to end, whichever is
-// first (the future itself ends at its own timeout).
-func waitFuture(ctx context.Context, f *actor.Future) (any, error) {
-	type result struct {
-		v   any
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f.Result()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // Status asks a coordinator for the cluster's status.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	res, err := c.request(ctx, &messages.StatusRequest{})
@@ -141,11 +120,10 @@ func (c *Client) StatusOf(ctx context.Context, addr string) (*Status, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < timeout {
 		timeout = time.Until(dl) + 100*time.Millisecond
 	}
-	f, ok := c.requestFuture(c.routerPID(addr), &messages.StatusRequest{}, timeout)
-	if !ok {
+	res, err := c.ask(ctx, c.routerPID(addr), &messages.StatusRequest{}, timeout)
+	if errors.Is(err, ErrClosed) {
 		return nil, ErrClosed
 	}
-	res, err := waitFuture(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s did not answer a status request: %w", ErrNoCoordinator, addr, err)
 	}
@@ -395,12 +373,7 @@ func (c *Client) reloadEach(ctx context.Context, addrs []string, timeout time.Du
 		go func() {
 			defer wg.Done()
 			out[i].Coordinator = a
-			var res any
-			f, sent := c.requestFuture(c.routerPID(a), &messages.ReloadProfiles{}, timeout)
-			err := ErrClosed
-			if sent {
-				res, err = waitFuture(ctx, f)
-			}
+			res, err := c.ask(ctx, c.routerPID(a), &messages.ReloadProfiles{}, timeout)
 			r, ok := res.(*messages.ReloadReply)
 			switch {
 			case err != nil:

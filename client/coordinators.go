@@ -167,8 +167,8 @@ func (c *Client) dropEndpoint(addr string) {
 	c.mu.Lock()
 	sys := c.sys
 	c.mu.Unlock()
-	if sys != nil && c.gate.enter() {
-		defer c.gate.leave()
+	if sys != nil && c.gate.Enter() {
+		defer c.gate.Leave()
 		sys.EventStream.Publish(&remote.EndpointTerminatedEvent{Address: addr})
 	}
 }
@@ -487,11 +487,10 @@ func (c *Client) probe() {
 				continue
 			}
 			conn.Close()
-			f, ok := c.requestFuture(c.routerPID(a), &messages.StatusRequest{}, 2*probeEvery)
-			if !ok {
+			res, err := c.ask(ctx, c.routerPID(a), &messages.StatusRequest{}, 2*probeEvery)
+			if errors.Is(err, ErrClosed) {
 				break
 			}
-			res, err := waitFuture(ctx, f)
 			if _, ok := res.(*messages.StatusReply); ok && err == nil {
 				c.coordUp(a)
 			}

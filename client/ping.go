@@ -30,14 +30,13 @@ func (c *Client) Ping(ctx context.Context, addr string) (time.Duration, error) {
 	}
 	probe := &messages.Row{Key: []byte("ping")}
 	t := time.Now()
-	// The future's own timeout bounds the wait (ctx only shortens it): no
-	// extra goroutine in the path being timed.
-	f, ok := c.requestFuture(actor.NewPID(addr, wire.EchoName), probe, timeout)
-	if !ok {
+	// The answer is handed over a channel: no extra goroutine in the path
+	// being timed.
+	res, err := c.ask(ctx, actor.NewPID(addr, wire.EchoName), probe, timeout)
+	rtt := time.Since(t)
+	if errors.Is(err, ErrClosed) {
 		return 0, ErrClosed
 	}
-	res, err := f.Result()
-	rtt := time.Since(t)
 	if err != nil {
 		return 0, fmt.Errorf("client: ping %s: %w", addr, err)
 	}

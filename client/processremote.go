@@ -140,6 +140,7 @@ func startProcessRemote(cfg Config, log *slog.Logger) (*processRemote, error) {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	stops := remoting.NewTracker()
+	stops.GateSends(sys)
 	var creds credentials.TransportCredentials
 	if cfg.TLS != nil {
 		creds = credentials.NewTLS(cfg.TLS)

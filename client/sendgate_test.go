@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime"
@@ -19,7 +20,7 @@ import (
 
 // TestCloseOrdersSendsBeforeTheRemoteStops: goroutines send through a
 // client's own actor remote on each of its send paths — a scan's Send, a
-// request's RequestFuture (probes, Status, Reload, Ping), the lease
+// request's ask (probes, Status, Reload, Ping), the lease
 // watch's EndpointTerminatedEvent (dropEndpoint) — without pause while
 // the client closes and after. The remote's stop writes the endpoint
 // manager's state that each of those reads unsynchronised, which the race
@@ -41,12 +42,9 @@ func TestCloseOrdersSendsBeforeTheRemoteStops(t *testing.T) {
 			c.send(peer, &messages.Cancel{RequestId: "r"})
 			return true
 		},
-		"requestFuture": func() bool {
-			// No timeout: protoactor's future sets its result without a
-			// lock, against its own timeout, and a dead letter answers
-			// these at any moment.
-			_, ok := c.requestFuture(peer, &messages.StatusRequest{}, -1)
-			return ok
+		"ask": func() bool {
+			_, err := c.ask(context.Background(), peer, &messages.StatusRequest{}, time.Millisecond)
+			return !errors.Is(err, ErrClosed)
 		},
 		"dropEndpoint": func() bool {
 			c.dropEndpoint(peer.Address)
@@ -84,7 +82,7 @@ func TestCloseOrdersSendsBeforeTheRemoteStops(t *testing.T) {
 	}
 	closed.Store(true)
 	wg.Wait()
-	if _, ok := c.requestFuture(peer, &messages.StatusRequest{}, -1); ok {
+	if _, err := c.ask(context.Background(), peer, &messages.StatusRequest{}, time.Millisecond); !errors.Is(err, ErrClosed) {
 		t.Fatal("a request was sent after Close")
 	}
 }

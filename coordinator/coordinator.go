@@ -723,7 +723,12 @@ func (c *Coordinator) PeerStatuses(addrs []string, timeout time.Duration) []*mes
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := c.as.Root.RequestFuture(actor.NewPID(a, wire.RouterName), &messages.StatusRequest{}, timeout).Result()
+			// A reply address of our own, not a future: an answer that
+			// arrives as the wait times out does not race (remoting.Reply).
+			r := remoting.NewReply(c.as)
+			defer r.Close()
+			c.as.Root.RequestWithCustomSender(actor.NewPID(a, wire.RouterName), &messages.StatusRequest{}, r.PID())
+			res, err := r.Wait(context.Background(), timeout)
 			st, ok := res.(*messages.StatusReply)
 			if err != nil || !ok {
 				return

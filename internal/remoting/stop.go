@@ -9,6 +9,12 @@
 // stream handler has returned, and only then runs the graceful shutdown,
 // which now only stops the outbound endpoints: nobody reads the flag any
 // more when it is written.
+//
+// The endpoint manager's state that the graceful shutdown writes is also
+// read, unsynchronised, on every send to a remote PID. So a Tracker also
+// gates the sends of the actor system (GateSends), and Stop shuts that
+// gate before anything else: the sends under way end first, and later
+// ones are dropped.
 
 package remoting
 
@@ -16,15 +22,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 )
 
-// Tracker counts running gRPC stream handlers of one remote.
+// Tracker counts running gRPC stream handlers of one remote, and gates
+// the sends of its actor system to remote PIDs.
 type Tracker struct {
 	mu      sync.Mutex
 	running int
 	idle    chan struct{} // closed while running == 0
+	sends   Gate
 }
 
 // NewTracker returns a Tracker with no running handler.
@@ -43,6 +52,11 @@ func (t *Tracker) ServerOption() grpc.ServerOption {
 		return h(srv, ss)
 	})
 }
+
+// GateSends routes every message sys sends to a remote PID through t,
+// so that Stop orders them before the remote stops; sends after Stop
+// began are dropped. Call it once, before sys's remote starts.
+func (t *Tracker) GateSends(sys *actor.ActorSystem) { gateSends(sys, &t.sends) }
 
 func (t *Tracker) enter() {
 	t.mu.Lock()
@@ -86,12 +100,15 @@ func (t *Tracker) wait(timeout time.Duration) bool {
 	}
 }
 
-// Stop shuts r down: inbound streams are stopped at once, and after every
-// handler has returned (at most handlerWait) the outbound endpoints are
-// stopped gracefully. It returns false when handlers were still running
-// after handlerWait; the graceful step is then skipped, because running it
-// would race, and the outbound connections end with the process.
+// Stop shuts r down: the sends to remote PIDs under way end and later
+// ones are dropped (GateSends), inbound streams are stopped at once, and
+// after every handler has returned (at most handlerWait) the outbound
+// endpoints are stopped gracefully. It returns false when handlers were
+// still running after handlerWait; the graceful step is then skipped,
+// because running it would race, and the outbound connections end with
+// the process.
 func (t *Tracker) Stop(r *remote.Remote, handlerWait time.Duration) bool {
+	t.sends.Shut()
 	r.Shutdown(false)
 	if !t.wait(handlerWait) {
 		return false

@@ -171,10 +171,11 @@ type System struct {
 	// shutdown is SystemConfig.ShutdownTimeout (default applied).
 	shutdown time.Duration
 	leave    sync.Once
-	// stops knows the remote's running stream handlers, so Close can stop
-	// it without racing protoactor's graceful shutdown (internal/remotestop).
+	// stops knows the remote's running stream handlers and gates the
+	// sends to remote PIDs, so Close can stop the remote without racing
+	// protoactor's graceful shutdown (stop.go).
 	stops *Tracker
-	// Guard refuses what the remote does not serve (internal/remotestop).
+	// Guard refuses what the remote does not serve (guard.go).
 	Guard *Guard
 }
 
@@ -223,6 +224,7 @@ func StartSystem(cfg SystemConfig) (*System, error) {
 		opts = append(opts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
 	stops := NewTracker()
+	stops.GateSends(sys)
 	guard := NewGuard(logger, sys)
 	lim := DefaultRemoteLimits
 	if cfg.MaxMessage != 0 {
@@ -274,10 +276,12 @@ func StartRemote(r *remote.Remote) (err error) {
 func (s *System) Address() string { return s.Actors.Address() }
 
 // Close stops remote and the actor system, in at most about twice
-// ShutdownTimeout. Inbound gRPC streams are stopped at once (what arrives
-// during a shutdown is dropped either way), then, once their handlers have
-// returned, the outbound endpoints are stopped gracefully; see
-// internal/remotestop for why this order and not protoactor's.
+// ShutdownTimeout. The sends to remote PIDs under way end first and
+// later ones are dropped, whichever actor or goroutine makes them; then
+// inbound gRPC streams are stopped at once (what arrives during a
+// shutdown is dropped either way), and, once their handlers have
+// returned, the outbound endpoints are stopped gracefully; see stop.go
+// for why this order and not protoactor's.
 func (s *System) Close() {
 	st := s.shutdown
 	if st == 0 {
