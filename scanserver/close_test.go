@@ -15,7 +15,6 @@ import (
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
 	"github.com/scanplane/scanplane/messages"
-	"github.com/scanplane/scanplane/tablets"
 	"github.com/scanplane/scanplane/wire"
 )
 
@@ -42,21 +41,7 @@ func TestHostAgentCloseWhileServersSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(conn.Close)
-	dir := t.TempDir()
-	store, err := tablets.NewDirStore(dir + "/blocks")
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := tablets.NewDirMetaStore(dir + "/meta")
-	if err != nil {
-		t.Fatal(err)
-	}
-	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets, icfg.BlockSize = 2, 4<<10
-	table, err := tablets.Ingest(ctx, store, meta, "t", tablets.GenerateRows(2000), icfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, table, _ := dirTable(t, 2000, 2)
 
 	cfg := DefaultHostAgentConfig()
 	cfg.Host, cfg.Servers, cfg.HeartbeatInterval = "h1", 2, 50*time.Millisecond

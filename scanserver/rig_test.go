@@ -30,7 +30,9 @@ type rig struct {
 	servers []*actor.PID
 }
 
-func newRig(t testing.TB, o rigOpts) *rig {
+// dirTable ingests a table "t" of rows generated rows in nTablets
+// tablets of 4 KiB blocks into a directory store of the test's own.
+func dirTable(t testing.TB, rows, nTablets int) (*tablets.DirStore, *messages.TableMeta, []tablets.Entry) {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := tablets.NewDirStore(dir + "/blocks")
@@ -41,13 +43,20 @@ func newRig(t testing.TB, o rigOpts) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, store: store, truth: tablets.GenerateRows(o.rows)}
+	truth := tablets.GenerateRows(rows)
 	icfg := tablets.DefaultIngestConfig()
-	icfg.Tablets = o.tablets
-	icfg.BlockSize = 4 << 10
-	if r.table, err = tablets.Ingest(context.Background(), store, meta, "t", r.truth, icfg); err != nil {
+	icfg.Tablets, icfg.BlockSize = nTablets, 4<<10
+	table, err := tablets.Ingest(context.Background(), store, meta, "t", truth, icfg)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return store, table, truth
+}
+
+func newRig(t testing.TB, o rigOpts) *rig {
+	t.Helper()
+	r := &rig{t: t}
+	r.store, r.table, r.truth = dirTable(t, o.rows, o.tablets)
 	quiet := slog.New(slog.DiscardHandler)
 	r.as = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
 		actor.WithDeadLetterThrottleInterval(time.Millisecond))
