@@ -50,9 +50,6 @@ type Prover struct {
 	// recent first; a short scan's proof needs its block several times
 	// (its first row, its head, its tail, its siblings).
 	last [2]provenBlock
-	// lastHit: the block the method block returned last came from the
-	// fetcher's cache.
-	lastHit bool
 	// at: where Start found the scan's first row, for ScanAt (at.blk
 	// nil: Start read no block for it).
 	at startAt
@@ -156,7 +153,7 @@ func (p *Prover) Start() error {
 			off := blk.seek(p.rng.Start)
 			l = blk.index(off)
 			if off < blk.end() {
-				p.at = startAt{file: i, block: b, off: off, ix: ix, blk: blk, indexCached: p.ixHit[i], blkCached: p.lastHit}
+				p.at = startAt{file: i, block: b, off: off, ix: ix, blk: blk, indexCached: p.ixHit[i], blkCached: p.last[0].hit}
 			}
 		}
 		p.f, p.b, p.l = i, b, l
@@ -311,9 +308,9 @@ func (p *Prover) index(i int) (*FileIndex, error) {
 // block returns block b of file i: one of the last two it returned, or
 // read through the fetcher.
 func (p *Prover) block(i, b int) (*Block, error) {
-	for _, l := range p.last {
+	for n, l := range p.last {
 		if l.blk != nil && l.f == i && l.b == b {
-			p.lastHit = l.hit
+			p.last[0], p.last[n] = l, p.last[0] // most recent first
 			return l.blk, nil
 		}
 	}
@@ -326,7 +323,6 @@ func (p *Prover) block(i, b int) (*Block, error) {
 		return nil, err
 	}
 	p.last[1], p.last[0] = p.last[0], provenBlock{f: i, b: b, blk: blk, hit: hit}
-	p.lastHit = hit
 	return blk, nil
 }
 
@@ -337,8 +333,8 @@ func (p *Prover) reader() *Iterator {
 }
 
 // readIndex fetches and checks the index of file i, as a scan does,
-// with it (a new Iterator of r's fetcher); hit: it came from the
-// fetcher's cache.
+// with it (a fresh Iterator of r's fetcher: Prover.reader); hit: it
+// came from the fetcher's cache.
 func (r *TabletReader) readIndex(it *Iterator, i int) (_ *FileIndex, hit bool, err error) {
 	s := &source{it: it, ref: r.files[i]}
 	key := IndexKey(s.ref.GetId())
@@ -354,8 +350,8 @@ func (r *TabletReader) readIndex(it *Iterator, i int) (_ *FileIndex, hit bool, e
 }
 
 // readBlock fetches and checks block b of file i, as a scan does, with
-// it (a new Iterator of r's fetcher); hit: it came from the fetcher's
-// cache.
+// it (a fresh Iterator of r's fetcher: Prover.reader); hit: it came
+// from the fetcher's cache.
 func (r *TabletReader) readBlock(it *Iterator, i int, ix *FileIndex, b int) (_ *Block, hit bool, err error) {
 	s := &source{it: it, ref: r.files[i], ix: ix, block: b - 1}
 	// nextBlock stops at a block past the range's end: the range is open.
