@@ -10,10 +10,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/scanplane/scanplane/bus"
 	"github.com/scanplane/scanplane/internal/freeport"
 	"github.com/scanplane/scanplane/internal/natsserver"
 	"github.com/scanplane/scanplane/internal/testutil"
+	"github.com/scanplane/scanplane/internal/testutil/clustertest"
 	"github.com/scanplane/scanplane/messages"
 	"github.com/scanplane/scanplane/wire"
 )
@@ -34,13 +34,7 @@ func TestHostAgentCloseWhileServersSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	bc := bus.DefaultConfig()
-	bc.URL = srv.ClientURL()
-	conn, err := bus.Connect(ctx, bc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
+	conn := clustertest.Connect(t, ctx, srv.ClientURL(), nil)
 	store, table, _ := dirTable(t, 2000, 2)
 
 	cfg := DefaultHostAgentConfig()
